@@ -1,0 +1,184 @@
+/* atoll: a training system for GPT-style language models in C.
+ *
+ * Public API of libatoll. Every function that can fail returns 0 on success and
+ * -1 on failure, with a one-line message (naming the file or flag and the problem)
+ * in an atoll_err. Only the command-line tool decides to exit.
+ */
+#ifndef ATOLL_ATOLL_H
+#define ATOLL_ATOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors --- */
+
+typedef struct {
+  char msg[512];
+} atoll_err;
+
+/* Formats a message into err (if non-NULL) and returns -1. */
+int atoll_fail(atoll_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------ model shape --- */
+
+typedef struct {
+  int layers;  /* transformer blocks */
+  int heads;   /* attention heads; must divide dim */
+  int dim;     /* model width C */
+  int context; /* maximum sequence length (position embeddings) */
+  int vocab;   /* vocabulary size (256 for the built-in byte tokenizer) */
+} atoll_shape;
+
+/* Checks that a shape is possible; the message names the offending key. */
+int atoll_shape_check(const atoll_shape *s, atoll_err *err);
+
+/* ---------------------------------------------------- parameter layout ---- */
+
+/* One named view into the flat parameter buffer. Gradients and AdamW moments use
+ * the same offsets in their own flat buffers. */
+typedef struct {
+  char name[64];     /* e.g. "h.3.attn.qkv.weight" (documented in src/model/layout.c) */
+  int ndim;
+  int64_t shape[2];  /* row-major; weight matrices are [out, in] like torch.nn.Linear */
+  size_t offset;     /* in floats from the start of the flat buffer */
+  size_t numel;
+  int decay;         /* 1 if AdamW weight decay applies (matrices and embeddings) */
+  int layer;         /* block index, -1 for embeddings and the final LayerNorm */
+} atoll_tensor;
+
+typedef struct {
+  atoll_shape shape;
+  int ntensors;
+  atoll_tensor *tensors;
+  size_t nparams; /* total floats */
+} atoll_layout;
+
+int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err);
+void atoll_layout_free(atoll_layout *lay);
+const atoll_tensor *atoll_layout_find(const atoll_layout *lay, const char *name);
+
+/* ------------------------------------------------------------------ RNG --- */
+
+/* Deterministic 64-bit generator (splitmix64 seeding, xoshiro256** core). */
+typedef struct {
+  uint64_t s[4];
+} atoll_rng;
+
+void atoll_rng_seed(atoll_rng *r, uint64_t seed);
+uint64_t atoll_rng_next(atoll_rng *r);
+float atoll_rng_uniform(atoll_rng *r); /* [0, 1) */
+float atoll_rng_normal(atoll_rng *r);  /* standard normal */
+/* A stateless hash of several integers, used to derive independent streams. */
+uint64_t atoll_hash64(uint64_t a, uint64_t b, uint64_t c, uint64_t d);
+
+/* --------------------------------------------------------------- model ---- */
+
+struct atoll_ops; /* the kernel backend seam, see src/ops/ops.h */
+
+typedef struct atoll_model atoll_model;
+
+/* Allocates parameters, gradients and activations for micro-batches of up to
+ * max_batch x max_seq tokens (max_seq <= shape.context). Weights start at zero;
+ * call atoll_model_init_weights or load them. */
+int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
+                       atoll_err *err);
+void atoll_model_destroy(atoll_model *m);
+/* GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L). */
+void atoll_model_init_weights(atoll_model *m, uint64_t seed);
+
+const atoll_layout *atoll_model_layout(const atoll_model *m);
+float *atoll_model_params(atoll_model *m); /* flat, layout.nparams floats */
+float *atoll_model_grads(atoll_model *m);  /* flat, same layout */
+const float *atoll_model_logits(const atoll_model *m); /* [B, T, vocab] of the last forward */
+
+/* Forward pass over B sequences of T tokens (inputs [B*T]). With targets it returns
+ * the mean cross-entropy loss, else 0. */
+float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
+                          int T);
+void atoll_model_zero_grads(atoll_model *m);
+/* Backward of the last forward (which must have had targets). Adds
+ * loss_scale * d(mean loss)/d(params) into the gradient buffer, so that micro-batches
+ * accumulate (loss_scale = 1/accum). */
+void atoll_model_backward(atoll_model *m, float loss_scale);
+
+/* Model FLOPs per trained token (forward + backward) at sequence length T:
+ * 6 * (parameters that take part in matrix products) + 6 * layers * dim * T
+ * (causal attention: QK^T and PV, forward and backward, at its real cost). */
+double atoll_flops_per_token(const atoll_shape *s, int T);
+
+/* ------------------------------------------------------------ optimizer --- */
+
+typedef struct {
+  float lr;           /* peak learning rate */
+  float min_lr_ratio; /* cosine decays to lr * min_lr_ratio */
+  int warmup;         /* linear warm-up steps */
+  int total_steps;
+  float beta1, beta2, eps;
+  float weight_decay; /* decoupled, only on tensors with decay = 1 */
+  float grad_clip;    /* global L2 norm; <= 0 disables */
+} atoll_adamw_config;
+
+/* Learning rate for 0-based step `step`: warm-up then cosine decay. */
+float atoll_lr_at(const atoll_adamw_config *c, int step);
+/* Sum of squares of g[begin, end) in double (for the global gradient norm). */
+double atoll_sumsq(const float *g, size_t begin, size_t end);
+/* One AdamW update of params[begin, end) with moments m, v (same indexing);
+ * t is the 1-based step count for bias correction; grad_scale multiplies the
+ * gradients first (clipping). */
+void atoll_adamw_update(const atoll_layout *lay, const atoll_adamw_config *c, float *params,
+                        const float *grads, float *m, float *v, size_t begin, size_t end,
+                        int t, float lr, float grad_scale);
+
+/* ------------------------------------------------------------------ data --- */
+
+/* Token shard file, see src/data/shard.c for the byte layout. */
+typedef struct {
+  char path[1024];
+  uint32_t vocab;
+  uint32_t width;   /* bytes per token: 1, 2 or 4 */
+  uint64_t ntokens;
+  void *map;        /* whole file, memory-mapped */
+  size_t map_size;
+  const uint8_t *tokens;
+} atoll_shard;
+
+int atoll_shard_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
+                      atoll_err *err);
+int atoll_shard_open(atoll_shard *sh, const char *path, atoll_err *err);
+void atoll_shard_close(atoll_shard *sh);
+int32_t atoll_shard_token(const atoll_shard *sh, uint64_t i);
+
+/* All shards of one split ("train" or "val") in a prepared data directory. */
+typedef struct {
+  int nshards;
+  atoll_shard *shards;
+  uint32_t vocab;
+  uint64_t ntokens;
+} atoll_dataset;
+
+int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, int seq,
+                       atoll_err *err);
+void atoll_dataset_close(atoll_dataset *ds);
+/* Writes seq+1 tokens of one training window into out. The window depends only on
+ * (seed, step, index): index is the row within the step's global batch, so that a
+ * resumed run sees the same batches and ranks can take disjoint slices. */
+void atoll_dataset_window(const atoll_dataset *ds, uint64_t seed, uint64_t step, uint64_t index,
+                          int seq, int32_t *out);
+/* Window number i of a fixed, evenly spaced evaluation set. */
+void atoll_dataset_eval_window(const atoll_dataset *ds, uint64_t i, uint64_t count, int seq,
+                               int32_t *out);
+
+/* Byte-level tokenizer: token = byte value, vocabulary 256. */
+#define ATOLL_BYTE_VOCAB 256
+/* atoll prepare: tokenizes text files into DIR/train_NNN.bin and DIR/val_NNN.bin. */
+int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
+                  atoll_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build, run and test atoll.
+# Idempotent; uses sudo when not root. Called first by .ci/run.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+PKGS=(
+  build-essential cmake pkg-config
+  libopenblas-dev          # CBLAS sgemm
+  libomp-dev               # OpenMP runtime for clang builds (gcc brings libgomp)
+  libcjson-dev             # JSON headers, configs, metrics
+  fortunes                 # default corpus: /usr/share/games/fortunes
+  clang libclang-rt-14-dev # libFuzzer targets
+  python3-torch python3-numpy  # PyTorch reference check and benchmark (/usr/bin/python3)
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

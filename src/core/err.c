@@ -1,0 +1,14 @@
+#include "atoll/atoll.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int atoll_fail(atoll_err *err, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}

@@ -1,0 +1,43 @@
+/* Training configuration: command-line flags and --config FILE (JSON with the same
+ * keys as the flags, without the leading dashes; flags override the file). */
+#ifndef ATOLL_CONFIG_H
+#define ATOLL_CONFIG_H
+
+#include "atoll/atoll.h"
+
+#include <cjson/cJSON.h>
+
+typedef struct {
+  atoll_shape model;
+  int batch;        /* sequences per micro-batch */
+  int seq;          /* tokens per sequence (<= model.context); defaults to context */
+  int accum;        /* micro-batches per optimizer step */
+  int steps;        /* optimizer steps in total */
+  atoll_adamw_config opt;
+  uint64_t seed;
+  int threads;      /* 0: leave OpenMP/OpenBLAS defaults */
+  char data[1024];  /* prepared data directory */
+  char out[1024];   /* run directory: metrics.jsonl, summary.json, checkpoints/ */
+  char resume[1024];
+  int eval_every;   /* 0 disables periodic evaluation (a final one still runs) */
+  int eval_batches; /* batches of `batch` windows for a validation loss */
+  int save_every;   /* 0: only the final checkpoint */
+  int keep;         /* checkpoints kept in OUT/checkpoints */
+  int log_every;    /* progress line on a terminal */
+} atoll_config;
+
+void atoll_config_defaults(atoll_config *c);
+/* Applies the keys of a JSON object; unknown keys and wrong types are errors that name
+ * `source` (a file name or "flag"). */
+int atoll_config_apply_json(atoll_config *c, const cJSON *obj, const char *source, atoll_err *err);
+/* Parses JSON text (as read from --config FILE) and applies it. */
+int atoll_config_apply_text(atoll_config *c, const char *text, size_t len, const char *source,
+                            atoll_err *err);
+/* Sets one key from a string value (a flag: key without the dashes). */
+int atoll_config_set(atoll_config *c, const char *key, const char *value, atoll_err *err);
+/* Checks the whole configuration (shapes, ranges). */
+int atoll_config_check(const atoll_config *c, atoll_err *err);
+/* The full configuration as a JSON object (for state.json and summary.json). */
+cJSON *atoll_config_to_json(const atoll_config *c);
+
+#endif
