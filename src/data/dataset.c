@@ -1,1 +1,157 @@
-/* placeholder */
+/* A split ("train" or "val") of a prepared data directory: the shards
+ * DIR/<split>_000.bin, _001.bin, ... (consecutive numbers, stopping at the first
+ * missing one), all memory-mapped, with deterministic window sampling.
+ *
+ * Windows are seq+1 consecutive tokens of one shard (inputs plus shifted targets).
+ * A shard of n >= seq+1 tokens has n - seq valid window starts; laying the valid
+ * starts of all shards end to end gives one index space [0, total), and both the
+ * training draw and the evaluation set are positions in that space. */
+#define _POSIX_C_SOURCE 200809L
+#include "data/shard.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define WINDOW_SALT 0x77696e646f77ull /* "window" */
+
+static uint64_t valid_starts(const atoll_shard *sh, int seq) {
+  uint64_t need = (uint64_t)seq + 1;
+  return sh->ntokens >= need ? sh->ntokens - (uint64_t)seq : 0;
+}
+
+static uint64_t total_valid_starts(const atoll_dataset *ds, int seq) {
+  uint64_t total = 0;
+  for (int k = 0; k < ds->nshards; k++) total += valid_starts(&ds->shards[k], seq);
+  return total;
+}
+
+/* Copies the window at position pos of the joined valid-start space. */
+static void copy_window(const atoll_dataset *ds, uint64_t pos, int seq, int32_t *out) {
+  for (int k = 0; k < ds->nshards; k++) {
+    uint64_t v = valid_starts(&ds->shards[k], seq);
+    if (pos < v) {
+      atoll_shard_read(&ds->shards[k], pos, (uint64_t)seq + 1, out);
+      return;
+    }
+    pos -= v;
+  }
+}
+
+/* Callers must pass seq no larger than the one given to atoll_dataset_open, which
+ * guarantees at least one window; otherwise out is zero-filled rather than read
+ * out of bounds. */
+static int window_ok(int seq, uint64_t total, int32_t *out) {
+  if (seq >= 1 && total > 0) return 1;
+  if (seq >= 0) memset(out, 0, ((size_t)seq + 1) * sizeof *out);
+  return 0;
+}
+
+void atoll_dataset_window(const atoll_dataset *ds, uint64_t seed, uint64_t step, uint64_t index,
+                          int seq, int32_t *out) {
+  uint64_t total = total_valid_starts(ds, seq);
+  if (!window_ok(seq, total, out)) return;
+  /* One uniform position over all valid starts: the shard is thereby chosen with
+   * probability proportional to its valid starts, and the start uniformly within it.
+   * Modulo bias is below total / 2^64. */
+  uint64_t h = atoll_hash64(seed, step, index, WINDOW_SALT);
+  copy_window(ds, h % total, seq, out);
+}
+
+void atoll_dataset_eval_window(const atoll_dataset *ds, uint64_t i, uint64_t count, int seq,
+                               int32_t *out) {
+  uint64_t total = total_valid_starts(ds, seq);
+  if (!window_ok(seq, total, out)) return;
+  if (count == 0) count = 1;
+  i %= count;
+  /* floor(i * total / count) without overflowing i * total. */
+  uint64_t q = total / count, r = total % count;
+  uint64_t pos = i * q;
+  if (count <= UINT32_MAX) pos += i * r / count; /* i, r < count < 2^32 */
+  else pos += (uint64_t)((double)i * (double)r / (double)count);
+  copy_window(ds, pos, seq, out);
+}
+
+/* -------------------------------------------------------------- opening --- */
+
+static int check_dir(const char *dir, atoll_err *err) {
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    if (errno == ENOENT) return atoll_fail(err, "--data %s: no such directory", dir);
+    return atoll_fail(err, "--data %s: %s", dir, strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return atoll_fail(err, "--data %s: not a directory", dir);
+  return 0;
+}
+
+static int shard_path(char *buf, size_t cap, const char *dir, const char *split, int n,
+                      atoll_err *err) {
+  int len = snprintf(buf, cap, "%s/%s_%03d.bin", dir, split, n);
+  if (len < 0 || (size_t)len >= cap) return atoll_fail(err, "%.200s: path too long", dir);
+  return 0;
+}
+
+static int shard_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Opens the next shard into ds->shards[ds->nshards], growing the array. */
+static int add_shard(atoll_dataset *ds, const char *path, atoll_err *err) {
+  atoll_shard *grown = realloc(ds->shards, ((size_t)ds->nshards + 1) * sizeof *grown);
+  if (!grown) return atoll_fail(err, "%s: out of memory", path);
+  ds->shards = grown;
+  atoll_shard *sh = &ds->shards[ds->nshards];
+  if (atoll_shard_open(sh, path, err) != 0) return -1;
+  ds->nshards++;
+  if (ds->nshards > 1 && sh->vocab != ds->vocab)
+    return atoll_fail(err, "%s: vocabulary %" PRIu32 " differs from %s (vocabulary %" PRIu32 ")",
+                      path, sh->vocab, ds->shards[0].path, ds->vocab);
+  ds->vocab = sh->vocab;
+  ds->ntokens += sh->ntokens;
+  return 0;
+}
+
+static int open_shards(atoll_dataset *ds, const char *dir, const char *split, atoll_err *err) {
+  char path[1024];
+  for (int n = 0;; n++) {
+    if (shard_path(path, sizeof path, dir, split, n, err) != 0) return -1;
+    if (!shard_exists(path)) break;
+    if (add_shard(ds, path, err) != 0) return -1;
+  }
+  if (ds->nshards == 0)
+    return atoll_fail(err, "%s: no %s_000.bin; run `atoll prepare` first", dir, split);
+  return 0;
+}
+
+static int check_enough(const atoll_dataset *ds, const char *dir, const char *split, int seq,
+                        atoll_err *err) {
+  if (total_valid_starts(ds, seq) > 0) return 0;
+  uint64_t longest = 0;
+  for (int k = 0; k < ds->nshards; k++)
+    if (ds->shards[k].ntokens > longest) longest = ds->shards[k].ntokens;
+  return atoll_fail(err, "%s: split %s too short: %" PRIu64 " tokens in %d shard(s), longest %"
+                    PRIu64 ", but one window needs seq+1 = %" PRIu64 " tokens in one shard",
+                    dir, split, ds->ntokens, ds->nshards, longest, (uint64_t)seq + 1);
+}
+
+int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, int seq,
+                       atoll_err *err) {
+  memset(ds, 0, sizeof *ds);
+  if (seq < 1) return atoll_fail(err, "%s: sequence length %d must be at least 1", dir, seq);
+  if (check_dir(dir, err) != 0) return -1;
+  if (open_shards(ds, dir, split, err) != 0 || check_enough(ds, dir, split, seq, err) != 0) {
+    atoll_dataset_close(ds);
+    return -1;
+  }
+  return 0;
+}
+
+void atoll_dataset_close(atoll_dataset *ds) {
+  for (int k = 0; k < ds->nshards; k++) atoll_shard_close(&ds->shards[k]);
+  free(ds->shards);
+  memset(ds, 0, sizeof *ds);
+}

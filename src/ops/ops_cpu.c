@@ -1,1 +1,401 @@
-/* placeholder */
+/* CPU kernels: matrix products through CBLAS sgemm (OpenBLAS), everything else as
+ * OpenMP-threaded loops written so the compiler vectorizes them.
+ *
+ * Determinism: every kernel gives bit-identical results for the same inputs and
+ * thread count. Reductions over rows (bias and LayerNorm gradients, embedding
+ * gradients) are split across threads by channel, never by row, so no two threads
+ * add into the same float. */
+#include "ops/ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *cpu_alloc(size_t bytes) {
+  /* 64-byte aligned and zeroed */
+  size_t rounded = (bytes + 63) & ~(size_t)63;
+  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  if (p) memset(p, 0, rounded ? rounded : 64);
+  return p;
+}
+
+static void cpu_free(void *p) { free(p); }
+
+/* Channels per task when threads split a reduction over rows by channel. */
+#define CHUNK 64
+
+/* ---------------------------------------------------------------- embedding --- */
+
+static void embed_forward(float *out, const int32_t *tok, const float *wte, const float *wpe,
+                          int B, int T, int C) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      float *o = out + ((size_t)b * T + t) * C;
+      const float *we = wte + (size_t)tok[b * T + t] * C;
+      const float *pe = wpe + (size_t)t * C;
+#pragma omp simd
+      for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
+    }
+}
+
+static void embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
+                           int T, int C) {
+  int nchunks = (C + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+  for (int ch = 0; ch < nchunks; ch++) {
+    int c0 = ch * CHUNK, c1 = c0 + CHUNK < C ? c0 + CHUNK : C;
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++) {
+        const float *d = dout + ((size_t)b * T + t) * C;
+        float *we = dwte + (size_t)tok[b * T + t] * C;
+        float *pe = dwpe + (size_t)t * C;
+        for (int c = c0; c < c1; c++) {
+          we[c] += d[c];
+          pe[c] += d[c];
+        }
+      }
+  }
+}
+
+/* ---------------------------------------------------------------- layernorm --- */
+
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                              const float *b, int N, int C) {
+  const float eps = 1e-5f;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C;
+    float *o = out + (size_t)n * C;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; c++) s += xr[c];
+    float m = s / C;
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; c++) {
+      float d = xr[c] - m;
+      v += d * d;
+    }
+    float r = 1.0f / sqrtf(v / C + eps);
+#pragma omp simd
+    for (int c = 0; c < C; c++) o[c] = (xr[c] - m) * r * w[c] + b[c];
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+static void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                               const float *w, const float *mean, const float *rstd, int N,
+                               int C) {
+  /* input gradient: rows are independent */
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *d = dout + (size_t)n * C, *xr = x + (size_t)n * C;
+    float *dxr = dx + (size_t)n * C;
+    float m = mean[n], r = rstd[n];
+    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+#pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
+    for (int c = 0; c < C; c++) {
+      float norm = (xr[c] - m) * r;
+      float dnorm = w[c] * d[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean /= C;
+    dnorm_norm_mean /= C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+      float norm = (xr[c] - m) * r;
+      float dnorm = w[c] * d[c];
+      dxr[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
+    }
+  }
+  /* parameter gradients: a reduction over rows, split by channel */
+  int nchunks = (C + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+  for (int ch = 0; ch < nchunks; ch++) {
+    int c0 = ch * CHUNK, c1 = c0 + CHUNK < C ? c0 + CHUNK : C;
+    float accw[CHUNK] = {0}, accb[CHUNK] = {0};
+    for (int n = 0; n < N; n++) {
+      const float *d = dout + (size_t)n * C, *xr = x + (size_t)n * C;
+      float m = mean[n], r = rstd[n];
+#pragma omp simd
+      for (int c = c0; c < c1; c++) {
+        accw[c - c0] += (xr[c] - m) * r * d[c];
+        accb[c - c0] += d[c];
+      }
+    }
+    for (int c = c0; c < c1; c++) {
+      dw[c] += accw[c - c0];
+      db[c] += accb[c - c0];
+    }
+  }
+}
+
+/* ------------------------------------------------------------------- matmul --- */
+
+static void add_bias(float *out, const float *bias, int N, int OC) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    float *o = out + (size_t)n * OC;
+#pragma omp simd
+    for (int j = 0; j < OC; j++) o[j] += bias[j];
+  }
+}
+
+static void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N,
+                           int C, int OC, int accumulate) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x, C, w, C,
+              accumulate ? 1.0f : 0.0f, out, OC);
+  if (bias) add_bias(out, bias, N, OC);
+}
+
+static void matmul_backward(float *dx, float *dw, float *dbias, const float *dout, const float *x,
+                            const float *w, int N, int C, int OC, int accumulate_dx) {
+  /* dx[N,C] = dout[N,OC] @ w[OC,C] */
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
+              accumulate_dx ? 1.0f : 0.0f, dx, C);
+  /* dw[OC,C] += dout^T @ x */
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, x, C, 1.0f, dw,
+              C);
+  if (dbias) {
+    int nchunks = (OC + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < nchunks; ch++) {
+      int j0 = ch * CHUNK, j1 = j0 + CHUNK < OC ? j0 + CHUNK : OC;
+      float acc[CHUNK] = {0};
+      for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * OC;
+#pragma omp simd
+        for (int j = j0; j < j1; j++) acc[j - j0] += d[j];
+      }
+      for (int j = j0; j < j1; j++) dbias[j] += acc[j - j0];
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- attention --- */
+
+/* Flash-style causal attention: one (batch, head) pair per task, one query row at a
+ * time against all earlier keys. Only the row's log-sum-exp is kept for backward, so
+ * memory is O(T) per head instead of the O(T^2) attention matrix; backward recomputes
+ * the probabilities from it. K and V are transposed into [hs, T] scratch so that the
+ * score and dP loops run contiguously over keys (vectorized, no horizontal sums). */
+
+typedef struct {
+  float *kt, *vt; /* [hs, T] */
+  float *s;       /* [T] scores / probabilities */
+  float *dp;      /* [T] */
+  float *dk, *dv; /* [T, hs] accumulators */
+} attn_scratch;
+
+static void transpose_head(float *dst, const float *qkv, int b, int T, int C3, int off, int hs) {
+  for (int t = 0; t < T; t++) {
+    const float *src = qkv + ((size_t)b * T + t) * C3 + off;
+    for (int d = 0; d < hs; d++) dst[(size_t)d * T + t] = src[d];
+  }
+}
+
+/* s[j] = scale * q . k_j for j in [0, n) */
+static void scores_row(float *s, const float *q, const float *kt, int n, int T, int hs,
+                       float scale) {
+  memset(s, 0, sizeof(float) * (size_t)n);
+  for (int d = 0; d < hs; d++) {
+    float qd = q[d] * scale;
+    const float *kr = kt + (size_t)d * T;
+#pragma omp simd
+    for (int j = 0; j < n; j++) s[j] += qd * kr[j];
+  }
+}
+
+static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                              int NH) {
+  int hs = C / NH, C3 = 3 * C;
+  float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+  {
+    float *kt = malloc(sizeof(float) * (size_t)hs * T);
+    float *s = malloc(sizeof(float) * (size_t)T);
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        transpose_head(kt, qkv, b, T, C3, C + h * hs, hs);
+        for (int i = 0; i < T; i++) {
+          const float *q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+          int n = i + 1;
+          scores_row(s, q, kt, n, T, hs, scale);
+          float mx = -INFINITY;
+          for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+          float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+          for (int j = 0; j < n; j++) {
+            s[j] = expf(s[j] - mx);
+            sum += s[j];
+          }
+          float inv = 1.0f / sum;
+          float *o = out + ((size_t)b * T + i) * C + h * hs;
+          memset(o, 0, sizeof(float) * (size_t)hs);
+          for (int j = 0; j < n; j++) {
+            const float *v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
+            float p = s[j] * inv;
+#pragma omp simd
+            for (int d = 0; d < hs; d++) o[d] += p * v[d];
+          }
+          lse[((size_t)b * NH + h) * T + i] = mx + logf(sum);
+        }
+      }
+    free(kt);
+    free(s);
+  }
+}
+
+static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int C, int NH) {
+  int hs = C / NH, C3 = 3 * C;
+  float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+  {
+    attn_scratch w;
+    w.kt = malloc(sizeof(float) * (size_t)hs * T);
+    w.vt = malloc(sizeof(float) * (size_t)hs * T);
+    w.s = malloc(sizeof(float) * (size_t)T);
+    w.dp = malloc(sizeof(float) * (size_t)T);
+    w.dk = malloc(sizeof(float) * (size_t)hs * T);
+    w.dv = malloc(sizeof(float) * (size_t)hs * T);
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        transpose_head(w.kt, qkv, b, T, C3, C + h * hs, hs);
+        transpose_head(w.vt, qkv, b, T, C3, 2 * C + h * hs, hs);
+        memset(w.dk, 0, sizeof(float) * (size_t)hs * T);
+        memset(w.dv, 0, sizeof(float) * (size_t)hs * T);
+        for (int i = 0; i < T; i++) {
+          const float *q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+          const float *dO = dout + ((size_t)b * T + i) * C + h * hs;
+          const float *O = out + ((size_t)b * T + i) * C + h * hs;
+          float *dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
+          int n = i + 1;
+          float l = lse[((size_t)b * NH + h) * T + i];
+          /* probabilities p_j = exp(s_j - lse) */
+          scores_row(w.s, q, w.kt, n, T, hs, scale);
+#pragma omp simd
+          for (int j = 0; j < n; j++) w.s[j] = expf(w.s[j] - l);
+          /* dp_j = dO . v_j */
+          memset(w.dp, 0, sizeof(float) * (size_t)n);
+          for (int d = 0; d < hs; d++) {
+            float g = dO[d];
+            const float *vr = w.vt + (size_t)d * T;
+#pragma omp simd
+            for (int j = 0; j < n; j++) w.dp[j] += g * vr[j];
+          }
+          float D = 0.0f;
+#pragma omp simd reduction(+ : D)
+          for (int d = 0; d < hs; d++) D += dO[d] * O[d];
+          /* ds_j = p_j (dp_j - D); reuse dp for ds * scale */
+#pragma omp simd
+          for (int j = 0; j < n; j++) w.dp[j] = w.s[j] * (w.dp[j] - D) * scale;
+          memset(dq, 0, sizeof(float) * (size_t)hs);
+          for (int j = 0; j < n; j++) {
+            const float *k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
+            float ds = w.dp[j], p = w.s[j];
+            float *dk = w.dk + (size_t)j * hs, *dv = w.dv + (size_t)j * hs;
+#pragma omp simd
+            for (int d = 0; d < hs; d++) {
+              dq[d] += ds * k[d];
+              dk[d] += ds * q[d];
+              dv[d] += p * dO[d];
+            }
+          }
+        }
+        for (int t = 0; t < T; t++) {
+          float *row = dqkv + ((size_t)b * T + t) * C3 + h * hs;
+          memcpy(row + C, w.dk + (size_t)t * hs, sizeof(float) * (size_t)hs);
+          memcpy(row + 2 * C, w.dv + (size_t)t * hs, sizeof(float) * (size_t)hs);
+        }
+      }
+    free(w.kt);
+    free(w.vt);
+    free(w.s);
+    free(w.dp);
+    free(w.dk);
+    free(w.dv);
+  }
+}
+
+/* --------------------------------------------------------------------- GELU --- */
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+
+static void gelu_forward(float *out, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i];
+    float u = GELU_K * (v + 0.044715f * v * v * v);
+    out[i] = 0.5f * v * (1.0f + tanhf(u));
+  }
+}
+
+static void gelu_backward(float *dx, const float *x, const float *dout, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i];
+    float u = GELU_K * (v + 0.044715f * v * v * v);
+    float th = tanhf(u);
+    float sech2 = 1.0f - th * th;
+    float local = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+    dx[i] = local * dout[i];
+  }
+}
+
+/* ------------------------------------------------------------ cross-entropy --- */
+
+static void xent_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
+                         int N, int V) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *z = logits + (size_t)n * V;
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) sum += expf(z[v] - mx);
+    float l = mx + logf(sum);
+    lse[n] = l;
+    losses[n] = l - z[targets[n]];
+  }
+}
+
+static void xent_backward(float *logits, const float *lse, const int32_t *targets, float dloss,
+                          int N, int V) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    float *z = logits + (size_t)n * V;
+    float l = lse[n];
+#pragma omp simd
+    for (int v = 0; v < V; v++) z[v] = expf(z[v] - l) * dloss;
+    z[targets[n]] -= dloss;
+  }
+}
+
+static const atoll_ops cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .embed_forward = embed_forward,
+    .embed_backward = embed_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
+    .matmul_forward = matmul_forward,
+    .matmul_backward = matmul_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .xent_forward = xent_forward,
+    .xent_backward = xent_backward,
+};
+
+const atoll_ops *atoll_ops_cpu(void) { return &cpu_ops; }

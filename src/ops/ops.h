@@ -1,0 +1,62 @@
+/* The kernel seam: every operation of the model as a plain function over flat float
+ * buffers. The model code calls kernels only through an atoll_ops table, so a CUDA
+ * backend can provide its own table (and device buffers) next to the CPU one without
+ * touching src/model/.
+ *
+ * Conventions: N = rows (B*T), C = channels; matrices are row-major; weights are
+ * [out, in] like torch.nn.Linear. Backward kernels ADD into parameter gradients
+ * (so micro-batches accumulate) and, where noted, into input gradients. */
+#ifndef ATOLL_OPS_H
+#define ATOLL_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct atoll_ops {
+  const char *name;
+  void *(*alloc)(size_t bytes); /* zeroed */
+  void (*free)(void *p);
+
+  /* out[b,t,:] = wte[tok[b,t],:] + wpe[t,:] */
+  void (*embed_forward)(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
+                        int T, int C);
+  /* dwte[tok] += dout, dwpe[t] += dout */
+  void (*embed_backward)(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
+                         int T, int C);
+
+  /* out = (x - mean) * rstd * w + b per row; saves mean and rstd [N] */
+  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *x, const float *w,
+                            const float *b, int N, int C);
+  /* dx += ..., dw += ..., db += ... */
+  void (*layernorm_backward)(float *dx, float *dw, float *db, const float *dout, const float *x,
+                             const float *w, const float *mean, const float *rstd, int N, int C);
+
+  /* out[N,OC] (=|+=) x[N,C] @ w[OC,C]^T + bias[OC] (bias may be NULL). */
+  void (*matmul_forward)(float *out, const float *x, const float *w, const float *bias, int N,
+                         int C, int OC, int accumulate);
+  /* dx[N,C] (=|+= by accumulate_dx) dout @ w; dw += dout^T @ x; dbias += sum_rows(dout). */
+  void (*matmul_backward)(float *dx, float *dw, float *dbias, const float *dout, const float *x,
+                          const float *w, int N, int C, int OC, int accumulate_dx);
+
+  /* Causal multi-head attention from qkv [B,T,3C] (q | k | v, heads of size C/NH).
+   * out [B,T,C]; lse [B,NH,T] is the softmax log-normaliser saved for backward. */
+  void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+  /* dqkv [B,T,3C] is overwritten. */
+  void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int T, int C, int NH);
+
+  /* tanh-approximated GELU */
+  void (*gelu_forward)(float *out, const float *x, size_t n);
+  void (*gelu_backward)(float *dx, const float *x, const float *dout, size_t n); /* dx = */
+
+  /* Softmax cross-entropy over logits [N,V]: losses[n] and lse[n]. */
+  void (*xent_forward)(float *losses, float *lse, const float *logits, const int32_t *targets,
+                       int N, int V);
+  /* logits are overwritten by dlogits = dloss * (softmax - onehot(target)). */
+  void (*xent_backward)(float *logits, const float *lse, const int32_t *targets, float dloss,
+                        int N, int V);
+} atoll_ops;
+
+const atoll_ops *atoll_ops_cpu(void);
+
+#endif
