@@ -1,1 +1,384 @@
-int main(void){return 0;}
+/* atoll: the command-line tool.
+ *
+ *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
+ *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F]
+ *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+ *
+ * The CLI is the only place that exits the process or touches process-wide state
+ * (signal handlers, thread counts). */
+#include "atoll/atoll.h"
+#include "ckpt/checkpoint.h"
+#include "train/config.h"
+#include "train/sample.h"
+#include "train/train.h"
+
+#include <cblas.h>
+#include <dirent.h>
+#include <errno.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_CORPUS "/usr/share/games/fortunes"
+
+/* openblas_set_num_threads is OpenBLAS's own API, not part of CBLAS */
+void openblas_set_num_threads(int n);
+
+static volatile sig_atomic_t stop_flag = 0;
+
+static void on_signal(int sig) {
+  (void)sig;
+  stop_flag = 1;
+}
+
+static int die(const atoll_err *err) {
+  fprintf(stderr, "atoll: error: %s\n", err->msg);
+  return 1;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: atoll <command> [options]\n\n"
+          "commands:\n"
+          "  train     train a GPT-style model (atoll train --help)\n"
+          "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
+          "  sample    generate text from a checkpoint (atoll sample --help)\n");
+}
+
+static char *read_file(const char *path, size_t *len, atoll_err *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  char *buf = NULL;
+  size_t cap = 0, n = 0;
+  for (;;) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 4096;
+      if (cap > (64u << 20)) {
+        fclose(f);
+        free(buf);
+        atoll_fail(err, "%s: config file larger than 64 MiB", path);
+        return NULL;
+      }
+      buf = realloc(buf, cap);
+    }
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0) break;
+  }
+  fclose(f);
+  *len = n;
+  return buf;
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A checkpoint directory, a checkpoints/ root (its latest step) or a run directory
+ * (the latest step under its checkpoints/). */
+static int resolve_checkpoint(const char *path, char *out, size_t outsz, atoll_err *err) {
+  if (atoll_ckpt_find_latest(path, out, outsz, err) == 0) return 0;
+  atoll_err first = *err;
+  char root[1200];
+  snprintf(root, sizeof root, "%s/checkpoints", path);
+  if (is_dir(root) && atoll_ckpt_find_latest(root, out, outsz, err) == 0) return 0;
+  *err = first;
+  return -1;
+}
+
+/* ------------------------------------------------------------------ prepare --- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A directory stands for its regular, non-hidden files, sorted, leaving out symlinks
+ * and fortune's *.dat index files. */
+static int expand_inputs(char **args, int nargs, char ***files, int *nfiles, atoll_err *err) {
+  int cap = 64, n = 0;
+  char **out = malloc(sizeof(char *) * cap);
+  for (int i = 0; i < nargs; i++) {
+    if (!is_dir(args[i])) {
+      if (n == cap) out = realloc(out, sizeof(char *) * (cap *= 2));
+      out[n++] = strdup(args[i]);
+      continue;
+    }
+    DIR *d = opendir(args[i]);
+    if (!d) return atoll_fail(err, "%s: cannot read directory: %s", args[i], strerror(errno));
+    int first = n;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      size_t len = strlen(e->d_name);
+      if (e->d_name[0] == '.' || (len > 4 && strcmp(e->d_name + len - 4, ".dat") == 0)) continue;
+      char path[2048];
+      snprintf(path, sizeof path, "%s/%s", args[i], e->d_name);
+      struct stat st;
+      if (lstat(path, &st) || !S_ISREG(st.st_mode)) continue;
+      if (n == cap) out = realloc(out, sizeof(char *) * (cap *= 2));
+      out[n++] = strdup(path);
+    }
+    closedir(d);
+    if (n == first) return atoll_fail(err, "%s: directory holds no text files", args[i]);
+    qsort(out + first, (size_t)(n - first), sizeof(char *), cmp_str);
+  }
+  *files = out;
+  *nfiles = n;
+  return 0;
+}
+
+static int prepare_files(char **args, int nargs, const char *outdir, double val_fraction, atoll_err *err) {
+  char **files = NULL;
+  int nfiles = 0;
+  int rc = expand_inputs(args, nargs, &files, &nfiles, err);
+  if (rc == 0) {
+    fprintf(stderr, "atoll prepare: %d file(s) -> %s\n", nfiles, outdir);
+    rc = atoll_prepare((const char *const *)files, nfiles, outdir, val_fraction, err);
+  }
+  for (int i = 0; i < nfiles; i++) free(files[i]);
+  free(files);
+  return rc;
+}
+
+static int cmd_prepare(int argc, char **argv) {
+  atoll_err err = {{0}};
+  char **texts = malloc(sizeof(char *) * (size_t)(argc + 1));
+  int ntexts = 0;
+  const char *out = NULL;
+  double val_fraction = 0.05;
+  int in_text = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      printf("usage: atoll prepare --text FILE|DIR... --out DIR [--val-fraction F]\n"
+             "  byte-level tokenizer (vocabulary 256); writes DIR/train_NNN.bin, DIR/val_NNN.bin\n"
+             "  and DIR/manifest.json (format: docs/formats.md). The last F (default 0.05)\n"
+             "  of each file goes to the validation split.\n");
+      free(texts);
+      return 0;
+    }
+    if (strcmp(a, "--text") == 0) {
+      in_text = 1;
+    } else if (strcmp(a, "--out") == 0 || strcmp(a, "--val-fraction") == 0) {
+      in_text = 0;
+      if (i + 1 >= argc) {
+        atoll_fail(&err, "%s: missing value", a);
+        free(texts);
+        return die(&err);
+      }
+      if (a[2] == 'o') {
+        out = argv[++i];
+      } else {
+        char *end;
+        val_fraction = strtod(argv[++i], &end);
+        if (*end || end == argv[i]) {
+          atoll_fail(&err, "--val-fraction: expected a number, got '%s'", argv[i]);
+          free(texts);
+          return die(&err);
+        }
+      }
+    } else if (in_text && strncmp(a, "--", 2) != 0) {
+      texts[ntexts++] = argv[i];
+    } else {
+      atoll_fail(&err, "%s: unknown flag for prepare (see atoll prepare --help)", a);
+      free(texts);
+      return die(&err);
+    }
+  }
+  if (!ntexts || !out) {
+    atoll_fail(&err, "%s: prepare needs --text FILE... and --out DIR", !ntexts ? "--text" : "--out");
+    free(texts);
+    return die(&err);
+  }
+  int rc = prepare_files(texts, ntexts, out, val_fraction, &err);
+  free(texts);
+  if (rc) return die(&err);
+  fprintf(stderr, "atoll prepare: done (see %s/manifest.json)\n", out);
+  return 0;
+}
+
+/* -------------------------------------------------------------------- train --- */
+
+static void train_help(void) {
+  printf("usage: atoll train [--config FILE] [--resume DIR] [--key value ...]\n\n"
+         "Settings (flags override --config FILE, a JSON object with the same keys;\n"
+         "with --resume the checkpoint's settings are the starting point):\n");
+  atoll_config_print_help(stdout);
+  printf("\nWrites OUT/metrics.jsonl, OUT/summary.json and OUT/checkpoints/step_NNNNNNNN.\n"
+         "Without --data, the default corpus (%s) is prepared into data/fortunes.\n",
+         DEFAULT_CORPUS);
+}
+
+/* With --resume, the shape cannot change: the weights would not fit. */
+static int check_resume_shape(const atoll_config *c, const atoll_config *ck, const char *dir, atoll_err *err) {
+  const char *names[] = {"layers", "heads", "dim", "context", "vocab"};
+  const int a[] = {c->model.layers, c->model.heads, c->model.dim, c->model.context, c->model.vocab};
+  const int b[] = {ck->model.layers, ck->model.heads, ck->model.dim, ck->model.context, ck->model.vocab};
+  for (int i = 0; i < 5; i++)
+    if (a[i] != b[i])
+      return atoll_fail(err, "--%s %d: the checkpoint %s has %s=%d; a resumed run keeps the model's shape",
+                        names[i], a[i], dir, names[i], b[i]);
+  return 0;
+}
+
+/* Prepares the default corpus on first use, so `atoll train` works with no data. */
+static int ensure_default_data(const atoll_config *c, int data_given, atoll_err *err) {
+  if (data_given || is_dir(c->data)) return 0;
+  if (!is_dir(DEFAULT_CORPUS))
+    return atoll_fail(err, "--data %s: no such directory, and the default corpus %s is missing "
+                           "(install Debian's fortunes package: scripts/setup.sh)",
+                      c->data, DEFAULT_CORPUS);
+  fprintf(stderr, "atoll train: preparing the default corpus %s into %s\n", DEFAULT_CORPUS, c->data);
+  char *arg = DEFAULT_CORPUS;
+  return prepare_files(&arg, 1, c->data, 0.05, err);
+}
+
+static int cmd_train(int argc, char **argv) {
+  atoll_err err = {{0}};
+  atoll_config cfg;
+  atoll_config_defaults(&cfg);
+  const char *config_file = NULL, *resume = NULL;
+  int data_given = 0;
+  /* first pass: find --config and --resume, validate flag syntax */
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      train_help();
+      return 0;
+    }
+    if (strncmp(argv[i], "--", 2) != 0) {
+      atoll_fail(&err, "%s: unexpected argument (flags are --key value)", argv[i]);
+      return die(&err);
+    }
+    if (i + 1 >= argc) {
+      atoll_fail(&err, "%s: missing value", argv[i]);
+      return die(&err);
+    }
+    if (strcmp(argv[i], "--config") == 0) config_file = argv[i + 1];
+    if (strcmp(argv[i], "--resume") == 0) resume = argv[i + 1];
+    if (strcmp(argv[i], "--data") == 0) data_given = 1;
+    i++;
+  }
+
+  char ckpt_dir[1200] = "";
+  atoll_config from_ckpt = cfg;
+  if (resume) {
+    if (resolve_checkpoint(resume, ckpt_dir, sizeof ckpt_dir, &err)) return die(&err);
+    cJSON *state = NULL;
+    if (atoll_ckpt_read_state(ckpt_dir, &state, &err)) return die(&err);
+    char source[1300];
+    snprintf(source, sizeof source, "%s/state.json", ckpt_dir);
+    int rc = atoll_config_apply_json(&cfg, cJSON_GetObjectItemCaseSensitive(state, "config"), source, &err);
+    cJSON_Delete(state);
+    if (rc) return die(&err);
+    from_ckpt = cfg;
+    data_given = 1; /* the checkpoint names its data */
+  }
+  if (config_file) {
+    size_t len = 0;
+    char *text = read_file(config_file, &len, &err);
+    if (!text) return die(&err);
+    int rc = atoll_config_apply_text(&cfg, text, len, config_file, &err);
+    free(text);
+    if (rc) return die(&err);
+  }
+  for (int i = 0; i < argc; i += 2) {
+    const char *key = argv[i] + 2;
+    if (strcmp(key, "config") == 0) continue;
+    if (atoll_config_set(&cfg, key, argv[i + 1], &err)) return die(&err);
+  }
+  if (resume && check_resume_shape(&cfg, &from_ckpt, ckpt_dir, &err)) return die(&err);
+  if (atoll_config_check(&cfg, &err)) return die(&err);
+  if (ensure_default_data(&cfg, data_given, &err)) return die(&err);
+
+  if (cfg.threads > 0) {
+    omp_set_num_threads(cfg.threads);
+    openblas_set_num_threads(cfg.threads);
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  int rc = atoll_train_run(&cfg, resume ? ckpt_dir : NULL, &stop_flag, &err);
+  if (rc < 0) return die(&err);
+  if (rc == 1) return 130;
+  fprintf(stderr, "atoll train: done; summary in %s/summary.json\n", cfg.out);
+  return 0;
+}
+
+/* ------------------------------------------------------------------- sample --- */
+
+static int cmd_sample(int argc, char **argv) {
+  atoll_err err = {{0}};
+  atoll_sample_opts o = {.ckpt = NULL, .prompt = "", .tokens = 200, .temperature = 0.8f, .top_k = 40, .seed = 1};
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      printf("usage: atoll sample --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+             "  DIR: a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
+             "  defaults: --tokens 200 --temperature 0.8 --top-k 40 --seed 1\n");
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      atoll_fail(&err, "%s: missing value", a);
+      return die(&err);
+    }
+    const char *v = argv[++i];
+    char *end = NULL;
+    errno = 0;
+    if (strcmp(a, "--ckpt") == 0) {
+      o.ckpt = v;
+      continue;
+    } else if (strcmp(a, "--prompt") == 0) {
+      o.prompt = v;
+      continue;
+    } else if (strcmp(a, "--tokens") == 0) {
+      o.tokens = (int)strtol(v, &end, 10);
+    } else if (strcmp(a, "--temperature") == 0) {
+      o.temperature = strtof(v, &end);
+    } else if (strcmp(a, "--top-k") == 0) {
+      o.top_k = (int)strtol(v, &end, 10);
+    } else if (strcmp(a, "--seed") == 0) {
+      o.seed = strtoull(v, &end, 10);
+    } else {
+      atoll_fail(&err, "%s: unknown flag for sample (see atoll sample --help)", a);
+      return die(&err);
+    }
+    if (errno || end == v || *end) {
+      atoll_fail(&err, "%s: expected a number, got '%s'", a, v);
+      return die(&err);
+    }
+  }
+  if (!o.ckpt) {
+    atoll_fail(&err, "--ckpt: sample needs a checkpoint directory");
+    return die(&err);
+  }
+  char dir[1200];
+  if (resolve_checkpoint(o.ckpt, dir, sizeof dir, &err)) return die(&err);
+  o.ckpt = dir;
+  if (atoll_sample(&o, stdout, &err)) return die(&err);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
+  if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
+  if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "atoll: error: %s: unknown command\n", cmd);
+  usage(stderr);
+  return 2;
+}

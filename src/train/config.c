@@ -1,1 +1,216 @@
-/* placeholder */
+/* Training configuration: one table of keys serves the command-line flags
+ * (--key value), the --config JSON file (the same keys) and the JSON copy saved in
+ * checkpoints and summary.json. */
+#include "train/config.h"
+
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { K_INT, K_FLOAT, K_U64, K_STR } key_type;
+
+typedef struct {
+  const char *key;
+  key_type type;
+  size_t offset;
+  double min, max; /* numeric range, inclusive */
+  const char *help;
+} key_spec;
+
+#define F(field) offsetof(atoll_config, field)
+static const key_spec KEYS[] = {
+    {"layers", K_INT, F(model.layers), 1, 4096, "transformer blocks"},
+    {"heads", K_INT, F(model.heads), 1, 4096, "attention heads (must divide dim)"},
+    {"dim", K_INT, F(model.dim), 1, 65536, "model width"},
+    {"context", K_INT, F(model.context), 1, 1 << 20, "maximum sequence length of the model"},
+    {"vocab", K_INT, F(model.vocab), 2, 1 << 24, "vocabulary size (256: byte tokenizer)"},
+    {"batch", K_INT, F(batch), 1, 1 << 20, "sequences per micro-batch"},
+    {"seq", K_INT, F(seq), 0, 1 << 20, "tokens per sequence (0: the context length)"},
+    {"accum", K_INT, F(accum), 1, 1 << 20, "micro-batches per optimizer step"},
+    {"steps", K_INT, F(steps), 1, INT_MAX, "optimizer steps in total"},
+    {"lr", K_FLOAT, F(opt.lr), 0, 10, "peak learning rate"},
+    {"min-lr-ratio", K_FLOAT, F(opt.min_lr_ratio), 0, 1, "final learning rate / peak"},
+    {"warmup", K_INT, F(opt.warmup), 0, INT_MAX, "linear warm-up steps"},
+    {"weight-decay", K_FLOAT, F(opt.weight_decay), 0, 10, "AdamW decoupled weight decay"},
+    {"grad-clip", K_FLOAT, F(opt.grad_clip), 0, 1e9, "global gradient-norm clip (0: off)"},
+    {"beta1", K_FLOAT, F(opt.beta1), 0, 0.999999, "AdamW beta1"},
+    {"beta2", K_FLOAT, F(opt.beta2), 0, 0.999999999, "AdamW beta2"},
+    {"eps", K_FLOAT, F(opt.eps), 0, 1, "AdamW epsilon"},
+    {"seed", K_U64, F(seed), 0, 0, "seed for weights and data order"},
+    {"threads", K_INT, F(threads), 0, 1024, "threads (0: all cores)"},
+    {"data", K_STR, F(data), 0, 0, "prepared data directory"},
+    {"out", K_STR, F(out), 0, 0, "run directory"},
+    {"resume", K_STR, F(resume), 0, 0, "checkpoint (or run directory) to continue"},
+    {"eval-every", K_INT, F(eval_every), 0, INT_MAX, "steps between validation losses (0: end only)"},
+    {"eval-batches", K_INT, F(eval_batches), 1, 1 << 20, "batches per validation loss"},
+    {"save-every", K_INT, F(save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
+    {"keep", K_INT, F(keep), 1, 1 << 20, "checkpoints kept"},
+    {"log-every", K_INT, F(log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
+};
+#undef F
+#define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
+
+void atoll_config_defaults(atoll_config *c) {
+  memset(c, 0, sizeof *c);
+  c->model = (atoll_shape){.layers = 4, .heads = 4, .dim = 256, .context = 128, .vocab = ATOLL_BYTE_VOCAB};
+  c->batch = 16;
+  c->seq = 0;
+  c->accum = 1;
+  c->steps = 600;
+  c->opt = (atoll_adamw_config){.lr = 1e-3f, .min_lr_ratio = 0.1f, .warmup = 50, .total_steps = 0,
+                                .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                .weight_decay = 0.1f, .grad_clip = 1.0f};
+  c->seed = 1337;
+  c->threads = 0;
+  snprintf(c->data, sizeof c->data, "data/fortunes");
+  snprintf(c->out, sizeof c->out, "runs/default");
+  c->eval_every = 100;
+  c->eval_batches = 8;
+  c->save_every = 200;
+  c->keep = 3;
+  c->log_every = 50;
+}
+
+/* Keys are written with dashes; JSON files may also use underscores. */
+static const key_spec *find_key(const char *key) {
+  char norm[64];
+  size_t n = strlen(key);
+  if (n >= sizeof norm) return NULL;
+  for (size_t i = 0; i <= n; i++) norm[i] = key[i] == '_' ? '-' : key[i];
+  for (int i = 0; i < NKEYS; i++)
+    if (strcmp(KEYS[i].key, norm) == 0) return &KEYS[i];
+  return NULL;
+}
+
+static int set_number(atoll_config *c, const key_spec *k, double v, const char *source,
+                      atoll_err *err) {
+  void *field = (char *)c + k->offset;
+  if (!isfinite(v)) return atoll_fail(err, "%s: %s must be a finite number", source, k->key);
+  if (k->type == K_U64) {
+    if (v < 0 || v > 18446744073709549568.0 || v != floor(v))
+      return atoll_fail(err, "%s: %s must be a non-negative integer", source, k->key);
+    *(uint64_t *)field = (uint64_t)v;
+    return 0;
+  }
+  if (v < k->min || v > k->max)
+    return atoll_fail(err, "%s: %s must be in [%g, %g], got %g", source, k->key, k->min, k->max, v);
+  if (k->type == K_INT) {
+    if (v != floor(v)) return atoll_fail(err, "%s: %s must be an integer, got %g", source, k->key, v);
+    *(int *)field = (int)v;
+  } else {
+    *(float *)field = (float)v;
+  }
+  return 0;
+}
+
+static int set_string(atoll_config *c, const key_spec *k, const char *s, const char *source,
+                      atoll_err *err) {
+  char *field = (char *)c + k->offset;
+  size_t cap = sizeof c->data; /* every string field has this size */
+  if (strlen(s) >= cap) return atoll_fail(err, "%s: %s is longer than %zu bytes", source, k->key, cap - 1);
+  memcpy(field, s, strlen(s) + 1);
+  return 0;
+}
+
+int atoll_config_set(atoll_config *c, const char *key, const char *value, atoll_err *err) {
+  const key_spec *k = find_key(key);
+  char source[80];
+  snprintf(source, sizeof source, "--%s", key);
+  if (!k) return atoll_fail(err, "--%s: unknown flag (see `atoll train --help`)", key);
+  if (!value) return atoll_fail(err, "--%s: missing value", key);
+  if (k->type == K_STR) return set_string(c, k, value, "flag", err);
+  errno = 0;
+  char *end = NULL;
+  double v;
+  if (k->type == K_U64) {
+    unsigned long long u = strtoull(value, &end, 10);
+    if (errno || end == value || *end || value[0] == '-')
+      return atoll_fail(err, "--%s: expected a non-negative integer, got '%s'", key, value);
+    *(uint64_t *)((char *)c + k->offset) = (uint64_t)u;
+    return 0;
+  }
+  v = strtod(value, &end);
+  if (errno || end == value || *end)
+    return atoll_fail(err, "--%s: expected a number, got '%s'", key, value);
+  return set_number(c, k, v, source, err);
+}
+
+int atoll_config_apply_json(atoll_config *c, const cJSON *obj, const char *source, atoll_err *err) {
+  if (!cJSON_IsObject(obj)) return atoll_fail(err, "%s: expected a JSON object of settings", source);
+  for (const cJSON *it = obj->child; it; it = it->next) {
+    const char *key = it->string ? it->string : "";
+    const key_spec *k = find_key(key);
+    if (!k) return atoll_fail(err, "%s: unknown key '%s'", source, key);
+    if (k->type == K_STR) {
+      if (!cJSON_IsString(it)) return atoll_fail(err, "%s: %s must be a string", source, k->key);
+      if (set_string(c, k, it->valuestring, source, err)) return -1;
+    } else if (k->type == K_U64 && cJSON_IsString(it)) {
+      /* 64-bit seeds are stored as strings: a JSON double cannot hold every value */
+      char *end = NULL;
+      errno = 0;
+      unsigned long long u = strtoull(it->valuestring, &end, 10);
+      if (errno || end == it->valuestring || *end || it->valuestring[0] == '-')
+        return atoll_fail(err, "%s: %s must be a non-negative integer", source, k->key);
+      *(uint64_t *)((char *)c + k->offset) = (uint64_t)u;
+    } else {
+      if (!cJSON_IsNumber(it)) return atoll_fail(err, "%s: %s must be a number", source, k->key);
+      if (set_number(c, k, it->valuedouble, source, err)) return -1;
+    }
+  }
+  return 0;
+}
+
+int atoll_config_apply_text(atoll_config *c, const char *text, size_t len, const char *source,
+                            atoll_err *err) {
+  const char *end = NULL;
+  cJSON *obj = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+  if (!obj) {
+    size_t at = end && end >= text ? (size_t)(end - text) : 0;
+    return atoll_fail(err, "%s: invalid JSON near byte %zu", source, at);
+  }
+  int rc = atoll_config_apply_json(c, obj, source, err);
+  cJSON_Delete(obj);
+  return rc;
+}
+
+int atoll_config_check(const atoll_config *c, atoll_err *err) {
+  if (atoll_shape_check(&c->model, err)) return -1;
+  int seq = c->seq ? c->seq : c->model.context;
+  if (seq > c->model.context)
+    return atoll_fail(err, "seq: %d is longer than the model's context %d", seq, c->model.context);
+  if ((double)c->batch * seq * c->accum > 1e12)
+    return atoll_fail(err, "batch: batch x seq x accum is absurdly large");
+  if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
+  if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
+  return 0;
+}
+
+cJSON *atoll_config_to_json(const atoll_config *c) {
+  cJSON *o = cJSON_CreateObject();
+  for (int i = 0; i < NKEYS; i++) {
+    const key_spec *k = &KEYS[i];
+    const void *field = (const char *)c + k->offset;
+    if (strcmp(k->key, "resume") == 0) continue; /* how this run started, not what it is */
+    switch (k->type) {
+    case K_INT: cJSON_AddNumberToObject(o, k->key, *(const int *)field); break;
+    case K_FLOAT: cJSON_AddNumberToObject(o, k->key, (double)*(const float *)field); break;
+    case K_U64: {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%llu", (unsigned long long)*(const uint64_t *)field);
+      cJSON_AddStringToObject(o, k->key, buf);
+      break;
+    }
+    case K_STR: cJSON_AddStringToObject(o, k->key, (const char *)field); break;
+    }
+  }
+  return o;
+}
+
+void atoll_config_print_help(FILE *f) {
+  for (int i = 0; i < NKEYS; i++) fprintf(f, "  --%-14s %s\n", KEYS[i].key, KEYS[i].help);
+}

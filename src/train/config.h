@@ -6,6 +6,7 @@
 #include "atoll/atoll.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 
 typedef struct {
   atoll_shape model;
@@ -39,5 +40,7 @@ int atoll_config_set(atoll_config *c, const char *key, const char *value, atoll_
 int atoll_config_check(const atoll_config *c, atoll_err *err);
 /* The full configuration as a JSON object (for state.json and summary.json). */
 cJSON *atoll_config_to_json(const atoll_config *c);
+/* One line per key with its help text. */
+void atoll_config_print_help(FILE *f);
 
 #endif

@@ -1,1 +1,111 @@
-/* placeholder */
+/* Text generation: the model's forward pass over the last `context` tokens, then a
+ * draw from the softmax of the last position's logits (temperature, top-k). No KV
+ * cache: each new token recomputes the window, which is fine at these model sizes. */
+#include "train/sample.h"
+
+#include "ckpt/checkpoint.h"
+#include "train/config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int load_shape(const char *dir, atoll_shape *shape, atoll_err *err) {
+  cJSON *state = NULL;
+  if (atoll_ckpt_read_state(dir, &state, err)) return -1;
+  atoll_config c;
+  atoll_config_defaults(&c);
+  char source[1300];
+  snprintf(source, sizeof source, "%s/state.json", dir);
+  int rc = atoll_config_apply_json(&c, cJSON_GetObjectItemCaseSensitive(state, "config"), source, err);
+  cJSON_Delete(state);
+  if (rc) return -1;
+  *shape = c.model;
+  return atoll_shape_check(shape, err);
+}
+
+/* Draws a token from logits[V] with temperature and top-k. */
+static int draw(const float *logits, int V, float temperature, int top_k, atoll_rng *rng, float *probs) {
+  if (temperature <= 0.0f) {
+    int best = 0;
+    for (int v = 1; v < V; v++)
+      if (logits[v] > logits[best]) best = v;
+    return best;
+  }
+  float cutoff = -INFINITY;
+  if (top_k > 0 && top_k < V) {
+    /* the k-th largest logit: copy and partially select */
+    memcpy(probs, logits, sizeof(float) * V);
+    for (int i = 0; i < top_k; i++) {
+      int best = i;
+      for (int v = i + 1; v < V; v++)
+        if (probs[v] > probs[best]) best = v;
+      float tmp = probs[i];
+      probs[i] = probs[best];
+      probs[best] = tmp;
+    }
+    cutoff = probs[top_k - 1];
+  }
+  float mx = -INFINITY;
+  for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+  double sum = 0.0;
+  for (int v = 0; v < V; v++) {
+    probs[v] = logits[v] >= cutoff ? expf((logits[v] - mx) / temperature) : 0.0f;
+    sum += probs[v];
+  }
+  double r = atoll_rng_uniform(rng) * sum, acc = 0.0;
+  for (int v = 0; v < V; v++) {
+    acc += probs[v];
+    if (r < acc && probs[v] > 0) return v;
+  }
+  for (int v = V - 1; v >= 0; v--)
+    if (probs[v] > 0) return v;
+  return 0;
+}
+
+int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
+  char dir[1200];
+  if (atoll_ckpt_find_latest(o->ckpt, dir, sizeof dir, err)) return -1;
+  if (o->tokens < 0) return atoll_fail(err, "--tokens: must be >= 0, got %d", o->tokens);
+  if (o->top_k < 0) return atoll_fail(err, "--top-k: must be >= 0, got %d", o->top_k);
+  if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
+    return atoll_fail(err, "--temperature: must be a finite number >= 0");
+  atoll_shape shape;
+  if (load_shape(dir, &shape, err)) return -1;
+  atoll_model *m = NULL;
+  if (atoll_model_create(&m, &shape, 1, shape.context, err)) return -1;
+  if (atoll_ckpt_load(dir, atoll_model_layout(m), atoll_model_params(m), NULL, NULL, err)) {
+    atoll_model_destroy(m);
+    return -1;
+  }
+  const char *prompt = o->prompt && o->prompt[0] ? o->prompt : "\n";
+  size_t plen = strlen(prompt);
+  size_t cap = plen + (size_t)o->tokens;
+  int32_t *seq = malloc(sizeof(int32_t) * cap);
+  float *probs = malloc(sizeof(float) * shape.vocab);
+  if (!seq || !probs) {
+    free(seq);
+    free(probs);
+    atoll_model_destroy(m);
+    return atoll_fail(err, "out of memory");
+  }
+  for (size_t i = 0; i < plen; i++) seq[i] = (unsigned char)prompt[i];
+  if (o->prompt && o->prompt[0]) fputs(prompt, out);
+  atoll_rng rng;
+  atoll_rng_seed(&rng, o->seed);
+  size_t n = plen;
+  for (int k = 0; k < o->tokens; k++) {
+    size_t win = n < (size_t)shape.context ? n : (size_t)shape.context;
+    atoll_model_forward(m, seq + (n - win), NULL, 1, (int)win);
+    const float *logits = atoll_model_logits(m) + (win - 1) * (size_t)shape.vocab;
+    int tok = draw(logits, shape.vocab, o->temperature, o->top_k, &rng, probs);
+    seq[n++] = tok;
+    fputc(tok < 256 ? tok : '?', out);
+    fflush(out);
+  }
+  fputc('\n', out);
+  free(seq);
+  free(probs);
+  atoll_model_destroy(m);
+  return 0;
+}

@@ -1,0 +1,69 @@
+/* Checkpoint directories, see docs/formats.md ("Checkpoints").
+ *
+ * A checkpoint is a directory holding
+ *   model.safetensors      the weights, tensor names = layout names, metadata
+ *                          {"format": "atoll", "config": "<config JSON as a string>",
+ *                           "step": "<step>"}
+ *   optimizer.safetensors  AdamW moments "exp_avg.<name>" then "exp_avg_sq.<name>"
+ *                          (absent if the checkpoint was saved without moments)
+ *   state.json             the training loop's state object plus
+ *                          "format": "atoll-checkpoint", "version": 1; "step" (an
+ *                          integer >= 0) is required, the rest is not interpreted here.
+ *
+ * Checkpoints of a run live in ROOT/step_NNNNNNNN (atoll_ckpt_dirname). Saving is
+ * atomic: a kill at any moment leaves either the previous complete checkpoint or the
+ * new complete one under the directory's name, plus possibly a hidden
+ * ".tmp-<name>-<pid>" or ".old-<name>-<pid>" sibling, which loaders ignore and
+ * atoll_ckpt_prune removes.
+ */
+#ifndef ATOLL_CHECKPOINT_H
+#define ATOLL_CHECKPOINT_H
+
+#include "atoll/atoll.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#define ATOLL_CKPT_FORMAT "atoll-checkpoint"
+#define ATOLL_CKPT_VERSION 1
+
+/* Saves a checkpoint to dir (created, with its parents, if missing; replaced
+ * atomically if it exists). params, exp_avg and exp_avg_sq are flat buffers of
+ * lay->nparams floats; exp_avg and exp_avg_sq may both be NULL (weights only).
+ * state: a JSON object with an integer "step" >= 0; it is copied, with "format" and
+ * "version" added. If state holds a "config" item, its JSON text becomes the
+ * model.safetensors "config" metadata. On failure an existing checkpoint at dir is
+ * left as it was. NaN/Inf in any buffer is an error. */
+int atoll_ckpt_save(const char *dir, const atoll_layout *lay, const float *params,
+                    const float *exp_avg, const float *exp_avg_sq, const cJSON *state,
+                    atoll_err *err);
+
+/* Reads and validates dir/state.json (format, version, step). On success *state is a
+ * new object the caller deletes with cJSON_Delete. */
+int atoll_ckpt_read_state(const char *dir, cJSON **state, atoll_err *err);
+
+/* Loads the weights, and the AdamW moments unless exp_avg and exp_avg_sq are both
+ * NULL. Every tensor must match the layout (a checkpoint of a different model shape
+ * fails naming the first tensor whose shape differs). On failure the buffers'
+ * contents are unspecified. */
+int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, float *exp_avg,
+                    float *exp_avg_sq, atoll_err *err);
+
+/* If root holds a state.json, root itself; else its step_NNNNNNNN subdirectory (8
+ * digits or more) with the highest number that holds a state.json. */
+int atoll_ckpt_find_latest(const char *root, char *out, size_t outsz, atoll_err *err);
+
+/* Removes all but the newest `keep` (>= 1) step_* checkpoints under root, and
+ * stale .tmp-* / .old-* directories left by interrupted saves (those whose process
+ * is gone). A missing root is not an error. */
+int atoll_ckpt_prune(const char *root, int keep, atoll_err *err);
+
+/* root/step_%08d into out (truncated to outsz). */
+void atoll_ckpt_dirname(const char *root, int step, char *out, size_t outsz);
+
+/* Testing only: 0 disables the atomic directory exchange (renameat2
+ * RENAME_EXCHANGE) used to replace an existing checkpoint, so that the portable
+ * fallback (rename aside, rename in) is exercised. Default 1. */
+void atoll_ckpt_set_exchange(int enabled);
+
+#endif
