@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(
   build-essential cmake pkg-config
-  libopenblas-dev          # CBLAS sgemm
+  libopenblas-dev libopenblas-openmp-dev  # CBLAS sgemm; the OpenMP build shares atoll's threads
   libomp-dev               # OpenMP runtime for clang builds (gcc brings libgomp)
   libcjson-dev             # JSON headers, configs, metrics
   fortunes                 # default corpus: /usr/share/games/fortunes

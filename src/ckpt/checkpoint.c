@@ -11,7 +11,9 @@
  * A kill at any point leaves DIR complete (old or new) except in the fallback's
  * window, where both complete copies survive as hidden siblings.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 
 #include "ckpt/checkpoint.h"
 

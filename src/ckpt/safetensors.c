@@ -23,7 +23,9 @@
  * Files written here put "__metadata__" first, then the tensors in layout order with
  * consecutive offsets, so the data section is the flat buffer(s) byte for byte.
  */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
+#endif
 
 #include "ckpt/safetensors.h"
 

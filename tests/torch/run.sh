@@ -1,0 +1,8 @@
+#!/bin/sh
+# ctest entry: atoll's model against PyTorch (Debian's python3-torch).
+# usage: run.sh TORCH_DUMP_BINARY SOURCE_DIR
+set -e
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$1" "$dir"
+/usr/bin/python3 "$2/tests/torch/ref_gpt.py" "$dir"
