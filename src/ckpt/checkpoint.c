@@ -93,26 +93,6 @@ static int has_state(const char *dir) {
 
 /* ----------------------------------------------------- file system ops --- */
 
-static int mkdir_p(const char *path, atoll_err *err) {
-  char buf[CK_PATH];
-  size_t len = strlen(path);
-  if (len >= sizeof buf) return atoll_fail(err, "%s: path too long", path);
-  memcpy(buf, path, len + 1);
-  for (char *p = buf + 1;; p++) {
-    if (*p != '/' && *p != 0) continue;
-    char c = *p;
-    *p = 0;
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return atoll_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    *p = c;
-    if (!c) break;
-  }
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-    return atoll_fail(err, "%s: not a directory", path);
-  return 0;
-}
-
 static int fsync_path(const char *path, int flags, atoll_err *err) {
   int fd = open(path, flags | O_RDONLY | O_CLOEXEC);
   if (fd < 0) return atoll_fail(err, "%s: cannot open for fsync: %s", path, strerror(errno));
@@ -122,6 +102,34 @@ static int fsync_path(const char *path, int flags, atoll_err *err) {
   /* Some file systems cannot fsync a directory; there is nothing better to do. */
   if (rc != 0 && !(flags & O_DIRECTORY && (e == EINVAL || e == EROFS)))
     return atoll_fail(err, "%s: fsync failed: %s", path, strerror(e));
+  return 0;
+}
+
+static int mkdir_p(const char *path, atoll_err *err) {
+  char buf[CK_PATH];
+  size_t len = strlen(path);
+  if (len >= sizeof buf) return atoll_fail(err, "%s: path too long", path);
+  memcpy(buf, path, len + 1);
+  for (char *p = buf + 1;; p++) {
+    if (*p != '/' && *p != 0) continue;
+    char c = *p;
+    *p = 0;
+    if (mkdir(buf, 0755) == 0) {
+      /* Make the new entry durable: fsync the directory that holds it. */
+      char *slash = strrchr(buf, '/');
+      if (slash && slash != buf) *slash = 0;
+      int rc = fsync_path(slash ? (slash == buf ? "/" : buf) : ".", O_DIRECTORY, err);
+      if (slash && slash != buf) *slash = '/';
+      if (rc != 0) return -1;
+    } else if (errno != EEXIST) {
+      return atoll_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
+    }
+    *p = c;
+    if (!c) break;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    return atoll_fail(err, "%s: not a directory", path);
   return 0;
 }
 
@@ -293,7 +301,7 @@ static int install(const char *tmp, const char *dir, const char *parent, const c
       rm_tree(tmp); /* now holds the old checkpoint */
       return rc;
     }
-    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP && errno != EPERM)
       return atoll_fail(err, "%s: cannot exchange with %s: %s", dir, tmp, strerror(errno));
   }
 #endif
@@ -394,8 +402,8 @@ int atoll_ckpt_read_state(const char *dir, cJSON **state, atoll_err *err) {
   if (join(path, sizeof path, dir, STATE_FILE, err) != 0) return -1;
   if (stat(path, &st) != 0 && errno == ENOENT)
     return atoll_fail(err, "%s: not a checkpoint (no state.json)", dir);
-  char *text;
-  size_t len;
+  char *text = NULL;
+  size_t len = 0;
   if (read_small_file(path, &text, &len, err) != 0) return -1;
   const char *end = NULL;
   cJSON *s = cJSON_ParseWithLengthOpts(text, len, &end, 0);

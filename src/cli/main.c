@@ -135,10 +135,8 @@ static int prepare_files(char **args, int nargs, const char *outdir, double val_
   char **files = NULL;
   int nfiles = 0;
   int rc = expand_inputs(args, nargs, &files, &nfiles, err);
-  if (rc == 0) {
-    fprintf(stderr, "atoll prepare: %d file(s) -> %s\n", nfiles, outdir);
-    rc = atoll_prepare((const char *const *)files, nfiles, outdir, val_fraction, err);
-  }
+  if (rc == 0) rc = atoll_prepare((const char *const *)files, nfiles, outdir, val_fraction, err);
+  if (rc == 0) fprintf(stderr, "atoll prepare: %d file(s) -> %s\n", nfiles, outdir);
   for (int i = 0; i < nfiles; i++) free(files[i]);
   free(files);
   return rc;
@@ -378,7 +376,6 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command\n", cmd);
-  usage(stderr);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample)\n", cmd);
   return 2;
 }

@@ -51,6 +51,7 @@ static const key_spec KEYS[] = {
     {"save-every", K_INT, F(save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
     {"keep", K_INT, F(keep), 1, 1 << 20, "checkpoints kept"},
     {"log-every", K_INT, F(log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
+    {"stop-after", K_INT, F(stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
@@ -195,7 +196,8 @@ cJSON *atoll_config_to_json(const atoll_config *c) {
   for (int i = 0; i < NKEYS; i++) {
     const key_spec *k = &KEYS[i];
     const void *field = (const char *)c + k->offset;
-    if (strcmp(k->key, "resume") == 0) continue; /* how this run started, not what it is */
+    /* how this invocation runs, not what the run is: not carried into a resume */
+    if (strcmp(k->key, "resume") == 0 || strcmp(k->key, "stop-after") == 0) continue;
     switch (k->type) {
     case K_INT: cJSON_AddNumberToObject(o, k->key, *(const int *)field); break;
     case K_FLOAT: cJSON_AddNumberToObject(o, k->key, (double)*(const float *)field); break;

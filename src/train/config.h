@@ -24,7 +24,8 @@ typedef struct {
   int eval_batches; /* batches of `batch` windows for a validation loss */
   int save_every;   /* 0: only the final checkpoint */
   int keep;         /* checkpoints kept in OUT/checkpoints */
-  int log_every;    /* progress line on a terminal */
+  int log_every;    /* steps between progress lines when stderr is not a terminal */
+  int stop_after;   /* save and stop after this step (0: off); not saved in checkpoints */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -326,6 +326,9 @@ int atoll_train_run(const atoll_config *cfg, const char *resume_dir,
           tokens_per_step, c->steps);
 
   float *params = atoll_model_params(t->model), *grads = atoll_model_grads(t->model);
+  /* Fault injection for tests: ATOLL_FAULT_NAN_STEP=N makes step N's loss NaN. */
+  const char *fault = getenv("ATOLL_FAULT_NAN_STEP");
+  int fault_nan_step = fault ? atoi(fault) : 0;
   int step = start;
   double run_start = now_seconds();
   while (step < c->steps) {
@@ -338,6 +341,7 @@ int atoll_train_run(const atoll_config *cfg, const char *resume_dir,
       atoll_model_backward(t->model, 1.0f / (float)c->accum);
     }
     float loss = (float)(loss_sum / c->accum);
+    if (fault_nan_step == step + 1) loss = NAN;
     double norm = sqrt(atoll_sumsq(grads, 0, t->lay->nparams));
     if (!isfinite(loss) || !isfinite(norm)) {
       char latest[1200] = "none";
@@ -383,14 +387,15 @@ int atoll_train_run(const atoll_config *cfg, const char *resume_dir,
       if (!tty || do_eval) fputc('\n', stderr);
     }
 
-    int stopping = stop && *stop;
+    int signalled = stop && *stop;
+    int stopping = signalled || (c->stop_after > 0 && step >= c->stop_after && step < c->steps);
     if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || stopping) {
       if (save_checkpoint(t, step, err)) goto done;
     }
     if (stopping) {
       if (tty) fputc('\n', stderr);
       fprintf(stderr, "stopped at step %d; checkpoint saved; continue with: atoll train --resume %s\n", step, c->out);
-      rc = 1;
+      rc = signalled ? 1 : 0;
       break;
     }
   }
@@ -400,6 +405,7 @@ int atoll_train_run(const atoll_config *cfg, const char *resume_dir,
     goto done;
   }
   if (rc != 1) rc = 0;
+  fprintf(stderr, "peak memory (RSS): %.1f MiB\n", (double)peak_rss_bytes() / (1 << 20));
 done:
   trainer_free(t);
   return rc;

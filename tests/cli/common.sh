@@ -1,0 +1,37 @@
+# Shared helpers for the shell tests: sourced with ATOLL (the binary) and SRC set.
+set -u
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FAILS=0
+PASSES=0
+PY=/usr/bin/python3
+
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; PASSES=$((PASSES + 1)); }
+
+# A tiny model and a small corpus, so each run takes about a second.
+TINY="--layers 2 --heads 2 --dim 32 --context 32 --batch 4 --eval-batches 2 --threads 1"
+small_data() {
+  [ -d "$TMP/data" ] && return 0
+  "$ATOLL" prepare --text /usr/share/games/fortunes/art /usr/share/games/fortunes/science --out "$TMP/data" >/dev/null 2>&1 \
+    || { echo "cannot prepare test data (is the fortunes package installed?)"; exit 1; }
+}
+
+# expect_error NAME KEYWORD CMD...: CMD must exit non-zero, print exactly one line on
+# stderr, and that line must contain KEYWORD.
+expect_error() {
+  name=$1; keyword=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  lines=$(grep -c . "$TMP/err")
+  if [ $rc -eq 0 ]; then fail "$name: exit status 0"; return; fi
+  if [ $rc -ge 128 ]; then fail "$name: crashed (status $rc): $(cat "$TMP/err")"; return; fi
+  if ! grep -q -- "$keyword" "$TMP/err"; then fail "$name: message lacks '$keyword': $(cat "$TMP/err")"; return; fi
+  if [ "$lines" -ne 1 ]; then fail "$name: $lines lines on stderr: $(cat "$TMP/err")"; return; fi
+  pass "$name: $(cat "$TMP/err")"
+}
+
+finish() {
+  echo "$PASSES passed, $FAILS failed"
+  [ $FAILS -eq 0 ] && exit 0 || exit 1
+}

@@ -1,0 +1,78 @@
+#!/bin/sh
+# Bad input gets one clear error line naming the file or flag, and a non-zero exit;
+# never a crash, and never an existing checkpoint overwritten.
+# usage: test_bad_input.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+small_data
+D="--data $TMP/data"
+
+# flags and shapes
+expect_error "unknown flag" "--bogus" $ATOLL train --bogus 1
+expect_error "flag without value" "--steps" $ATOLL train --steps
+expect_error "non-numeric value" "--lr" $ATOLL train --lr fast
+expect_error "heads do not divide width" "heads" $ATOLL train $D --heads 5 --dim 64
+expect_error "seq longer than context" "seq" $ATOLL train $D --context 16 --seq 32
+expect_error "negative steps" "steps" $ATOLL train $D --steps -3
+expect_error "unknown command" "frobnicate" $ATOLL frobnicate
+
+# config files
+printf '{"layers": 2, "dim": ' >"$TMP/bad.json"
+expect_error "config: invalid JSON" "$TMP/bad.json" $ATOLL train --config "$TMP/bad.json"
+printf '{"layers": 2, "colour": "blue"}' >"$TMP/unknown.json"
+expect_error "config: unknown key" "colour" $ATOLL train --config "$TMP/unknown.json"
+printf '{"layers": "two"}' >"$TMP/type.json"
+expect_error "config: wrong type" "layers" $ATOLL train --config "$TMP/type.json"
+expect_error "config: missing file" "$TMP/nope.json" $ATOLL train --config "$TMP/nope.json"
+
+# data
+expect_error "missing data dir" "$TMP/nodata" $ATOLL train --data "$TMP/nodata"
+mkdir -p "$TMP/corrupt"; cp "$TMP/data"/*.bin "$TMP/corrupt/"
+printf 'NOTATOLL' | dd of="$TMP/corrupt/train_000.bin" conv=notrunc 2>/dev/null
+expect_error "shard: wrong magic" "train_000.bin" $ATOLL train --data "$TMP/corrupt" $TINY
+cp "$TMP/data/train_000.bin" "$TMP/corrupt/train_000.bin"
+head -c 100 "$TMP/data/val_000.bin" >"$TMP/corrupt/val_000.bin"
+expect_error "shard: truncated" "val_000.bin" $ATOLL train --data "$TMP/corrupt" $TINY
+expect_error "prepare: missing input" "$TMP/missing.txt" $ATOLL prepare --text "$TMP/missing.txt" --out "$TMP/p"
+
+# a good run to corrupt
+$ATOLL train $TINY $D --steps 4 --out "$TMP/run" >/dev/null 2>&1 || fail "good run"
+CK=$TMP/run/checkpoints/step_00000004
+expect_error "resume: not a checkpoint" "$TMP/empty" sh -c "mkdir -p $TMP/empty && $ATOLL train --resume $TMP/empty"
+expect_error "resume: changed shape" "--dim" $ATOLL train --resume "$TMP/run" --dim 64
+expect_error "resume: longer context than the checkpoint's" "context" $ATOLL train --resume "$TMP/run" --context 64
+expect_error "run dir already holds a run" "--resume" $ATOLL train $TINY $D --steps 4 --out "$TMP/run"
+$PY "$SRC/tests/cli/st_equal.py" "$CK/model.safetensors" "$CK/model.safetensors" >/dev/null
+
+bad_ckpt() { rm -rf "$TMP/bad"; mkdir -p "$TMP/bad"; cp -r "$CK" "$TMP/bad/"; echo "$TMP/bad/step_00000004"; }
+B=$(bad_ckpt); head -c 4 "$CK/model.safetensors" >"$B/model.safetensors"
+expect_error "checkpoint: truncated weights" "model.safetensors" $ATOLL train --resume "$B"
+B=$(bad_ckpt); size=$(stat -c %s "$CK/model.safetensors"); head -c $((size - 40)) "$CK/model.safetensors" >"$B/model.safetensors"
+expect_error "checkpoint: header lies about sizes" "model.safetensors" $ATOLL train --resume "$B"
+B=$(bad_ckpt); $PY - "$B/model.safetensors" <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]; blob = bytearray(open(p, "rb").read())
+(n,) = struct.unpack("<Q", blob[:8]); h = json.loads(blob[8:8 + n])
+off = 8 + n + h["ln_f.bias"]["data_offsets"][0]
+blob[off:off + 4] = struct.pack("<f", float("nan"))
+open(p, "wb").write(blob)
+PYEOF
+expect_error "checkpoint: NaN in weights" "NaN" $ATOLL train --resume "$B"
+B=$(bad_ckpt); printf '{"format": "atoll-checkpoint", "version": 1}' >"$B/state.json"
+expect_error "checkpoint: state without step" "state.json" $ATOLL train --resume "$B"
+expect_error "sample: missing checkpoint" "$TMP/none" $ATOLL sample --ckpt "$TMP/none"
+expect_error "sample: bad temperature" "--temperature" $ATOLL sample --ckpt "$TMP/run" --temperature -1
+
+# a NaN loss stops the run and leaves the last good checkpoint intact
+cp "$CK/model.safetensors" "$TMP/before.safetensors"
+ATOLL_FAULT_NAN_STEP=6 $ATOLL train --resume "$TMP/run" --steps 8 --save-every 1 >/dev/null 2>"$TMP/nan.err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "step 6: loss is NaN" "$TMP/nan.err" && grep -q "step_00000005" "$TMP/nan.err"; then
+  pass "NaN loss stops the run: $(tail -1 "$TMP/nan.err")"
+else
+  fail "NaN loss: status $rc: $(cat "$TMP/nan.err")"
+fi
+[ -d "$TMP/run/checkpoints/step_00000005" ] && [ ! -d "$TMP/run/checkpoints/step_00000006" ] \
+  && pass "last good checkpoint (step 5) kept, none written for step 6" || fail "checkpoints after NaN: $(ls "$TMP/run/checkpoints")"
+$ATOLL sample --ckpt "$TMP/run" --tokens 5 >/dev/null 2>&1 && pass "the run is still usable" || fail "sample after NaN"
+finish
