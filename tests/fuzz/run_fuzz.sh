@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Builds and runs atoll's libFuzzer targets for a fixed time each.
+#
+#   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
+#
+# Targets: fuzz_safetensors (st_parse), fuzz_config (--config text), fuzz_shard
+# (token shard parser). Each is compiled with clang's fuzzer, ASan and UBSan (UB is
+# fatal), given a seed corpus of valid files made by a small generator that calls
+# the project's own writers, and run for SECONDS seconds; the targets run in
+# parallel. Exit status: 0 if every target built and found nothing, 1 if one failed
+# to build or found a crash (the reproducer is left in WORK_DIR/NAME/), 77 (the
+# ctest skip code) if clang or its fuzzer runtime is missing.
+set -u
+
+if [ $# -ne 3 ]; then
+  echo "usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS" >&2
+  exit 2
+fi
+SRC=$(cd "$1" && pwd) || exit 2
+WORK=$2
+SECONDS_EACH=$3
+CC=${FUZZ_CC:-clang}
+FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+       -I"$SRC/include" -I"$SRC/src")
+
+mkdir -p "$WORK" && WORK=$(cd "$WORK" && pwd) || exit 2
+
+# --- toolchain probe ------------------------------------------------------------
+if ! command -v "$CC" >/dev/null 2>&1; then
+  echo "run_fuzz.sh: $CC not found; skipping (install clang)"
+  exit 77
+fi
+cat >"$WORK/probe.c" <<'EOF'
+#include <stddef.h>
+#include <stdint.h>
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }
+EOF
+if ! "$CC" "${FLAGS[@]}" "$WORK/probe.c" -o "$WORK/probe" >"$WORK/probe.log" 2>&1; then
+  echo "run_fuzz.sh: $CC cannot build a libFuzzer target (fuzzer runtime missing?); skipping"
+  sed 's/^/  /' "$WORK/probe.log" | head -5
+  exit 77
+fi
+
+# --- seed generator ---------------------------------------------------------------
+# One C file; -DGEN_ST / -DGEN_SHARD / -DGEN_CONFIG select what it writes into the
+# directory given as its argument.
+cat >"$WORK/gen_seeds.c" <<'EOF'
+#include "atoll/atoll.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static char dir[4096];
+static const char *at(const char *name) {
+  static char p[8192];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return p;
+}
+static void die(const char *what, const atoll_err *e) {
+  fprintf(stderr, "gen_seeds: %s: %s\n", what, e->msg);
+  exit(1);
+}
+#ifdef GEN_ST
+#include "ckpt/safetensors.h"
+static void raw(const char *name, const char *header, size_t dsize) {
+  FILE *f = fopen(at(name), "wb");
+  unsigned long long n = strlen(header);
+  for (int i = 0; i < 8; i++) fputc((int)((n >> (8 * i)) & 0xff), f);
+  fputs(header, f);
+  for (size_t i = 0; i < dsize; i++) fputc((int)(i * 37 & 0xff), f);
+  fclose(f);
+}
+static void gen(void) {
+  atoll_tensor t[3] = {{.name = "wte", .ndim = 2, .shape = {3, 2}, .offset = 0, .numel = 6},
+                       {.name = "h.0.ln_1.bias", .ndim = 1, .shape = {5}, .offset = 6, .numel = 5},
+                       {.name = "ln_f.weight", .ndim = 1, .shape = {1}, .offset = 11, .numel = 1}};
+  atoll_layout lay = {.ntensors = 3, .tensors = t, .nparams = 12};
+  float a[12], b[12];
+  for (int i = 0; i < 12; i++) a[i] = 0.5f * (float)i - 2.0f, b[i] = (float)i;
+  atoll_err e;
+  if (st_write(at("plain.safetensors"), &lay, "", a, NULL, &e)) die("st_write", &e);
+  cJSON *meta = cJSON_CreateObject();
+  cJSON_AddStringToObject(meta, "format", "atoll");
+  cJSON_AddStringToObject(meta, "config", "{\"layers\":1}");
+  if (st_write(at("meta.safetensors"), &lay, "", a, meta, &e)) die("st_write", &e);
+  cJSON_Delete(meta);
+  st_part parts[2] = {{"exp_avg.", a}, {"exp_avg_sq.", b}};
+  if (st_write_parts(at("parts.safetensors"), &lay, parts, 2, NULL, &e)) die("st_write", &e);
+  raw("dtypes.safetensors",
+      "{\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+      "\"b\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[8,10]},"
+      "\"d\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":[10,18]},"
+      "\"i\":{\"dtype\":\"I64\",\"shape\":[1,1],\"data_offsets\":[18,26]},"
+      "\"u\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[26,29]},"
+      "\"z\":{\"dtype\":\"I32\",\"shape\":[0,4],\"data_offsets\":[29,29]}}",
+      29);
+  raw("empty.safetensors", "{}", 0);
+  raw("meta_only.safetensors", "{\"__metadata__\":{\"k\":\"v\\u00e9\\n\"}}", 0);
+}
+#endif
+#ifdef GEN_SHARD
+static void gen(void) {
+  int32_t tok[300];
+  for (int i = 0; i < 300; i++) tok[i] = (i * 7919) % 256;
+  atoll_err e;
+  if (atoll_shard_write(at("bytes.bin"), tok, 300, 256, &e)) die("shard", &e);
+  for (int i = 0; i < 300; i++) tok[i] = (i * 7919) % 1000;
+  if (atoll_shard_write(at("wide2.bin"), tok, 100, 1000, &e)) die("shard", &e);
+  for (int i = 0; i < 300; i++) tok[i] = (i * 104729) % 70000;
+  if (atoll_shard_write(at("wide4.bin"), tok, 50, 70000, &e)) die("shard", &e);
+  if (atoll_shard_write(at("empty.bin"), tok, 0, 256, &e)) die("shard", &e);
+}
+#endif
+#ifdef GEN_CONFIG
+#include "train/config.h"
+static void gen(void) {
+  atoll_config c;
+  atoll_config_defaults(&c);
+  cJSON *j = atoll_config_to_json(&c);
+  char *text = cJSON_Print(j);
+  FILE *f = fopen(at("defaults.json"), "w");
+  fputs(text, f);
+  fclose(f);
+  cJSON_free(text);
+  cJSON_Delete(j);
+  f = fopen(at("empty.json"), "w");
+  fputs("{}", f);
+  fclose(f);
+}
+#endif
+int main(int argc, char **argv) {
+  if (argc != 2) return 2;
+  snprintf(dir, sizeof dir, "%s", argv[1]);
+  gen();
+  return 0;
+}
+EOF
+
+# --- targets ------------------------------------------------------------------------
+# name | -D flag for the generator | sources besides the target | libraries
+targets=(
+  "safetensors|GEN_ST|src/ckpt/safetensors.c src/core/err.c|-lcjson -lm"
+  "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
+  "shard|GEN_SHARD|src/data/shard.c src/core/err.c|"
+)
+
+build_target() { # name gendef sources libs
+  local name=$1 gendef=$2 libs=$4 dir="$WORK/$1" src
+  local -a sources=()
+  for src in $3; do sources+=("$SRC/$src"); done
+  rm -rf "$dir/corpus" && mkdir -p "$dir/corpus" "$dir/seeds" || return 1
+  # shellcheck disable=SC2086
+  "$CC" "${FLAGS[@]}" "$SRC/tests/fuzz/fuzz_$name.c" "${sources[@]}" $libs \
+    -o "$dir/fuzz_$name" >"$dir/build.log" 2>&1 || return 1
+  # The generator uses the same sources without the fuzzer runtime.
+  # shellcheck disable=SC2086
+  "$CC" -g -O1 -fsanitize=address,undefined -I"$SRC/include" -I"$SRC/src" -D"$gendef" \
+    "$WORK/gen_seeds.c" "${sources[@]}" $libs -o "$dir/gen_seeds" >>"$dir/build.log" 2>&1 &&
+    "$dir/gen_seeds" "$dir/seeds" >>"$dir/build.log" 2>&1 || return 1
+  cp "$dir/seeds/"* "$dir/corpus/" 2>/dev/null
+  return 0
+}
+
+write_dicts() {
+  cat >"$WORK/safetensors/dict" <<'EOF'
+"__metadata__"
+"dtype"
+"shape"
+"data_offsets"
+"F32"
+"F16"
+"BF16"
+"F64"
+"I64"
+"U8"
+"BOOL"
+"\x22:["
+"],"
+"18446744073709551615"
+"9007199254740993"
+"1e400"
+"-0"
+EOF
+}
+
+status=0
+declare -A pids=()
+for entry in "${targets[@]}"; do
+  IFS='|' read -r name gendef sources libs <<<"$entry"
+  if [ ! -f "$SRC/tests/fuzz/fuzz_$name.c" ]; then
+    echo "fuzz_$name: skipped (tests/fuzz/fuzz_$name.c not present)"
+    continue
+  fi
+  if ! build_target "$name" "$gendef" "$sources" "$libs"; then
+    echo "fuzz_$name: FAILED TO BUILD (log: $WORK/$name/build.log)"
+    sed 's/^/  /' "$WORK/$name/build.log" | tail -20
+    status=1
+    continue
+  fi
+  extra=()
+  if [ "$name" = safetensors ]; then
+    write_dicts
+    extra+=(-dict="$WORK/safetensors/dict")
+  fi
+  (cd "$WORK/$name" &&
+    ./"fuzz_$name" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$WORK/$name/" "${extra[@]}" corpus \
+      >"$WORK/$name/fuzz.log" 2>&1) &
+  pids[$name]=$!
+done
+
+for name in "${!pids[@]}"; do
+  if wait "${pids[$name]}"; then
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$WORK/$name/fuzz.log" | grep -o '[0-9]*$')
+    echo "fuzz_$name: ok (${runs:-?} inputs in ${SECONDS_EACH}s, corpus $(ls "$WORK/$name/corpus" | wc -l) files)"
+  else
+    echo "fuzz_$name: FOUND A PROBLEM (log: $WORK/$name/fuzz.log)"
+    grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$WORK/$name/fuzz.log" | head -10 | sed 's/^/  /'
+    status=1
+  fi
+done
+exit $status
