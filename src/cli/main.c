@@ -11,6 +11,7 @@
 #include "train/config.h"
 #include "train/sample.h"
 #include "train/train.h"
+#include "plan/plan_cli.h"
 
 #include <cblas.h>
 #include <dirent.h>
@@ -45,7 +46,8 @@ static void usage(FILE *f) {
           "commands:\n"
           "  train     train a GPT-style model (atoll train --help)\n"
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
-          "  sample    generate text from a checkpoint (atoll sample --help)\n");
+          "  sample    generate text from a checkpoint (atoll sample --help)\n"
+          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n");
 }
 
 static char *read_file(const char *path, size_t *len, atoll_err *err) {
@@ -372,10 +374,11 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
+  if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan)\n", cmd);
   return 2;
 }
