@@ -208,149 +208,144 @@ static void matmul_backward(float *dx, float *dw, float *dbias, const float *dou
 
 /* ---------------------------------------------------------------- attention --- */
 
-/* Flash-style causal attention: one (batch, head) pair per task, one query row at a
- * time against all earlier keys. Only the row's log-sum-exp is kept for backward, so
- * memory is O(T) per head instead of the O(T^2) attention matrix; backward recomputes
- * the probabilities from it. K and V are transposed into [hs, T] scratch so that the
- * score and dP loops run contiguously over keys (vectorized, no horizontal sums). */
+/* Causal attention, one (batch, head) pair per OpenMP task, in blocks of ATT_BLOCK
+ * query rows. Each block's scores against the keys it may see (columns [0, r1)) are a
+ * small sgemm into per-thread scratch, softmaxed in place, then multiplied by V. Only
+ * each row's log-sum-exp is kept for backward, so memory is O(T) per head instead of
+ * an O(T^2) attention matrix per layer; backward recomputes the probabilities block
+ * by block. Blocking also skips most of the masked upper triangle: the matrix
+ * products cost about (1 + 1/nblocks)/2 of the full square.
+ *
+ * OpenBLAS's OpenMP build runs an sgemm called inside a parallel region on the
+ * calling thread alone, so the heads are what is spread over the threads. */
+#define ATT_BLOCK 64
 
 typedef struct {
-  float *kt, *vt; /* [hs, T] */
-  float *s;       /* [T] scores / probabilities */
-  float *dp;      /* [T] */
-  float *dk, *dv; /* [T, hs] accumulators */
-} attn_scratch;
+  const float *q, *k, *v; /* rows of this head, row stride 3C */
+  int ld;                 /* 3C */
+  int T, hs;
+  float scale;
+} head_view;
 
-static void transpose_head(float *dst, const float *qkv, int b, int T, int C3, int off, int hs) {
-  for (int t = 0; t < T; t++) {
-    const float *src = qkv + ((size_t)b * T + t) * C3 + off;
-    for (int d = 0; d < hs; d++) dst[(size_t)d * T + t] = src[d];
-  }
+static head_view head_at(const float *qkv, int b, int h, int T, int C, int NH) {
+  head_view hv;
+  int hs = C / NH;
+  const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
+  hv.q = base;
+  hv.k = base + C;
+  hv.v = base + 2 * C;
+  hv.ld = 3 * C;
+  hv.T = T;
+  hv.hs = hs;
+  hv.scale = 1.0f / sqrtf((float)hs);
+  return hv;
 }
 
-/* s[j] = scale * q . k_j for j in [0, n) */
-static void scores_row(float *s, const float *q, const float *kt, int n, int T, int hs,
-                       float scale) {
-  memset(s, 0, sizeof(float) * (size_t)n);
-  for (int d = 0; d < hs; d++) {
-    float qd = q[d] * scale;
-    const float *kr = kt + (size_t)d * T;
-#pragma omp simd
-    for (int j = 0; j < n; j++) s[j] += qd * kr[j];
-  }
+/* S[rows r0..r1, cols 0..r1) = scale * Q K^T, row stride r1 */
+static void block_scores(float *S, const head_view *hv, int r0, int r1) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hv->hs, hv->scale,
+              hv->q + (size_t)r0 * hv->ld, hv->ld, hv->k, hv->ld, 0.0f, S, r1);
 }
 
 static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
                               int NH) {
-  int hs = C / NH, C3 = 3 * C;
-  float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
   {
-    float *kt = malloc(sizeof(float) * (size_t)hs * T);
-    float *s = malloc(sizeof(float) * (size_t)T);
+    float *S = malloc(sizeof(float) * (size_t)ATT_BLOCK * T);
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++) {
-        transpose_head(kt, qkv, b, T, C3, C + h * hs, hs);
-        for (int i = 0; i < T; i++) {
-          const float *q = qkv + ((size_t)b * T + i) * C3 + h * hs;
-          int n = i + 1;
-          scores_row(s, q, kt, n, T, hs, scale);
-          float mx = -INFINITY;
-          for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-          float sum = 0.0f;
+        head_view hv = head_at(qkv, b, h, T, C, NH);
+        float *lse_h = lse + ((size_t)b * NH + h) * T;
+        float *out_h = out + (size_t)b * T * C + (size_t)h * hv.hs;
+        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+          int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T;
+          block_scores(S, &hv, r0, r1);
+          for (int i = r0; i < r1; i++) {
+            float *row = S + (size_t)(i - r0) * r1;
+            int n = i + 1;
+            float mx = -INFINITY;
+            for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+            float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-          for (int j = 0; j < n; j++) {
-            s[j] = exp_approx(s[j] - mx);
-            sum += s[j];
-          }
-          float inv = 1.0f / sum;
-          float *o = out + ((size_t)b * T + i) * C + h * hs;
-          memset(o, 0, sizeof(float) * (size_t)hs);
-          for (int j = 0; j < n; j++) {
-            const float *v = qkv + ((size_t)b * T + j) * C3 + 2 * C + h * hs;
-            float p = s[j] * inv;
+            for (int j = 0; j < n; j++) {
+              row[j] = exp_approx(row[j] - mx);
+              sum += row[j];
+            }
+            float inv = 1.0f / sum;
 #pragma omp simd
-            for (int d = 0; d < hs; d++) o[d] += p * v[d];
+            for (int j = 0; j < n; j++) row[j] *= inv;
+            for (int j = n; j < r1; j++) row[j] = 0.0f; /* masked: future keys */
+            lse_h[i] = mx + logf(sum);
           }
-          lse[((size_t)b * NH + h) * T + i] = mx + logf(sum);
+          /* out[rows] = P V */
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hv.hs, r1, 1.0f, S, r1,
+                      hv.v, hv.ld, 0.0f, out_h + (size_t)r0 * C, C);
         }
       }
-    free(kt);
-    free(s);
+    free(S);
   }
 }
 
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                                const float *lse, int B, int T, int C, int NH) {
-  int hs = C / NH, C3 = 3 * C;
-  float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel
   {
-    attn_scratch w;
-    w.kt = malloc(sizeof(float) * (size_t)hs * T);
-    w.vt = malloc(sizeof(float) * (size_t)hs * T);
-    w.s = malloc(sizeof(float) * (size_t)T);
-    w.dp = malloc(sizeof(float) * (size_t)T);
-    w.dk = malloc(sizeof(float) * (size_t)hs * T);
-    w.dv = malloc(sizeof(float) * (size_t)hs * T);
+    float *P = malloc(sizeof(float) * (size_t)ATT_BLOCK * T);
+    float *dS = malloc(sizeof(float) * (size_t)ATT_BLOCK * T);
+    float D[ATT_BLOCK];
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++) {
-        transpose_head(w.kt, qkv, b, T, C3, C + h * hs, hs);
-        transpose_head(w.vt, qkv, b, T, C3, 2 * C + h * hs, hs);
-        memset(w.dk, 0, sizeof(float) * (size_t)hs * T);
-        memset(w.dv, 0, sizeof(float) * (size_t)hs * T);
-        for (int i = 0; i < T; i++) {
-          const float *q = qkv + ((size_t)b * T + i) * C3 + h * hs;
-          const float *dO = dout + ((size_t)b * T + i) * C + h * hs;
-          const float *O = out + ((size_t)b * T + i) * C + h * hs;
-          float *dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
-          int n = i + 1;
-          float l = lse[((size_t)b * NH + h) * T + i];
-          /* probabilities p_j = exp(s_j - lse) */
-          scores_row(w.s, q, w.kt, n, T, hs, scale);
-#pragma omp simd
-          for (int j = 0; j < n; j++) w.s[j] = exp_approx(w.s[j] - l);
-          /* dp_j = dO . v_j */
-          memset(w.dp, 0, sizeof(float) * (size_t)n);
-          for (int d = 0; d < hs; d++) {
-            float g = dO[d];
-            const float *vr = w.vt + (size_t)d * T;
-#pragma omp simd
-            for (int j = 0; j < n; j++) w.dp[j] += g * vr[j];
-          }
-          float D = 0.0f;
-#pragma omp simd reduction(+ : D)
-          for (int d = 0; d < hs; d++) D += dO[d] * O[d];
-          /* ds_j = p_j (dp_j - D); reuse dp for ds * scale */
-#pragma omp simd
-          for (int j = 0; j < n; j++) w.dp[j] = w.s[j] * (w.dp[j] - D) * scale;
-          memset(dq, 0, sizeof(float) * (size_t)hs);
-          for (int j = 0; j < n; j++) {
-            const float *k = qkv + ((size_t)b * T + j) * C3 + C + h * hs;
-            float ds = w.dp[j], p = w.s[j];
-            float *dk = w.dk + (size_t)j * hs, *dv = w.dv + (size_t)j * hs;
-#pragma omp simd
-            for (int d = 0; d < hs; d++) {
-              dq[d] += ds * k[d];
-              dk[d] += ds * q[d];
-              dv[d] += p * dO[d];
-            }
-          }
-        }
+        head_view hv = head_at(qkv, b, h, T, C, NH);
+        int hs = hv.hs, ld = hv.ld;
+        const float *lse_h = lse + ((size_t)b * NH + h) * T;
+        const float *dout_h = dout + (size_t)b * T * C + (size_t)h * hs;
+        const float *out_h = out + (size_t)b * T * C + (size_t)h * hs;
+        float *dq = dqkv + (size_t)b * T * ld + (size_t)h * hs;
+        float *dk = dq + C, *dv = dq + 2 * C;
         for (int t = 0; t < T; t++) {
-          float *row = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-          memcpy(row + C, w.dk + (size_t)t * hs, sizeof(float) * (size_t)hs);
-          memcpy(row + 2 * C, w.dv + (size_t)t * hs, sizeof(float) * (size_t)hs);
+          memset(dk + (size_t)t * ld, 0, sizeof(float) * (size_t)hs);
+          memset(dv + (size_t)t * ld, 0, sizeof(float) * (size_t)hs);
+        }
+        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+          int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
+          /* P = exp(S - lse), recomputed */
+          block_scores(P, &hv, r0, r1);
+          for (int i = r0; i < r1; i++) {
+            float *row = P + (size_t)(i - r0) * r1;
+            float l = lse_h[i];
+            int n = i + 1;
+#pragma omp simd
+            for (int j = 0; j < n; j++) row[j] = exp_approx(row[j] - l);
+            for (int j = n; j < r1; j++) row[j] = 0.0f;
+            const float *o = out_h + (size_t)i * C, *g = dout_h + (size_t)i * C;
+            float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+            for (int c = 0; c < hs; c++) d += o[c] * g[c];
+            D[i - r0] = d;
+          }
+          /* dP = dO V^T, then dS = P (dP - D) * scale, in place */
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f,
+                      dout_h + (size_t)r0 * C, C, hv.v, ld, 0.0f, dS, r1);
+          for (int i = 0; i < rows; i++) {
+            float *ds = dS + (size_t)i * r1;
+            const float *p = P + (size_t)i * r1;
+            float d = D[i];
+#pragma omp simd
+            for (int j = 0; j < r1; j++) ds[j] = p[j] * (ds[j] - d) * hv.scale;
+          }
+          /* dQ[rows] = dS K;  dK += dS^T Q[rows];  dV += P^T dO[rows] */
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, dS, r1, hv.k,
+                      ld, 0.0f, dq + (size_t)r0 * ld, ld);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, dS, r1,
+                      hv.q + (size_t)r0 * ld, ld, 1.0f, dk, ld);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, P, r1,
+                      dout_h + (size_t)r0 * C, C, 1.0f, dv, ld);
         }
       }
-    free(w.kt);
-    free(w.vt);
-    free(w.s);
-    free(w.dp);
-    free(w.dk);
-    free(w.dv);
+    free(P);
+    free(dS);
   }
 }
 

@@ -34,8 +34,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *dir = argv[1];
-  atoll_shape s = {.layers = 2, .heads = 4, .dim = 64, .context = 32, .vocab = 256};
-  int B = 3, T = 19;
+  /* T > 64 spans several attention blocks (ATT_BLOCK in src/ops/ops_cpu.c) */
+  atoll_shape s = {.layers = 2, .heads = 4, .dim = 64, .context = 160, .vocab = 256};
+  int B = 2, T = 150;
   atoll_adamw_config opt = {.lr = 3e-3f, .min_lr_ratio = 0.1f, .warmup = 3, .total_steps = STEPS,
                             .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
                             .grad_clip = 1.0f};
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
   int32_t *batches = malloc(sizeof(int32_t) * STEPS * 2 * B * T);
   for (int st = 0; st < STEPS; st++)
     for (int b = 0; b < B; b++) {
-      int32_t seq[64];
+      int32_t seq[256];
       for (int t = 0; t <= T; t++)
         seq[t] = (atoll_rng_next(&rng) % 4 == 0) ? (int32_t)(atoll_rng_next(&rng) % 256) : (int32_t)('a' + (t + b) % 7);
       for (int t = 0; t < T; t++) {
