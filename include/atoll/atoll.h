@@ -60,6 +60,10 @@ typedef struct {
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err);
 void atoll_layout_free(atoll_layout *lay);
 const atoll_tensor *atoll_layout_find(const atoll_layout *lay, const char *name);
+/* The flat range [begin, end) of one unit: block `layer` (0 .. layers-1), the
+ * embeddings wte + wpe (layer = -1) or the final LayerNorm (layer = layers). Units
+ * tile the buffer in the order -1, 0, 1, ..., layers. */
+void atoll_layout_unit(const atoll_layout *lay, int layer, size_t *begin, size_t *end);
 
 /* ------------------------------------------------------------------ RNG --- */
 
@@ -95,6 +99,33 @@ float *atoll_model_params(atoll_model *m); /* flat, layout.nparams floats */
 float *atoll_model_grads(atoll_model *m);  /* flat, same layout */
 const float *atoll_model_logits(const atoll_model *m); /* [B, T, vocab] of the last forward */
 
+/* Hooks let a parallel strategy act at points of the forward and backward passes
+ * without the model knowing about it (FSDP gathers a block's weights before it runs;
+ * DDP starts averaging a block's gradients as soon as they are final). */
+typedef enum {
+  ATOLL_EV_FORWARD_BEGIN,       /* before the embedding */
+  ATOLL_EV_BLOCK_FORWARD,       /* before block `layer` runs forward */
+  ATOLL_EV_BLOCK_FORWARD_DONE,  /* after it */
+  ATOLL_EV_HEAD_FORWARD,        /* before the final LayerNorm and LM head */
+  ATOLL_EV_BACKWARD_BEGIN,      /* before the loss gradient */
+  ATOLL_EV_BLOCK_BACKWARD,      /* before block `layer` runs backward */
+  ATOLL_EV_BLOCK_BACKWARD_DONE, /* after it */
+  ATOLL_EV_BACKWARD_DONE        /* after the embedding gradient */
+} atoll_event;
+
+typedef struct {
+  void *ctx;
+  void (*event)(void *ctx, atoll_event ev, int layer);
+  /* gradients of params[begin, end) are final for this backward: lnf first, then
+   * blocks from last to first, then the embeddings (atoll_layout_unit order reversed) */
+  void (*grads_ready)(void *ctx, size_t begin, size_t end);
+  /* called between operations of the backward pass: a chance to advance communication */
+  void (*poll)(void *ctx);
+} atoll_model_hooks;
+
+/* NULL removes the hooks. The struct is copied. */
+void atoll_model_set_hooks(atoll_model *m, const atoll_model_hooks *hooks);
+
 /* Forward pass over B sequences of T tokens (inputs [B*T]). With targets it returns
  * the mean cross-entropy loss, else 0. */
 float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
@@ -126,7 +157,8 @@ typedef struct {
 float atoll_lr_at(const atoll_adamw_config *c, int step);
 /* Sum of squares of g[begin, end) in double (for the global gradient norm). */
 double atoll_sumsq(const float *g, size_t begin, size_t end);
-/* One AdamW update of params[begin, end) with moments m, v (same indexing);
+/* One AdamW update of params[begin, end) with moments m, v (m[0] and v[0] belong to
+ * params[begin], so a shard's moments can be stored alone);
  * t is the 1-based step count for bias correction; grad_scale multiplies the
  * gradients first (clipping). */
 void atoll_adamw_update(const atoll_layout *lay, const atoll_adamw_config *c, float *params,

@@ -50,6 +50,7 @@ struct atoll_model {
   float *dres, *dC, *d3C, *d4C;
   /* state of the last forward */
   int B, T, have_targets;
+  atoll_model_hooks hooks; /* all NULL unless a strategy set them */
   /* all allocations, freed together */
   void **allocs;
   int nallocs;
@@ -180,6 +181,28 @@ float *atoll_model_params(atoll_model *m) { return m->params; }
 float *atoll_model_grads(atoll_model *m) { return m->grads; }
 const float *atoll_model_logits(const atoll_model *m) { return m->logits; }
 
+void atoll_model_set_hooks(atoll_model *m, const atoll_model_hooks *hooks) {
+  if (hooks)
+    m->hooks = *hooks;
+  else
+    memset(&m->hooks, 0, sizeof m->hooks);
+}
+
+static void emit(atoll_model *m, atoll_event ev, int layer) {
+  if (m->hooks.event) m->hooks.event(m->hooks.ctx, ev, layer);
+}
+
+static void poll(atoll_model *m) {
+  if (m->hooks.poll) m->hooks.poll(m->hooks.ctx);
+}
+
+static void grads_ready(atoll_model *m, int unit) {
+  if (!m->hooks.grads_ready) return;
+  size_t b, e;
+  atoll_layout_unit(&m->lay, unit, &b, &e);
+  m->hooks.grads_ready(m->hooks.ctx, b, e);
+}
+
 void atoll_model_zero_grads(atoll_model *m) { memset(m->grads, 0, m->lay.nparams * sizeof(float)); }
 
 float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
@@ -193,9 +216,11 @@ float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *
   memcpy(m->inputs, inputs, sizeof(int32_t) * (size_t)N);
   if (targets) memcpy(m->targets, targets, sizeof(int32_t) * (size_t)N);
 
+  emit(m, ATOLL_EV_FORWARD_BEGIN, -1);
   o->embed_forward(m->encoded, m->inputs, tensor_at(m, m->params, WTE), tensor_at(m, m->params, WPE),
                    B, T, C);
   for (int l = 0; l < L; l++) {
+    emit(m, ATOLL_EV_BLOCK_FORWARD, l);
     block_params p = block_view(m, m->params, l);
     block_acts *a = &m->acts[l];
     o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res_in, p.ln1w, p.ln1b, N, C);
@@ -208,7 +233,9 @@ float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *
     o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
     memcpy(a->res_out, a->res_mid, sizeof(float) * (size_t)N * C);
     o->matmul_forward(a->res_out, a->fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C, 1);
+    emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
   }
+  emit(m, ATOLL_EV_HEAD_FORWARD, L);
   float *x = L > 0 ? m->acts[L - 1].res_out : m->encoded;
   o->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, tensor_at(m, m->params, LNF_W(m)),
                        tensor_at(m, m->params, LNF_B(m)), N, C);
@@ -228,30 +255,43 @@ void atoll_model_backward(atoll_model *m, float loss_scale) {
   float *P = m->params, *G = m->grads;
 
   /* loss -> logits (in place) -> ln_f -> residual stream */
+  emit(m, ATOLL_EV_BACKWARD_BEGIN, L);
   o->xent_backward(m->logits, m->xent_lse, m->targets, loss_scale / (float)N, N, V);
   o->matmul_backward(m->dC, tensor_at(m, G, WTE), NULL, m->logits, m->lnf, tensor_at(m, P, WTE), N,
                      C, V, 0);
+  poll(m);
   float *x = m->acts[L - 1].res_out;
   memset(m->dres, 0, sizeof(float) * (size_t)N * C);
   o->layernorm_backward(m->dres, tensor_at(m, G, LNF_W(m)), tensor_at(m, G, LNF_B(m)), m->dC, x,
                         tensor_at(m, P, LNF_W(m)), m->lnf_mean, m->lnf_rstd, N, C);
+  grads_ready(m, L);
 
   for (int l = L - 1; l >= 0; l--) {
+    emit(m, ATOLL_EV_BLOCK_BACKWARD, l);
     block_params p = block_view(m, P, l), g = block_view(m, G, l);
     block_acts *a = &m->acts[l];
     /* MLP half: res_out = res_mid + fcproj(gelu(fc(ln2(res_mid)))) */
     o->matmul_backward(m->d4C, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, p.fcprojw, N, 4 * C, C, 0);
+    poll(m);
     o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * C);
     o->matmul_backward(m->dC, g.fcw, g.fcb, m->d4C, a->ln2, p.fcw, N, C, 4 * C, 0);
+    poll(m);
     o->layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dC, a->res_mid, p.ln2w, a->ln2_mean,
                           a->ln2_rstd, N, C);
     /* attention half: res_mid = res_in + attproj(attn(qkv(ln1(res_in)))) */
     o->matmul_backward(m->dC, g.attprojw, g.attprojb, m->dres, a->atty, p.attprojw, N, C, C, 0);
+    poll(m);
     o->attention_backward(m->d3C, m->dC, a->qkv, a->atty, a->lse, B, T, C, NH);
+    poll(m);
     o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->d3C, a->ln1, p.qkvw, N, C, 3 * C, 0);
+    poll(m);
     o->layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dC, a->res_in, p.ln1w, a->ln1_mean,
                           a->ln1_rstd, N, C);
+    emit(m, ATOLL_EV_BLOCK_BACKWARD_DONE, l);
+    grads_ready(m, l);
   }
   o->embed_backward(tensor_at(m, G, WTE), tensor_at(m, G, WPE), m->dres, m->inputs, B, T, C);
+  grads_ready(m, -1);
+  emit(m, ATOLL_EV_BACKWARD_DONE, -1);
   m->have_targets = 0; /* logits were overwritten by their gradient */
 }

@@ -102,6 +102,15 @@ const atoll_tensor *atoll_layout_find(const atoll_layout *lay, const char *name)
   return NULL;
 }
 
+void atoll_layout_unit(const atoll_layout *lay, int layer, size_t *begin, size_t *end) {
+  int L = lay->shape.layers;
+  /* tensors: wte, wpe, 12 per block, ln_f.weight, ln_f.bias */
+  int first = layer < 0 ? 0 : (layer >= L ? 2 + 12 * L : 2 + 12 * layer);
+  int last = layer < 0 ? 1 : (layer >= L ? 3 + 12 * L : 13 + 12 * layer);
+  *begin = lay->tensors[first].offset;
+  *end = lay->tensors[last].offset + lay->tensors[last].numel;
+}
+
 double atoll_flops_per_token(const atoll_shape *s, int T) {
   /* Parameters in matrix products: blocks' matrices and the tied LM head (wte);
    * position embeddings, biases and LayerNorms are lookups or elementwise. */

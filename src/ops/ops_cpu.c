@@ -7,21 +7,19 @@
  * add into the same float. */
 #include "ops/ops.h"
 
+#include "core/mem.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void *cpu_alloc(size_t bytes) {
-  /* 64-byte aligned and zeroed */
-  size_t rounded = (bytes + 63) & ~(size_t)63;
-  void *p = aligned_alloc(64, rounded ? rounded : 64);
-  if (p) memset(p, 0, rounded ? rounded : 64);
-  return p;
-}
+/* Page-aligned, zeroed mappings whose pages sharded data parallel can hand back
+ * (src/core/mem.h). */
+static void *cpu_alloc(size_t bytes) { return atoll_mem_alloc(bytes); }
 
-static void cpu_free(void *p) { free(p); }
+static void cpu_free(void *p) { atoll_mem_free(p); }
 
 /* exp(x) for float, written so that loops over it vectorize (glibc's vector expf is
  * only declared under -ffast-math, which would also break NaN checks). Range

@@ -50,7 +50,7 @@ void atoll_adamw_update(const atoll_layout *lay, const atoll_adamw_config *c, fl
     size_t hi = ts->offset + ts->numel < end ? ts->offset + ts->numel : end;
     if (lo >= hi) continue;
     float decay_factor = ts->decay ? 1.0f - lr * c->weight_decay : 1.0f;
-    update_span(params + lo, grads + lo, m + lo, v + lo, hi - lo, lr, decay_factor, c->beta1,
+    update_span(params + lo, grads + lo, m + (lo - begin), v + (lo - begin), hi - lo, lr, decay_factor, c->beta1,
                 c->beta2, bc1, bc2_sqrt, c->eps, grad_scale);
   }
 }

@@ -1,0 +1,113 @@
+/* The communication layer: collectives over ranges of flat float buffers, on MPI.
+ *
+ * The collectives are rings written over MPI point-to-point messages (not MPI's own
+ * collectives) for three reasons: the byte counters count what was really handed to
+ * MPI; the reduction order is fixed (every element is summed in ring order on one
+ * rank and then copied), so all ranks end with bit-identical results; and a ring is a
+ * state machine that the caller can advance by polling (atoll_req_test) from inside
+ * the backward pass, since Open MPI makes no progress on its own.
+ *
+ * Chunks. A collective on a range of `count` floats splits it into `size` chunks,
+ * chunk r = [displs[r], displs[r] + counts[r]) relative to the range start, one per
+ * rank, contiguous and in rank order (counts may be uneven or zero). NULL counts
+ * means an even split: chunk r gets count/size floats, the first count%size chunks
+ * one more.
+ *
+ *   all-reduce (sum):  in place; every rank ends with the full sum.
+ *   reduce-scatter:    in place; rank r ends with the sum of chunk r (at its place in
+ *                      the buffer); the rest of the buffer is left as scratch.
+ *   all-gather:        in place; rank r contributes chunk r (at its place), every rank
+ *                      ends with all chunks.
+ *   broadcast:         from root, the whole range.
+ *
+ * Bytes sent by one rank: ring all-reduce 2 * (count - ...) about 2 (N-1)/N of the
+ * range; reduce-scatter and all-gather about (N-1)/N; broadcast count * (N-1)/N...
+ * exactly: each ring step sends one chunk, see comm.c.
+ *
+ * Watchdog: every wait (blocking call, atoll_req_wait) gives up after the
+ * communicator's timeout and ends the whole job (MPI_Abort) with a message naming
+ * the operation, its size, the communicator and the rank: never a silent hang. */
+#ifndef ATOLL_COMM_H
+#define ATOLL_COMM_H
+
+#include "atoll/atoll.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  ATOLL_OP_ALLREDUCE,
+  ATOLL_OP_REDUCE_SCATTER,
+  ATOLL_OP_ALLGATHER,
+  ATOLL_OP_BROADCAST,
+  ATOLL_OP_OTHER, /* small control messages: scalars, hashes, barrier */
+  ATOLL_OP_COUNT
+} atoll_op;
+
+/* Name of an op for messages and JSON: "allreduce", "reduce_scatter", ... */
+const char *atoll_op_name(atoll_op op);
+
+typedef struct {
+  uint64_t bytes_sent[ATOLL_OP_COUNT];
+  uint64_t calls[ATOLL_OP_COUNT];
+  double wait_seconds; /* time spent blocked in waits (not overlapped) */
+} atoll_comm_stats;
+
+typedef struct atoll_comm atoll_comm;
+
+/* Starts MPI (if built with it and not yet started) and returns the world
+ * communicator, named "world". Without a launcher it is a world of one. */
+int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err);
+/* Frees a communicator; on the world communicator also finalizes MPI. */
+void atoll_comm_free(atoll_comm *c);
+/* Ends the whole job at once with exit status `code` (MPI_Abort; exit() without MPI). */
+void atoll_comm_abort(atoll_comm *c, int code);
+
+int atoll_comm_rank(const atoll_comm *c);
+int atoll_comm_size(const atoll_comm *c);
+int atoll_comm_world_rank(const atoll_comm *c);
+const char *atoll_comm_name(const atoll_comm *c);
+/* Seconds a wait may block before the watchdog ends the job (default 300). */
+void atoll_comm_set_timeout(atoll_comm *c, double seconds);
+atoll_comm_stats atoll_comm_get_stats(const atoll_comm *c);
+void atoll_comm_reset_stats(atoll_comm *c);
+
+/* Splits c into sub-communicators: ranks with the same color share one, ordered by
+ * key (collective over c). The mesh module decides colors; nothing else should. */
+int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_comm **out,
+                     atoll_err *err);
+
+/* ----------------------------------------------------------- non-blocking --- */
+
+typedef struct atoll_req atoll_req;
+
+/* Each starts a ring over buf[0, count) and returns a request; counts/displs as above
+ * (may be NULL for an even split; they are copied). */
+atoll_req *atoll_iallreduce(atoll_comm *c, float *buf, size_t count, const size_t *counts);
+atoll_req *atoll_ireduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t *counts);
+atoll_req *atoll_iallgather(atoll_comm *c, float *buf, size_t count, const size_t *counts);
+/* Advances the request as far as it can without blocking; returns 1 when done. */
+int atoll_req_test(atoll_req *r);
+/* Blocks until done (watchdog applies), then frees the request. */
+void atoll_req_wait(atoll_req *r);
+
+/* --------------------------------------------------------------- blocking --- */
+
+void atoll_allreduce(atoll_comm *c, float *buf, size_t count);
+void atoll_reduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t *counts);
+void atoll_allgather(atoll_comm *c, float *buf, size_t count, const size_t *counts);
+void atoll_broadcast(atoll_comm *c, void *buf, size_t bytes, int root);
+void atoll_barrier(atoll_comm *c);
+/* Every rank's `bytes` bytes gathered into out[size * bytes] in rank order. */
+void atoll_allgather_bytes(atoll_comm *c, const void *mine, void *out, size_t bytes);
+/* Sum of one double per rank, added in rank order (identical on every rank). */
+double atoll_allreduce_sum_double(atoll_comm *c, double x);
+/* Gathers chunk r of buf (counts as above) from every rank to root's buf. */
+void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t *counts, int root);
+
+/* Chunk boundaries of a range: fills displs[size] from counts (or an even split of
+ * count when counts is NULL, then also fills counts_out). */
+void atoll_chunks(size_t count, int size, const size_t *counts, size_t *counts_out,
+                  size_t *displs_out);
+
+#endif

@@ -1,0 +1,38 @@
+#include "core/mem.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* A mapping starts with one header page holding its total length; the caller's
+ * pointer is the page after it, so it stays page-aligned. */
+void *atoll_mem_alloc(size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t len = page + ((bytes + page - 1) / page) * page;
+  void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return NULL;
+  *(size_t *)base = len;
+  return (char *)base + page;
+}
+
+void atoll_mem_free(void *p) {
+  if (!p) return;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  char *base = (char *)p - page;
+  munmap(base, *(size_t *)base);
+}
+
+void atoll_mem_release(float *buf, size_t begin, size_t end) {
+  if (end <= begin) return;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)(buf + begin), hi = (uintptr_t)(buf + end);
+  uintptr_t plo = (lo + page - 1) & ~(uintptr_t)(page - 1), phi = hi & ~(uintptr_t)(page - 1);
+  if (plo >= phi) {
+    memset((void *)lo, 0, hi - lo);
+    return;
+  }
+  memset((void *)lo, 0, plo - lo);
+  madvise((void *)plo, phi - plo, MADV_DONTNEED);
+  memset((void *)phi, 0, hi - phi);
+}
