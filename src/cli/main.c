@@ -8,6 +8,7 @@
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "comm/comm.h"
 #include "train/config.h"
 #include "train/sample.h"
 #include "train/train.h"
@@ -39,6 +40,9 @@ static int die(const atoll_err *err) {
   fprintf(stderr, "atoll: error: %s\n", err->msg);
   return 1;
 }
+
+/* Errors in the settings are the same on every rank: only rank 0 reports them. */
+static int die_on(int rank, const atoll_err *err) { return rank == 0 ? die(err) : 1; }
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -237,8 +241,23 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
   return prepare_files(&arg, 1, c->data, 0.05, err);
 }
 
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world);
+
+/* Training runs on every rank of the MPI world (one without a launcher). Errors found
+ * while reading the settings are the same on every rank: rank 0 reports them. Errors
+ * during training end the whole job (MPI_Abort) so that no rank is left waiting. */
 static int cmd_train(int argc, char **argv) {
   atoll_err err = {{0}};
+  atoll_comm *world = NULL;
+  if (atoll_comm_init(&world, NULL, NULL, &err)) return die(&err);
+  int rc = cmd_train_ranks(argc, argv, world);
+  atoll_comm_free(world);
+  return rc;
+}
+
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
+  atoll_err err = {{0}};
+  int rank = atoll_comm_rank(world);
   atoll_config cfg;
   atoll_config_defaults(&cfg);
   const char *config_file = NULL, *resume = NULL;
@@ -251,11 +270,11 @@ static int cmd_train(int argc, char **argv) {
     }
     if (strncmp(argv[i], "--", 2) != 0) {
       atoll_fail(&err, "%s: unexpected argument (flags are --key value)", argv[i]);
-      return die(&err);
+      return die_on(rank, &err);
     }
     if (i + 1 >= argc) {
       atoll_fail(&err, "%s: missing value", argv[i]);
-      return die(&err);
+      return die_on(rank, &err);
     }
     if (strcmp(argv[i], "--config") == 0) config_file = argv[i + 1];
     if (strcmp(argv[i], "--resume") == 0) resume = argv[i + 1];
@@ -266,33 +285,36 @@ static int cmd_train(int argc, char **argv) {
   char ckpt_dir[1200] = "";
   atoll_config from_ckpt = cfg;
   if (resume) {
-    if (resolve_checkpoint(resume, ckpt_dir, sizeof ckpt_dir, &err)) return die(&err);
+    if (resolve_checkpoint(resume, ckpt_dir, sizeof ckpt_dir, &err)) return die_on(rank, &err);
     cJSON *state = NULL;
-    if (atoll_ckpt_read_state(ckpt_dir, &state, &err)) return die(&err);
+    if (atoll_ckpt_read_state(ckpt_dir, &state, &err)) return die_on(rank, &err);
     char source[1300];
     snprintf(source, sizeof source, "%s/state.json", ckpt_dir);
     int rc = atoll_config_apply_json(&cfg, cJSON_GetObjectItemCaseSensitive(state, "config"), source, &err);
     cJSON_Delete(state);
-    if (rc) return die(&err);
+    if (rc) return die_on(rank, &err);
     from_ckpt = cfg;
     data_given = 1; /* the checkpoint names its data */
   }
   if (config_file) {
     size_t len = 0;
     char *text = read_file(config_file, &len, &err);
-    if (!text) return die(&err);
+    if (!text) return die_on(rank, &err);
     int rc = atoll_config_apply_text(&cfg, text, len, config_file, &err);
     free(text);
-    if (rc) return die(&err);
+    if (rc) return die_on(rank, &err);
   }
   for (int i = 0; i < argc; i += 2) {
     const char *key = argv[i] + 2;
     if (strcmp(key, "config") == 0) continue;
-    if (atoll_config_set(&cfg, key, argv[i + 1], &err)) return die(&err);
+    if (atoll_config_set(&cfg, key, argv[i + 1], &err)) return die_on(rank, &err);
   }
-  if (resume && check_resume_shape(&cfg, &from_ckpt, ckpt_dir, &err)) return die(&err);
-  if (atoll_config_check(&cfg, &err)) return die(&err);
-  if (ensure_default_data(&cfg, data_given, &err)) return die(&err);
+  if (resume && check_resume_shape(&cfg, &from_ckpt, ckpt_dir, &err)) return die_on(rank, &err);
+  if (atoll_config_check(&cfg, &err)) return die_on(rank, &err);
+  /* rank 0 prepares the default corpus; the others wait for it */
+  int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
+  atoll_broadcast(world, &prep, sizeof prep, 0);
+  if (prep) return die_on(rank, &err);
 
   if (cfg.threads > 0) {
     omp_set_num_threads(cfg.threads);
@@ -304,10 +326,16 @@ static int cmd_train(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  int rc = atoll_train_run(&cfg, resume ? ckpt_dir : NULL, &stop_flag, &err);
-  if (rc < 0) return die(&err);
+  int rc = atoll_train_run(&cfg, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
+  if (rc < 0) {
+    if (atoll_comm_size(world) > 1) {
+      fprintf(stderr, "atoll: error: rank %d: %s\n", rank, err.msg);
+      atoll_comm_abort(world, 1);
+    }
+    return die(&err);
+  }
   if (rc == 1) return 130;
-  fprintf(stderr, "atoll train: done; summary in %s/summary.json\n", cfg.out);
+  if (rank == 0) fprintf(stderr, "atoll train: done; summary in %s/summary.json\n", cfg.out);
   return 0;
 }
 

@@ -52,6 +52,11 @@ static const key_spec KEYS[] = {
     {"keep", K_INT, F(keep), 1, 1 << 20, "checkpoints kept"},
     {"log-every", K_INT, F(log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
     {"stop-after", K_INT, F(stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
+    {"global-batch", K_INT, F(global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
+    {"parallel", K_STR, F(parallel), 0, 0, "data-parallel mode with several ranks: ddp"},
+    {"shard", K_INT, F(shard), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
+    {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
+    {"comm-timeout", K_FLOAT, F(comm_timeout), 0.1, 1e7, "seconds a collective may wait before the job is ended"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
@@ -75,6 +80,11 @@ void atoll_config_defaults(atoll_config *c) {
   c->save_every = 200;
   c->keep = 3;
   c->log_every = 50;
+  c->global_batch = 0;
+  snprintf(c->parallel, sizeof c->parallel, "ddp");
+  c->shard = 0;
+  c->bucket_mb = 4.0f;
+  c->comm_timeout = 300.0f;
 }
 
 /* Keys are written with dashes; JSON files may also use underscores. */
@@ -112,7 +122,7 @@ static int set_number(atoll_config *c, const key_spec *k, double v, const char *
 static int set_string(atoll_config *c, const key_spec *k, const char *s, const char *source,
                       atoll_err *err) {
   char *field = (char *)c + k->offset;
-  size_t cap = sizeof c->data; /* every string field has this size */
+  size_t cap = k->offset == offsetof(atoll_config, parallel) ? sizeof c->parallel : sizeof c->data;
   if (strlen(s) >= cap) return atoll_fail(err, "%s: %s is longer than %zu bytes", source, k->key, cap - 1);
   memcpy(field, s, strlen(s) + 1);
   return 0;
@@ -186,6 +196,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "seq: %d is longer than the model's context %d", seq, c->model.context);
   if ((double)c->batch * seq * c->accum > 1e12)
     return atoll_fail(err, "batch: batch x seq x accum is absurdly large");
+  if (strcmp(c->parallel, "ddp") != 0)
+    return atoll_fail(err, "--parallel: unknown mode '%s' (known: ddp)", c->parallel);
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
   return 0;

@@ -26,6 +26,11 @@ typedef struct {
   int keep;         /* checkpoints kept in OUT/checkpoints */
   int log_every;    /* steps between progress lines when stderr is not a terminal */
   int stop_after;   /* save and stop after this step (0: off); not saved in checkpoints */
+  int global_batch; /* sequences per step over all ranks (0: batch x accum x ranks) */
+  char parallel[16]; /* data-parallel mode: "ddp" */
+  int shard;        /* ZeRO stage 0..3 */
+  float bucket_mb;  /* gradient bucket size */
+  float comm_timeout; /* watchdog, seconds */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

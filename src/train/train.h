@@ -2,16 +2,17 @@
 #ifndef ATOLL_TRAIN_H
 #define ATOLL_TRAIN_H
 
+#include "comm/comm.h"
 #include "train/config.h"
 
 #include <signal.h>
 
-/* Runs training as configured. resume_dir: a checkpoint directory to continue from,
- * or NULL. stop: optional flag set by a signal handler; when it becomes nonzero the
+/* Runs training as configured, data-parallel over the ranks of comm (a world of one
+ * without a launcher). resume_dir: a checkpoint directory to continue from, or NULL. stop: optional flag set by a signal handler; when it becomes nonzero the
  * loop saves a checkpoint after the current step and returns 1.
  * Writes OUT/metrics.jsonl, OUT/summary.json and OUT/checkpoints/step_NNNNNNNN.
  * Returns 0 when done, 1 when stopped, -1 on error (message in err). */
-int atoll_train_run(const atoll_config *cfg, const char *resume_dir,
+int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resume_dir,
                     const volatile sig_atomic_t *stop, atoll_err *err);
 
 #endif

@@ -1,0 +1,303 @@
+/* Data parallel strategies; see dp.h for what each stage does. */
+#include "parallel/dp.h"
+
+#include "core/mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INFLIGHT 512
+
+typedef struct {
+  atoll_req *req;
+  size_t begin, end;
+} inflight;
+
+/* Stage-3 state of one unit (atoll_layout_unit: -1 .. layers) */
+enum { UNIT_RELEASED, UNIT_GATHERING, UNIT_PRESENT };
+
+struct atoll_dp {
+  atoll_model *model;
+  atoll_comm *comm;
+  const atoll_layout *lay;
+  int stage, rank, size;
+  size_t nparams, shard_size, bucket_floats;
+  float *params, *grads;
+  int last_micro;
+  /* gradient buckets: [pending_begin, pending_end) is final but not yet sent */
+  size_t pending_begin, pending_end;
+  inflight grad_reqs[MAX_INFLIGHT];
+  int ngrad_reqs;
+  /* stage 3: units indexed layer + 1 */
+  int nunits;
+  int *unit_state;
+  atoll_req **unit_req;
+  size_t *counts; /* scratch [size] */
+};
+
+static size_t shard_lo(const atoll_dp *dp, int r) {
+  size_t x = (size_t)r * dp->shard_size;
+  return x < dp->nparams ? x : dp->nparams;
+}
+
+void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end) {
+  if (dp->stage == 0) {
+    *begin = 0;
+    *end = dp->nparams;
+    return;
+  }
+  *begin = shard_lo(dp, dp->rank);
+  *end = shard_lo(dp, dp->rank + 1);
+}
+
+void atoll_dp_chunks(const atoll_dp *dp, size_t begin, size_t end, size_t *counts) {
+  for (int r = 0; r < dp->size; r++) {
+    size_t lo = shard_lo(dp, r), hi = shard_lo(dp, r + 1);
+    lo = lo > begin ? lo : begin;
+    hi = hi < end ? hi : end;
+    counts[r] = hi > lo ? hi - lo : 0;
+  }
+}
+
+/* Zeroes buf[begin, end) except this rank's shard, handing whole pages back. */
+static void release_others(atoll_dp *dp, float *buf, size_t begin, size_t end) {
+  size_t s0 = shard_lo(dp, dp->rank), s1 = shard_lo(dp, dp->rank + 1);
+  if (begin < s0) atoll_mem_release(buf, begin, end < s0 ? end : s0);
+  if (end > s1) atoll_mem_release(buf, begin > s1 ? begin : s1, end);
+}
+
+/* ------------------------------------------------------------ gradients --- */
+
+static void grad_req_done(atoll_dp *dp, const inflight *f) {
+  if (dp->stage >= 2) release_others(dp, dp->grads, f->begin, f->end);
+}
+
+static void launch_bucket(atoll_dp *dp) {
+  if (dp->pending_end <= dp->pending_begin) return;
+  size_t b = dp->pending_begin, e = dp->pending_end;
+  dp->pending_begin = dp->pending_end = b;
+  if (dp->ngrad_reqs == MAX_INFLIGHT) { /* never expected: drain the oldest */
+    atoll_req_wait(dp->grad_reqs[0].req);
+    grad_req_done(dp, &dp->grad_reqs[0]);
+    memmove(dp->grad_reqs, dp->grad_reqs + 1, sizeof(inflight) * (MAX_INFLIGHT - 1));
+    dp->ngrad_reqs--;
+  }
+  atoll_dp_chunks(dp, b, e, dp->counts);
+  inflight *f = &dp->grad_reqs[dp->ngrad_reqs++];
+  f->begin = b;
+  f->end = e;
+  f->req = dp->stage == 0 ? atoll_iallreduce(dp->comm, dp->grads + b, e - b, dp->counts)
+                          : atoll_ireduce_scatter(dp->comm, dp->grads + b, e - b, dp->counts);
+}
+
+static void poll_grads(atoll_dp *dp) {
+  int kept = 0;
+  for (int i = 0; i < dp->ngrad_reqs; i++) {
+    if (atoll_req_test(dp->grad_reqs[i].req)) {
+      atoll_req_wait(dp->grad_reqs[i].req); /* frees it */
+      grad_req_done(dp, &dp->grad_reqs[i]);
+    } else {
+      dp->grad_reqs[kept++] = dp->grad_reqs[i];
+    }
+  }
+  dp->ngrad_reqs = kept;
+}
+
+static void on_grads_ready(void *ctx, size_t begin, size_t end) {
+  atoll_dp *dp = ctx;
+  if (!dp->last_micro || dp->size == 1) return;
+  /* units arrive from the end of the buffer to its start, each adjacent to the last */
+  if (dp->pending_end == dp->pending_begin) {
+    dp->pending_begin = begin;
+    dp->pending_end = end;
+  } else {
+    dp->pending_begin = begin;
+  }
+  /* stage 3 sends every unit at once so its gradient pages can go back early */
+  if (dp->stage == 3 || dp->pending_end - dp->pending_begin >= dp->bucket_floats) launch_bucket(dp);
+}
+
+/* ------------------------------------------------------ stage-3 weights --- */
+
+static void unit_range(atoll_dp *dp, int layer, size_t *b, size_t *e) {
+  atoll_layout_unit(dp->lay, layer, b, e);
+}
+
+static void unit_start_gather(atoll_dp *dp, int layer) {
+  int u = layer + 1;
+  if (layer < -1 || layer > dp->lay->shape.layers || dp->unit_state[u] != UNIT_RELEASED) return;
+  size_t b, e;
+  unit_range(dp, layer, &b, &e);
+  atoll_dp_chunks(dp, b, e, dp->counts);
+  dp->unit_req[u] = atoll_iallgather(dp->comm, dp->params + b, e - b, dp->counts);
+  dp->unit_state[u] = UNIT_GATHERING;
+}
+
+static void unit_wait(atoll_dp *dp, int layer) {
+  int u = layer + 1;
+  if (dp->unit_state[u] == UNIT_RELEASED) unit_start_gather(dp, layer);
+  if (dp->unit_state[u] == UNIT_GATHERING) {
+    atoll_req_wait(dp->unit_req[u]);
+    dp->unit_req[u] = NULL;
+    dp->unit_state[u] = UNIT_PRESENT;
+  }
+}
+
+static void unit_release(atoll_dp *dp, int layer) {
+  int u = layer + 1;
+  if (dp->unit_state[u] == UNIT_GATHERING) {
+    atoll_req_wait(dp->unit_req[u]);
+    dp->unit_req[u] = NULL;
+  }
+  size_t b, e;
+  unit_range(dp, layer, &b, &e);
+  release_others(dp, dp->params, b, e);
+  dp->unit_state[u] = UNIT_RELEASED;
+}
+
+static void poll_units(atoll_dp *dp) {
+  for (int u = 0; u < dp->nunits; u++)
+    if (dp->unit_state[u] == UNIT_GATHERING && atoll_req_test(dp->unit_req[u])) {
+      atoll_req_wait(dp->unit_req[u]);
+      dp->unit_req[u] = NULL;
+      dp->unit_state[u] = UNIT_PRESENT;
+    }
+}
+
+/* ---------------------------------------------------------------- hooks --- */
+
+static void on_poll(void *ctx) {
+  atoll_dp *dp = ctx;
+  poll_grads(dp);
+  if (dp->stage == 3) poll_units(dp);
+}
+
+static void on_event(void *ctx, atoll_event ev, int layer) {
+  atoll_dp *dp = ctx;
+  if (dp->stage != 3 || dp->size == 1) {
+    if (ev == ATOLL_EV_BACKWARD_DONE) launch_bucket(dp);
+    return;
+  }
+  int L = dp->lay->shape.layers;
+  switch (ev) {
+  case ATOLL_EV_FORWARD_BEGIN: /* embeddings and final LayerNorm stay for the whole step */
+    unit_start_gather(dp, -1);
+    unit_start_gather(dp, L);
+    unit_start_gather(dp, 0);
+    unit_wait(dp, -1);
+    break;
+  case ATOLL_EV_BLOCK_FORWARD:
+    unit_wait(dp, layer);
+    if (layer + 1 < L) unit_start_gather(dp, layer + 1); /* prefetch */
+    break;
+  case ATOLL_EV_BLOCK_FORWARD_DONE: unit_release(dp, layer); break;
+  case ATOLL_EV_HEAD_FORWARD: unit_wait(dp, L); break;
+  case ATOLL_EV_BACKWARD_BEGIN: unit_start_gather(dp, L - 1); break;
+  case ATOLL_EV_BLOCK_BACKWARD:
+    unit_wait(dp, layer);
+    if (layer > 0) unit_start_gather(dp, layer - 1);
+    break;
+  case ATOLL_EV_BLOCK_BACKWARD_DONE: unit_release(dp, layer); break;
+  case ATOLL_EV_BACKWARD_DONE: launch_bucket(dp); break;
+  }
+}
+
+/* --------------------------------------------------------------- public --- */
+
+int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, int stage, size_t bucket_floats,
+                    atoll_err *err) {
+  *out = NULL;
+  if (stage < 0 || stage > 3) return atoll_fail(err, "--shard: stage must be 0, 1, 2 or 3, got %d", stage);
+  atoll_dp *dp = calloc(1, sizeof *dp);
+  if (!dp) return atoll_fail(err, "out of memory");
+  dp->model = m;
+  dp->comm = c;
+  dp->lay = atoll_model_layout(m);
+  dp->stage = stage;
+  dp->rank = atoll_comm_rank(c);
+  dp->size = atoll_comm_size(c);
+  dp->nparams = dp->lay->nparams;
+  dp->shard_size = (dp->nparams + dp->size - 1) / dp->size;
+  dp->bucket_floats = bucket_floats ? bucket_floats : 1;
+  dp->params = atoll_model_params(m);
+  dp->grads = atoll_model_grads(m);
+  dp->last_micro = 1;
+  dp->nunits = dp->lay->shape.layers + 2;
+  dp->unit_state = calloc((size_t)dp->nunits, sizeof(int));
+  dp->unit_req = calloc((size_t)dp->nunits, sizeof(atoll_req *));
+  dp->counts = calloc((size_t)dp->size, sizeof(size_t));
+  if (!dp->unit_state || !dp->unit_req || !dp->counts) {
+    atoll_dp_destroy(dp);
+    return atoll_fail(err, "out of memory");
+  }
+  /* the caller fills the whole weight buffer (initialisation or checkpoint), then
+   * calls atoll_dp_release_weights: stage 3 keeps only its shard from then on */
+  for (int u = 0; u < dp->nunits; u++) dp->unit_state[u] = UNIT_PRESENT;
+  atoll_model_hooks h = {.ctx = dp, .event = on_event, .grads_ready = on_grads_ready, .poll = on_poll};
+  atoll_model_set_hooks(m, &h);
+  *out = dp;
+  return 0;
+}
+
+void atoll_dp_destroy(atoll_dp *dp) {
+  if (!dp) return;
+  atoll_model_set_hooks(dp->model, NULL);
+  free(dp->unit_state);
+  free(dp->unit_req);
+  free(dp->counts);
+  free(dp);
+}
+
+void atoll_dp_begin_step(atoll_dp *dp) {
+  if (dp->stage >= 2)
+    atoll_mem_release(dp->grads, 0, dp->nparams);
+  else
+    atoll_model_zero_grads(dp->model);
+  dp->pending_begin = dp->pending_end = 0;
+}
+
+void atoll_dp_set_last_micro(atoll_dp *dp, int last) { dp->last_micro = last; }
+
+void atoll_dp_finish_grads(atoll_dp *dp) {
+  launch_bucket(dp);
+  for (int i = 0; i < dp->ngrad_reqs; i++) {
+    atoll_req_wait(dp->grad_reqs[i].req);
+    grad_req_done(dp, &dp->grad_reqs[i]);
+  }
+  dp->ngrad_reqs = 0;
+}
+
+double atoll_dp_grad_sumsq(atoll_dp *dp) {
+  /* per-shard partial sums added in rank order: the same arithmetic at every stage */
+  double *parts = calloc((size_t)dp->size, sizeof(double));
+  if (dp->stage == 0) {
+    for (int r = 0; r < dp->size; r++) parts[r] = atoll_sumsq(dp->grads, shard_lo(dp, r), shard_lo(dp, r + 1));
+  } else {
+    double mine = atoll_sumsq(dp->grads, shard_lo(dp, dp->rank), shard_lo(dp, dp->rank + 1));
+    atoll_allgather_bytes(dp->comm, &mine, parts, sizeof(double));
+  }
+  double s = 0.0;
+  for (int r = 0; r < dp->size; r++) s += parts[r];
+  free(parts);
+  return s;
+}
+
+void atoll_dp_after_update(atoll_dp *dp) {
+  if (dp->size == 1) return;
+  if (dp->stage == 1 || dp->stage == 2) {
+    atoll_dp_chunks(dp, 0, dp->nparams, dp->counts);
+    atoll_allgather(dp->comm, dp->params, dp->nparams, dp->counts);
+  } else if (dp->stage == 3) {
+    for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_release(dp, layer);
+  }
+}
+
+void atoll_dp_gather_weights(atoll_dp *dp) {
+  if (dp->stage != 3 || dp->size == 1) return;
+  for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_wait(dp, layer);
+}
+
+void atoll_dp_release_weights(atoll_dp *dp) {
+  if (dp->stage != 3 || dp->size == 1) return;
+  for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_release(dp, layer);
+}

@@ -1,0 +1,52 @@
+/* The training loop's state, shared by its three parts: train.c (the loop),
+ * train_ckpt.c (checkpoints across world sizes and stages) and train_report.c
+ * (progress line, metrics.jsonl, summary.json). Internal to src/train/. */
+#ifndef ATOLL_TRAINER_H
+#define ATOLL_TRAINER_H
+
+#include "comm/comm.h"
+#include "parallel/dp.h"
+#include "train/config.h"
+
+#include <stdio.h>
+
+typedef struct {
+  const atoll_config *cfg;
+  atoll_comm *comm;
+  int rank, world;
+  int seq, accum;        /* accum: micro-batches per rank per step */
+  atoll_model *model;
+  const atoll_layout *lay;
+  atoll_dp *dp;
+  size_t shard_begin, shard_end; /* the range this rank's optimizer updates */
+  float *m, *v;          /* AdamW moments of [shard_begin, shard_end) */
+  atoll_dataset train, val;
+  atoll_rng rng;
+  int32_t *tokens;       /* [batch, seq+1] window scratch */
+  int32_t *inputs, *targets;
+  char ckpt_root[1100];
+  FILE *metrics;         /* rank 0 only */
+  double *step_seconds;
+  int nsteps_timed;
+  float last_loss, last_val;
+  int have_val;
+  atoll_comm_stats step_comm; /* communication inside training steps only */
+} trainer;
+
+/* train_ckpt.c */
+int trainer_save(trainer *t, int step, atoll_err *err);
+int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err);
+/* 64-bit hash of the weights; fails if the ranks' copies differ. */
+int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err);
+
+/* train_report.c */
+double trainer_now(void);
+size_t trainer_peak_rss(void);
+int trainer_open_metrics(trainer *t, int keep_steps, atoll_err *err);
+void trainer_log_step(trainer *t, int step, float loss, float lr, double norm, double seconds,
+                      int evaluated, float val);
+void trainer_progress(trainer *t, int step, int start, double run_start, float loss, float lr,
+                      double seconds, int evaluated, float val);
+int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, atoll_err *err);
+
+#endif
