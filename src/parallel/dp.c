@@ -113,8 +113,8 @@ static void on_grads_ready(void *ctx, size_t begin, size_t end) {
   } else {
     dp->pending_begin = begin;
   }
-  /* stage 3 sends every unit at once so its gradient pages can go back early */
-  if (dp->stage == 3 || dp->pending_end - dp->pending_begin >= dp->bucket_floats) launch_bucket(dp);
+  /* stages 2-3 send every unit at once so its gradient pages can go back early */
+  if (dp->stage >= 2 || dp->pending_end - dp->pending_begin >= dp->bucket_floats) launch_bucket(dp);
 }
 
 /* ------------------------------------------------------ stage-3 weights --- */

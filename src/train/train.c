@@ -235,6 +235,7 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
   int step = start;
   uint64_t hash = 0;
   double run_start = trainer_now();
+  trainer_rss_reset(t); /* loading and setup are not the steps' memory */
   while (step < c->steps) {
     if (step + 1 == 2 && t->rank == stall_rank)
       for (;;) pause(); /* a stalled peer: the others' watchdog must end the job */
@@ -265,6 +266,8 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
       t->last_val = val;
       t->have_val = 1;
     }
+    size_t hwm = trainer_rss_hwm();
+    if (hwm > t->train_peak_rss) t->train_peak_rss = hwm;
     trainer_log_step(t, step, loss, lr, norm, dt, evaluated, val);
     trainer_progress(t, step, start, run_start, loss, lr, dt, evaluated, val);
 
@@ -274,6 +277,7 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
     int stopping = signalled || (c->stop_after > 0 && step >= c->stop_after && step < c->steps);
     if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || stopping) {
       if (trainer_save(t, step, err)) goto done;
+      trainer_rss_reset(t);
     }
     if (stopping) {
       if (t->rank == 0)

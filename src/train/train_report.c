@@ -22,6 +22,31 @@ size_t trainer_peak_rss(void) {
   return (size_t)ru.ru_maxrss * 1024;
 }
 
+/* The resident-set high-water mark since the last reset (Linux VmHWM), or the
+ * process peak where /proc is unavailable. */
+size_t trainer_rss_hwm(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return trainer_peak_rss();
+  char line[256];
+  size_t kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %zu kB", &kb) == 1) break;
+  fclose(f);
+  return kb ? kb * 1024 : trainer_peak_rss();
+}
+
+/* Resets VmHWM (Linux >= 4.0: "5" > /proc/self/clear_refs), so that checkpoint
+ * gathers and loading do not count in the training steps' peak. The reset also
+ * lowers getrusage's ru_maxrss, so the process peak is carried in the trainer. */
+void trainer_rss_reset(trainer *t) {
+  size_t hwm = trainer_rss_hwm();
+  if (hwm > t->process_peak_rss) t->process_peak_rss = hwm;
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (!f) return;
+  fputs("5", f);
+  fclose(f);
+}
+
 static double tokens_per_step(const trainer *t) {
   return (double)t->cfg->batch * t->seq * t->accum * t->world;
 }
@@ -155,10 +180,16 @@ int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, ato
   cJSON_AddNumberToObject(s, "world_size", t->world);
   cJSON_AddStringToObject(s, "parallel", t->world > 1 ? c->parallel : "none");
   cJSON_AddNumberToObject(s, "shard", c->shard);
-  double peak;
-  cJSON *rss = per_rank(t, (double)trainer_peak_rss(), &peak);
+  double peak, train_peak;
+  size_t process_peak = trainer_rss_hwm();
+  if (t->process_peak_rss > process_peak) process_peak = t->process_peak_rss;
+  cJSON *rss = per_rank(t, (double)process_peak, &peak);
   cJSON_AddNumberToObject(s, "peak_rss_bytes", peak);
   cJSON_AddItemToObject(s, "peak_rss_bytes_per_rank", rss);
+  /* the steps alone, without checkpoint gathers and loading */
+  cJSON *train_rss = per_rank(t, (double)t->train_peak_rss, &train_peak);
+  cJSON_AddNumberToObject(s, "train_peak_rss_bytes", train_peak);
+  cJSON_AddItemToObject(s, "train_peak_rss_bytes_per_rank", train_rss);
   double wait_max;
   cJSON *wait = per_rank(t, t->step_comm.wait_seconds, &wait_max);
   cJSON_AddNumberToObject(s, "comm_wait_seconds", wait_max);

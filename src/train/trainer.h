@@ -31,6 +31,8 @@ typedef struct {
   float last_loss, last_val;
   int have_val;
   atoll_comm_stats step_comm; /* communication inside training steps only */
+  size_t train_peak_rss;      /* resident peak over training steps and evaluation */
+  size_t process_peak_rss;    /* resident peak of the whole process, carried across resets */
 } trainer;
 
 /* train_ckpt.c */
@@ -42,6 +44,8 @@ int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err);
 /* train_report.c */
 double trainer_now(void);
 size_t trainer_peak_rss(void);
+size_t trainer_rss_hwm(void);
+void trainer_rss_reset(trainer *t);
 int trainer_open_metrics(trainer *t, int keep_steps, atoll_err *err);
 void trainer_log_step(trainer *t, int step, float loss, float lr, double norm, double seconds,
                       int evaluated, float val);
