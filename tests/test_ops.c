@@ -6,7 +6,10 @@
  *  backward  scalar loss = sum(out * R) for a fixed random R; the gradient of every
  *            input and parameter by central finite differences of the DOUBLE
  *            reference (eps 1e-6, so truncation ~1e-12 and cancellation ~1e-10
- *            relative), against the float backward kernel given dout = R.
+ *            relative), against the float backward kernel given dout = R. (For
+ *            gelu, xent and attention the difference is taken of only the terms of
+ *            the loss that depend on the element - the others cancel exactly - so the
+ *            check stays linear in the size instead of quadratic.)
  *  contract  gradient buffers are pre-filled with known nonzero values: kernels that
  *            must ADD are compared as (got - prefill) against the reference, kernels
  *            that must OVERWRITE are compared directly (a kernel that added would be
@@ -19,19 +22,22 @@
  *  embed fwd        1e-6  one float add per element: <= u relative
  *  layernorm fwd    1e-5  sums over C <= 48: worst-case ~C*u = 3e-6, typically sqrt(C)*u
  *  matmul fwd       1e-5  dot products of length C <= 48: same bound
- *  attention fwd    1e-5  softmax over <= 17 keys, dots of length hs <= 12: < 1e-6 expected
- *  gelu fwd         1e-5  a few flops and one tanhf per element: a few u
- *  xent fwd         1e-5  sums over V <= 64 of expf: ~V*u worst case
+ *  attention fwd    1e-5  softmax over <= 130 keys, dots of length hs <= 12: < 1e-6 expected
+ *  gelu fwd         1e-5  a few flops and one tanh per element: a few u
+ *  xent fwd         1e-5  sums over V <= 64 of exp: ~V*u worst case
  *  all backward     1e-4  float kernels with the same reductions as forward, against a
  *                         double finite difference (error ~1e-10).
- * Observed worst errors (printed in the summary at the end): forward <= 5e-7, backward
- * <= 3.4e-7 except xent dlogits 2.6e-6 (rows shifted by +-100, where z - lse loses
- * ~100u); threads 2 and 3 vs 1: identical. A wrong formula (a missing term, a wrong
+ *  sweeps                 exp(z - lse) (via xent_backward) on a dense grid of
+ *                         [-87, 0], elementwise 1e-6; GELU and its derivative on a
+ *                         dense grid of [-12, 12], see test_gelu_sweep.
+ * Observed worst errors (printed in the summary at the end): forward <= 5.3e-7,
+ * backward <= 1.1e-6 except xent dlogits 2.5e-6 (rows shifted by +-100, where z - lse
+ * loses ~100u); threads 2 and 3 vs 1: identical. A wrong formula (a missing term, a wrong
  * sign or scale, LayerNorm eps 1e-6 instead of 1e-5, a non-causal mask, a gradient
  * overwritten instead of added) gives errors of 1e-3 to 1e3 - each of those was tried
  * on an out-of-tree copy of ops_cpu.c and fails this test.
  * Note: with the pthread build of OpenBLAS, omp_set_num_threads changes the threads of
- * the OpenMP loops only, not those of sgemm. */
+ * the OpenMP loops only, not those of sgemm; with the OpenMP build it sets both. */
 #include "atoll/atoll.h"
 #include "check.h"
 #include "ops/ops.h"
@@ -302,6 +308,10 @@ static const cfg configs[] = {
     {2, 13, 32, 4, 40}, /* T odd, head size 8 */
     {2, 17, 48, 4, 64}, /* T = 17, head size 12 */
     {3, 16, 20, 2, 23}, /* head size 10 */
+    /* the CPU attention works in blocks of 64 query rows: */
+    {2, 64, 8, 2, 11},  /* exactly one block */
+    {2, 65, 12, 3, 13}, /* one row into a second block */
+    {1, 130, 8, 2, 11}, /* three blocks, the last partial */
 };
 
 /* ================================================================ embed === */
@@ -580,15 +590,16 @@ static void test_matmul(const cfg *g, int use_bias, int acc) {
 
 /* ============================================================ attention === */
 
-static void ref_attention(double *out, double *lse, const double *qkv, int B, int T, int C,
-                          int NH) {
+/* Outputs of sequences [b0, b1), heads [h0, h1), query rows [i0, i1) only. */
+static void ref_attention_part(double *out, double *lse, const double *qkv, int T, int C, int NH,
+                               int b0, int b1, int h0, int h1, int i0, int i1) {
   int hs = C / NH;
   size_t C3 = 3 * (size_t)C;
   double scale = 1.0 / sqrt((double)hs);
   double *s = malloc(sizeof(double) * (size_t)T);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
-      for (int i = 0; i < T; i++) {
+  for (int b = b0; b < b1; b++)
+    for (int h = h0; h < h1; h++)
+      for (int i = i0; i < i1; i++) {
         const double *q = qkv + ((size_t)b * T + i) * C3 + (size_t)h * hs;
         double mx = -INFINITY;
         for (int j = 0; j <= i; j++) {
@@ -613,11 +624,17 @@ static void ref_attention(double *out, double *lse, const double *qkv, int B, in
   free(s);
 }
 
+static void ref_attention(double *out, double *lse, const double *qkv, int B, int T, int C,
+                          int NH) {
+  ref_attention_part(out, lse, qkv, T, C, NH, 0, B, 0, NH, 0, T);
+}
+
 typedef struct {
   int B, T, C, NH;
   float *qkv, *R;
   float *out, *lse, *dqkv;
   double *qkv_d, *R_d, *scratch;
+  int fb, fh, fi0; /* the loss terms that depend on the element being differenced */
 } attn_case;
 
 static void attn_run(void *p) {
@@ -629,10 +646,22 @@ static void attn_run(void *p) {
   K->attention_backward(c->dqkv, c->R, c->qkv, c->out, c->lse, c->B, c->T, c->C, c->NH);
 }
 
+/* sum(out * R) over sequence fb, head fh, rows fi0.. T-1: by causality of the
+ * reference (query row i reads keys and values j <= i only), every other term of
+ * sum(out * R) is constant in q, k and v of sequence fb, head fh, token fi0 (q: only row
+ * fi0 depends on it, but taking all later rows too costs little). */
 static double attn_loss(void *p) {
   attn_case *c = p;
-  ref_attention(c->scratch, NULL, c->qkv_d, c->B, c->T, c->C, c->NH);
-  return dot_d(c->scratch, c->R_d, (size_t)c->B * c->T * c->C);
+  int hs = c->C / c->NH;
+  ref_attention_part(c->scratch, NULL, c->qkv_d, c->T, c->C, c->NH, c->fb, c->fb + 1, c->fh,
+                     c->fh + 1, c->fi0, c->T);
+  double sum = 0.0;
+  for (int i = c->fi0; i < c->T; i++)
+    for (int e = 0; e < hs; e++) {
+      size_t at = ((size_t)c->fb * c->T + i) * c->C + (size_t)c->fh * hs + e;
+      sum += c->scratch[at] * c->R_d[at];
+    }
+  return sum;
 }
 
 static void test_attention(const cfg *g) {
@@ -656,7 +685,14 @@ static void test_attention(const cfg *g) {
   cmp_elem("attention fwd lse", c.lse, rl, NL, 1.0, 1e-5);
 
   double *gq = dalloc(N * C3);
-  fd_grad(gq, c.qkv_d, N * C3, attn_loss, &c);
+  int hs = c.C / c.NH;
+  for (size_t at = 0; at < N * C3; at++) {
+    size_t row = at / C3, col = at % C3;
+    c.fb = (int)(row / c.T);
+    c.fi0 = (int)(row % c.T);
+    c.fh = (int)((col % C) / hs);
+    fd_grad(gq + at, c.qkv_d + at, 1, attn_loss, &c);
+  }
   /* q, k and v parts separately, so that each is held to its own scale */
   for (int part = 0; part < 3; part++) {
     float *got = falloc(N * C);
@@ -744,6 +780,7 @@ typedef struct {
   float *x, *R;
   float *out, *dx, *dx_inplace;
   double *x_d, *R_d;
+  size_t fi; /* the element being differenced */
 } gelu_case;
 
 static void gelu_run(void *p) {
@@ -756,11 +793,10 @@ static void gelu_run(void *p) {
   K->gelu_backward(c->dx_inplace, c->x, c->dx_inplace, c->n);
 }
 
+/* the one term of sum(gelu(x) * R) that depends on x[fi] (elementwise op) */
 static double gelu_loss(void *p) {
   gelu_case *c = p;
-  double s = 0.0;
-  for (size_t i = 0; i < c->n; i++) s += ref_gelu1(c->x_d[i]) * c->R_d[i];
-  return s;
+  return ref_gelu1(c->x_d[c->fi]) * c->R_d[c->fi];
 }
 
 static void test_gelu(const cfg *g) {
@@ -789,7 +825,7 @@ static void test_gelu(const cfg *g) {
   cmp_elem("gelu fwd (elementwise, floor 0.1)", c.out, ref, n, 0.1, 1e-5);
 
   double *gx = dalloc(n);
-  fd_grad(gx, c.x_d, n, gelu_loss, &c);
+  for (c.fi = 0; c.fi < n; c.fi++) fd_grad(gx + c.fi, c.x_d + c.fi, 1, gelu_loss, &c);
   cmp("gelu bwd dx (=)", c.dx, NULL, gx, n, 1e-4);
   cmp("gelu bwd dx (=, in place)", c.dx_inplace, NULL, gx, n, 1e-4);
 
@@ -823,6 +859,7 @@ typedef struct {
   float *logits;
   float *losses, *lse, *dlogits;
   double *z_d, *scratch;
+  int fn; /* the row being differenced */
 } xent_case;
 
 static void xent_run(void *p) {
@@ -833,12 +870,11 @@ static void xent_run(void *p) {
 }
 
 /* scalar loss: dloss * sum_n losses[n] */
+/* the one term of dloss * sum_n losses[n] that depends on row fn of the logits */
 static double xent_loss(void *p) {
   xent_case *c = p;
-  ref_xent(c->scratch, NULL, c->z_d, c->tgt, c->N, c->V);
-  double s = 0.0;
-  for (int n = 0; n < c->N; n++) s += c->scratch[n];
-  return (double)c->dloss * s;
+  ref_xent(c->scratch, NULL, c->z_d + (size_t)c->fn * c->V, c->tgt + c->fn, 1, c->V);
+  return (double)c->dloss * c->scratch[0];
 }
 
 static void test_xent(const cfg *g, float dloss) {
@@ -864,7 +900,8 @@ static void test_xent(const cfg *g, float dloss) {
   cmp_elem("xent fwd lse", c.lse, rlse, N, 1.0, 1e-5);
 
   double *gz = dalloc(N * V);
-  fd_grad(gz, c.z_d, N * V, xent_loss, &c);
+  for (c.fn = 0; c.fn < c.N; c.fn++)
+    fd_grad(gz + (size_t)c.fn * V, c.z_d + (size_t)c.fn * V, V, xent_loss, &c);
   cmp("xent bwd dlogits (in place)", c.dlogits, NULL, gz, N * V, 1e-4);
 
   outset o = {0};
@@ -873,6 +910,83 @@ static void test_xent(const cfg *g, float dloss) {
   out_add(&o, "dlogits", c.dlogits, N * V);
   check_threads("xent", xent_run, &c, &o);
   case_end("xent");
+}
+
+/* ====================================================== dense sweeps === */
+
+/* exp(z - lse) as xent_backward computes it, elementwise over the whole range a
+ * probability takes: z - lse from -87 (probabilities below ~1.6e-38 do not matter)
+ * to 0, on a dense grid. Relative tolerance 1e-6 (~16 ulp): an exp good to a few ulp
+ * passes, a polynomial or range reduction off by 1e-6 does not. Below -87 the result
+ * must still be negligible (<= 2e-38), not garbage. */
+static void test_softmax_exp_sweep(void) {
+  snprintf(cfgname, sizeof cfgname, "sweep z - lse in [-87, 0]");
+  const int V = 1025, N = 88; /* row r covers [-(r+1), -r] */
+  float *z = galloc("dlogits", (size_t)N * V), *lse = falloc(N);
+  int32_t *tgt = tmalloc(sizeof(int32_t) * N);
+  double *ref = dalloc((size_t)N * V);
+  for (int r = 0; r < N; r++) {
+    lse[r] = 3.0f; /* so that z = arg + 3 exercises the subtraction too */
+    tgt[r] = 0;
+    for (int v = 0; v < V; v++) {
+      float arg = (float)(-(double)(r + 1) + (double)v / (V - 1));
+      if (arg < -87.0f) arg = -87.0f;
+      z[(size_t)r * V + v] = arg + 3.0f;
+      /* the reference uses the argument the kernel really sees, z - lse in float */
+      ref[(size_t)r * V + v] = exp((double)(z[(size_t)r * V + v] - 3.0f));
+    }
+  }
+  /* the target is column 0, where dloss is subtracted; columns 1.. are plain exp */
+  K->xent_backward(z, lse, tgt, 1.0f, N, V);
+  size_t m = 0;
+  for (int r = 0; r < N; r++)
+    for (int v = 1; v < V; v++, m++) {
+      z[m] = z[(size_t)r * V + v]; /* pack in place: m < r * V + v */
+      ref[m] = ref[(size_t)r * V + v];
+    }
+  cmp_elem("softmax exp(z - lse) sweep (elementwise)", z, ref, m, 1e-30, 1e-6);
+
+  float tail[4] = {-88.0f, -100.0f, -200.0f, -1e30f}, tl = 0.0f;
+  int32_t t0 = 0;
+  float row[5] = {0.0f, tail[0], tail[1], tail[2], tail[3]};
+  K->xent_backward(row, &tl, &t0, 1.0f, 1, 5);
+  for (int i = 1; i < 5; i++) {
+    if (!(row[i] >= 0.0f && row[i] <= 2e-38f)) {
+      fprintf(stderr, "FAIL softmax tail: exp(%g) gave %g, expected <= 2e-38\n", tail[i - 1], row[i]);
+      check_failures++;
+    }
+  }
+  case_end("softmax sweep");
+}
+
+/* GELU and its derivative on a dense grid over [-12, 12] against the double formula
+ * (the derivative analytically). Forward: for x >= 0 there is no cancellation, relative
+ * 1e-6; for x < 0, 1 + tanh(u) cancels, so the error is held to 1e-5 of
+ * max(|ref|, 0.1). Backward: 1e-5 norm-wise, and 1e-5 of max(|ref|, 0.1) for x >= 0.
+ * (In the negative tail the tanh approximation saturates to exactly -1 for u < ~-8.3,
+ * so the derivative is flushed to 0 for x < ~-4.9 where it is really ~-2e-6: an
+ * absolute error of 2e-6, inside the norm-wise tolerance; libm tanhf gave 5e-7.) */
+static void test_gelu_sweep(void) {
+  snprintf(cfgname, sizeof cfgname, "sweep x in [-12, 12]");
+  const size_t n = 24001;
+  float *x = falloc(n), *out = galloc("out", n), *one = falloc(n), *dx = galloc("dx", n);
+  double *ref = dalloc(n), *dref = dalloc(n);
+  const double k = sqrt(2.0 / M_PI);
+  for (size_t i = 0; i < n; i++) {
+    x[i] = (float)(-12.0 + 24.0 * (double)i / (double)(n - 1));
+    one[i] = 1.0f;
+    double v = x[i], t = tanh(k * (v + 0.044715 * v * v * v));
+    ref[i] = 0.5 * v * (1.0 + t);
+    dref[i] = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v);
+  }
+  K->gelu_forward(out, x, n);
+  K->gelu_backward(dx, x, one, n);
+  size_t half = n / 2; /* x[half] = 0 */
+  cmp_elem("gelu sweep fwd x<0 (floor 0.1)", out, ref, half, 0.1, 1e-5);
+  cmp_elem("gelu sweep fwd x>=0 (relative)", out + half, ref + half, n - half, 1e-30, 1e-6);
+  cmp("gelu sweep bwd (norm-wise)", dx, NULL, dref, n, 1e-5);
+  cmp_elem("gelu sweep bwd x>=0 (floor 0.1)", dx + half, dref + half, n - half, 0.1, 1e-5);
+  case_end("gelu sweep");
 }
 
 /* ========================================================== ops table === */
@@ -908,6 +1022,8 @@ int main(void) {
   K = atoll_ops_cpu();
   atoll_rng_seed(&rng, 20240601);
   test_table();
+  test_softmax_exp_sweep();
+  test_gelu_sweep();
   int ncfg = (int)(sizeof configs / sizeof configs[0]);
   for (int i = 0; i < ncfg; i++) {
     const cfg *g = &configs[i];

@@ -327,13 +327,8 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
   sigaction(SIGTERM, &sa, NULL);
 
   int rc = atoll_train_run(&cfg, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
-  if (rc < 0) {
-    if (atoll_comm_size(world) > 1) {
-      fprintf(stderr, "atoll: error: rank %d: %s\n", rank, err.msg);
-      atoll_comm_abort(world, 1);
-    }
-    return die(&err);
-  }
+  if (rc == ATOLL_TRAIN_QUIET) return 1;
+  if (rc < 0) return die(&err);
   if (rc == 1) return 130;
   if (rank == 0) fprintf(stderr, "atoll train: done; summary in %s/summary.json\n", cfg.out);
   return 0;

@@ -250,6 +250,11 @@ void atoll_plan_ranking_free(atoll_plan_ranking *r);
  * one sequence per step (TP inside a node, any PP, CP 1), on this accelerator. */
 int atoll_plan_fewest(const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_err *err);
 
+/* The best layout at each device count in gpus[0..n): out[i].valid = 0 (with why)
+ * where nothing fits or no layout divides. Answers "why 10,000+ GPUs": days to train
+ * the token budget by GPU count. */
+int atoll_plan_sweep(const atoll_plan_ctx *ctx, const int *gpus, int n, atoll_plan_result *out, atoll_err *err);
+
 /* ------------------------------------------------------------ CPU figures --- */
 
 typedef struct {

@@ -37,15 +37,26 @@ static int mkdir_p(const char *path, atoll_err *err) {
   return 0;
 }
 
-/* All ranks agree whether a phase worked: returns 0 if every rank succeeded (rc 0),
- * else -1 with this rank's message or one pointing at the rank that failed. */
+/* All ranks agree whether a phase worked, so that none is left waiting: 0 if every
+ * rank succeeded. Otherwise every rank returns an error: ATOLL_TRAIN_ERROR where this
+ * rank has a message to report (rank 0 when all failed alike, else each rank that
+ * failed), ATOLL_TRAIN_QUIET where another rank reports it. */
 static int agree(trainer *t, int rc, atoll_err *err) {
-  if (t->world == 1) return rc;
+  if (t->world == 1) return rc ? ATOLL_TRAIN_ERROR : 0;
   double failed = atoll_allreduce_sum_double(t->comm, rc ? 1.0 : 0.0);
-  if (rc) return -1;
-  if (failed > 0) return atoll_fail(err, "rank %d: stopping because another rank failed (see its message)", t->rank);
-  return 0;
+  if (failed == 0) return 0;
+  if (failed == t->world) return t->rank == 0 ? ATOLL_TRAIN_ERROR : ATOLL_TRAIN_QUIET;
+  if (rc) {
+    atoll_err own = *err;
+    atoll_fail(err, "rank %d: %s", t->rank, own.msg);
+    return ATOLL_TRAIN_ERROR;
+  }
+  return ATOLL_TRAIN_QUIET;
 }
+
+/* An error every rank met alike (they all see the same loss, hashes, save result):
+ * rank 0 reports it. */
+static int failed_alike(const trainer *t) { return t->rank == 0 ? ATOLL_TRAIN_ERROR : ATOLL_TRAIN_QUIET; }
 
 /* Fills inputs/targets with global micro-batch m of step `step`. */
 static void load_micro(trainer *t, const atoll_dataset *ds, int step, int m, int eval_count) {
@@ -210,8 +221,9 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
                     const volatile sig_atomic_t *stop, atoll_err *err) {
   trainer tr, *t = &tr;
   int rc = -1, start = 0;
-  int ok = trainer_init(t, cfg, comm, resume_dir, &start, err);
-  if (agree(t, ok, err)) goto done;
+  rc = agree(t, trainer_init(t, cfg, comm, resume_dir, &start, err), err);
+  if (rc) goto done;
+  rc = -1;
   const atoll_config *c = cfg;
   if (resume_dir && t->rank == 0) fprintf(stderr, "resuming from %s at step %d\n", resume_dir, start);
 
@@ -251,6 +263,7 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
       atoll_fail(err, "step %d: %s is %s; stopping (last good checkpoint: %s)", step + 1,
                  isfinite(loss) ? "gradient norm" : "loss",
                  isnan(isfinite(loss) ? norm : loss) ? "NaN" : "infinite", latest);
+      rc = failed_alike(t);
       goto done;
     }
     double dt = trainer_now() - t0;
@@ -276,7 +289,10 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
     if (t->world > 1) signalled = atoll_allreduce_sum_double(comm, signalled) > 0;
     int stopping = signalled || (c->stop_after > 0 && step >= c->stop_after && step < c->steps);
     if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || stopping) {
-      if (trainer_save(t, step, err)) goto done;
+      if (trainer_save(t, step, err)) {
+        rc = failed_alike(t);
+        goto done;
+      }
       trainer_rss_reset(t);
     }
     if (stopping) {
@@ -287,10 +303,13 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
     }
   }
   atoll_dp_gather_weights(t->dp);
-  if (trainer_check_weights(t, &hash, err)) goto done;
+  if (trainer_check_weights(t, &hash, err)) {
+    rc = failed_alike(t);
+    goto done;
+  }
   atoll_dp_release_weights(t->dp);
   if (trainer_write_summary(t, step, hash, err)) {
-    rc = -1;
+    rc = failed_alike(t);
     goto done;
   }
   if (rc != 1) rc = 0;

@@ -11,7 +11,10 @@
  * without a launcher). resume_dir: a checkpoint directory to continue from, or NULL. stop: optional flag set by a signal handler; when it becomes nonzero the
  * loop saves a checkpoint after the current step and returns 1.
  * Writes OUT/metrics.jsonl, OUT/summary.json and OUT/checkpoints/step_NNNNNNNN.
- * Returns 0 when done, 1 when stopped, -1 on error (message in err). */
+ * Returns 0 when done, 1 when stopped, ATOLL_TRAIN_ERROR on error (message in err),
+ * ATOLL_TRAIN_QUIET on an error that another rank reports. */
+#define ATOLL_TRAIN_ERROR (-1)
+#define ATOLL_TRAIN_QUIET (-2)
 int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resume_dir,
                     const volatile sig_atomic_t *stop, atoll_err *err);
 

@@ -1,0 +1,92 @@
+/* This machine's CPU figures for the planner's "cpu" accelerator:
+ *   sgemm_flops  cblas_sgemm on square 1024 products (median of 5 after a warm-up),
+ *                the same yardstick as bench/sgemm_peak.c (which uses 2048);
+ *   elem_bw      atoll's own GELU forward and backward kernels over 1M floats, as
+ *                bytes streamed per second (the planner's elementwise rate).
+ * Both run at the caller's OpenMP/OpenBLAS thread count (the CLI sets it). */
+#define _POSIX_C_SOURCE 200809L
+#include "plan/plan.h"
+#include "ops/ops.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+#define REPS 5
+
+int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err) {
+  const int S = 1024;
+  const size_t E = 1 << 20;
+  size_t nmat = (size_t)S * S;
+  float *A = malloc(sizeof(float) * nmat), *B = malloc(sizeof(float) * nmat), *C = malloc(sizeof(float) * nmat);
+  float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E), *g = malloc(sizeof(float) * E);
+  if (!A || !B || !C || !x || !y || !g) {
+    free(A), free(B), free(C), free(x), free(y), free(g);
+    return atoll_fail(err, "--measure: out of memory");
+  }
+  for (size_t i = 0; i < nmat; i++) {
+    A[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+    B[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+  }
+  for (size_t i = 0; i < E; i++) x[i] = (float)(i % 2000) * 1e-3f - 1.0f, g[i] = 1.0f;
+  double t[REPS], u[REPS];
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
+    t[r] = now() - t0;
+  }
+  const atoll_ops *ops = atoll_ops_cpu();
+  ops->gelu_forward(y, x, E);
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now();
+    ops->gelu_forward(y, x, E);
+    ops->gelu_backward(C, x, g, E); /* C holds at least E floats */
+    u[r] = now() - t0;
+  }
+  qsort(t, REPS, sizeof t[0], cmp_double);
+  qsort(u, REPS, sizeof u[0], cmp_double);
+  out->sgemm_flops = 2.0 * S * S * S / t[REPS / 2];
+  /* forward reads x, writes y; backward reads x and dy, writes dx: 5 floats per element */
+  out->elem_bw = 5.0 * sizeof(float) * E / u[REPS / 2];
+  out->threads = omp_get_max_threads();
+  free(A), free(B), free(C), free(x), free(y), free(g);
+  return 0;
+}
+
+int atoll_plan_read_bench(const char *path, double *gflops, atoll_err *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
+  char *buf = malloc(1 << 20);
+  size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+  fclose(f);
+  if (!buf) return atoll_fail(err, "%s: out of memory", path);
+  buf[n] = 0;
+  cJSON *j = cJSON_Parse(buf);
+  free(buf);
+  if (!j) return atoll_fail(err, "%s: invalid JSON", path);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "sgemm_peak_gflops");
+  if (!cJSON_IsNumber(v)) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "sgemm");
+    v = cJSON_GetObjectItemCaseSensitive(s, "peak_gflops");
+  }
+  int ok = cJSON_IsNumber(v) && v->valuedouble > 0;
+  if (ok) *gflops = v->valuedouble;
+  cJSON_Delete(j);
+  if (!ok) return atoll_fail(err, "%s: no sgemm_peak_gflops (or sgemm.peak_gflops) number", path);
+  return 0;
+}
