@@ -165,6 +165,11 @@ void atoll_adamw_update(const atoll_layout *lay, const atoll_adamw_config *c, fl
                         const float *grads, float *m, float *v, size_t begin, size_t end,
                         int t, float lr, float grad_scale);
 
+/* Plain SGD on params[begin, end): p = p (1 - lr wd) - lr grad_scale g, the decay only
+ * on tensors with decay = 1. */
+void atoll_sgd_update(const atoll_layout *lay, float weight_decay, float *params, const float *grads,
+                      size_t begin, size_t end, float lr, float grad_scale);
+
 /* ------------------------------------------------------------------ data --- */
 
 /* Token shard file, see src/data/shard.c for the byte layout. */

@@ -245,7 +245,8 @@ static cJSON *model_metadata(const atoll_layout *lay, const cJSON *state, int st
 /* ---------------------------------------------------------------- save --- */
 
 static int write_contents(const char *tmp, const atoll_layout *lay, const float *params,
-                          const float *exp_avg, const float *exp_avg_sq, const cJSON *state,
+                          const float *exp_avg, const float *exp_avg_sq,
+                          const atoll_ckpt_extra *extras, int nextras, const cJSON *state,
                           int step, atoll_err *err) {
   char path[CK_PATH];
   cJSON *meta = model_metadata(lay, state, step);
@@ -257,6 +258,11 @@ static int write_contents(const char *tmp, const atoll_layout *lay, const float 
     st_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
     rc = join(path, sizeof path, tmp, OPTIM_FILE, err);
     if (rc == 0) rc = st_write_parts(path, lay, parts, 2, NULL, err);
+  }
+  for (int i = 0; rc == 0 && i < nextras; i++) {
+    if (strchr(extras[i].file, '/')) return atoll_fail(err, "%s: bad extra file name %s", tmp, extras[i].file);
+    rc = join(path, sizeof path, tmp, extras[i].file, err);
+    if (rc == 0) rc = st_write_parts(path, lay, extras[i].parts, extras[i].nparts, NULL, err);
   }
   if (rc == 0) rc = write_state(tmp, state, err);
   if (rc == 0) rc = fsync_path(tmp, O_DIRECTORY, err);
@@ -333,6 +339,12 @@ static int check_save_args(const char *dir, const float *params, const float *ex
 int atoll_ckpt_save(const char *dir, const atoll_layout *lay, const float *params,
                     const float *exp_avg, const float *exp_avg_sq, const cJSON *state,
                     atoll_err *err) {
+  return atoll_ckpt_save_ex(dir, lay, params, exp_avg, exp_avg_sq, NULL, 0, state, err);
+}
+
+int atoll_ckpt_save_ex(const char *dir, const atoll_layout *lay, const float *params,
+                       const float *exp_avg, const float *exp_avg_sq, const atoll_ckpt_extra *extras,
+                       int nextras, const cJSON *state, atoll_err *err) {
   char parent[CK_PATH], name[CK_PATH], tmp[CK_PATH];
   int step;
   if (check_save_args(dir, params, exp_avg, exp_avg_sq, state, &step, err) != 0) return -1;
@@ -343,7 +355,7 @@ int atoll_ckpt_save(const char *dir, const atoll_layout *lay, const float *param
     return atoll_fail(err, "%s: cannot remove stale %s: %s", dir, tmp, strerror(errno));
   if (mkdir(tmp, 0755) != 0)
     return atoll_fail(err, "%s: cannot create directory: %s", tmp, strerror(errno));
-  int rc = write_contents(tmp, lay, params, exp_avg, exp_avg_sq, state, step, err);
+  int rc = write_contents(tmp, lay, params, exp_avg, exp_avg_sq, extras, nextras, state, step, err);
   if (rc == 0) rc = install(tmp, dir, parent, name, err);
   if (rc != 0) rm_tree(tmp);
   return rc;
@@ -443,6 +455,14 @@ int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, flo
     return atoll_fail(err, "%s: checkpoint has no optimizer state (no %s)", dir, OPTIM_FILE);
   st_read_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
   return st_read_parts(path, lay, parts, 2, NULL, err);
+}
+
+int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *file,
+                          const st_read_part *parts, int nparts, atoll_err *err) {
+  char path[CK_PATH];
+  if (join(path, sizeof path, dir, file, err) != 0) return -1;
+  if (access(path, F_OK) != 0) return atoll_fail(err, "%s: checkpoint has no %s", dir, file);
+  return st_read_parts(path, lay, parts, nparts, NULL, err);
 }
 
 /* ------------------------------------------------------ find and prune --- */

@@ -20,6 +20,7 @@
 #define ATOLL_CHECKPOINT_H
 
 #include "atoll/atoll.h"
+#include "ckpt/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -37,6 +38,22 @@
 int atoll_ckpt_save(const char *dir, const atoll_layout *lay, const float *params,
                     const float *exp_avg, const float *exp_avg_sq, const cJSON *state,
                     atoll_err *err);
+
+/* Further tensor files in the same atomic directory (DiLoCo keeps the islands' own
+ * weights and moments, and the outer momentum, this way). Each file holds one or
+ * more copies of the layout, tensor names prefixed by their part's prefix. */
+typedef struct {
+  const char *file; /* e.g. "outer.safetensors"; a plain name, no slashes */
+  const st_part *parts;
+  int nparts;
+} atoll_ckpt_extra;
+
+int atoll_ckpt_save_ex(const char *dir, const atoll_layout *lay, const float *params,
+                       const float *exp_avg, const float *exp_avg_sq, const atoll_ckpt_extra *extras,
+                       int nextras, const cJSON *state, atoll_err *err);
+/* Reads one extra file written by atoll_ckpt_save_ex into the parts' buffers. */
+int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *file,
+                          const st_read_part *parts, int nparts, atoll_err *err);
 
 /* Reads and validates dir/state.json (format, version, step). On success *state is a
  * new object the caller deletes with cJSON_Delete. */

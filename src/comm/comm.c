@@ -67,6 +67,7 @@
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -75,6 +76,8 @@
 /* Largest segment of a ring step (floats), and the most units in flight. */
 #define ATOLL_SEG_FLOATS ((size_t)1 << 16)
 #define ATOLL_WINDOW 4
+/* A blocking wait spins this long before it starts to yield the core. */
+#define ATOLL_SPIN_SECONDS 1e-3
 /* Largest piece handed to one MPI call on the control paths (fits an int count). */
 #define ATOLL_PIECE_BYTES ((size_t)1 << 30)
 
@@ -121,6 +124,7 @@ const char *atoll_op_name(atoll_op op) {
     case ATOLL_OP_REDUCE_SCATTER: return "reduce_scatter";
     case ATOLL_OP_ALLGATHER: return "allgather";
     case ATOLL_OP_BROADCAST: return "broadcast";
+    case ATOLL_OP_EXCHANGE: return "exchange";
     case ATOLL_OP_OTHER: return "other";
     default: return "unknown";
   }
@@ -130,6 +134,14 @@ static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One turn of a waiting spin. sched_yield hands the core to any other runnable process
+ * for up to a whole time slice, which costs a collective far more than it takes, so a
+ * wait spins hot at first and yields only once it has lasted ATOLL_SPIN_SECONDS (a
+ * late peer, or more ranks than cores). */
+static void spin_pause(double waited) {
+  if (waited > ATOLL_SPIN_SECONDS) sched_yield();
 }
 
 static void human_size(size_t bytes, char *out, size_t cap) {
@@ -174,8 +186,9 @@ static void watched_waitall(atoll_comm *c, int n, MPI_Request *reqs, const char 
     int flag = 0;
     MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
     if (flag) break;
-    if (now_seconds() - t0 > c->timeout) watchdog_fire(c, what, bytes);
-    sched_yield();
+    double waited = now_seconds() - t0;
+    if (waited > c->timeout) watchdog_fire(c, what, bytes);
+    spin_pause(waited);
   }
   c->stats.wait_seconds += now_seconds() - t0;
 }
@@ -319,7 +332,7 @@ static void post_unit(atoll_req *q, size_t u) {
   if (n > 0) {
     float *dst = q->buf + off;
     if (reduce) {
-      un->slot = (int)(u % (size_t)q->window);
+      un->slot = (int)(u % (size_t)(q->window + 1));
       dst = q->scratch + (size_t)un->slot * q->seg_cap;
     }
     MPI_Irecv(dst, (int)n, MPI_FLOAT, left, q->tag, c->comm, &un->recv);
@@ -340,6 +353,16 @@ static void req_free(atoll_req *q) {
   free(q->scratch);
   free(q->counts);
   free(q);
+}
+
+/* Posts units while the window has room and each one's dependency (the same segment
+ * one step earlier, K units back) is finished; `pending` is a unit retired but whose
+ * received segment is not yet added, or SIZE_MAX. */
+static void post_ready(atoll_req *q, size_t pending) {
+  while (q->next < q->nunits && q->next - q->oldest < (size_t)q->window) {
+    if (pending != SIZE_MAX && q->next >= q->nseg && q->next - q->nseg == pending) break;
+    post_unit(q, q->next++);
+  }
 }
 
 static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t count,
@@ -383,26 +406,32 @@ static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t coun
   q->nsteps = op == ATOLL_OP_ALLREDUCE ? 2 * (N - 1) : N - 1;
   q->nunits = (size_t)q->nsteps * q->nseg;
   if (op != ATOLL_OP_ALLGATHER) {
-    q->scratch = malloc((size_t)q->window * q->seg_cap * sizeof(float));
+    q->scratch = malloc((size_t)(q->window + 1) * q->seg_cap * sizeof(float));
     if (!q->scratch) usage_fail(c, atoll_op_name(op), "out of memory for the receive buffer");
   }
-  while (q->next < q->nunits && q->next - q->oldest < (size_t)q->window) post_unit(q, q->next++);
+  post_ready(q, SIZE_MAX);
   return q;
 }
 
 int atoll_req_test(atoll_req *q) {
   if (!q) return 1;
   while (!q->done) {
-    atoll_unit *un = &q->units[q->oldest % (size_t)q->window];
+    size_t u = q->oldest;
+    atoll_unit *un = &q->units[u % (size_t)q->window];
     MPI_Request rs[2] = {un->recv, un->send};
     int flag = 0;
     MPI_Testall(2, rs, &flag, MPI_STATUSES_IGNORE);
     un->recv = rs[0];
     un->send = rs[1];
     if (!flag) return 0;
-    if (un->slot >= 0) add_into(q->buf + un->off, q->scratch + (size_t)un->slot * q->seg_cap, un->n);
+    atoll_unit done = *un;
     q->oldest++;
-    if (q->next < q->nunits) post_unit(q, q->next++);
+    /* Hand the peer its next messages before adding, so that its copy overlaps our
+     * addition; the unit that needs this very segment waits for the add. */
+    post_ready(q, u);
+    if (done.slot >= 0)
+      add_into(q->buf + done.off, q->scratch + (size_t)done.slot * q->seg_cap, done.n);
+    post_ready(q, SIZE_MAX);
     if (q->oldest == q->nunits) q->done = 1;
   }
   return 1;
@@ -414,9 +443,9 @@ void atoll_req_wait(atoll_req *q) {
     atoll_comm *c = q->c;
     double t0 = now_seconds();
     while (!atoll_req_test(q)) {
-      if (now_seconds() - t0 > c->timeout)
-        watchdog_fire(c, atoll_op_name(q->op), q->count * sizeof(float));
-      sched_yield();
+      double waited = now_seconds() - t0;
+      if (waited > c->timeout) watchdog_fire(c, atoll_op_name(q->op), q->count * sizeof(float));
+      spin_pause(waited);
     }
     c->stats.wait_seconds += now_seconds() - t0;
   }
@@ -559,4 +588,40 @@ void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t 
   watched_waitall(c, (int)nreq, reqs, "gather_to_root", count * sizeof(float));
   free(reqs);
   free(cd);
+}
+
+/* ------------------------------------------------------- block exchanges --- */
+
+/* send_of(i): the block for rank i. Pairs of Isend/Irecv with every other rank,
+ * waited on under the watchdog; the own block is copied. */
+static void exchange_blocks(atoll_comm *c, const char *send, int same_block, char *recv,
+                            size_t block, const char *what) {
+  c->stats.calls[ATOLL_OP_EXCHANGE]++;
+  const char *own = same_block ? send : send + (size_t)c->rank * block;
+  memmove(recv + (size_t)c->rank * block, own, block);
+  if (c->size == 1 || block == 0) return;
+  if (block > (size_t)INT_MAX) usage_fail(c, what, "block larger than 2 GiB");
+  MPI_Request *reqs = malloc(sizeof(MPI_Request) * 2 * (size_t)c->size);
+  if (!reqs) usage_fail(c, what, "out of memory");
+  int n = 0, tag = next_tag(c);
+  for (int i = 0; i < c->size; i++) {
+    if (i == c->rank) continue;
+    MPI_Irecv(recv + (size_t)i * block, (int)block, MPI_BYTE, i, tag, c->comm, &reqs[n++]);
+  }
+  for (int i = 0; i < c->size; i++) {
+    if (i == c->rank) continue;
+    const char *src = same_block ? send : send + (size_t)i * block;
+    MPI_Isend(src, (int)block, MPI_BYTE, i, tag, c->comm, &reqs[n++]);
+    c->stats.bytes_sent[ATOLL_OP_EXCHANGE] += block;
+  }
+  watched_waitall(c, n, reqs, what, block * (size_t)(c->size - 1));
+  free(reqs);
+}
+
+void atoll_alltoall_bytes(atoll_comm *c, const void *send, void *recv, size_t block) {
+  exchange_blocks(c, send, 0, recv, block, "alltoall");
+}
+
+void atoll_allgather_blocks(atoll_comm *c, const void *mine, void *recv, size_t block) {
+  exchange_blocks(c, mine, 1, recv, block, "allgather_blocks");
 }

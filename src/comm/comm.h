@@ -40,6 +40,7 @@ typedef enum {
   ATOLL_OP_REDUCE_SCATTER,
   ATOLL_OP_ALLGATHER,
   ATOLL_OP_BROADCAST,
+  ATOLL_OP_EXCHANGE, /* point-to-point block exchanges (all-to-all, block all-gather) */
   ATOLL_OP_OTHER, /* small control messages: scalars, hashes, barrier */
   ATOLL_OP_COUNT
 } atoll_op;
@@ -102,6 +103,13 @@ void atoll_barrier(atoll_comm *c);
 void atoll_allgather_bytes(atoll_comm *c, const void *mine, void *out, size_t bytes);
 /* Sum of one double per rank, added in rank order (identical on every rank). */
 double atoll_allreduce_sum_double(atoll_comm *c, double x);
+/* Block exchanges sent point to point, so that the counters hold exactly what
+ * crossed: each rank sends (size - 1) x block bytes. all-to-all: send block i of
+ * `send` to rank i, receive rank i's block for me into block i of `recv`.
+ * block all-gather: send the one block `mine` to every rank; recv block i = rank i's. */
+void atoll_alltoall_bytes(atoll_comm *c, const void *send, void *recv, size_t block);
+void atoll_allgather_blocks(atoll_comm *c, const void *mine, void *recv, size_t block);
+
 /* Gathers chunk r of buf (counts as above) from every rank to root's buf. */
 void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t *counts, int root);
 

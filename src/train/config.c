@@ -18,11 +18,12 @@ typedef struct {
   const char *key;
   key_type type;
   size_t offset;
-  double min, max; /* numeric range, inclusive */
+  double min, max; /* numeric range, inclusive; for strings max is the buffer size */
   const char *help;
 } key_spec;
 
 #define F(field) offsetof(atoll_config, field)
+#define STR(field) K_STR, F(field), 0, sizeof(((atoll_config *)0)->field)
 static const key_spec KEYS[] = {
     {"layers", K_INT, F(model.layers), 1, 4096, "transformer blocks"},
     {"heads", K_INT, F(model.heads), 1, 4096, "attention heads (must divide dim)"},
@@ -43,9 +44,10 @@ static const key_spec KEYS[] = {
     {"eps", K_FLOAT, F(opt.eps), 0, 1, "AdamW epsilon"},
     {"seed", K_U64, F(seed), 0, 0, "seed for weights and data order"},
     {"threads", K_INT, F(threads), 0, 1024, "threads (0: all cores)"},
-    {"data", K_STR, F(data), 0, 0, "prepared data directory"},
-    {"out", K_STR, F(out), 0, 0, "run directory"},
-    {"resume", K_STR, F(resume), 0, 0, "checkpoint (or run directory) to continue"},
+    {"data", STR(data), "prepared data directory"},
+    {"out", STR(out), "run directory"},
+    {"resume", STR(resume), "checkpoint (or run directory) to continue"},
+    {"optimizer", STR(optimizer), "inner optimizer: adamw or sgd (plain SGD, for DiLoCo equivalence checks)"},
     {"eval-every", K_INT, F(eval_every), 0, INT_MAX, "steps between validation losses (0: end only)"},
     {"eval-batches", K_INT, F(eval_batches), 1, 1 << 20, "batches per validation loss"},
     {"save-every", K_INT, F(save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
@@ -53,10 +55,22 @@ static const key_spec KEYS[] = {
     {"log-every", K_INT, F(log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
     {"stop-after", K_INT, F(stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
     {"global-batch", K_INT, F(global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
-    {"parallel", K_STR, F(parallel), 0, 0, "data-parallel mode with several ranks: ddp"},
+    {"parallel", STR(parallel), "data-parallel mode with several ranks: ddp"},
     {"shard", K_INT, F(shard), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
     {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
     {"comm-timeout", K_FLOAT, F(comm_timeout), 0.1, 1e7, "seconds a collective may wait before the job is ended"},
+    {"islands", K_INT, F(islands), 1, 1 << 20, "DiLoCo islands: equal blocks of ranks that sync every --sync-every steps"},
+    {"sync-every", K_INT, F(sync_every), 1, INT_MAX, "DiLoCo: inner steps between outer syncs (H)"},
+    {"outer-lr", K_FLOAT, F(outer_lr), 0, 100, "DiLoCo outer learning rate"},
+    {"outer-momentum", K_FLOAT, F(outer_momentum), 0, 0.999999, "DiLoCo outer momentum"},
+    {"outer-optimizer", STR(outer_optimizer), "DiLoCo outer optimizer: nesterov or sgd"},
+    {"fragments", K_INT, F(fragments), 1, 1 << 20, "streaming DiLoCo: fragments synced on staggered schedules"},
+    {"overlap", K_INT, F(overlap), 0, INT_MAX, "streaming DiLoCo: inner steps run while a fragment's sync is in flight"},
+    {"merge-alpha", K_FLOAT, F(merge_alpha), 0, 1, "streaming DiLoCo: weight of the island's own fragment when merging after an overlap"},
+    {"outer-dtype", STR(outer_dtype), "outer gradient on the wire: fp32, bf16, int8 or fp4"},
+    {"wan-gbps", K_FLOAT, F(wan_gbps), 0, 1e6, "inter-island link bandwidth for the time model (0: none)"},
+    {"wan-latency-ms", K_FLOAT, F(wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
+    {"throttle", K_INT, F(throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
@@ -85,6 +99,16 @@ void atoll_config_defaults(atoll_config *c) {
   c->shard = 0;
   c->bucket_mb = 4.0f;
   c->comm_timeout = 300.0f;
+  snprintf(c->optimizer, sizeof c->optimizer, "adamw");
+  c->islands = 1;
+  c->sync_every = 100;
+  c->outer_lr = 0.7f; /* DiLoCo paper: Nesterov, lr 0.7, momentum 0.9 */
+  c->outer_momentum = 0.9f;
+  snprintf(c->outer_optimizer, sizeof c->outer_optimizer, "nesterov");
+  c->fragments = 1;
+  c->overlap = 0;
+  c->merge_alpha = 0.5f;
+  snprintf(c->outer_dtype, sizeof c->outer_dtype, "fp32");
 }
 
 /* Keys are written with dashes; JSON files may also use underscores. */
@@ -122,7 +146,7 @@ static int set_number(atoll_config *c, const key_spec *k, double v, const char *
 static int set_string(atoll_config *c, const key_spec *k, const char *s, const char *source,
                       atoll_err *err) {
   char *field = (char *)c + k->offset;
-  size_t cap = k->offset == offsetof(atoll_config, parallel) ? sizeof c->parallel : sizeof c->data;
+  size_t cap = (size_t)k->max;
   if (strlen(s) >= cap) return atoll_fail(err, "%s: %s is longer than %zu bytes", source, k->key, cap - 1);
   memcpy(field, s, strlen(s) + 1);
   return 0;
@@ -198,6 +222,13 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "batch: batch x seq x accum is absurdly large");
   if (strcmp(c->parallel, "ddp") != 0)
     return atoll_fail(err, "--parallel: unknown mode '%s' (known: ddp)", c->parallel);
+  if (strcmp(c->optimizer, "adamw") != 0 && strcmp(c->optimizer, "sgd") != 0)
+    return atoll_fail(err, "--optimizer: unknown optimizer '%s' (known: adamw, sgd)", c->optimizer);
+  if (strcmp(c->outer_optimizer, "nesterov") != 0 && strcmp(c->outer_optimizer, "sgd") != 0)
+    return atoll_fail(err, "--outer-optimizer: unknown '%s' (known: nesterov, sgd)", c->outer_optimizer);
+  if (strcmp(c->outer_dtype, "fp32") && strcmp(c->outer_dtype, "bf16") && strcmp(c->outer_dtype, "int8") &&
+      strcmp(c->outer_dtype, "fp4"))
+    return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->outer_dtype);
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
   return 0;

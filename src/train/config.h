@@ -31,6 +31,12 @@ typedef struct {
   int shard;        /* ZeRO stage 0..3 */
   float bucket_mb;  /* gradient bucket size */
   float comm_timeout; /* watchdog, seconds */
+  char optimizer[16];   /* inner optimizer: "adamw" or "sgd" */
+  /* DiLoCo (src/parallel/diloco.h) */
+  int islands, sync_every, fragments, overlap, throttle;
+  float outer_lr, outer_momentum, merge_alpha, wan_gbps, wan_latency_ms;
+  char outer_optimizer[16]; /* "nesterov" or "sgd" */
+  char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

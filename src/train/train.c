@@ -85,6 +85,7 @@ static float global_mean(trainer *t, double local_sum, double n) {
  * so the result does not depend on the world size. */
 static float evaluate(trainer *t) {
   const atoll_config *c = t->cfg;
+  if (t->diloco) atoll_diloco_swap_global(t->diloco); /* DiLoCo: the global model is the model */
   int E = c->eval_batches, per_rank = (E + t->world - 1) / t->world;
   int count = E * c->batch;
   double *mine = calloc((size_t)per_rank, sizeof(double));
@@ -99,11 +100,14 @@ static float evaluate(trainer *t) {
   for (int e = 0; e < E; e++) sum += all[(size_t)(e % t->world) * per_rank + e / t->world];
   free(mine);
   free(all);
+  if (t->diloco) atoll_diloco_swap_global(t->diloco);
   return (float)(sum / E);
 }
 
 static void trainer_free(trainer *t) {
+  atoll_diloco_destroy(t->diloco);
   atoll_dp_destroy(t->dp);
+  atoll_mesh_free(&t->mesh);
   atoll_model_destroy(t->model);
   free(t->m);
   free(t->v);
@@ -118,8 +122,11 @@ static void trainer_free(trainer *t) {
 
 static int setup_parallel(trainer *t, atoll_err *err) {
   const atoll_config *c = t->cfg;
-  if (c->shard > 0 && t->world == 1)
-    return atoll_fail(err, "--shard %d: sharding needs several ranks; launch with mpirun -np N (or srun)", c->shard);
+  if (c->islands > 1 && t->world == 1)
+    return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands);
+  if (atoll_mesh_create(&t->mesh, t->comm, c->islands, err)) return -1;
+  if (c->shard > 0 && t->mesh.island_size == 1)
+    return atoll_fail(err, "--shard %d: sharding needs several ranks per island; launch with mpirun -np N (or srun)", c->shard);
   if (c->global_batch > 0) {
     long per_step = (long)c->batch * t->world;
     if (c->global_batch % per_step != 0)
@@ -130,6 +137,18 @@ static int setup_parallel(trainer *t, atoll_err *err) {
     t->accum = c->accum;
   }
   return 0;
+}
+
+static int setup_diloco(trainer *t, atoll_err *err) {
+  const atoll_config *c = t->cfg;
+  atoll_diloco_config dc = {
+      .sync_every = c->sync_every, .outer_lr = c->outer_lr, .outer_momentum = c->outer_momentum,
+      .nesterov = strcmp(c->outer_optimizer, "nesterov") == 0, .fragments = c->fragments,
+      .overlap = c->overlap, .merge_alpha = c->overlap > 0 ? c->merge_alpha : 0.0f,
+      .dtype = (atoll_qtype)atoll_qtype_parse(c->outer_dtype), .wan_gbps = c->wan_gbps,
+      .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
+      .stage3 = t->mesh.island_size > 1 && c->shard == 3};
+  return atoll_diloco_create(&t->diloco, &dc, &t->mesh, t->lay, atoll_model_params(t->model), err);
 }
 
 static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, const char *resume_dir,
@@ -150,7 +169,8 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
   if (atoll_model_create(&t->model, &c->model, c->batch, t->seq, err)) return -1;
   t->lay = atoll_model_layout(t->model);
   size_t bucket = (size_t)((double)c->bucket_mb * (1 << 20) / sizeof(float));
-  if (atoll_dp_create(&t->dp, t->model, comm, t->world > 1 ? c->shard : 0, bucket, err)) return -1;
+  int stage = t->mesh.island_size > 1 ? c->shard : 0;
+  if (atoll_dp_create(&t->dp, t->model, t->mesh.island_comm, stage, bucket, err)) return -1;
   atoll_dp_shard(t->dp, &t->shard_begin, &t->shard_end);
   size_t n = t->shard_end - t->shard_begin;
   t->m = calloc(n ? n : 1, sizeof(float));
@@ -164,6 +184,7 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
     return atoll_fail(err, "out of memory for optimizer state (%zu parameters)", n);
   snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/checkpoints", c->out);
 
+  if (c->islands > 1 && setup_diloco(t, err)) return -1;
   *start = 0;
   if (resume_dir) {
     if (trainer_load(t, resume_dir, start, err)) return -1;
@@ -177,6 +198,7 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
                         c->out, latest, c->out);
     atoll_model_init_weights(t->model, c->seed);
     atoll_rng_seed(&t->rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
+    if (t->diloco) atoll_diloco_reset_global(t->diloco);
   }
   atoll_dp_release_weights(t->dp); /* stage 3 keeps its shard only */
   if (t->rank == 0 && mkdir_p(c->out, err)) return -1;
@@ -187,10 +209,10 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
  * norm before clipping. */
 static float train_step(trainer *t, int step, const atoll_adamw_config *opt, double *norm_out) {
   const atoll_config *c = t->cfg;
-  atoll_comm_stats before = atoll_comm_get_stats(t->comm);
+  atoll_comm_stats before = atoll_comm_get_stats(t->mesh.island_comm);
   atoll_dp_begin_step(t->dp);
   double loss_sum = 0.0;
-  float scale = 1.0f / (float)(t->accum * t->world);
+  float scale = 1.0f / (float)(t->accum * t->mesh.island_size); /* mean over the island */
   for (int a = 0; a < t->accum; a++) {
     load_micro(t, &t->train, step, a * t->world + t->rank, 0);
     loss_sum += atoll_model_forward(t->model, t->inputs, t->targets, c->batch, t->seq);
@@ -204,11 +226,15 @@ static float train_step(trainer *t, int step, const atoll_adamw_config *opt, dou
   if (isfinite(loss) && isfinite(norm)) {
     float clip = 1.0f;
     if (opt->grad_clip > 0 && norm > opt->grad_clip) clip = (float)(opt->grad_clip / (norm + 1e-6));
-    atoll_adamw_update(t->lay, opt, atoll_model_params(t->model), atoll_model_grads(t->model), t->m, t->v,
-                       t->shard_begin, t->shard_end, step + 1, atoll_lr_at(opt, step), clip);
+    float *p = atoll_model_params(t->model), *g = atoll_model_grads(t->model);
+    float lr = atoll_lr_at(opt, step);
+    if (strcmp(c->optimizer, "sgd") == 0)
+      atoll_sgd_update(t->lay, opt->weight_decay, p, g, t->shard_begin, t->shard_end, lr, clip);
+    else
+      atoll_adamw_update(t->lay, opt, p, g, t->m, t->v, t->shard_begin, t->shard_end, step + 1, lr, clip);
     atoll_dp_after_update(t->dp);
   }
-  atoll_comm_stats after = atoll_comm_get_stats(t->comm);
+  atoll_comm_stats after = atoll_comm_get_stats(t->mesh.island_comm);
   for (int op = 0; op < ATOLL_OP_COUNT; op++) {
     t->step_comm.bytes_sent[op] += after.bytes_sent[op] - before.bytes_sent[op];
     t->step_comm.calls[op] += after.calls[op] - before.calls[op];
@@ -240,7 +266,12 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
     fprintf(stderr, "atoll train: %zu parameters, %d layers, %d heads, dim %d, seq %d, %.0f tokens/step (batch %d x accum %d x %d rank%s), %d steps",
             t->lay->nparams, c->model.layers, c->model.heads, c->model.dim, t->seq, tokens, c->batch,
             t->accum, t->world, t->world > 1 ? "s" : "", c->steps);
-    if (t->world > 1) fprintf(stderr, ", %s%s%d", c->parallel, c->shard ? " + ZeRO-" : "", c->shard);
+    if (t->mesh.island_size > 1)
+      fprintf(stderr, ", %s%s", c->parallel, c->shard ? (const char *[]){"", " + ZeRO-1", " + ZeRO-2", " + ZeRO-3"}[c->shard] : "");
+    if (c->islands > 1)
+      fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d, %s)",
+              c->islands, t->mesh.island_size, c->sync_every, c->outer_optimizer, c->outer_lr,
+              c->outer_momentum, c->fragments, c->fragments > 1 ? "s" : "", c->overlap, c->outer_dtype);
     fputc('\n', stderr);
   }
 
@@ -267,6 +298,12 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
       goto done;
     }
     double dt = trainer_now() - t0;
+    t->compute_seconds += dt;
+    if (t->diloco && atoll_diloco_after_step(t->diloco, step + 1, step + 1 == c->steps, err)) {
+      rc = failed_alike(t);
+      goto done;
+    }
+    dt = trainer_now() - t0;
     t->step_seconds[t->nsteps_timed++] = dt;
     step++;
     t->last_loss = loss;

@@ -206,6 +206,22 @@ int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, ato
   }
   int steps_here = t->nsteps_timed;
   cJSON_AddItemToObject(s, "bytes_sent_per_step_per_rank", per_rank(t, steps_here ? total / steps_here : 0, NULL));
+  /* islands: intra-island traffic is the data-parallel traffic above */
+  cJSON_AddNumberToObject(s, "islands", t->mesh.islands);
+  cJSON_AddItemToObject(s, "intra_island_bytes", per_rank(t, total, NULL));
+  if (t->diloco) {
+    atoll_diloco_stats d = atoll_diloco_get_stats(t->diloco);
+    double inter_max, exposed_max, compute_max;
+    cJSON_AddNumberToObject(s, "outer_syncs", (double)d.outer_syncs);
+    cJSON_AddItemToObject(s, "inter_island_bytes", per_rank(t, (double)d.inter_island_bytes, &inter_max));
+    cJSON_AddNumberToObject(s, "inter_island_bytes_max_rank", inter_max);
+    cJSON_AddItemToObject(s, "wan_seconds", per_rank(t, d.wan_seconds, NULL));
+    cJSON_AddItemToObject(s, "wan_exposed_seconds", per_rank(t, d.wan_exposed_seconds, &exposed_max));
+    cJSON_AddItemToObject(s, "outer_sync_seconds", per_rank(t, d.sync_seconds, NULL));
+    cJSON_AddItemToObject(s, "compute_seconds", per_rank(t, t->compute_seconds, &compute_max));
+    /* what the run would take if the islands were joined by the modelled WAN */
+    cJSON_AddNumberToObject(s, "estimated_seconds_over_wan", compute_max + exposed_max);
+  }
   cJSON_AddItemToObject(s, "config", atoll_config_to_json(c));
   int rc = 0;
   if (t->rank == 0) {

@@ -5,15 +5,19 @@
 #define ATOLL_TRAINER_H
 
 #include "comm/comm.h"
+#include "parallel/diloco.h"
 #include "parallel/dp.h"
+#include "parallel/mesh.h"
 #include "train/config.h"
 
 #include <stdio.h>
 
 typedef struct {
   const atoll_config *cfg;
-  atoll_comm *comm;
+  atoll_comm *comm;      /* the world */
   int rank, world;
+  atoll_mesh mesh;       /* islands x data parallel */
+  atoll_diloco *diloco;  /* NULL with one island */
   int seq, accum;        /* accum: micro-batches per rank per step */
   atoll_model *model;
   const atoll_layout *lay;
@@ -30,7 +34,8 @@ typedef struct {
   int nsteps_timed;
   float last_loss, last_val;
   int have_val;
-  atoll_comm_stats step_comm; /* communication inside training steps only */
+  atoll_comm_stats step_comm; /* intra-island communication inside training steps */
+  double compute_seconds;     /* inner steps, without outer syncs */
   size_t train_peak_rss;      /* resident peak over training steps and evaluation */
   size_t process_peak_rss;    /* resident peak of the whole process, carried across resets */
 } trainer;

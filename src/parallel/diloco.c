@@ -1,0 +1,277 @@
+/* DiLoCo outer synchronisation; see diloco.h for the algorithm and byte counts. */
+#include "parallel/diloco.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct atoll_diloco {
+  atoll_diloco_config cfg;
+  atoll_mesh *mesh;
+  const atoll_layout *lay;
+  float *params;
+  size_t slice_begin, slice_end, slice_size; /* this rank's slice of the flat buffer */
+  float *global, *momentum;                  /* [slice_end - slice_begin] */
+  size_t *frag_begin, *frag_end;             /* fragment ranges of the flat buffer */
+  int *merge_due;                            /* per fragment: step of a pending merge, or 0 */
+  atoll_diloco_stats stats;
+  /* scratch */
+  float *delta, *sum, *decoded;
+  uint8_t *send, *recv;
+  size_t *counts;
+};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Fragments: contiguous runs of units (embeddings, blocks, final LayerNorm), cut
+ * where the running size passes p/P of the model. */
+static void plan_fragments(atoll_diloco *d) {
+  int P = d->cfg.fragments, L = d->lay->shape.layers;
+  size_t total = d->lay->nparams;
+  int p = 0;
+  d->frag_begin[0] = 0;
+  for (int u = -1; u <= L; u++) {
+    size_t b, e;
+    atoll_layout_unit(d->lay, u, &b, &e);
+    int units_left = L - u; /* units after this one */
+    int frags_left = P - 1 - p;
+    if (frags_left > 0 && (e * (size_t)P >= total * (size_t)(p + 1) || units_left <= frags_left)) {
+      d->frag_end[p] = e;
+      d->frag_begin[++p] = e;
+    }
+  }
+  d->frag_end[P - 1] = total;
+}
+
+static size_t island_slice_lo(const atoll_diloco *d, int j) {
+  size_t x = (size_t)j * d->slice_size;
+  return x < d->lay->nparams ? x : d->lay->nparams;
+}
+
+int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
+                        const atoll_layout *lay, float *params, atoll_err *err) {
+  *out = NULL;
+  int units = lay->shape.layers + 2;
+  if (cfg->sync_every < 1) return atoll_fail(err, "--sync-every: must be at least 1, got %d", cfg->sync_every);
+  if (cfg->fragments < 1 || cfg->fragments > units)
+    return atoll_fail(err, "--fragments %d: must be in [1, %d] (layers + embeddings + final LayerNorm)",
+                      cfg->fragments, units);
+  if (cfg->overlap < 0 || cfg->overlap * cfg->fragments >= cfg->sync_every)
+    return atoll_fail(err, "--overlap %d: must be >= 0 and below sync-every / fragments (%d / %d)",
+                      cfg->overlap, cfg->sync_every, cfg->fragments);
+  atoll_diloco *d = calloc(1, sizeof *d);
+  if (!d) return atoll_fail(err, "out of memory");
+  d->cfg = *cfg;
+  d->mesh = mesh;
+  d->lay = lay;
+  d->params = params;
+  int M = mesh->island_size, K = mesh->islands;
+  d->slice_size = (lay->nparams + M - 1) / M;
+  d->slice_begin = island_slice_lo(d, mesh->island_rank);
+  d->slice_end = island_slice_lo(d, mesh->island_rank + 1);
+  size_t n = d->slice_end - d->slice_begin, chunk = (n + K - 1) / K + 1;
+  size_t qchunk = atoll_q_bytes(cfg->dtype, chunk);
+  d->global = malloc(sizeof(float) * (n + 1));
+  d->momentum = calloc(n + 1, sizeof(float));
+  d->delta = malloc(sizeof(float) * (n + 1));
+  d->sum = malloc(sizeof(float) * (chunk + 1));
+  d->decoded = malloc(sizeof(float) * (chunk + 1));
+  d->send = malloc(qchunk * (size_t)K + 1);
+  d->recv = malloc(qchunk * (size_t)K + 1);
+  d->counts = calloc((size_t)M, sizeof(size_t));
+  d->frag_begin = calloc((size_t)cfg->fragments, sizeof(size_t));
+  d->frag_end = calloc((size_t)cfg->fragments, sizeof(size_t));
+  d->merge_due = calloc((size_t)cfg->fragments, sizeof(int));
+  if (!d->global || !d->momentum || !d->delta || !d->sum || !d->decoded || !d->send || !d->recv || !d->counts ||
+      !d->frag_begin || !d->frag_end || !d->merge_due) {
+    atoll_diloco_destroy(d);
+    return atoll_fail(err, "out of memory for the outer state");
+  }
+  plan_fragments(d);
+  *out = d;
+  return 0;
+}
+
+void atoll_diloco_destroy(atoll_diloco *d) {
+  if (!d) return;
+  free(d->global);
+  free(d->momentum);
+  free(d->delta);
+  free(d->sum);
+  free(d->decoded);
+  free(d->send);
+  free(d->recv);
+  free(d->counts);
+  free(d->frag_begin);
+  free(d->frag_end);
+  free(d->merge_due);
+  free(d);
+}
+
+void atoll_diloco_reset_global(atoll_diloco *d) {
+  size_t n = d->slice_end - d->slice_begin;
+  memcpy(d->global, d->params + d->slice_begin, sizeof(float) * n);
+  memset(d->momentum, 0, sizeof(float) * n);
+}
+
+void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end) {
+  *begin = d->slice_begin;
+  *end = d->slice_end;
+}
+float *atoll_diloco_global(atoll_diloco *d) { return d->global; }
+float *atoll_diloco_momentum(atoll_diloco *d) { return d->momentum; }
+atoll_diloco_stats atoll_diloco_get_stats(const atoll_diloco *d) { return d->stats; }
+
+/* Makes the island's weights on [b, e) whole on every island rank after each rank
+ * changed its own slice (not needed when the island shards its weights). */
+static void island_gather(atoll_diloco *d, size_t b, size_t e) {
+  if (d->cfg.stage3 || d->mesh->island_size == 1 || e <= b) return;
+  for (int j = 0; j < d->mesh->island_size; j++) {
+    size_t lo = island_slice_lo(d, j), hi = island_slice_lo(d, j + 1);
+    lo = lo > b ? lo : b;
+    hi = hi < e ? hi : e;
+    d->counts[j] = hi > lo ? hi - lo : 0;
+  }
+  atoll_allgather(d->mesh->island_comm, d->params + b, e - b, d->counts);
+}
+
+/* Mean over islands of x[0, n), in place: compressed all-to-all of chunks, decode and
+ * sum in island order, compressed all-gather of the sums. */
+static void islands_mean(atoll_diloco *d, float *x, size_t n) {
+  int K = d->mesh->islands, k = d->mesh->island;
+  atoll_qtype q = d->cfg.dtype;
+  size_t chunk = (n + K - 1) / K;
+  size_t qb = atoll_q_bytes(q, chunk);
+  memset(d->send, 0, qb * (size_t)K);
+  for (int c = 0; c < K; c++) {
+    size_t lo = (size_t)c * chunk < n ? (size_t)c * chunk : n, hi = lo + chunk < n ? lo + chunk : n;
+    atoll_q_encode(q, x + lo, hi - lo, d->send + qb * (size_t)c);
+  }
+  atoll_alltoall_bytes(d->mesh->cross, d->send, d->recv, qb);
+  /* my chunk k from every island, summed in island order */
+  size_t lo = (size_t)k * chunk < n ? (size_t)k * chunk : n, hi = lo + chunk < n ? lo + chunk : n, len = hi - lo;
+  memset(d->sum, 0, sizeof(float) * (len + 1));
+  for (int i = 0; i < K; i++) {
+    atoll_q_decode(q, d->recv + qb * (size_t)i, len, d->decoded);
+    for (size_t t = 0; t < len; t++) d->sum[t] += d->decoded[t];
+  }
+  for (size_t t = 0; t < len; t++) d->sum[t] /= (float)K;
+  atoll_q_encode(q, d->sum, len, d->send);
+  atoll_allgather_blocks(d->mesh->cross, d->send, d->recv, qb);
+  for (int c = 0; c < K; c++) {
+    size_t clo = (size_t)c * chunk < n ? (size_t)c * chunk : n, chi = clo + chunk < n ? clo + chunk : n;
+    atoll_q_decode(q, d->recv + qb * (size_t)c, chi - clo, x + clo);
+  }
+}
+
+/* The modelled WAN time of this rank's inter-island sends (two phases). */
+static double wan_time(const atoll_diloco *d, uint64_t bytes) {
+  if (d->cfg.wan_gbps <= 0) return 0;
+  return 2 * d->cfg.wan_latency_ms * 1e-3 + (double)bytes * 8 / (d->cfg.wan_gbps * 1e9);
+}
+
+static uint64_t hash_floats(const float *p, size_t n) {
+  const uint32_t *w = (const uint32_t *)p;
+  uint64_t h = 0xC6A4A7935BD1E995ull ^ n;
+  for (size_t i = 0; i < n; i++) {
+    h ^= w[i];
+    h *= 0x100000001B3ull;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+/* Every island must hold the same global weights (this rank's slice). */
+static int check_global(atoll_diloco *d, int step, atoll_err *err) {
+  int K = d->mesh->islands;
+  uint64_t mine = hash_floats(d->global, d->slice_end - d->slice_begin);
+  uint64_t *all = malloc(sizeof(uint64_t) * (size_t)K);
+  atoll_allgather_bytes(d->mesh->cross, &mine, all, sizeof mine);
+  int bad = -1;
+  for (int i = 0; i < K; i++)
+    if (all[i] != all[0]) bad = i;
+  free(all);
+  if (bad >= 0)
+    return atoll_fail(err, "step %d: island %d holds different global weights than island 0 (hash mismatch at the outer sync); stopping",
+                      step, bad);
+  return 0;
+}
+
+/* Outer step on fragment f's part of this rank's slice. */
+static void sync_fragment(atoll_diloco *d, int f, int step) {
+  size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
+  size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
+  size_t n = e > b ? e - b : 0, o = b - d->slice_begin;
+  float *g = d->global + o, *u = d->momentum + o, *w = d->params + b, *delta = d->delta + o;
+  double t0 = now();
+  atoll_comm_stats before = atoll_comm_get_stats(d->mesh->cross);
+  for (size_t i = 0; i < n; i++) delta[i] = g[i] - w[i];
+  if (d->mesh->islands > 1) islands_mean(d, delta, n);
+  float lr = d->cfg.outer_lr, mu = d->cfg.outer_momentum;
+  for (size_t i = 0; i < n; i++) {
+    u[i] = mu * u[i] + delta[i];
+    g[i] -= lr * (d->cfg.nesterov ? delta[i] + mu * u[i] : u[i]);
+  }
+  atoll_comm_stats after = atoll_comm_get_stats(d->mesh->cross);
+  uint64_t bytes = 0;
+  for (int op = 0; op < ATOLL_OP_COUNT; op++) bytes += after.bytes_sent[op] - before.bytes_sent[op];
+  double modelled = wan_time(d, bytes), took = now() - t0;
+  if (d->cfg.throttle && modelled > took) {
+    double rest = modelled - took;
+    struct timespec ts = {(time_t)rest, (long)((rest - floor(rest)) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  d->stats.outer_syncs++;
+  d->stats.inter_island_bytes += bytes;
+  d->stats.wan_seconds += modelled;
+  /* overlap hides up to T steps of compute behind the exchange; the link model
+   * charges the exchange in full when T = 0 */
+  if (d->cfg.overlap == 0) d->stats.wan_exposed_seconds += modelled;
+  d->stats.sync_seconds += now() - t0;
+  if (d->cfg.overlap == 0) {
+    memcpy(w, g, sizeof(float) * n);
+    island_gather(d, d->frag_begin[f], d->frag_end[f]);
+  } else {
+    d->merge_due[f] = step + d->cfg.overlap;
+  }
+}
+
+static void merge_fragment(atoll_diloco *d, int f) {
+  size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
+  size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
+  float a = d->cfg.merge_alpha;
+  for (size_t i = b; i < e; i++) d->params[i] = a * d->params[i] + (1.0f - a) * d->global[i - d->slice_begin];
+  island_gather(d, d->frag_begin[f], d->frag_end[f]);
+  d->merge_due[f] = 0;
+}
+
+int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
+  int H = d->cfg.sync_every, P = d->cfg.fragments, synced = 0;
+  for (int f = 0; f < P; f++)
+    if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
+  for (int f = 0; f < P; f++) {
+    int offset = (int)((long)f * H / P);
+    if (step % H == offset || last) {
+      sync_fragment(d, f, step);
+      if (last && d->merge_due[f]) merge_fragment(d, f);
+      synced = 1;
+    }
+  }
+  return synced ? check_global(d, step, err) : 0;
+}
+
+void atoll_diloco_swap_global(atoll_diloco *d) {
+  size_t n = d->slice_end - d->slice_begin;
+  float *w = d->params + d->slice_begin;
+  for (size_t i = 0; i < n; i++) {
+    float t = w[i];
+    w[i] = d->global[i];
+    d->global[i] = t;
+  }
+  island_gather(d, 0, d->lay->nparams);
+}

@@ -1,0 +1,80 @@
+/* DiLoCo (Douillard et al. 2023, arXiv 2311.08105) and its streaming variant
+ * (Douillard et al. 2025, arXiv 2501.18512) across the islands of the mesh.
+ *
+ * Every island trains on its own data with its own inner optimizer (data parallel
+ * inside, src/parallel/dp.h). The global weights g are the model. Every H steps a
+ * fragment f of the parameters (a contiguous group of layers; one fragment = the
+ * whole model) is synchronised:
+ *
+ *   outer gradient   d = g - mean over islands of the island's weights   (on f)
+ *   nesterov         u = mu u + d;  g = g - lr (d + mu u)
+ *   sgd              u = mu u + d;  g = g - lr u              (mu = 0: g = g - lr d)
+ *   islands          w = g                      (overlap T = 0, at the sync)
+ *                    w = alpha w + (1 - alpha) g (overlap T > 0, T steps later)
+ *
+ * Fragment p syncs after steps s with s mod H = floor(p H / P); with overlap T the
+ * islands keep training for T steps before merging the new global fragment (the
+ * exchange itself is done at the sync; its wall time over a WAN is what overlap hides,
+ * and the link model counts it that way). The last step syncs every fragment.
+ *
+ * Outer state is sharded like the island's ZeRO shards: island rank j keeps g and u
+ * only for its slice [j S, (j+1) S) (S = ceil(P / island size)), and exchanges only
+ * that slice with rank j of the other islands (the mesh's cross-island
+ * communicator): reduce-scatter and all-gather phases done as an all-to-all and an
+ * all-gather of compressed bytes (quant.h), so each rank sends about
+ * 2 (K - 1) / K x (its slice of f) x bytes per value per sync, and decoded values are
+ * summed in island order in fp32 (every island gets the same bits). After each sync
+ * the islands compare a hash of g; a mismatch stops the run. */
+#ifndef ATOLL_DILOCO_H
+#define ATOLL_DILOCO_H
+
+#include "parallel/mesh.h"
+#include "parallel/quant.h"
+
+typedef struct {
+  int sync_every;       /* H */
+  float outer_lr, outer_momentum;
+  int nesterov;         /* else plain (heavy-ball) SGD */
+  int fragments;        /* P */
+  int overlap;          /* T, 0 <= T < H / P */
+  float merge_alpha;    /* weight of the island's own weights when merging (T > 0) */
+  atoll_qtype dtype;
+  double wan_gbps, wan_latency_ms; /* link model for inter-island traffic */
+  int throttle;         /* hold inter-island exchanges to the modelled time */
+  int stage3;           /* the island shards its weights (ZeRO-3): no gather after sync */
+} atoll_diloco_config;
+
+typedef struct {
+  uint64_t outer_syncs;        /* fragment syncs */
+  uint64_t inter_island_bytes; /* sent by this rank to other islands */
+  double wan_seconds;          /* modelled time of those sends over the WAN */
+  double wan_exposed_seconds;  /* the part not hidden by overlap */
+  double sync_seconds;         /* measured time in syncs */
+} atoll_diloco_stats;
+
+typedef struct atoll_diloco atoll_diloco;
+
+/* params: the island's weight buffer (full size; valid at least on this rank's slice).
+ * Call atoll_diloco_reset_global once the weights are set (or fill the global
+ * weights and momentum from a checkpoint). */
+int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
+                        const atoll_layout *lay, float *params, atoll_err *err);
+void atoll_diloco_destroy(atoll_diloco *d);
+/* Global weights = this rank's slice of the island's weights; momentum = 0. */
+void atoll_diloco_reset_global(atoll_diloco *d);
+
+/* After inner step `step` (1-based count of steps done; last = final step): runs the
+ * syncs and merges due. Fails if the islands' global weights differ. */
+int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err);
+
+/* This rank's slice and its global weights and outer momentum (for checkpoints). */
+void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end);
+float *atoll_diloco_global(atoll_diloco *d);
+float *atoll_diloco_momentum(atoll_diloco *d);
+atoll_diloco_stats atoll_diloco_get_stats(const atoll_diloco *d);
+/* Swaps this rank's slice of the island weights with the global weights (and makes
+ * the island's buffer whole again), so that evaluation and checkpoints see the global
+ * model; call twice to swap back. */
+void atoll_diloco_swap_global(atoll_diloco *d);
+
+#endif
