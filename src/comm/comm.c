@@ -178,14 +178,20 @@ static void usage_fail(const atoll_comm *c, const char *what, const char *why) {
   exit(1);
 }
 
-/* Waits for MPI requests under the watchdog, adding the time to wait_seconds. */
+/* Waits for MPI requests under the watchdog, adding the time to wait_seconds. (One
+ * MPI_Test at a time rather than MPI_Testall with MPI_STATUSES_IGNORE, which gcc flags
+ * as an overflow against MPICH's prototypes.) */
 static void watched_waitall(atoll_comm *c, int n, MPI_Request *reqs, const char *what,
                             size_t bytes) {
   double t0 = now_seconds();
-  for (;;) {
+  int first = 0; /* requests before it are done */
+  while (first < n) {
     int flag = 0;
-    MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
-    if (flag) break;
+    MPI_Test(&reqs[first], &flag, MPI_STATUS_IGNORE);
+    if (flag) {
+      first++;
+      continue;
+    }
     double waited = now_seconds() - t0;
     if (waited > c->timeout) watchdog_fire(c, what, bytes);
     spin_pause(waited);
@@ -419,8 +425,9 @@ int atoll_req_test(atoll_req *q) {
     size_t u = q->oldest;
     atoll_unit *un = &q->units[u % (size_t)q->window];
     MPI_Request rs[2] = {un->recv, un->send};
+    MPI_Status st[2];
     int flag = 0;
-    MPI_Testall(2, rs, &flag, MPI_STATUSES_IGNORE);
+    MPI_Testall(2, rs, &flag, st);
     un->recv = rs[0];
     un->send = rs[1];
     if (!flag) return 0;

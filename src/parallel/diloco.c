@@ -119,6 +119,19 @@ void atoll_diloco_reset_global(atoll_diloco *d) {
   memset(d->momentum, 0, sizeof(float) * n);
 }
 
+static int fragment_offset(const atoll_diloco *d, int f) {
+  return (int)((long)f * d->cfg.sync_every / d->cfg.fragments);
+}
+
+void atoll_diloco_resume_at(atoll_diloco *d, int step) {
+  int H = d->cfg.sync_every;
+  for (int f = 0; f < d->cfg.fragments; f++) {
+    int off = fragment_offset(d, f);
+    int last = step - ((step - off) % H + H) % H; /* latest s <= step with s mod H = off */
+    d->merge_due[f] = (d->cfg.overlap > 0 && last >= 1 && last + d->cfg.overlap > step) ? last + d->cfg.overlap : 0;
+  }
+}
+
 void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end) {
   *begin = d->slice_begin;
   *end = d->slice_end;
@@ -252,11 +265,11 @@ static void merge_fragment(atoll_diloco *d, int f) {
 
 int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
   int H = d->cfg.sync_every, P = d->cfg.fragments, synced = 0;
+  (void)H;
   for (int f = 0; f < P; f++)
     if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
   for (int f = 0; f < P; f++) {
-    int offset = (int)((long)f * H / P);
-    if (step % H == offset || last) {
+    if (step % H == fragment_offset(d, f) || last) {
       sync_fragment(d, f, step);
       if (last && d->merge_due[f]) merge_fragment(d, f);
       synced = 1;

@@ -62,6 +62,10 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
 void atoll_diloco_destroy(atoll_diloco *d);
 /* Global weights = this rank's slice of the island's weights; momentum = 0. */
 void atoll_diloco_reset_global(atoll_diloco *d);
+/* After loading a checkpoint taken after step `step`: re-derives which fragments
+ * still have a merge pending (a sync within the last `overlap` steps), since the
+ * schedule is a function of the step. */
+void atoll_diloco_resume_at(atoll_diloco *d, int step);
 
 /* After inner step `step` (1-based count of steps done; last = final step): runs the
  * syncs and merges due. Fails if the islands' global weights differ. */

@@ -37,7 +37,7 @@
 
 void atoll_plan_assume_defaults(atoll_plan_assume *a) {
   a->link_eff = 0.80;    /* NCCL bus bandwidth: ~360 of 450 GB/s NVLink, ~40 of 50 GB/s per NIC */
-  a->tp_overlap = 0.0;   /* TP collectives sit between dependent matmuls: exposed */
+  a->tp_overlap = 0.8;   /* share of the column-parallel backward GEMMs that hides TP traffic */
   a->cp_overlap = 0.0;   /* the K/V all-gather precedes the attention that needs it */
   a->dp_overlap = 0.8;   /* bucketed DP traffic starts after the first buckets are ready */
   a->adam_bytes = 28;    /* read+write master, m, v (24) + read grad, write bf16 weight (4) */
@@ -70,7 +70,7 @@ int atoll_plan_assumptions(const atoll_plan_cluster *c, const atoll_plan_assume 
       {"layer_overhead", x->layer_overhead * 1e6, "us", "fixed cost per block per micro-batch (kernel launches)"},
       {"reserved", x->reserved / (1024.0 * 1024 * 1024), "GiB", "memory per device not available to training"},
       {"link_eff", a->link_eff, "of link", "bandwidth a ring collective achieves"},
-      {"tp_overlap", a->tp_overlap, "fraction", "tensor-parallel traffic hidden behind compute"},
+      {"tp_overlap", a->tp_overlap, "fraction", "share of column-parallel backward matmuls that hides their TP traffic"},
       {"cp_overlap", a->cp_overlap, "fraction", "context-parallel traffic hidden behind compute"},
       {"dp_overlap", a->dp_overlap, "fraction", "share of a micro-batch's backward (forward) that DP traffic can hide in"},
       {"adam_bytes", a->adam_bytes, "B/param", "memory traffic of one AdamW update"},
@@ -186,10 +186,12 @@ static double elem_per_token(const atoll_plan_model *m, const widths *w, int tp)
 
 typedef struct {
   double layer;      /* one block, one micro-batch, compute only */
+  double mm, attn, elem; /* its parts */
   double head;       /* LM head + loss (last stage) */
   double embed;      /* embedding (first stage) */
   double layer_hw_flops, head_flops;
   double tp_layer, tp_head; /* TP collective seconds per block / for the head, per micro-batch */
+  double tpx_layer, tpx_head; /* of which exposed */
   double cp_layer;
   double bytes_tp_layer, bytes_tp_head, bytes_cp_layer;
 } block_cost;
@@ -202,16 +204,19 @@ static void block_costs(const atoll_plan_ctx *ctx, const atoll_plan_layout *L, l
   widths w = local_widths(m, tp);
   double tok = (double)L->mb * s / cp; /* tokens of one micro-batch on one GPU */
   double rf = L->recompute == ATOLL_RECOMPUTE_FULL ? 4.0 / 3.0 : 1.0; /* one more forward */
-  /* matrix products [out x in], each run forward, backward-data and backward-weights */
+  /* matrix products [out x in], each run forward, backward-data and backward-weights;
+   * QKV and gate/up (fc) are column-parallel, the two projections row-parallel */
   double shapes[4][2] = {
       {w.hq + 2 * w.kv, w.h},                             /* fused QKV */
       {w.h, w.hq},                                        /* attention output projection */
       {(m->arch == ATOLL_ARCH_LLAMA ? 2 : 1) * w.f, w.h}, /* gate and up (SwiGLU) or fc */
       {w.h, w.f},                                         /* down or fc2 */
   };
-  double t_mm = 0, fl_mm = 0;
+  double t_mm = 0, fl_mm = 0, t_col_bwd = 0;
   for (int i = 0; i < 4; i++) {
-    t_mm += 3 * gemm_s(x, tok, shapes[i][0], shapes[i][1], d);
+    double g = gemm_s(x, tok, shapes[i][0], shapes[i][1], d);
+    t_mm += 3 * g;
+    if (i == 0 || i == 2) t_col_bwd += 2 * g;
     fl_mm += 6 * tok * shapes[i][0] * shapes[i][1];
   }
   /* fused causal attention: 6 hq s FLOPs per token forward+backward */
@@ -219,20 +224,34 @@ static void block_costs(const atoll_plan_ctx *ctx, const atoll_plan_layout *L, l
   double eff = x->eta_attn * w.hd / (w.hd + x->attn_hd_half) / (1.0 + x->attn_block / s);
   double t_attn = fl_attn / (x->peak_flops * eff);
   double t_elem = elem_per_token(m, &w, tp) * tok * d / x->elem_bw;
-  b->layer = rf * (t_mm + t_attn + t_elem + x->layer_overhead);
+  /* selective recomputation repeats the forward's norms and activation functions:
+   * about a third of the elementwise traffic */
+  double t_sel = L->recompute == ATOLL_RECOMPUTE_SELECTIVE ? t_elem / 3 : 0;
+  b->layer = rf * (t_mm + t_attn + t_elem + x->layer_overhead) + t_sel;
+  b->mm = rf * t_mm, b->attn = rf * t_attn, b->elem = rf * t_elem + t_sel;
   b->layer_hw_flops = rf * (fl_mm + fl_attn);
   /* LM head (vocabulary-parallel) and the fp32 softmax cross-entropy; the final norm */
   double vl = (double)m->vocab / tp;
   b->head = 3 * gemm_s(x, tok, vl, w.h, d) + (3.0 * tok * vl * 4.0 + 6.0 * tok * w.h / tp * d) / x->elem_bw;
   b->head_flops = 6.0 * tok * vl * w.h;
   b->embed = 3.0 * tok * w.h / tp * d / x->elem_bw;
-  /* TP with sequence parallel: per block 2 all-gathers and 2 reduce-scatters forward,
-   * as many backward, and the forward's 4 again under full recomputation */
-  double D = tok * w.h * d, ncol = L->recompute == ATOLL_RECOMPUTE_FULL ? 12 : 8;
-  b->tp_layer = ncol * atoll_plan_ring_gather_s(tp, D, ltp.bw, ltp.lat);
-  b->bytes_tp_layer = ncol * atoll_plan_ring_gather_bytes(tp, D);
-  b->tp_head = 2 * atoll_plan_ring_gather_s(tp, D, ltp.bw, ltp.lat);
-  b->bytes_tp_head = 2 * atoll_plan_ring_gather_bytes(tp, D);
+  /* TP with sequence parallel (Megatron): per block, forward all-gathers the input of
+   * the two column-parallel products and reduce-scatters the output of the two
+   * row-parallel ones (4); backward all-gathers the row-parallel output gradients (2,
+   * exposed), and for each column-parallel product re-gathers its input during its
+   * data-gradient matmul and reduce-scatters its input gradient during its weight-
+   * gradient matmul (4, hidden up to tp_overlap of those matmuls). Full recomputation
+   * repeats the forward's 4. */
+  double D = tok * w.h * d, col = atoll_plan_ring_gather_s(tp, D, ltp.bw, ltp.lat);
+  double nexp = L->recompute == ATOLL_RECOMPUTE_FULL ? 10 : 6, nhid = 4;
+  b->tp_layer = (nexp + nhid) * col;
+  b->tpx_layer = tp > 1 ? nexp * col + fmax(0, nhid * col - ctx->assume->tp_overlap * t_col_bwd) : 0;
+  b->bytes_tp_layer = (nexp + nhid) * atoll_plan_ring_gather_bytes(tp, D);
+  /* the LM head is column-parallel too: 1 exposed, 2 hidden behind its backward */
+  double head_bwd = 2 * gemm_s(x, tok, vl, w.h, d);
+  b->tp_head = 3 * col;
+  b->tpx_head = tp > 1 ? col + fmax(0, 2 * col - ctx->assume->tp_overlap * head_bwd) : 0;
+  b->bytes_tp_head = 3 * atoll_plan_ring_gather_bytes(tp, D);
   /* CP: all-gather K and V of the whole sequence (forward, again for backward),
    * reduce-scatter their gradients */
   double Dkv = (double)L->mb * s * 2 * w.kv * d, nkv = L->recompute == ATOLL_RECOMPUTE_FULL ? 4 : 3;
@@ -341,9 +360,11 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
 
   block_cost b;
   block_costs(ctx, L, ltp, lcp, &b);
-  double t_layer = b.layer + (1 - a->tp_overlap) * b.tp_layer + (1 - a->cp_overlap) * b.cp_layer;
-  double t_head = b.head + (1 - a->tp_overlap) * b.tp_head;
+  double t_layer = b.layer + b.tpx_layer + (1 - a->cp_overlap) * b.cp_layer;
+  double t_head = b.head + b.tpx_head;
   r->t_layer_compute = b.layer;
+  r->t_layer_mm = b.mm, r->t_layer_attn = b.attn, r->t_layer_elem = b.elem;
+  r->t_head_mb = b.head;
 
   /* stages: balance blocks so that the last stage's head counts as work */
   int K = m->layers, Klast = m->layers;
@@ -373,9 +394,11 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   r->stage_layers_first = K;
   r->stage_layers_last = Klast;
   int slow_first = t_first >= t_last;
-  double stage_layers = slow_first ? K : Klast;
-  double stage_compute = stage_layers * b.layer + (slow_first ? b.embed : b.head) + (pp == 1 ? b.embed : 0);
-  double stage_tp = stage_layers * b.tp_layer + (slow_first && pp > 1 ? 0 : b.tp_head);
+  int head_here = pp == 1 || !slow_first; /* the slowest stage runs the LM head */
+  double stage_layers = pp == 1 ? K : slow_first ? K : Klast;
+  double stage_compute = stage_layers * b.layer + (head_here ? b.head : 0) + (pp == 1 || slow_first ? b.embed : 0);
+  double stage_tp = stage_layers * b.tp_layer + (head_here ? b.tp_head : 0);
+  double stage_tpx = stage_layers * b.tpx_layer + (head_here ? b.tpx_head : 0);
   double stage_cp = stage_layers * b.cp_layer;
   r->t_stage_mb = t_stage;
 
@@ -386,17 +409,19 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   double hop = pp > 1 ? lpp.lat + Dpp / lpp.bw : 0;
   double t_mb = t_stage;
   if (pp > 1 && 2.0 * v * hop > t_mb) t_mb = 2.0 * v * hop; /* link-bound */
-  double slots = mbs + (pp - 1.0) / v;
+  /* interleaving needs at least p micro-batches in flight: with fewer, each of the v
+   * rounds still takes p chunk slots */
+  double slots = (v > 1 && mbs < pp ? pp : mbs) + (pp - 1.0) / v;
   double t_pipe = slots * t_mb + (pp > 1 ? 2.0 * (pp - 1) * hop : 0);
-  r->bubble = pp > 1 ? (pp - 1.0) / ((double)v * mbs) : 0;
-  r->t_bubble = (pp - 1.0) / v * t_mb;
+  r->bubble = pp > 1 ? (slots - mbs) / mbs : 0; /* (p-1)/(v m) when m >= p */
+  r->t_bubble = (slots - mbs) * t_mb;
   r->t_compute = mbs * stage_compute;
   r->bytes_pp = pp > 1 ? 2.0 * v * mbs * Dpp : 0;
   r->t_pp = pp > 1 ? 2.0 * v * mbs * hop : 0;
   r->x_pp = pp > 1 ? 2.0 * (pp - 1) * hop + slots * (t_mb - t_stage) : 0;
-  r->bytes_tp = mbs * (stage_layers * b.bytes_tp_layer + (slow_first && pp > 1 ? 0 : b.bytes_tp_head));
+  r->bytes_tp = mbs * (stage_layers * b.bytes_tp_layer + (head_here ? b.bytes_tp_head : 0));
   r->t_tp = mbs * stage_tp;
-  r->x_tp = (1 - a->tp_overlap) * r->t_tp;
+  r->x_tp = mbs * stage_tpx;
   r->bytes_cp = mbs * stage_layers * b.bytes_cp_layer;
   r->t_cp = mbs * stage_cp;
   r->x_cp = (1 - a->cp_overlap) * r->t_cp;
@@ -419,29 +444,38 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   double P = p_first > p_last ? p_first : p_last;
   double fwd_share = L->recompute == ATOLL_RECOMPUTE_FULL ? 0.25 : 1.0 / 3.0;
   double wf = a->dp_overlap * fwd_share * stage_compute, wb = a->dp_overlap * (1 - fwd_share) * stage_compute;
-  double rs = atoll_plan_ring_gather_s(dp, P * dg, ldp.bw, ldp.lat);
-  double ag = atoll_plan_ring_gather_s(dp, P * dw, ldp.bw, ldp.lat);
+  /* Gradients are reduced, and ZeRO shards, over the data-parallel AND context-parallel
+   * ranks (context-parallel ranks hold the same weights and see different tokens): a
+   * group of n = dp x cp, as slow as its slower axis. One collective per block (a
+   * bucket, an FSDP unit) plus one for the embedding or head: ring latency per bucket. */
+  int n = dp * cp;
+  double bw_g = dp > 1 && cp > 1 ? fmin(ldp.bw, lcp.bw) : dp > 1 ? ldp.bw : lcp.bw;
+  double lat_g = dp > 1 ? ldp.lat : lcp.lat;
+  if (dp == 1 && cp > 1) r->link_dp = lcp.kind, r->bw_dp = lcp.bw;
+  double buckets = stage_layers + 1, lat_dp = n > 1 ? buckets * (n - 1) * lat_g : 0;
+  double rs = atoll_plan_ring_gather_s(n, P * dg, bw_g, 0) + lat_dp;
+  double ag = atoll_plan_ring_gather_s(n, P * dw, bw_g, 0) + lat_dp;
   double ex = 0, tdp = 0, bdp = 0;
-  if (dp > 1) {
+  if (n > 1) {
     switch (L->zero) {
     case 0:
-      tdp = atoll_plan_ring_allreduce_s(dp, P * dg, ldp.bw, ldp.lat);
-      bdp = atoll_plan_ring_allreduce_bytes(dp, P * dg);
+      tdp = atoll_plan_ring_allreduce_s(n, P * dg, bw_g, 0) + 2 * lat_dp;
+      bdp = atoll_plan_ring_allreduce_bytes(n, P * dg);
       ex = fmax(0, tdp - wb);
       break;
     case 1:
       tdp = rs + ag;
-      bdp = atoll_plan_ring_gather_bytes(dp, P * dg) + atoll_plan_ring_gather_bytes(dp, P * dw);
+      bdp = atoll_plan_ring_gather_bytes(n, P * dg) + atoll_plan_ring_gather_bytes(n, P * dw);
       ex = fmax(0, rs - wb) + fmax(0, ag - wf);
       break;
     case 2:
       tdp = mbs * rs + ag;
-      bdp = mbs * atoll_plan_ring_gather_bytes(dp, P * dg) + atoll_plan_ring_gather_bytes(dp, P * dw);
+      bdp = mbs * atoll_plan_ring_gather_bytes(n, P * dg) + atoll_plan_ring_gather_bytes(n, P * dw);
       ex = mbs * fmax(0, rs - wb) + fmax(0, ag - wf);
       break;
     default:
       tdp = mbs * (2 * ag + rs);
-      bdp = mbs * (2 * atoll_plan_ring_gather_bytes(dp, P * dw) + atoll_plan_ring_gather_bytes(dp, P * dg));
+      bdp = mbs * (2 * atoll_plan_ring_gather_bytes(n, P * dw) + atoll_plan_ring_gather_bytes(n, P * dg));
       ex = mbs * (fmax(0, ag - wf) + fmax(0, ag + rs - wb));
       break;
     }
@@ -451,7 +485,7 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   r->bytes_dp = bdp;
 
   /* optimizer on the local shard */
-  double shard = L->zero >= 1 ? (double)dp : 1.0;
+  double shard = L->zero >= 1 ? (double)n : 1.0;
   r->t_optim = P / shard * a->adam_bytes / x->elem_bw;
 
   /* DiLoCo across islands */
@@ -478,9 +512,9 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   double act_last = inflight_layers(Klast, pp, v, mbs, pp - 1) * act_layer + extra +
                     tok * ((double)m->vocab / tp) * 4.0; /* fp32 logits, gradient in place */
   if (pp == 1) act_first = act_last = act_first + tok * ((double)m->vocab / tp) * 4.0;
-  double zero3_buf = L->zero == 3 && dp > 1 ? (2 * dw + dg) * lp / tp : 0;
-  double wshard = L->zero >= 3 ? dp : 1, gshard = L->zero >= 2 ? dp : 1, oshard = L->zero >= 1 ? dp : 1;
-  double outer_state = islands > 1 ? 8.0 / dp : 0; /* fp32 global weights + outer momentum, per parameter */
+  double zero3_buf = L->zero == 3 && n > 1 ? (2 * dw + dg) * lp / tp : 0;
+  double wshard = L->zero >= 3 ? n : 1, gshard = L->zero >= 2 ? n : 1, oshard = L->zero >= 1 ? n : 1;
+  double outer_state = islands > 1 ? 8.0 / n : 0; /* fp32 global weights + outer momentum, per parameter */
   double mem[2];
   double pst[2] = {p_first, p_last}, act[2] = {act_first, act_last};
   for (int i = 0; i < 2; i++)

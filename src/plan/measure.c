@@ -1,8 +1,9 @@
 /* This machine's CPU figures for the planner's "cpu" accelerator:
- *   sgemm_flops  cblas_sgemm on square 1024 products (median of 5 after a warm-up),
+ *   sgemm_flops  cblas_sgemm on square 1024 products (median of 7 after a warm-up),
  *                the same yardstick as bench/sgemm_peak.c (which uses 2048);
- *   elem_bw      atoll's own GELU forward and backward kernels over 1M floats, as
- *                bytes streamed per second (the planner's elementwise rate).
+ *   elem_bw      atoll's own GELU and LayerNorm kernels, forward and backward, on a
+ *                1024 x 256 activation, as bytes streamed per second (the planner's
+ *                elementwise rate). Medians of 7 runs after a warm-up.
  * Both run at the caller's OpenMP/OpenBLAS thread count (the CLI sets it). */
 #define _POSIX_C_SOURCE 200809L
 #include "plan/plan.h"
@@ -26,45 +27,50 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-#define REPS 5
+#define REPS 7
 
 int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err) {
-  const int S = 1024;
-  const size_t E = 1 << 20;
+  const int S = 1024, N = 1024, C = 256; /* sgemm size; elementwise: 1024 rows of 256 */
+  const size_t E = (size_t)N * C;
   size_t nmat = (size_t)S * S;
-  float *A = malloc(sizeof(float) * nmat), *B = malloc(sizeof(float) * nmat), *C = malloc(sizeof(float) * nmat);
+  float *A = malloc(sizeof(float) * nmat), *B = malloc(sizeof(float) * nmat), *M = malloc(sizeof(float) * nmat);
   float *x = malloc(sizeof(float) * E), *y = malloc(sizeof(float) * E), *g = malloc(sizeof(float) * E);
-  if (!A || !B || !C || !x || !y || !g) {
-    free(A), free(B), free(C), free(x), free(y), free(g);
+  float *dx = malloc(sizeof(float) * E), *st = malloc(sizeof(float) * 2 * N), *w = malloc(sizeof(float) * 4 * C);
+  if (!A || !B || !M || !x || !y || !g || !dx || !st || !w) {
+    free(A), free(B), free(M), free(x), free(y), free(g), free(dx), free(st), free(w);
     return atoll_fail(err, "--measure: out of memory");
   }
   for (size_t i = 0; i < nmat; i++) {
     A[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
     B[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
   }
-  for (size_t i = 0; i < E; i++) x[i] = (float)(i % 2000) * 1e-3f - 1.0f, g[i] = 1.0f;
+  for (size_t i = 0; i < E; i++) x[i] = (float)(i % 2000) * 1e-3f - 1.0f, g[i] = 1.0f, dx[i] = 0.0f;
+  for (int i = 0; i < 4 * C; i++) w[i] = 1.0f;
   double t[REPS], u[REPS];
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, M, S);
   for (int r = 0; r < REPS; r++) {
     double t0 = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, M, S);
     t[r] = now() - t0;
   }
+  /* a mix like one block's elementwise work: GELU (transcendental) and LayerNorm
+   * (streaming), forward and backward */
   const atoll_ops *ops = atoll_ops_cpu();
-  ops->gelu_forward(y, x, E);
-  for (int r = 0; r < REPS; r++) {
+  for (int r = -1; r < REPS; r++) {
     double t0 = now();
     ops->gelu_forward(y, x, E);
-    ops->gelu_backward(C, x, g, E); /* C holds at least E floats */
-    u[r] = now() - t0;
+    ops->gelu_backward(dx, x, g, E);
+    ops->layernorm_forward(y, st, st + N, x, w, w + C, N, C);
+    ops->layernorm_backward(dx, w + 2 * C, w + 3 * C, g, x, w, st, st + N, N, C);
+    if (r >= 0) u[r] = now() - t0;
   }
   qsort(t, REPS, sizeof t[0], cmp_double);
   qsort(u, REPS, sizeof u[0], cmp_double);
   out->sgemm_flops = 2.0 * S * S * S / t[REPS / 2];
-  /* forward reads x, writes y; backward reads x and dy, writes dx: 5 floats per element */
-  out->elem_bw = 5.0 * sizeof(float) * E / u[REPS / 2];
+  /* bytes per element: GELU forward 8 + backward 12; LayerNorm forward 8 + backward 16 */
+  out->elem_bw = 44.0 * E / u[REPS / 2];
   out->threads = omp_get_max_threads();
-  free(A), free(B), free(C), free(x), free(y), free(g);
+  free(A), free(B), free(M), free(x), free(y), free(g), free(dx), free(st), free(w);
   return 0;
 }
 

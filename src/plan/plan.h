@@ -177,6 +177,8 @@ typedef struct {
   double x_tp, x_cp, x_pp, x_dp;     /* of which exposed (not hidden behind compute) */
   /* time */
   double t_layer_compute; /* one block, one micro-batch: matmuls + attention + elementwise + overhead */
+  double t_layer_mm, t_layer_attn, t_layer_elem; /* its parts (with recomputation) */
+  double t_head_mb;     /* LM head, final norm and loss, one micro-batch */
   double t_stage_mb;    /* slowest stage, one micro-batch, incl. exposed TP/CP traffic */
   double t_compute;     /* per step: m x pure compute of the slowest stage */
   double bubble;        /* (p-1) / (v m) */
@@ -297,6 +299,7 @@ void atoll_plan_calibrate_predict(atoll_plan_calibration *cal, const atoll_plan_
 const char *atoll_plan_fmt_bytes(double b, char *buf, size_t n);   /* "61.2 GiB" */
 const char *atoll_plan_fmt_count(double x, char *buf, size_t n);   /* "405.9B" */
 const char *atoll_plan_fmt_seconds(double s, char *buf, size_t n); /* "6.52 s", "41 ms" */
+const char *atoll_plan_fmt_days(double d, char *buf, size_t n);    /* "61.1", "0.05" */
 
 void atoll_plan_print_header(FILE *f, const atoll_plan_ctx *ctx);
 void atoll_plan_print_table(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *rows, int n);

@@ -29,7 +29,26 @@ void atoll_plan_ranking_free(atoll_plan_ranking *r) {
 
 static double per_token(const atoll_plan_result *r) { return r->step_s / r->batch_tokens; }
 
-/* a better than b: faster per token, then less memory */
+static double traffic(const atoll_plan_result *r) { return r->bytes_tp + r->bytes_cp + r->bytes_pp + r->bytes_dp; }
+
+/* Settings of one mesh within this fraction of each other's time are a tie: the model
+ * cannot tell them apart, and the one that moves fewer bytes (then uses less memory)
+ * is the better choice (e.g. ZeRO-1 over ZeRO-3 when both hide their traffic). */
+#define TIE 0.002
+
+/* a better than b: faster per token, then fewer bytes sent, then less memory */
+static int better_setting(const atoll_plan_result *a, const atoll_plan_result *b) {
+  double ta = per_token(a), tb = per_token(b);
+  if (ta < tb * (1 - TIE)) return 1;
+  if (tb < ta * (1 - TIE)) return 0;
+  double xa = traffic(a), xb = traffic(b);
+  if (xa < xb * (1 - 1e-6)) return 1;
+  if (xb < xa * (1 - 1e-6)) return 0;
+  if (a->mem_total != b->mem_total) return a->mem_total < b->mem_total;
+  return ta < tb;
+}
+
+/* ranking of meshes: faster per token, then less memory */
 static int better(const atoll_plan_result *a, const atoll_plan_result *b) {
   double ta = per_token(a), tb = per_token(b);
   if (ta < tb * (1 - 1e-9)) return 1;
@@ -64,11 +83,11 @@ static void search_mesh(searcher *S, int dp, int tp, int pp, int cp) {
   double seqs = ctx->train->batch_tokens / ctx->train->seq;
   int spr = (int)fmax(1, floor(seqs / ((double)islands * dp) + 0.5));
   for (int zero = 0; zero <= 3; zero++) {
-    if (f->zero >= 0 ? zero != f->zero : (dp == 1 && zero > 0)) continue;
+    if (f->zero >= 0 ? zero != f->zero : ((long)dp * cp == 1 && zero > 0)) continue;
     for (int mb = 1; mb <= spr && mb <= (f->mb ? f->mb : MAX_MB); mb++) {
       if (f->mb ? mb != f->mb : spr % mb) continue;
       for (int v = 1; v <= (pp > 1 ? MAX_V : 1); v++) {
-        if (f->v ? v != f->v : (v > 1 && (v * pp > ctx->model->layers))) continue;
+        if (f->v ? v != f->v : (v > 1 && (v * pp > ctx->model->layers + 2))) continue; /* the embedding and the head may be chunks of their own */
         for (int rc = 0; rc <= 2; rc++) {
           if (f->recompute >= 0 && rc != f->recompute) continue;
           atoll_plan_layout L = {dp, tp, pp, cp, zero, mb, v, rc};
@@ -86,7 +105,7 @@ static void search_mesh(searcher *S, int dp, int tp, int pp, int cp) {
           if (o->nvalid == 1 || r.mem_total < o->smallest.mem_total) o->smallest = r;
           if (!r.fits) continue;
           o->nfit++;
-          if (!have || better(&r, &best)) best = r, have = 1;
+          if (!have || better_setting(&r, &best)) best = r, have = 1;
         }
       }
     }
@@ -223,7 +242,7 @@ int atoll_plan_sweep(const atoll_plan_ctx *ctx, const int *gpus, int n, atoll_pl
     atoll_err e;
     memset(&out[i], 0, sizeof out[i]);
     if (atoll_plan_search(&one, &f, &rk, &e)) {
-      snprintf(out[i].why, sizeof out[i].why, "%s", e.msg);
+      snprintf(out[i].why, sizeof out[i].why, "%.190s", e.msg);
       continue;
     }
     if (rk.nbest > 0) {

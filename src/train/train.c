@@ -79,13 +79,20 @@ static float global_mean(trainer *t, double local_sum, double n) {
   return (float)(atoll_allreduce_sum_double(t->comm, local_sum) / n);
 }
 
+/* Swaps the island's weights with DiLoCo's global weights. Under ZeRO-3 the units
+ * still gathered hold the values from before the swap: release them. */
+static void swap_global(trainer *t) {
+  atoll_diloco_swap_global(t->diloco);
+  atoll_dp_release_weights(t->dp);
+}
+
 /* Validation loss over eval_batches fixed batches, split over the ranks. Every rank
  * runs the same number of forwards (sharded weights make each forward collective);
  * surplus ones are computed and dropped. Per-batch losses are summed in batch order,
  * so the result does not depend on the world size. */
 static float evaluate(trainer *t) {
   const atoll_config *c = t->cfg;
-  if (t->diloco) atoll_diloco_swap_global(t->diloco); /* DiLoCo: the global model is the model */
+  if (t->diloco) swap_global(t); /* DiLoCo: the global model is the model */
   int E = c->eval_batches, per_rank = (E + t->world - 1) / t->world;
   int count = E * c->batch;
   double *mine = calloc((size_t)per_rank, sizeof(double));
@@ -100,7 +107,7 @@ static float evaluate(trainer *t) {
   for (int e = 0; e < E; e++) sum += all[(size_t)(e % t->world) * per_rank + e / t->world];
   free(mine);
   free(all);
-  if (t->diloco) atoll_diloco_swap_global(t->diloco);
+  if (t->diloco) swap_global(t);
   return (float)(sum / E);
 }
 
@@ -261,6 +268,9 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
   int fault_nan_step = fault ? atoi(fault) : 0;
   const char *stall = getenv("ATOLL_FAULT_STALL_RANK");
   int stall_rank = stall ? atoi(stall) : -1;
+  /* ATOLL_FAULT_DESYNC_ISLAND=K: island K's copy of the global weights drifts at step 2 */
+  const char *desync = getenv("ATOLL_FAULT_DESYNC_ISLAND");
+  int desync_island = desync && t->diloco ? atoi(desync) : -1;
   if (t->rank == 0) {
     double tokens = (double)c->batch * t->seq * t->accum * t->world;
     fprintf(stderr, "atoll train: %zu parameters, %d layers, %d heads, dim %d, seq %d, %.0f tokens/step (batch %d x accum %d x %d rank%s), %d steps",
@@ -282,6 +292,7 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
   while (step < c->steps) {
     if (step + 1 == 2 && t->rank == stall_rank)
       for (;;) pause(); /* a stalled peer: the others' watchdog must end the job */
+    if (step + 1 == 2 && t->mesh.island == desync_island) atoll_diloco_global(t->diloco)[0] += 1e-3f;
     double t0 = trainer_now();
     double norm;
     float loss = train_step(t, step, &opt, &norm);

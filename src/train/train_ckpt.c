@@ -246,6 +246,7 @@ int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err) {
     if (atoll_ckpt_load(dir, t->lay, fg, NULL, NULL, err)) goto done; /* the global weights */
     memcpy(atoll_diloco_global(t->diloco), fg + sb, (se - sb) * sizeof(float));
     if (atoll_ckpt_load_extra(dir, t->lay, file, island, 3, err)) goto done;
+    atoll_diloco_resume_at(t->diloco, step->valueint);
   }
   size_t b = sharded(t) ? t->shard_begin : 0, e = sharded(t) ? t->shard_end : P;
   memcpy(t->m, fm + b, (e - b) * sizeof(float));

@@ -1,0 +1,89 @@
+/* Calibration against atoll itself: read a finished run's summary.json (its "config"
+ * and the measured median step time), plan the same run on the "cpu" accelerator and
+ * compare. The model is atoll's GPT-2 (tied head, learned positions, 4x GELU MLP),
+ * trained in fp32 by one process per data-parallel rank, every activation kept. */
+#include "plan/plan.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int get_int(const cJSON *o, const char *key, int dflt, int *out, const char *path, atoll_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!v) {
+    if (dflt < 0) return atoll_fail(err, "%s: config has no \"%s\"", path, key);
+    *out = dflt;
+    return 0;
+  }
+  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
+    return atoll_fail(err, "%s: \"%s\" must be a non-negative integer", path, key);
+  *out = (int)v->valuedouble;
+  return 0;
+}
+
+int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, atoll_err *err) {
+  memset(cal, 0, sizeof *cal);
+  FILE *f = fopen(path, "rb");
+  if (!f) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
+  size_t cap = 1 << 22;
+  char *buf = malloc(cap);
+  size_t n = buf ? fread(buf, 1, cap - 1, f) : 0;
+  fclose(f);
+  if (!buf) return atoll_fail(err, "%s: out of memory", path);
+  buf[n] = 0;
+  cJSON *j = cJSON_Parse(buf);
+  free(buf);
+  if (!j) return atoll_fail(err, "%s: invalid JSON (expected an atoll run's summary.json)", path);
+  int rc = -1;
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(j, "config");
+  const cJSON *med = cJSON_GetObjectItemCaseSensitive(j, "median_step_seconds");
+  const cJSON *tps = cJSON_GetObjectItemCaseSensitive(j, "tokens_per_second");
+  if (!cJSON_IsObject(cfg)) {
+    atoll_fail(err, "%s: no \"config\" object (expected an atoll run's summary.json)", path);
+    goto done;
+  }
+  if (!cJSON_IsNumber(med) || !(med->valuedouble > 0)) {
+    atoll_fail(err, "%s: no positive \"median_step_seconds\" (did the run finish more than 3 steps?)", path);
+    goto done;
+  }
+  int layers = 0, heads = 0, dim = 0, context = 0, vocab = 0, batch = 0, seq = 0, accum = 1, threads = 0, world = 1, shard = 0;
+  if (get_int(cfg, "layers", -1, &layers, path, err) || get_int(cfg, "heads", -1, &heads, path, err) ||
+      get_int(cfg, "dim", -1, &dim, path, err) || get_int(cfg, "context", -1, &context, path, err) ||
+      get_int(cfg, "vocab", -1, &vocab, path, err) || get_int(cfg, "batch", -1, &batch, path, err) ||
+      get_int(cfg, "seq", 0, &seq, path, err) || get_int(cfg, "accum", 1, &accum, path, err) ||
+      get_int(cfg, "threads", 0, &threads, path, err) || get_int(j, "world_size", 1, &world, path, err) ||
+      get_int(cfg, "shard", 0, &shard, path, err))
+    goto done;
+  atoll_plan_model *m = &cal->model;
+  snprintf(m->name, sizeof m->name, "atoll run L%d H%d C%d T%d", layers, heads, dim, seq ? seq : context);
+  m->arch = ATOLL_ARCH_GPT2;
+  m->layers = layers, m->dim = dim, m->heads = heads, m->kv_heads = heads, m->ffn = 4 * dim, m->vocab = vocab;
+  m->context = context, m->seq = seq ? seq : context, m->tied = 1;
+  m->source = path;
+  if (atoll_plan_model_check(m, err)) goto done;
+  if (batch < 1 || accum < 1 || world < 1 || shard > 3) {
+    atoll_fail(err, "%s: batch, accum and world_size must be at least 1 and shard 0..3", path);
+    goto done;
+  }
+  cal->train.seq = m->seq;
+  cal->train.batch_tokens = (double)batch * accum * world * m->seq;
+  cal->train.token_budget = cal->train.batch_tokens;
+  cal->train.precision = ATOLL_PREC_FP32;
+  cal->layout = (atoll_plan_layout){world, 1, 1, 1, world > 1 ? shard : 0, batch, 1, ATOLL_RECOMPUTE_NONE};
+  cal->threads = threads;
+  cal->measured_step_s = med->valuedouble;
+  cal->measured_tokens_per_s = cJSON_IsNumber(tps) ? tps->valuedouble : 0;
+  rc = 0;
+done:
+  cJSON_Delete(j);
+  return rc;
+}
+
+void atoll_plan_calibrate_predict(atoll_plan_calibration *cal, const atoll_plan_cluster *cpu, const atoll_plan_assume *a) {
+  atoll_plan_ctx ctx = {&cal->model, cpu, &cal->train, a};
+  atoll_plan_evaluate(&ctx, &cal->layout, &cal->result);
+  cal->predicted_step_s = cal->result.step_s;
+  cal->gap = cal->predicted_step_s / cal->measured_step_s - 1.0;
+}

@@ -1,0 +1,65 @@
+#!/bin/sh
+# DiLoCo: with H = 1, outer SGD at lr 1 and inner SGD it equals data parallel; a run
+# stopped mid-round (fragment merges pending) resumes bit-exactly; inter-island bytes
+# follow the formula for every dtype and fragment count; a drifted island is caught.
+# usage: test_diloco.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+if mpirun --version 2>&1 | grep -q "Open MPI"; then MPIRUN="timeout 300 mpirun -q --oversubscribe"; else MPIRUN="timeout 300 mpirun"; fi
+small_data
+CLOSE="$PY $SRC/tests/mpi/runs_close.py"
+M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 5 --eval-batches 2 --save-every 0"
+SGD="--optimizer sgd --lr 0.05 --warmup 0 --grad-clip 0 --weight-decay 0 --steps 10"
+EQ="--sync-every 1 --outer-lr 1 --outer-momentum 0 --outer-optimizer sgd"
+
+# 1. H = 1, outer SGD lr 1, momentum 0, inner SGD == data parallel (1e-6)
+$MPIRUN -np 2 $ATOLL train $M $SGD --out "$TMP/dp2" >/dev/null 2>&1 || fail "dp 2"
+$MPIRUN -np 2 $ATOLL train $M $SGD --islands 2 $EQ --out "$TMP/k2" >/dev/null 2>"$TMP/err" || fail "diloco 2x1: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/k2" "$TMP/dp2" 1e-6) && pass "DiLoCo 2 islands x 1, H=1 == DDP 2: $out" || fail "DiLoCo 2x1 vs DDP: $out"
+$MPIRUN -np 4 $ATOLL train $M $SGD --out "$TMP/dp4" >/dev/null 2>&1 || fail "dp 4"
+$MPIRUN -np 4 $ATOLL train $M $SGD --islands 2 --shard 1 $EQ --out "$TMP/k22" >/dev/null 2>"$TMP/err" || fail "diloco 2x2: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/k22" "$TMP/dp4" 1e-6) && pass "DiLoCo 2 islands x 2 (ZeRO-1 inside), H=1 == DDP 4: $out" || fail "DiLoCo 2x2 vs DDP: $out"
+
+# 2. resume in the middle of a round, with fragments, overlap and fp4: bit-exact
+S="--islands 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4 --steps 16 --warmup 2 --lr 3e-3"
+$MPIRUN -np 4 $ATOLL train $M $S --shard 3 --out "$TMP/whole" >/dev/null 2>"$TMP/err" || fail "streaming run: $(tail -1 "$TMP/err")"
+$MPIRUN -np 4 $ATOLL train $M $S --shard 3 --stop-after 6 --out "$TMP/cut" >/dev/null 2>"$TMP/err" || fail "stop at 6: $(tail -1 "$TMP/err")"
+$MPIRUN -np 4 $ATOLL train --resume "$TMP/cut" >/dev/null 2>"$TMP/err" || fail "resume: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/cut" "$TMP/whole" 0) && pass "streaming DiLoCo stopped at step 6 (merge pending) resumes bit-exactly: $out" || fail "resume: $out"
+expect_error "resume with another island count" "--islands" $MPIRUN -np 4 $ATOLL train --resume "$TMP/cut" --islands 4 --shard 0 --steps 20
+
+# 3. inter-island bytes per sync: fp32 exactly 2 (K-1)/K x 4 P per full sync; the
+#    other dtypes in proportion to their encodings (quant.h); P fragments cut each
+#    sync about P-fold (the peak cross-island traffic)
+for q in fp32 bf16 int8 fp4; do
+  $MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 2 --steps 8 --outer-dtype $q --out "$TMP/q_$q" >/dev/null 2>&1 || fail "dtype $q"
+done
+$MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 2 --steps 8 --fragments 2 --out "$TMP/frag2" >/dev/null 2>&1 || fail "fragments 2"
+$PY - "$TMP" <<'PYEOF' && pass "inter-island bytes: $(cat "$TMP/verdict")" || fail "bytes: $(cat "$TMP/verdict")"
+import json, sys
+t = sys.argv[1]
+S = {q: json.load(open(f"{t}/q_{q}/summary.json")) for q in ("fp32", "bf16", "int8", "fp4")}
+P, K = S["fp32"]["params"], 2
+per_sync = {q: S[q]["inter_island_bytes"][0] / S[q]["outer_syncs"] for q in S}
+fp32 = 2 * (K - 1) / K * P * 4
+ratio = {"bf16": 2 / 4, "int8": (1 + 4 / 32) / 4, "fp4": (0.5 + 4 / 32) / 4}
+ok = per_sync["fp32"] == fp32 and all(abs(per_sync[q] / per_sync["fp32"] / ratio[q] - 1) < 0.01 for q in ratio)
+f2 = json.load(open(f"{t}/frag2/summary.json"))
+f2_sync = f2["inter_island_bytes"][0] / f2["outer_syncs"]
+ok = ok and abs(f2_sync / per_sync["fp32"] - 0.5) < 0.15
+msg = ", ".join(f"{q} {per_sync[q]:.0f} B/sync" for q in per_sync) + f" (fp32 formula {fp32:.0f}); 2 fragments: {f2_sync:.0f} B/sync (fragments are whole layers, so about half)"
+open(f"{t}/verdict", "w").write(msg)
+sys.exit(0 if ok else 1)
+PYEOF
+
+# 4. an island whose global weights drift is caught at the next outer sync
+ATOLL_FAULT_DESYNC_ISLAND=1 $MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 2 --steps 8 --out "$TMP/drift" >/dev/null 2>"$TMP/drift.err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "island 1 holds different global weights" "$TMP/drift.err"; then
+  pass "drifted island detected: $(grep -m1 'different global' "$TMP/drift.err")"
+else
+  fail "drift: status $rc: $(cat "$TMP/drift.err")"
+fi
+expect_error "islands not dividing the ranks" "--islands" $MPIRUN -np 4 $ATOLL train $M --islands 3 --out "$TMP/x"
+finish
