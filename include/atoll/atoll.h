@@ -189,17 +189,30 @@ int atoll_shard_open(atoll_shard *sh, const char *path, atoll_err *err);
 void atoll_shard_close(atoll_shard *sh);
 int32_t atoll_shard_token(const atoll_shard *sh, uint64_t i);
 
+/* A run of tokens [begin, end) inside one shard that windows may be drawn from. */
+typedef struct {
+  int shard;
+  uint64_t begin, end;
+} atoll_segment;
+
 /* All shards of one split ("train" or "val") in a prepared data directory. */
 typedef struct {
   int nshards;
   atoll_shard *shards;
   uint32_t vocab;
   uint64_t ntokens;
+  int nsegments;           /* where windows come from: every shard whole, unless restricted */
+  atoll_segment *segments;
 } atoll_dataset;
 
 int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, int seq,
                        atoll_err *err);
 void atoll_dataset_close(atoll_dataset *ds);
+/* Restricts windows to token ranges [begins[i], ends[i]) of the split (shards laid end
+ * to end), e.g. some of the source files (non-i.i.d. data per DiLoCo island). Fails if
+ * no window of seq+1 tokens fits. */
+int atoll_dataset_restrict(atoll_dataset *ds, const uint64_t *begins, const uint64_t *ends, int n,
+                           int seq, const char *what, atoll_err *err);
 /* Writes seq+1 tokens of one training window into out. The window depends only on
  * (seed, step, index): index is the row within the step's global batch, so that a
  * resumed run sees the same batches and ranks can take disjoint slices. */

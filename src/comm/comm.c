@@ -53,7 +53,9 @@
  * it has blocked longer than the communicator's timeout: one line on stderr,
  *   atoll: error: rank R: OP of SIZE on communicator 'NAME' (N ranks) did not
  *   finish within T s; a peer has stopped or died
- * (R is the rank in the world), then MPI_Abort(MPI_COMM_WORLD, 1).
+ * (R is the rank in the world), then MPI_Abort(MPI_COMM_WORLD, 1). A timeout of 0 or
+ * less turns it off. Polling (atoll_req_test) is never timed: the caller may overlap a
+ * request with as much work as it likes.
  *
  * Tags: every point-to-point operation (ring request, gather_to_root) takes the
  * communicator's next tag (a counter mod 32767, the least MPI_TAG_UB that MPI
@@ -64,6 +66,7 @@
 #endif
 #include "comm/comm.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
@@ -284,7 +287,10 @@ int atoll_comm_rank(const atoll_comm *c) { return c->rank; }
 int atoll_comm_size(const atoll_comm *c) { return c->size; }
 int atoll_comm_world_rank(const atoll_comm *c) { return c->world_rank; }
 const char *atoll_comm_name(const atoll_comm *c) { return c->name; }
-void atoll_comm_set_timeout(atoll_comm *c, double seconds) { c->timeout = seconds; }
+/* A timeout of 0 or less (or NaN) turns the watchdog off for this communicator. */
+void atoll_comm_set_timeout(atoll_comm *c, double seconds) {
+  c->timeout = seconds > 0 ? seconds : HUGE_VAL;
+}
 atoll_comm_stats atoll_comm_get_stats(const atoll_comm *c) { return c->stats; }
 void atoll_comm_reset_stats(atoll_comm *c) { memset(&c->stats, 0, sizeof c->stats); }
 

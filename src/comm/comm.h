@@ -20,9 +20,10 @@
  *                      ends with all chunks.
  *   broadcast:         from root, the whole range.
  *
- * Bytes sent by one rank: ring all-reduce 2 * (count - ...) about 2 (N-1)/N of the
- * range; reduce-scatter and all-gather about (N-1)/N; broadcast count * (N-1)/N...
- * exactly: each ring step sends one chunk, see comm.c.
+ * Bytes sent by one rank (the counters; exact formulas in comm.c): each ring step
+ * sends one chunk, so an all-reduce sends about 2 (N-1)/N of the range, a
+ * reduce-scatter or an all-gather about (N-1)/N; a broadcast counts its bytes on the
+ * root only (MPI_Ibcast forwards them as it likes).
  *
  * Watchdog: every wait (blocking call, atoll_req_wait) gives up after the
  * communicator's timeout and ends the whole job (MPI_Abort) with a message naming
@@ -59,7 +60,8 @@ typedef struct atoll_comm atoll_comm;
 /* Starts MPI (if built with it and not yet started) and returns the world
  * communicator, named "world". Without a launcher it is a world of one. */
 int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err);
-/* Frees a communicator; on the world communicator also finalizes MPI. */
+/* Frees a communicator; on the world communicator also finalizes MPI (if
+ * atoll_comm_init started it). Free sub-communicators first. */
 void atoll_comm_free(atoll_comm *c);
 /* Ends the whole job at once with exit status `code` (MPI_Abort; exit() without MPI). */
 void atoll_comm_abort(atoll_comm *c, int code);
@@ -74,7 +76,8 @@ atoll_comm_stats atoll_comm_get_stats(const atoll_comm *c);
 void atoll_comm_reset_stats(atoll_comm *c);
 
 /* Splits c into sub-communicators: ranks with the same color share one, ordered by
- * key (collective over c). The mesh module decides colors; nothing else should. */
+ * key (collective over c). A negative color joins none (*out = NULL). The mesh module
+ * decides colors; nothing else should. */
 int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_comm **out,
                      atoll_err *err);
 
@@ -87,7 +90,8 @@ typedef struct atoll_req atoll_req;
 atoll_req *atoll_iallreduce(atoll_comm *c, float *buf, size_t count, const size_t *counts);
 atoll_req *atoll_ireduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t *counts);
 atoll_req *atoll_iallgather(atoll_comm *c, float *buf, size_t count, const size_t *counts);
-/* Advances the request as far as it can without blocking; returns 1 when done. */
+/* Advances the request as far as it can without blocking; returns 1 when done (the
+ * request is still freed by atoll_req_wait, which then returns at once). */
 int atoll_req_test(atoll_req *r);
 /* Blocks until done (watchdog applies), then frees the request. */
 void atoll_req_wait(atoll_req *r);

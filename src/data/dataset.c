@@ -2,9 +2,10 @@
  * DIR/<split>_000.bin, _001.bin, ... (consecutive numbers, stopping at the first
  * missing one), all memory-mapped, with deterministic window sampling.
  *
- * Windows are seq+1 consecutive tokens of one shard (inputs plus shifted targets).
- * A shard of n >= seq+1 tokens has n - seq valid window starts; laying the valid
- * starts of all shards end to end gives one index space [0, total), and both the
+ * Windows are seq+1 consecutive tokens of one segment (inputs plus shifted targets);
+ * the segments are the whole shards unless atoll_dataset_restrict narrowed them. A
+ * segment of n >= seq+1 tokens has n - seq valid window starts; laying the valid
+ * starts of all segments end to end gives one index space [0, total), and both the
  * training draw and the evaluation set are positions in that space. */
 #define _POSIX_C_SOURCE 200809L
 #include "data/shard.h"
@@ -18,27 +19,64 @@
 
 #define WINDOW_SALT 0x77696e646f77ull /* "window" */
 
-static uint64_t valid_starts(const atoll_shard *sh, int seq) {
-  uint64_t need = (uint64_t)seq + 1;
-  return sh->ntokens >= need ? sh->ntokens - (uint64_t)seq : 0;
+static uint64_t valid_starts(const atoll_segment *sg, int seq) {
+  uint64_t need = (uint64_t)seq + 1, n = sg->end - sg->begin;
+  return n >= need ? n - (uint64_t)seq : 0;
 }
 
 static uint64_t total_valid_starts(const atoll_dataset *ds, int seq) {
   uint64_t total = 0;
-  for (int k = 0; k < ds->nshards; k++) total += valid_starts(&ds->shards[k], seq);
+  for (int k = 0; k < ds->nsegments; k++) total += valid_starts(&ds->segments[k], seq);
   return total;
 }
 
 /* Copies the window at position pos of the joined valid-start space. */
 static void copy_window(const atoll_dataset *ds, uint64_t pos, int seq, int32_t *out) {
-  for (int k = 0; k < ds->nshards; k++) {
-    uint64_t v = valid_starts(&ds->shards[k], seq);
+  for (int k = 0; k < ds->nsegments; k++) {
+    const atoll_segment *sg = &ds->segments[k];
+    uint64_t v = valid_starts(sg, seq);
     if (pos < v) {
-      atoll_shard_read(&ds->shards[k], pos, (uint64_t)seq + 1, out);
+      atoll_shard_read(&ds->shards[sg->shard], sg->begin + pos, (uint64_t)seq + 1, out);
       return;
     }
     pos -= v;
   }
+}
+
+/* Whole shards. */
+static int default_segments(atoll_dataset *ds, atoll_err *err) {
+  ds->segments = calloc((size_t)ds->nshards, sizeof *ds->segments);
+  if (!ds->segments) return atoll_fail(err, "out of memory");
+  for (int k = 0; k < ds->nshards; k++) ds->segments[k] = (atoll_segment){k, 0, ds->shards[k].ntokens};
+  ds->nsegments = ds->nshards;
+  return 0;
+}
+
+int atoll_dataset_restrict(atoll_dataset *ds, const uint64_t *begins, const uint64_t *ends, int n,
+                           int seq, const char *what, atoll_err *err) {
+  atoll_segment *segs = calloc((size_t)n * (size_t)ds->nshards + 1, sizeof *segs);
+  if (!segs) return atoll_fail(err, "out of memory");
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    uint64_t base = 0; /* clip each range to every shard it overlaps */
+    for (int k = 0; k < ds->nshards; k++) {
+      uint64_t lo = begins[i] > base ? begins[i] : base;
+      uint64_t hi = ends[i] < base + ds->shards[k].ntokens ? ends[i] : base + ds->shards[k].ntokens;
+      if (hi > lo) segs[m++] = (atoll_segment){k, lo - base, hi - base};
+      base += ds->shards[k].ntokens;
+    }
+  }
+  atoll_dataset probe = *ds;
+  probe.segments = segs;
+  probe.nsegments = m;
+  if (total_valid_starts(&probe, seq) == 0) {
+    free(segs);
+    return atoll_fail(err, "%s: no window of %d tokens fits in the selected data", what, seq + 1);
+  }
+  free(ds->segments);
+  ds->segments = segs;
+  ds->nsegments = m;
+  return 0;
 }
 
 /* Callers must pass seq no larger than the one given to atoll_dataset_open, which
@@ -143,7 +181,8 @@ int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, in
   memset(ds, 0, sizeof *ds);
   if (seq < 1) return atoll_fail(err, "%s: sequence length %d must be at least 1", dir, seq);
   if (check_dir(dir, err) != 0) return -1;
-  if (open_shards(ds, dir, split, err) != 0 || check_enough(ds, dir, split, seq, err) != 0) {
+  if (open_shards(ds, dir, split, err) != 0 || default_segments(ds, err) != 0 ||
+      check_enough(ds, dir, split, seq, err) != 0) {
     atoll_dataset_close(ds);
     return -1;
   }
@@ -153,5 +192,6 @@ int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, in
 void atoll_dataset_close(atoll_dataset *ds) {
   for (int k = 0; k < ds->nshards; k++) atoll_shard_close(&ds->shards[k]);
   free(ds->shards);
+  free(ds->segments);
   memset(ds, 0, sizeof *ds);
 }

@@ -634,7 +634,7 @@ static int run_search(const options *o, plan_setup *p, atoll_err *err) {
   atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume};
   int top = 5;
   const char *s;
-  if ((s = get(o, "top")) && parse_int("top", s, 1, 1000, &top, err)) return -1;
+  if ((s = get(o, "top")) && parse_int("top", s, 1, 1000000, &top, err)) return -1;
   atoll_plan_ranking rk;
   if (atoll_plan_search(&ctx, &p->fixed, &rk, err)) return -1;
   if (rk.nfit == 0) {

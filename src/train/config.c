@@ -70,6 +70,7 @@ static const key_spec KEYS[] = {
     {"outer-dtype", STR(outer_dtype), "outer gradient on the wire: fp32, bf16, int8 or fp4"},
     {"wan-gbps", K_FLOAT, F(wan_gbps), 0, 1e6, "inter-island link bandwidth for the time model (0: none)"},
     {"wan-latency-ms", K_FLOAT, F(wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
+    {"island-data", STR(island_data), "DiLoCo data per island: iid (all files) or files (island k takes source files k, k+K, ...: non-i.i.d.)"},
     {"throttle", K_INT, F(throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
 };
 #undef F
@@ -109,6 +110,7 @@ void atoll_config_defaults(atoll_config *c) {
   c->overlap = 0;
   c->merge_alpha = 0.5f;
   snprintf(c->outer_dtype, sizeof c->outer_dtype, "fp32");
+  snprintf(c->island_data, sizeof c->island_data, "iid");
 }
 
 /* Keys are written with dashes; JSON files may also use underscores. */
@@ -222,6 +224,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "batch: batch x seq x accum is absurdly large");
   if (strcmp(c->parallel, "ddp") != 0)
     return atoll_fail(err, "--parallel: unknown mode '%s' (known: ddp)", c->parallel);
+  if (strcmp(c->island_data, "iid") != 0 && strcmp(c->island_data, "files") != 0)
+    return atoll_fail(err, "--island-data: unknown '%s' (known: iid, files)", c->island_data);
   if (strcmp(c->optimizer, "adamw") != 0 && strcmp(c->optimizer, "sgd") != 0)
     return atoll_fail(err, "--optimizer: unknown optimizer '%s' (known: adamw, sgd)", c->optimizer);
   if (strcmp(c->outer_optimizer, "nesterov") != 0 && strcmp(c->outer_optimizer, "sgd") != 0)

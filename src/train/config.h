@@ -37,6 +37,7 @@ typedef struct {
   float outer_lr, outer_momentum, merge_alpha, wan_gbps, wan_latency_ms;
   char outer_optimizer[16]; /* "nesterov" or "sgd" */
   char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
+  char island_data[8];      /* "iid" or "files" */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -146,6 +146,56 @@ static int setup_parallel(trainer *t, atoll_err *err) {
   return 0;
 }
 
+/* --island-data files: island k trains on source files k, k+K, k+2K, ... of the
+ * prepared corpus (their token ranges in the train split, from DIR/manifest.json). */
+static int restrict_island_data(trainer *t, atoll_err *err) {
+  const atoll_config *c = t->cfg;
+  char path[1100];
+  snprintf(path, sizeof path, "%s/manifest.json", c->data);
+  FILE *f = fopen(path, "rb");
+  if (!f) return atoll_fail(err, "%s: cannot open (--island-data files needs the manifest of atoll prepare): %s", path, strerror(errno));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
+  fclose(f);
+  fclose(mem);
+  cJSON *man = cJSON_ParseWithLength(text, len);
+  free(text);
+  const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
+  int n = cJSON_GetArraySize(sources), K = t->mesh.islands, rc = 0;
+  if (!cJSON_IsArray(sources) || n < K) {
+    cJSON_Delete(man);
+    return atoll_fail(err, "%s: --island-data files needs at least %d source files (one per island), found %d", path, K,
+                      cJSON_IsArray(sources) ? n : 0);
+  }
+  uint64_t *b = calloc((size_t)n, sizeof(uint64_t)), *e = calloc((size_t)n, sizeof(uint64_t));
+  uint64_t at = 0;
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    const cJSON *tb = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sources, i), "train_bytes");
+    if (!cJSON_IsNumber(tb) || tb->valuedouble < 0) {
+      rc = atoll_fail(err, "%s: sources[%d] has no train_bytes", path, i);
+      break;
+    }
+    uint64_t len_i = (uint64_t)tb->valuedouble; /* byte tokenizer: one token per byte */
+    if (i % K == t->mesh.island) {
+      b[m] = at;
+      e[m++] = at + len_i;
+    }
+    at += len_i;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "--island-data files (island %d)", t->mesh.island);
+  if (rc == 0) rc = atoll_dataset_restrict(&t->train, b, e, m, t->seq, what, err);
+  free(b);
+  free(e);
+  cJSON_Delete(man);
+  return rc;
+}
+
 static int setup_diloco(trainer *t, atoll_err *err) {
   const atoll_config *c = t->cfg;
   atoll_diloco_config dc = {
@@ -192,6 +242,7 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
   snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/checkpoints", c->out);
 
   if (c->islands > 1 && setup_diloco(t, err)) return -1;
+  if (c->islands > 1 && strcmp(c->island_data, "files") == 0 && restrict_island_data(t, err)) return -1;
   *start = 0;
   if (resume_dir) {
     if (trainer_load(t, resume_dir, start, err)) return -1;

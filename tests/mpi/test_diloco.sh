@@ -62,4 +62,8 @@ else
   fail "drift: status $rc: $(cat "$TMP/drift.err")"
 fi
 expect_error "islands not dividing the ranks" "--islands" $MPIRUN -np 4 $ATOLL train $M --islands 3 --out "$TMP/x"
+# non-i.i.d. data: island k takes source files k, k+K, ... (the test corpus has 2 files)
+$MPIRUN -np 2 $ATOLL train $M --islands 2 --island-data files --sync-every 2 --steps 4 --out "$TMP/files" >/dev/null 2>"$TMP/err" \
+  && pass "--island-data files with 2 islands on 2 files" || fail "--island-data files: $(tail -1 "$TMP/err")"
+expect_error "more islands than files" "source files" $MPIRUN -np 4 $ATOLL train $M --islands 4 --island-data files --out "$TMP/y"
 finish
