@@ -90,6 +90,13 @@ void trainer_log_step(trainer *t, int step, float loss, float lr, double norm, d
   fprintf(t->metrics, "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f",
           step, loss, lr, norm, tokens_per_step(t) / seconds);
   if (evaluated) fprintf(t->metrics, ", \"val_loss\": %.6f", val);
+  if (t->diloco) { /* running totals of rank 0's links */
+    atoll_diloco_stats d = atoll_diloco_get_stats(t->diloco);
+    double intra = 0;
+    for (int op = 0; op < ATOLL_OP_COUNT; op++) intra += (double)t->step_comm.bytes_sent[op];
+    fprintf(t->metrics, ", \"outer_syncs\": %llu, \"inter_island_bytes\": %llu, \"intra_island_bytes\": %.0f",
+            (unsigned long long)d.outer_syncs, (unsigned long long)d.inter_island_bytes, intra);
+  }
   fprintf(t->metrics, "}\n");
   fflush(t->metrics);
 }
