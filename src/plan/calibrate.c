@@ -48,7 +48,8 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
     atoll_fail(err, "%s: no positive \"median_step_seconds\" (did the run finish more than 3 steps?)", path);
     goto done;
   }
-  int layers = 0, heads = 0, dim = 0, context = 0, vocab = 0, batch = 0, seq = 0, accum = 1, threads = 0, world = 1, shard = 0;
+  int layers = 0, heads = 0, dim = 0, context = 0, vocab = 0, batch = 0, seq = 0, accum = 1, threads = 0, world = 1,
+      shard = 0;
   if (get_int(cfg, "layers", -1, &layers, path, err) || get_int(cfg, "heads", -1, &heads, path, err) ||
       get_int(cfg, "dim", -1, &dim, path, err) || get_int(cfg, "context", -1, &context, path, err) ||
       get_int(cfg, "vocab", -1, &vocab, path, err) || get_int(cfg, "batch", -1, &batch, path, err) ||
@@ -71,7 +72,7 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
   cal->train.batch_tokens = (double)batch * accum * world * m->seq;
   cal->train.token_budget = cal->train.batch_tokens;
   cal->train.precision = ATOLL_PREC_FP32;
-  cal->layout = (atoll_plan_layout){world, 1, 1, 1, world > 1 ? shard : 0, batch, 1, ATOLL_RECOMPUTE_NONE};
+  cal->layout = (atoll_plan_layout){world, 1, 1, 1, world > 1 ? shard : 0, batch, 1, ATOLL_RECOMPUTE_NONE, 0};
   cal->threads = threads;
   cal->measured_step_s = med->valuedouble;
   cal->measured_tokens_per_s = cJSON_IsNumber(tps) ? tps->valuedouble : 0;
@@ -81,7 +82,8 @@ done:
   return rc;
 }
 
-void atoll_plan_calibrate_predict(atoll_plan_calibration *cal, const atoll_plan_cluster *cpu, const atoll_plan_assume *a) {
+void atoll_plan_calibrate_predict(atoll_plan_calibration *cal, const atoll_plan_cluster *cpu,
+                                  const atoll_plan_assume *a) {
   atoll_plan_ctx ctx = {&cal->model, cpu, &cal->train, a};
   atoll_plan_evaluate(&ctx, &cal->layout, &cal->result);
   cal->predicted_step_s = cal->result.step_s;

@@ -8,9 +8,10 @@
  *              max(FLOPs / (peak x eta_mm), bytes / HBM); fused causal attention at
  *              eta_attn x hd / (hd + hd_half), with block / seq of masked waste;
  *              elementwise kernels as bytes / elem_bw; a fixed overhead per block.
- *   TP         Megatron tensor parallel with sequence parallel: per block 4
- *              all-gathers / reduce-scatters forward and 4 backward (6 with full
- *              recomputation's extra forward) of tokens x d activations.
+ *   TP         Megatron tensor parallel with sequence parallel: per block 10
+ *              all-gathers / reduce-scatters of tokens x d activations (4 forward,
+ *              6 backward, 4 more under full recomputation); 4 of the backward ones
+ *              hide behind the column-parallel backward matmuls (tp_overlap).
  *   CP         Llama 3's all-gather context parallel: K and V gathered per block
  *              (forward, again in backward) and dK, dV reduce-scattered.
  *   PP         1F1B, interleaved with v chunks per rank: step = (m + (p-1)/v) micro-
@@ -70,9 +71,11 @@ int atoll_plan_assumptions(const atoll_plan_cluster *c, const atoll_plan_assume 
       {"layer_overhead", x->layer_overhead * 1e6, "us", "fixed cost per block per micro-batch (kernel launches)"},
       {"reserved", x->reserved / (1024.0 * 1024 * 1024), "GiB", "memory per device not available to training"},
       {"link_eff", a->link_eff, "of link", "bandwidth a ring collective achieves"},
-      {"tp_overlap", a->tp_overlap, "fraction", "share of column-parallel backward matmuls that hides their TP traffic"},
+      {"tp_overlap", a->tp_overlap, "fraction",
+       "share of column-parallel backward matmuls that hides their TP traffic"},
       {"cp_overlap", a->cp_overlap, "fraction", "context-parallel traffic hidden behind compute"},
-      {"dp_overlap", a->dp_overlap, "fraction", "share of a micro-batch's backward (forward) that DP traffic can hide in"},
+      {"dp_overlap", a->dp_overlap, "fraction",
+       "share of a micro-batch's backward (forward) that DP traffic can hide in"},
       {"adam_bytes", a->adam_bytes, "B/param", "memory traffic of one AdamW update"},
       {"diloco_bytes", a->diloco_bytes, "B/param", "outer gradient sent across islands"},
       {"diloco_util", a->diloco_util, "fraction", "utilization target for the WAN bandwidth needed"},
@@ -163,10 +166,10 @@ double atoll_plan_act_bytes_per_token(const atoll_plan_model *m, int tp, int rec
   if (recompute == ATOLL_RECOMPUTE_FULL) return d * hs;
   double attn, mlp;
   if (recompute == ATOLL_RECOMPUTE_NONE) {
-    attn = hs + hs + w.hq + 2 * w.kv + w.hq; /* norm input, norm output, Q, K, V, attention output */
+    attn = hs + hs + w.hq + 2 * w.kv + w.hq;               /* norm input, norm output, Q, K, V, attention output */
     mlp = m->arch == ATOLL_ARCH_LLAMA ? hs + hs + 3 * w.f  /* norm in/out, gate, up, gate*up */
                                       : hs + hs + 2 * w.f; /* norm in/out, pre- and post-GELU */
-  } else {                                   /* selective: norms and activations recomputed */
+  } else {                                                 /* selective: norms and activations recomputed */
     attn = hs + w.hq + 2 * w.kv + w.hq;
     mlp = m->arch == ATOLL_ARCH_LLAMA ? hs + 2 * w.f : hs + w.f;
   }
@@ -185,12 +188,12 @@ static double elem_per_token(const atoll_plan_model *m, const widths *w, int tp)
 }
 
 typedef struct {
-  double layer;      /* one block, one micro-batch, compute only */
+  double layer;          /* one block, one micro-batch, compute only */
   double mm, attn, elem; /* its parts */
-  double head;       /* LM head + loss (last stage) */
-  double embed;      /* embedding (first stage) */
+  double head;           /* LM head + loss (last stage) */
+  double embed;          /* embedding (first stage) */
   double layer_hw_flops, head_flops;
-  double tp_layer, tp_head; /* TP collective seconds per block / for the head, per micro-batch */
+  double tp_layer, tp_head;   /* TP collective seconds per block / for the head, per micro-batch */
   double tpx_layer, tpx_head; /* of which exposed */
   double cp_layer;
   double bytes_tp_layer, bytes_tp_head, bytes_cp_layer;
@@ -202,7 +205,7 @@ static void block_costs(const atoll_plan_ctx *ctx, const atoll_plan_layout *L, l
   int tp = L->tp, cp = L->cp, s = ctx->train->seq;
   double d = act_dtype(ctx->train->precision);
   widths w = local_widths(m, tp);
-  double tok = (double)L->mb * s / cp; /* tokens of one micro-batch on one GPU */
+  double tok = (double)L->mb * s / cp;                                /* tokens of one micro-batch on one GPU */
   double rf = L->recompute == ATOLL_RECOMPUTE_FULL ? 4.0 / 3.0 : 1.0; /* one more forward */
   /* matrix products [out x in], each run forward, backward-data and backward-weights;
    * QKV and gate/up (fc) are column-parallel, the two projections row-parallel */
@@ -336,10 +339,15 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   }
   r->gpus = (int)gpus;
 
-  /* batch: whole sequences per data-parallel rank */
+  /* batch: whole sequences per data-parallel rank, the global batch kept within 5% */
   double seqs = t->batch_tokens / s;
   double spr = floor(seqs / ((double)islands * dp) + 0.5);
-  if (spr < 1) spr = 1;
+  if (spr < 1 || fabs(spr * islands * dp / seqs - 1) > 0.05) {
+    snprintf(r->why, sizeof r->why, "the batch of %.0f sequences does not split evenly into %d data-parallel ranks%s",
+             seqs, islands * dp, islands > 1 ? " over all islands" : "");
+    r->valid = 0;
+    return;
+  }
   if (spr > 1e9) spr = 1e9;
   r->seqs_per_rank = (int)spr;
   if (r->seqs_per_rank % L->mb) {
@@ -374,19 +382,23 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   } else {
     double best = INFINITY;
     int bestK = -1;
-    for (int k = (m->layers + pp - 1) / pp; (long)(pp - 1) * k <= m->layers; k++) {
+    /* the other stages hold at most k blocks (whole chunks of k/v), the last the rest
+     * (possibly none: then it runs only the head) */
+    for (int k = (m->layers + pp - 1) / pp; k <= m->layers; k++) {
       if (k % v) continue;
-      int last = m->layers - (pp - 1) * k;
+      long rest = (long)(pp - 1) * k;
+      int last = rest >= m->layers ? 0 : m->layers - (int)rest;
       double tf = k * t_layer + b.embed, tl = last * t_layer + t_head;
       double worst = tf > tl ? tf : tl;
       if (worst < best - 1e-15) best = worst, bestK = k;
+      if (last == 0) break;
     }
     if (bestK < 0) {
       invalid(r, "interleave %d: no split of the layers into %d stages of whole chunks", v, pp);
       return;
     }
     K = bestK;
-    Klast = m->layers - (pp - 1) * K;
+    Klast = (long)(pp - 1) * K >= m->layers ? 0 : m->layers - (pp - 1) * K;
     t_first = K * t_layer + b.embed;
     t_last = Klast * t_layer + t_head;
     t_stage = t_first > t_last ? t_first : t_last;
@@ -418,7 +430,7 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   r->t_compute = mbs * stage_compute;
   r->bytes_pp = pp > 1 ? 2.0 * v * mbs * Dpp : 0;
   r->t_pp = pp > 1 ? 2.0 * v * mbs * hop : 0;
-  r->x_pp = pp > 1 ? 2.0 * (pp - 1) * hop + slots * (t_mb - t_stage) : 0;
+  r->x_pp = pp > 1 ? 2.0 * (pp - 1) * hop + mbs * (t_mb - t_stage) : 0;
   r->bytes_tp = mbs * (stage_layers * b.bytes_tp_layer + (head_here ? b.bytes_tp_head : 0));
   r->t_tp = mbs * stage_tp;
   r->x_tp = mbs * stage_tpx;
@@ -488,9 +500,20 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   double shard = L->zero >= 1 ? (double)n : 1.0;
   r->t_optim = P / shard * a->adam_bytes / x->elem_bw;
 
-  /* DiLoCo across islands */
+  /* islands: DiLoCo, or data parallel across them */
   double step_inner = t_pipe + ex + r->t_optim;
-  if (islands > 1) {
+  if (islands > 1 && L->island_sync) {
+    /* every step, after the island-local reduction, each island's gradients cross the
+     * WAN in a ring over the islands (bf16 or fp32 as in the island), bucket by bucket;
+     * hidden behind the backward of the last micro-batch up to dp_overlap */
+    double grads = atoll_plan_params(m) * dg, wbw = c->wan_bw * a->link_eff;
+    r->t_outer =
+        atoll_plan_ring_allreduce_s(islands, grads, wbw, 0) + (m->layers + 1) * 2.0 * (islands - 1) * c->wan_lat;
+    r->t_outer_step = fmax(0, r->t_outer - wb);
+    r->bytes_wan = atoll_plan_ring_allreduce_bytes(islands, grads);
+    r->wan_util = step_inner / (step_inner + r->t_outer_step);
+    r->wan_bw_needed = r->bytes_wan / (wb + step_inner * (1.0 / a->diloco_util - 1.0)) / a->link_eff;
+  } else if (islands > 1) {
     double outer = atoll_plan_params(m) * a->diloco_bytes;
     double wbw = c->wan_bw * a->link_eff;
     int H = c->diloco_h > 0 ? c->diloco_h : 1;
@@ -514,7 +537,7 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   if (pp == 1) act_first = act_last = act_first + tok * ((double)m->vocab / tp) * 4.0;
   double zero3_buf = L->zero == 3 && n > 1 ? (2 * dw + dg) * lp / tp : 0;
   double wshard = L->zero >= 3 ? n : 1, gshard = L->zero >= 2 ? n : 1, oshard = L->zero >= 1 ? n : 1;
-  double outer_state = islands > 1 ? 8.0 / n : 0; /* fp32 global weights + outer momentum, per parameter */
+  double outer_state = islands > 1 && !L->island_sync ? 8.0 / n : 0; /* fp32 global weights + outer momentum */
   double mem[2];
   double pst[2] = {p_first, p_last}, act[2] = {act_first, act_last};
   for (int i = 0; i < 2; i++)

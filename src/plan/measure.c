@@ -74,7 +74,7 @@ int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err) {
   return 0;
 }
 
-int atoll_plan_read_bench(const char *path, double *gflops, atoll_err *err) {
+int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_err *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
   char *buf = malloc(1 << 20);
@@ -92,6 +92,10 @@ int atoll_plan_read_bench(const char *path, double *gflops, atoll_err *err) {
   }
   int ok = cJSON_IsNumber(v) && v->valuedouble > 0;
   if (ok) *gflops = v->valuedouble;
+  /* the thread count it was measured at: "sgemm": {"threads"} or a top-level "threads" */
+  const cJSON *th = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "sgemm"), "threads");
+  if (!cJSON_IsNumber(th)) th = cJSON_GetObjectItemCaseSensitive(j, "threads");
+  if (threads) *threads = cJSON_IsNumber(th) && th->valuedouble >= 1 ? (int)th->valuedouble : 0;
   cJSON_Delete(j);
   if (!ok) return atoll_fail(err, "%s: no sgemm_peak_gflops (or sgemm.peak_gflops) number", path);
   return 0;

@@ -30,9 +30,9 @@ typedef struct {
   char name[64];
   atoll_plan_arch arch;
   int layers, dim, heads, kv_heads, ffn, vocab;
-  int context;       /* positions the model is built for (GPT-2's position table) */
-  int seq;           /* default training sequence length */
-  int tied;          /* LM head shares the token embedding */
+  int context;         /* positions the model is built for (GPT-2's position table) */
+  int seq;             /* default training sequence length */
+  int tied;            /* LM head shares the token embedding */
   double batch_tokens; /* default global batch in tokens (0: atoll's rule, see catalog.c) */
   double token_budget; /* default training tokens (0: 20 per parameter, Chinchilla) */
   const char *source;
@@ -60,55 +60,55 @@ double atoll_plan_flops_per_token(const atoll_plan_model *m, int seq);
 typedef struct {
   char name[32];
   const char *desc;
-  int is_cpu;           /* fp32 arithmetic (atoll's CPU trainer); peak from a measurement */
-  double peak_flops;    /* dense bf16 FLOP/s (CPU: fp32 sgemm FLOP/s) */
-  double mem_bytes;     /* memory per device */
-  double hbm_bw;        /* device memory bandwidth, bytes/s */
+  int is_cpu;        /* fp32 arithmetic (atoll's CPU trainer); peak from a measurement */
+  double peak_flops; /* dense bf16 FLOP/s (CPU: fp32 sgemm FLOP/s) */
+  double mem_bytes;  /* memory per device */
+  double hbm_bw;     /* device memory bandwidth, bytes/s */
   int gpus_per_node;
-  double intra_bw;      /* per device, per direction, inside a node (NVLink), bytes/s */
-  double intra_lat;     /* per ring step inside a node, s */
-  double inter_bw;      /* per device, between nodes (its NIC), bytes/s */
-  double inter_lat;     /* per ring step between nodes, s */
+  double intra_bw;  /* per device, per direction, inside a node (NVLink), bytes/s */
+  double intra_lat; /* per ring step inside a node, s */
+  double inter_bw;  /* per device, between nodes (its NIC), bytes/s */
+  double inter_lat; /* per ring step between nodes, s */
   /* efficiency assumptions of this chip (documented in catalog.c and docs/plan.md) */
-  double eta_mm;        /* achievable fraction of peak in large matrix products */
-  double eta_attn;      /* same for fused (flash) attention at head dim -> infinity */
-  double attn_hd_half;  /* head dim at which attention reaches half of eta_attn */
-  double attn_block;    /* attention tile: causal masking wastes about block/seq */
-  double elem_bw;       /* bytes/s that elementwise kernels (norms, activations) stream */
+  double eta_mm;         /* achievable fraction of peak in large matrix products */
+  double eta_attn;       /* same for fused (flash) attention at head dim -> infinity */
+  double attn_hd_half;   /* head dim at which attention reaches half of eta_attn */
+  double attn_block;     /* attention tile: causal masking wastes about block/seq */
+  double elem_bw;        /* bytes/s that elementwise kernels (norms, activations) stream */
   double layer_overhead; /* fixed seconds per block per micro-batch (launches, syncs) */
-  double reserved;      /* bytes per device not available to training (runtime, NCCL, fragmentation) */
+  double reserved;       /* bytes per device not available to training (runtime, NCCL, fragmentation) */
   const char *source;
 } atoll_plan_accel;
 
 typedef struct {
   atoll_plan_accel acc;
-  int gpus;             /* devices in the cluster (all islands together) */
+  int gpus; /* devices in the cluster (all islands together) */
   int gpus_per_node;
   double intra_bw, intra_lat, inter_bw, inter_lat;
-  int islands;          /* DiLoCo islands (1: one cluster) */
-  double wan_bw;        /* per island, bytes/s */
-  double wan_lat;       /* per ring step across islands, s */
-  int diloco_h;         /* inner steps between outer syncs */
+  int islands;    /* DiLoCo islands (1: one cluster) */
+  double wan_bw;  /* per island, bytes/s */
+  double wan_lat; /* per ring step across islands, s */
+  int diloco_h;   /* inner steps between outer syncs */
 } atoll_plan_cluster;
 
 typedef enum { ATOLL_PREC_BF16 = 0, ATOLL_PREC_FP32 = 1 } atoll_plan_precision;
 
 typedef struct {
-  int seq;              /* tokens per sequence */
-  double batch_tokens;  /* global batch, tokens per optimizer step (all islands) */
-  double token_budget;  /* tokens to train on */
+  int seq;             /* tokens per sequence */
+  double batch_tokens; /* global batch, tokens per optimizer step (all islands) */
+  double token_budget; /* tokens to train on */
   atoll_plan_precision precision;
 } atoll_plan_train;
 
 /* Global modelling assumptions (defaults in cost.c: atoll_plan_assume_defaults). */
 typedef struct {
-  double link_eff;      /* fraction of a link's bandwidth a ring collective achieves */
-  double tp_overlap;    /* fraction of tensor-parallel communication hidden behind compute */
-  double cp_overlap;    /* same for context-parallel communication */
-  double dp_overlap;    /* fraction of the backward (forward) window data-parallel traffic can use */
-  double adam_bytes;    /* bytes of memory traffic per parameter in one AdamW update */
-  double diloco_bytes;  /* bytes per parameter of the outer (pseudo-)gradient sent across islands */
-  double diloco_util;   /* utilization target for the WAN bandwidth figure */
+  double link_eff;     /* fraction of a link's bandwidth a ring collective achieves */
+  double tp_overlap;   /* fraction of tensor-parallel communication hidden behind compute */
+  double cp_overlap;   /* same for context-parallel communication */
+  double dp_overlap;   /* fraction of the backward (forward) window data-parallel traffic can use */
+  double adam_bytes;   /* bytes of memory traffic per parameter in one AdamW update */
+  double diloco_bytes; /* bytes per parameter of the outer (pseudo-)gradient sent across islands */
+  double diloco_util;  /* utilization target for the WAN bandwidth figure */
 } atoll_plan_assume;
 
 void atoll_plan_assume_defaults(atoll_plan_assume *a);
@@ -121,8 +121,7 @@ typedef struct {
   const char *what;
 } atoll_plan_named;
 /* Fills out[] (capacity cap) with every assumption in force; returns the count. */
-int atoll_plan_assumptions(const atoll_plan_cluster *c, const atoll_plan_assume *a,
-                           atoll_plan_named *out, int cap);
+int atoll_plan_assumptions(const atoll_plan_cluster *c, const atoll_plan_assume *a, atoll_plan_named *out, int cap);
 
 /* ----------------------------------------------------------------- catalog --- */
 
@@ -142,11 +141,13 @@ typedef enum { ATOLL_RECOMPUTE_NONE = 0, ATOLL_RECOMPUTE_SELECTIVE = 1, ATOLL_RE
 const char *atoll_plan_recompute_name(int r);
 
 typedef struct {
-  int dp, tp, pp, cp;   /* dp: data-parallel size within one island */
-  int zero;             /* ZeRO stage 0..3 over dp */
-  int mb;               /* sequences per micro-batch */
-  int v;                /* interleaved pipeline: model chunks per pipeline rank */
-  int recompute;        /* atoll_plan_recompute */
+  int dp, tp, pp, cp; /* dp: data-parallel size within one island */
+  int zero;           /* ZeRO stage 0..3 over dp */
+  int mb;             /* sequences per micro-batch */
+  int v;              /* interleaved pipeline: model chunks per pipeline rank */
+  int recompute;      /* atoll_plan_recompute */
+  int island_sync;    /* islands > 1: 0 DiLoCo (outer sync every H steps), 1 data parallel
+                           across the islands (gradients all-reduced over the WAN every step) */
 } atoll_plan_layout;
 
 /* Link classes of a parallel axis. */
@@ -157,17 +158,17 @@ const char *atoll_plan_link_name(int kind);
  * (first or last pipeline stage); bytes are sent per GPU per optimizer step. */
 typedef struct {
   atoll_plan_layout lay;
-  int valid;            /* 0: impossible shape (why says which) */
-  int fits;             /* memory_total <= device memory */
+  int valid; /* 0: impossible shape (why says which) */
+  int fits;  /* memory_total <= device memory */
   char why[200];
-  int gpus;             /* devices used (all islands) */
-  int seqs_per_rank;    /* sequences per data-parallel rank per step */
-  int micro_batches;    /* m */
-  double batch_tokens;  /* effective global batch (rounded to whole sequences per rank) */
+  int gpus;            /* devices used (all islands) */
+  int seqs_per_rank;   /* sequences per data-parallel rank per step */
+  int micro_batches;   /* m */
+  double batch_tokens; /* effective global batch (rounded to whole sequences per rank) */
   int stage_layers_first, stage_layers_last;
   /* memory per GPU, bytes */
   double mem_weights, mem_grads, mem_optim, mem_act, mem_buffers, mem_outer, mem_reserved, mem_total;
-  int mem_stage;        /* 0: first stage binds, 1: last stage */
+  int mem_stage;         /* 0: first stage binds, 1: last stage */
   double params_per_gpu; /* parameters held (before ZeRO sharding) on the binding stage */
   /* communication: bytes sent per GPU per step, link, seconds spent, seconds exposed */
   double bytes_tp, bytes_cp, bytes_pp, bytes_dp, bytes_wan;
@@ -178,21 +179,21 @@ typedef struct {
   /* time */
   double t_layer_compute; /* one block, one micro-batch: matmuls + attention + elementwise + overhead */
   double t_layer_mm, t_layer_attn, t_layer_elem; /* its parts (with recomputation) */
-  double t_head_mb;     /* LM head, final norm and loss, one micro-batch */
-  double t_stage_mb;    /* slowest stage, one micro-batch, incl. exposed TP/CP traffic */
-  double t_compute;     /* per step: m x pure compute of the slowest stage */
-  double bubble;        /* (p-1) / (v m) */
-  double t_bubble;      /* seconds of pipeline bubble per step */
+  double t_head_mb;                              /* LM head, final norm and loss, one micro-batch */
+  double t_stage_mb;                             /* slowest stage, one micro-batch, incl. exposed TP/CP traffic */
+  double t_compute;                              /* per step: m x pure compute of the slowest stage */
+  double bubble;                                 /* (p-1) / (v m) */
+  double t_bubble;                               /* seconds of pipeline bubble per step */
   double t_optim;
-  double t_outer;       /* DiLoCo outer sync, seconds per sync */
-  double t_outer_step;  /* amortized per inner step */
-  double step_s;        /* seconds per optimizer step (DiLoCo sync amortized) */
+  double t_outer;          /* island sync: DiLoCo outer sync per sync, or the WAN all-reduce per step */
+  double t_outer_step;     /* what it adds to each step (amortized over H, or exposed) */
+  double step_s;           /* seconds per optimizer step (DiLoCo sync amortized) */
   double model_flops_step; /* per GPU, per step */
   double hw_flops_step;    /* per GPU, per step, with recomputation */
   double tflops_per_gpu, mfu, hfu;
   double tokens_per_s, days;
-  double wan_util;      /* DiLoCo: step / (step + amortized sync) */
-  double wan_bw_needed; /* DiLoCo: island WAN bytes/s for diloco_util */
+  double wan_util;      /* islands: step without the sync / step */
+  double wan_bw_needed; /* islands: WAN bytes/s per island for diloco_util */
 } atoll_plan_result;
 
 typedef struct {
@@ -205,8 +206,7 @@ typedef struct {
 /* Evaluates one layout. Returns 0 and fills r (r->valid = 0 with r->why for an
  * impossible layout, r->fits = 0 when it does not fit in memory). Never fails
  * otherwise. */
-void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay,
-                         atoll_plan_result *r);
+void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay, atoll_plan_result *r);
 
 /* Ring collective cost (alpha-beta): seconds for n ranks on data of `bytes` (the
  * whole buffer), per-rank bandwidth bw and per-step latency lat. */
@@ -216,18 +216,18 @@ double atoll_plan_ring_gather_s(int n, double bytes, double bw, double lat); /* 
 double atoll_plan_ring_allreduce_bytes(int n, double bytes);
 double atoll_plan_ring_gather_bytes(int n, double bytes);
 /* Activation bytes one GPU keeps per token per block (tp shards, recompute policy). */
-double atoll_plan_act_bytes_per_token(const atoll_plan_model *m, int tp, int recompute,
-                                      atoll_plan_precision p);
+double atoll_plan_act_bytes_per_token(const atoll_plan_model *m, int tp, int recompute, atoll_plan_precision p);
 
 /* ------------------------------------------------------------------ search --- */
 
 /* What the caller fixes (0 or -1: search). */
 typedef struct {
-  int dp, tp, pp, cp;   /* 0: search */
-  int zero;             /* -1: search */
-  int mb;               /* 0: search */
-  int v;                /* 0: search */
-  int recompute;        /* -1: search */
+  int dp, tp, pp, cp; /* 0: search */
+  int zero;           /* -1: search */
+  int mb;             /* 0: search */
+  int v;              /* 0: search */
+  int recompute;      /* -1: search */
+  int island_sync;    /* -1: search */
 } atoll_plan_fixed;
 
 void atoll_plan_fixed_none(atoll_plan_fixed *f);
@@ -244,8 +244,7 @@ typedef struct {
  * meshes by time per token. Fails (with a message) only for impossible requests:
  * a fixed size that cannot divide, a layout larger than the cluster. When nothing
  * fits, nfit = 0 and `smallest` says how much memory the lightest layout needs. */
-int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix,
-                      atoll_plan_ranking *out, atoll_err *err);
+int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, atoll_plan_ranking *out, atoll_err *err);
 void atoll_plan_ranking_free(atoll_plan_ranking *r);
 
 /* The fewest devices that hold the model for training at data-parallel size 1 and
@@ -260,16 +259,17 @@ int atoll_plan_sweep(const atoll_plan_ctx *ctx, const int *gpus, int n, atoll_pl
 /* ------------------------------------------------------------ CPU figures --- */
 
 typedef struct {
-  double sgemm_flops;   /* cblas_sgemm FLOP/s, square 1024, at the current thread count */
-  double elem_bw;       /* bytes/s of atoll's GELU forward+backward kernels */
+  double sgemm_flops; /* cblas_sgemm FLOP/s, square 1024, at the current thread count */
+  double elem_bw;     /* bytes/s of atoll's GELU forward+backward kernels */
   int threads;
 } atoll_plan_cpu_measure;
 
 /* Measures this machine with the current OpenMP/OpenBLAS thread count (about 1 s). */
 int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err);
 /* Reads the sgemm peak (GFLOP/s) from a bench/run.sh results file: a top-level
- * "sgemm_peak_gflops", or "sgemm": {"peak_gflops"}. */
-int atoll_plan_read_bench(const char *path, double *gflops, atoll_err *err);
+ * "sgemm_peak_gflops", or "sgemm": {"peak_gflops"}; and the thread count it was
+ * measured at ("sgemm": {"threads"} or "threads"; 0 when absent). */
+int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_err *err);
 /* Fills the CPU accelerator's peak (and elementwise rate, derived from it unless
  * measured) for a device of `threads` cores given its sgemm FLOP/s. */
 void atoll_plan_cpu_set(atoll_plan_accel *a, double sgemm_flops, double elem_bw);
@@ -283,7 +283,7 @@ typedef struct {
   int threads;
   double measured_step_s, measured_tokens_per_s;
   double predicted_step_s;
-  double gap;           /* predicted / measured - 1 */
+  double gap; /* predicted / measured - 1 */
   atoll_plan_result result;
 } atoll_plan_calibration;
 

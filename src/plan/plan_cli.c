@@ -55,6 +55,7 @@ static const opt_spec OPTS[] = {
     {"wan-bw", V_STR, "BW", "WAN bandwidth per island (default 10Gbps)"},
     {"wan-latency", V_STR, "TIME", "WAN latency per ring step (default 30ms)"},
     {"diloco-h", V_STR, "N", "inner steps between DiLoCo outer syncs (default 500)"},
+    {"island-sync", V_STR, "diloco|every-step", "fix how islands sync (default: the faster)"},
     {"batch", V_STR, "N", "global batch in sequences per optimizer step"},
     {"batch-tokens", V_STR, "N", "global batch in tokens (e.g. 16M; rounded to sequences)"},
     {"tokens", V_STR, "N", "token budget of the run (e.g. 15.6T; default: the model's, or 20 per parameter)"},
@@ -178,9 +179,12 @@ static int apply_config(options *o, const char *path, atoll_err *err) {
     }
     for (int k = 0; k < nitems; k++) {
       const cJSON *v = items[k];
-      if (cJSON_IsString(v)) snprintf(buf, sizeof buf, "%s", v->valuestring);
-      else if (cJSON_IsNumber(v)) snprintf(buf, sizeof buf, "%.17g", v->valuedouble);
-      else if (cJSON_IsBool(v)) snprintf(buf, sizeof buf, "%d", cJSON_IsTrue(v));
+      if (cJSON_IsString(v))
+        snprintf(buf, sizeof buf, "%s", v->valuestring);
+      else if (cJSON_IsNumber(v))
+        snprintf(buf, sizeof buf, "%.17g", v->valuedouble);
+      else if (cJSON_IsBool(v))
+        snprintf(buf, sizeof buf, "%d", cJSON_IsTrue(v));
       else {
         rc = atoll_fail(err, "%s: %s must be a number or a string", path, OPTS[i].key);
         goto done;
@@ -275,7 +279,8 @@ static int parse_unit(const char *key, const char *s, const unit *units, int nun
 }
 
 static int parse_count(const char *key, const char *s, double min, double *out, atoll_err *err) {
-  static const unit U[] = {{"", 1}, {"K", 1e3}, {"k", 1e3}, {"M", 1e6}, {"B", 1e9}, {"G", 1e9}, {"T", 1e12}, {"P", 1e15}};
+  static const unit U[] = {{"", 1},    {"K", 1e3}, {"k", 1e3},  {"M", 1e6},
+                           {"B", 1e9}, {"G", 1e9}, {"T", 1e12}, {"P", 1e15}};
   return parse_unit(key, s, U, 8, min, out, "a count like 16M or 15.6T", err);
 }
 
@@ -294,7 +299,8 @@ static int parse_time(const char *key, const char *s, double dflt_unit, double *
 }
 
 static int parse_mem(const char *key, const char *s, double *out, atoll_err *err) {
-  static const unit U[] = {{"", GIB}, {"GiB", GIB}, {"GB", 1e9}, {"TiB", 1024 * GIB}, {"TB", 1e12}, {"MiB", GIB / 1024}};
+  static const unit U[] = {{"", GIB},           {"GiB", GIB}, {"GB", 1e9},
+                           {"TiB", 1024 * GIB}, {"TB", 1e12}, {"MiB", GIB / 1024}};
   return parse_unit(key, s, U, 6, 1, out, "a size like 80GiB (bare numbers: GiB)", err);
 }
 
@@ -355,16 +361,23 @@ static int setup_cpu(const options *o, atoll_plan_accel *a, char *note, size_t n
   } else {
     const char *path = get(o, "bench-results");
     double g = 0;
+    int bth = 0;
     if (path) {
-      if (atoll_plan_read_bench(path, &g, err)) return -1;
+      if (atoll_plan_read_bench(path, &g, &bth, err)) return -1;
     } else if (access("bench/results.json", R_OK) == 0) {
       atoll_err ignore;
-      if (atoll_plan_read_bench("bench/results.json", &g, &ignore)) g = 0;
+      if (atoll_plan_read_bench("bench/results.json", &g, &bth, &ignore)) g = 0;
       path = "bench/results.json";
     }
     if (g > 0) {
-      atoll_plan_cpu_set(a, g * 1e9, 0);
-      snprintf(note, nn, "cpu peak %.1f GFLOP/s from %s", g, path);
+      /* scaled from the benchmark's thread count to this plan's */
+      double scaled = bth > 0 ? g * th / bth : g;
+      atoll_plan_cpu_set(a, scaled * 1e9, 0);
+      if (bth > 0 && bth != th)
+        snprintf(note, nn, "cpu peak %.1f GFLOP/s: %s's %.1f at %d thread%s, scaled to %d", scaled, path, g, bth,
+                 bth == 1 ? "" : "s", th);
+      else
+        snprintf(note, nn, "cpu peak %.1f GFLOP/s from %s", g, path);
     } else {
       /* the catalog's figure is for 2 cores: scale per core */
       atoll_plan_cpu_set(a, a->peak_flops / 2 * th, 0);
@@ -394,13 +407,20 @@ static int apply_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, const c
     double *p;
     double scale, max;
   } T[] = {
-      {"eta_mm", &c->acc.eta_mm, 1, 1},          {"eta_attn", &c->acc.eta_attn, 1, 1},
-      {"attn_hd_half", &c->acc.attn_hd_half, 1, 1e6}, {"attn_block", &c->acc.attn_block, 1, 1e6},
-      {"elem_bw", &c->acc.elem_bw, 1e9, 1e9},    {"layer_overhead", &c->acc.layer_overhead, 1e-6, 1e9},
-      {"reserved", &c->acc.reserved, GIB, 1e9},  {"link_eff", &a->link_eff, 1, 1},
-      {"tp_overlap", &a->tp_overlap, 1, 1},      {"cp_overlap", &a->cp_overlap, 1, 1},
-      {"dp_overlap", &a->dp_overlap, 1, 1},      {"adam_bytes", &a->adam_bytes, 1, 1e6},
-      {"diloco_bytes", &a->diloco_bytes, 1, 64}, {"diloco_util", &a->diloco_util, 1, 0.9999},
+      {"eta_mm", &c->acc.eta_mm, 1, 1},
+      {"eta_attn", &c->acc.eta_attn, 1, 1},
+      {"attn_hd_half", &c->acc.attn_hd_half, 1, 1e6},
+      {"attn_block", &c->acc.attn_block, 1, 1e6},
+      {"elem_bw", &c->acc.elem_bw, 1e9, 1e9},
+      {"layer_overhead", &c->acc.layer_overhead, 1e-6, 1e9},
+      {"reserved", &c->acc.reserved, GIB, 1e9},
+      {"link_eff", &a->link_eff, 1, 1},
+      {"tp_overlap", &a->tp_overlap, 1, 1},
+      {"cp_overlap", &a->cp_overlap, 1, 1},
+      {"dp_overlap", &a->dp_overlap, 1, 1},
+      {"adam_bytes", &a->adam_bytes, 1, 1e6},
+      {"diloco_bytes", &a->diloco_bytes, 1, 64},
+      {"diloco_util", &a->diloco_util, 1, 0.9999},
   };
   for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
     if (strcmp(T[i].name, name) == 0) {
@@ -412,9 +432,10 @@ static int apply_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, const c
       *T[i].p = v * T[i].scale;
       return 0;
     }
-  return atoll_fail(err, "--set %s: unknown assumption '%s' (eta_mm, eta_attn, attn_hd_half, attn_block, elem_bw, "
-                         "layer_overhead, reserved, link_eff, tp_overlap, cp_overlap, dp_overlap, adam_bytes, "
-                         "diloco_bytes, diloco_util)",
+  return atoll_fail(err,
+                    "--set %s: unknown assumption '%s' (eta_mm, eta_attn, attn_hd_half, attn_block, elem_bw, "
+                    "layer_overhead, reserved, link_eff, tp_overlap, cp_overlap, dp_overlap, adam_bytes, "
+                    "diloco_bytes, diloco_util)",
                     kv, name);
 }
 
@@ -436,29 +457,39 @@ static int build_model(const options *o, atoll_plan_model *m, atoll_err *err) {
     m->source = "command line";
   }
   if ((s = get(o, "arch"))) {
-    if (strcmp(s, "llama") == 0) m->arch = ATOLL_ARCH_LLAMA;
-    else if (strcmp(s, "gpt2") == 0) m->arch = ATOLL_ARCH_GPT2;
-    else return atoll_fail(err, "--arch %s: unknown architecture (known: llama, gpt2)", s);
+    if (strcmp(s, "llama") == 0)
+      m->arch = ATOLL_ARCH_LLAMA;
+    else if (strcmp(s, "gpt2") == 0)
+      m->arch = ATOLL_ARCH_GPT2;
+    else
+      return atoll_fail(err, "--arch %s: unknown architecture (known: llama, gpt2)", s);
     custom = 1;
   }
   struct {
     const char *key;
     int *field;
     long min, max;
-  } ints[] = {{"layers", &m->layers, 1, 100000},  {"dim", &m->dim, 1, 1 << 20},     {"heads", &m->heads, 1, 1 << 16},
+  } ints[] = {{"layers", &m->layers, 1, 100000},      {"dim", &m->dim, 1, 1 << 20}, {"heads", &m->heads, 1, 1 << 16},
               {"kv-heads", &m->kv_heads, 1, 1 << 16}, {"ffn", &m->ffn, 1, 1 << 24}, {"vocab", &m->vocab, 2, 1 << 24},
-              {"context", &m->context, 1, 1 << 24}, {"seq", &m->seq, 1, 1 << 24},   {"tied", &m->tied, 0, 1}};
+              {"context", &m->context, 1, 1 << 24},   {"seq", &m->seq, 1, 1 << 24}, {"tied", &m->tied, 0, 1}};
   int seq_given = 0, ctx_given = 0, kv_given = 0, ffn_given = 0, vocab_given = 0, tied_given = 0;
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (!(s = get(o, ints[i].key))) continue;
     if (parse_int(ints[i].key, s, ints[i].min, ints[i].max, ints[i].field, err)) return -1;
-    if (strcmp(ints[i].key, "seq") == 0) seq_given = 1;
-    else if (strcmp(ints[i].key, "context") == 0) ctx_given = 1, custom = 1;
-    else if (strcmp(ints[i].key, "kv-heads") == 0) kv_given = 1, custom = 1;
-    else if (strcmp(ints[i].key, "ffn") == 0) ffn_given = 1, custom = 1;
-    else if (strcmp(ints[i].key, "vocab") == 0) vocab_given = 1, custom = 1;
-    else if (strcmp(ints[i].key, "tied") == 0) tied_given = 1, custom = 1;
-    else custom = 1;
+    if (strcmp(ints[i].key, "seq") == 0)
+      seq_given = 1;
+    else if (strcmp(ints[i].key, "context") == 0)
+      ctx_given = 1, custom = 1;
+    else if (strcmp(ints[i].key, "kv-heads") == 0)
+      kv_given = 1, custom = 1;
+    else if (strcmp(ints[i].key, "ffn") == 0)
+      ffn_given = 1, custom = 1;
+    else if (strcmp(ints[i].key, "vocab") == 0)
+      vocab_given = 1, custom = 1;
+    else if (strcmp(ints[i].key, "tied") == 0)
+      tied_given = 1, custom = 1;
+    else
+      custom = 1;
   }
   int gpt2 = m->arch == ATOLL_ARCH_GPT2;
   if (!get(o, "model")) {
@@ -512,16 +543,28 @@ static int build(const options *o, plan_setup *p, atoll_err *err) {
     const char *key;
     int *field;
     long min, max;
-  } fx[] = {{"dp", &f->dp, 1, 1 << 30},       {"tp", &f->tp, 1, 1 << 16},        {"pp", &f->pp, 1, 1 << 20},
-            {"cp", &f->cp, 1, 1 << 20},       {"zero", &f->zero, 0, 3},          {"microbatch", &f->mb, 1, 1 << 20},
+  } fx[] = {{"dp", &f->dp, 1, 1 << 30},       {"tp", &f->tp, 1, 1 << 16}, {"pp", &f->pp, 1, 1 << 20},
+            {"cp", &f->cp, 1, 1 << 20},       {"zero", &f->zero, 0, 3},   {"microbatch", &f->mb, 1, 1 << 20},
             {"interleave", &f->v, 1, 1 << 16}};
   for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++)
     if ((s = get(o, fx[i].key)) && parse_int(fx[i].key, s, fx[i].min, fx[i].max, fx[i].field, err)) return -1;
+  if ((s = get(o, "island-sync"))) {
+    if (strcmp(s, "diloco") == 0)
+      f->island_sync = 0;
+    else if (strcmp(s, "every-step") == 0)
+      f->island_sync = 1;
+    else
+      return atoll_fail(err, "--island-sync %s: expected diloco or every-step", s);
+  }
   if ((s = get(o, "recompute"))) {
-    if (strcmp(s, "none") == 0) f->recompute = ATOLL_RECOMPUTE_NONE;
-    else if (strcmp(s, "selective") == 0) f->recompute = ATOLL_RECOMPUTE_SELECTIVE;
-    else if (strcmp(s, "full") == 0) f->recompute = ATOLL_RECOMPUTE_FULL;
-    else return atoll_fail(err, "--recompute %s: expected none, selective or full", s);
+    if (strcmp(s, "none") == 0)
+      f->recompute = ATOLL_RECOMPUTE_NONE;
+    else if (strcmp(s, "selective") == 0)
+      f->recompute = ATOLL_RECOMPUTE_SELECTIVE;
+    else if (strcmp(s, "full") == 0)
+      f->recompute = ATOLL_RECOMPUTE_FULL;
+    else
+      return atoll_fail(err, "--recompute %s: expected none, selective or full", s);
   }
   if ((s = get(o, "gpus"))) {
     if (parse_int("gpus", s, 1, 1 << 30, &c->gpus, err)) return -1;
@@ -537,9 +580,12 @@ static int build(const options *o, plan_setup *p, atoll_err *err) {
   t->seq = p->model.seq;
   t->precision = acc.is_cpu ? ATOLL_PREC_FP32 : ATOLL_PREC_BF16;
   if ((s = get(o, "precision"))) {
-    if (strcmp(s, "bf16") == 0) t->precision = ATOLL_PREC_BF16;
-    else if (strcmp(s, "fp32") == 0) t->precision = ATOLL_PREC_FP32;
-    else return atoll_fail(err, "--precision %s: expected bf16 or fp32", s);
+    if (strcmp(s, "bf16") == 0)
+      t->precision = ATOLL_PREC_BF16;
+    else if (strcmp(s, "fp32") == 0)
+      t->precision = ATOLL_PREC_FP32;
+    else
+      return atoll_fail(err, "--precision %s: expected bf16 or fp32", s);
   }
   if (get(o, "batch") && get(o, "batch-tokens")) return atoll_fail(err, "--batch and --batch-tokens: give one of them");
   if ((s = get(o, "batch"))) {
@@ -560,8 +606,9 @@ static int build(const options *o, plan_setup *p, atoll_err *err) {
   if ((s = get(o, "tokens"))) {
     if (parse_count("tokens", s, 1, &t->token_budget, err)) return -1;
   } else {
-    t->token_budget = p->model.token_budget > 0 && !strstr(p->model.name, "(modified)") ? p->model.token_budget
-                                                                                        : 20.0 * atoll_plan_params(&p->model);
+    t->token_budget = p->model.token_budget > 0 && !strstr(p->model.name, "(modified)")
+                          ? p->model.token_budget
+                          : 20.0 * atoll_plan_params(&p->model);
   }
   return 0;
 }
@@ -621,13 +668,15 @@ static int nothing_fits(const plan_setup *p, const atoll_plan_ctx *ctx, const at
   atoll_plan_result few;
   atoll_err e2;
   if (atoll_plan_fewest(ctx, &few, &e2) == 0 && few.gpus > p->cluster.gpus)
-    snprintf(extra, sizeof extra, "; at one sequence per step it needs at least %d of them (atoll plan --fewest)", few.gpus);
-  return atoll_fail(err, "no layout of %s fits on %d x %s: the lightest (dp %d x tp %d x pp %d x cp %d, ZeRO-%d, recompute %s) "
-                         "needs %s per device, which has %s%s",
-                    p->model.name, p->cluster.gpus, p->cluster.acc.name, s->lay.dp, s->lay.tp, s->lay.pp, s->lay.cp,
-                    s->lay.zero, atoll_plan_recompute_name(s->lay.recompute),
-                    atoll_plan_fmt_bytes(s->mem_total, a, sizeof a), atoll_plan_fmt_bytes(p->cluster.acc.mem_bytes, b, sizeof b),
-                    extra);
+    snprintf(extra, sizeof extra, "; at one sequence per step it needs at least %d of them (atoll plan --fewest)",
+             few.gpus);
+  return atoll_fail(
+      err,
+      "no layout of %s fits on %d x %s: the lightest (dp %d x tp %d x pp %d x cp %d, ZeRO-%d, recompute %s) "
+      "needs %s per device, which has %s%s",
+      p->model.name, p->cluster.gpus, p->cluster.acc.name, s->lay.dp, s->lay.tp, s->lay.pp, s->lay.cp, s->lay.zero,
+      atoll_plan_recompute_name(s->lay.recompute), atoll_plan_fmt_bytes(s->mem_total, a, sizeof a),
+      atoll_plan_fmt_bytes(p->cluster.acc.mem_bytes, b, sizeof b), extra);
 }
 
 static int run_search(const options *o, plan_setup *p, atoll_err *err) {
@@ -656,8 +705,10 @@ static int run_search(const options *o, plan_setup *p, atoll_err *err) {
     atoll_plan_print_header(stdout, &ctx);
     if (p->cpu_note[0]) printf("         %s\n", p->cpu_note);
     int used = rk.best[0].gpus;
-    if (used < p->cluster.gpus) printf("note     the fixed layout uses %d of the cluster's %d devices\n", used, p->cluster.gpus);
-    printf("\n%d of %ld layouts fit; the best %d of %d meshes (each with its best ZeRO stage, micro-batch, interleave, recompute):\n",
+    if (used < p->cluster.gpus)
+      printf("note     the fixed layout uses %d of the cluster's %d devices\n", used, p->cluster.gpus);
+    printf("\n%d of %ld layouts fit; the best %d of %d meshes (each with its best ZeRO stage, micro-batch, interleave, "
+           "recompute):\n",
            rk.nfit, rk.evaluated, n, rk.nbest);
     atoll_plan_print_table(stdout, &ctx, rk.best, n);
     atoll_plan_print_detail(stdout, &ctx, &rk.best[0]);
@@ -685,8 +736,8 @@ static int run_fewest(const options *o, plan_setup *p, atoll_err *err) {
   }
   printf("fewest %s devices that hold %s for training (data parallel 1, one %d-token sequence per step): %d\n",
          p->cluster.acc.name, p->model.name, p->train.seq, r.gpus);
-  printf("  layout: tp %d (inside a node of %d) x pp %d, recompute %s; stages of %d blocks (last %d + LM head)\n", r.lay.tp,
-         p->cluster.gpus_per_node, r.lay.pp, atoll_plan_recompute_name(r.lay.recompute), r.stage_layers_first,
+  printf("  layout: tp %d (inside a node of %d) x pp %d, recompute %s; stages of %d blocks (last %d + LM head)\n",
+         r.lay.tp, p->cluster.gpus_per_node, r.lay.pp, atoll_plan_recompute_name(r.lay.recompute), r.stage_layers_first,
          r.stage_layers_last);
   char q[7][32];
   printf("  memory per device: %s of %s = weights %s + gradients %s + optimizer %s + activations %s + reserved %s\n",
@@ -695,14 +746,16 @@ static int run_fewest(const options *o, plan_setup *p, atoll_err *err) {
          atoll_plan_fmt_bytes(r.mem_optim, q[4], 32), atoll_plan_fmt_bytes(r.mem_act, q[5], 32),
          atoll_plan_fmt_bytes(r.mem_reserved, q[6], 32));
   printf("  why: weights, gradients and AdamW state alone are 16 bytes x %s parameters = %s, %.1f devices' worth;\n"
-         "       with the runtime's reserve, the embedding on the first stage and whole blocks per stage, %d are needed.\n",
+         "       with the runtime's reserve, the embedding on the first stage and whole blocks per stage, %d are "
+         "needed.\n",
          atoll_plan_fmt_count(atoll_plan_params(&p->model), a, sizeof a), atoll_plan_fmt_bytes(state, b, sizeof b),
          state / p->cluster.acc.mem_bytes, r.gpus);
-  printf("  such a run: one sequence per step, %s per step, %.0f TFLOP/s per GPU (MFU %.1f%%; idle %.0f%% of the time in\n"
-         "  the pipeline bubble, as one sequence passes through %d stages in turn);\n"
-         "  at that rate the %s-token budget takes %.0f years. Hence thousands of GPUs: see --sweep.\n",
-         atoll_plan_fmt_seconds(r.step_s, a, sizeof a), r.tflops_per_gpu, 100 * r.mfu, 100 * r.bubble / (1 + r.bubble),
-         r.lay.pp, atoll_plan_fmt_count(p->train.token_budget, b, sizeof b), r.days / 365.25);
+  printf(
+      "  such a run: one sequence per step, %s per step, %.0f TFLOP/s per GPU (MFU %.1f%%; idle %.0f%% of the time in\n"
+      "  the pipeline bubble, as one sequence passes through %d stages in turn);\n"
+      "  at that rate the %s-token budget takes %.0f years. Hence thousands of GPUs: see --sweep.\n",
+      atoll_plan_fmt_seconds(r.step_s, a, sizeof a), r.tflops_per_gpu, 100 * r.mfu, 100 * r.bubble / (1 + r.bubble),
+      r.lay.pp, atoll_plan_fmt_count(p->train.token_budget, b, sizeof b), r.days / 365.25);
   return 0;
 }
 
@@ -812,26 +865,30 @@ static int run_calibrate(const options *o, const char *path, atoll_err *err) {
   } else {
     char e1[32];
     printf("calibration against %s\n", path);
-    printf("  run    %s, %d layer%s, width %d, %d heads, vocab %d; micro-batch %d x %d tokens, %d micro-batch%s, %d process%s\n",
+    printf("  run    %s, %d layer%s, width %d, %d heads, vocab %d; micro-batch %d x %d tokens, %d micro-batch%s, %d "
+           "process%s\n",
            cal.model.name, cal.model.layers, cal.model.layers == 1 ? "" : "s", cal.model.dim, cal.model.heads,
            cal.model.vocab, cal.layout.mb, cal.train.seq, r->micro_batches, r->micro_batches == 1 ? "" : "es", world,
            world == 1 ? "" : "es");
     printf("  %s\n", note);
     double nb = (double)r->micro_batches * cal.model.layers;
     char q[8][32];
-    printf("  predicted step %s = blocks %s (matmuls %s, attention %s, elementwise %s, overhead %s)\n"
-           "                 + LM head and loss %s + optimizer %s\n",
-           atoll_plan_fmt_seconds(cal.predicted_step_s, q[0], 32), atoll_plan_fmt_seconds(nb * r->t_layer_compute, q[1], 32),
-           atoll_plan_fmt_seconds(nb * r->t_layer_mm, q[2], 32), atoll_plan_fmt_seconds(nb * r->t_layer_attn, q[3], 32),
-           atoll_plan_fmt_seconds(nb * r->t_layer_elem, q[4], 32),
-           atoll_plan_fmt_seconds(nb * (r->t_layer_compute - r->t_layer_mm - r->t_layer_attn - r->t_layer_elem), q[5], 32),
-           atoll_plan_fmt_seconds(r->micro_batches * r->t_head_mb, q[6], 32), atoll_plan_fmt_seconds(r->t_optim, q[7], 32));
+    printf(
+        "  predicted step %s = blocks %s (matmuls %s, attention %s, elementwise %s, overhead %s)\n"
+        "                 + LM head and loss %s + optimizer %s\n",
+        atoll_plan_fmt_seconds(cal.predicted_step_s, q[0], 32),
+        atoll_plan_fmt_seconds(nb * r->t_layer_compute, q[1], 32), atoll_plan_fmt_seconds(nb * r->t_layer_mm, q[2], 32),
+        atoll_plan_fmt_seconds(nb * r->t_layer_attn, q[3], 32), atoll_plan_fmt_seconds(nb * r->t_layer_elem, q[4], 32),
+        atoll_plan_fmt_seconds(nb * (r->t_layer_compute - r->t_layer_mm - r->t_layer_attn - r->t_layer_elem), q[5], 32),
+        atoll_plan_fmt_seconds(r->micro_batches * r->t_head_mb, q[6], 32),
+        atoll_plan_fmt_seconds(r->t_optim, q[7], 32));
     printf("  measured step  %s (median_step_seconds)\n", atoll_plan_fmt_seconds(cal.measured_step_s, e1, sizeof e1));
     printf("  gap            %+.1f%% (predicted / measured - 1)\n", 100 * cal.gap);
   }
   if (tol >= 0 && fabs(cal.gap) > tol)
-    return atoll_fail(err, "--calibrate %s: predicted %.4g s per step, measured %.4g s: gap %+.1f%% exceeds the tolerance %.0f%%",
-                      path, cal.predicted_step_s, cal.measured_step_s, 100 * cal.gap, 100 * tol);
+    return atoll_fail(
+        err, "--calibrate %s: predicted %.4g s per step, measured %.4g s: gap %+.1f%% exceeds the tolerance %.0f%%",
+        path, cal.predicted_step_s, cal.measured_step_s, 100 * cal.gap, 100 * tol);
   return 0;
 }
 
@@ -863,9 +920,12 @@ int atoll_plan_main(int argc, char **argv) {
     atoll_fail(&err, "--fewest and --sweep: give one of them");
     goto out;
   }
-  if (get(&o, "fewest")) rc = run_fewest(&o, p, &err) ? 1 : 0;
-  else if (sweep) rc = run_sweep(&o, p, sweep, &err) ? 1 : 0;
-  else rc = run_search(&o, p, &err) ? 1 : 0;
+  if (get(&o, "fewest"))
+    rc = run_fewest(&o, p, &err) ? 1 : 0;
+  else if (sweep)
+    rc = run_sweep(&o, p, sweep, &err) ? 1 : 0;
+  else
+    rc = run_search(&o, p, &err) ? 1 : 0;
 out:
   if (rc) fprintf(stderr, "atoll: error: %s\n", err.msg[0] ? err.msg : "plan failed");
   free(p);

@@ -41,11 +41,16 @@ const char *atoll_plan_fmt_days(double d, char *buf, size_t n) {
 }
 
 const char *atoll_plan_fmt_seconds(double s, char *buf, size_t n) {
-  if (s < 1e-3) snprintf(buf, n, "%.0f us", s * 1e6);
-  else if (s < 1) snprintf(buf, n, "%.0f ms", s * 1e3);
-  else if (s < 100) snprintf(buf, n, "%.2f s", s);
-  else if (s < 3600) snprintf(buf, n, "%.1f min", s / 60);
-  else snprintf(buf, n, "%.1f h", s / 3600);
+  if (s < 1e-3)
+    snprintf(buf, n, "%.0f us", s * 1e6);
+  else if (s < 1)
+    snprintf(buf, n, "%.0f ms", s * 1e3);
+  else if (s < 100)
+    snprintf(buf, n, "%.2f s", s);
+  else if (s < 3600)
+    snprintf(buf, n, "%.1f min", s / 60);
+  else
+    snprintf(buf, n, "%.1f h", s / 3600);
   return buf;
 }
 
@@ -74,12 +79,13 @@ void atoll_plan_print_header(FILE *f, const atoll_plan_ctx *ctx) {
   fprintf(f, "\n         %d per node, %.0f GB/s within a node, %.0f GB/s per device between nodes", c->gpus_per_node,
           c->intra_bw / 1e9, c->inter_bw / 1e9);
   if (c->islands > 1)
-    fprintf(f, "; %d islands joined by %.3g Gbit/s WAN, DiLoCo outer sync every %d steps", c->islands, c->wan_bw * 8 / 1e9,
-            c->diloco_h);
+    fprintf(f, "; %d islands joined by %.3g Gbit/s WAN, DiLoCo outer sync every %d steps", c->islands,
+            c->wan_bw * 8 / 1e9, c->diloco_h);
   fprintf(f, "\ntraining batch %s tokens per step (%.0f x %d), budget %s tokens, %s\n",
           atoll_plan_fmt_count(t->batch_tokens, b, sizeof b), t->batch_tokens / t->seq, t->seq,
           atoll_plan_fmt_count(t->token_budget, d, sizeof d),
-          t->precision == ATOLL_PREC_FP32 ? "fp32 AdamW (16 B/param)" : "bf16 mixed precision AdamW (16 B/param at ZeRO-0)");
+          t->precision == ATOLL_PREC_FP32 ? "fp32 AdamW (16 B/param)"
+                                          : "bf16 mixed precision AdamW (16 B/param at ZeRO-0)");
 }
 
 static void layout_name(const atoll_plan_result *r, char *buf, size_t n) {
@@ -89,14 +95,16 @@ static void layout_name(const atoll_plan_result *r, char *buf, size_t n) {
 void atoll_plan_print_table(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *rows, int n) {
   char a[32], b[32], c[32], d[32], e[32], g[32];
   int islands = ctx->cluster->islands;
-  fprintf(f, "\n  #     dp  tp  pp  cp  zero   mb   v  recompute    step     tokens/s  TFLOP/s   MFU   bubble     days\n");
+  int cpu = ctx->cluster->acc.is_cpu; /* GFLOP/s rather than TFLOP/s */
+  fprintf(f, "\n  #     dp  tp  pp  cp  zero   mb   v  recompute    step     tokens/s  %s   MFU   bubble     days\n",
+          cpu ? "GFLOP/s" : "TFLOP/s");
   for (int i = 0; i < n; i++) {
     const atoll_plan_result *r = &rows[i];
-    fprintf(f, "%3d %6d %3d %3d %3d %5d %4d %3d  %-9s %9s %10s %8.1f %5.1f%% %7.1f%% %8s%s\n", i + 1, r->lay.dp, r->lay.tp,
-            r->lay.pp, r->lay.cp, r->lay.zero, r->lay.mb, r->lay.v, atoll_plan_recompute_name(r->lay.recompute),
-            atoll_plan_fmt_seconds(r->step_s, a, sizeof a), atoll_plan_fmt_count(r->tokens_per_s, b, sizeof b),
-            r->tflops_per_gpu, 100 * r->mfu, 100 * r->bubble, atoll_plan_fmt_days(r->days, c, sizeof c),
-            r->fits ? "" : "  DOES NOT FIT");
+    fprintf(f, "%3d %6d %3d %3d %3d %5d %4d %3d  %-9s %9s %10s %8.1f %5.1f%% %7.1f%% %8s%s\n", i + 1, r->lay.dp,
+            r->lay.tp, r->lay.pp, r->lay.cp, r->lay.zero, r->lay.mb, r->lay.v,
+            atoll_plan_recompute_name(r->lay.recompute), atoll_plan_fmt_seconds(r->step_s, a, sizeof a),
+            atoll_plan_fmt_count(r->tokens_per_s, b, sizeof b), r->tflops_per_gpu * (cpu ? 1000 : 1), 100 * r->mfu,
+            100 * r->bubble, atoll_plan_fmt_days(r->days, c, sizeof c), r->fits ? "" : "  DOES NOT FIT");
   }
   fprintf(f, "\n  #   memory/GPU   weights     grads  optimizer  activations     other   (of %.0f GiB)\n",
           ctx->cluster->acc.mem_bytes / GIB);
@@ -120,7 +128,10 @@ void atoll_plan_print_table(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan
              r->lay.pp > 1 ? " " : "", r->lay.pp > 1 ? (r->link_pp == ATOLL_LINK_INTRA ? "(intra)" : "(inter)") : "");
     snprintf(dp, sizeof dp, "DP %s%s%s", r->lay.dp > 1 ? fmt_gb(r->bytes_dp, d, sizeof d) : "-",
              r->lay.dp > 1 ? " " : "",
-             r->lay.dp > 1 ? (r->link_dp == ATOLL_LINK_INTRA ? "(intra)" : r->link_dp == ATOLL_LINK_MIXED ? "(mixed)" : "(inter)") : "");
+             r->lay.dp > 1 ? (r->link_dp == ATOLL_LINK_INTRA   ? "(intra)"
+                              : r->link_dp == ATOLL_LINK_MIXED ? "(mixed)"
+                                                               : "(inter)")
+                           : "");
     fprintf(f, "%3d   %-19s %-19s %-19s %-20s %9s", i + 1, tp, cp, pp, dp,
             atoll_plan_fmt_seconds(r->x_tp + r->x_cp + r->x_pp + r->x_dp, e, sizeof e));
     if (islands > 1) fprintf(f, "   %s", fmt_gb(r->bytes_wan, g, sizeof g));
@@ -136,18 +147,30 @@ void atoll_plan_print_detail(FILE *f, const atoll_plan_ctx *ctx, const atoll_pla
           r->lay.mb, r->micro_batches, r->lay.v, atoll_plan_recompute_name(r->lay.recompute));
   fprintf(f, "  step %s = compute %s (%.0f%%) + bubble %s (%.0f%%) + exposed TP %s, CP %s, PP %s, DP %s + optimizer %s",
           atoll_plan_fmt_seconds(st, b[0], 32), atoll_plan_fmt_seconds(r->t_compute, b[1], 32), 100 * r->t_compute / st,
-          atoll_plan_fmt_seconds(r->t_bubble, b[2], 32), 100 * r->t_bubble / st, atoll_plan_fmt_seconds(r->x_tp, b[3], 32),
-          atoll_plan_fmt_seconds(r->x_cp, b[4], 32), atoll_plan_fmt_seconds(r->x_pp, b[5], 32),
-          atoll_plan_fmt_seconds(r->x_dp, b[6], 32), atoll_plan_fmt_seconds(r->t_optim, b[7], 32));
-  if (ctx->cluster->islands > 1) fprintf(f, " + outer sync %s", atoll_plan_fmt_seconds(r->t_outer_step, b[0], 32));
-  fprintf(f, "\n  %.0f TFLOP/s per GPU of model FLOPs (MFU %.1f%%; with recomputation %.1f%% of peak), %s tokens/s, %s days for %s tokens\n",
-          r->tflops_per_gpu, 100 * r->mfu, 100 * r->hfu, atoll_plan_fmt_count(r->tokens_per_s, b[1], 32),
-          atoll_plan_fmt_days(r->days, b[3], 32),
+          atoll_plan_fmt_seconds(r->t_bubble, b[2], 32), 100 * r->t_bubble / st,
+          atoll_plan_fmt_seconds(r->x_tp, b[3], 32), atoll_plan_fmt_seconds(r->x_cp, b[4], 32),
+          atoll_plan_fmt_seconds(r->x_pp, b[5], 32), atoll_plan_fmt_seconds(r->x_dp, b[6], 32),
+          atoll_plan_fmt_seconds(r->t_optim, b[7], 32));
+  if (ctx->cluster->islands > 1) fprintf(f, " + island sync %s", atoll_plan_fmt_seconds(r->t_outer_step, b[0], 32));
+  int cpu = ctx->cluster->acc.is_cpu;
+  fprintf(f,
+          "\n  %.*f %s per device of model FLOPs (MFU %.1f%%; with recomputation %.1f%% of peak), %s tokens/s, %s days "
+          "for %s tokens\n",
+          cpu ? 1 : 0, r->tflops_per_gpu * (cpu ? 1000 : 1), cpu ? "GFLOP/s" : "TFLOP/s", 100 * r->mfu, 100 * r->hfu,
+          atoll_plan_fmt_count(r->tokens_per_s, b[1], 32), atoll_plan_fmt_days(r->days, b[3], 32),
           atoll_plan_fmt_count(ctx->train->token_budget, b[2], 32));
-  if (ctx->cluster->islands > 1)
-    fprintf(f, "  DiLoCo: outer sync %s every %d steps (utilization %.1f%%); %.0f%% needs %.3g Gbit/s per island\n",
-            atoll_plan_fmt_seconds(r->t_outer, b[3], 32), ctx->cluster->diloco_h, 100 * r->wan_util,
-            100 * ctx->assume->diloco_util, r->wan_bw_needed * 8 / 1e9);
+  if (ctx->cluster->islands > 1 && !r->lay.island_sync)
+    fprintf(
+        f,
+        "  islands: DiLoCo, outer sync %s every %d steps (utilization %.1f%%); %.0f%% needs %.3g Gbit/s per island\n",
+        atoll_plan_fmt_seconds(r->t_outer, b[3], 32), ctx->cluster->diloco_h, 100 * r->wan_util,
+        100 * ctx->assume->diloco_util, r->wan_bw_needed * 8 / 1e9);
+  else if (ctx->cluster->islands > 1)
+    fprintf(f,
+            "  islands: data parallel across them, gradients over the WAN every step in %s, %s exposed (utilization "
+            "%.1f%%); %.0f%% needs %.3g Gbit/s per island\n",
+            atoll_plan_fmt_seconds(r->t_outer, b[3], 32), atoll_plan_fmt_seconds(r->t_outer_step, b[4], 32),
+            100 * r->wan_util, 100 * ctx->assume->diloco_util, r->wan_bw_needed * 8 / 1e9);
 }
 
 void atoll_plan_print_assumptions(FILE *f, const atoll_plan_ctx *ctx) {
@@ -166,14 +189,15 @@ static const char *main_loss(const atoll_plan_result *w, const atoll_plan_result
     const char *what;
     double a, b;
   } parts[] = {
-      {"more compute per GPU (smaller, less efficient matrix products or recomputation)", w->t_compute, r->t_compute * k},
+      {"more compute per GPU (smaller, less efficient matrix products or recomputation)", w->t_compute,
+       r->t_compute * k},
       {"a larger pipeline bubble", w->t_bubble, r->t_bubble * k},
       {"tensor-parallel traffic", w->x_tp, r->x_tp * k},
       {"context-parallel traffic", w->x_cp, r->x_cp * k},
       {"pipeline sends", w->x_pp, r->x_pp * k},
       {"data-parallel traffic not hidden behind backward", w->x_dp, r->x_dp * k},
       {"the optimizer step", w->t_optim, r->t_optim * k},
-      {"the DiLoCo outer sync", w->t_outer_step, r->t_outer_step * k},
+      {"the sync across islands", w->t_outer_step, r->t_outer_step * k},
   };
   int best = 0;
   for (int i = 1; i < (int)(sizeof parts / sizeof parts[0]); i++)
@@ -192,20 +216,23 @@ static int best_of(const atoll_plan_ctx *ctx, int dp, int tp, int pp, int cp, in
   atoll_err e;
   if (atoll_plan_search(ctx, &fx, &rk, &e)) return -1;
   int rc = 0;
-  if (rk.nbest) *out = rk.best[0], rc = 1;
-  else *lightest = rk.smallest;
+  if (rk.nbest)
+    *out = rk.best[0], rc = 1;
+  else
+    *lightest = rk.smallest;
   atoll_plan_ranking_free(&rk);
   return rc;
 }
 
-static void explain_alt(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w, const char *label, int dp, int tp,
-                        int pp, int cp, int zero) {
+static void explain_alt(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w, const char *label, int dp,
+                        int tp, int pp, int cp, int zero) {
   atoll_plan_result r, light;
   char name[96], a[32], b[32];
   int rc = best_of(ctx, dp, tp, pp, cp, zero, &r, &light);
   if (rc < 0) return;
   if (rc == 0) {
-    snprintf(name, sizeof name, "dp %d x tp %d x pp %d x cp %d", light.lay.dp, light.lay.tp, light.lay.pp, light.lay.cp);
+    snprintf(name, sizeof name, "dp %d x tp %d x pp %d x cp %d", light.lay.dp, light.lay.tp, light.lay.pp,
+             light.lay.cp);
     fprintf(f, "  - %s (%s): does not fit; its lightest setting needs %s per device, more than the %s's %s.\n", label,
             name, atoll_plan_fmt_bytes(light.mem_total, a, sizeof a), ctx->cluster->acc.name,
             atoll_plan_fmt_bytes(ctx->cluster->acc.mem_bytes, b, sizeof b));
@@ -239,59 +266,77 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
   fprintf(f, "\nwhy this layout:\n");
   /* 1. memory floor */
   double state = P * per_param;
-  fprintf(f, "  * Memory. Weights, gradients and AdamW state take %.0f bytes per parameter (%s): %s for %s parameters,\n"
-             "    the memory of %.1f %ss before any activation. ",
+  fprintf(f,
+          "  * Memory. Weights, gradients and AdamW state take %.0f bytes per parameter\n"
+          "    (%s):\n    %s for %s parameters, the memory of %.1f %ss before any activation.\n    ",
           per_param,
           t->precision == ATOLL_PREC_FP32 ? "fp32 weights 4 + gradients 4 + moments 8"
                                           : "bf16 weights 2 + gradients 2 + fp32 master weights and moments 12",
-          atoll_plan_fmt_bytes(state, a, sizeof a), atoll_plan_fmt_count(P, b, sizeof b), state / x->mem_bytes, x->name);
+          atoll_plan_fmt_bytes(state, a, sizeof a), atoll_plan_fmt_count(P, b, sizeof b), state / x->mem_bytes,
+          x->name);
   char q[6][32];
-  fprintf(f, "Here each GPU holds %s parameters (1/%d of the model: tp %d x pp %d)%s and\n"
-             "    uses %s of %s: weights %s, gradients %s, optimizer %s, activations %s.\n",
+  fprintf(f,
+          "Here each GPU holds %s parameters (1/%d of the model: tp %d x pp %d)%s\n"
+          "    and uses %s of %s: weights %s, gradients %s, optimizer %s, activations %s.\n",
           atoll_plan_fmt_count(w->params_per_gpu, q[0], 32), w->lay.tp * w->lay.pp, w->lay.tp, w->lay.pp,
-          w->lay.zero ? ", ZeRO-sharded further over data parallel" : "",
-          atoll_plan_fmt_bytes(w->mem_total, q[1], 32), atoll_plan_fmt_bytes(x->mem_bytes, q[2], 32),
-          atoll_plan_fmt_bytes(w->mem_weights, q[3], 32), atoll_plan_fmt_bytes(w->mem_grads, q[4], 32),
-          atoll_plan_fmt_bytes(w->mem_optim, q[5], 32), atoll_plan_fmt_bytes(w->mem_act, a, sizeof a));
+          w->lay.zero ? ", ZeRO-sharded further" : "", atoll_plan_fmt_bytes(w->mem_total, q[1], 32),
+          atoll_plan_fmt_bytes(x->mem_bytes, q[2], 32), atoll_plan_fmt_bytes(w->mem_weights, q[3], 32),
+          atoll_plan_fmt_bytes(w->mem_grads, q[4], 32), atoll_plan_fmt_bytes(w->mem_optim, q[5], 32),
+          atoll_plan_fmt_bytes(w->mem_act, a, sizeof a));
   /* 2. tensor parallel */
   if (w->lay.tp > 1) {
     double slow = c->inter_bw * ctx->assume->link_eff;
-    fprintf(f, "  * Tensor parallel %d splits every matrix product %d ways; with sequence parallel it costs 10 all-gathers or\n"
-               "    reduce-scatters of the activations per block and micro-batch (4 of them hidden behind backward matmuls):\n"
-               "    %s per GPU per step over %s links (%.0f GB/s effective), %s, of which %s exposed.\n",
-            w->lay.tp, w->lay.tp, fmt_gb(w->bytes_tp, a, sizeof a), atoll_plan_link_name(w->link_tp), w->bw_tp / 1e9,
-            atoll_plan_fmt_seconds(w->t_tp, b, sizeof b), atoll_plan_fmt_seconds(w->x_tp, e, sizeof e));
+    fprintf(
+        f,
+        "  * Tensor parallel %d splits every matrix product %d ways; with sequence parallel it costs 10 all-gathers "
+        "or\n"
+        "    reduce-scatters of the activations per block and micro-batch (4 of them hidden behind backward matmuls):\n"
+        "    %s per GPU per step over %s links (%.0f GB/s effective), %s, of which %s exposed.\n",
+        w->lay.tp, w->lay.tp, fmt_gb(w->bytes_tp, a, sizeof a), atoll_plan_link_name(w->link_tp), w->bw_tp / 1e9,
+        atoll_plan_fmt_seconds(w->t_tp, b, sizeof b), atoll_plan_fmt_seconds(w->x_tp, e, sizeof e));
     if (w->link_tp == ATOLL_LINK_INTRA)
-      fprintf(f, "    It stays inside a node of %d: across nodes (%.0f GB/s per GPU) the same traffic would take %s.\n", G,
-              slow / 1e9, atoll_plan_fmt_seconds(w->bytes_tp / slow, d, sizeof d));
+      fprintf(f, "    It stays inside a node of %d: across nodes (%.0f GB/s per GPU) the same traffic would take %s.\n",
+              G, slow / 1e9, atoll_plan_fmt_seconds(w->bytes_tp / slow, d, sizeof d));
   } else {
-    fprintf(f, "  * No tensor parallel: every GPU runs whole matrix products, which is the most efficient when the model fits.\n");
+    fprintf(f, "  * No tensor parallel: every GPU runs whole matrix products, which is the most efficient when the "
+               "model fits.\n");
   }
   /* 3. pipeline */
   if (w->lay.pp > 1) {
-    fprintf(f, "  * Pipeline parallel %d: stages of %d blocks (last stage %d plus the LM head); only activations cross stage\n"
-               "    boundaries (%s per GPU per step, %s links). The price is the bubble (p-1)/(v m) = %d/(%d x %d) = %.1f%%: %s idle per step.\n",
+    char bub[96];
+    if (w->micro_batches >= w->lay.pp || w->lay.v == 1)
+      snprintf(bub, sizeof bub, "(p-1)/(v m) = %d/(%d x %d)", w->lay.pp - 1, w->lay.v, w->micro_batches);
+    else
+      snprintf(bub, sizeof bub, "with fewer micro-batches (%d) than stages, (p + (p-1)/v - m)/m", w->micro_batches);
+    fprintf(f,
+            "  * Pipeline parallel %d: stages of %d blocks (last stage %d plus the LM head); only activations\n"
+            "    cross stage boundaries (%s per GPU per step, %s links). The price is the bubble\n"
+            "    %s = %.1f%%: %s idle per step.\n",
             w->lay.pp, w->stage_layers_first, w->stage_layers_last, fmt_gb(w->bytes_pp, a, sizeof a),
-            atoll_plan_link_name(w->link_pp), w->lay.pp - 1, w->lay.v, w->micro_batches, 100 * w->bubble,
-            atoll_plan_fmt_seconds(w->t_bubble, b, sizeof b));
+            atoll_plan_link_name(w->link_pp), bub, 100 * w->bubble, atoll_plan_fmt_seconds(w->t_bubble, b, sizeof b));
   } else {
-    fprintf(f, "  * No pipeline: no bubble; the %d blocks fit on every GPU (sharded %d ways by tensor parallel).\n", m->layers,
-            w->lay.tp);
+    fprintf(f, "  * No pipeline: no bubble; the %d blocks fit on every GPU (sharded %d ways by tensor parallel).\n",
+            m->layers, w->lay.tp);
   }
   if (w->lay.cp > 1)
-    fprintf(f, "  * Context parallel %d splits each %d-token sequence: %s of K/V all-gathers per GPU per step over %s links.\n",
+    fprintf(f,
+            "  * Context parallel %d splits each %d-token sequence: %s of K/V all-gathers per GPU per step over %s "
+            "links.\n",
             w->lay.cp, t->seq, fmt_gb(w->bytes_cp, a, sizeof a), atoll_plan_link_name(w->link_cp));
   /* 4. data parallel */
   if (w->lay.dp > 1) {
-    const char *zdesc[] = {"replicates everything and all-reduces gradients once per step",
-                           "shards the AdamW state; gradients are reduce-scattered and weights all-gathered once per step",
-                           "shards AdamW state and gradients; gradients are reduce-scattered after every micro-batch",
-                           "shards weights too (FSDP); weights are all-gathered for every micro-batch, forward and backward"};
-    fprintf(f, "  * Data parallel %d: each replica takes %d sequences per step. ZeRO-%d %s:\n"
-               "    %s per GPU per step over %s links in %s, of which %s is exposed (the rest hides behind the backward pass).\n",
-            w->lay.dp, w->seqs_per_rank, w->lay.zero, zdesc[w->lay.zero], fmt_gb(w->bytes_dp, a, sizeof a),
-            atoll_plan_link_name(w->link_dp), atoll_plan_fmt_seconds(w->t_dp, b, sizeof b),
-            atoll_plan_fmt_seconds(w->x_dp, d, sizeof d));
+    const char *zdesc[] = {
+        "replicates everything and all-reduces gradients once per step",
+        "shards the AdamW state; gradients are reduce-scattered and weights all-gathered once per step",
+        "shards AdamW state and gradients; gradients are reduce-scattered after every micro-batch",
+        "shards weights too (FSDP); weights are all-gathered for every micro-batch, forward and backward"};
+    fprintf(f,
+            "  * Data parallel %d: each replica takes %d sequence%s per step.\n    ZeRO-%d %s:\n"
+            "    %s per GPU per step over %s links in %s, of which %s is exposed\n"
+            "    (the rest hides behind the backward pass).\n",
+            w->lay.dp, w->seqs_per_rank, w->seqs_per_rank == 1 ? "" : "s", w->lay.zero, zdesc[w->lay.zero],
+            fmt_gb(w->bytes_dp, a, sizeof a), atoll_plan_link_name(w->link_dp),
+            atoll_plan_fmt_seconds(w->t_dp, b, sizeof b), atoll_plan_fmt_seconds(w->x_dp, d, sizeof d));
   } else {
     fprintf(f, "  * Data parallel 1: the whole cluster works on one model replica.\n");
   }
@@ -302,21 +347,40 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
     atoll_plan_result n;
     atoll_plan_evaluate(ctx, &L, &n);
     if (w->lay.recompute != ATOLL_RECOMPUTE_NONE && n.valid)
-      fprintf(f, "  * Recomputation %s keeps activations at %s; keeping every activation would need %s per GPU%s.\n",
+      fprintf(f,
+              "  * Recomputation %s keeps activations at %s;\n    keeping every activation would need %s per GPU%s.\n",
               atoll_plan_recompute_name(w->lay.recompute), atoll_plan_fmt_bytes(w->mem_act, a, sizeof a),
-              atoll_plan_fmt_bytes(n.mem_total, b, sizeof b), n.fits ? " (it fits, but is no faster here)" : ", which does not fit");
+              atoll_plan_fmt_bytes(n.mem_total, b, sizeof b),
+              n.fits ? " (it fits, but is no faster here)" : ", which does not fit");
     else
       fprintf(f, "  * No recomputation: every activation is kept (%s per GPU), so backward needs no extra forward.\n",
               atoll_plan_fmt_bytes(w->mem_act, a, sizeof a));
   }
-  if (c->islands > 1)
-    fprintf(f, "  * Islands: %d islands train alone for %d steps, then all-reduce the outer gradient (%s per island over the WAN)\n"
-               "    in %s, %s per step amortized: utilization %.1f%%. Keeping %.0f%% needs %.3g Gbit/s per island; syncing\n"
-               "    every step like plain data parallel would move %s per island per step.\n",
-            c->islands, c->diloco_h, fmt_gb(atoll_plan_ring_allreduce_bytes(c->islands, P * ctx->assume->diloco_bytes), a, sizeof a),
-            atoll_plan_fmt_seconds(w->t_outer, b, sizeof b), atoll_plan_fmt_seconds(w->t_outer_step, d, sizeof d),
-            100 * w->wan_util, 100 * ctx->assume->diloco_util, w->wan_bw_needed * 8 / 1e9,
-            fmt_gb(atoll_plan_ring_allreduce_bytes(c->islands, P * 2), e, sizeof e));
+  if (c->islands > 1) {
+    atoll_plan_layout other = w->lay;
+    other.island_sync = !w->lay.island_sync;
+    atoll_plan_result o;
+    atoll_plan_evaluate(ctx, &other, &o);
+    char q[4][32];
+    if (!w->lay.island_sync)
+      fprintf(f,
+              "  * Islands: %d islands train alone for %d steps (DiLoCo), then all-reduce the outer gradient\n"
+              "    (%s per island over the WAN at %.3g Gbit/s) in %s: %s per step amortized, utilization %.1f%%.\n"
+              "    Keeping %.0f%% needs %.3g Gbit/s per island. Syncing gradients every step instead (data parallel\n"
+              "    across islands) would move %s per island per step and take %s per step.\n",
+              c->islands, c->diloco_h,
+              fmt_gb(atoll_plan_ring_allreduce_bytes(c->islands, P * ctx->assume->diloco_bytes), q[0], 32),
+              c->wan_bw * 8 / 1e9, atoll_plan_fmt_seconds(w->t_outer, q[1], 32),
+              atoll_plan_fmt_seconds(w->t_outer_step, q[2], 32), 100 * w->wan_util, 100 * ctx->assume->diloco_util,
+              w->wan_bw_needed * 8 / 1e9, fmt_gb(o.bytes_wan, q[3], 32), atoll_plan_fmt_seconds(o.step_s, a, sizeof a));
+    else
+      fprintf(f,
+              "  * Islands: data parallel spans the %d islands: every step each island sends %s over the WAN\n"
+              "    (%s, %s of it exposed). DiLoCo syncing every %d steps would take %s per step.\n",
+              c->islands, fmt_gb(w->bytes_wan, q[0], 32), atoll_plan_fmt_seconds(w->t_outer, q[1], 32),
+              atoll_plan_fmt_seconds(w->t_outer_step, q[2], 32), c->diloco_h,
+              atoll_plan_fmt_seconds(o.step_s, a, sizeof a));
+  }
   /* 6. alternatives */
   fprintf(f, "  * Alternatives, each with its best settings:\n");
   int N = c->gpus / (c->islands > 0 ? c->islands : 1);
@@ -332,12 +396,16 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
     explain_alt(f, ctx, w, "tensor parallel across nodes", 0, w->lay.tp * 2, 0, 0, -1);
   if (w->lay.tp > 1) explain_alt(f, ctx, w, "half the tensor parallel", 0, w->lay.tp / 2, 0, 0, -1);
   if (w->lay.pp > 1) explain_alt(f, ctx, w, "no pipeline", 0, w->lay.tp, 1, 0, -1);
-  if (w->lay.pp > 1) explain_alt(f, ctx, w, "half the pipeline", 0, w->lay.tp, w->lay.pp / 2 ? w->lay.pp / 2 : 1, w->lay.cp, -1);
+  if (w->lay.pp > 1)
+    explain_alt(f, ctx, w, "half the pipeline", 0, w->lay.tp, w->lay.pp / 2 ? w->lay.pp / 2 : 1, w->lay.cp, -1);
   if ((long)w->lay.pp * 2 <= m->layers && w->lay.dp % 2 == 0)
     explain_alt(f, ctx, w, "twice the pipeline", 0, w->lay.tp, w->lay.pp * 2, w->lay.cp, -1);
-  if (w->lay.zero != 3 && w->lay.dp > 1) explain_alt(f, ctx, w, "fully sharded (ZeRO-3)", w->lay.dp, w->lay.tp, w->lay.pp, w->lay.cp, 3);
-  fprintf(f, "  * Time: %.0f TFLOP/s per GPU is %.1f%% of the %.0f TFLOP/s peak (MFU counts model FLOPs only); at %s tokens/s\n"
-             "    the %s-token budget takes %s days on %d GPUs.\n",
+  if (w->lay.zero != 3 && w->lay.dp > 1)
+    explain_alt(f, ctx, w, "fully sharded (ZeRO-3)", w->lay.dp, w->lay.tp, w->lay.pp, w->lay.cp, 3);
+  fprintf(f,
+          "  * Time: %.0f TFLOP/s per GPU is %.1f%% of the %.0f TFLOP/s peak (MFU counts model FLOPs only); at %s "
+          "tokens/s\n"
+          "    the %s-token budget takes %s days on %d GPUs.\n",
           w->tflops_per_gpu, 100 * w->mfu, x->peak_flops / 1e12, atoll_plan_fmt_count(w->tokens_per_s, a, sizeof a),
           atoll_plan_fmt_count(t->token_budget, b, sizeof b), atoll_plan_fmt_days(w->days, d, sizeof d), w->gpus);
 }
@@ -410,9 +478,11 @@ cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result
     cJSON_AddNumberToObject(e, "exposed_seconds", xs[i]);
   }
   if (ctx->cluster->islands > 1) {
-    cJSON *d = cJSON_AddObjectToObject(o, "diloco");
+    cJSON_AddStringToObject(o, "island_sync", r->lay.island_sync ? "every-step" : "diloco");
+    cJSON *d = cJSON_AddObjectToObject(o, "islands");
     cJSON_AddNumberToObject(d, "wan_bytes_per_island_per_step", r->bytes_wan);
-    cJSON_AddNumberToObject(d, "outer_sync_seconds", r->t_outer);
+    cJSON_AddNumberToObject(d, "sync_seconds", r->t_outer);
+    cJSON_AddNumberToObject(d, "sync_seconds_per_step", r->t_outer_step);
     cJSON_AddNumberToObject(d, "utilization", r->wan_util);
     cJSON_AddNumberToObject(d, "wan_bits_per_second_needed", r->wan_bw_needed * 8);
   }

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TP 64     /* tensor parallel beyond 64 ranks is never competitive */
+#define MAX_TP 64 /* tensor parallel beyond 64 ranks is never competitive */
 #define MAX_CP 64
-#define MAX_V 16      /* interleaved chunks per pipeline rank */
-#define MAX_MB 64     /* sequences per micro-batch */
+#define MAX_V 16  /* interleaved chunks per pipeline rank */
+#define MAX_MB 64 /* sequences per micro-batch */
 
 void atoll_plan_fixed_none(atoll_plan_fixed *f) {
   f->dp = f->tp = f->pp = f->cp = 0;
@@ -20,6 +20,7 @@ void atoll_plan_fixed_none(atoll_plan_fixed *f) {
   f->mb = 0;
   f->v = 0;
   f->recompute = -1;
+  f->island_sync = -1;
 }
 
 void atoll_plan_ranking_free(atoll_plan_ranking *r) {
@@ -87,10 +88,15 @@ static void search_mesh(searcher *S, int dp, int tp, int pp, int cp) {
     for (int mb = 1; mb <= spr && mb <= (f->mb ? f->mb : MAX_MB); mb++) {
       if (f->mb ? mb != f->mb : spr % mb) continue;
       for (int v = 1; v <= (pp > 1 ? MAX_V : 1); v++) {
-        if (f->v ? v != f->v : (v > 1 && (v * pp > ctx->model->layers + 2))) continue; /* the embedding and the head may be chunks of their own */
-        for (int rc = 0; rc <= 2; rc++) {
+        /* at most L + 2 chunks: the embedding and the head may be chunks of their own */
+        if (f->v ? v != f->v : (v > 1 && (v * pp > ctx->model->layers + 2))) continue;
+        /* recomputation x (with islands) DiLoCo or synchronous across islands */
+        int nis = islands > 1 ? 2 : 1;
+        for (int k = 0; k < 3 * nis; k++) {
+          int rc = k / nis, is = k % nis;
           if (f->recompute >= 0 && rc != f->recompute) continue;
-          atoll_plan_layout L = {dp, tp, pp, cp, zero, mb, v, rc};
+          if (nis > 1 && f->island_sync >= 0 && is != f->island_sync) continue;
+          atoll_plan_layout L = {dp, tp, pp, cp, zero, mb, v, rc, is};
           atoll_plan_result r;
           atoll_plan_evaluate(ctx, &L, &r);
           o->evaluated++;
@@ -140,28 +146,33 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
   if (fix->cp > 1 && ctx->train->seq % (2 * fix->cp))
     return atoll_fail(err, "--cp %d: the sequence length %d must split into 2 x cp = %d equal chunks", fix->cp,
                       ctx->train->seq, 2 * fix->cp);
-  double fixed_prod = (double)(fix->dp ? fix->dp : 1) * (fix->tp ? fix->tp : 1) * (fix->pp ? fix->pp : 1) *
-                      (fix->cp ? fix->cp : 1);
+  double fixed_prod =
+      (double)(fix->dp ? fix->dp : 1) * (fix->tp ? fix->tp : 1) * (fix->pp ? fix->pp : 1) * (fix->cp ? fix->cp : 1);
   if (fixed_prod > N) {
     char what[160] = "";
     const char *names[4] = {"dp", "tp", "pp", "cp"};
     int vals[4] = {fix->dp, fix->tp, fix->pp, fix->cp};
     for (int i = 0; i < 4; i++)
-      if (vals[i]) snprintf(what + strlen(what), sizeof what - strlen(what), "%s--%s %d", what[0] ? " " : "", names[i], vals[i]);
+      if (vals[i])
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%s--%s %d", what[0] ? " " : "", names[i], vals[i]);
     return atoll_fail(err, "%s needs %.0f devices%s, the cluster has %d (--gpus)", what, fixed_prod * islands,
                       islands > 1 ? " over all islands" : "", c->gpus);
   }
   int all_fixed = fix->dp && fix->tp && fix->pp && fix->cp;
   if (!all_fixed && N % (long)fixed_prod)
-    return atoll_fail(err, "the fixed sizes (product %.0f) do not divide the %d devices%s; fix all of --dp --tp --pp --cp "
-                           "to use part of the cluster",
+    return atoll_fail(err,
+                      "the fixed sizes (product %.0f) do not divide the %d devices%s; fix all of --dp --tp --pp --cp "
+                      "to use part of the cluster",
                       fixed_prod, N, islands > 1 ? " of an island" : "");
 
   searcher S = {ctx, fix, out, 0, "", 0};
   int tps[64], ntp, cps[8], ncp = 0, pps[256], npp;
-  if (fix->tp) tps[0] = fix->tp, ntp = 1;
-  else divisors_upto(m->heads, MAX_TP, tps, &ntp);
-  if (fix->cp) cps[ncp++] = fix->cp;
+  if (fix->tp)
+    tps[0] = fix->tp, ntp = 1;
+  else
+    divisors_upto(m->heads, MAX_TP, tps, &ntp);
+  if (fix->cp)
+    cps[ncp++] = fix->cp;
   else
     for (int cpv = 1; cpv <= MAX_CP; cpv *= 2)
       if (cpv == 1 || ctx->train->seq % (2 * cpv) == 0) cps[ncp++] = cpv;
@@ -174,8 +185,10 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
       }
       if (N % tc) continue;
       int rest = (int)(N / tc);
-      if (fix->pp) pps[0] = fix->pp, npp = 1;
-      else divisors_upto(rest, m->layers < 256 ? m->layers : 256, pps, &npp);
+      if (fix->pp)
+        pps[0] = fix->pp, npp = 1;
+      else
+        divisors_upto(rest, m->layers < 256 ? m->layers : 256, pps, &npp);
       for (int k = 0; k < npp; k++) {
         if (rest % pps[k]) continue;
         int dp = rest / pps[k];
@@ -188,9 +201,10 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
     free(out->best);
     out->best = NULL;
     if (S.have_why) return atoll_fail(err, "no possible layout: %s", S.first_why);
-    return atoll_fail(err, "no layout of %d devices fits the model's shape (tp must divide the heads, pp <= layers)", N);
+    return atoll_fail(err, "no layout of %d devices fits the model's shape (tp must divide the heads, pp <= layers)",
+                      N);
   }
-  qsort(out->best, (size_t)out->nbest, sizeof(atoll_plan_result), cmp_result);
+  if (out->nbest > 1) qsort(out->best, (size_t)out->nbest, sizeof(atoll_plan_result), cmp_result);
   return 0;
 }
 
@@ -212,7 +226,7 @@ int atoll_plan_fewest(const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_e
       int pp = n / tp;
       if (pp > m->layers) continue;
       for (int rc = 0; rc <= 2; rc++) {
-        atoll_plan_layout L = {1, tp, pp, 1, 0, 1, 1, rc};
+        atoll_plan_layout L = {1, tp, pp, 1, 0, 1, 1, rc, 0};
         atoll_plan_result r;
         c.gpus = n;
         atoll_plan_evaluate(&one, &L, &r);
@@ -224,9 +238,11 @@ int atoll_plan_fewest(const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_e
   }
   if (!have) {
     if (!have_light) return atoll_fail(err, "no layout of the model is possible (check --heads and --layers)");
-    return atoll_fail(err, "%s does not fit on any number of %s even at tp %d x pp %d: the lightest layout needs %.1f GiB per device, it has %.1f GiB",
-                      m->name, c.acc.name, lightest.lay.tp, lightest.lay.pp, lightest.mem_total / (1024.0 * 1024 * 1024),
-                      c.acc.mem_bytes / (1024.0 * 1024 * 1024));
+    return atoll_fail(err,
+                      "%s does not fit on any number of %s even at tp %d x pp %d: the lightest layout needs %.1f GiB "
+                      "per device, it has %.1f GiB",
+                      m->name, c.acc.name, lightest.lay.tp, lightest.lay.pp,
+                      lightest.mem_total / (1024.0 * 1024 * 1024), c.acc.mem_bytes / (1024.0 * 1024 * 1024));
   }
   return 0;
 }

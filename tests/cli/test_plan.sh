@@ -1,0 +1,121 @@
+#!/bin/sh
+# atoll plan from the command line: bad input gets one clear error line; --json carries
+# the documented fields; the Llama 3 405B rows and the 16,384-GPU ranking hold through
+# the CLI; --fewest, --sweep, --explain and --config work; and the calibration against
+# a real (tiny, seconds-long) atoll CPU run predicts its step time within 25%.
+# usage: test_plan.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+
+# ---------------------------------------------------------------- bad input
+expect_error "unknown model lists the known ones" "gpt2-xl, llama3-8b, llama3-70b, llama3-405b" $ATOLL plan --model llama4
+expect_error "unknown accelerator lists the known ones" "h100, h200" $ATOLL plan --model gpt2 --accel tpu-v5
+expect_error "heads do not divide the width" "do not divide the width" $ATOLL plan --layers 4 --dim 64 --heads 5
+expect_error "KV heads do not divide the heads" "--kv-heads" $ATOLL plan --layers 4 --dim 64 --heads 4 --kv-heads 3
+expect_error "more pipeline stages than layers" "more pipeline stages than the model's 126 layers" \
+  $ATOLL plan --model llama3-405b --gpus 2048 --pp 256
+expect_error "layout larger than the cluster" "needs 32768 devices, the cluster has 16384" \
+  $ATOLL plan --model llama3-405b --gpus 16384 --tp 8 --pp 16 --dp 256 --cp 1
+expect_error "nothing fits: says what the lightest layout needs" "GiB per device" $ATOLL plan --model llama3-405b --gpus 8
+expect_error "tp does not divide the heads" "--tp 5" $ATOLL plan --model gpt2 --tp 5
+expect_error "unknown flag" "--bogus" $ATOLL plan --model gpt2 --bogus 1
+expect_error "flag without value" "--gpus" $ATOLL plan --model gpt2 --gpus
+expect_error "non-numeric count" "--gpus" $ATOLL plan --model gpt2 --gpus many
+expect_error "bad bandwidth" "--inter-bw" $ATOLL plan --model gpt2 --inter-bw fast
+expect_error "bad recompute" "--recompute" $ATOLL plan --model gpt2 --recompute some
+expect_error "seq beyond a GPT-2 context" "context" $ATOLL plan --model gpt2 --seq 4096
+expect_error "unknown assumption" "--set" $ATOLL plan --model gpt2 --set speed=2
+printf '{"model": "gpt2", "gpus": ' >"$TMP/bad.json"
+expect_error "config: invalid JSON" "$TMP/bad.json" $ATOLL plan --config "$TMP/bad.json"
+printf '{"model": "gpt2", "colour": "blue"}' >"$TMP/unknown.json"
+expect_error "config: unknown key" "colour" $ATOLL plan --config "$TMP/unknown.json"
+expect_error "calibrate: missing file" "$TMP/none.json" $ATOLL plan --calibrate "$TMP/none.json"
+printf '{"steps": 3}' >"$TMP/notsummary.json"
+expect_error "calibrate: not a summary" "config" $ATOLL plan --calibrate "$TMP/notsummary.json"
+
+# ---------------------------------------------------------------- --json
+$ATOLL plan --model llama3-405b --accel h100 --gpus 16384 --top 3 --json >"$TMP/s16k.json" 2>"$TMP/err" \
+  || fail "search 16384: $(cat "$TMP/err")"
+$PY - "$TMP/s16k.json" >"$TMP/verdict" <<'PYEOF' && pass "json fields; 16384 H100 top 3: $(cat "$TMP/verdict")" || fail "16384 search: $(cat "$TMP/verdict")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+need = ["dp", "tp", "pp", "cp", "zero_stage", "microbatch", "fits", "memory_per_gpu_bytes", "step_seconds",
+        "tflops_per_gpu", "mfu"]
+L = j["layouts"]
+missing = [k for k in need if any(k not in l for l in L)]
+shape = [l for l in L[:3] if l["tp"] == 8 and l["pp"] > 1 and l["bytes_per_gpu_per_step"]["tp"]["link"] == "intra-node"
+         and l["bytes_per_gpu_per_step"]["pp"]["link"] == "inter-node"]
+print(", ".join(f"dp {l['dp']} tp {l['tp']} pp {l['pp']} cp {l['cp']} {l['tflops_per_gpu']:.0f} TFLOP/s" for l in L[:3]),
+      f"(missing {missing})" if missing else "")
+ok = (not missing and len(L) == 3 and shape and all(l["fits"] for l in L) and "assumptions" in j
+      and "eta_mm" in j["assumptions"] and j["cluster"]["gpus"] == 16384)
+sys.exit(0 if ok else 1)
+PYEOF
+
+# the three published layouts (arXiv 2407.21783, Table 4), fixed on the command line
+row() { # GPUS TP CP PP DP SEQ BATCH PUBLISHED
+  $ATOLL plan --model llama3-405b --accel h100 --gpus $1 --tp $2 --cp $3 --pp $4 --dp $5 --seq $6 --batch $7 --json \
+    >"$TMP/row.json" 2>"$TMP/err" || { fail "row $*: $(cat "$TMP/err")"; return; }
+  v=$($PY -c "import json,sys; l=json.load(open(sys.argv[1]))['layouts'][0]; print(f\"{l['tflops_per_gpu']:.1f} {l['tflops_per_gpu']/$8-1:+.3f}\")" "$TMP/row.json")
+  gap=${v#* }
+  $PY -c "import sys; sys.exit(0 if abs(float(sys.argv[1])) <= 0.15 else 1)" "$gap" \
+    && pass "llama3-405b on $1 H100, tp $2 cp $3 pp $4 dp $5, seq $6: predicted ${v% *} TFLOP/s vs published $8 ($gap)" \
+    || fail "llama3-405b on $1 H100, tp $2 cp $3 pp $4 dp $5: predicted ${v% *} TFLOP/s vs published $8 ($gap)"
+}
+row 8192 8 1 16 64 8192 2048 430
+row 16384 8 1 16 128 8192 2048 400
+row 16384 8 16 16 8 131072 128 380
+
+# ---------------------------------------------------------------- text output
+$ATOLL plan --model llama3-405b --gpus 16384 --explain >"$TMP/explain.txt" 2>"$TMP/err" || fail "explain: $(cat "$TMP/err")"
+grep -q "stays inside a node" "$TMP/explain.txt" && grep -q "bubble" "$TMP/explain.txt" && grep -q "^assumptions" "$TMP/explain.txt" \
+  && grep -q "Alternatives" "$TMP/explain.txt" && pass "--explain says why in words" || fail "--explain: $(head -40 "$TMP/explain.txt")"
+$ATOLL plan --model llama3-405b --accel h100 --fewest >"$TMP/fewest.txt" 2>"$TMP/err" || fail "fewest: $(cat "$TMP/err")"
+n=$(sed -n 's/^fewest .*: \([0-9]*\)$/\1/p' "$TMP/fewest.txt")
+[ -n "$n" ] && [ "$n" -gt 75 ] && [ "$n" -le 150 ] && pass "fewest H100s for 405B: $n ($(sed -n 2p "$TMP/fewest.txt" | sed 's/^ *//'))" \
+  || fail "fewest: $(cat "$TMP/fewest.txt")"
+$ATOLL plan --model llama3-405b --accel h100 --sweep 128,1024,16384 --json >"$TMP/sweep.json" 2>"$TMP/err" || fail "sweep: $(cat "$TMP/err")"
+$PY - "$TMP/sweep.json" >"$TMP/verdict" <<'PYEOF' && pass "--sweep: $(cat "$TMP/verdict")" || fail "--sweep: $(cat "$TMP/verdict")"
+import json, sys
+s = json.load(open(sys.argv[1]))["sweep"]
+d = [x.get("days") for x in s]
+print(", ".join(f"{x['cluster_gpus']} GPUs {x.get('days', 0):.0f} days" for x in s))
+sys.exit(0 if None not in d and d[0] > d[1] > d[2] and d[0] > 365 * 5 else 1)
+PYEOF
+
+# a config file and the same flags give the same plan
+printf '{"model": "llama3-70b", "accel": "h200", "gpus": 512, "batch_tokens": "8M", "set": ["dp_overlap=0.5"]}' >"$TMP/c.json"
+$ATOLL plan --config "$TMP/c.json" --json >"$TMP/a.json" 2>"$TMP/err" || fail "config: $(cat "$TMP/err")"
+$ATOLL plan --model llama3-70b --accel h200 --gpus 512 --batch-tokens 8M --set dp_overlap=0.5 --json >"$TMP/b.json" 2>&1
+cmp -s "$TMP/a.json" "$TMP/b.json" && pass "--config FILE equals the same flags" || fail "--config differs from flags"
+$ATOLL plan --config "$TMP/c.json" --gpus 1024 --json >"$TMP/c2.json" 2>&1
+$PY -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['cluster']['gpus'] == 1024 else 1)" "$TMP/c2.json" \
+  && pass "flags override the config file" || fail "flags do not override the config file"
+
+# ---------------------------------------------------------------- calibration
+# A tiny model on one thread (about 2 s), then the plan of that run with this machine
+# measured right after it. The machine may be shared: one retry tells noise from error.
+small_data
+calibrate() {
+  rm -rf "$TMP/cal"
+  $ATOLL train --data "$TMP/data" --out "$TMP/cal" --layers 2 --heads 4 --dim 128 --context 64 --batch 16 --steps 25 \
+    --warmup 2 --eval-every 0 --eval-batches 1 --save-every 0 --threads 1 >/dev/null 2>"$TMP/train.err" \
+    || { echo "training failed: $(tail -1 "$TMP/train.err")"; return 1; }
+  $ATOLL plan --calibrate "$TMP/cal/summary.json" --measure --json >"$TMP/cal.json" 2>"$TMP/err" \
+    || { echo "plan --calibrate failed: $(cat "$TMP/err")"; return 1; }
+  $PY - "$TMP/cal.json" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"predicted {j['predicted_step_seconds']*1e3:.1f} ms, measured {j['measured_step_seconds']*1e3:.1f} ms, "
+      f"gap {100*j['gap']:+.1f}% ({j['cpu']})")
+sys.exit(0 if abs(j["gap"]) <= 0.25 else 1)
+PYEOF
+}
+if first=$(calibrate); then
+  pass "calibration: $first"
+elif second=$(calibrate); then
+  pass "calibration (second try; first: $first): $second"
+else
+  fail "calibration: $first; again: $second"
+fi
+finish
