@@ -16,16 +16,21 @@
  *   all-reduce: the reduce-scatter steps, then the all-gather steps.
  *
  * The chunk a rank sends at any step is the one it received at the step before.
- * This lets a ring run as a pipeline: every step is cut into K segments (the
- * same cut of a chunk on every rank, each at most ATOLL_SEG_FLOATS floats), a
- * "unit" (step s, segment k) is one send and one receive, units run in order
- * s*K + k, and up to W <= K units are in flight at once (posted in order, retired
- * in order). Unit (s, k) needs unit (s-1, k), K units earlier, to be retired
- * (received, added, and its send done); with W <= K it always is. A reduce-step
- * receives into one of W segment-sized scratch slots (slot = unit mod W) and is
- * added into the buffer when its unit retires. Segment sizes are known on every
- * rank, so empty segments (chunks of 0 floats, count 0) are skipped on both
- * sides. The order of additions per element is the one above, whatever K and W.
+ * This lets a ring run as a pipeline: every step is cut into K segments (the same cut
+ * of a chunk on every rank, each at most ATOLL_SEG_FLOATS floats), a "unit" (step s,
+ * segment k) is one send and one receive, units run in order u = s*K + k, and up to
+ * W <= K units are in flight at once (posted in order, retired in order; a unit
+ * retires when its send and its receive are done). Unit u needs unit u-K (the same
+ * segment one step earlier) retired and, if it was a reduce-step, added; with W <= K
+ * that is always so, except for u-K itself when W = K. So on retiring unit u, the
+ * request first posts the units that do not need u's addition (the peer copies them
+ * while this rank adds), then adds u's segment, then posts the rest. A reduce-step
+ * receives into one of W+1 segment-sized scratch slots (slot = u mod (W+1): the
+ * units in flight and the one being added). Segment sizes are known on every rank,
+ * so empty segments (chunks of 0 floats, count 0) are skipped on both sides. The
+ * order of additions per element is the one above, whatever K and W. Defaults below;
+ * the variables ATOLL_COMM_SEGMENT (floats) and ATOLL_COMM_WINDOW override them for
+ * experiments and tests (rank 0's values hold, read when a communicator is made).
  *
  * -------------------------------------------------------------- bytes sent ---
  * bytes_sent counts exactly the bytes this rank hands to MPI to send (floats are 4
@@ -74,13 +79,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ATOLL_TAG_RANGE 32767
-/* Largest segment of a ring step (floats), and the most units in flight. */
-#define ATOLL_SEG_FLOATS ((size_t)1 << 16)
-#define ATOLL_WINDOW 4
-/* A blocking wait spins this long before it starts to yield the core. */
-#define ATOLL_SPIN_SECONDS 1e-3
+/* Largest segment of a ring step (floats: 4 MiB), and the most units in flight.
+ * Measured at 2 ranks over shared memory (bench_comm): one message per step is as
+ * fast as MPI_Allreduce up to 16 MiB; cutting large chunks into 4 MiB segments keeps
+ * that and doubles the speed at 32-64 MiB (each segment is added while the peer
+ * copies the next); 256 KiB segments lost 5-30% below 16 MiB to per-message
+ * handshakes. */
+#define ATOLL_SEG_FLOATS ((size_t)1 << 20)
+#define ATOLL_WINDOW 2
+#define ATOLL_MAX_WINDOW 16
+/* A blocking wait spins this long before it starts to yield the core, unless this
+ * node has more ranks than cores (then it yields from the start). */
+#define ATOLL_SPIN_SECONDS 0.05
 /* Largest piece handed to one MPI call on the control paths (fits an int count). */
 #define ATOLL_PIECE_BYTES ((size_t)1 << 30)
 
@@ -90,6 +103,9 @@ struct atoll_comm {
   int is_world, owns_mpi;
   unsigned tag_counter;
   double timeout;
+  double spin_seconds; /* a wait yields the core once it has lasted this long */
+  size_t seg_floats;   /* ring segment size and window (same on every rank) */
+  int window;
   char name[64];
   atoll_comm_stats stats;
 };
@@ -113,7 +129,7 @@ struct atoll_req {
   size_t nseg;      /* K */
   size_t nunits, next, oldest; /* units posted: [oldest, next) */
   int window;
-  atoll_unit units[ATOLL_WINDOW];
+  atoll_unit units[ATOLL_MAX_WINDOW];
   float *scratch;   /* window * seg_cap floats */
   size_t seg_cap;
   int done;
@@ -139,12 +155,15 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One turn of a waiting spin. sched_yield hands the core to any other runnable process
- * for up to a whole time slice, which costs a collective far more than it takes, so a
- * wait spins hot at first and yields only once it has lasted ATOLL_SPIN_SECONDS (a
- * late peer, or more ranks than cores). */
-static void spin_pause(double waited) {
-  if (waited > ATOLL_SPIN_SECONDS) sched_yield();
+/* One turn of a waiting spin. On a busy machine sched_yield hands the core to another
+ * process for a whole time slice, milliseconds that a collective then loses (measured
+ * on a shared 2-core machine: yielding after 1 ms, 4 MiB all-reduces often took 5-8x
+ * as long as MPI_Allreduce, which never yields; spinning 50 ms first, they match it).
+ * So a wait spins hot, as MPI does, and yields only once a peer is clearly late; where
+ * ranks share cores (more ranks on the node than cores), the peer may need this very
+ * core, and a wait yields from the start. */
+static void spin_pause(const atoll_comm *c, double waited) {
+  if (waited >= c->spin_seconds) sched_yield();
 }
 
 static void human_size(size_t bytes, char *out, size_t cap) {
@@ -197,7 +216,7 @@ static void watched_waitall(atoll_comm *c, int n, MPI_Request *reqs, const char 
     }
     double waited = now_seconds() - t0;
     if (waited > c->timeout) watchdog_fire(c, what, bytes);
-    spin_pause(waited);
+    spin_pause(c, waited);
   }
   c->stats.wait_seconds += now_seconds() - t0;
 }
@@ -222,7 +241,8 @@ void atoll_chunks(size_t count, int size, const size_t *counts, size_t *counts_o
 
 /* ---------------------------------------------------------- communicators --- */
 
-static atoll_comm *comm_wrap(MPI_Comm mc, const char *name, double timeout) {
+static atoll_comm *comm_wrap(MPI_Comm mc, const char *name, double timeout,
+                             double spin_seconds) {
   atoll_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->comm = mc;
@@ -230,7 +250,21 @@ static atoll_comm *comm_wrap(MPI_Comm mc, const char *name, double timeout) {
   MPI_Comm_size(mc, &c->size);
   MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
   c->timeout = timeout;
+  c->spin_seconds = spin_seconds;
   snprintf(c->name, sizeof c->name, "%s", name && name[0] ? name : "unnamed");
+  /* Ring segment and window: the defaults, or ATOLL_COMM_SEGMENT (floats) and
+   * ATOLL_COMM_WINDOW for experiments and tests. Rank 0's choice holds for all, since
+   * every rank must cut chunks alike. */
+  unsigned long long tune[2] = {ATOLL_SEG_FLOATS, ATOLL_WINDOW};
+  const char *e = getenv("ATOLL_COMM_SEGMENT");
+  if (e && strtoull(e, NULL, 10) > 0) tune[0] = strtoull(e, NULL, 10);
+  e = getenv("ATOLL_COMM_WINDOW");
+  if (e && strtoull(e, NULL, 10) > 0) tune[1] = strtoull(e, NULL, 10);
+  if (tune[0] > ((size_t)1 << 28)) tune[0] = (size_t)1 << 28; /* an int count */
+  if (tune[1] > ATOLL_MAX_WINDOW) tune[1] = ATOLL_MAX_WINDOW;
+  MPI_Bcast(tune, 2, MPI_UNSIGNED_LONG_LONG, 0, mc);
+  c->seg_floats = (size_t)tune[0];
+  c->window = (int)tune[1];
   return c;
 }
 
@@ -250,7 +284,17 @@ int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err)
   MPI_Comm dup;
   if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
     return atoll_fail(err, "comm: MPI_Comm_dup of MPI_COMM_WORLD failed");
-  atoll_comm *c = comm_wrap(dup, "world", 300.0);
+  /* More ranks on this node than cores: waits yield at once (as Open MPI's do then). */
+  MPI_Comm node;
+  int local = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double spin = cores > 0 && local > cores ? 0.0 : ATOLL_SPIN_SECONDS;
+  atoll_comm *c = comm_wrap(dup, "world", 300.0, spin);
   if (!c) {
     MPI_Comm_free(&dup);
     return atoll_fail(err, "comm: out of memory");
@@ -301,7 +345,7 @@ int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_
   if (MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, key, &mc) != MPI_SUCCESS)
     return atoll_fail(err, "comm: splitting communicator '%s' failed", c->name);
   if (mc == MPI_COMM_NULL) return 0; /* negative color: in no sub-communicator */
-  atoll_comm *s = comm_wrap(mc, name, c->timeout);
+  atoll_comm *s = comm_wrap(mc, name, c->timeout, c->spin_seconds);
   if (!s) {
     MPI_Comm_free(&mc);
     return atoll_fail(err, "comm: out of memory");
@@ -410,10 +454,10 @@ static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t coun
   size_t maxc = 0;
   for (int i = 0; i < N; i++)
     if (q->counts[i] > maxc) maxc = q->counts[i];
-  q->nseg = (maxc + ATOLL_SEG_FLOATS - 1) / ATOLL_SEG_FLOATS;
+  q->nseg = (maxc + c->seg_floats - 1) / c->seg_floats;
   if (q->nseg == 0) q->nseg = 1;
   q->seg_cap = (maxc + q->nseg - 1) / q->nseg;
-  q->window = q->nseg < ATOLL_WINDOW ? (int)q->nseg : ATOLL_WINDOW;
+  q->window = q->nseg < (size_t)c->window ? (int)q->nseg : c->window;
   q->first_step = op == ATOLL_OP_ALLGATHER ? N - 1 : 0;
   q->nsteps = op == ATOLL_OP_ALLREDUCE ? 2 * (N - 1) : N - 1;
   q->nunits = (size_t)q->nsteps * q->nseg;
@@ -458,7 +502,7 @@ void atoll_req_wait(atoll_req *q) {
     while (!atoll_req_test(q)) {
       double waited = now_seconds() - t0;
       if (waited > c->timeout) watchdog_fire(c, atoll_op_name(q->op), q->count * sizeof(float));
-      spin_pause(waited);
+      spin_pause(c, waited);
     }
     c->stats.wait_seconds += now_seconds() - t0;
   }
