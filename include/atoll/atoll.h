@@ -78,6 +78,8 @@ float atoll_rng_uniform(atoll_rng *r); /* [0, 1) */
 float atoll_rng_normal(atoll_rng *r);  /* standard normal */
 /* A stateless hash of several integers, used to derive independent streams. */
 uint64_t atoll_hash64(uint64_t a, uint64_t b, uint64_t c, uint64_t d);
+/* A 64-bit hash of n floats' bits: ranks and islands compare weights with it. */
+uint64_t atoll_hash_floats(const float *p, size_t n);
 
 /* --------------------------------------------------------------- model ---- */
 

@@ -51,3 +51,14 @@ uint64_t atoll_hash64(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   x = h ^ d;
   return splitmix64(&x);
 }
+
+uint64_t atoll_hash_floats(const float *p, size_t n) {
+  const uint32_t *w = (const uint32_t *)p;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  for (size_t i = 0; i < n; i++) {
+    h ^= w[i];
+    h *= 0x100000001B3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}

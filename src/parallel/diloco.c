@@ -188,21 +188,10 @@ static double wan_time(const atoll_diloco *d, uint64_t bytes) {
   return 2 * d->cfg.wan_latency_ms * 1e-3 + (double)bytes * 8 / (d->cfg.wan_gbps * 1e9);
 }
 
-static uint64_t hash_floats(const float *p, size_t n) {
-  const uint32_t *w = (const uint32_t *)p;
-  uint64_t h = 0xC6A4A7935BD1E995ull ^ n;
-  for (size_t i = 0; i < n; i++) {
-    h ^= w[i];
-    h *= 0x100000001B3ull;
-    h ^= h >> 31;
-  }
-  return h;
-}
-
 /* Every island must hold the same global weights (this rank's slice). */
 static int check_global(atoll_diloco *d, int step, atoll_err *err) {
   int K = d->mesh->islands;
-  uint64_t mine = hash_floats(d->global, d->slice_end - d->slice_begin);
+  uint64_t mine = atoll_hash_floats(d->global, d->slice_end - d->slice_begin);
   uint64_t *all = malloc(sizeof(uint64_t) * (size_t)K);
   atoll_allgather_bytes(d->mesh->cross, &mine, all, sizeof mine);
   int bad = -1;

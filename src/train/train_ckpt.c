@@ -80,21 +80,10 @@ static float *gather_island(trainer *t, int k, const float *src, size_t src_begi
   return full;
 }
 
-static uint64_t hash_floats(const float *p, size_t n) {
-  const uint32_t *w = (const uint32_t *)p;
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-  for (size_t i = 0; i < n; i++) {
-    h ^= w[i];
-    h *= 0x100000001B3ull;
-    h ^= h >> 29;
-  }
-  return h;
-}
-
 int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
   /* islands legitimately differ between outer syncs: compare inside the island */
   int n = t->mesh.island_size;
-  uint64_t mine = hash_floats(atoll_model_params(t->model), t->lay->nparams);
+  uint64_t mine = atoll_hash_floats(atoll_model_params(t->model), t->lay->nparams);
   uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
   atoll_allgather_bytes(t->mesh.island_comm, &mine, all, sizeof mine);
   int bad = -1;
