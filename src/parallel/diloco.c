@@ -15,6 +15,8 @@ struct atoll_diloco {
   float *global, *momentum;                  /* [slice_end - slice_begin] */
   size_t *frag_begin, *frag_end;             /* fragment ranges of the flat buffer */
   int *merge_due;                            /* per fragment: step of a pending merge, or 0 */
+  double *pending_wan, *pending_clock;       /* per fragment: modelled link time, compute clock at its sync */
+  double compute_clock;                      /* inner compute seconds so far */
   atoll_diloco_stats stats;
   /* scratch */
   float *delta, *sum, *decoded;
@@ -87,8 +89,10 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->frag_begin = calloc((size_t)cfg->fragments, sizeof(size_t));
   d->frag_end = calloc((size_t)cfg->fragments, sizeof(size_t));
   d->merge_due = calloc((size_t)cfg->fragments, sizeof(int));
+  d->pending_wan = calloc((size_t)cfg->fragments, sizeof(double));
+  d->pending_clock = calloc((size_t)cfg->fragments, sizeof(double));
   if (!d->global || !d->momentum || !d->delta || !d->sum || !d->decoded || !d->send || !d->recv || !d->counts ||
-      !d->frag_begin || !d->frag_end || !d->merge_due) {
+      !d->frag_begin || !d->frag_end || !d->merge_due || !d->pending_wan || !d->pending_clock) {
     atoll_diloco_destroy(d);
     return atoll_fail(err, "out of memory for the outer state");
   }
@@ -110,8 +114,12 @@ void atoll_diloco_destroy(atoll_diloco *d) {
   free(d->frag_begin);
   free(d->frag_end);
   free(d->merge_due);
+  free(d->pending_wan);
+  free(d->pending_clock);
   free(d);
 }
+
+void atoll_diloco_add_compute(atoll_diloco *d, double seconds) { d->compute_clock += seconds; }
 
 void atoll_diloco_reset_global(atoll_diloco *d) {
   size_t n = d->slice_end - d->slice_begin;
@@ -231,9 +239,11 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   d->stats.outer_syncs++;
   d->stats.inter_island_bytes += bytes;
   d->stats.wan_seconds += modelled;
-  /* overlap hides up to T steps of compute behind the exchange; the link model
-   * charges the exchange in full when T = 0 */
+  /* with T = 0 the exchange is charged in full; with overlap it is charged at the
+   * merge, less the compute of the T steps that ran meanwhile */
   if (d->cfg.overlap == 0) d->stats.wan_exposed_seconds += modelled;
+  d->pending_wan[f] = modelled;
+  d->pending_clock[f] = d->compute_clock;
   d->stats.sync_seconds += now() - t0;
   if (d->cfg.overlap == 0) {
     memcpy(w, g, sizeof(float) * n);
@@ -246,6 +256,8 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
 static void merge_fragment(atoll_diloco *d, int f) {
   size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
   size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
+  double hidden = d->compute_clock - d->pending_clock[f];
+  if (d->pending_wan[f] > hidden) d->stats.wan_exposed_seconds += d->pending_wan[f] - hidden;
   float a = d->cfg.merge_alpha;
   for (size_t i = b; i < e; i++) d->params[i] = a * d->params[i] + (1.0f - a) * d->global[i - d->slice_begin];
   island_gather(d, d->frag_begin[f], d->frag_end[f]);

@@ -14,8 +14,8 @@
  *
  * Fragment p syncs after steps s with s mod H = floor(p H / P); with overlap T the
  * islands keep training for T steps before merging the new global fragment (the
- * exchange itself is done at the sync; its wall time over a WAN is what overlap hides,
- * and the link model counts it that way). The last step syncs every fragment.
+ * exchange itself is done at the sync; its wall time over a WAN is what overlap hides:
+ * the link model charges only the part longer than the T steps' compute). The last step syncs every fragment.
  *
  * Outer state is sharded like the island's ZeRO shards: island rank j keeps g and u
  * only for its slice [j S, (j+1) S) (S = ceil(P / island size)), and exchanges only
@@ -70,6 +70,10 @@ void atoll_diloco_resume_at(atoll_diloco *d, int step);
 /* After inner step `step` (1-based count of steps done; last = final step): runs the
  * syncs and merges due. Fails if the islands' global weights differ. */
 int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err);
+
+/* Inner compute time of the step just done, for the link model: an overlapped
+ * exchange is exposed only where its modelled time exceeds the compute it overlapped. */
+void atoll_diloco_add_compute(atoll_diloco *d, double seconds);
 
 /* This rank's slice and its global weights and outer momentum (for checkpoints). */
 void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end);

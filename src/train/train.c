@@ -361,6 +361,7 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
     }
     double dt = trainer_now() - t0;
     t->compute_seconds += dt;
+    if (t->diloco) atoll_diloco_add_compute(t->diloco, dt);
     if (t->diloco && atoll_diloco_after_step(t->diloco, step + 1, step + 1 == c->steps, err)) {
       rc = failed_alike(t);
       goto done;
