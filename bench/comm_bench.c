@@ -29,16 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void fill(float *buf, size_t n) {
   for (size_t i = 0; i < n; i++) buf[i] = 1.0f;
 }
@@ -147,8 +137,8 @@ int main(int argc, char **argv) {
       ta[it] = timed(c, buf, count, 0, &bad);
       tr[it] = timed(c, buf, count, 1, &bad);
     }
-    double t_a = median(ta, iters), t_r = median(tr, iters);
-    if (use_min) t_a = ta[0], t_r = tr[0]; /* sorted by median() */
+    double t_a = atoll_median(ta, (size_t)iters), t_r = atoll_median(tr, (size_t)iters);
+    if (use_min) t_a = ta[0], t_r = tr[0]; /* sorted by atoll_median() */
     double sz = (double)(count * sizeof(float)), busf = 2.0 * (n - 1) / (double)n;
     double alg_a = sz / t_a * 1e-9, alg_r = sz / t_r * 1e-9;
     double ratio = (alg_a * busf) / (alg_r * busf);

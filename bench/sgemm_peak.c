@@ -17,6 +17,8 @@
  * Each figure is the median over R timed repetitions after one untimed warm-up call.
  * Prints one JSON object on stdout; progress and nothing else on stderr. */
 #define _POSIX_C_SOURCE 200809L
+#include "atoll/atoll.h"
+
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -29,17 +31,6 @@
 void openblas_set_num_threads(int n);
 char *openblas_get_config(void);
 char *openblas_get_corename(void);
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static float *alloc_fill(size_t n, unsigned seed) {
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
@@ -72,13 +63,12 @@ static double time_case(const gemm_case *g, int reps) {
   double *t = malloc(sizeof(double) * reps);
   cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, 0.0f, C, g->N);
   for (int r = 0; r < reps; r++) {
-    double t0 = now();
+    double t0 = atoll_seconds();
     cblas_sgemm(CblasRowMajor, g->ta, g->tb, g->M, g->N, g->K, 1.0f, A, lda, B, ldb, 0.0f, C,
                 g->N);
-    t[r] = now() - t0;
+    t[r] = atoll_seconds() - t0;
   }
-  qsort(t, reps, sizeof(double), cmp_double);
-  double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+  double med = atoll_median(t, (size_t)reps);
   free(t);
   free(A);
   free(B);

@@ -23,6 +23,13 @@ typedef struct {
 /* Formats a message into err (if non-NULL) and returns -1. */
 int atoll_fail(atoll_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---------------------------------------------------------------- timing --- */
+
+/* Monotonic seconds (for intervals only). */
+double atoll_seconds(void);
+/* Median of v[0, n); sorts v in place. 0 for n = 0. */
+double atoll_median(double *v, size_t n);
+
 /* ------------------------------------------------------------ model shape --- */
 
 typedef struct {

@@ -17,6 +17,8 @@
 
 #include "ckpt/checkpoint.h"
 
+#include "core/fs.h"
+
 #include "ckpt/safetensors.h"
 
 #include <dirent.h>
@@ -92,46 +94,6 @@ static int has_state(const char *dir) {
 }
 
 /* ----------------------------------------------------- file system ops --- */
-
-static int fsync_path(const char *path, int flags, atoll_err *err) {
-  int fd = open(path, flags | O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return atoll_fail(err, "%s: cannot open for fsync: %s", path, strerror(errno));
-  int rc = fsync(fd);
-  int e = errno;
-  close(fd);
-  /* Some file systems cannot fsync a directory; there is nothing better to do. */
-  if (rc != 0 && !(flags & O_DIRECTORY && (e == EINVAL || e == EROFS)))
-    return atoll_fail(err, "%s: fsync failed: %s", path, strerror(e));
-  return 0;
-}
-
-static int mkdir_p(const char *path, atoll_err *err) {
-  char buf[CK_PATH];
-  size_t len = strlen(path);
-  if (len >= sizeof buf) return atoll_fail(err, "%s: path too long", path);
-  memcpy(buf, path, len + 1);
-  for (char *p = buf + 1;; p++) {
-    if (*p != '/' && *p != 0) continue;
-    char c = *p;
-    *p = 0;
-    if (mkdir(buf, 0755) == 0) {
-      /* Make the new entry durable: fsync the directory that holds it. */
-      char *slash = strrchr(buf, '/');
-      if (slash && slash != buf) *slash = 0;
-      int rc = fsync_path(slash ? (slash == buf ? "/" : buf) : ".", O_DIRECTORY, err);
-      if (slash && slash != buf) *slash = '/';
-      if (rc != 0) return -1;
-    } else if (errno != EEXIST) {
-      return atoll_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    }
-    *p = c;
-    if (!c) break;
-  }
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-    return atoll_fail(err, "%s: not a directory", path);
-  return 0;
-}
 
 /* Removes path and everything below it; symbolic links are removed, not followed. */
 static int rm_tree(const char *path) {
@@ -265,7 +227,7 @@ static int write_contents(const char *tmp, const atoll_layout *lay, const float 
     if (rc == 0) rc = st_write_parts(path, lay, extras[i].parts, extras[i].nparts, NULL, err);
   }
   if (rc == 0) rc = write_state(tmp, state, err);
-  if (rc == 0) rc = fsync_path(tmp, O_DIRECTORY, err);
+  if (rc == 0) rc = atoll_fsync_path(tmp, O_DIRECTORY, err);
   return rc;
 }
 
@@ -297,13 +259,13 @@ static int install(const char *tmp, const char *dir, const char *parent, const c
     if (errno != ENOENT) return atoll_fail(err, "%s: cannot stat: %s", dir, strerror(errno));
     if (rename(tmp, dir) != 0)
       return atoll_fail(err, "%s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
-    return fsync_path(parent, O_DIRECTORY, err);
+    return atoll_fsync_path(parent, O_DIRECTORY, err);
   }
   if (replaceable(dir, err) != 0) return -1;
 #ifdef RENAME_EXCHANGE
   if (g_exchange) {
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
-      int rc = fsync_path(parent, O_DIRECTORY, err);
+      int rc = atoll_fsync_path(parent, O_DIRECTORY, err);
       rm_tree(tmp); /* now holds the old checkpoint */
       return rc;
     }
@@ -321,7 +283,7 @@ static int install(const char *tmp, const char *dir, const char *parent, const c
     rename(old, dir);
     return atoll_fail(err, "%s: cannot rename %s into place: %s", dir, tmp, strerror(e));
   }
-  int rc = fsync_path(parent, O_DIRECTORY, err);
+  int rc = atoll_fsync_path(parent, O_DIRECTORY, err);
   rm_tree(old);
   return rc;
 }
@@ -350,7 +312,7 @@ int atoll_ckpt_save_ex(const char *dir, const atoll_layout *lay, const float *pa
   if (check_save_args(dir, params, exp_avg, exp_avg_sq, state, &step, err) != 0) return -1;
   if (split_path(dir, parent, name, err) != 0) return -1;
   if (sibling(tmp, parent, "tmp", name, (long)getpid(), err) != 0) return -1;
-  if (mkdir_p(parent, err) != 0) return -1;
+  if (atoll_mkdir_p(parent, err) != 0) return -1;
   if (rm_tree(tmp) != 0)
     return atoll_fail(err, "%s: cannot remove stale %s: %s", dir, tmp, strerror(errno));
   if (mkdir(tmp, 0755) != 0)
@@ -362,33 +324,6 @@ int atoll_ckpt_save_ex(const char *dir, const atoll_layout *lay, const float *pa
 }
 
 /* ---------------------------------------------------------------- load --- */
-
-static int read_small_file(const char *path, char **out, size_t *len, atoll_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 4096, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap) break;
-    if (cap >= CK_MAX_STATE) {
-      free(buf), fclose(f);
-      return atoll_fail(err, "%s: larger than %u bytes", path, CK_MAX_STATE);
-    }
-    char *p = realloc(buf, cap * 2);
-    if (!p) free(buf);
-    buf = p, cap *= 2;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (!buf) return atoll_fail(err, "%s: out of memory", path);
-  if (bad) {
-    free(buf);
-    return atoll_fail(err, "%s: read failed", path);
-  }
-  *out = buf, *len = n;
-  return 0;
-}
 
 static int validate_state(const cJSON *s, const char *path, atoll_err *err) {
   if (!cJSON_IsObject(s)) return atoll_fail(err, "%s: not a JSON object", path);
@@ -416,7 +351,7 @@ int atoll_ckpt_read_state(const char *dir, cJSON **state, atoll_err *err) {
     return atoll_fail(err, "%s: not a checkpoint (no state.json)", dir);
   char *text = NULL;
   size_t len = 0;
-  if (read_small_file(path, &text, &len, err) != 0) return -1;
+  if (atoll_read_file(path, CK_MAX_STATE, &text, &len, err) != 0) return -1;
   const char *end = NULL;
   cJSON *s = cJSON_ParseWithLengthOpts(text, len, &end, 0);
   size_t at = end ? (size_t)(end - text) : 0;

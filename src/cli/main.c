@@ -9,6 +9,7 @@
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
 #include "comm/comm.h"
+#include "core/fs.h"
 #include "train/config.h"
 #include "train/sample.h"
 #include "train/train.h"
@@ -52,34 +53,6 @@ static void usage(FILE *f) {
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
           "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n");
-}
-
-static char *read_file(const char *path, size_t *len, atoll_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  char *buf = NULL;
-  size_t cap = 0, n = 0;
-  for (;;) {
-    if (n == cap) {
-      cap = cap ? 2 * cap : 4096;
-      if (cap > (64u << 20)) {
-        fclose(f);
-        free(buf);
-        atoll_fail(err, "%s: config file larger than 64 MiB", path);
-        return NULL;
-      }
-      buf = realloc(buf, cap);
-    }
-    size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0) break;
-  }
-  fclose(f);
-  *len = n;
-  return buf;
 }
 
 static int is_dir(const char *p) {
@@ -298,8 +271,8 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
   }
   if (config_file) {
     size_t len = 0;
-    char *text = read_file(config_file, &len, &err);
-    if (!text) return die_on(rank, &err);
+    char *text = NULL;
+    if (atoll_read_file(config_file, 64u << 20, &text, &len, &err)) return die_on(rank, &err);
     int rc = atoll_config_apply_text(&cfg, text, len, config_file, &err);
     free(text);
     if (rc) return die_on(rank, &err);

@@ -149,12 +149,6 @@ const char *atoll_op_name(atoll_op op) {
   }
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* One turn of a waiting spin. On a busy machine sched_yield hands the core to another
  * process for a whole time slice, milliseconds that a collective then loses (measured
  * on a shared 2-core machine: yielding after 1 ms, 4 MiB all-reduces often took 5-8x
@@ -205,7 +199,7 @@ static void usage_fail(const atoll_comm *c, const char *what, const char *why) {
  * as an overflow against MPICH's prototypes.) */
 static void watched_waitall(atoll_comm *c, int n, MPI_Request *reqs, const char *what,
                             size_t bytes) {
-  double t0 = now_seconds();
+  double t0 = atoll_seconds();
   int first = 0; /* requests before it are done */
   while (first < n) {
     int flag = 0;
@@ -214,11 +208,11 @@ static void watched_waitall(atoll_comm *c, int n, MPI_Request *reqs, const char 
       first++;
       continue;
     }
-    double waited = now_seconds() - t0;
+    double waited = atoll_seconds() - t0;
     if (waited > c->timeout) watchdog_fire(c, what, bytes);
     spin_pause(c, waited);
   }
-  c->stats.wait_seconds += now_seconds() - t0;
+  c->stats.wait_seconds += atoll_seconds() - t0;
 }
 
 static int next_tag(atoll_comm *c) {
@@ -498,13 +492,13 @@ void atoll_req_wait(atoll_req *q) {
   if (!q) return;
   if (!q->done) {
     atoll_comm *c = q->c;
-    double t0 = now_seconds();
+    double t0 = atoll_seconds();
     while (!atoll_req_test(q)) {
-      double waited = now_seconds() - t0;
+      double waited = atoll_seconds() - t0;
       if (waited > c->timeout) watchdog_fire(c, atoll_op_name(q->op), q->count * sizeof(float));
       spin_pause(c, waited);
     }
-    c->stats.wait_seconds += now_seconds() - t0;
+    c->stats.wait_seconds += atoll_seconds() - t0;
   }
   req_free(q);
 }

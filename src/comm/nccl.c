@@ -19,12 +19,6 @@
 #define ATOLL_NCCL_NONBLOCKING 0
 #endif
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void nap(void) {
   struct timespec ts = {0, 1000000}; /* 1 ms */
   nanosleep(&ts, NULL);
@@ -51,7 +45,7 @@ int atoll_nccl_exchange_id(atoll_comm *c, ncclUniqueId *id, atoll_err *err) {
 
 int atoll_nccl_wait(ncclComm_t *comm, double timeout_s, const char *what, atoll_err *err) {
   if (!comm || !*comm) return atoll_fail(err, "nccl: %s: no communicator", what);
-  double t0 = now_seconds();
+  double t0 = atoll_seconds();
   for (;;) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(*comm, &state);
@@ -68,7 +62,7 @@ int atoll_nccl_wait(ncclComm_t *comm, double timeout_s, const char *what, atoll_
       return atoll_fail(err, "nccl: %s failed: %s%s%s", what, ncclGetErrorString(state),
                         last && *last ? ": " : "", last ? last : "");
     }
-    double waited = now_seconds() - t0;
+    double waited = atoll_seconds() - t0;
     if (waited > timeout_s) {
       ncclCommAbort(*comm);
       *comm = NULL;

@@ -10,6 +10,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "data/shard.h"
 
+#include "core/fs.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -107,26 +109,6 @@ static int load_sources(source **out, const char *const *files, int nfiles, doub
 }
 
 /* ---------------------------------------------------------------- output --- */
-
-/* mkdir -p: creates every missing component of dir. */
-static int make_dirs(const char *dir, atoll_err *err) {
-  char buf[1024];
-  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-    return atoll_fail(err, "%.200s...: path too long", dir);
-  for (char *p = buf + 1;; p++) {
-    if (*p != '/' && *p != '\0') continue;
-    char c = *p;
-    *p = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return atoll_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    *p = c;
-    if (c == '\0') break;
-  }
-  struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return atoll_fail(err, "%s: not a directory", dir);
-  return 0;
-}
 
 static int split_path(char *buf, size_t cap, const char *dir, const char *split, int n,
                       atoll_err *err) {
@@ -258,7 +240,7 @@ int atoll_prepare(const char *const *files, int nfiles, const char *outdir, doub
   split_out train = {.dir = outdir, .split = "train"};
   split_out val = {.dir = outdir, .split = "val"};
   int rc = -1;
-  if (load_sources(&src, files, nfiles, val_fraction, err) == 0 && make_dirs(outdir, err) == 0 &&
+  if (load_sources(&src, files, nfiles, val_fraction, err) == 0 && atoll_mkdir_p(outdir, err) == 0 &&
       write_split(&train, src, nfiles, 0, err) == 0 && write_split(&val, src, nfiles, 1, err) == 0)
     rc = write_manifest(outdir, src, nfiles, val_fraction, &train, &val, err);
   if (train.open) atoll_shard_writer_abort(&train.w);

@@ -24,12 +24,6 @@ struct atoll_diloco {
   size_t *counts;
 };
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Fragments: contiguous runs of units (embeddings, blocks, final LayerNorm), cut
  * where the running size passes p/P of the model. */
 static void plan_fragments(atoll_diloco *d) {
@@ -218,7 +212,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
   size_t n = e > b ? e - b : 0, o = b - d->slice_begin;
   float *g = d->global + o, *u = d->momentum + o, *w = d->params + b, *delta = d->delta + o;
-  double t0 = now();
+  double t0 = atoll_seconds();
   atoll_comm_stats before = atoll_comm_get_stats(d->mesh->cross);
   for (size_t i = 0; i < n; i++) delta[i] = g[i] - w[i];
   if (d->mesh->islands > 1) islands_mean(d, delta, n);
@@ -230,7 +224,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   atoll_comm_stats after = atoll_comm_get_stats(d->mesh->cross);
   uint64_t bytes = 0;
   for (int op = 0; op < ATOLL_OP_COUNT; op++) bytes += after.bytes_sent[op] - before.bytes_sent[op];
-  double modelled = wan_time(d, bytes), took = now() - t0;
+  double modelled = wan_time(d, bytes), took = atoll_seconds() - t0;
   if (d->cfg.throttle && modelled > took) {
     double rest = modelled - took;
     struct timespec ts = {(time_t)rest, (long)((rest - floor(rest)) * 1e9)};
@@ -244,7 +238,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   if (d->cfg.overlap == 0) d->stats.wan_exposed_seconds += modelled;
   d->pending_wan[f] = modelled;
   d->pending_clock[f] = d->compute_clock;
-  d->stats.sync_seconds += now() - t0;
+  d->stats.sync_seconds += atoll_seconds() - t0;
   if (d->cfg.overlap == 0) {
     memcpy(w, g, sizeof(float) * n);
     island_gather(d, d->frag_begin[f], d->frag_end[f]);
@@ -266,7 +260,6 @@ static void merge_fragment(atoll_diloco *d, int f) {
 
 int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
   int H = d->cfg.sync_every, P = d->cfg.fragments, synced = 0;
-  (void)H;
   for (int f = 0; f < P; f++)
     if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
   for (int f = 0; f < P; f++) {

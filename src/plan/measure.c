@@ -16,17 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 #define REPS 7
 
 int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err) {
@@ -49,26 +38,24 @@ int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err) {
   double t[REPS], u[REPS];
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, M, S);
   for (int r = 0; r < REPS; r++) {
-    double t0 = now();
+    double t0 = atoll_seconds();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, A, S, B, S, 0.0f, M, S);
-    t[r] = now() - t0;
+    t[r] = atoll_seconds() - t0;
   }
   /* a mix like one block's elementwise work: GELU (transcendental) and LayerNorm
    * (streaming), forward and backward */
   const atoll_ops *ops = atoll_ops_cpu();
   for (int r = -1; r < REPS; r++) {
-    double t0 = now();
+    double t0 = atoll_seconds();
     ops->gelu_forward(y, x, E);
     ops->gelu_backward(dx, x, g, E);
     ops->layernorm_forward(y, st, st + N, x, w, w + C, N, C);
     ops->layernorm_backward(dx, w + 2 * C, w + 3 * C, g, x, w, st, st + N, N, C);
-    if (r >= 0) u[r] = now() - t0;
+    if (r >= 0) u[r] = atoll_seconds() - t0;
   }
-  qsort(t, REPS, sizeof t[0], cmp_double);
-  qsort(u, REPS, sizeof u[0], cmp_double);
-  out->sgemm_flops = 2.0 * S * S * S / t[REPS / 2];
+  out->sgemm_flops = 2.0 * S * S * S / atoll_median(t, REPS);
   /* bytes per element: GELU forward 8 + backward 12; LayerNorm forward 8 + backward 16 */
-  out->elem_bw = 44.0 * E / u[REPS / 2];
+  out->elem_bw = 44.0 * E / atoll_median(u, REPS);
   out->threads = omp_get_max_threads();
   free(A), free(B), free(M), free(x), free(y), free(g), free(dx), free(st), free(w);
   return 0;

@@ -14,6 +14,7 @@
 #include "train/train.h"
 
 #include "ckpt/checkpoint.h"
+#include "core/fs.h"
 #include "train/trainer.h"
 
 #include <errno.h>
@@ -22,20 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int mkdir_p(const char *path, atoll_err *err) {
-  char buf[1100];
-  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-    return atoll_fail(err, "%s: path too long", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(buf, 0755) && errno != EEXIST) return atoll_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) && errno != EEXIST) return atoll_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-  return 0;
-}
 
 /* All ranks agree whether a phase worked, so that none is left waiting: 0 if every
  * rank succeeded. Otherwise every rank returns an error: ATOLL_TRAIN_ERROR where this
@@ -152,16 +139,12 @@ static int restrict_island_data(trainer *t, atoll_err *err) {
   const atoll_config *c = t->cfg;
   char path[1100];
   snprintf(path, sizeof path, "%s/manifest.json", c->data);
-  FILE *f = fopen(path, "rb");
-  if (!f) return atoll_fail(err, "%s: cannot open (--island-data files needs the manifest of atoll prepare): %s", path, strerror(errno));
   char *text = NULL;
   size_t len = 0;
-  FILE *mem = open_memstream(&text, &len);
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
-  fclose(f);
-  fclose(mem);
+  if (atoll_read_file(path, 64u << 20, &text, &len, err)) {
+    atoll_err why = *err;
+    return atoll_fail(err, "--island-data files needs the manifest of atoll prepare: %s", why.msg);
+  }
   cJSON *man = cJSON_ParseWithLength(text, len);
   free(text);
   const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
@@ -259,7 +242,7 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
     if (t->diloco) atoll_diloco_reset_global(t->diloco);
   }
   atoll_dp_release_weights(t->dp); /* stage 3 keeps its shard only */
-  if (t->rank == 0 && mkdir_p(c->out, err)) return -1;
+  if (t->rank == 0 && atoll_mkdir_p(c->out, err)) return -1;
   return trainer_open_metrics(t, *start, err);
 }
 
@@ -338,13 +321,13 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
 
   int step = start;
   uint64_t hash = 0;
-  double run_start = trainer_now();
+  double run_start = atoll_seconds();
   trainer_rss_reset(t); /* loading and setup are not the steps' memory */
   while (step < c->steps) {
     if (step + 1 == 2 && t->rank == stall_rank)
       for (;;) pause(); /* a stalled peer: the others' watchdog must end the job */
     if (step + 1 == 2 && t->mesh.island == desync_island) atoll_diloco_global(t->diloco)[0] += 1e-3f;
-    double t0 = trainer_now();
+    double t0 = atoll_seconds();
     double norm;
     float loss = train_step(t, step, &opt, &norm);
     if (fault_nan_step == step + 1) loss = NAN;
@@ -359,14 +342,14 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
       rc = failed_alike(t);
       goto done;
     }
-    double dt = trainer_now() - t0;
+    double dt = atoll_seconds() - t0;
     t->compute_seconds += dt;
     if (t->diloco) atoll_diloco_add_compute(t->diloco, dt);
     if (t->diloco && atoll_diloco_after_step(t->diloco, step + 1, step + 1 == c->steps, err)) {
       rc = failed_alike(t);
       goto done;
     }
-    dt = trainer_now() - t0;
+    dt = atoll_seconds() - t0;
     t->step_seconds[t->nsteps_timed++] = dt;
     step++;
     t->last_loss = loss;

@@ -10,12 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double trainer_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 size_t trainer_peak_rss(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -117,7 +111,7 @@ void trainer_progress(trainer *t, int step, int start, double run_start, float l
   int tty = isatty(STDERR_FILENO);
   if (!(tty || step % c->log_every == 0 || step == c->steps || evaluated)) return;
   double tps = tokens_per_step(t) / seconds;
-  double eta = (trainer_now() - run_start) / (step - start) * (c->steps - step);
+  double eta = (atoll_seconds() - run_start) / (step - start) * (c->steps - step);
   char etabuf[32];
   format_eta(etabuf, sizeof etabuf, eta);
   fprintf(stderr, "%sstep %d/%d | loss %.4f | %.0f tok/s | %.2f GFLOP/s | lr %.2e | ETA %s",
@@ -125,11 +119,6 @@ void trainer_progress(trainer *t, int step, int start, double run_start, float l
           tps * atoll_flops_per_token(&c->model, t->seq) * 1e-9, lr, etabuf);
   if (evaluated) fprintf(stderr, " | val_loss %.4f", val);
   if (!tty || evaluated || step == c->steps) fputc('\n', stderr);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* Median seconds per step, leaving out the first steps of this process (warm-up:
@@ -140,8 +129,7 @@ static double median_step_seconds(const trainer *t) {
   if (n <= 0) return 0;
   double *v = malloc(sizeof(double) * n);
   memcpy(v, t->step_seconds + skip, sizeof(double) * n);
-  qsort(v, n, sizeof(double), cmp_double);
-  double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  double med = atoll_median(v, (size_t)n);
   free(v);
   return med;
 }

@@ -47,7 +47,6 @@ int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err);
 int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err);
 
 /* train_report.c */
-double trainer_now(void);
 size_t trainer_peak_rss(void);
 size_t trainer_rss_hwm(void);
 void trainer_rss_reset(trainer *t);

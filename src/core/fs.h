@@ -1,0 +1,20 @@
+/* Small file-system helpers shared by the modules that write run directories,
+ * checkpoints and data: one mkdir -p, one whole-file reader. */
+#ifndef ATOLL_FS_H
+#define ATOLL_FS_H
+
+#include "atoll/atoll.h"
+
+#include <stddef.h>
+
+/* fsync a file or (flags O_DIRECTORY) a directory; a file system that cannot fsync
+ * directories is tolerated. */
+int atoll_fsync_path(const char *path, int flags, atoll_err *err);
+/* mkdir -p; every directory it creates is made durable (its parent is fsynced).
+ * Fails if path exists and is not a directory. */
+int atoll_mkdir_p(const char *path, atoll_err *err);
+/* Reads a whole file of at most max_bytes into a new buffer (caller frees), NUL
+ * terminated one past *len. */
+int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len, atoll_err *err);
+
+#endif
