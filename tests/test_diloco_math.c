@@ -9,7 +9,7 @@
 static void outer_steps(atoll_comm *world, int nesterov) {
   atoll_err err;
   atoll_mesh mesh;
-  CHECK_OK(atoll_mesh_create(&mesh, world, 1, &err), &err);
+  CHECK_OK(atoll_mesh_create(&mesh, world, 1, 1, 1, &err), &err);
   atoll_layout lay;
   atoll_shape s = {.layers = 1, .heads = 1, .dim = 4, .context = 4, .vocab = 8};
   CHECK_OK(atoll_layout_init(&lay, &s, &err), &err);

@@ -55,22 +55,57 @@ typedef struct {
   size_t numel;
   int decay;         /* 1 if AdamW weight decay applies (matrices and embeddings) */
   int layer;         /* block index, -1 for embeddings and the final LayerNorm */
+  /* tensor parallel: how this tensor is cut from the whole model's tensor of the same
+   * name (shape here is the local piece; full_shape the whole) */
+  int split;         /* ATOLL_SPLIT_NONE (replicated), _ROWS (dim 0) or _COLS (dim 1) */
+  int groups;        /* the split dimension is `groups` equal blocks, each cut in tp pieces */
+  int64_t full_shape[2];
 } atoll_tensor;
 
+enum { ATOLL_SPLIT_NONE, ATOLL_SPLIT_ROWS, ATOLL_SPLIT_COLS };
+
+/* The part of the model one rank holds under model parallelism. */
 typedef struct {
-  atoll_shape shape;
+  int tp_size, tp_rank;       /* tensor parallel: 1/tp_size of the heads, MLP width, vocabulary */
+  int layer_begin, layer_end; /* pipeline stage: blocks [layer_begin, layer_end) */
+} atoll_part;
+
+typedef struct {
+  atoll_shape shape;          /* the whole model's shape */
+  atoll_part part;
+  int first_stage, last_stage; /* holds the embedding lookup / the final LayerNorm and LM head */
   int ntensors;
   atoll_tensor *tensors;
-  size_t nparams; /* total floats */
+  size_t nparams; /* total floats (of this part) */
+  /* tensor indices: -1 where this part does not hold the tensor */
+  int t_wte, t_wpe, t_block0, t_lnf; /* t_block0: h.<layer_begin>.ln_1.weight; 12 per block */
 } atoll_layout;
 
+/* The whole model (tp 1, every block). */
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err);
+/* One part: the embeddings (wte, wpe) on the first stage, wte again on the last (the
+ * tied LM head), blocks [layer_begin, layer_end), ln_f on the last stage, each matrix
+ * cut for tensor parallelism (src/model/layout.c). Fails, naming the flag (--tp,
+ * --pp), when tp_size does not divide heads or vocabulary or the range is empty. */
+int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_part *part,
+                           atoll_err *err);
 void atoll_layout_free(atoll_layout *lay);
 const atoll_tensor *atoll_layout_find(const atoll_layout *lay, const char *name);
 /* The flat range [begin, end) of one unit: block `layer` (0 .. layers-1), the
  * embeddings wte + wpe (layer = -1) or the final LayerNorm (layer = layers). Units
- * tile the buffer in the order -1, 0, 1, ..., layers. */
+ * tile the buffer in the order -1, 0, 1, ..., layers; a unit this part does not hold
+ * is an empty range. */
 void atoll_layout_unit(const atoll_layout *lay, int layer, size_t *begin, size_t *end);
+/* Walks the contiguous runs that map a part's buffer into the whole model's buffer:
+ * fn(ctx, t, part_offset, whole_offset, n) for every piece of every tensor t of the
+ * part, in the part's order. */
+typedef void (*atoll_run_fn)(void *ctx, const atoll_tensor *t, size_t part_off, size_t whole_off,
+                             size_t n);
+void atoll_layout_runs(const atoll_layout *part, const atoll_layout *whole, atoll_run_fn fn,
+                       void *ctx);
+/* 1 if this part's copy of t is the one that counts (norms, checkpoints): cut tensors
+ * always; replicated ones on tensor-parallel rank 0; the tied wte on the first stage. */
+int atoll_layout_owns(const atoll_layout *lay, const atoll_tensor *t);
 
 /* ------------------------------------------------------------------ RNG --- */
 
@@ -99,9 +134,15 @@ typedef struct atoll_model atoll_model;
  * call atoll_model_init_weights or load them. */
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err);
+/* One part of the model (atoll_layout_init_part) with activations for `slots`
+ * micro-batches between forward and backward (pipeline schedules). */
+int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
+                            int max_batch, int max_seq, int slots, atoll_err *err);
 void atoll_model_destroy(atoll_model *m);
-/* GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L). */
-void atoll_model_init_weights(atoll_model *m, uint64_t seed);
+/* GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L). A part
+ * takes its piece of the whole model's initial weights (the same at every layout).
+ * Fails only when out of memory. */
+int atoll_model_init_weights(atoll_model *m, uint64_t seed);
 
 const atoll_layout *atoll_model_layout(const atoll_model *m);
 float *atoll_model_params(atoll_model *m); /* flat, layout.nparams floats */
@@ -135,6 +176,15 @@ typedef struct {
 /* NULL removes the hooks. The struct is copied. */
 void atoll_model_set_hooks(atoll_model *m, const atoll_model_hooks *hooks);
 
+/* The collectives of the tensor-parallel group (needed when tp_size > 1); every member
+ * must end with bit-identical results. */
+typedef struct {
+  void *ctx;
+  void (*allreduce)(void *ctx, float *buf, size_t n);                  /* sum, in place */
+  void (*allgather)(void *ctx, const float *mine, float *all, size_t n); /* n per rank, rank order */
+} atoll_model_tp;
+void atoll_model_set_tp(atoll_model *m, const atoll_model_tp *tp);
+
 /* Forward pass over B sequences of T tokens (inputs [B*T]). With targets it returns
  * the mean cross-entropy loss, else 0. */
 float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
@@ -144,6 +194,20 @@ void atoll_model_zero_grads(atoll_model *m);
  * loss_scale * d(mean loss)/d(params) into the gradient buffer, so that micro-batches
  * accumulate (loss_scale = 1/accum). */
 void atoll_model_backward(atoll_model *m, float loss_scale);
+
+/* Pipeline stages: the same passes on micro-batch slot `slot`. inputs are needed on the
+ * first stage (and kept for its backward), targets on the last (which alone returns
+ * the loss); another stage first receives its input activations [B*T, dim] into
+ * atoll_model_slot_input. After the forward, a stage other than the last hands on
+ * atoll_model_slot_output; its backward takes the gradient of that output (dout;
+ * NULL on the last stage) and leaves the gradient of its input in
+ * atoll_model_input_grad (valid until the next backward). */
+float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
+                               const int32_t *targets, int B, int T);
+void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const float *dout);
+float *atoll_model_slot_input(atoll_model *m, int slot);
+const float *atoll_model_slot_output(const atoll_model *m, int slot);
+const float *atoll_model_input_grad(const atoll_model *m);
 
 /* Model FLOPs per trained token (forward + backward) at sequence length T:
  * 6 * (parameters that take part in matrix products) + 6 * layers * dim * T

@@ -133,6 +133,8 @@ struct atoll_req {
   float *scratch;   /* window * seg_cap floats */
   size_t seg_cap;
   int done;
+  int p2p;          /* a single message (atoll_isend / atoll_irecv): preq */
+  MPI_Request preq;
 };
 
 /* ------------------------------------------------------------ utilities --- */
@@ -144,6 +146,7 @@ const char *atoll_op_name(atoll_op op) {
     case ATOLL_OP_ALLGATHER: return "allgather";
     case ATOLL_OP_BROADCAST: return "broadcast";
     case ATOLL_OP_EXCHANGE: return "exchange";
+    case ATOLL_OP_P2P: return "p2p";
     case ATOLL_OP_OTHER: return "other";
     default: return "unknown";
   }
@@ -465,6 +468,12 @@ static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t coun
 
 int atoll_req_test(atoll_req *q) {
   if (!q) return 1;
+  if (q->p2p && !q->done) {
+    int flag = 0;
+    MPI_Test(&q->preq, &flag, MPI_STATUS_IGNORE);
+    if (flag) q->done = 1;
+    return flag;
+  }
   while (!q->done) {
     size_t u = q->oldest;
     atoll_unit *un = &q->units[u % (size_t)q->window];
@@ -525,6 +534,37 @@ void atoll_reduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t 
 
 void atoll_allgather(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
   atoll_req_wait(atoll_iallgather(c, buf, count, counts));
+}
+
+/* ------------------------------------------------------- point to point --- */
+
+static atoll_req *p2p_start(atoll_comm *c, void *buf, size_t bytes, int peer, int tag, int send) {
+  const char *what = send ? "isend" : "irecv";
+  if (bytes > (size_t)INT_MAX) usage_fail(c, what, "message larger than 2 GiB");
+  if (peer < 0 || peer >= c->size || peer == c->rank) usage_fail(c, what, "peer is not another rank");
+  atoll_req *q = calloc(1, sizeof *q);
+  if (!q) usage_fail(c, what, "out of memory");
+  q->c = c;
+  q->op = ATOLL_OP_P2P;
+  q->count = bytes / sizeof(float);
+  q->p2p = 1;
+  c->stats.calls[ATOLL_OP_P2P]++;
+  tag %= ATOLL_TAG_RANGE;
+  if (send) {
+    c->stats.bytes_sent[ATOLL_OP_P2P] += bytes;
+    MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm, &q->preq);
+  } else {
+    MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm, &q->preq);
+  }
+  return q;
+}
+
+atoll_req *atoll_isend(atoll_comm *c, const void *buf, size_t bytes, int peer, int tag) {
+  return p2p_start(c, (void *)buf, bytes, peer, tag, 1);
+}
+
+atoll_req *atoll_irecv(atoll_comm *c, void *buf, size_t bytes, int peer, int tag) {
+  return p2p_start(c, buf, bytes, peer, tag, 0);
 }
 
 /* --------------------------------------------------------- control paths --- */

@@ -42,6 +42,7 @@ typedef enum {
   ATOLL_OP_ALLGATHER,
   ATOLL_OP_BROADCAST,
   ATOLL_OP_EXCHANGE, /* point-to-point block exchanges (all-to-all, block all-gather) */
+  ATOLL_OP_P2P,      /* pipeline messages between two ranks (atoll_isend) */
   ATOLL_OP_OTHER, /* small control messages: scalars, hashes, barrier */
   ATOLL_OP_COUNT
 } atoll_op;
@@ -113,6 +114,16 @@ double atoll_allreduce_sum_double(atoll_comm *c, double x);
  * block all-gather: send the one block `mine` to every rank; recv block i = rank i's. */
 void atoll_alltoall_bytes(atoll_comm *c, const void *send, void *recv, size_t block);
 void atoll_allgather_blocks(atoll_comm *c, const void *mine, void *recv, size_t block);
+
+/* ------------------------------------------------------- point to point --- */
+
+/* One message between two ranks (pipeline activations and their gradients), waited
+ * on with atoll_req_test / atoll_req_wait (watchdog included). The caller picks the
+ * tag (0 .. 32766); use a communicator that carries nothing else, since collectives
+ * draw their tags from a counter these would collide with. Bytes count on the sender
+ * (op "p2p"). At most 2 GiB per message. */
+atoll_req *atoll_isend(atoll_comm *c, const void *buf, size_t bytes, int peer, int tag);
+atoll_req *atoll_irecv(atoll_comm *c, void *buf, size_t bytes, int peer, int tag);
 
 /* Gathers chunk r of buf (counts as above) from every rank to root's buf. */
 void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t *counts, int root);

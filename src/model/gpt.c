@@ -9,7 +9,23 @@
  * Activations kept for backward, per block: the block input (residual), ln_1 output
  * and statistics, qkv, attention output and its log-sum-exp, the residual after
  * attention, ln_2 output and statistics, the fc output and its GELU. The residual adds
- * are fused into the projections (sgemm with beta = 1 on a copy of the residual). */
+ * are fused into the projections (sgemm with beta = 1 on a copy of the residual).
+ *
+ * Model parallelism (the model's part, atoll_layout_init_part):
+ *   pipeline  a part holds blocks [layer_begin, layer_end); a stage other than the
+ *             first takes its input activations [B*T, C] in the slot's input buffer,
+ *             one other than the last hands its output and, in backward, takes the
+ *             gradient of that output and leaves the gradient of its input. Up to
+ *             `slots` micro-batches can be between their forward and backward.
+ *   tensor    (Megatron-LM) each rank holds tp-th of the heads and MLP width: qkv and
+ *             fc are column-parallel, the projections row-parallel, so a block half
+ *             needs one all-reduce of its output in forward (rank 0 adds the residual
+ *             and bias, the others only their partial product) and one of its input
+ *             gradient in backward. The embedding and LM head are cut by vocabulary:
+ *             the lookup is all-reduced, and the cross-entropy combines the ranks'
+ *             log-sum-exps (one all-gather of 2 floats per token) so that full logits
+ *             never exist on one rank. Replicated tensors (LayerNorms, wpe, the
+ *             projections' biases) get identical gradients on every rank. */
 #include "atoll/atoll.h"
 #include "ops/ops.h"
 
@@ -23,48 +39,54 @@ typedef struct {
 } block_params;
 
 typedef struct {
-  float *res_in; /* [N,C] block input (aliases the previous block's res_mid2) */
+  float *res_in; /* [N,C] block input (aliases the previous block's res_out) */
   float *ln1, *ln1_mean, *ln1_rstd;
-  float *qkv;  /* [N,3C] */
-  float *atty; /* [N,C] */
-  float *lse;  /* [B,NH,T] */
+  float *qkv;  /* [N,3C/tp] */
+  float *atty; /* [N,C/tp] */
+  float *lse;  /* [B,NH/tp,T] */
   float *res_mid; /* [N,C] after attention */
   float *ln2, *ln2_mean, *ln2_rstd;
-  float *fch, *fch_gelu; /* [N,4C] */
+  float *fch, *fch_gelu; /* [N,4C/tp] */
   float *res_out;        /* [N,C] block output */
 } block_acts;
+
+/* The activations of one micro-batch between its forward and its backward. */
+typedef struct {
+  float *encoded; /* [N,C] embedding output, or the stage's input */
+  block_acts *acts; /* one per block of the part */
+  float *lnf, *lnf_mean, *lnf_rstd;
+  float *logits, *xent_lse, *losses; /* logits [N, V/tp] */
+  int32_t *inputs, *targets;
+  int B, T, have_targets;
+} slot_acts;
 
 struct atoll_model {
   atoll_shape s;
   atoll_layout lay;
   const atoll_ops *ops;
-  int max_B, max_T;
+  int max_B, max_T, nslots, nblocks, tp, tp_rank;
+  int Cl, NHl, Vl; /* local widths: C/tp, heads/tp, vocab/tp */
   float *params, *grads;
-  /* activations */
-  float *encoded; /* [N,C] */
-  block_acts *acts;
-  float *lnf, *lnf_mean, *lnf_rstd;
-  float *logits, *xent_lse, *losses;
-  int32_t *inputs, *targets;
+  slot_acts *slots;
   /* backward scratch */
   float *dres, *dC, *d3C, *d4C;
-  /* state of the last forward */
-  int B, T, have_targets;
+  float *xent_mine, *xent_all; /* tensor-parallel cross-entropy: [2N], [tp, 2N] */
   atoll_model_hooks hooks; /* all NULL unless a strategy set them */
+  atoll_model_tp tpc;      /* collectives of the tensor-parallel group */
   /* all allocations, freed together */
   void **allocs;
   int nallocs;
 };
 
 static float *alloc_f(atoll_model *m, size_t n) {
-  void *p = m->ops->alloc(n * sizeof(float));
+  void *p = m->ops->alloc((n ? n : 1) * sizeof(float));
   if (p) m->allocs[m->nallocs++] = p;
   return p;
 }
 
 static block_params block_view(atoll_model *m, float *base, int l) {
-  /* the 12 tensors of block l follow wte and wpe in layout order */
-  const atoll_tensor *t = &m->lay.tensors[2 + 12 * l];
+  /* the 12 tensors of block l, in layout order */
+  const atoll_tensor *t = &m->lay.tensors[m->lay.t_block0 + 12 * (l - m->lay.part.layer_begin)];
   block_params p;
   float **slots[12] = {&p.ln1w, &p.ln1b, &p.qkvw,   &p.qkvb, &p.attprojw, &p.attprojb,
                        &p.ln2w, &p.ln2b, &p.fcw,    &p.fcb,  &p.fcprojw,  &p.fcprojb};
@@ -73,20 +95,60 @@ static block_params block_view(atoll_model *m, float *base, int l) {
 }
 
 static float *tensor_at(atoll_model *m, float *base, int idx) { return base + m->lay.tensors[idx].offset; }
-#define WTE 0
-#define WPE 1
-#define LNF_W(m) (2 + 12 * (m)->s.layers)
-#define LNF_B(m) (3 + 12 * (m)->s.layers)
 
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
+  atoll_part whole = {1, 0, 0, s->layers};
+  return atoll_model_create_part(out, s, &whole, max_batch, max_seq, 1, err);
+}
+
+static int alloc_slot(atoll_model *m, slot_acts *sl) {
+  size_t N = (size_t)m->max_B * m->max_T, C = m->s.dim, Cl = m->Cl;
+  sl->acts = calloc((size_t)m->nblocks, sizeof(block_acts));
+  if (!sl->acts) return -1;
+  sl->encoded = alloc_f(m, N * C);
+  float *prev = sl->encoded;
+  for (int i = 0; i < m->nblocks; i++) {
+    block_acts *a = &sl->acts[i];
+    a->res_in = prev;
+    a->ln1 = alloc_f(m, N * C);
+    a->ln1_mean = alloc_f(m, N);
+    a->ln1_rstd = alloc_f(m, N);
+    a->qkv = alloc_f(m, N * 3 * Cl);
+    a->atty = alloc_f(m, N * Cl);
+    a->lse = alloc_f(m, (size_t)m->max_B * m->NHl * m->max_T);
+    a->res_mid = alloc_f(m, N * C);
+    a->ln2 = alloc_f(m, N * C);
+    a->ln2_mean = alloc_f(m, N);
+    a->ln2_rstd = alloc_f(m, N);
+    a->fch = alloc_f(m, N * 4 * Cl);
+    a->fch_gelu = alloc_f(m, N * 4 * Cl);
+    a->res_out = alloc_f(m, N * C);
+    prev = a->res_out;
+  }
+  if (m->lay.last_stage) {
+    sl->lnf = alloc_f(m, N * C);
+    sl->lnf_mean = alloc_f(m, N);
+    sl->lnf_rstd = alloc_f(m, N);
+    sl->logits = alloc_f(m, N * m->Vl);
+    sl->xent_lse = alloc_f(m, N);
+    sl->losses = alloc_f(m, N);
+  }
+  sl->inputs = (int32_t *)alloc_f(m, N);
+  sl->targets = (int32_t *)alloc_f(m, N);
+  return 0;
+}
+
+int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
+                            int max_batch, int max_seq, int slots, atoll_err *err) {
   *out = NULL;
   if (max_batch < 1) return atoll_fail(err, "batch: must be at least 1, got %d", max_batch);
   if (max_seq < 1 || max_seq > s->context)
     return atoll_fail(err, "seq: sequence length %d must be in [1, context=%d]", max_seq, s->context);
+  if (slots < 1) return atoll_fail(err, "micro-batches in flight: must be at least 1, got %d", slots);
   atoll_model *m = calloc(1, sizeof *m);
   if (!m) return atoll_fail(err, "out of memory");
-  if (atoll_layout_init(&m->lay, s, err)) {
+  if (atoll_layout_init_part(&m->lay, s, part, err)) {
     free(m);
     return -1;
   }
@@ -94,49 +156,31 @@ int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, i
   m->ops = atoll_ops_cpu();
   m->max_B = max_batch;
   m->max_T = max_seq;
-  int L = s->layers;
-  m->allocs = calloc((size_t)(32 + 16 * L), sizeof(void *));
-  m->acts = calloc((size_t)L, sizeof(block_acts));
-  if (!m->allocs || !m->acts) goto oom;
+  m->nslots = slots;
+  m->nblocks = part->layer_end - part->layer_begin;
+  m->tp = part->tp_size;
+  m->tp_rank = part->tp_rank;
+  m->Cl = s->dim / m->tp;
+  m->NHl = s->heads / m->tp;
+  m->Vl = s->vocab / m->tp;
+  m->allocs = calloc((size_t)(32 + slots * (16 + 16 * m->nblocks)), sizeof(void *));
+  m->slots = calloc((size_t)slots, sizeof(slot_acts));
+  if (!m->allocs || !m->slots) goto oom;
 
-  size_t N = (size_t)max_batch * max_seq, C = s->dim, V = s->vocab;
+  size_t N = (size_t)max_batch * max_seq, C = s->dim;
   m->params = alloc_f(m, m->lay.nparams);
   m->grads = alloc_f(m, m->lay.nparams);
-  m->encoded = alloc_f(m, N * C);
-  float *prev = m->encoded;
-  for (int l = 0; l < L; l++) {
-    block_acts *a = &m->acts[l];
-    a->res_in = prev;
-    a->ln1 = alloc_f(m, N * C);
-    a->ln1_mean = alloc_f(m, N);
-    a->ln1_rstd = alloc_f(m, N);
-    a->qkv = alloc_f(m, N * 3 * C);
-    a->atty = alloc_f(m, N * C);
-    a->lse = alloc_f(m, (size_t)max_batch * s->heads * max_seq);
-    a->res_mid = alloc_f(m, N * C);
-    a->ln2 = alloc_f(m, N * C);
-    a->ln2_mean = alloc_f(m, N);
-    a->ln2_rstd = alloc_f(m, N);
-    a->fch = alloc_f(m, N * 4 * C);
-    a->fch_gelu = alloc_f(m, N * 4 * C);
-    a->res_out = alloc_f(m, N * C);
-    prev = a->res_out;
-  }
-  m->lnf = alloc_f(m, N * C);
-  m->lnf_mean = alloc_f(m, N);
-  m->lnf_rstd = alloc_f(m, N);
-  m->logits = alloc_f(m, N * V);
-  m->xent_lse = alloc_f(m, N);
-  m->losses = alloc_f(m, N);
+  for (int i = 0; i < slots; i++)
+    if (alloc_slot(m, &m->slots[i])) goto oom;
   m->dres = alloc_f(m, N * C);
   m->dC = alloc_f(m, N * C);
-  m->d3C = alloc_f(m, N * 3 * C);
-  m->d4C = alloc_f(m, N * 4 * C);
-  m->inputs = (int32_t *)alloc_f(m, N);
-  m->targets = (int32_t *)alloc_f(m, N);
+  m->d3C = alloc_f(m, N * 3 * m->Cl);
+  m->d4C = alloc_f(m, N * 4 * m->Cl);
+  m->xent_mine = alloc_f(m, 2 * N);
+  m->xent_all = alloc_f(m, 2 * N * m->tp);
   for (int i = 0; i < m->nallocs; i++)
     if (!m->allocs[i]) goto oom;
-  if (!m->targets) goto oom;
+  if (!m->xent_all) goto oom;
   *out = m;
   return 0;
 oom:;
@@ -150,18 +194,34 @@ void atoll_model_destroy(atoll_model *m) {
   if (!m) return;
   for (int i = 0; i < m->nallocs; i++) m->ops->free(m->allocs[i]);
   free(m->allocs);
-  free(m->acts);
+  if (m->slots)
+    for (int i = 0; i < m->nslots; i++) free(m->slots[i].acts);
+  free(m->slots);
   atoll_layout_free(&m->lay);
   free(m);
 }
 
-void atoll_model_init_weights(atoll_model *m, uint64_t seed) {
+/* Initial values of one whole tensor: what every part cuts its piece from. */
+typedef struct {
+  atoll_model *m;
+  const atoll_layout *whole;
+  float *buf; /* whole-model buffer */
+} init_ctx;
+
+static void copy_run(void *ctx, const atoll_tensor *t, size_t part_off, size_t whole_off, size_t n) {
+  (void)t;
+  init_ctx *c = ctx;
+  memcpy(c->m->params + part_off, c->buf + whole_off, n * sizeof(float));
+}
+
+/* GPT-2 initialisation of the whole model's buffer (one RNG stream in layout order). */
+static void init_whole(const atoll_layout *lay, float *p0, uint64_t seed) {
   atoll_rng rng;
   atoll_rng_seed(&rng, seed);
-  float resid_std = 0.02f / sqrtf(2.0f * m->s.layers);
-  for (int i = 0; i < m->lay.ntensors; i++) {
-    const atoll_tensor *t = &m->lay.tensors[i];
-    float *p = m->params + t->offset;
+  float resid_std = 0.02f / sqrtf(2.0f * lay->shape.layers);
+  for (int i = 0; i < lay->ntensors; i++) {
+    const atoll_tensor *t = &lay->tensors[i];
+    float *p = p0 + t->offset;
     const char *n = t->name;
     size_t len = strlen(n);
     if (t->ndim == 1) {
@@ -176,16 +236,52 @@ void atoll_model_init_weights(atoll_model *m, uint64_t seed) {
   }
 }
 
+int atoll_model_init_weights(atoll_model *m, uint64_t seed) {
+  const atoll_part *p = &m->lay.part;
+  if (p->tp_size == 1 && p->layer_begin == 0 && p->layer_end == m->s.layers) {
+    init_whole(&m->lay, m->params, seed);
+    return 0;
+  }
+  /* a part takes its piece of the whole model's initialisation, so that every layout
+   * starts from the same weights */
+  atoll_layout whole;
+  atoll_err err;
+  if (atoll_layout_init(&whole, &m->s, &err)) return -1;
+  float *buf = malloc(whole.nparams * sizeof(float));
+  if (!buf) {
+    atoll_layout_free(&whole);
+    return -1;
+  }
+  init_whole(&whole, buf, seed);
+  init_ctx c = {m, &whole, buf};
+  atoll_layout_runs(&m->lay, &whole, copy_run, &c);
+  free(buf);
+  atoll_layout_free(&whole);
+  return 0;
+}
+
 const atoll_layout *atoll_model_layout(const atoll_model *m) { return &m->lay; }
 float *atoll_model_params(atoll_model *m) { return m->params; }
 float *atoll_model_grads(atoll_model *m) { return m->grads; }
-const float *atoll_model_logits(const atoll_model *m) { return m->logits; }
+const float *atoll_model_logits(const atoll_model *m) { return m->slots[0].logits; }
+float *atoll_model_slot_input(atoll_model *m, int slot) { return m->slots[slot].encoded; }
+const float *atoll_model_slot_output(const atoll_model *m, int slot) {
+  return m->slots[slot].acts[m->nblocks - 1].res_out;
+}
+const float *atoll_model_input_grad(const atoll_model *m) { return m->dres; }
 
 void atoll_model_set_hooks(atoll_model *m, const atoll_model_hooks *hooks) {
   if (hooks)
     m->hooks = *hooks;
   else
     memset(&m->hooks, 0, sizeof m->hooks);
+}
+
+void atoll_model_set_tp(atoll_model *m, const atoll_model_tp *tp) {
+  if (tp)
+    m->tpc = *tp;
+  else
+    memset(&m->tpc, 0, sizeof m->tpc);
 }
 
 static void emit(atoll_model *m, atoll_event ev, int layer) {
@@ -200,98 +296,225 @@ static void grads_ready(atoll_model *m, int unit) {
   if (!m->hooks.grads_ready) return;
   size_t b, e;
   atoll_layout_unit(&m->lay, unit, &b, &e);
-  m->hooks.grads_ready(m->hooks.ctx, b, e);
+  if (e > b) m->hooks.grads_ready(m->hooks.ctx, b, e);
+}
+
+/* Sum over the tensor-parallel group (identical result on every member). */
+static void tp_allreduce(atoll_model *m, float *buf, size_t n) {
+  if (m->tp > 1) m->tpc.allreduce(m->tpc.ctx, buf, n);
 }
 
 void atoll_model_zero_grads(atoll_model *m) { memset(m->grads, 0, m->lay.nparams * sizeof(float)); }
 
+/* ------------------------------------------- vocabulary-parallel pieces --- */
+
+/* out = wte[tok] (if this rank holds the token's row, else 0) + wpe[t] (rank 0),
+ * all-reduced: the same single addition as without tensor parallelism. */
+static void embed_forward_tp(atoll_model *m, float *out, const int32_t *tok, const float *wte,
+                             const float *wpe, int B, int T) {
+  int C = m->s.dim, v0 = m->tp_rank * m->Vl;
+  for (int n = 0; n < B * T; n++) {
+    float *o = out + (size_t)n * C;
+    int v = tok[n] - v0, t = n % T;
+    int mine = v >= 0 && v < m->Vl;
+    for (int c = 0; c < C; c++) {
+      float x = mine ? wte[(size_t)v * C + c] : 0.0f;
+      o[c] = m->tp_rank == 0 ? x + wpe[(size_t)t * C + c] : x;
+    }
+  }
+  tp_allreduce(m, out, (size_t)B * T * C);
+}
+
+static void embed_backward_tp(atoll_model *m, float *dwte, float *dwpe, const float *dout,
+                              const int32_t *tok, int B, int T) {
+  int C = m->s.dim, v0 = m->tp_rank * m->Vl;
+  for (int n = 0; n < B * T; n++) {
+    const float *d = dout + (size_t)n * C;
+    int v = tok[n] - v0, t = n % T;
+    if (v >= 0 && v < m->Vl)
+      for (int c = 0; c < C; c++) dwte[(size_t)v * C + c] += d[c];
+    for (int c = 0; c < C; c++) dwpe[(size_t)t * C + c] += d[c];
+  }
+}
+
+/* Cross-entropy over logits cut by vocabulary: every rank sends (its log-sum-exp,
+ * its logit of the target or 0) per token; lse = log sum_r exp(lse_r). */
+static void xent_forward_tp(atoll_model *m, slot_acts *sl, int N) {
+  int Vl = m->Vl, v0 = m->tp_rank * Vl, R = m->tp;
+  float *mine = m->xent_mine;
+  for (int n = 0; n < N; n++) {
+    const float *z = sl->logits + (size_t)n * Vl;
+    float mx = -INFINITY;
+    for (int v = 0; v < Vl; v++) mx = z[v] > mx ? z[v] : mx;
+    double sum = 0.0;
+    for (int v = 0; v < Vl; v++) sum += exp((double)z[v] - mx);
+    int t = sl->targets[n] - v0;
+    mine[n] = (float)(mx + log(sum));
+    mine[N + n] = t >= 0 && t < Vl ? z[t] : 0.0f;
+  }
+  m->tpc.allgather(m->tpc.ctx, mine, m->xent_all, 2 * (size_t)N);
+  for (int n = 0; n < N; n++) {
+    float mx = -INFINITY, target = 0.0f;
+    for (int r = 0; r < R; r++) {
+      const float *a = m->xent_all + (size_t)r * 2 * N;
+      mx = a[n] > mx ? a[n] : mx;
+      target += a[N + n]; /* one rank holds it; the others add 0 */
+    }
+    double sum = 0.0;
+    for (int r = 0; r < R; r++) sum += exp((double)m->xent_all[(size_t)r * 2 * N + n] - mx);
+    sl->xent_lse[n] = (float)(mx + log(sum));
+    sl->losses[n] = sl->xent_lse[n] - target;
+  }
+}
+
+static void xent_backward_tp(atoll_model *m, slot_acts *sl, float dloss, int N) {
+  int Vl = m->Vl, v0 = m->tp_rank * Vl;
+  for (int n = 0; n < N; n++) {
+    float *z = sl->logits + (size_t)n * Vl, l = sl->xent_lse[n];
+    for (int v = 0; v < Vl; v++) z[v] = expf(z[v] - l) * dloss;
+    int t = sl->targets[n] - v0;
+    if (t >= 0 && t < Vl) z[t] -= dloss;
+  }
+}
+
+/* ---------------------------------------------------------------- passes --- */
+
 float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
                           int T) {
+  return atoll_model_forward_slot(m, 0, inputs, targets, B, T);
+}
+
+float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
+                               const int32_t *targets, int B, int T) {
   const atoll_ops *o = m->ops;
-  int C = m->s.dim, NH = m->s.heads, V = m->s.vocab, L = m->s.layers;
-  int N = B * T;
-  m->B = B;
-  m->T = T;
-  m->have_targets = targets != NULL;
-  memcpy(m->inputs, inputs, sizeof(int32_t) * (size_t)N);
-  if (targets) memcpy(m->targets, targets, sizeof(int32_t) * (size_t)N);
+  const atoll_layout *lay = &m->lay;
+  int C = m->s.dim, Cl = m->Cl, NHl = m->NHl, Vl = m->Vl;
+  int N = B * T, tp0 = m->tp_rank == 0;
+  slot_acts *sl = &m->slots[slot];
+  sl->B = B;
+  sl->T = T;
+  sl->have_targets = targets != NULL && lay->last_stage;
+  if (inputs) memcpy(sl->inputs, inputs, sizeof(int32_t) * (size_t)N);
+  if (sl->have_targets) memcpy(sl->targets, targets, sizeof(int32_t) * (size_t)N);
 
   emit(m, ATOLL_EV_FORWARD_BEGIN, -1);
-  o->embed_forward(m->encoded, m->inputs, tensor_at(m, m->params, WTE), tensor_at(m, m->params, WPE),
-                   B, T, C);
-  for (int l = 0; l < L; l++) {
+  if (lay->first_stage) {
+    float *wte = tensor_at(m, m->params, lay->t_wte), *wpe = tensor_at(m, m->params, lay->t_wpe);
+    if (m->tp > 1)
+      embed_forward_tp(m, sl->encoded, sl->inputs, wte, wpe, B, T);
+    else
+      o->embed_forward(sl->encoded, sl->inputs, wte, wpe, B, T, C);
+  }
+  for (int i = 0; i < m->nblocks; i++) {
+    int l = lay->part.layer_begin + i;
     emit(m, ATOLL_EV_BLOCK_FORWARD, l);
     block_params p = block_view(m, m->params, l);
-    block_acts *a = &m->acts[l];
+    block_acts *a = &sl->acts[i];
     o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res_in, p.ln1w, p.ln1b, N, C);
-    o->matmul_forward(a->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * C, 0);
-    o->attention_forward(a->atty, a->lse, a->qkv, B, T, C, NH);
-    memcpy(a->res_mid, a->res_in, sizeof(float) * (size_t)N * C);
-    o->matmul_forward(a->res_mid, a->atty, p.attprojw, p.attprojb, N, C, C, 1);
+    o->matmul_forward(a->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * Cl, 0);
+    o->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NHl);
+    /* row-parallel: rank 0 adds residual and bias, the others only their product */
+    if (tp0)
+      memcpy(a->res_mid, a->res_in, sizeof(float) * (size_t)N * C);
+    else
+      memset(a->res_mid, 0, sizeof(float) * (size_t)N * C);
+    o->matmul_forward(a->res_mid, a->atty, p.attprojw, tp0 ? p.attprojb : NULL, N, Cl, C, 1);
+    tp_allreduce(m, a->res_mid, (size_t)N * C);
     o->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid, p.ln2w, p.ln2b, N, C);
-    o->matmul_forward(a->fch, a->ln2, p.fcw, p.fcb, N, C, 4 * C, 0);
-    o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-    memcpy(a->res_out, a->res_mid, sizeof(float) * (size_t)N * C);
-    o->matmul_forward(a->res_out, a->fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C, 1);
+    o->matmul_forward(a->fch, a->ln2, p.fcw, p.fcb, N, C, 4 * Cl, 0);
+    o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
+    if (tp0)
+      memcpy(a->res_out, a->res_mid, sizeof(float) * (size_t)N * C);
+    else
+      memset(a->res_out, 0, sizeof(float) * (size_t)N * C);
+    o->matmul_forward(a->res_out, a->fch_gelu, p.fcprojw, tp0 ? p.fcprojb : NULL, N, 4 * Cl, C, 1);
+    tp_allreduce(m, a->res_out, (size_t)N * C);
     emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
   }
-  emit(m, ATOLL_EV_HEAD_FORWARD, L);
-  float *x = L > 0 ? m->acts[L - 1].res_out : m->encoded;
-  o->layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, tensor_at(m, m->params, LNF_W(m)),
-                       tensor_at(m, m->params, LNF_B(m)), N, C);
-  o->matmul_forward(m->logits, m->lnf, tensor_at(m, m->params, WTE), NULL, N, C, V, 0);
-  if (!targets) return 0.0f;
-  o->xent_forward(m->losses, m->xent_lse, m->logits, m->targets, N, V);
+  if (!lay->last_stage) return 0.0f;
+  emit(m, ATOLL_EV_HEAD_FORWARD, m->s.layers);
+  float *x = sl->acts[m->nblocks - 1].res_out;
+  o->layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf),
+                       tensor_at(m, m->params, lay->t_lnf + 1), N, C);
+  o->matmul_forward(sl->logits, sl->lnf, tensor_at(m, m->params, lay->t_wte), NULL, N, C, Vl, 0);
+  if (!sl->have_targets) return 0.0f;
+  if (m->tp > 1)
+    xent_forward_tp(m, sl, N);
+  else
+    o->xent_forward(sl->losses, sl->xent_lse, sl->logits, sl->targets, N, Vl);
   double sum = 0.0;
-  for (int n = 0; n < N; n++) sum += m->losses[n];
+  for (int n = 0; n < N; n++) sum += sl->losses[n];
   return (float)(sum / N);
 }
 
 void atoll_model_backward(atoll_model *m, float loss_scale) {
-  if (!m->have_targets) return;
+  atoll_model_backward_slot(m, 0, loss_scale, NULL);
+}
+
+void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const float *dout) {
   const atoll_ops *o = m->ops;
-  int C = m->s.dim, NH = m->s.heads, V = m->s.vocab, L = m->s.layers;
-  int B = m->B, T = m->T, N = B * T;
+  const atoll_layout *lay = &m->lay;
+  slot_acts *sl = &m->slots[slot];
+  if (lay->last_stage ? !sl->have_targets : !dout) return;
+  int C = m->s.dim, Cl = m->Cl, NHl = m->NHl, Vl = m->Vl, L = m->s.layers;
+  int B = sl->B, T = sl->T, N = B * T;
   float *P = m->params, *G = m->grads;
 
-  /* loss -> logits (in place) -> ln_f -> residual stream */
-  emit(m, ATOLL_EV_BACKWARD_BEGIN, L);
-  o->xent_backward(m->logits, m->xent_lse, m->targets, loss_scale / (float)N, N, V);
-  o->matmul_backward(m->dC, tensor_at(m, G, WTE), NULL, m->logits, m->lnf, tensor_at(m, P, WTE), N,
-                     C, V, 0);
-  poll(m);
-  float *x = m->acts[L - 1].res_out;
-  memset(m->dres, 0, sizeof(float) * (size_t)N * C);
-  o->layernorm_backward(m->dres, tensor_at(m, G, LNF_W(m)), tensor_at(m, G, LNF_B(m)), m->dC, x,
-                        tensor_at(m, P, LNF_W(m)), m->lnf_mean, m->lnf_rstd, N, C);
-  grads_ready(m, L);
+  emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->part.layer_end);
+  if (lay->last_stage) {
+    /* loss -> logits (in place) -> ln_f -> residual stream */
+    if (m->tp > 1)
+      xent_backward_tp(m, sl, loss_scale / (float)N, N);
+    else
+      o->xent_backward(sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
+    o->matmul_backward(m->dC, tensor_at(m, G, lay->t_wte), NULL, sl->logits, sl->lnf,
+                       tensor_at(m, P, lay->t_wte), N, C, Vl, 0);
+    tp_allreduce(m, m->dC, (size_t)N * C);
+    poll(m);
+    float *x = sl->acts[m->nblocks - 1].res_out;
+    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
+    o->layernorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), tensor_at(m, G, lay->t_lnf + 1), m->dC, x,
+                          tensor_at(m, P, lay->t_lnf), sl->lnf_mean, sl->lnf_rstd, N, C);
+    grads_ready(m, L);
+  } else {
+    memcpy(m->dres, dout, sizeof(float) * (size_t)N * C);
+  }
 
-  for (int l = L - 1; l >= 0; l--) {
+  for (int i = m->nblocks - 1; i >= 0; i--) {
+    int l = lay->part.layer_begin + i;
     emit(m, ATOLL_EV_BLOCK_BACKWARD, l);
     block_params p = block_view(m, P, l), g = block_view(m, G, l);
-    block_acts *a = &m->acts[l];
+    block_acts *a = &sl->acts[i];
     /* MLP half: res_out = res_mid + fcproj(gelu(fc(ln2(res_mid)))) */
-    o->matmul_backward(m->d4C, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, p.fcprojw, N, 4 * C, C, 0);
+    o->matmul_backward(m->d4C, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, p.fcprojw, N, 4 * Cl, C, 0);
     poll(m);
-    o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * C);
-    o->matmul_backward(m->dC, g.fcw, g.fcb, m->d4C, a->ln2, p.fcw, N, C, 4 * C, 0);
+    o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
+    o->matmul_backward(m->dC, g.fcw, g.fcb, m->d4C, a->ln2, p.fcw, N, C, 4 * Cl, 0);
+    tp_allreduce(m, m->dC, (size_t)N * C);
     poll(m);
     o->layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dC, a->res_mid, p.ln2w, a->ln2_mean,
                           a->ln2_rstd, N, C);
     /* attention half: res_mid = res_in + attproj(attn(qkv(ln1(res_in)))) */
-    o->matmul_backward(m->dC, g.attprojw, g.attprojb, m->dres, a->atty, p.attprojw, N, C, C, 0);
+    o->matmul_backward(m->dC, g.attprojw, g.attprojb, m->dres, a->atty, p.attprojw, N, Cl, C, 0);
     poll(m);
-    o->attention_backward(m->d3C, m->dC, a->qkv, a->atty, a->lse, B, T, C, NH);
+    o->attention_backward(m->d3C, m->dC, a->qkv, a->atty, a->lse, B, T, Cl, NHl);
     poll(m);
-    o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->d3C, a->ln1, p.qkvw, N, C, 3 * C, 0);
+    o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->d3C, a->ln1, p.qkvw, N, C, 3 * Cl, 0);
+    tp_allreduce(m, m->dC, (size_t)N * C);
     poll(m);
     o->layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dC, a->res_in, p.ln1w, a->ln1_mean,
                           a->ln1_rstd, N, C);
     emit(m, ATOLL_EV_BLOCK_BACKWARD_DONE, l);
     grads_ready(m, l);
   }
-  o->embed_backward(tensor_at(m, G, WTE), tensor_at(m, G, WPE), m->dres, m->inputs, B, T, C);
+  if (lay->first_stage) {
+    float *dwte = tensor_at(m, G, lay->t_wte), *dwpe = tensor_at(m, G, lay->t_wpe);
+    if (m->tp > 1)
+      embed_backward_tp(m, dwte, dwpe, m->dres, sl->inputs, B, T);
+    else
+      o->embed_backward(dwte, dwpe, m->dres, sl->inputs, B, T, C);
+  }
   grads_ready(m, -1);
   emit(m, ATOLL_EV_BACKWARD_DONE, -1);
-  m->have_targets = 0; /* logits were overwritten by their gradient */
+  sl->have_targets = 0; /* logits were overwritten by their gradient */
 }

@@ -44,17 +44,24 @@ int atoll_shape_check(const atoll_shape *s, atoll_err *err) {
   return 0;
 }
 
+/* Adds one tensor whose whole shape is [d0, d1] (d1 = 0: a vector), cut for tensor
+ * parallelism along `split` in `groups` blocks (see atoll_tensor). */
 static void add(atoll_layout *lay, size_t *off, int layer, const char *name, int64_t d0,
-                int64_t d1, int decay) {
+                int64_t d1, int decay, int split, int groups) {
   atoll_tensor *t = &lay->tensors[lay->ntensors++];
   if (layer >= 0)
     snprintf(t->name, sizeof t->name, "h.%d.%s", layer, name);
   else
     snprintf(t->name, sizeof t->name, "%s", name);
+  int tp = lay->part.tp_size;
   t->ndim = d1 ? 2 : 1;
-  t->shape[0] = d0;
-  t->shape[1] = d1;
-  t->numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+  t->full_shape[0] = d0;
+  t->full_shape[1] = d1;
+  t->shape[0] = split == ATOLL_SPLIT_ROWS ? d0 / tp : d0;
+  t->shape[1] = split == ATOLL_SPLIT_COLS ? d1 / tp : d1;
+  t->split = tp > 1 ? split : ATOLL_SPLIT_NONE;
+  t->groups = groups;
+  t->numel = (size_t)t->shape[0] * (size_t)(d1 ? t->shape[1] : 1);
   t->offset = *off;
   t->decay = decay;
   t->layer = layer;
@@ -62,31 +69,69 @@ static void add(atoll_layout *lay, size_t *off, int layer, const char *name, int
 }
 
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err) {
+  atoll_part whole = {1, 0, 0, s->layers};
+  return atoll_layout_init_part(lay, s, &whole, err);
+}
+
+/* Tensor parallel cuts (Megatron-LM): qkv and fc are column-parallel (their output
+ * rows cut; qkv as three blocks q, k, v so that each rank holds whole heads), the
+ * projections row-parallel (their input columns cut), wte cut by vocabulary rows;
+ * LayerNorms, position embeddings and the projections' biases are replicated. */
+int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_part *part,
+                           atoll_err *err) {
   memset(lay, 0, sizeof *lay);
   if (atoll_shape_check(s, err)) return -1;
+  int tp = part->tp_size;
+  if (tp < 1) return atoll_fail(err, "--tp: must be at least 1, got %d", tp);
+  if (s->heads % tp)
+    return atoll_fail(err, "--tp %d: does not divide the %d attention heads (heads=%d)", tp, s->heads, s->heads);
+  if (s->vocab % tp)
+    return atoll_fail(err, "--tp %d: does not divide the vocabulary (vocab=%d; pad it to a multiple of %d)", tp,
+                      s->vocab, tp);
+  if (part->tp_rank < 0 || part->tp_rank >= tp)
+    return atoll_fail(err, "tensor-parallel rank %d is outside [0, %d)", part->tp_rank, tp);
+  if (part->layer_begin < 0 || part->layer_end > s->layers || part->layer_begin >= part->layer_end)
+    return atoll_fail(err, "--pp: stage of blocks [%d, %d) is empty or outside the model's %d layers",
+                      part->layer_begin, part->layer_end, s->layers);
   lay->shape = *s;
+  lay->part = *part;
+  lay->first_stage = part->layer_begin == 0;
+  lay->last_stage = part->layer_end == s->layers;
   int64_t C = s->dim;
-  lay->tensors = calloc((size_t)(4 + 12 * s->layers), sizeof(atoll_tensor));
+  int nblocks = part->layer_end - part->layer_begin;
+  lay->tensors = calloc((size_t)(4 + 12 * nblocks), sizeof(atoll_tensor));
   if (!lay->tensors) return atoll_fail(err, "out of memory for the parameter layout");
   size_t off = 0;
-  add(lay, &off, -1, "wte.weight", s->vocab, C, 1);
-  add(lay, &off, -1, "wpe.weight", s->context, C, 1);
-  for (int l = 0; l < s->layers; l++) {
-    add(lay, &off, l, "ln_1.weight", C, 0, 0);
-    add(lay, &off, l, "ln_1.bias", C, 0, 0);
-    add(lay, &off, l, "attn.qkv.weight", 3 * C, C, 1);
-    add(lay, &off, l, "attn.qkv.bias", 3 * C, 0, 0);
-    add(lay, &off, l, "attn.proj.weight", C, C, 1);
-    add(lay, &off, l, "attn.proj.bias", C, 0, 0);
-    add(lay, &off, l, "ln_2.weight", C, 0, 0);
-    add(lay, &off, l, "ln_2.bias", C, 0, 0);
-    add(lay, &off, l, "mlp.fc.weight", 4 * C, C, 1);
-    add(lay, &off, l, "mlp.fc.bias", 4 * C, 0, 0);
-    add(lay, &off, l, "mlp.proj.weight", C, 4 * C, 1);
-    add(lay, &off, l, "mlp.proj.bias", C, 0, 0);
+  lay->t_wte = lay->t_wpe = lay->t_lnf = -1;
+  enum { N = ATOLL_SPLIT_NONE, R = ATOLL_SPLIT_ROWS, K = ATOLL_SPLIT_COLS };
+  if (lay->first_stage || lay->last_stage) {
+    lay->t_wte = lay->ntensors;
+    add(lay, &off, -1, "wte.weight", s->vocab, C, 1, R, 1);
   }
-  add(lay, &off, -1, "ln_f.weight", C, 0, 0);
-  add(lay, &off, -1, "ln_f.bias", C, 0, 0);
+  if (lay->first_stage) {
+    lay->t_wpe = lay->ntensors;
+    add(lay, &off, -1, "wpe.weight", s->context, C, 1, N, 1);
+  }
+  lay->t_block0 = lay->ntensors;
+  for (int l = part->layer_begin; l < part->layer_end; l++) {
+    add(lay, &off, l, "ln_1.weight", C, 0, 0, N, 1);
+    add(lay, &off, l, "ln_1.bias", C, 0, 0, N, 1);
+    add(lay, &off, l, "attn.qkv.weight", 3 * C, C, 1, R, 3);
+    add(lay, &off, l, "attn.qkv.bias", 3 * C, 0, 0, R, 3);
+    add(lay, &off, l, "attn.proj.weight", C, C, 1, K, 1);
+    add(lay, &off, l, "attn.proj.bias", C, 0, 0, N, 1);
+    add(lay, &off, l, "ln_2.weight", C, 0, 0, N, 1);
+    add(lay, &off, l, "ln_2.bias", C, 0, 0, N, 1);
+    add(lay, &off, l, "mlp.fc.weight", 4 * C, C, 1, R, 1);
+    add(lay, &off, l, "mlp.fc.bias", 4 * C, 0, 0, R, 1);
+    add(lay, &off, l, "mlp.proj.weight", C, 4 * C, 1, K, 1);
+    add(lay, &off, l, "mlp.proj.bias", C, 0, 0, N, 1);
+  }
+  if (lay->last_stage) {
+    lay->t_lnf = lay->ntensors;
+    add(lay, &off, -1, "ln_f.weight", C, 0, 0, N, 1);
+    add(lay, &off, -1, "ln_f.bias", C, 0, 0, N, 1);
+  }
   lay->nparams = off;
   return 0;
 }
@@ -103,12 +148,54 @@ const atoll_tensor *atoll_layout_find(const atoll_layout *lay, const char *name)
 }
 
 void atoll_layout_unit(const atoll_layout *lay, int layer, size_t *begin, size_t *end) {
-  int L = lay->shape.layers;
-  /* tensors: wte, wpe, 12 per block, ln_f.weight, ln_f.bias */
-  int first = layer < 0 ? 0 : (layer >= L ? 2 + 12 * L : 2 + 12 * layer);
-  int last = layer < 0 ? 1 : (layer >= L ? 3 + 12 * L : 13 + 12 * layer);
-  *begin = lay->tensors[first].offset;
-  *end = lay->tensors[last].offset + lay->tensors[last].numel;
+  const atoll_tensor *t = lay->tensors;
+  const atoll_part *p = &lay->part;
+  size_t blocks_begin = lay->t_block0 < lay->ntensors ? t[lay->t_block0].offset : lay->nparams;
+  size_t blocks_end = lay->t_lnf >= 0 ? t[lay->t_lnf].offset : lay->nparams;
+  if (layer < 0) {
+    *begin = 0;
+    *end = blocks_begin;
+  } else if (layer >= lay->shape.layers) {
+    *begin = blocks_end;
+    *end = lay->nparams;
+  } else if (layer < p->layer_begin) {
+    *begin = *end = blocks_begin;
+  } else if (layer >= p->layer_end) {
+    *begin = *end = blocks_end;
+  } else {
+    const atoll_tensor *first = &t[lay->t_block0 + 12 * (layer - p->layer_begin)];
+    *begin = first->offset;
+    *end = first[11].offset + first[11].numel;
+  }
+}
+
+void atoll_layout_runs(const atoll_layout *part, const atoll_layout *whole, atoll_run_fn fn,
+                       void *ctx) {
+  int tp = part->part.tp_size, r = part->part.tp_rank;
+  for (int i = 0; i < part->ntensors; i++) {
+    const atoll_tensor *t = &part->tensors[i];
+    const atoll_tensor *w = atoll_layout_find(whole, t->name);
+    if (!w) continue; /* cannot happen for layouts of the same shape */
+    if (t->split == ATOLL_SPLIT_NONE) {
+      fn(ctx, t, t->offset, w->offset, t->numel);
+    } else if (t->split == ATOLL_SPLIT_ROWS) {
+      /* group k of the whole rows holds rows [k G, (k+1) G); rank r takes its G/tp */
+      size_t row = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+      size_t G = (size_t)t->full_shape[0] / t->groups, g = G / tp;
+      for (int k = 0; k < t->groups; k++)
+        fn(ctx, t, t->offset + k * g * row, w->offset + (k * G + r * g) * row, g * row);
+    } else {
+      size_t cols = (size_t)t->full_shape[1], c = cols / tp;
+      for (int64_t i0 = 0; i0 < t->shape[0]; i0++)
+        fn(ctx, t, t->offset + i0 * c, w->offset + i0 * cols + r * c, c);
+    }
+  }
+}
+
+int atoll_layout_owns(const atoll_layout *lay, const atoll_tensor *t) {
+  if (t->split == ATOLL_SPLIT_NONE && lay->part.tp_rank != 0) return 0;
+  if (lay->t_wte >= 0 && t == &lay->tensors[lay->t_wte]) return lay->first_stage;
+  return 1;
 }
 
 double atoll_flops_per_token(const atoll_shape *s, int T) {

@@ -66,10 +66,10 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->mesh = mesh;
   d->lay = lay;
   d->params = params;
-  int M = mesh->island_size, K = mesh->islands;
+  int M = mesh->dp, K = mesh->islands;
   d->slice_size = (lay->nparams + M - 1) / M;
-  d->slice_begin = island_slice_lo(d, mesh->island_rank);
-  d->slice_end = island_slice_lo(d, mesh->island_rank + 1);
+  d->slice_begin = island_slice_lo(d, mesh->dp_rank);
+  d->slice_end = island_slice_lo(d, mesh->dp_rank + 1);
   size_t n = d->slice_end - d->slice_begin, chunk = (n + K - 1) / K + 1;
   size_t qchunk = atoll_q_bytes(cfg->dtype, chunk);
   d->global = malloc(sizeof(float) * (n + 1));
@@ -145,14 +145,14 @@ atoll_diloco_stats atoll_diloco_get_stats(const atoll_diloco *d) { return d->sta
 /* Makes the island's weights on [b, e) whole on every island rank after each rank
  * changed its own slice (not needed when the island shards its weights). */
 static void island_gather(atoll_diloco *d, size_t b, size_t e) {
-  if (d->cfg.stage3 || d->mesh->island_size == 1 || e <= b) return;
-  for (int j = 0; j < d->mesh->island_size; j++) {
+  if (d->cfg.stage3 || d->mesh->dp == 1 || e <= b) return;
+  for (int j = 0; j < d->mesh->dp; j++) {
     size_t lo = island_slice_lo(d, j), hi = island_slice_lo(d, j + 1);
     lo = lo > b ? lo : b;
     hi = hi < e ? hi : e;
     d->counts[j] = hi > lo ? hi - lo : 0;
   }
-  atoll_allgather(d->mesh->island_comm, d->params + b, e - b, d->counts);
+  atoll_allgather(d->mesh->dp_comm, d->params + b, e - b, d->counts);
 }
 
 /* Mean over islands of x[0, n), in place: compressed all-to-all of chunks, decode and

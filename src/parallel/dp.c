@@ -33,6 +33,10 @@ struct atoll_dp {
   int *unit_state;
   atoll_req **unit_req;
   size_t *counts; /* scratch [size] */
+  /* pipeline: wte's gradient is summed with the other end stage's before averaging */
+  atoll_comm *tie;
+  size_t tie_begin, tie_end;
+  int tie_pending; /* the unit holding the tie waits in the pending bucket */
 };
 
 static size_t shard_lo(const atoll_dp *dp, int r) {
@@ -105,6 +109,10 @@ static void poll_grads(atoll_dp *dp) {
 
 static void on_grads_ready(void *ctx, size_t begin, size_t end) {
   atoll_dp *dp = ctx;
+  /* the tie's sum needs the other end stage, which may still be waiting for this
+   * stage's messages: it runs in atoll_dp_finish_grads, the unit waits until then */
+  int tied = dp->last_micro && dp->tie && begin <= dp->tie_begin && dp->tie_end <= end;
+  if (tied) dp->tie_pending = 1;
   if (!dp->last_micro || dp->size == 1) return;
   /* units arrive from the end of the buffer to its start, each adjacent to the last */
   if (dp->pending_end == dp->pending_begin) {
@@ -114,6 +122,7 @@ static void on_grads_ready(void *ctx, size_t begin, size_t end) {
     dp->pending_begin = begin;
   }
   /* stages 2-3 send every unit at once so its gradient pages can go back early */
+  if (dp->tie_pending) return;
   if (dp->stage >= 2 || dp->pending_end - dp->pending_begin >= dp->bucket_floats) launch_bucket(dp);
 }
 
@@ -174,28 +183,29 @@ static void on_poll(void *ctx) {
 
 static void on_event(void *ctx, atoll_event ev, int layer) {
   atoll_dp *dp = ctx;
+  if (ev == ATOLL_EV_BACKWARD_DONE && dp->tie_pending) return;
   if (dp->stage != 3 || dp->size == 1) {
     if (ev == ATOLL_EV_BACKWARD_DONE) launch_bucket(dp);
     return;
   }
-  int L = dp->lay->shape.layers;
+  int L = dp->lay->shape.layers, first = dp->lay->part.layer_begin, end = dp->lay->part.layer_end;
   switch (ev) {
   case ATOLL_EV_FORWARD_BEGIN: /* embeddings and final LayerNorm stay for the whole step */
     unit_start_gather(dp, -1);
     unit_start_gather(dp, L);
-    unit_start_gather(dp, 0);
+    unit_start_gather(dp, first);
     unit_wait(dp, -1);
     break;
   case ATOLL_EV_BLOCK_FORWARD:
     unit_wait(dp, layer);
-    if (layer + 1 < L) unit_start_gather(dp, layer + 1); /* prefetch */
+    if (layer + 1 < end) unit_start_gather(dp, layer + 1); /* prefetch */
     break;
   case ATOLL_EV_BLOCK_FORWARD_DONE: unit_release(dp, layer); break;
   case ATOLL_EV_HEAD_FORWARD: unit_wait(dp, L); break;
-  case ATOLL_EV_BACKWARD_BEGIN: unit_start_gather(dp, L - 1); break;
+  case ATOLL_EV_BACKWARD_BEGIN: unit_start_gather(dp, end - 1); break;
   case ATOLL_EV_BLOCK_BACKWARD:
     unit_wait(dp, layer);
-    if (layer > 0) unit_start_gather(dp, layer - 1);
+    if (layer > first) unit_start_gather(dp, layer - 1);
     break;
   case ATOLL_EV_BLOCK_BACKWARD_DONE: unit_release(dp, layer); break;
   case ATOLL_EV_BACKWARD_DONE: launch_bucket(dp); break;
@@ -258,7 +268,17 @@ void atoll_dp_begin_step(atoll_dp *dp) {
 
 void atoll_dp_set_last_micro(atoll_dp *dp, int last) { dp->last_micro = last; }
 
+void atoll_dp_set_tie(atoll_dp *dp, atoll_comm *tie, size_t begin, size_t end) {
+  dp->tie = tie;
+  dp->tie_begin = begin;
+  dp->tie_end = end;
+}
+
 void atoll_dp_finish_grads(atoll_dp *dp) {
+  if (dp->tie_pending) {
+    atoll_allreduce(dp->tie, dp->grads + dp->tie_begin, dp->tie_end - dp->tie_begin);
+    dp->tie_pending = 0;
+  }
   launch_bucket(dp);
   for (int i = 0; i < dp->ngrad_reqs; i++) {
     atoll_req_wait(dp->grad_reqs[i].req);

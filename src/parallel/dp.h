@@ -44,6 +44,11 @@ void atoll_dp_chunks(const atoll_dp *dp, size_t begin, size_t end, size_t *count
 void atoll_dp_begin_step(atoll_dp *dp);
 /* Whether the next backward is the step's last micro-batch (the one that communicates). */
 void atoll_dp_set_last_micro(atoll_dp *dp, int last);
+/* Pipeline parallel: sum grads[begin, end) (the tied wte) over `tie` (the first and
+ * last stage) before the data-parallel averaging; the unit that holds it is averaged
+ * in atoll_dp_finish_grads, after the sum (the other stage may still be waiting for
+ * this one's pipeline messages when its backward ends). */
+void atoll_dp_set_tie(atoll_dp *dp, atoll_comm *tie, size_t begin, size_t end);
 /* Waits for all gradient communication of the step. */
 void atoll_dp_finish_grads(atoll_dp *dp);
 /* Sum of squares of the averaged gradient, identical on every rank. */

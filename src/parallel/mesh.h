@@ -1,10 +1,19 @@
 /* The mesh of ranks: the one place that decides which ranks share which axis.
  *
- * Today two axes: islands (DiLoCo) outermost, data parallel inside an island.
- * World rank w = island * island_size + island_rank: islands are contiguous blocks
- * (on a real cluster, a block of nodes), and rank i of every island shares the
- * cross-island communicator, so that under sharding each rank exchanges only its own
- * shard of the outer state. */
+ * Four axes, from outermost to innermost:
+ *   islands (DiLoCo)  contiguous blocks of ranks (on a real cluster, blocks of nodes)
+ *   pipeline (pp)     stages of the model's layers
+ *   data (dp)         replicas of one stage's part (ZeRO shards it over them)
+ *   tensor (tp)       innermost, so that on a real cluster it stays inside a node
+ *
+ *   world rank = island * island_size + (pp_rank * dp + dp_rank) * tp + tp_rank,
+ *   island_size = pp * dp * tp.
+ *
+ * Every communicator a strategy needs is made here: the island, the replicas of this
+ * rank's part (data parallel), the tensor-parallel group, the pipeline (point to point
+ * only), the tie of the first and last stage (both hold wte, the embedding and the LM
+ * head), and the cross-island group (the same position in every island), so that
+ * under sharding each rank exchanges only its own shard of the outer state. */
 #ifndef ATOLL_MESH_H
 #define ATOLL_MESH_H
 
@@ -12,13 +21,22 @@
 
 typedef struct {
   atoll_comm *world;
-  atoll_comm *island_comm; /* the ranks of this island ("island") */
-  atoll_comm *cross;  /* rank island_rank of every island ("cross-island") */
   int islands, island, island_size, island_rank; /* island: this rank's island index */
+  int tp, pp, dp;                 /* axis sizes inside an island */
+  int tp_rank, pp_rank, dp_rank;
+  atoll_comm *island_comm; /* the ranks of this island ("island") */
+  atoll_comm *dp_comm;     /* same island, stage and tp rank ("data") */
+  atoll_comm *tp_comm;     /* same island, stage and dp rank ("tensor") */
+  atoll_comm *pp_comm;     /* same island, dp and tp rank, ranked by stage ("pipeline") */
+  atoll_comm *tie_comm;    /* stages 0 and pp-1 of one pipeline ("embedding-tie"); NULL
+                              on middle stages and when pp = 1 */
+  atoll_comm *cross;       /* island_rank of every island ("cross-island") */
 } atoll_mesh;
 
-/* islands must divide the world size. */
-int atoll_mesh_create(atoll_mesh *m, atoll_comm *world, int islands, atoll_err *err);
+/* islands x tp x pp must divide the world size; dp is what is left. */
+int atoll_mesh_create(atoll_mesh *m, atoll_comm *world, int islands, int tp, int pp, atoll_err *err);
 void atoll_mesh_free(atoll_mesh *m);
+/* World rank of a position in the mesh. */
+int atoll_mesh_world_rank(const atoll_mesh *m, int island, int pp_rank, int dp_rank, int tp_rank);
 
 #endif

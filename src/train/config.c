@@ -57,6 +57,10 @@ static const key_spec KEYS[] = {
     {"global-batch", K_INT, F(global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
     {"parallel", STR(parallel), "data-parallel mode with several ranks: ddp"},
     {"shard", K_INT, F(shard), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
+    {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per stage: heads, MLP width and vocabulary cut across them"},
+    {"pp", K_INT, F(pp), 1, 4096, "pipeline stages: contiguous groups of layers on different ranks"},
+    {"microbatches", K_INT, F(microbatches), 0, 1 << 20, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
+    {"schedule", STR(schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
     {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
     {"comm-timeout", K_FLOAT, F(comm_timeout), 0.1, 1e7, "seconds a collective may wait before the job is ended"},
     {"islands", K_INT, F(islands), 1, 1 << 20, "DiLoCo islands: equal blocks of ranks that sync every --sync-every steps"},
@@ -99,6 +103,10 @@ void atoll_config_defaults(atoll_config *c) {
   snprintf(c->parallel, sizeof c->parallel, "ddp");
   c->shard = 0;
   c->bucket_mb = 4.0f;
+  c->tp = 1;
+  c->pp = 1;
+  c->microbatches = 0;
+  snprintf(c->schedule, sizeof c->schedule, "1f1b");
   c->comm_timeout = 300.0f;
   snprintf(c->optimizer, sizeof c->optimizer, "adamw");
   c->islands = 1;
@@ -233,6 +241,18 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (strcmp(c->outer_dtype, "fp32") && strcmp(c->outer_dtype, "bf16") && strcmp(c->outer_dtype, "int8") &&
       strcmp(c->outer_dtype, "fp4"))
     return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->outer_dtype);
+  if (strcmp(c->schedule, "1f1b") != 0 && strcmp(c->schedule, "gpipe") != 0)
+    return atoll_fail(err, "--schedule: unknown pipeline schedule '%s' (known: 1f1b, gpipe)", c->schedule);
+  if (c->microbatches > 0 && c->accum != 1 && c->accum != c->microbatches)
+    return atoll_fail(err, "--microbatches %d: conflicts with --accum %d (they are the same count; give one)",
+                      c->microbatches, c->accum);
+  if (c->pp > c->model.layers)
+    return atoll_fail(err, "--pp %d: more stages than the model's %d layers", c->pp, c->model.layers);
+  if (c->model.heads % c->tp)
+    return atoll_fail(err, "--tp %d: does not divide the %d attention heads", c->tp, c->model.heads);
+  if (c->model.vocab % c->tp)
+    return atoll_fail(err, "--tp %d: does not divide the vocabulary (vocab=%d; pad it to a multiple of %d)",
+                      c->tp, c->model.vocab, c->tp);
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
   return 0;

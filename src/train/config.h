@@ -30,6 +30,10 @@ typedef struct {
   char parallel[16]; /* data-parallel mode: "ddp" */
   int shard;        /* ZeRO stage 0..3 */
   float bucket_mb;  /* gradient bucket size */
+  /* model parallel (src/train/pipeline.c, src/model/gpt.c) */
+  int tp, pp;        /* tensor-parallel ranks per stage, pipeline stages */
+  int microbatches;  /* per step per pipeline; 0: accum */
+  char schedule[8];  /* "1f1b" or "gpipe" */
   float comm_timeout; /* watchdog, seconds */
   char optimizer[16];   /* inner optimizer: "adamw" or "sgd" */
   /* DiLoCo (src/parallel/diloco.h) */

@@ -45,8 +45,7 @@ static int agree(trainer *t, int rc, atoll_err *err) {
  * rank 0 reports it. */
 static int failed_alike(const trainer *t) { return t->rank == 0 ? ATOLL_TRAIN_ERROR : ATOLL_TRAIN_QUIET; }
 
-/* Fills inputs/targets with global micro-batch m of step `step`. */
-static void load_micro(trainer *t, const atoll_dataset *ds, int step, int m, int eval_count) {
+void trainer_load_micro(trainer *t, const atoll_dataset *ds, int step, int m, int eval_count) {
   const atoll_config *c = t->cfg;
   int S = t->seq;
   for (int b = 0; b < c->batch; b++) {
@@ -73,25 +72,30 @@ static void swap_global(trainer *t) {
   atoll_dp_release_weights(t->dp);
 }
 
-/* Validation loss over eval_batches fixed batches, split over the ranks. Every rank
- * runs the same number of forwards (sharded weights make each forward collective);
+/* Validation loss over eval_batches fixed batches, split over the data-parallel
+ * replicas (batch e on replica e mod R), each through its pipeline. Every replica runs
+ * the same number of forwards (sharded weights make each forward collective);
  * surplus ones are computed and dropped. Per-batch losses are summed in batch order,
- * so the result does not depend on the world size. */
+ * so the result does not depend on the layout. */
 static float evaluate(trainer *t) {
   const atoll_config *c = t->cfg;
   if (t->diloco) swap_global(t); /* DiLoCo: the global model is the model */
-  int E = c->eval_batches, per_rank = (E + t->world - 1) / t->world;
+  int E = c->eval_batches, R = t->replicas, per_rank = (E + R - 1) / R;
   int count = E * c->batch;
   double *mine = calloc((size_t)per_rank, sizeof(double));
   for (int k = 0; k < per_rank; k++) {
-    int e = k * t->world + t->rank;
-    load_micro(t, &t->val, 0, e < E ? e : E - 1, count);
-    mine[k] = atoll_model_forward(t->model, t->inputs, t->targets, c->batch, t->seq);
+    int e = k * R + t->replica;
+    double loss = trainer_forward_eval(t, e < E ? e : E - 1, count);
+    mine[k] = t->lay->last_stage && t->mesh.tp_rank == 0 ? loss : 0.0;
   }
   double *all = malloc(sizeof(double) * (size_t)per_rank * t->world);
   atoll_allgather_bytes(t->comm, mine, all, sizeof(double) * (size_t)per_rank);
   double sum = 0.0;
-  for (int e = 0; e < E; e++) sum += all[(size_t)(e % t->world) * per_rank + e / t->world];
+  for (int e = 0; e < E; e++) {
+    int q = e % R; /* replica q = island * dp + dp rank; its loss is on the last stage, tp rank 0 */
+    int w = atoll_mesh_world_rank(&t->mesh, q / t->mesh.dp, t->mesh.pp - 1, q % t->mesh.dp, 0);
+    sum += all[(size_t)w * per_rank + e / R];
+  }
   free(mine);
   free(all);
   if (t->diloco) swap_global(t);
@@ -99,6 +103,9 @@ static float evaluate(trainer *t) {
 }
 
 static void trainer_free(trainer *t) {
+  trainer_pipeline_free(t);
+  free(t->bubble);
+  atoll_layout_free(&t->whole);
   atoll_diloco_destroy(t->diloco);
   atoll_dp_destroy(t->dp);
   atoll_mesh_free(&t->mesh);
@@ -118,18 +125,32 @@ static int setup_parallel(trainer *t, atoll_err *err) {
   const atoll_config *c = t->cfg;
   if (c->islands > 1 && t->world == 1)
     return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands);
-  if (atoll_mesh_create(&t->mesh, t->comm, c->islands, err)) return -1;
-  if (c->shard > 0 && t->mesh.island_size == 1)
-    return atoll_fail(err, "--shard %d: sharding needs several ranks per island; launch with mpirun -np N (or srun)", c->shard);
+  if ((c->tp > 1 || c->pp > 1) && t->world == 1)
+    return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
+                      c->tp, c->pp);
+  if (atoll_mesh_create(&t->mesh, t->comm, c->islands, c->tp, c->pp, err)) return -1;
+  if (c->shard > 0 && t->mesh.dp == 1)
+    return atoll_fail(err, "--shard %d: sharding needs several data-parallel ranks per island (ranks / (tp x pp) > 1); launch with more ranks",
+                      c->shard);
+  t->replicas = t->mesh.islands * t->mesh.dp;
+  t->replica = t->mesh.island * t->mesh.dp + t->mesh.dp_rank;
+  int base = c->microbatches > 0 ? c->microbatches : c->accum;
   if (c->global_batch > 0) {
-    long per_step = (long)c->batch * t->world;
+    long per_step = (long)c->batch * t->replicas;
     if (c->global_batch % per_step != 0)
-      return atoll_fail(err, "--global-batch %d: not divisible by batch %d x %d ranks", c->global_batch,
-                        c->batch, t->world);
+      return atoll_fail(err, "--global-batch %d: not divisible by batch %d x %d data-parallel replicas", c->global_batch,
+                        c->batch, t->replicas);
     t->accum = (int)(c->global_batch / per_step);
   } else {
-    t->accum = c->accum;
+    t->accum = base;
   }
+  int P = t->mesh.pp, M = t->accum;
+  if (P == 1)
+    t->nslots = 1;
+  else if (strcmp(c->schedule, "gpipe") == 0)
+    t->nslots = M;
+  else
+    t->nslots = P - t->mesh.pp_rank < M ? P - t->mesh.pp_rank : M;
   return 0;
 }
 
@@ -206,11 +227,20 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
   if ((int64_t)t->train.vocab > c->model.vocab)
     return atoll_fail(err, "%s: data vocabulary %u is larger than the model's vocab=%d", c->data,
                       t->train.vocab, c->model.vocab);
-  if (atoll_model_create(&t->model, &c->model, c->batch, t->seq, err)) return -1;
+  /* this rank's part: stage s holds blocks [s L / P, (s+1) L / P) */
+  int L = c->model.layers, P = t->mesh.pp, s = t->mesh.pp_rank;
+  atoll_part part = {t->mesh.tp, t->mesh.tp_rank, s * L / P, (s + 1) * L / P};
+  if (atoll_layout_init(&t->whole, &c->model, err)) return -1;
+  if (atoll_model_create_part(&t->model, &c->model, &part, c->batch, t->seq, t->nslots, err)) return -1;
   t->lay = atoll_model_layout(t->model);
   size_t bucket = (size_t)((double)c->bucket_mb * (1 << 20) / sizeof(float));
-  int stage = t->mesh.island_size > 1 ? c->shard : 0;
-  if (atoll_dp_create(&t->dp, t->model, t->mesh.island_comm, stage, bucket, err)) return -1;
+  int stage = t->mesh.dp > 1 ? c->shard : 0;
+  if (atoll_dp_create(&t->dp, t->model, t->mesh.dp_comm, stage, bucket, err)) return -1;
+  if (t->mesh.tie_comm) {
+    const atoll_tensor *wte = &t->lay->tensors[t->lay->t_wte];
+    atoll_dp_set_tie(t->dp, t->mesh.tie_comm, wte->offset, wte->offset + wte->numel);
+  }
+  if (trainer_pipeline_init(t, err)) return -1;
   atoll_dp_shard(t->dp, &t->shard_begin, &t->shard_end);
   size_t n = t->shard_end - t->shard_begin;
   t->m = calloc(n ? n : 1, sizeof(float));
@@ -220,7 +250,8 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
   t->inputs = malloc(sizeof(int32_t) * rows * t->seq);
   t->targets = malloc(sizeof(int32_t) * rows * t->seq);
   t->step_seconds = calloc((size_t)c->steps, sizeof(double));
-  if (!t->m || !t->v || !t->tokens || !t->inputs || !t->targets || !t->step_seconds)
+  t->bubble = calloc((size_t)c->steps, sizeof(double));
+  if (!t->m || !t->v || !t->tokens || !t->inputs || !t->targets || !t->step_seconds || !t->bubble)
     return atoll_fail(err, "out of memory for optimizer state (%zu parameters)", n);
   snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/checkpoints", c->out);
 
@@ -237,7 +268,7 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
     if (t->rank == 0 && atoll_ckpt_find_latest(t->ckpt_root, latest, sizeof latest, &ignored) == 0)
       return atoll_fail(err, "--out %s: already holds a run with checkpoint %s; pass --resume %s to continue it or choose another --out",
                         c->out, latest, c->out);
-    atoll_model_init_weights(t->model, c->seed);
+    if (atoll_model_init_weights(t->model, c->seed)) return atoll_fail(err, "out of memory initialising the weights");
     atoll_rng_seed(&t->rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
     if (t->diloco) atoll_diloco_reset_global(t->diloco);
   }
@@ -246,23 +277,55 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
   return trainer_open_metrics(t, *start, err);
 }
 
+/* Sum of squares of the gradient over the whole model, identical on every rank of the
+ * island: each rank adds the tensors its part owns (atoll_layout_owns) inside its
+ * data-parallel shard; the partial sums are added in island-rank order. */
+static double grad_sumsq(trainer *t) {
+  size_t *counts = calloc((size_t)t->mesh.dp, sizeof(size_t));
+  atoll_dp_chunks(t->dp, 0, t->lay->nparams, counts);
+  size_t lo = 0;
+  for (int r = 0; r < t->mesh.dp_rank; r++) lo += counts[r];
+  size_t hi = lo + counts[t->mesh.dp_rank];
+  free(counts);
+  const float *g = atoll_model_grads(t->model);
+  double mine = 0.0;
+  if (t->mesh.tp == 1 && t->mesh.pp == 1) {
+    mine = atoll_sumsq(g, lo, hi);
+  } else {
+    for (int i = 0; i < t->lay->ntensors; i++) {
+      const atoll_tensor *ten = &t->lay->tensors[i];
+      size_t b = ten->offset > lo ? ten->offset : lo, e = ten->offset + ten->numel;
+      e = e < hi ? e : hi;
+      if (e > b && atoll_layout_owns(t->lay, ten)) mine += atoll_sumsq(g, b, e);
+    }
+  }
+  int n = t->mesh.island_size;
+  double *all = malloc(sizeof(double) * (size_t)n);
+  atoll_allgather_bytes(t->mesh.island_comm, &mine, all, sizeof mine);
+  double s = 0.0;
+  for (int r = 0; r < n; r++) s += all[r];
+  free(all);
+  return s;
+}
+
+static atoll_comm *axis_comm(trainer *t, int axis) {
+  atoll_comm *c[4] = {t->mesh.dp_comm, t->mesh.tp_comm, t->mesh.pp_comm, t->mesh.tie_comm};
+  return c[axis];
+}
+
 /* One optimizer step; returns the mean loss over the global batch and the gradient
  * norm before clipping. */
 static float train_step(trainer *t, int step, const atoll_adamw_config *opt, double *norm_out) {
   const atoll_config *c = t->cfg;
-  atoll_comm_stats before = atoll_comm_get_stats(t->mesh.island_comm);
+  atoll_comm_stats before[4];
+  for (int a = 0; a < 4; a++) before[a] = axis_comm(t, a) ? atoll_comm_get_stats(axis_comm(t, a)) : (atoll_comm_stats){0};
   atoll_dp_begin_step(t->dp);
-  double loss_sum = 0.0;
-  float scale = 1.0f / (float)(t->accum * t->mesh.island_size); /* mean over the island */
-  for (int a = 0; a < t->accum; a++) {
-    load_micro(t, &t->train, step, a * t->world + t->rank, 0);
-    loss_sum += atoll_model_forward(t->model, t->inputs, t->targets, c->batch, t->seq);
-    atoll_dp_set_last_micro(t->dp, a == t->accum - 1);
-    atoll_model_backward(t->model, scale);
-  }
+  float scale = 1.0f / (float)(t->accum * t->mesh.dp); /* mean over the island's replicas */
+  double loss_sum = trainer_forward_backward(t, step, scale);
+  if (!(t->lay->last_stage && t->mesh.tp_rank == 0)) loss_sum = 0.0; /* counted once */
   atoll_dp_finish_grads(t->dp);
-  float loss = global_mean(t, loss_sum, (double)t->accum * t->world);
-  double norm = sqrt(atoll_dp_grad_sumsq(t->dp));
+  float loss = global_mean(t, loss_sum, (double)t->accum * t->replicas);
+  double norm = sqrt(grad_sumsq(t));
   *norm_out = norm;
   if (isfinite(loss) && isfinite(norm)) {
     float clip = 1.0f;
@@ -275,12 +338,20 @@ static float train_step(trainer *t, int step, const atoll_adamw_config *opt, dou
       atoll_adamw_update(t->lay, opt, p, g, t->m, t->v, t->shard_begin, t->shard_end, step + 1, lr, clip);
     atoll_dp_after_update(t->dp);
   }
-  atoll_comm_stats after = atoll_comm_get_stats(t->mesh.island_comm);
-  for (int op = 0; op < ATOLL_OP_COUNT; op++) {
-    t->step_comm.bytes_sent[op] += after.bytes_sent[op] - before.bytes_sent[op];
-    t->step_comm.calls[op] += after.calls[op] - before.calls[op];
+  for (int a = 0; a < 4; a++) {
+    if (!axis_comm(t, a)) continue;
+    atoll_comm_stats after = atoll_comm_get_stats(axis_comm(t, a));
+    for (int op = 0; op < ATOLL_OP_COUNT; op++) {
+      uint64_t db = after.bytes_sent[op] - before[a].bytes_sent[op], dc = after.calls[op] - before[a].calls[op];
+      t->axis_comm[a].bytes_sent[op] += db;
+      t->axis_comm[a].calls[op] += dc;
+      t->step_comm.bytes_sent[op] += db;
+      t->step_comm.calls[op] += dc;
+    }
+    double dw = after.wait_seconds - before[a].wait_seconds;
+    t->axis_comm[a].wait_seconds += dw;
+    t->step_comm.wait_seconds += dw;
   }
-  t->step_comm.wait_seconds += after.wait_seconds - before.wait_seconds;
   return loss;
 }
 
@@ -350,6 +421,7 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
       goto done;
     }
     dt = atoll_seconds() - t0;
+    t->bubble[t->nsteps_timed] = t->pipe_compute > 0 ? (t->pipe_wall - t->pipe_compute) / t->pipe_compute : 0;
     t->step_seconds[t->nsteps_timed++] = dt;
     step++;
     t->last_loss = loss;

@@ -1,10 +1,13 @@
-/* Checkpoints of a (possibly data-parallel, possibly sharded) run.
+/* Checkpoints of a (possibly data-, tensor- and pipeline-parallel, possibly sharded)
+ * run.
  *
- * On disk a checkpoint always holds the whole model and the whole AdamW state, in
- * layout order, whatever the world size and ZeRO stage that wrote it. Saving gathers
- * the shards to rank 0, which writes; loading has every rank read the files and keep
- * its own shard. So a run saved at N ranks with any stage resumes at M ranks with any
- * stage: resharding is just a different choice of shard on load. */
+ * On disk a checkpoint always holds the whole model and the whole AdamW state, in the
+ * whole model's layout order, whatever the layout that wrote it. Saving gathers to
+ * rank 0 the runs each rank owns (its part's owned tensors, src/model/layout.c,
+ * inside its data-parallel chunk), which writes; loading has every rank read the
+ * files and cut its own part and shard. So a run saved at one layout (any world size,
+ * ZeRO stage, --tp, --pp) resumes at any other: resharding is just a different choice
+ * of part on load. */
 #include "train/trainer.h"
 
 #include "ckpt/checkpoint.h"
@@ -40,52 +43,140 @@ static int rng_from_json(atoll_rng *r, const cJSON *a, const char *dir, atoll_er
 
 static int sharded(const trainer *t) { return t->shard_begin != 0 || t->shard_end != t->lay->nparams; }
 
-/* Island rank j's part of the flat buffer: [j S, (j+1) S), S = ceil(P / island size):
- * its ZeRO shard, and its slice of the DiLoCo outer state. */
-static void island_chunk(const trainer *t, int j, size_t *b, size_t *e) {
-  size_t P = t->lay->nparams, S = (P + t->mesh.island_size - 1) / t->mesh.island_size;
+/* Data-parallel rank j's chunk of a part's flat buffer: [j S, (j+1) S),
+ * S = ceil(P / dp): its ZeRO shard, and its slice of the DiLoCo outer state. */
+static void dp_chunk(size_t P, int dp, int j, size_t *b, size_t *e) {
+  size_t S = (P + dp - 1) / dp;
   *b = (size_t)j * S < P ? (size_t)j * S : P;
   *e = (size_t)(j + 1) * S < P ? (size_t)(j + 1) * S : P;
 }
 
-/* Gathers island k's copy of a buffer to world rank 0: every rank of island k sends
- * its island chunk, taken from src (which holds values from flat offset src_begin
- * on). Returns the whole buffer on world rank 0 (caller frees with atoll_mem_free),
- * NULL elsewhere or when out of memory. */
+/* The runs of the whole model's buffer that one rank contributes to a checkpoint: the
+ * tensors its part owns, inside its data-parallel chunk, as (part offset, whole
+ * offset, length). */
+typedef struct {
+  size_t lo, hi; /* the chunk, in part offsets */
+  const atoll_layout *lay;
+  size_t *runs;  /* 3 per run */
+  size_t n, cap, floats;
+} run_list;
+
+static void add_run(void *ctx, const atoll_tensor *ten, size_t part_off, size_t whole_off, size_t n) {
+  run_list *rl = ctx;
+  if (!atoll_layout_owns(rl->lay, ten)) return;
+  size_t b = part_off > rl->lo ? part_off : rl->lo, e = part_off + n < rl->hi ? part_off + n : rl->hi;
+  if (e <= b) return;
+  whole_off += b - part_off;
+  size_t *last = rl->n ? rl->runs + 3 * (rl->n - 1) : NULL;
+  if (last && last[0] + last[2] == b && last[1] + last[2] == whole_off) { /* adjacent: merge */
+    last[2] += e - b;
+  } else {
+    if (rl->n == rl->cap) {
+      rl->cap = rl->cap ? 2 * rl->cap : 64;
+      rl->runs = realloc(rl->runs, 3 * rl->cap * sizeof(size_t));
+    }
+    size_t *r = rl->runs + 3 * rl->n++;
+    r[0] = b;
+    r[1] = whole_off;
+    r[2] = e - b;
+  }
+  rl->floats += e - b;
+}
+
+/* The runs of world rank w (any rank: rank 0 recomputes every rank's to unpack). */
+static int rank_runs(trainer *t, int w, run_list *rl) {
+  const atoll_mesh *mh = &t->mesh;
+  int ir = w % mh->island_size;
+  int tp_rank = ir % mh->tp, dp_rank = ir / mh->tp % mh->dp, pp_rank = ir / (mh->tp * mh->dp);
+  int L = t->cfg->model.layers, P = mh->pp;
+  atoll_part part = {mh->tp, tp_rank, pp_rank * L / P, (pp_rank + 1) * L / P};
+  atoll_layout lay;
+  atoll_err err;
+  memset(rl, 0, sizeof *rl);
+  if (atoll_layout_init_part(&lay, &t->cfg->model, &part, &err)) return -1;
+  dp_chunk(lay.nparams, mh->dp, dp_rank, &rl->lo, &rl->hi);
+  rl->lay = &lay;
+  atoll_layout_runs(&lay, &t->whole, add_run, rl);
+  rl->lay = NULL;
+  atoll_layout_free(&lay);
+  return 0;
+}
+
+/* Gathers island k's copy of a buffer of this rank's part to world rank 0 as the whole
+ * model's buffer: every rank of island k sends the values of its runs, taken from src
+ * (which holds the part's values from offset src_begin on). Returns the whole buffer on
+ * world rank 0 (caller frees with atoll_mem_free), NULL elsewhere or when out of
+ * memory. */
 static float *gather_island(trainer *t, int k, const float *src, size_t src_begin) {
-  size_t P = t->lay->nparams;
-  float *full = atoll_mem_alloc(P * sizeof(float));
+  size_t P = t->whole.nparams;
+  run_list mine = {0};
+  if (t->mesh.island == k) rank_runs(t, t->rank, &mine);
   size_t *counts = calloc((size_t)t->world, sizeof(size_t));
-  if (!full || !counts) {
-    atoll_mem_free(full);
-    free(counts);
-    return NULL;
-  }
+  atoll_allgather_bytes(t->comm, &mine.floats, counts, sizeof(size_t));
+  size_t total = 0, at = 0;
   for (int w = 0; w < t->world; w++) {
-    size_t b, e;
-    island_chunk(t, w % t->mesh.island_size, &b, &e);
-    counts[w] = w / t->mesh.island_size == k ? e - b : 0;
+    if (w < t->rank) at += counts[w];
+    total += counts[w];
   }
-  if (t->mesh.island == k) {
-    size_t b, e;
-    island_chunk(t, t->mesh.island_rank, &b, &e);
-    memcpy(full + b, src + (b - src_begin), (e - b) * sizeof(float));
+  float *packed = atoll_mem_alloc((total ? total : 1) * sizeof(float));
+  float *full = t->rank == 0 ? atoll_mem_alloc(P * sizeof(float)) : NULL;
+  int ok = packed && (t->rank != 0 || full) && total == P;
+  if (packed) {
+    for (size_t i = 0; i < mine.n; i++) {
+      const size_t *r = mine.runs + 3 * i;
+      memcpy(packed + at, src + (r[0] - src_begin), r[2] * sizeof(float));
+      at += r[2];
+    }
+    atoll_gather_to_root(t->comm, packed, total, counts, 0);
   }
-  atoll_gather_to_root(t->comm, full, P, counts, 0);
+  if (t->rank == 0 && ok) {
+    at = 0;
+    for (int w = 0; w < t->world; w++) {
+      if (!counts[w]) continue;
+      run_list rl;
+      if (rank_runs(t, w, &rl)) ok = 0;
+      for (size_t i = 0; ok && i < rl.n; i++) {
+        const size_t *r = rl.runs + 3 * i;
+        memcpy(full + r[1], packed + at, r[2] * sizeof(float));
+        at += r[2];
+      }
+      free(rl.runs);
+    }
+  }
+  free(mine.runs);
   free(counts);
-  if (t->rank != 0) {
+  atoll_mem_free(packed);
+  if (t->rank != 0 || !ok) {
     atoll_mem_free(full);
     return NULL;
   }
   return full;
 }
 
+/* Copies this rank's part out of a whole-model buffer (a checkpoint's). */
+typedef struct {
+  float *part;
+  const float *whole;
+} extract_ctx;
+
+static void extract_run(void *ctx, const atoll_tensor *ten, size_t part_off, size_t whole_off, size_t n) {
+  (void)ten;
+  extract_ctx *x = ctx;
+  memcpy(x->part + part_off, x->whole + whole_off, n * sizeof(float));
+}
+
+static void extract_part(trainer *t, float *part, const float *whole) {
+  extract_ctx x = {part, whole};
+  atoll_layout_runs(t->lay, &t->whole, extract_run, &x);
+}
+
 int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
-  /* islands legitimately differ between outer syncs: compare inside the island */
-  int n = t->mesh.island_size;
+  /* the replicas of this rank's part must agree (islands legitimately differ between
+   * outer syncs, parts of different stages or tensor ranks hold different tensors) */
+  int n = t->mesh.dp;
   uint64_t mine = atoll_hash_floats(atoll_model_params(t->model), t->lay->nparams);
   uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
-  atoll_allgather_bytes(t->mesh.island_comm, &mine, all, sizeof mine);
+  atoll_allgather_bytes(t->mesh.dp_comm, &mine, all, sizeof mine);
   int bad = -1;
   for (int r = 0; r < n; r++)
     if (all[r] != all[0]) bad = r;
@@ -93,8 +184,16 @@ int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
   free(all);
   *hash = mine;
   if (bad >= 0)
-    return atoll_fail(err, "weights differ across ranks: island rank %d holds hash %016llx, island rank 0 %016llx",
+    return atoll_fail(err, "weights differ across data-parallel replicas: replica %d holds hash %016llx, replica 0 %016llx",
                       bad, (unsigned long long)other, (unsigned long long)all0);
+  if (t->mesh.tp * t->mesh.pp > 1) {
+    /* the run's hash: of every part's hash, in island-rank order */
+    int m = t->mesh.island_size;
+    uint64_t *parts = malloc(sizeof(uint64_t) * (size_t)m);
+    atoll_allgather_bytes(t->mesh.island_comm, &mine, parts, sizeof mine);
+    *hash = atoll_hash_floats((const float *)parts, (size_t)m * 2);
+    free(parts);
+  }
   return 0;
 }
 
@@ -178,9 +277,9 @@ int trainer_save(trainer *t, int step, atoll_err *err) {
         parts[k][2] = (st_part){"exp_avg_sq.", bufs[5 + 3 * k]};
         extras[ne++] = (atoll_ckpt_extra){names[k], parts[k], 3};
       }
-      rc = atoll_ckpt_save_ex(dir, t->lay, bufs[0], bufs[1], bufs[2], extras, ne, state, err);
+      rc = atoll_ckpt_save_ex(dir, &t->whole, bufs[0], bufs[1], bufs[2], extras, ne, state, err);
     } else {
-      rc = atoll_ckpt_save(dir, t->lay, bufs[0], bufs[1], bufs[2], state, err);
+      rc = atoll_ckpt_save(dir, &t->whole, bufs[0], bufs[1], bufs[2], state, err);
     }
     cJSON_Delete(state);
     if (rc == 0) rc = atoll_ckpt_prune(t->ckpt_root, t->cfg->keep, err);
@@ -193,22 +292,25 @@ int trainer_save(trainer *t, int step, atoll_err *err) {
   return rc;
 }
 
-/* Every rank reads the files and keeps its own part: resharding across world sizes
- * and stages is a different choice of part. DiLoCo checkpoints need the same number
- * of islands. */
+/* Every rank reads the files (the whole model) and keeps its own part: resharding
+ * across world sizes, ZeRO stages, tensor and pipeline layouts is a different choice
+ * of part. DiLoCo checkpoints need the same number of islands. */
 int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err) {
   cJSON *state = NULL;
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   int rc = -1, K = t->mesh.islands;
-  size_t P = t->lay->nparams;
-  float *fm = atoll_mem_alloc(P * sizeof(float)), *fv = atoll_mem_alloc(P * sizeof(float));
-  float *fg = K > 1 ? atoll_mem_alloc(P * sizeof(float)) : NULL;
+  size_t P = t->lay->nparams, W = t->whole.nparams;
+  /* whole-model buffers as read: weights, m, v; and the part cut from m, v, scratch */
+  float *wp = atoll_mem_alloc(W * sizeof(float)), *wm = atoll_mem_alloc(W * sizeof(float));
+  float *wv = atoll_mem_alloc(W * sizeof(float));
+  float *pm = atoll_mem_alloc(P * sizeof(float)), *pv = atoll_mem_alloc(P * sizeof(float));
+  float *px = atoll_mem_alloc(P * sizeof(float));
   float *params = atoll_model_params(t->model);
   const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
   const cJSON *islands = cJSON_GetObjectItemCaseSensitive(state, "islands");
   int saved_islands = cJSON_IsNumber(islands) ? islands->valueint : 1;
-  if (!fm || !fv || (K > 1 && !fg)) {
-    atoll_fail(err, "out of memory loading the optimizer state");
+  if (!wp || !wm || !wv || !pm || !pv || !px) {
+    atoll_fail(err, "out of memory loading the checkpoint");
     goto done;
   }
   if (!cJSON_IsNumber(step)) {
@@ -222,30 +324,38 @@ int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err) {
   }
   if (rng_from_json(&t->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) goto done;
   if (K == 1) {
-    if (atoll_ckpt_load(dir, t->lay, params, fm, fv, err)) goto done;
+    if (atoll_ckpt_load(dir, &t->whole, wp, wm, wv, err)) goto done;
   } else {
     char file[64];
     snprintf(file, sizeof file, "island_%d.safetensors", t->mesh.island);
-    st_read_part island[3] = {{"weights.", params}, {"exp_avg.", fm}, {"exp_avg_sq.", fv}};
-    st_read_part outer[1] = {{"outer_momentum.", fg}};
+    st_read_part outer[1] = {{"outer_momentum.", wp}};
     size_t sb, se;
     atoll_diloco_slice(t->diloco, &sb, &se);
-    if (atoll_ckpt_load_extra(dir, t->lay, "outer.safetensors", outer, 1, err)) goto done;
-    memcpy(atoll_diloco_momentum(t->diloco), fg + sb, (se - sb) * sizeof(float));
-    if (atoll_ckpt_load(dir, t->lay, fg, NULL, NULL, err)) goto done; /* the global weights */
-    memcpy(atoll_diloco_global(t->diloco), fg + sb, (se - sb) * sizeof(float));
-    if (atoll_ckpt_load_extra(dir, t->lay, file, island, 3, err)) goto done;
+    if (atoll_ckpt_load_extra(dir, &t->whole, "outer.safetensors", outer, 1, err)) goto done;
+    extract_part(t, px, wp);
+    memcpy(atoll_diloco_momentum(t->diloco), px + sb, (se - sb) * sizeof(float));
+    if (atoll_ckpt_load(dir, &t->whole, wp, NULL, NULL, err)) goto done; /* the global weights */
+    extract_part(t, px, wp);
+    memcpy(atoll_diloco_global(t->diloco), px + sb, (se - sb) * sizeof(float));
+    st_read_part island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
+    if (atoll_ckpt_load_extra(dir, &t->whole, file, island, 3, err)) goto done;
     atoll_diloco_resume_at(t->diloco, step->valueint);
   }
+  extract_part(t, params, wp);
+  extract_part(t, pm, wm);
+  extract_part(t, pv, wv);
   size_t b = sharded(t) ? t->shard_begin : 0, e = sharded(t) ? t->shard_end : P;
-  memcpy(t->m, fm + b, (e - b) * sizeof(float));
-  memcpy(t->v, fv + b, (e - b) * sizeof(float));
+  memcpy(t->m, pm + b, (e - b) * sizeof(float));
+  memcpy(t->v, pv + b, (e - b) * sizeof(float));
   *start_step = step->valueint;
   rc = 0;
 done:
-  atoll_mem_free(fm);
-  atoll_mem_free(fv);
-  atoll_mem_free(fg);
+  atoll_mem_free(wp);
+  atoll_mem_free(wm);
+  atoll_mem_free(wv);
+  atoll_mem_free(pm);
+  atoll_mem_free(pv);
+  atoll_mem_free(px);
   cJSON_Delete(state);
   return rc;
 }
