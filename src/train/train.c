@@ -377,12 +377,14 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
   const char *desync = getenv("ATOLL_FAULT_DESYNC_ISLAND");
   int desync_island = desync && t->diloco ? atoi(desync) : -1;
   if (t->rank == 0) {
-    double tokens = (double)c->batch * t->seq * t->accum * t->world;
-    fprintf(stderr, "atoll train: %zu parameters, %d layers, %d heads, dim %d, seq %d, %.0f tokens/step (batch %d x accum %d x %d rank%s), %d steps",
-            t->lay->nparams, c->model.layers, c->model.heads, c->model.dim, t->seq, tokens, c->batch,
-            t->accum, t->world, t->world > 1 ? "s" : "", c->steps);
-    if (t->mesh.island_size > 1)
+    double tokens = (double)c->batch * t->seq * t->accum * t->replicas;
+    fprintf(stderr, "atoll train: %zu parameters, %d layers, %d heads, dim %d, seq %d, %.0f tokens/step (batch %d x %s %d x %d replica%s), %d steps",
+            t->whole.nparams, c->model.layers, c->model.heads, c->model.dim, t->seq, tokens, c->batch,
+            t->mesh.pp > 1 ? "micro-batches" : "accum", t->accum, t->replicas, t->replicas > 1 ? "s" : "", c->steps);
+    if (t->mesh.dp > 1)
       fprintf(stderr, ", %s%s", c->parallel, c->shard ? (const char *[]){"", " + ZeRO-1", " + ZeRO-2", " + ZeRO-3"}[c->shard] : "");
+    if (t->mesh.tp > 1) fprintf(stderr, ", tensor parallel %d", t->mesh.tp);
+    if (t->mesh.pp > 1) fprintf(stderr, ", pipeline %d stages (%s)", t->mesh.pp, c->schedule);
     if (c->islands > 1)
       fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d, %s)",
               c->islands, t->mesh.island_size, c->sync_every, c->outer_optimizer, c->outer_lr,

@@ -42,7 +42,7 @@ void trainer_rss_reset(trainer *t) {
 }
 
 static double tokens_per_step(const trainer *t) {
-  return (double)t->cfg->batch * t->seq * t->accum * t->world;
+  return (double)t->cfg->batch * t->seq * t->accum * t->replicas;
 }
 
 /* Keeps the metrics of steps <= keep_steps (a resumed run rewrites what follows). */
@@ -156,7 +156,7 @@ int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, ato
   double tps = med > 0 ? tokens_per_step(t) / med : 0;
   cJSON *s = cJSON_CreateObject();
   cJSON_AddNumberToObject(s, "steps", steps_done);
-  cJSON_AddNumberToObject(s, "params", (double)t->lay->nparams);
+  cJSON_AddNumberToObject(s, "params", (double)t->whole.nparams);
   cJSON_AddNumberToObject(s, "final_train_loss", t->last_loss);
   if (t->have_val)
     cJSON_AddNumberToObject(s, "final_val_loss", t->last_val);
@@ -166,7 +166,7 @@ int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, ato
   cJSON_AddNumberToObject(s, "flops_per_token", atoll_flops_per_token(&c->model, t->seq));
   cJSON_AddNumberToObject(s, "model_flops_per_second", tps * atoll_flops_per_token(&c->model, t->seq));
   cJSON_AddNumberToObject(s, "median_step_seconds", med);
-  cJSON_AddNumberToObject(s, "global_batch_sequences", (double)c->batch * t->accum * t->world);
+  cJSON_AddNumberToObject(s, "global_batch_sequences", (double)c->batch * t->accum * t->replicas);
   cJSON_AddNumberToObject(s, "tokens_per_step", tokens_per_step(t));
   char hash[32];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)weights_hash);
@@ -201,7 +201,39 @@ int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, ato
   }
   int steps_here = t->nsteps_timed;
   cJSON_AddItemToObject(s, "bytes_sent_per_step_per_rank", per_rank(t, steps_here ? total / steps_here : 0, NULL));
-  /* islands: intra-island traffic is the data-parallel traffic above */
+  /* the mesh and the bytes of each of its axes */
+  cJSON *layout = cJSON_AddObjectToObject(s, "layout");
+  cJSON_AddNumberToObject(layout, "islands", t->mesh.islands);
+  cJSON_AddNumberToObject(layout, "pp", t->mesh.pp);
+  cJSON_AddNumberToObject(layout, "dp", t->mesh.dp);
+  cJSON_AddNumberToObject(layout, "tp", t->mesh.tp);
+  cJSON_AddStringToObject(layout, "rank_order", "island, pp, dp, tp (tp innermost)");
+  cJSON_AddNumberToObject(layout, "microbatches", t->accum);
+  cJSON_AddStringToObject(layout, "schedule", t->mesh.pp > 1 ? c->schedule : "none");
+  cJSON_AddItemToObject(layout, "stage_parameters_per_rank", per_rank(t, (double)t->lay->nparams, NULL));
+  cJSON *axes = cJSON_AddObjectToObject(s, "bytes_per_step_per_rank_by_axis");
+  const char *axis_names[4] = {"data", "tensor", "pipeline", "embedding_tie"};
+  for (int a = 0; a < 4; a++) {
+    double b = 0;
+    for (int op = 0; op < ATOLL_OP_COUNT; op++) b += (double)t->axis_comm[a].bytes_sent[op];
+    cJSON_AddItemToObject(axes, axis_names[a], per_rank(t, steps_here ? b / steps_here : 0, NULL));
+  }
+  if (t->mesh.pp > 1) {
+    /* idle fraction of each stage's schedule, median over the steps after warm-up */
+    int skip = t->nsteps_timed > 6 ? 3 : (t->nsteps_timed > 1 ? 1 : 0), nb = t->nsteps_timed - skip;
+    double *v = malloc(sizeof(double) * (size_t)(nb > 0 ? nb : 1));
+    if (nb > 0) memcpy(v, t->bubble + skip, sizeof(double) * (size_t)nb);
+    double mine = nb > 0 ? atoll_median(v, (size_t)nb) : 0, mx;
+    free(v);
+    cJSON *pipe = cJSON_AddObjectToObject(s, "pipeline");
+    cJSON *each = per_rank(t, mine, &mx);
+    double mean = 0;
+    for (int r = 0; r < t->world; r++) mean += cJSON_GetArrayItem(each, r)->valuedouble / t->world;
+    cJSON_AddNumberToObject(pipe, "bubble_measured", mean);
+    cJSON_AddNumberToObject(pipe, "bubble_theory", (double)(t->mesh.pp - 1) / t->accum);
+    cJSON_AddItemToObject(pipe, "bubble_per_rank", each);
+  }
+  /* islands: intra-island traffic is the traffic of all the axes above */
   cJSON_AddNumberToObject(s, "islands", t->mesh.islands);
   cJSON_AddItemToObject(s, "intra_island_bytes", per_rank(t, total, NULL));
   if (t->diloco) {
