@@ -68,6 +68,8 @@ enum { ATOLL_SPLIT_NONE, ATOLL_SPLIT_ROWS, ATOLL_SPLIT_COLS };
 typedef struct {
   int tp_size, tp_rank;       /* tensor parallel: 1/tp_size of the heads, MLP width, vocabulary */
   int layer_begin, layer_end; /* pipeline stage: blocks [layer_begin, layer_end) */
+  int sequence_parallel;      /* tp > 1: activations outside the cut matrices are cut by
+                                 tokens (the model's business; the layout is the same) */
 } atoll_part;
 
 typedef struct {
@@ -182,8 +184,18 @@ typedef struct {
   void *ctx;
   void (*allreduce)(void *ctx, float *buf, size_t n);                  /* sum, in place */
   void (*allgather)(void *ctx, const float *mine, float *all, size_t n); /* n per rank, rank order */
+  /* sequence parallel, in place on buf[0, n) cut in tp equal chunks (chunk r = rank r's):
+   * sum chunk r of every rank into rank r's chunk r / give every rank every chunk */
+  void (*reduce_scatter)(void *ctx, float *buf, size_t n);
+  void (*allgather_chunks)(void *ctx, float *buf, size_t n);
 } atoll_model_tp;
 void atoll_model_set_tp(atoll_model *m, const atoll_model_tp *tp);
+/* Sequence parallel: 1 if each tensor-parallel rank holds only its tokens' share of
+ * t's gradient (the LayerNorms), which the caller sums over the group after backward. */
+int atoll_model_grad_is_partial(const atoll_model *m, const atoll_tensor *t);
+/* Rows (tokens) of this rank's share of a micro-batch of n tokens: n, or n / tp under
+ * sequence parallelism (the size of a stage's input and output activations). */
+int atoll_model_local_rows(const atoll_model *m, int n);
 
 /* Forward pass over B sequences of T tokens (inputs [B*T]). With targets it returns
  * the mean cross-entropy loss, else 0. */

@@ -25,7 +25,18 @@
  *             the lookup is all-reduced, and the cross-entropy combines the ranks'
  *             log-sum-exps (one all-gather of 2 floats per token) so that full logits
  *             never exist on one rank. Replicated tensors (LayerNorms, wpe, the
- *             projections' biases) get identical gradients on every rank. */
+ *             projections' biases) get identical gradients on every rank.
+ *   sequence  (Korthikanti et al. 2022) with tensor parallelism, the residual stream
+ *             and LayerNorms are cut by tokens: rank r holds rows [r n, (r+1) n) of
+ *             the micro-batch's B*T rows, n = B*T/tp. A LayerNorm's output is
+ *             all-gathered before the column-parallel product; a row-parallel
+ *             product's partial output is reduce-scattered (rank r's chunk carries its
+ *             residual and bias); in backward the output gradient is all-gathered
+ *             and the input gradient reduce-scattered. The same bytes as the two
+ *             all-reduces, a tp-th of the residual activations, and pipeline
+ *             messages a tp-th the size; LayerNorm gradients are then per-rank
+ *             partial sums (atoll_model_grad_is_partial), summed by the caller. The
+ *             gathered LayerNorm outputs are kept for backward (not re-gathered). */
 #include "atoll/atoll.h"
 #include "ops/ops.h"
 
@@ -66,10 +77,12 @@ struct atoll_model {
   const atoll_ops *ops;
   int max_B, max_T, nslots, nblocks, tp, tp_rank;
   int Cl, NHl, Vl; /* local widths: C/tp, heads/tp, vocab/tp */
+  int sp;          /* sequence parallel */
   float *params, *grads;
   slot_acts *slots;
   /* backward scratch */
   float *dres, *dC, *d3C, *d4C;
+  float *dfull; /* sequence parallel: a gathered output gradient [N,C] */
   float *xent_mine, *xent_all; /* tensor-parallel cross-entropy: [2N], [tp, 2N] */
   atoll_model_hooks hooks; /* all NULL unless a strategy set them */
   atoll_model_tp tpc;      /* collectives of the tensor-parallel group */
@@ -98,38 +111,39 @@ static float *tensor_at(atoll_model *m, float *base, int idx) { return base + m-
 
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
-  atoll_part whole = {1, 0, 0, s->layers};
+  atoll_part whole = {1, 0, 0, s->layers, 0};
   return atoll_model_create_part(out, s, &whole, max_batch, max_seq, 1, err);
 }
 
 static int alloc_slot(atoll_model *m, slot_acts *sl) {
   size_t N = (size_t)m->max_B * m->max_T, C = m->s.dim, Cl = m->Cl;
+  size_t Nl = m->sp ? (N + m->tp - 1) / m->tp : N; /* this rank's rows of the residual stream */
   sl->acts = calloc((size_t)m->nblocks, sizeof(block_acts));
   if (!sl->acts) return -1;
-  sl->encoded = alloc_f(m, N * C);
+  sl->encoded = alloc_f(m, Nl * C);
   float *prev = sl->encoded;
   for (int i = 0; i < m->nblocks; i++) {
     block_acts *a = &sl->acts[i];
     a->res_in = prev;
     a->ln1 = alloc_f(m, N * C);
-    a->ln1_mean = alloc_f(m, N);
-    a->ln1_rstd = alloc_f(m, N);
+    a->ln1_mean = alloc_f(m, Nl);
+    a->ln1_rstd = alloc_f(m, Nl);
     a->qkv = alloc_f(m, N * 3 * Cl);
     a->atty = alloc_f(m, N * Cl);
     a->lse = alloc_f(m, (size_t)m->max_B * m->NHl * m->max_T);
-    a->res_mid = alloc_f(m, N * C);
+    a->res_mid = alloc_f(m, Nl * C);
     a->ln2 = alloc_f(m, N * C);
-    a->ln2_mean = alloc_f(m, N);
-    a->ln2_rstd = alloc_f(m, N);
+    a->ln2_mean = alloc_f(m, Nl);
+    a->ln2_rstd = alloc_f(m, Nl);
     a->fch = alloc_f(m, N * 4 * Cl);
     a->fch_gelu = alloc_f(m, N * 4 * Cl);
-    a->res_out = alloc_f(m, N * C);
+    a->res_out = alloc_f(m, Nl * C);
     prev = a->res_out;
   }
   if (m->lay.last_stage) {
     sl->lnf = alloc_f(m, N * C);
-    sl->lnf_mean = alloc_f(m, N);
-    sl->lnf_rstd = alloc_f(m, N);
+    sl->lnf_mean = alloc_f(m, Nl);
+    sl->lnf_rstd = alloc_f(m, Nl);
     sl->logits = alloc_f(m, N * m->Vl);
     sl->xent_lse = alloc_f(m, N);
     sl->losses = alloc_f(m, N);
@@ -163,6 +177,7 @@ int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll
   m->Cl = s->dim / m->tp;
   m->NHl = s->heads / m->tp;
   m->Vl = s->vocab / m->tp;
+  m->sp = m->tp > 1 && part->sequence_parallel;
   m->allocs = calloc((size_t)(32 + slots * (16 + 16 * m->nblocks)), sizeof(void *));
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
   if (!m->allocs || !m->slots) goto oom;
@@ -176,6 +191,7 @@ int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll
   m->dC = alloc_f(m, N * C);
   m->d3C = alloc_f(m, N * 3 * m->Cl);
   m->d4C = alloc_f(m, N * 4 * m->Cl);
+  if (m->sp) m->dfull = alloc_f(m, N * C);
   m->xent_mine = alloc_f(m, 2 * N);
   m->xent_all = alloc_f(m, 2 * N * m->tp);
   for (int i = 0; i < m->nallocs; i++)
@@ -309,9 +325,10 @@ void atoll_model_zero_grads(atoll_model *m) { memset(m->grads, 0, m->lay.nparams
 /* ------------------------------------------- vocabulary-parallel pieces --- */
 
 /* out = wte[tok] (if this rank holds the token's row, else 0) + wpe[t] (rank 0),
- * all-reduced: the same single addition as without tensor parallelism. */
+ * to be summed over the group (all-reduced here, or reduce-scattered by the caller):
+ * the same single addition as without tensor parallelism. */
 static void embed_forward_tp(atoll_model *m, float *out, const int32_t *tok, const float *wte,
-                             const float *wpe, int B, int T) {
+                             const float *wpe, int B, int T, int allreduce) {
   int C = m->s.dim, v0 = m->tp_rank * m->Vl;
   for (int n = 0; n < B * T; n++) {
     float *o = out + (size_t)n * C;
@@ -322,7 +339,7 @@ static void embed_forward_tp(atoll_model *m, float *out, const int32_t *tok, con
       o[c] = m->tp_rank == 0 ? x + wpe[(size_t)t * C + c] : x;
     }
   }
-  tp_allreduce(m, out, (size_t)B * T * C);
+  if (allreduce) tp_allreduce(m, out, (size_t)B * T * C);
 }
 
 static void embed_backward_tp(atoll_model *m, float *dwte, float *dwpe, const float *dout,
@@ -377,6 +394,73 @@ static void xent_backward_tp(atoll_model *m, slot_acts *sl, float dloss, int N) 
   }
 }
 
+/* ------------------------------------------------ sequence-parallel rows --- */
+
+int atoll_model_local_rows(const atoll_model *m, int n) { return m->sp ? n / m->tp : n; }
+
+int atoll_model_grad_is_partial(const atoll_model *m, const atoll_tensor *t) {
+  return m->sp && strstr(t->name, "ln_") != NULL;
+}
+
+/* The first of this rank's rows in a micro-batch of N rows. */
+static size_t own_row(const atoll_model *m, int N) { return m->sp ? (size_t)m->tp_rank * (N / m->tp) : 0; }
+
+/* full [N,C] holds this rank's rows at their place; afterwards every rank's. */
+static void gather_rows(atoll_model *m, float *full, int N) {
+  if (m->sp) m->tpc.allgather_chunks(m->tpc.ctx, full, (size_t)N * m->s.dim);
+}
+
+/* out (this rank's rows) = resid + bias + sum over the group of x @ w^T, for a
+ * row-parallel product (x [N, K] this rank's columns). Without sequence parallelism
+ * "this rank's rows" are all N (rank 0 adds residual and bias; tp = 1: the fused
+ * kernel alone). */
+static void row_parallel_out(atoll_model *m, float *out, const float *resid, const float *x,
+                             const float *w, const float *bias, int N, int K) {
+  const atoll_ops *o = m->ops;
+  int C = m->s.dim;
+  size_t NC = (size_t)N * C;
+  if (!m->sp) {
+    int tp0 = m->tp_rank == 0;
+    if (tp0)
+      memcpy(out, resid, sizeof(float) * NC);
+    else
+      memset(out, 0, sizeof(float) * NC);
+    o->matmul_forward(out, x, w, tp0 ? bias : NULL, N, K, C, 1);
+    tp_allreduce(m, out, NC);
+    return;
+  }
+  size_t n = (size_t)(N / m->tp), r0 = own_row(m, N);
+  float *full = m->dC; /* backward scratch, free during forward */
+  memset(full, 0, sizeof(float) * NC);
+  memcpy(full + r0 * C, resid, sizeof(float) * n * C);
+  o->matmul_forward(full, x, w, NULL, N, K, C, 1);
+  for (size_t i = r0; i < r0 + n; i++)
+    for (int c = 0; c < C; c++) full[i * C + c] += bias[c];
+  m->tpc.reduce_scatter(m->tpc.ctx, full, NC);
+  memcpy(out, full + r0 * C, sizeof(float) * n * C);
+}
+
+/* The output gradient of a row-parallel product, all rows: dres itself, or gathered. */
+static const float *full_dout(atoll_model *m, const float *dres, int N) {
+  if (!m->sp) return dres;
+  size_t n = (size_t)(N / m->tp);
+  memcpy(m->dfull + own_row(m, N) * m->s.dim, dres, sizeof(float) * n * m->s.dim);
+  gather_rows(m, m->dfull, N);
+  return m->dfull;
+}
+
+/* The input gradient of a column-parallel product, partial on every rank in dC [N,C]:
+ * summed over the group; returns this rank's rows of it. */
+static const float *sum_input_grad(atoll_model *m, int N) {
+  size_t NC = (size_t)N * m->s.dim;
+  if (!m->sp) {
+    tp_allreduce(m, m->dC, NC);
+    return m->dC;
+  }
+  m->tpc.reduce_scatter(m->tpc.ctx, m->dC, NC);
+  return m->dC + own_row(m, N) * m->s.dim;
+}
+
 /* ---------------------------------------------------------------- passes --- */
 
 float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
@@ -389,7 +473,8 @@ float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
   const atoll_ops *o = m->ops;
   const atoll_layout *lay = &m->lay;
   int C = m->s.dim, Cl = m->Cl, NHl = m->NHl, Vl = m->Vl;
-  int N = B * T, tp0 = m->tp_rank == 0;
+  int N = B * T, Nl = atoll_model_local_rows(m, N);
+  size_t r0 = own_row(m, N) * C; /* this rank's rows in a full [N,C] buffer */
   slot_acts *sl = &m->slots[slot];
   sl->B = B;
   sl->T = T;
@@ -400,42 +485,39 @@ float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
   emit(m, ATOLL_EV_FORWARD_BEGIN, -1);
   if (lay->first_stage) {
     float *wte = tensor_at(m, m->params, lay->t_wte), *wpe = tensor_at(m, m->params, lay->t_wpe);
-    if (m->tp > 1)
-      embed_forward_tp(m, sl->encoded, sl->inputs, wte, wpe, B, T);
-    else
+    if (m->sp) {
+      embed_forward_tp(m, m->dC, sl->inputs, wte, wpe, B, T, 0);
+      m->tpc.reduce_scatter(m->tpc.ctx, m->dC, (size_t)N * C);
+      memcpy(sl->encoded, m->dC + r0, sizeof(float) * (size_t)Nl * C);
+    } else if (m->tp > 1) {
+      embed_forward_tp(m, sl->encoded, sl->inputs, wte, wpe, B, T, 1);
+    } else {
       o->embed_forward(sl->encoded, sl->inputs, wte, wpe, B, T, C);
+    }
   }
   for (int i = 0; i < m->nblocks; i++) {
     int l = lay->part.layer_begin + i;
     emit(m, ATOLL_EV_BLOCK_FORWARD, l);
     block_params p = block_view(m, m->params, l);
     block_acts *a = &sl->acts[i];
-    o->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->res_in, p.ln1w, p.ln1b, N, C);
+    o->layernorm_forward(a->ln1 + r0, a->ln1_mean, a->ln1_rstd, a->res_in, p.ln1w, p.ln1b, Nl, C);
+    gather_rows(m, a->ln1, N);
     o->matmul_forward(a->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * Cl, 0);
     o->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NHl);
-    /* row-parallel: rank 0 adds residual and bias, the others only their product */
-    if (tp0)
-      memcpy(a->res_mid, a->res_in, sizeof(float) * (size_t)N * C);
-    else
-      memset(a->res_mid, 0, sizeof(float) * (size_t)N * C);
-    o->matmul_forward(a->res_mid, a->atty, p.attprojw, tp0 ? p.attprojb : NULL, N, Cl, C, 1);
-    tp_allreduce(m, a->res_mid, (size_t)N * C);
-    o->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid, p.ln2w, p.ln2b, N, C);
+    row_parallel_out(m, a->res_mid, a->res_in, a->atty, p.attprojw, p.attprojb, N, Cl);
+    o->layernorm_forward(a->ln2 + r0, a->ln2_mean, a->ln2_rstd, a->res_mid, p.ln2w, p.ln2b, Nl, C);
+    gather_rows(m, a->ln2, N);
     o->matmul_forward(a->fch, a->ln2, p.fcw, p.fcb, N, C, 4 * Cl, 0);
     o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
-    if (tp0)
-      memcpy(a->res_out, a->res_mid, sizeof(float) * (size_t)N * C);
-    else
-      memset(a->res_out, 0, sizeof(float) * (size_t)N * C);
-    o->matmul_forward(a->res_out, a->fch_gelu, p.fcprojw, tp0 ? p.fcprojb : NULL, N, 4 * Cl, C, 1);
-    tp_allreduce(m, a->res_out, (size_t)N * C);
+    row_parallel_out(m, a->res_out, a->res_mid, a->fch_gelu, p.fcprojw, p.fcprojb, N, 4 * Cl);
     emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
   }
   if (!lay->last_stage) return 0.0f;
   emit(m, ATOLL_EV_HEAD_FORWARD, m->s.layers);
   float *x = sl->acts[m->nblocks - 1].res_out;
-  o->layernorm_forward(sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf),
-                       tensor_at(m, m->params, lay->t_lnf + 1), N, C);
+  o->layernorm_forward(sl->lnf + r0, sl->lnf_mean, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf),
+                       tensor_at(m, m->params, lay->t_lnf + 1), Nl, C);
+  gather_rows(m, sl->lnf, N);
   o->matmul_forward(sl->logits, sl->lnf, tensor_at(m, m->params, lay->t_wte), NULL, N, C, Vl, 0);
   if (!sl->have_targets) return 0.0f;
   if (m->tp > 1)
@@ -457,7 +539,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const
   slot_acts *sl = &m->slots[slot];
   if (lay->last_stage ? !sl->have_targets : !dout) return;
   int C = m->s.dim, Cl = m->Cl, NHl = m->NHl, Vl = m->Vl, L = m->s.layers;
-  int B = sl->B, T = sl->T, N = B * T;
+  int B = sl->B, T = sl->T, N = B * T, Nl = atoll_model_local_rows(m, N);
   float *P = m->params, *G = m->grads;
 
   emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->part.layer_end);
@@ -469,15 +551,15 @@ void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const
       o->xent_backward(sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
     o->matmul_backward(m->dC, tensor_at(m, G, lay->t_wte), NULL, sl->logits, sl->lnf,
                        tensor_at(m, P, lay->t_wte), N, C, Vl, 0);
-    tp_allreduce(m, m->dC, (size_t)N * C);
+    const float *dlnf = sum_input_grad(m, N);
     poll(m);
     float *x = sl->acts[m->nblocks - 1].res_out;
-    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
-    o->layernorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), tensor_at(m, G, lay->t_lnf + 1), m->dC, x,
-                          tensor_at(m, P, lay->t_lnf), sl->lnf_mean, sl->lnf_rstd, N, C);
+    memset(m->dres, 0, sizeof(float) * (size_t)Nl * C);
+    o->layernorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), tensor_at(m, G, lay->t_lnf + 1), dlnf, x,
+                          tensor_at(m, P, lay->t_lnf), sl->lnf_mean, sl->lnf_rstd, Nl, C);
     grads_ready(m, L);
   } else {
-    memcpy(m->dres, dout, sizeof(float) * (size_t)N * C);
+    memcpy(m->dres, dout, sizeof(float) * (size_t)Nl * C);
   }
 
   for (int i = m->nblocks - 1; i >= 0; i--) {
@@ -486,31 +568,31 @@ void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const
     block_params p = block_view(m, P, l), g = block_view(m, G, l);
     block_acts *a = &sl->acts[i];
     /* MLP half: res_out = res_mid + fcproj(gelu(fc(ln2(res_mid)))) */
-    o->matmul_backward(m->d4C, g.fcprojw, g.fcprojb, m->dres, a->fch_gelu, p.fcprojw, N, 4 * Cl, C, 0);
+    o->matmul_backward(m->d4C, g.fcprojw, g.fcprojb, full_dout(m, m->dres, N), a->fch_gelu, p.fcprojw, N,
+                       4 * Cl, C, 0);
     poll(m);
     o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
     o->matmul_backward(m->dC, g.fcw, g.fcb, m->d4C, a->ln2, p.fcw, N, C, 4 * Cl, 0);
-    tp_allreduce(m, m->dC, (size_t)N * C);
+    const float *dln2 = sum_input_grad(m, N);
     poll(m);
-    o->layernorm_backward(m->dres, g.ln2w, g.ln2b, m->dC, a->res_mid, p.ln2w, a->ln2_mean,
-                          a->ln2_rstd, N, C);
+    o->layernorm_backward(m->dres, g.ln2w, g.ln2b, dln2, a->res_mid, p.ln2w, a->ln2_mean, a->ln2_rstd, Nl, C);
     /* attention half: res_mid = res_in + attproj(attn(qkv(ln1(res_in)))) */
-    o->matmul_backward(m->dC, g.attprojw, g.attprojb, m->dres, a->atty, p.attprojw, N, Cl, C, 0);
+    o->matmul_backward(m->dC, g.attprojw, g.attprojb, full_dout(m, m->dres, N), a->atty, p.attprojw, N, Cl,
+                       C, 0);
     poll(m);
     o->attention_backward(m->d3C, m->dC, a->qkv, a->atty, a->lse, B, T, Cl, NHl);
     poll(m);
     o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->d3C, a->ln1, p.qkvw, N, C, 3 * Cl, 0);
-    tp_allreduce(m, m->dC, (size_t)N * C);
+    const float *dln1 = sum_input_grad(m, N);
     poll(m);
-    o->layernorm_backward(m->dres, g.ln1w, g.ln1b, m->dC, a->res_in, p.ln1w, a->ln1_mean,
-                          a->ln1_rstd, N, C);
+    o->layernorm_backward(m->dres, g.ln1w, g.ln1b, dln1, a->res_in, p.ln1w, a->ln1_mean, a->ln1_rstd, Nl, C);
     emit(m, ATOLL_EV_BLOCK_BACKWARD_DONE, l);
     grads_ready(m, l);
   }
   if (lay->first_stage) {
     float *dwte = tensor_at(m, G, lay->t_wte), *dwpe = tensor_at(m, G, lay->t_wpe);
     if (m->tp > 1)
-      embed_backward_tp(m, dwte, dwpe, m->dres, sl->inputs, B, T);
+      embed_backward_tp(m, dwte, dwpe, full_dout(m, m->dres, N), sl->inputs, B, T);
     else
       o->embed_backward(dwte, dwpe, m->dres, sl->inputs, B, T, C);
   }

@@ -69,7 +69,7 @@ static void add(atoll_layout *lay, size_t *off, int layer, const char *name, int
 }
 
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err) {
-  atoll_part whole = {1, 0, 0, s->layers};
+  atoll_part whole = {1, 0, 0, s->layers, 0};
   return atoll_layout_init_part(lay, s, &whole, err);
 }
 

@@ -58,6 +58,7 @@ static const key_spec KEYS[] = {
     {"parallel", STR(parallel), "data-parallel mode with several ranks: ddp"},
     {"shard", K_INT, F(shard), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
     {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per stage: heads, MLP width and vocabulary cut across them"},
+    {"sequence-parallel", K_INT, F(sequence_parallel), 0, 1, "1: with --tp, cut LayerNorm regions and the residual stream by tokens (all-gather / reduce-scatter instead of all-reduce)"},
     {"pp", K_INT, F(pp), 1, 4096, "pipeline stages: contiguous groups of layers on different ranks"},
     {"microbatches", K_INT, F(microbatches), 0, 1 << 20, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
     {"schedule", STR(schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
@@ -246,6 +247,11 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (c->microbatches > 0 && c->accum != 1 && c->accum != c->microbatches)
     return atoll_fail(err, "--microbatches %d: conflicts with --accum %d (they are the same count; give one)",
                       c->microbatches, c->accum);
+  if (c->sequence_parallel && c->tp < 2)
+    return atoll_fail(err, "--sequence-parallel 1: needs tensor parallelism (--tp 2 or more)");
+  if (c->sequence_parallel && ((long)c->batch * seq) % c->tp)
+    return atoll_fail(err, "--sequence-parallel 1: the %d tokens of a micro-batch (batch x seq) do not divide over --tp %d",
+                      c->batch * seq, c->tp);
   if (c->pp > c->model.layers)
     return atoll_fail(err, "--pp %d: more stages than the model's %d layers", c->pp, c->model.layers);
   if (c->model.heads % c->tp)

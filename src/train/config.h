@@ -32,6 +32,7 @@ typedef struct {
   float bucket_mb;  /* gradient bucket size */
   /* model parallel (src/train/pipeline.c, src/model/gpt.c) */
   int tp, pp;        /* tensor-parallel ranks per stage, pipeline stages */
+  int sequence_parallel; /* with tp > 1: activations cut by tokens */
   int microbatches;  /* per step per pipeline; 0: accum */
   char schedule[8];  /* "1f1b" or "gpipe" */
   float comm_timeout; /* watchdog, seconds */

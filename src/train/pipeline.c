@@ -32,6 +32,8 @@ static void tp_allreduce(void *ctx, float *buf, size_t n) { atoll_allreduce(ctx,
 static void tp_allgather(void *ctx, const float *mine, float *all, size_t n) {
   atoll_allgather_bytes(ctx, mine, all, n * sizeof(float));
 }
+static void tp_reduce_scatter(void *ctx, float *buf, size_t n) { atoll_reduce_scatter(ctx, buf, n, NULL); }
+static void tp_allgather_chunks(void *ctx, float *buf, size_t n) { atoll_allgather(ctx, buf, n, NULL); }
 
 static void sleep_ms(double ms) {
   if (ms <= 0) return;
@@ -42,14 +44,17 @@ static void sleep_ms(double ms) {
 int trainer_pipeline_init(trainer *t, atoll_err *err) {
   atoll_mesh *mh = &t->mesh;
   if (mh->tp > 1) {
-    atoll_model_tp tp = {.ctx = mh->tp_comm, .allreduce = tp_allreduce, .allgather = tp_allgather};
+    atoll_model_tp tp = {.ctx = mh->tp_comm, .allreduce = tp_allreduce, .allgather = tp_allgather,
+                         .reduce_scatter = tp_reduce_scatter, .allgather_chunks = tp_allgather_chunks};
     atoll_model_set_tp(t->model, &tp);
   }
   const char *ms = getenv("ATOLL_TEST_STAGE_MS");
   if (ms && sscanf(ms, "%lf,%lf", &t->test_forward_ms, &t->test_backward_ms) != 2)
     return atoll_fail(err, "ATOLL_TEST_STAGE_MS: expected two numbers F,B (milliseconds), got '%s'", ms);
   if (mh->pp == 1) return 0;
-  size_t n = (size_t)t->cfg->batch * t->seq * t->cfg->model.dim;
+  /* a stage's input and output: its rows of the micro-batch (a tp-th under sequence
+   * parallelism) */
+  size_t n = (size_t)atoll_model_local_rows(t->model, t->cfg->batch * t->seq) * t->cfg->model.dim;
   t->act_bytes = n * sizeof(float);
   t->dout = malloc(t->act_bytes);
   t->dx_send = calloc((size_t)t->nslots, sizeof(float *));

@@ -229,7 +229,7 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
                       t->train.vocab, c->model.vocab);
   /* this rank's part: stage s holds blocks [s L / P, (s+1) L / P) */
   int L = c->model.layers, P = t->mesh.pp, s = t->mesh.pp_rank;
-  atoll_part part = {t->mesh.tp, t->mesh.tp_rank, s * L / P, (s + 1) * L / P};
+  atoll_part part = {t->mesh.tp, t->mesh.tp_rank, s * L / P, (s + 1) * L / P, c->sequence_parallel};
   if (atoll_layout_init(&t->whole, &c->model, err)) return -1;
   if (atoll_model_create_part(&t->model, &c->model, &part, c->batch, t->seq, t->nslots, err)) return -1;
   t->lay = atoll_model_layout(t->model);
@@ -308,6 +308,23 @@ static double grad_sumsq(trainer *t) {
   return s;
 }
 
+/* Sequence parallel: each tensor-parallel rank holds its tokens' share of the
+ * LayerNorms' gradients; sum them over the group, inside this rank's data-parallel
+ * shard (the shard boundaries are the same on every rank of the group: the same
+ * part sizes). */
+static void sum_partial_grads(trainer *t) {
+  if (!t->cfg->sequence_parallel || t->mesh.tp == 1) return;
+  size_t lo = t->shard_begin, hi = t->shard_end;
+  float *g = atoll_model_grads(t->model);
+  for (int i = 0; i < t->lay->ntensors; i++) {
+    const atoll_tensor *ten = &t->lay->tensors[i];
+    if (!atoll_model_grad_is_partial(t->model, ten)) continue;
+    size_t b = ten->offset > lo ? ten->offset : lo, e = ten->offset + ten->numel;
+    e = e < hi ? e : hi;
+    if (e > b) atoll_allreduce(t->mesh.tp_comm, g + b, e - b);
+  }
+}
+
 static atoll_comm *axis_comm(trainer *t, int axis) {
   atoll_comm *c[4] = {t->mesh.dp_comm, t->mesh.tp_comm, t->mesh.pp_comm, t->mesh.tie_comm};
   return c[axis];
@@ -324,6 +341,7 @@ static float train_step(trainer *t, int step, const atoll_adamw_config *opt, dou
   double loss_sum = trainer_forward_backward(t, step, scale);
   if (!(t->lay->last_stage && t->mesh.tp_rank == 0)) loss_sum = 0.0; /* counted once */
   atoll_dp_finish_grads(t->dp);
+  sum_partial_grads(t);
   float loss = global_mean(t, loss_sum, (double)t->accum * t->replicas);
   double norm = sqrt(grad_sumsq(t));
   *norm_out = norm;
