@@ -206,6 +206,23 @@ static int check_global(atoll_diloco *d, int step, atoll_err *err) {
   return 0;
 }
 
+/* Tensor parallelism: replicated tensors (LayerNorms, biases of the row-parallel
+ * products, wpe) sit in every tensor-parallel rank's part, but a compressed outer
+ * gradient is scaled per block of its neighbours, which differ from rank to rank; so
+ * tensor-parallel rank 0's outer step is the one kept, for g and u of [b, e). */
+static void keep_replicas_equal(atoll_diloco *d, size_t b, size_t e) {
+  if (d->mesh->tp == 1) return;
+  for (int i = 0; i < d->lay->ntensors; i++) {
+    const atoll_tensor *t = &d->lay->tensors[i];
+    if (t->split != ATOLL_SPLIT_NONE) continue;
+    size_t lo = t->offset > b ? t->offset : b, hi = t->offset + t->numel < e ? t->offset + t->numel : e;
+    if (hi <= lo) continue;
+    size_t o = lo - d->slice_begin;
+    atoll_broadcast(d->mesh->tp_comm, d->global + o, (hi - lo) * sizeof(float), 0);
+    atoll_broadcast(d->mesh->tp_comm, d->momentum + o, (hi - lo) * sizeof(float), 0);
+  }
+}
+
 /* Outer step on fragment f's part of this rank's slice. */
 static void sync_fragment(atoll_diloco *d, int f, int step) {
   size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
@@ -221,6 +238,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
     u[i] = mu * u[i] + delta[i];
     g[i] -= lr * (d->cfg.nesterov ? delta[i] + mu * u[i] : u[i]);
   }
+  if (d->cfg.dtype != ATOLL_Q_FP32) keep_replicas_equal(d, b, e);
   atoll_comm_stats after = atoll_comm_get_stats(d->mesh->cross);
   uint64_t bytes = 0;
   for (int op = 0; op < ATOLL_OP_COUNT; op++) bytes += after.bytes_sent[op] - before.bytes_sent[op];

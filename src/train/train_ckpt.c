@@ -186,6 +186,25 @@ int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
   if (bad >= 0)
     return atoll_fail(err, "weights differ across data-parallel replicas: replica %d holds hash %016llx, replica 0 %016llx",
                       bad, (unsigned long long)other, (unsigned long long)all0);
+  if (t->mesh.tp > 1) {
+    /* tensor-parallel ranks hold replicated tensors that must agree too */
+    const float *p = atoll_model_params(t->model);
+    uint64_t rep = 0;
+    for (int i = 0; i < t->lay->ntensors; i++) {
+      const atoll_tensor *ten = &t->lay->tensors[i];
+      if (ten->split == ATOLL_SPLIT_NONE) rep = atoll_hash64(rep, atoll_hash_floats(p + ten->offset, ten->numel), 0, 0);
+    }
+    int m = t->mesh.tp;
+    uint64_t *reps = malloc(sizeof(uint64_t) * (size_t)m);
+    atoll_allgather_bytes(t->mesh.tp_comm, &rep, reps, sizeof rep);
+    int differ = -1;
+    for (int r = 0; r < m; r++)
+      if (reps[r] != reps[0]) differ = r;
+    free(reps);
+    if (differ >= 0)
+      return atoll_fail(err, "replicated tensors (LayerNorms, biases, wpe) differ across tensor-parallel ranks: rank %d vs rank 0",
+                        differ);
+  }
   if (t->mesh.tp * t->mesh.pp > 1) {
     /* the run's hash: of every part's hash, in island-rank order */
     int m = t->mesh.island_size;

@@ -29,6 +29,18 @@ $MPIRUN -np 4 $ATOLL train --resume "$TMP/cut" >/dev/null 2>"$TMP/err" || fail "
 out=$($CLOSE "$TMP/cut" "$TMP/whole" 0) && pass "streaming DiLoCo stopped at step 6 (merge pending) resumes bit-exactly: $out" || fail "resume: $out"
 expect_error "resume with another island count" "--islands" $MPIRUN -np 4 $ATOLL train --resume "$TMP/cut" --islands 4 --shard 0 --steps 20
 
+# 2b. islands around model parallelism: each island is TP 2 (or PP 2); H = 1 equals
+#     DDP 2, and streaming fp4 resumes bit-exactly (tensor-parallel ranks keep their
+#     replicated tensors equal under compressed outer gradients)
+$MPIRUN -np 4 $ATOLL train $M $SGD --islands 2 --tp 2 $EQ --out "$TMP/k2tp2" >/dev/null 2>"$TMP/err" || fail "diloco 2 x tp 2: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/k2tp2" "$TMP/dp2" 1e-5) && pass "DiLoCo 2 islands x TP 2, H=1 == DDP 2: $out" || fail "DiLoCo 2 x TP 2 vs DDP: $out"
+$MPIRUN -np 4 $ATOLL train $M $SGD --islands 2 --pp 2 $EQ --out "$TMP/k2pp2" >/dev/null 2>"$TMP/err" || fail "diloco 2 x pp 2: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/k2pp2" "$TMP/dp2" 1e-5) && pass "DiLoCo 2 islands x PP 2, H=1 == DDP 2: $out" || fail "DiLoCo 2 x PP 2 vs DDP: $out"
+$MPIRUN -np 4 $ATOLL train $M $S --tp 2 --out "$TMP/tpwhole" >/dev/null 2>"$TMP/err" || fail "streaming x tp 2: $(tail -1 "$TMP/err")"
+$MPIRUN -np 4 $ATOLL train $M $S --tp 2 --stop-after 6 --out "$TMP/tpcut" >/dev/null 2>"$TMP/err" || fail "tp 2 stop at 6: $(tail -1 "$TMP/err")"
+$MPIRUN -np 4 $ATOLL train --resume "$TMP/tpcut" >/dev/null 2>"$TMP/err" || fail "tp 2 resume: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/tpcut" "$TMP/tpwhole" 0) && pass "streaming fp4 DiLoCo x TP 2 stopped at step 6 resumes bit-exactly: $out" || fail "tp 2 resume: $out"
+
 # 3. inter-island bytes per sync: fp32 exactly 2 (K-1)/K x 4 P per full sync; the
 #    other dtypes in proportion to their encodings (quant.h); P fragments cut each
 #    sync about P-fold (the peak cross-island traffic)
