@@ -23,7 +23,20 @@
  *
  * Weight matrices are [out, in] as in torch.nn.Linear (GPT-2's Hugging Face Conv1D
  * weights are the transpose). Blocks are contiguous, so one block's parameters are one
- * byte range: the unit that later work all-gathers (FSDP) or buckets for all-reduce. */
+ * byte range: the unit that later work all-gathers (FSDP) or buckets for all-reduce.
+ *
+ * A part (model parallelism) is laid out the same way with fewer and smaller tensors:
+ *   pipeline stage [b, e)   wte (first and last stage: embedding, tied LM head), wpe
+ *                           (first stage), blocks b .. e-1, ln_f (last stage)
+ *   tensor rank r of tp     split  cut
+ *     attn.qkv.weight/bias  rows   3 groups (q, k, v) of C rows; rank r takes rows
+ *                                  [r C/tp, (r+1) C/tp) of each: its heads
+ *     mlp.fc.weight/bias    rows   rows [r 4C/tp, (r+1) 4C/tp)
+ *     attn.proj.weight      cols   columns [r C/tp, (r+1) C/tp) of every row
+ *     mlp.proj.weight       cols   columns [r 4C/tp, (r+1) 4C/tp)
+ *     wte.weight            rows   vocabulary rows [r V/tp, (r+1) V/tp)
+ *     the rest              none   replicated (LayerNorms, wpe, projection biases)
+ * Checkpoints always hold the whole model; atoll_layout_runs maps a part into it. */
 #include "atoll/atoll.h"
 
 #include <stdio.h>
