@@ -205,11 +205,17 @@ static void test_traffic(void) {
   atoll_plan_evaluate(&ctx, &L, &r);
   CHECK(r.micro_batches == 1);
   CHECK_NEAR(r.bytes_dp / (3.0 * 7 / 8 * P * 2), 1.0, 1e-12);
-  /* TP: 10 all-gathers/reduce-scatters of tokens x d x 2 bytes per block per micro-batch */
+  /* TP: 10 all-gathers/reduce-scatters of tokens x d x 2 bytes per block per micro-batch
+   * (8 without the backward re-gather), 3 for the LM head (2), 2 for the embedding; the
+   * LayerNorm gradients all-reduced once per step */
   atoll_plan_layout T = {4, 2, 1, 1, 1, 16, 1, ATOLL_RECOMPUTE_NONE, 0};
   atoll_plan_evaluate(&ctx, &T, &r);
-  double D = 16.0 * 1024 * 768 * 2;
-  CHECK_NEAR(r.bytes_tp / (12 * 10 * 0.5 * D + 3 * 0.5 * D), 1.0, 1e-12);
+  double D = 16.0 * 1024 * 768 * 2, norms = (4.0 * 768 * 12 + 2 * 768) * 2;
+  CHECK_NEAR(r.bytes_tp / (12 * 10 * 0.5 * D + 3 * 0.5 * D + 2 * 0.5 * D + norms), 1.0, 1e-12);
+  a.tp_regather = 0;
+  atoll_plan_evaluate(&ctx, &T, &r);
+  CHECK_NEAR(r.bytes_tp / (12 * 8 * 0.5 * D + 2 * 0.5 * D + 2 * 0.5 * D + norms), 1.0, 1e-12);
+  a.tp_regather = 1;
   /* MFU counts model FLOPs only: full recomputation adds hardware FLOPs */
   atoll_plan_layout F = {8, 1, 1, 1, 1, 8, 1, ATOLL_RECOMPUTE_FULL, 0};
   atoll_plan_evaluate(&ctx, &F, &r);

@@ -1,7 +1,9 @@
 /* Calibration against atoll itself: read a finished run's summary.json (its "config"
  * and the measured median step time), plan the same run on the "cpu" accelerator and
  * compare. The model is atoll's GPT-2 (tied head, learned positions, 4x GELU MLP),
- * trained in fp32 by one process per data-parallel rank, every activation kept. */
+ * trained in fp32, every activation kept; the layout is the summary's "layout" (data x
+ * tensor x pipeline; a run from before model parallelism: data parallel over the
+ * world), its micro-batches per step the config's "microbatches" or "accum". */
 #include "plan/plan.h"
 
 #include <errno.h>
@@ -49,14 +51,20 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
     goto done;
   }
   int layers = 0, heads = 0, dim = 0, context = 0, vocab = 0, batch = 0, seq = 0, accum = 1, threads = 0, world = 1,
-      shard = 0;
+      shard = 0, micro = 0, dp = 0, tp = 1, pp = 1;
+  const cJSON *lay = cJSON_GetObjectItemCaseSensitive(j, "layout");
   if (get_int(cfg, "layers", -1, &layers, path, err) || get_int(cfg, "heads", -1, &heads, path, err) ||
       get_int(cfg, "dim", -1, &dim, path, err) || get_int(cfg, "context", -1, &context, path, err) ||
       get_int(cfg, "vocab", -1, &vocab, path, err) || get_int(cfg, "batch", -1, &batch, path, err) ||
       get_int(cfg, "seq", 0, &seq, path, err) || get_int(cfg, "accum", 1, &accum, path, err) ||
       get_int(cfg, "threads", 0, &threads, path, err) || get_int(j, "world_size", 1, &world, path, err) ||
-      get_int(cfg, "shard", 0, &shard, path, err))
+      get_int(cfg, "shard", 0, &shard, path, err) || get_int(cfg, "microbatches", 0, &micro, path, err))
     goto done;
+  if (cJSON_IsObject(lay) && (get_int(lay, "dp", -1, &dp, path, err) || get_int(lay, "tp", -1, &tp, path, err) ||
+                              get_int(lay, "pp", -1, &pp, path, err)))
+    goto done;
+  if (!cJSON_IsObject(lay)) dp = world;
+  if (micro > 0) accum = micro;
   atoll_plan_model *m = &cal->model;
   snprintf(m->name, sizeof m->name, "atoll run L%d H%d C%d T%d", layers, heads, dim, seq ? seq : context);
   m->arch = ATOLL_ARCH_GPT2;
@@ -64,15 +72,15 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
   m->context = context, m->seq = seq ? seq : context, m->tied = 1;
   m->source = path;
   if (atoll_plan_model_check(m, err)) goto done;
-  if (batch < 1 || accum < 1 || world < 1 || shard > 3) {
-    atoll_fail(err, "%s: batch, accum and world_size must be at least 1 and shard 0..3", path);
+  if (batch < 1 || accum < 1 || world < 1 || shard > 3 || dp < 1 || tp < 1 || pp < 1) {
+    atoll_fail(err, "%s: batch, accum, world_size and the layout's dp, tp, pp must be at least 1 and shard 0..3", path);
     goto done;
   }
   cal->train.seq = m->seq;
-  cal->train.batch_tokens = (double)batch * accum * world * m->seq;
+  cal->train.batch_tokens = (double)batch * accum * dp * m->seq;
   cal->train.token_budget = cal->train.batch_tokens;
   cal->train.precision = ATOLL_PREC_FP32;
-  cal->layout = (atoll_plan_layout){world, 1, 1, 1, world > 1 ? shard : 0, batch, 1, ATOLL_RECOMPUTE_NONE, 0};
+  cal->layout = (atoll_plan_layout){dp, tp, pp, 1, dp > 1 ? shard : 0, batch, 1, ATOLL_RECOMPUTE_NONE, 0};
   cal->threads = threads;
   cal->measured_step_s = med->valuedouble;
   cal->measured_tokens_per_s = cJSON_IsNumber(tps) ? tps->valuedouble : 0;

@@ -44,6 +44,7 @@ void atoll_plan_assume_defaults(atoll_plan_assume *a) {
   a->adam_bytes = 28;    /* read+write master, m, v (24) + read grad, write bf16 weight (4) */
   a->diloco_bytes = 4;   /* fp32 outer gradient (DiLoCo; quantized variants send less) */
   a->diloco_util = 0.95; /* the target */
+  a->tp_regather = 1;    /* Megatron-LM's sequence parallel; atoll keeps the gathered inputs */
 }
 
 const char *atoll_plan_recompute_name(int r) {
@@ -79,6 +80,8 @@ int atoll_plan_assumptions(const atoll_plan_cluster *c, const atoll_plan_assume 
       {"adam_bytes", a->adam_bytes, "B/param", "memory traffic of one AdamW update"},
       {"diloco_bytes", a->diloco_bytes, "B/param", "outer gradient sent across islands"},
       {"diloco_util", a->diloco_util, "fraction", "utilization target for the WAN bandwidth needed"},
+      {"tp_regather", a->tp_regather, "0 or 1",
+       "sequence-parallel backward re-gathers column-parallel inputs (1, Megatron) or keeps them (0, atoll)"},
   };
   int n = (int)(sizeof all / sizeof all[0]);
   if (n > cap) n = cap;
@@ -197,6 +200,7 @@ typedef struct {
   double tpx_layer, tpx_head; /* of which exposed */
   double cp_layer;
   double bytes_tp_layer, bytes_tp_head, bytes_cp_layer;
+  double tp_embed, bytes_tp_embed;
 } block_cost;
 
 static void block_costs(const atoll_plan_ctx *ctx, const atoll_plan_layout *L, link_t ltp, link_t lcp, block_cost *b) {
@@ -246,15 +250,21 @@ static void block_costs(const atoll_plan_ctx *ctx, const atoll_plan_layout *L, l
    * gradient matmul (4, hidden up to tp_overlap of those matmuls). Full recomputation
    * repeats the forward's 4. */
   double D = tok * w.h * d, col = atoll_plan_ring_gather_s(tp, D, ltp.bw, ltp.lat);
-  double nexp = L->recompute == ATOLL_RECOMPUTE_FULL ? 10 : 6, nhid = 4;
+  double regather = ctx->assume->tp_regather > 0 ? 2 : 0;
+  double nexp = L->recompute == ATOLL_RECOMPUTE_FULL ? 10 : 6, nhid = 2 + regather;
   b->tp_layer = (nexp + nhid) * col;
   b->tpx_layer = tp > 1 ? nexp * col + fmax(0, nhid * col - ctx->assume->tp_overlap * t_col_bwd) : 0;
   b->bytes_tp_layer = (nexp + nhid) * atoll_plan_ring_gather_bytes(tp, D);
-  /* the LM head is column-parallel too: 1 exposed, 2 hidden behind its backward */
-  double head_bwd = 2 * gemm_s(x, tok, vl, w.h, d);
-  b->tp_head = 3 * col;
-  b->tpx_head = tp > 1 ? col + fmax(0, 2 * col - ctx->assume->tp_overlap * head_bwd) : 0;
-  b->bytes_tp_head = 3 * atoll_plan_ring_gather_bytes(tp, D);
+  /* the LM head is column-parallel too: its input gathered forward (exposed), its input
+   * gradient reduce-scattered (and its input re-gathered) behind its backward */
+  double head_bwd = 2 * gemm_s(x, tok, vl, w.h, d), nhead = 1 + regather / 2;
+  b->tp_head = (1 + nhead) * col;
+  b->tpx_head = tp > 1 ? col + fmax(0, nhead * col - ctx->assume->tp_overlap * head_bwd) : 0;
+  b->bytes_tp_head = (1 + nhead) * atoll_plan_ring_gather_bytes(tp, D);
+  /* the vocabulary-parallel embedding: its output reduce-scattered forward, its output
+   * gradient gathered backward (exposed) */
+  b->tp_embed = 2 * col;
+  b->bytes_tp_embed = 2 * atoll_plan_ring_gather_bytes(tp, D);
   /* CP: all-gather K and V of the whole sequence (forward, again for backward),
    * reduce-scatter their gradients */
   double Dkv = (double)L->mb * s * 2 * w.kv * d, nkv = L->recompute == ATOLL_RECOMPUTE_FULL ? 4 : 3;
@@ -370,6 +380,7 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   block_costs(ctx, L, ltp, lcp, &b);
   double t_layer = b.layer + b.tpx_layer + (1 - a->cp_overlap) * b.cp_layer;
   double t_head = b.head + b.tpx_head;
+  double t_embed = b.embed + (L->tp > 1 ? b.tp_embed : 0);
   r->t_layer_compute = b.layer;
   r->t_layer_mm = b.mm, r->t_layer_attn = b.attn, r->t_layer_elem = b.elem;
   r->t_head_mb = b.head;
@@ -378,7 +389,7 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   int K = m->layers, Klast = m->layers;
   double t_stage, t_first, t_last;
   if (pp == 1) {
-    t_first = t_last = t_stage = K * t_layer + t_head + b.embed;
+    t_first = t_last = t_stage = K * t_layer + t_head + t_embed;
   } else {
     double best = INFINITY;
     int bestK = -1;
@@ -388,7 +399,7 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
       if (k % v) continue;
       long rest = (long)(pp - 1) * k;
       int last = rest >= m->layers ? 0 : m->layers - (int)rest;
-      double tf = k * t_layer + b.embed, tl = last * t_layer + t_head;
+      double tf = k * t_layer + t_embed, tl = last * t_layer + t_head;
       double worst = tf > tl ? tf : tl;
       if (worst < best - 1e-15) best = worst, bestK = k;
       if (last == 0) break;
@@ -399,7 +410,7 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
     }
     K = bestK;
     Klast = (long)(pp - 1) * K >= m->layers ? 0 : m->layers - (pp - 1) * K;
-    t_first = K * t_layer + b.embed;
+    t_first = K * t_layer + t_embed;
     t_last = Klast * t_layer + t_head;
     t_stage = t_first > t_last ? t_first : t_last;
   }
@@ -409,8 +420,9 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   int head_here = pp == 1 || !slow_first; /* the slowest stage runs the LM head */
   double stage_layers = pp == 1 ? K : slow_first ? K : Klast;
   double stage_compute = stage_layers * b.layer + (head_here ? b.head : 0) + (pp == 1 || slow_first ? b.embed : 0);
-  double stage_tp = stage_layers * b.tp_layer + (head_here ? b.tp_head : 0);
-  double stage_tpx = stage_layers * b.tpx_layer + (head_here ? b.tpx_head : 0);
+  int embed_here = pp == 1 || slow_first;
+  double stage_tp = stage_layers * b.tp_layer + (head_here ? b.tp_head : 0) + (embed_here && tp > 1 ? b.tp_embed : 0);
+  double stage_tpx = stage_layers * b.tpx_layer + (head_here ? b.tpx_head : 0) + (embed_here && tp > 1 ? b.tp_embed : 0);
   double stage_cp = stage_layers * b.cp_layer;
   r->t_stage_mb = t_stage;
 
@@ -428,10 +440,19 @@ void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay
   r->bubble = pp > 1 ? (slots - mbs) / mbs : 0; /* (p-1)/(v m) when m >= p */
   r->t_bubble = (slots - mbs) * t_mb;
   r->t_compute = mbs * stage_compute;
-  r->bytes_pp = pp > 1 ? 2.0 * v * mbs * Dpp : 0;
+  /* bytes sent by the modelled (first or last) stage: one direction at its own end of
+   * the pipeline, both for its other chunks when interleaved */
+  r->bytes_pp = pp > 1 ? (2.0 * v - 1) * mbs * Dpp : 0;
   r->t_pp = pp > 1 ? 2.0 * v * mbs * hop : 0;
   r->x_pp = pp > 1 ? 2.0 * (pp - 1) * hop + mbs * (t_mb - t_stage) : 0;
-  r->bytes_tp = mbs * (stage_layers * b.bytes_tp_layer + (head_here ? b.bytes_tp_head : 0));
+  r->bytes_tp = mbs * (stage_layers * b.bytes_tp_layer + (head_here ? b.bytes_tp_head : 0) +
+                       (embed_here ? b.bytes_tp_embed : 0));
+  /* sequence parallel: each rank's LayerNorm gradients cover its tokens only, summed
+   * over the group once per step (weight and bias per norm for gpt2, weight for llama) */
+  double norms = (m->arch == ATOLL_ARCH_LLAMA ? 2.0 : 4.0) * m->dim * stage_layers +
+                 (head_here ? (m->arch == ATOLL_ARCH_LLAMA ? 1.0 : 2.0) * m->dim : 0);
+  double norm_bytes = atoll_plan_ring_allreduce_bytes(tp, norms * (t->precision == ATOLL_PREC_FP32 ? 4 : 2));
+  r->bytes_tp += norm_bytes;
   r->t_tp = mbs * stage_tp;
   r->x_tp = mbs * stage_tpx;
   r->bytes_cp = mbs * stage_layers * b.bytes_cp_layer;

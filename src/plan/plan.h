@@ -109,6 +109,8 @@ typedef struct {
   double adam_bytes;   /* bytes of memory traffic per parameter in one AdamW update */
   double diloco_bytes; /* bytes per parameter of the outer (pseudo-)gradient sent across islands */
   double diloco_util;  /* utilization target for the WAN bandwidth figure */
+  double tp_regather;  /* 1: sequence-parallel backward re-gathers the column-parallel
+                          inputs (Megatron, saves memory); 0: keeps them (atoll) */
 } atoll_plan_assume;
 
 void atoll_plan_assume_defaults(atoll_plan_assume *a);

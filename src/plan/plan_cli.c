@@ -421,6 +421,7 @@ static int apply_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, const c
       {"adam_bytes", &a->adam_bytes, 1, 1e6},
       {"diloco_bytes", &a->diloco_bytes, 1, 64},
       {"diloco_util", &a->diloco_util, 1, 0.9999},
+      {"tp_regather", &a->tp_regather, 1, 1},
   };
   for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
     if (strcmp(T[i].name, name) == 0) {
@@ -435,7 +436,7 @@ static int apply_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, const c
   return atoll_fail(err,
                     "--set %s: unknown assumption '%s' (eta_mm, eta_attn, attn_hd_half, attn_block, elem_bw, "
                     "layer_overhead, reserved, link_eff, tp_overlap, cp_overlap, dp_overlap, adam_bytes, "
-                    "diloco_bytes, diloco_util)",
+                    "diloco_bytes, diloco_util, tp_regather)",
                     kv, name);
 }
 
@@ -842,11 +843,12 @@ static int run_calibrate(const options *o, const char *path, atoll_err *err) {
   char note[160];
   if (setup_cpu(&o2, &acc, note, sizeof note, err)) return -1;
   atoll_plan_cluster c;
-  int world = cal.layout.dp;
+  int world = cal.layout.dp * cal.layout.tp * cal.layout.pp;
   atoll_plan_cluster_default(&c, &acc, world);
   c.gpus_per_node = world;
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
+  a.tp_regather = 0; /* atoll keeps the gathered inputs of the column-parallel products */
   for (int i = 0; i < o->nsets; i++)
     if (apply_assumption(&c, &a, o->sets[i], err)) return -1;
   atoll_plan_calibrate_predict(&cal, &c, &a);
@@ -866,10 +868,10 @@ static int run_calibrate(const options *o, const char *path, atoll_err *err) {
     char e1[32];
     printf("calibration against %s\n", path);
     printf("  run    %s, %d layer%s, width %d, %d heads, vocab %d; micro-batch %d x %d tokens, %d micro-batch%s, %d "
-           "process%s\n",
+           "process%s (DP %d x TP %d x PP %d)\n",
            cal.model.name, cal.model.layers, cal.model.layers == 1 ? "" : "s", cal.model.dim, cal.model.heads,
            cal.model.vocab, cal.layout.mb, cal.train.seq, r->micro_batches, r->micro_batches == 1 ? "" : "es", world,
-           world == 1 ? "" : "es");
+           world == 1 ? "" : "es", cal.layout.dp, cal.layout.tp, cal.layout.pp);
     printf("  %s\n", note);
     double nb = (double)r->micro_batches * cal.model.layers;
     char q[8][32];
