@@ -1,7 +1,7 @@
 /* Model parts (tensor x pipeline cuts of the parameter layout): the owned runs of all
  * parts cover the whole model exactly once, every element of every part maps to the
- * whole model's element of the same value, units tile each part, and bad cuts fail
- * naming the flag. */
+ * whole model's element of the same value, units tile each part (interleaved parts
+ * hold several chunks), and bad cuts fail naming the flag. */
 #include "atoll/atoll.h"
 #include "check.h"
 
@@ -24,7 +24,7 @@ static void cover(void *ctx, const atoll_tensor *t, size_t part_off, size_t whol
     for (size_t i = 0; i < n; i++) c->covered[whole_off + i]++;
 }
 
-static void check_cuts(const atoll_shape *s, int tp, int pp) {
+static void check_cuts(const atoll_shape *s, int tp, int pp, int v) {
   atoll_err err;
   atoll_layout whole;
   CHECK_OK(atoll_layout_init(&whole, s, &err), &err);
@@ -34,7 +34,7 @@ static void check_cuts(const atoll_shape *s, int tp, int pp) {
   size_t total = 0;
   for (int st = 0; st < pp; st++)
     for (int r = 0; r < tp; r++) {
-      atoll_part part = {tp, r, st * s->layers / pp, (st + 1) * s->layers / pp, 0};
+      atoll_part part = {tp, r, st, pp, v, 0};
       atoll_layout lay;
       CHECK_OK(atoll_layout_init_part(&lay, s, &part, &err), &err);
       float *pv = malloc(lay.nparams * sizeof(float));
@@ -64,8 +64,13 @@ static void check_cuts(const atoll_shape *s, int tp, int pp) {
         size_t b, e;
         atoll_layout_unit(&lay, u, &b, &e);
         CHECK(b == at && e >= b);
-        int held = u < 0 ? (lay.first_stage || lay.last_stage) : u == s->layers ? lay.last_stage
-                                                                 : u >= part.layer_begin && u < part.layer_end;
+        int held = u < 0 ? (lay.first_stage || lay.last_stage) : u == s->layers;
+        if (u == s->layers) held = lay.last_stage;
+        for (int c = 0; c < v && u >= 0 && u < s->layers; c++) {
+          int b0, e0; /* chunk c of stage st: virtual stage c pp + st */
+          atoll_part_chunk_range(s->layers, c * pp + st, pp * v, &b0, &e0);
+          if (u >= b0 && u < e0) held = 1;
+        }
         CHECK((e > b) == held);
         at = e;
       }
@@ -75,7 +80,7 @@ static void check_cuts(const atoll_shape *s, int tp, int pp) {
     }
   for (size_t i = 0; i < whole.nparams; i++)
     if (covered[i] != 1) {
-      fprintf(stderr, "tp %d pp %d: whole element %zu owned %d times\n", tp, pp, i, covered[i]);
+      fprintf(stderr, "tp %d pp %d v %d: whole element %zu owned %d times\n", tp, pp, v, i, covered[i]);
       CHECK(covered[i] == 1);
       break;
     }
@@ -88,18 +93,20 @@ static void check_cuts(const atoll_shape *s, int tp, int pp) {
 
 int main(void) {
   atoll_shape s = {.layers = 6, .heads = 4, .dim = 16, .context = 8, .vocab = 32};
-  int cuts[][2] = {{1, 1}, {2, 1}, {4, 1}, {1, 2}, {1, 4}, {2, 2}, {4, 3}, {1, 6}};
-  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) check_cuts(&s, cuts[i][0], cuts[i][1]);
+  /* tp, pp, chunks per stage (interleaved) */
+  int cuts[][3] = {{1, 1, 1}, {2, 1, 1}, {4, 1, 1}, {1, 2, 1}, {1, 4, 1}, {2, 2, 1},
+                   {4, 3, 1}, {1, 6, 1}, {1, 2, 3}, {2, 3, 2}, {1, 4, 1}};
+  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) check_cuts(&s, cuts[i][0], cuts[i][1], cuts[i][2]);
 
   atoll_err err;
   atoll_layout lay;
-  atoll_part bad_tp = {3, 0, 0, 6, 0};
+  atoll_part bad_tp = {3, 0, 0, 1, 1, 0};
   CHECK(atoll_layout_init_part(&lay, &s, &bad_tp, &err) != 0 && strstr(err.msg, "--tp 3"));
   atoll_shape odd = s;
   odd.vocab = 33;
-  atoll_part tp2 = {2, 0, 0, 6, 0};
+  atoll_part tp2 = {2, 0, 0, 1, 1, 0};
   CHECK(atoll_layout_init_part(&lay, &odd, &tp2, &err) != 0 && strstr(err.msg, "vocab"));
-  atoll_part empty = {1, 0, 3, 3, 0};
-  CHECK(atoll_layout_init_part(&lay, &s, &empty, &err) != 0 && strstr(err.msg, "--pp"));
+  atoll_part empty = {1, 0, 0, 4, 2, 0}; /* 8 chunks of 6 layers */
+  CHECK(atoll_layout_init_part(&lay, &s, &empty, &err) != 0 && strstr(err.msg, "--virtual-stages"));
   CHECK_DONE();
 }

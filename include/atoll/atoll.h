@@ -65,17 +65,29 @@ typedef struct {
 enum { ATOLL_SPLIT_NONE, ATOLL_SPLIT_ROWS, ATOLL_SPLIT_COLS };
 
 /* The part of the model one rank holds under model parallelism. */
+#define ATOLL_MAX_CHUNKS 64
 typedef struct {
-  int tp_size, tp_rank;       /* tensor parallel: 1/tp_size of the heads, MLP width, vocabulary */
-  int layer_begin, layer_end; /* pipeline stage: blocks [layer_begin, layer_end) */
-  int sequence_parallel;      /* tp > 1: activations outside the cut matrices are cut by
-                                 tokens (the model's business; the layout is the same) */
+  int tp_size, tp_rank;  /* tensor parallel: 1/tp_size of the heads, MLP width, vocabulary */
+  int stage, stages;     /* pipeline stage s of P */
+  int chunks;            /* V: the blocks are cut in V x P contiguous chunks ("virtual
+                            stages"); stage s holds chunks s, s + P, ..., s + (V-1) P */
+  int sequence_parallel; /* tp > 1: activations outside the cut matrices are cut by
+                            tokens (the model's business; the layout is the same) */
 } atoll_part;
+
+/* The whole model as a part (tp 1, one stage, one chunk). */
+atoll_part atoll_part_whole(void);
+/* Blocks [begin, end) of virtual stage k of n for a model of `layers` blocks: an even
+ * split, k layers / n rounded down. */
+void atoll_part_chunk_range(int layers, int k, int n, int *begin, int *end);
 
 typedef struct {
   atoll_shape shape;          /* the whole model's shape */
   atoll_part part;
   int first_stage, last_stage; /* holds the embedding lookup / the final LayerNorm and LM head */
+  int chunk_begin[ATOLL_MAX_CHUNKS], chunk_end[ATOLL_MAX_CHUNKS]; /* blocks of chunk c */
+  int *block_of;               /* [layers]: index of block l among the part's blocks, or -1 */
+  int nblocks;
   int ntensors;
   atoll_tensor *tensors;
   size_t nparams; /* total floats (of this part) */
@@ -86,9 +98,10 @@ typedef struct {
 /* The whole model (tp 1, every block). */
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err);
 /* One part: the embeddings (wte, wpe) on the first stage, wte again on the last (the
- * tied LM head), blocks [layer_begin, layer_end), ln_f on the last stage, each matrix
- * cut for tensor parallelism (src/model/layout.c). Fails, naming the flag (--tp,
- * --pp), when tp_size does not divide heads or vocabulary or the range is empty. */
+ * tied LM head), the blocks of its chunks in order, ln_f on the last stage, each
+ * matrix cut for tensor parallelism (src/model/layout.c). Fails, naming the flag
+ * (--tp, --pp, --virtual-stages), when tp_size does not divide heads or vocabulary or
+ * a chunk would be empty. */
 int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_part *part,
                            atoll_err *err);
 void atoll_layout_free(atoll_layout *lay);
@@ -155,11 +168,11 @@ const float *atoll_model_logits(const atoll_model *m); /* [B, T, vocab] of the l
  * without the model knowing about it (FSDP gathers a block's weights before it runs;
  * DDP starts averaging a block's gradients as soon as they are final). */
 typedef enum {
-  ATOLL_EV_FORWARD_BEGIN,       /* before the embedding */
+  ATOLL_EV_FORWARD_BEGIN,       /* before the embedding; layer: the pass's first block */
   ATOLL_EV_BLOCK_FORWARD,       /* before block `layer` runs forward */
   ATOLL_EV_BLOCK_FORWARD_DONE,  /* after it */
   ATOLL_EV_HEAD_FORWARD,        /* before the final LayerNorm and LM head */
-  ATOLL_EV_BACKWARD_BEGIN,      /* before the loss gradient */
+  ATOLL_EV_BACKWARD_BEGIN,      /* before the loss gradient; layer: after the pass's last block */
   ATOLL_EV_BLOCK_BACKWARD,      /* before block `layer` runs backward */
   ATOLL_EV_BLOCK_BACKWARD_DONE, /* after it */
   ATOLL_EV_BACKWARD_DONE        /* after the embedding gradient */
@@ -207,18 +220,20 @@ void atoll_model_zero_grads(atoll_model *m);
  * accumulate (loss_scale = 1/accum). */
 void atoll_model_backward(atoll_model *m, float loss_scale);
 
-/* Pipeline stages: the same passes on micro-batch slot `slot`. inputs are needed on the
- * first stage (and kept for its backward), targets on the last (which alone returns
- * the loss); another stage first receives its input activations [B*T, dim] into
- * atoll_model_slot_input. After the forward, a stage other than the last hands on
- * atoll_model_slot_output; its backward takes the gradient of that output (dout;
- * NULL on the last stage) and leaves the gradient of its input in
+/* Pipeline stages: the same passes on micro-batch slot `slot`, over the part's chunk
+ * `chunk` (0 unless interleaved). inputs are needed where the pass starts the model
+ * (first stage, chunk 0; kept for its backward), targets where it ends it (last stage,
+ * last chunk: the only pass that returns the loss); another pass first receives its
+ * input activations [rows, dim] (atoll_model_local_rows) into atoll_model_slot_input.
+ * After the forward, a pass that does not end the model hands on
+ * atoll_model_slot_output; its backward takes the gradient of that output (dout; NULL
+ * where it ends the model) and leaves the gradient of its input in
  * atoll_model_input_grad (valid until the next backward). */
-float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
+float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_t *inputs,
                                const int32_t *targets, int B, int T);
-void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const float *dout);
-float *atoll_model_slot_input(atoll_model *m, int slot);
-const float *atoll_model_slot_output(const atoll_model *m, int slot);
+void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_scale, const float *dout);
+float *atoll_model_slot_input(atoll_model *m, int slot, int chunk);
+const float *atoll_model_slot_output(const atoll_model *m, int slot, int chunk);
 const float *atoll_model_input_grad(const atoll_model *m);
 
 /* Model FLOPs per trained token (forward + backward) at sequence length T:

@@ -12,11 +12,13 @@
  * are fused into the projections (sgemm with beta = 1 on a copy of the residual).
  *
  * Model parallelism (the model's part, atoll_layout_init_part):
- *   pipeline  a part holds blocks [layer_begin, layer_end); a stage other than the
- *             first takes its input activations [B*T, C] in the slot's input buffer,
- *             one other than the last hands its output and, in backward, takes the
- *             gradient of that output and leaves the gradient of its input. Up to
- *             `slots` micro-batches can be between their forward and backward.
+ *   pipeline  a part holds the blocks of its chunks (one contiguous run of blocks per
+ *             chunk; several chunks for the interleaved schedule); each chunk runs as
+ *             its own pass: one that does not start the model takes its input
+ *             activations [B*T, C] in the slot's chunk input buffer, one that does not
+ *             end it hands its output and, in backward, takes the gradient of that
+ *             output and leaves the gradient of its input. Up to `slots` micro-batches
+ *             can be between their forward and backward.
  *   tensor    (Megatron-LM) each rank holds tp-th of the heads and MLP width: qkv and
  *             fc are column-parallel, the projections row-parallel, so a block half
  *             needs one all-reduce of its output in forward (rank 0 adds the residual
@@ -64,6 +66,7 @@ typedef struct {
 /* The activations of one micro-batch between its forward and its backward. */
 typedef struct {
   float *encoded; /* [N,C] embedding output, or the stage's input */
+  float *chunk_in[ATOLL_MAX_CHUNKS]; /* input of chunk c (chunk 0: encoded) */
   block_acts *acts; /* one per block of the part */
   float *lnf, *lnf_mean, *lnf_rstd;
   float *logits, *xent_lse, *losses; /* logits [N, V/tp] */
@@ -99,7 +102,7 @@ static float *alloc_f(atoll_model *m, size_t n) {
 
 static block_params block_view(atoll_model *m, float *base, int l) {
   /* the 12 tensors of block l, in layout order */
-  const atoll_tensor *t = &m->lay.tensors[m->lay.t_block0 + 12 * (l - m->lay.part.layer_begin)];
+  const atoll_tensor *t = &m->lay.tensors[m->lay.t_block0 + 12 * m->lay.block_of[l]];
   block_params p;
   float **slots[12] = {&p.ln1w, &p.ln1b, &p.qkvw,   &p.qkvb, &p.attprojw, &p.attprojb,
                        &p.ln2w, &p.ln2b, &p.fcw,    &p.fcb,  &p.fcprojw,  &p.fcprojb};
@@ -111,7 +114,7 @@ static float *tensor_at(atoll_model *m, float *base, int idx) { return base + m-
 
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
-  atoll_part whole = {1, 0, 0, s->layers, 0};
+  atoll_part whole = atoll_part_whole();
   return atoll_model_create_part(out, s, &whole, max_batch, max_seq, 1, err);
 }
 
@@ -121,10 +124,15 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
   sl->acts = calloc((size_t)m->nblocks, sizeof(block_acts));
   if (!sl->acts) return -1;
   sl->encoded = alloc_f(m, Nl * C);
+  for (int c = 0; c < m->lay.part.chunks; c++) {
+    sl->chunk_in[c] = c == 0 ? sl->encoded : alloc_f(m, Nl * C);
+    for (int l = m->lay.chunk_begin[c]; l < m->lay.chunk_end[c]; l++)
+      sl->acts[m->lay.block_of[l]].res_in = l == m->lay.chunk_begin[c] ? sl->chunk_in[c] : NULL;
+  }
   float *prev = sl->encoded;
   for (int i = 0; i < m->nblocks; i++) {
     block_acts *a = &sl->acts[i];
-    a->res_in = prev;
+    a->res_in = a->res_in ? a->res_in : prev;
     a->ln1 = alloc_f(m, N * C);
     a->ln1_mean = alloc_f(m, Nl);
     a->ln1_rstd = alloc_f(m, Nl);
@@ -171,14 +179,14 @@ int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll
   m->max_B = max_batch;
   m->max_T = max_seq;
   m->nslots = slots;
-  m->nblocks = part->layer_end - part->layer_begin;
+  m->nblocks = m->lay.nblocks;
   m->tp = part->tp_size;
   m->tp_rank = part->tp_rank;
   m->Cl = s->dim / m->tp;
   m->NHl = s->heads / m->tp;
   m->Vl = s->vocab / m->tp;
   m->sp = m->tp > 1 && part->sequence_parallel;
-  m->allocs = calloc((size_t)(32 + slots * (16 + 16 * m->nblocks)), sizeof(void *));
+  m->allocs = calloc((size_t)(32 + slots * (16 + part->chunks + 16 * m->nblocks)), sizeof(void *));
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
   if (!m->allocs || !m->slots) goto oom;
 
@@ -254,7 +262,7 @@ static void init_whole(const atoll_layout *lay, float *p0, uint64_t seed) {
 
 int atoll_model_init_weights(atoll_model *m, uint64_t seed) {
   const atoll_part *p = &m->lay.part;
-  if (p->tp_size == 1 && p->layer_begin == 0 && p->layer_end == m->s.layers) {
+  if (p->tp_size == 1 && p->stages == 1 && p->chunks == 1) {
     init_whole(&m->lay, m->params, seed);
     return 0;
   }
@@ -280,9 +288,9 @@ const atoll_layout *atoll_model_layout(const atoll_model *m) { return &m->lay; }
 float *atoll_model_params(atoll_model *m) { return m->params; }
 float *atoll_model_grads(atoll_model *m) { return m->grads; }
 const float *atoll_model_logits(const atoll_model *m) { return m->slots[0].logits; }
-float *atoll_model_slot_input(atoll_model *m, int slot) { return m->slots[slot].encoded; }
-const float *atoll_model_slot_output(const atoll_model *m, int slot) {
-  return m->slots[slot].acts[m->nblocks - 1].res_out;
+float *atoll_model_slot_input(atoll_model *m, int slot, int chunk) { return m->slots[slot].chunk_in[chunk]; }
+const float *atoll_model_slot_output(const atoll_model *m, int slot, int chunk) {
+  return m->slots[slot].acts[m->lay.block_of[m->lay.chunk_end[chunk] - 1]].res_out;
 }
 const float *atoll_model_input_grad(const atoll_model *m) { return m->dres; }
 
@@ -465,10 +473,10 @@ static const float *sum_input_grad(atoll_model *m, int N) {
 
 float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
                           int T) {
-  return atoll_model_forward_slot(m, 0, inputs, targets, B, T);
+  return atoll_model_forward_slot(m, 0, 0, inputs, targets, B, T);
 }
 
-float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
+float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_t *inputs,
                                const int32_t *targets, int B, int T) {
   const atoll_ops *o = m->ops;
   const atoll_layout *lay = &m->lay;
@@ -476,14 +484,15 @@ float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
   int N = B * T, Nl = atoll_model_local_rows(m, N);
   size_t r0 = own_row(m, N) * C; /* this rank's rows in a full [N,C] buffer */
   slot_acts *sl = &m->slots[slot];
+  int starts = lay->first_stage && chunk == 0, ends = lay->last_stage && chunk == lay->part.chunks - 1;
   sl->B = B;
   sl->T = T;
-  sl->have_targets = targets != NULL && lay->last_stage;
-  if (inputs) memcpy(sl->inputs, inputs, sizeof(int32_t) * (size_t)N);
-  if (sl->have_targets) memcpy(sl->targets, targets, sizeof(int32_t) * (size_t)N);
+  if (ends) sl->have_targets = targets != NULL;
+  if (inputs && starts) memcpy(sl->inputs, inputs, sizeof(int32_t) * (size_t)N);
+  if (ends && targets) memcpy(sl->targets, targets, sizeof(int32_t) * (size_t)N);
 
-  emit(m, ATOLL_EV_FORWARD_BEGIN, -1);
-  if (lay->first_stage) {
+  emit(m, ATOLL_EV_FORWARD_BEGIN, lay->chunk_begin[chunk]);
+  if (starts) {
     float *wte = tensor_at(m, m->params, lay->t_wte), *wpe = tensor_at(m, m->params, lay->t_wpe);
     if (m->sp) {
       embed_forward_tp(m, m->dC, sl->inputs, wte, wpe, B, T, 0);
@@ -495,8 +504,8 @@ float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
       o->embed_forward(sl->encoded, sl->inputs, wte, wpe, B, T, C);
     }
   }
-  for (int i = 0; i < m->nblocks; i++) {
-    int l = lay->part.layer_begin + i;
+  for (int l = lay->chunk_begin[chunk]; l < lay->chunk_end[chunk]; l++) {
+    int i = lay->block_of[l];
     emit(m, ATOLL_EV_BLOCK_FORWARD, l);
     block_params p = block_view(m, m->params, l);
     block_acts *a = &sl->acts[i];
@@ -512,7 +521,7 @@ float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
     row_parallel_out(m, a->res_out, a->res_mid, a->fch_gelu, p.fcprojw, p.fcprojb, N, 4 * Cl);
     emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
   }
-  if (!lay->last_stage) return 0.0f;
+  if (!ends) return 0.0f;
   emit(m, ATOLL_EV_HEAD_FORWARD, m->s.layers);
   float *x = sl->acts[m->nblocks - 1].res_out;
   o->layernorm_forward(sl->lnf + r0, sl->lnf_mean, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf),
@@ -530,20 +539,21 @@ float atoll_model_forward_slot(atoll_model *m, int slot, const int32_t *inputs,
 }
 
 void atoll_model_backward(atoll_model *m, float loss_scale) {
-  atoll_model_backward_slot(m, 0, loss_scale, NULL);
+  atoll_model_backward_slot(m, 0, 0, loss_scale, NULL);
 }
 
-void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const float *dout) {
+void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_scale, const float *dout) {
   const atoll_ops *o = m->ops;
   const atoll_layout *lay = &m->lay;
   slot_acts *sl = &m->slots[slot];
-  if (lay->last_stage ? !sl->have_targets : !dout) return;
+  int starts = lay->first_stage && chunk == 0, ends = lay->last_stage && chunk == lay->part.chunks - 1;
+  if (ends ? !sl->have_targets : !dout) return;
   int C = m->s.dim, Cl = m->Cl, NHl = m->NHl, Vl = m->Vl, L = m->s.layers;
   int B = sl->B, T = sl->T, N = B * T, Nl = atoll_model_local_rows(m, N);
   float *P = m->params, *G = m->grads;
 
-  emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->part.layer_end);
-  if (lay->last_stage) {
+  emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->chunk_end[chunk]);
+  if (ends) {
     /* loss -> logits (in place) -> ln_f -> residual stream */
     if (m->tp > 1)
       xent_backward_tp(m, sl, loss_scale / (float)N, N);
@@ -553,7 +563,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const
                        tensor_at(m, P, lay->t_wte), N, C, Vl, 0);
     const float *dlnf = sum_input_grad(m, N);
     poll(m);
-    float *x = sl->acts[m->nblocks - 1].res_out;
+    float *x = sl->acts[m->nblocks - 1].res_out; /* the last chunk ends the part */
     memset(m->dres, 0, sizeof(float) * (size_t)Nl * C);
     o->layernorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), tensor_at(m, G, lay->t_lnf + 1), dlnf, x,
                           tensor_at(m, P, lay->t_lnf), sl->lnf_mean, sl->lnf_rstd, Nl, C);
@@ -562,8 +572,8 @@ void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const
     memcpy(m->dres, dout, sizeof(float) * (size_t)Nl * C);
   }
 
-  for (int i = m->nblocks - 1; i >= 0; i--) {
-    int l = lay->part.layer_begin + i;
+  for (int l = lay->chunk_end[chunk] - 1; l >= lay->chunk_begin[chunk]; l--) {
+    int i = lay->block_of[l];
     emit(m, ATOLL_EV_BLOCK_BACKWARD, l);
     block_params p = block_view(m, P, l), g = block_view(m, G, l);
     block_acts *a = &sl->acts[i];
@@ -589,14 +599,14 @@ void atoll_model_backward_slot(atoll_model *m, int slot, float loss_scale, const
     emit(m, ATOLL_EV_BLOCK_BACKWARD_DONE, l);
     grads_ready(m, l);
   }
-  if (lay->first_stage) {
+  if (starts) {
     float *dwte = tensor_at(m, G, lay->t_wte), *dwpe = tensor_at(m, G, lay->t_wpe);
     if (m->tp > 1)
       embed_backward_tp(m, dwte, dwpe, full_dout(m, m->dres, N), sl->inputs, B, T);
     else
       o->embed_backward(dwte, dwpe, m->dres, sl->inputs, B, T, C);
   }
-  grads_ready(m, -1);
+  if (chunk == 0) grads_ready(m, -1); /* the part's last backward of a micro-batch */
   emit(m, ATOLL_EV_BACKWARD_DONE, -1);
-  sl->have_targets = 0; /* logits were overwritten by their gradient */
+  if (ends) sl->have_targets = 0; /* logits were overwritten by their gradient */
 }

@@ -26,8 +26,9 @@
  * byte range: the unit that later work all-gathers (FSDP) or buckets for all-reduce.
  *
  * A part (model parallelism) is laid out the same way with fewer and smaller tensors:
- *   pipeline stage [b, e)   wte (first and last stage: embedding, tied LM head), wpe
- *                           (first stage), blocks b .. e-1, ln_f (last stage)
+ *   pipeline stage s of P  wte (first and last stage: embedding, tied LM head), wpe
+ *   (V chunks each)         (first stage), the blocks of chunks s, s+P, ..., s+(V-1)P
+ *                           of the V P even chunks of the layers, in order, ln_f (last)
  *   tensor rank r of tp     split  cut
  *     attn.qkv.weight/bias  rows   3 groups (q, k, v) of C rows; rank r takes rows
  *                                  [r C/tp, (r+1) C/tp) of each: its heads
@@ -81,8 +82,15 @@ static void add(atoll_layout *lay, size_t *off, int layer, const char *name, int
   *off += t->numel;
 }
 
+atoll_part atoll_part_whole(void) { return (atoll_part){1, 0, 0, 1, 1, 0}; }
+
+void atoll_part_chunk_range(int layers, int k, int n, int *begin, int *end) {
+  *begin = (int)((long)k * layers / n);
+  *end = (int)((long)(k + 1) * layers / n);
+}
+
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err) {
-  atoll_part whole = {1, 0, 0, s->layers, 0};
+  atoll_part whole = atoll_part_whole();
   return atoll_layout_init_part(lay, s, &whole, err);
 }
 
@@ -103,17 +111,32 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
                       s->vocab, tp);
   if (part->tp_rank < 0 || part->tp_rank >= tp)
     return atoll_fail(err, "tensor-parallel rank %d is outside [0, %d)", part->tp_rank, tp);
-  if (part->layer_begin < 0 || part->layer_end > s->layers || part->layer_begin >= part->layer_end)
-    return atoll_fail(err, "--pp: stage of blocks [%d, %d) is empty or outside the model's %d layers",
-                      part->layer_begin, part->layer_end, s->layers);
+  int P = part->stages, V = part->chunks;
+  if (P < 1 || part->stage < 0 || part->stage >= P)
+    return atoll_fail(err, "--pp: stage %d of %d does not exist", part->stage, P);
+  if (V < 1 || V > ATOLL_MAX_CHUNKS)
+    return atoll_fail(err, "--virtual-stages: must be in [1, %d], got %d", ATOLL_MAX_CHUNKS, V);
+  if ((long)P * V > s->layers)
+    return atoll_fail(err, "--pp %d x --virtual-stages %d: more pipeline chunks than the model's %d layers", P, V,
+                      s->layers);
   lay->shape = *s;
   lay->part = *part;
-  lay->first_stage = part->layer_begin == 0;
-  lay->last_stage = part->layer_end == s->layers;
+  lay->first_stage = part->stage == 0;
+  lay->last_stage = part->stage == P - 1;
   int64_t C = s->dim;
-  int nblocks = part->layer_end - part->layer_begin;
+  lay->block_of = malloc(sizeof(int) * (size_t)s->layers);
+  if (!lay->block_of) return atoll_fail(err, "out of memory for the parameter layout");
+  for (int l = 0; l < s->layers; l++) lay->block_of[l] = -1;
+  for (int c = 0; c < V; c++) {
+    atoll_part_chunk_range(s->layers, c * P + part->stage, P * V, &lay->chunk_begin[c], &lay->chunk_end[c]);
+    for (int l = lay->chunk_begin[c]; l < lay->chunk_end[c]; l++) lay->block_of[l] = lay->nblocks++;
+  }
+  int nblocks = lay->nblocks;
   lay->tensors = calloc((size_t)(4 + 12 * nblocks), sizeof(atoll_tensor));
-  if (!lay->tensors) return atoll_fail(err, "out of memory for the parameter layout");
+  if (!lay->tensors) {
+    atoll_layout_free(lay);
+    return atoll_fail(err, "out of memory for the parameter layout");
+  }
   size_t off = 0;
   lay->t_wte = lay->t_wpe = lay->t_lnf = -1;
   enum { N = ATOLL_SPLIT_NONE, R = ATOLL_SPLIT_ROWS, K = ATOLL_SPLIT_COLS };
@@ -126,7 +149,8 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
     add(lay, &off, -1, "wpe.weight", s->context, C, 1, N, 1);
   }
   lay->t_block0 = lay->ntensors;
-  for (int l = part->layer_begin; l < part->layer_end; l++) {
+  for (int l = 0; l < s->layers; l++) {
+    if (lay->block_of[l] < 0) continue;
     add(lay, &off, l, "ln_1.weight", C, 0, 0, N, 1);
     add(lay, &off, l, "ln_1.bias", C, 0, 0, N, 1);
     add(lay, &off, l, "attn.qkv.weight", 3 * C, C, 1, R, 3);
@@ -151,6 +175,7 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
 
 void atoll_layout_free(atoll_layout *lay) {
   free(lay->tensors);
+  free(lay->block_of);
   memset(lay, 0, sizeof *lay);
 }
 
@@ -162,23 +187,27 @@ const atoll_tensor *atoll_layout_find(const atoll_layout *lay, const char *name)
 
 void atoll_layout_unit(const atoll_layout *lay, int layer, size_t *begin, size_t *end) {
   const atoll_tensor *t = lay->tensors;
-  const atoll_part *p = &lay->part;
   size_t blocks_begin = lay->t_block0 < lay->ntensors ? t[lay->t_block0].offset : lay->nparams;
   size_t blocks_end = lay->t_lnf >= 0 ? t[lay->t_lnf].offset : lay->nparams;
+  int L = lay->shape.layers;
   if (layer < 0) {
     *begin = 0;
     *end = blocks_begin;
-  } else if (layer >= lay->shape.layers) {
+  } else if (layer >= L) {
     *begin = blocks_end;
     *end = lay->nparams;
-  } else if (layer < p->layer_begin) {
-    *begin = *end = blocks_begin;
-  } else if (layer >= p->layer_end) {
-    *begin = *end = blocks_end;
-  } else {
-    const atoll_tensor *first = &t[lay->t_block0 + 12 * (layer - p->layer_begin)];
+  } else if (lay->block_of[layer] >= 0) {
+    const atoll_tensor *first = &t[lay->t_block0 + 12 * lay->block_of[layer]];
     *begin = first->offset;
     *end = first[11].offset + first[11].numel;
+  } else {
+    /* not held: empty, where the next held block starts */
+    *begin = *end = blocks_end;
+    for (int l = layer + 1; l < L; l++)
+      if (lay->block_of[l] >= 0) {
+        *begin = *end = t[lay->t_block0 + 12 * lay->block_of[l]].offset;
+        break;
+      }
   }
 }
 

@@ -137,6 +137,7 @@ static void unit_start_gather(atoll_dp *dp, int layer) {
   if (layer < -1 || layer > dp->lay->shape.layers || dp->unit_state[u] != UNIT_RELEASED) return;
   size_t b, e;
   unit_range(dp, layer, &b, &e);
+  if (e == b) return; /* a unit this part does not hold */
   atoll_dp_chunks(dp, b, e, dp->counts);
   dp->unit_req[u] = atoll_iallgather(dp->comm, dp->params + b, e - b, dp->counts);
   dp->unit_state[u] = UNIT_GATHERING;
@@ -188,24 +189,27 @@ static void on_event(void *ctx, atoll_event ev, int layer) {
     if (ev == ATOLL_EV_BACKWARD_DONE) launch_bucket(dp);
     return;
   }
-  int L = dp->lay->shape.layers, first = dp->lay->part.layer_begin, end = dp->lay->part.layer_end;
+  /* a pass covers one chunk of blocks: FORWARD_BEGIN names its first block,
+   * BACKWARD_BEGIN the block after its last; prefetches of blocks the part does not
+   * hold are empty units, skipped */
+  int L = dp->lay->shape.layers;
   switch (ev) {
   case ATOLL_EV_FORWARD_BEGIN: /* embeddings and final LayerNorm stay for the whole step */
     unit_start_gather(dp, -1);
     unit_start_gather(dp, L);
-    unit_start_gather(dp, first);
+    unit_start_gather(dp, layer);
     unit_wait(dp, -1);
     break;
   case ATOLL_EV_BLOCK_FORWARD:
     unit_wait(dp, layer);
-    if (layer + 1 < end) unit_start_gather(dp, layer + 1); /* prefetch */
+    if (layer + 1 < L) unit_start_gather(dp, layer + 1); /* prefetch */
     break;
   case ATOLL_EV_BLOCK_FORWARD_DONE: unit_release(dp, layer); break;
   case ATOLL_EV_HEAD_FORWARD: unit_wait(dp, L); break;
-  case ATOLL_EV_BACKWARD_BEGIN: unit_start_gather(dp, end - 1); break;
+  case ATOLL_EV_BACKWARD_BEGIN: unit_start_gather(dp, layer - 1); break;
   case ATOLL_EV_BLOCK_BACKWARD:
     unit_wait(dp, layer);
-    if (layer > first) unit_start_gather(dp, layer - 1);
+    if (layer > 0) unit_start_gather(dp, layer - 1);
     break;
   case ATOLL_EV_BLOCK_BACKWARD_DONE: unit_release(dp, layer); break;
   case ATOLL_EV_BACKWARD_DONE: launch_bucket(dp); break;

@@ -60,6 +60,7 @@ static const key_spec KEYS[] = {
     {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per stage: heads, MLP width and vocabulary cut across them"},
     {"sequence-parallel", K_INT, F(sequence_parallel), 0, 1, "1: with --tp, cut LayerNorm regions and the residual stream by tokens (all-gather / reduce-scatter instead of all-reduce)"},
     {"pp", K_INT, F(pp), 1, 4096, "pipeline stages: contiguous groups of layers on different ranks"},
+    {"virtual-stages", K_INT, F(virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per stage (V); the bubble falls to (P-1)/(V M)"},
     {"microbatches", K_INT, F(microbatches), 0, 1 << 20, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
     {"schedule", STR(schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
     {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
@@ -106,6 +107,7 @@ void atoll_config_defaults(atoll_config *c) {
   c->bucket_mb = 4.0f;
   c->tp = 1;
   c->pp = 1;
+  c->virtual_stages = 1;
   c->microbatches = 0;
   snprintf(c->schedule, sizeof c->schedule, "1f1b");
   c->comm_timeout = 300.0f;
@@ -254,6 +256,11 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
                       c->batch * seq, c->tp);
   if (c->pp > c->model.layers)
     return atoll_fail(err, "--pp %d: more stages than the model's %d layers", c->pp, c->model.layers);
+  if (c->virtual_stages > 1 && c->pp < 2)
+    return atoll_fail(err, "--virtual-stages %d: needs a pipeline (--pp 2 or more)", c->virtual_stages);
+  if ((long)c->pp * c->virtual_stages > c->model.layers)
+    return atoll_fail(err, "--virtual-stages %d: --pp %d x %d chunks is more than the model's %d layers", c->virtual_stages,
+                      c->pp, c->virtual_stages, c->model.layers);
   if (c->model.heads % c->tp)
     return atoll_fail(err, "--tp %d: does not divide the %d attention heads", c->tp, c->model.heads);
   if (c->model.vocab % c->tp)

@@ -33,6 +33,7 @@ typedef struct {
   /* model parallel (src/train/pipeline.c, src/model/gpt.c) */
   int tp, pp;        /* tensor-parallel ranks per stage, pipeline stages */
   int sequence_parallel; /* with tp > 1: activations cut by tokens */
+  int virtual_stages; /* interleaved pipeline: chunks per stage */
   int microbatches;  /* per step per pipeline; 0: accum */
   char schedule[8];  /* "1f1b" or "gpipe" */
   float comm_timeout; /* watchdog, seconds */

@@ -8,15 +8,24 @@
  *          i = 0 .. M-w-1, then the remaining backwards: at most P - s in flight, so
  *          activations for min(P, M) micro-batches instead of M (Narayanan et al.
  *          2021, PipeDream-Flush).
- * Both leave the same gradients (each micro-batch's backward adds into the buffer in
- * the order 0 .. M-1). A stage receives activations from s-1 (tag 2i) and output
- * gradients from s+1 (tag 2i+1) by blocking receives; it sends without blocking and
- * completes a send before its buffer is reused, so no cycle of waits can form.
+ *   interleaved (--virtual-stages V > 1, 1f1b): the layers are cut in V P chunks,
+ *          stage s holds chunks s, s+P, ...; passes go in groups of P micro-batches
+ *          per chunk, warm-up 2 (P - s - 1) + (V - 1) P passes (Narayanan et al.
+ *          2021, Megatron-LM's order; M must be a multiple of P). The bubble shrinks
+ *          to (P - 1) / (V M) for V times the pipeline messages. Activations are kept
+ *          for all M micro-batches (not the schedule's tighter bound).
+ * All leave the same gradients (each chunk's backwards add into the buffer in
+ * micro-batch order 0 .. M-1). A pass receives its input from the previous stage (or,
+ * on stage 0, from stage P-1's previous chunk) and its output gradient from the next
+ * by blocking receives, tagged with the sender's (micro-batch, chunk, direction); it
+ * sends without blocking and completes a send before its buffer is reused, so no
+ * cycle of waits can form.
  *
- * Bubble. Each step records this stage's wall time from the schedule's start to its
- * end and the time it spent computing (forward and backward, not waiting for a
- * message); (wall - compute) / compute is the idle fraction, whose theory for a
- * uniform split is (P - 1) / M.
+ * Bubble. The stages of a pipeline start each step's schedule together (a barrier);
+ * each records when it finished and how long it computed (forward and backward, not
+ * waiting for a message). The step's pipeline time is the last stage's finish; a
+ * stage's bubble is (pipeline time - its compute) / its compute, whose theory for a
+ * uniform split is (P - 1) / M, (P - 1) / (V M) interleaved (train_report.c).
  *
  * For tests, ATOLL_TEST_STAGE_MS="F,B" adds a sleep of F ms to every forward and B ms
  * to every backward, so that the schedule's timing shows even on an oversubscribed
@@ -55,21 +64,22 @@ int trainer_pipeline_init(trainer *t, atoll_err *err) {
   /* a stage's input and output: its rows of the micro-batch (a tp-th under sequence
    * parallelism) */
   size_t n = (size_t)atoll_model_local_rows(t->model, t->cfg->batch * t->seq) * t->cfg->model.dim;
+  size_t nb = (size_t)t->nslots * t->chunks;
   t->act_bytes = n * sizeof(float);
   t->dout = malloc(t->act_bytes);
-  t->dx_send = calloc((size_t)t->nslots, sizeof(float *));
-  t->act_req = calloc((size_t)t->nslots, sizeof(atoll_req *));
-  t->dx_req = calloc((size_t)t->nslots, sizeof(atoll_req *));
+  t->dx_send = calloc(nb, sizeof(float *));
+  t->act_req = calloc(nb, sizeof(atoll_req *));
+  t->dx_req = calloc(nb, sizeof(atoll_req *));
   if (!t->dout || !t->dx_send || !t->act_req || !t->dx_req)
     return atoll_fail(err, "out of memory for pipeline buffers");
-  for (int i = 0; i < t->nslots; i++)
+  for (size_t i = 0; i < nb; i++)
     if (!(t->dx_send[i] = malloc(t->act_bytes))) return atoll_fail(err, "out of memory for pipeline buffers");
   return 0;
 }
 
 void trainer_pipeline_free(trainer *t) {
   if (t->dx_send)
-    for (int i = 0; i < t->nslots; i++) free(t->dx_send[i]);
+    for (int i = 0; i < t->nslots * t->chunks; i++) free(t->dx_send[i]);
   free(t->dx_send);
   free(t->dout);
   free(t->act_req);
@@ -81,74 +91,105 @@ static void recv_wait(trainer *t, void *buf, int peer, int tag) {
   atoll_req_wait(atoll_irecv(t->mesh.pp_comm, buf, t->act_bytes, peer, tag));
 }
 
-static void forward_one(trainer *t, int step, int i, int eval_count, const atoll_dataset *ds,
+/* Message tags name the sender's pass: micro-batch i, chunk c, direction. */
+static int tag_of(const trainer *t, int i, int c, int backward) { return 2 * (i * t->chunks + c) + backward; }
+
+static void forward_one(trainer *t, int step, int i, int c, int eval_count, const atoll_dataset *ds,
                         double *loss_sum, double *compute) {
-  const atoll_config *c = t->cfg;
+  const atoll_config *cf = t->cfg;
   atoll_mesh *mh = &t->mesh;
-  int s = mh->pp_rank, P = mh->pp, slot = i % t->nslots;
+  int s = mh->pp_rank, P = mh->pp, V = t->chunks, slot = i % t->nslots, k = slot * V + c;
   const atoll_layout *lay = t->lay;
-  if (lay->first_stage || lay->last_stage) {
-    /* global micro-batch index: micro-batch i of replica q is i R + q */
-    trainer_load_micro(t, ds, step, eval_count ? i : i * t->replicas + t->replica, eval_count);
-  }
+  int starts = lay->first_stage && c == 0, ends = lay->last_stage && c == V - 1;
+  /* global micro-batch index: micro-batch i of replica q is i R + q */
+  if (starts || ends) trainer_load_micro(t, ds, step, eval_count ? i : i * t->replicas + t->replica, eval_count);
   if (P > 1) {
-    atoll_req_wait(t->act_req[slot]); /* the slot's last output has left */
-    t->act_req[slot] = NULL;
-    if (!lay->first_stage) recv_wait(t, atoll_model_slot_input(t->model, slot), s - 1, 2 * i);
+    atoll_req_wait(t->act_req[k]); /* this slot's last output of the chunk has left */
+    t->act_req[k] = NULL;
+    if (s > 0) recv_wait(t, atoll_model_slot_input(t->model, slot, c), s - 1, tag_of(t, i, c, 0));
+    else if (c > 0) recv_wait(t, atoll_model_slot_input(t->model, slot, c), P - 1, tag_of(t, i, c - 1, 0));
   }
   double t0 = atoll_seconds();
-  float loss = atoll_model_forward_slot(t->model, slot, t->inputs, t->targets, c->batch, t->seq);
+  float loss = atoll_model_forward_slot(t->model, slot, c, t->inputs, t->targets, cf->batch, t->seq);
   sleep_ms(t->test_forward_ms);
   *compute += atoll_seconds() - t0;
-  if (lay->last_stage) *loss_sum += loss;
-  if (P > 1 && !lay->last_stage)
-    t->act_req[slot] = atoll_isend(mh->pp_comm, atoll_model_slot_output(t->model, slot), t->act_bytes, s + 1, 2 * i);
+  if (ends) *loss_sum += loss;
+  if (P > 1 && !ends)
+    t->act_req[k] = atoll_isend(mh->pp_comm, atoll_model_slot_output(t->model, slot, c), t->act_bytes,
+                                s < P - 1 ? s + 1 : 0, tag_of(t, i, c, 0));
 }
 
-static void backward_one(trainer *t, int i, int M, float scale, double *compute) {
+static void backward_one(trainer *t, int i, int c, int M, float scale, double *compute) {
   atoll_mesh *mh = &t->mesh;
-  int s = mh->pp_rank, slot = i % t->nslots;
+  int s = mh->pp_rank, P = mh->pp, V = t->chunks, slot = i % t->nslots, k = slot * V + c;
   const atoll_layout *lay = t->lay;
-  if (!lay->last_stage) recv_wait(t, t->dout, s + 1, 2 * i + 1);
-  atoll_dp_set_last_micro(t->dp, i == M - 1);
+  int starts = lay->first_stage && c == 0, ends = lay->last_stage && c == V - 1;
+  if (!ends) {
+    if (s < P - 1) recv_wait(t, t->dout, s + 1, tag_of(t, i, c, 1));
+    else recv_wait(t, t->dout, 0, tag_of(t, i, c + 1, 1));
+  }
+  atoll_dp_set_last_micro(t->dp, i == M - 1); /* each chunk's backwards run in micro-batch order */
   double t0 = atoll_seconds();
-  atoll_model_backward_slot(t->model, slot, scale, lay->last_stage ? NULL : t->dout);
+  atoll_model_backward_slot(t->model, slot, c, scale, ends ? NULL : t->dout);
   sleep_ms(t->test_backward_ms);
   *compute += atoll_seconds() - t0;
-  if (!lay->first_stage) {
-    atoll_req_wait(t->dx_req[slot]);
-    memcpy(t->dx_send[slot], atoll_model_input_grad(t->model), t->act_bytes);
-    t->dx_req[slot] = atoll_isend(mh->pp_comm, t->dx_send[slot], t->act_bytes, s - 1, 2 * i + 1);
+  if (!starts && P > 1) {
+    atoll_req_wait(t->dx_req[k]);
+    memcpy(t->dx_send[k], atoll_model_input_grad(t->model), t->act_bytes);
+    t->dx_req[k] = atoll_isend(mh->pp_comm, t->dx_send[k], t->act_bytes, s > 0 ? s - 1 : P - 1, tag_of(t, i, c, 1));
   }
 }
 
 static void finish_sends(trainer *t) {
   if (t->mesh.pp == 1) return;
-  for (int k = 0; k < t->nslots; k++) {
+  for (int k = 0; k < t->nslots * t->chunks; k++) {
     atoll_req_wait(t->act_req[k]);
     atoll_req_wait(t->dx_req[k]);
     t->act_req[k] = t->dx_req[k] = NULL;
   }
 }
 
+/* The n-th forward (or backward) pass of a stage: groups of P micro-batches go through
+ * chunk 0, 1, ..., V-1 (backwards: V-1, ..., 0) before the next group (Megatron-LM's
+ * interleaved order; with V = 1 simply micro-batch n). */
+static void pass_of(const trainer *t, int n, int backward, int *micro, int *chunk) {
+  int P = t->mesh.pp, V = t->chunks;
+  int c = (n % (P * V)) / P;
+  *chunk = backward ? V - 1 - c : c;
+  *micro = (n / (P * V)) * P + n % P;
+}
+
 double trainer_forward_backward(trainer *t, int step, float scale) {
-  int M = t->accum, P = t->mesh.pp, s = t->mesh.pp_rank;
+  int M = t->accum, P = t->mesh.pp, V = t->chunks, s = t->mesh.pp_rank, total = M * V;
+  if (P > 1) atoll_barrier(t->mesh.pp_comm); /* a common start for the bubble (no bytes) */
   double loss_sum = 0.0, compute = 0.0, t0 = atoll_seconds();
-  if (strcmp(t->cfg->schedule, "gpipe") == 0 || P == 1) {
+  if (P == 1) { /* no pipeline: accumulation over micro-batches, one slot */
     for (int i = 0; i < M; i++) {
-      forward_one(t, step, i, 0, &t->train, &loss_sum, &compute);
-      if (P == 1) backward_one(t, i, M, scale, &compute); /* no pipeline: one slot */
+      forward_one(t, step, i, 0, 0, &t->train, &loss_sum, &compute);
+      backward_one(t, i, 0, M, scale, &compute);
     }
-    if (P > 1)
-      for (int i = 0; i < M; i++) backward_one(t, i, M, scale, &compute);
   } else {
-    int w = P - s - 1 < M ? P - s - 1 : M;
-    for (int i = 0; i < w; i++) forward_one(t, step, i, 0, &t->train, &loss_sum, &compute);
-    for (int i = 0; i < M - w; i++) {
-      forward_one(t, step, w + i, 0, &t->train, &loss_sum, &compute);
-      backward_one(t, i, M, scale, &compute);
+    /* warm-up forwards, then one forward and one backward in turn, then the rest of
+     * the backwards; gpipe: all forwards first */
+    int w = strcmp(t->cfg->schedule, "gpipe") == 0 ? total
+            : V == 1                              ? P - s - 1
+                                                  : (P - s - 1) * 2 + (V - 1) * P;
+    if (w > total) w = total;
+    int i, c;
+    for (int n = 0; n < w; n++) {
+      pass_of(t, n, 0, &i, &c);
+      forward_one(t, step, i, c, 0, &t->train, &loss_sum, &compute);
     }
-    for (int i = M - w; i < M; i++) backward_one(t, i, M, scale, &compute);
+    for (int n = 0; n < total - w; n++) {
+      pass_of(t, w + n, 0, &i, &c);
+      forward_one(t, step, i, c, 0, &t->train, &loss_sum, &compute);
+      pass_of(t, n, 1, &i, &c);
+      backward_one(t, i, c, M, scale, &compute);
+    }
+    for (int n = total - w; n < total; n++) {
+      pass_of(t, n, 1, &i, &c);
+      backward_one(t, i, c, M, scale, &compute);
+    }
   }
   finish_sends(t);
   t->pipe_wall = atoll_seconds() - t0;
@@ -158,7 +199,7 @@ double trainer_forward_backward(trainer *t, int step, float scale) {
 
 double trainer_forward_eval(trainer *t, int e, int eval_count) {
   double loss = 0.0, compute = 0.0;
-  forward_one(t, 0, e, eval_count, &t->val, &loss, &compute);
+  for (int c = 0; c < t->chunks; c++) forward_one(t, 0, e, c, eval_count, &t->val, &loss, &compute);
   finish_sends(t);
   return loss;
 }

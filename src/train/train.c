@@ -104,7 +104,7 @@ static float evaluate(trainer *t) {
 
 static void trainer_free(trainer *t) {
   trainer_pipeline_free(t);
-  free(t->bubble);
+  free(t->pipe_times);
   atoll_layout_free(&t->whole);
   atoll_diloco_destroy(t->diloco);
   atoll_dp_destroy(t->dp);
@@ -145,9 +145,13 @@ static int setup_parallel(trainer *t, atoll_err *err) {
     t->accum = base;
   }
   int P = t->mesh.pp, M = t->accum;
+  t->chunks = c->virtual_stages;
+  if (t->chunks > 1 && M % P != 0)
+    return atoll_fail(err, "--virtual-stages %d: the interleaved schedule needs micro-batches (%d) in multiples of --pp %d",
+                      t->chunks, M, P);
   if (P == 1)
     t->nslots = 1;
-  else if (strcmp(c->schedule, "gpipe") == 0)
+  else if (strcmp(c->schedule, "gpipe") == 0 || t->chunks > 1)
     t->nslots = M;
   else
     t->nslots = P - t->mesh.pp_rank < M ? P - t->mesh.pp_rank : M;
@@ -227,9 +231,9 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
   if ((int64_t)t->train.vocab > c->model.vocab)
     return atoll_fail(err, "%s: data vocabulary %u is larger than the model's vocab=%d", c->data,
                       t->train.vocab, c->model.vocab);
-  /* this rank's part: stage s holds blocks [s L / P, (s+1) L / P) */
-  int L = c->model.layers, P = t->mesh.pp, s = t->mesh.pp_rank;
-  atoll_part part = {t->mesh.tp, t->mesh.tp_rank, s * L / P, (s + 1) * L / P, c->sequence_parallel};
+  /* this rank's part: stage s of P holds chunks s, s + P, ... of the V P even chunks
+   * of the layers (V = 1: blocks [s L / P, (s+1) L / P)) */
+  atoll_part part = {t->mesh.tp, t->mesh.tp_rank, t->mesh.pp_rank, t->mesh.pp, t->chunks, c->sequence_parallel};
   if (atoll_layout_init(&t->whole, &c->model, err)) return -1;
   if (atoll_model_create_part(&t->model, &c->model, &part, c->batch, t->seq, t->nslots, err)) return -1;
   t->lay = atoll_model_layout(t->model);
@@ -250,8 +254,8 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
   t->inputs = malloc(sizeof(int32_t) * rows * t->seq);
   t->targets = malloc(sizeof(int32_t) * rows * t->seq);
   t->step_seconds = calloc((size_t)c->steps, sizeof(double));
-  t->bubble = calloc((size_t)c->steps, sizeof(double));
-  if (!t->m || !t->v || !t->tokens || !t->inputs || !t->targets || !t->step_seconds || !t->bubble)
+  t->pipe_times = calloc(2 * (size_t)c->steps, sizeof(double));
+  if (!t->m || !t->v || !t->tokens || !t->inputs || !t->targets || !t->step_seconds || !t->pipe_times)
     return atoll_fail(err, "out of memory for optimizer state (%zu parameters)", n);
   snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/checkpoints", c->out);
 
@@ -402,7 +406,8 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
     if (t->mesh.dp > 1)
       fprintf(stderr, ", %s%s", c->parallel, c->shard ? (const char *[]){"", " + ZeRO-1", " + ZeRO-2", " + ZeRO-3"}[c->shard] : "");
     if (t->mesh.tp > 1) fprintf(stderr, ", tensor parallel %d", t->mesh.tp);
-    if (t->mesh.pp > 1) fprintf(stderr, ", pipeline %d stages (%s)", t->mesh.pp, c->schedule);
+    if (t->mesh.pp > 1)
+      fprintf(stderr, ", pipeline %d stages (%s%s)", t->mesh.pp, t->chunks > 1 ? "interleaved " : "", c->schedule);
     if (c->islands > 1)
       fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d, %s)",
               c->islands, t->mesh.island_size, c->sync_every, c->outer_optimizer, c->outer_lr,
@@ -441,7 +446,8 @@ int atoll_train_run(const atoll_config *cfg, atoll_comm *comm, const char *resum
       goto done;
     }
     dt = atoll_seconds() - t0;
-    t->bubble[t->nsteps_timed] = t->pipe_compute > 0 ? (t->pipe_wall - t->pipe_compute) / t->pipe_compute : 0;
+    t->pipe_times[2 * t->nsteps_timed] = t->pipe_wall;
+    t->pipe_times[2 * t->nsteps_timed + 1] = t->pipe_compute;
     t->step_seconds[t->nsteps_timed++] = dt;
     step++;
     t->last_loss = loss;

@@ -88,8 +88,7 @@ static int rank_runs(trainer *t, int w, run_list *rl) {
   const atoll_mesh *mh = &t->mesh;
   int ir = w % mh->island_size;
   int tp_rank = ir % mh->tp, dp_rank = ir / mh->tp % mh->dp, pp_rank = ir / (mh->tp * mh->dp);
-  int L = t->cfg->model.layers, P = mh->pp;
-  atoll_part part = {mh->tp, tp_rank, pp_rank * L / P, (pp_rank + 1) * L / P, 0};
+  atoll_part part = {mh->tp, tp_rank, pp_rank, mh->pp, t->chunks, 0};
   atoll_layout lay;
   atoll_err err;
   memset(rl, 0, sizeof *rl);

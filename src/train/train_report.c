@@ -210,6 +210,7 @@ int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, ato
   cJSON_AddStringToObject(layout, "rank_order", "island, pp, dp, tp (tp innermost)");
   cJSON_AddNumberToObject(layout, "microbatches", t->accum);
   cJSON_AddStringToObject(layout, "schedule", t->mesh.pp > 1 ? c->schedule : "none");
+  cJSON_AddNumberToObject(layout, "virtual_stages", t->chunks);
   cJSON_AddItemToObject(layout, "stage_parameters_per_rank", per_rank(t, (double)t->lay->nparams, NULL));
   cJSON *axes = cJSON_AddObjectToObject(s, "bytes_per_step_per_rank_by_axis");
   const char *axis_names[4] = {"data", "tensor", "pipeline", "embedding_tie"};
@@ -219,18 +220,31 @@ int trainer_write_summary(trainer *t, int steps_done, uint64_t weights_hash, ato
     cJSON_AddItemToObject(axes, axis_names[a], per_rank(t, steps_here ? b / steps_here : 0, NULL));
   }
   if (t->mesh.pp > 1) {
-    /* idle fraction of each stage's schedule, median over the steps after warm-up */
-    int skip = t->nsteps_timed > 6 ? 3 : (t->nsteps_timed > 1 ? 1 : 0), nb = t->nsteps_timed - skip;
-    double *v = malloc(sizeof(double) * (size_t)(nb > 0 ? nb : 1));
-    if (nb > 0) memcpy(v, t->bubble + skip, sizeof(double) * (size_t)nb);
+    /* each step's pipeline time is its slowest stage's finish; this stage's bubble is
+     * that time over its compute, less 1; median over the steps after warm-up */
+    int n = t->nsteps_timed, skip = n > 6 ? 3 : (n > 1 ? 1 : 0), P = t->mesh.pp;
+    double *all = malloc(sizeof(double) * 2 * (size_t)(n ? n : 1) * t->world), *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    atoll_allgather_bytes(t->comm, t->pipe_times, all, sizeof(double) * 2 * (size_t)n);
+    int nb = 0;
+    for (int k = skip; k < n; k++) {
+      double end = 0;
+      for (int p = 0; p < P; p++) {
+        int w = atoll_mesh_world_rank(&t->mesh, t->mesh.island, p, t->mesh.dp_rank, t->mesh.tp_rank);
+        double e = all[(size_t)w * 2 * n + 2 * k];
+        end = e > end ? e : end;
+      }
+      double comp = t->pipe_times[2 * k + 1];
+      if (comp > 0) v[nb++] = (end - comp) / comp;
+    }
     double mine = nb > 0 ? atoll_median(v, (size_t)nb) : 0, mx;
     free(v);
+    free(all);
     cJSON *pipe = cJSON_AddObjectToObject(s, "pipeline");
     cJSON *each = per_rank(t, mine, &mx);
     double mean = 0;
     for (int r = 0; r < t->world; r++) mean += cJSON_GetArrayItem(each, r)->valuedouble / t->world;
     cJSON_AddNumberToObject(pipe, "bubble_measured", mean);
-    cJSON_AddNumberToObject(pipe, "bubble_theory", (double)(t->mesh.pp - 1) / t->accum);
+    cJSON_AddNumberToObject(pipe, "bubble_theory", (double)(t->mesh.pp - 1) / ((double)t->chunks * t->accum));
     cJSON_AddItemToObject(pipe, "bubble_per_rank", each);
   }
   /* islands: intra-island traffic is the traffic of all the axes above */

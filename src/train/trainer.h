@@ -25,11 +25,13 @@ typedef struct {
   atoll_layout whole;    /* the whole model's layout: checkpoints */
   /* pipeline (pipeline.c) */
   int nslots;            /* micro-batches in flight on this stage */
+  int chunks;            /* interleaved pipeline: chunks of layers on this stage (V) */
   size_t act_bytes;      /* one micro-batch's activations [batch, seq, dim] */
   float *dout, **dx_send;
   atoll_req **act_req, **dx_req; /* sends in flight, per slot */
   double pipe_wall, pipe_compute; /* the last step's schedule: wall and compute seconds */
-  double *bubble;        /* per timed step: (wall - compute) / compute on this stage */
+  double *pipe_times;    /* per timed step: [2k] this stage's end of the schedule (from the
+                            pipeline's common start), [2k+1] its compute seconds */
   double test_forward_ms, test_backward_ms;
   atoll_dp *dp;
   size_t shard_begin, shard_end; /* the range this rank's optimizer updates */
