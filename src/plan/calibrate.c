@@ -51,7 +51,7 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
     goto done;
   }
   int layers = 0, heads = 0, dim = 0, context = 0, vocab = 0, batch = 0, seq = 0, accum = 1, threads = 0, world = 1,
-      shard = 0, micro = 0, dp = 0, tp = 1, pp = 1;
+      shard = 0, micro = 0, dp = 0, tp = 1, pp = 1, v = 1;
   const cJSON *lay = cJSON_GetObjectItemCaseSensitive(j, "layout");
   if (get_int(cfg, "layers", -1, &layers, path, err) || get_int(cfg, "heads", -1, &heads, path, err) ||
       get_int(cfg, "dim", -1, &dim, path, err) || get_int(cfg, "context", -1, &context, path, err) ||
@@ -61,7 +61,7 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
       get_int(cfg, "shard", 0, &shard, path, err) || get_int(cfg, "microbatches", 0, &micro, path, err))
     goto done;
   if (cJSON_IsObject(lay) && (get_int(lay, "dp", -1, &dp, path, err) || get_int(lay, "tp", -1, &tp, path, err) ||
-                              get_int(lay, "pp", -1, &pp, path, err)))
+                              get_int(lay, "pp", -1, &pp, path, err) || get_int(lay, "virtual_stages", 1, &v, path, err)))
     goto done;
   if (!cJSON_IsObject(lay)) dp = world;
   if (micro > 0) accum = micro;
@@ -72,7 +72,7 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
   m->context = context, m->seq = seq ? seq : context, m->tied = 1;
   m->source = path;
   if (atoll_plan_model_check(m, err)) goto done;
-  if (batch < 1 || accum < 1 || world < 1 || shard > 3 || dp < 1 || tp < 1 || pp < 1) {
+  if (batch < 1 || accum < 1 || world < 1 || shard > 3 || dp < 1 || tp < 1 || pp < 1 || v < 1) {
     atoll_fail(err, "%s: batch, accum, world_size and the layout's dp, tp, pp must be at least 1 and shard 0..3", path);
     goto done;
   }
@@ -80,7 +80,7 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
   cal->train.batch_tokens = (double)batch * accum * dp * m->seq;
   cal->train.token_budget = cal->train.batch_tokens;
   cal->train.precision = ATOLL_PREC_FP32;
-  cal->layout = (atoll_plan_layout){dp, tp, pp, 1, dp > 1 ? shard : 0, batch, 1, ATOLL_RECOMPUTE_NONE, 0};
+  cal->layout = (atoll_plan_layout){dp, tp, pp, 1, dp > 1 ? shard : 0, batch, v, ATOLL_RECOMPUTE_NONE, 0};
   cal->threads = threads;
   cal->measured_step_s = med->valuedouble;
   cal->measured_tokens_per_s = cJSON_IsNumber(tps) ? tps->valuedouble : 0;
