@@ -1,0 +1,144 @@
+#!/bin/sh
+# Tensor and pipeline parallelism end to end: every layout (TP, PP with both schedules,
+# TP x PP, DP x TP with ZeRO-1, DP x PP) equals one process accumulating the same
+# micro-batches, GPipe and 1F1B leave identical weights, a checkpoint saved at TP 2 x
+# PP 2 resumes at DP 4 with ZeRO-3, the bytes of each mesh axis match the collective
+# formulas, the pipeline bubble matches (P-1)/M, and bad layouts fail with one line.
+# usage: test_mp.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Open MPI: -q keeps the launcher's banners out of stderr, --oversubscribe allows more
+# ranks than cores. MPICH's mpirun needs neither.
+if mpirun --version 2>&1 | grep -q "Open MPI"; then MPIRUN="timeout 300 mpirun -q --oversubscribe"; else MPIRUN="timeout 300 mpirun"; fi
+small_data
+CLOSE="$PY $SRC/tests/mpi/runs_close.py"
+M="--layers 4 --heads 4 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --steps 20 --warmup 2 --lr 3e-3 --eval-every 10 --eval-batches 3 --save-every 0"
+
+# 1. every layout with 4 micro-batches per step in total == one process with accum 4 (1e-5)
+$ATOLL train $M --accum 4 --out "$TMP/single4" >/dev/null 2>"$TMP/err" || fail "single accum 4: $(tail -1 "$TMP/err")"
+same_as_single() { # NAME NP ARGS...
+  name=$1; np=$2; shift 2
+  if ! $MPIRUN -np "$np" $ATOLL train $M "$@" --out "$TMP/$name" </dev/null >/dev/null 2>"$TMP/err"; then
+    fail "$name ($*, np $np): $(tail -1 "$TMP/err")"; return
+  fi
+  out=$($CLOSE "$TMP/$name" "$TMP/single4" 1e-5) && pass "$name ($*, np $np) == single process accum 4: $out" \
+    || fail "$name ($*, np $np) vs single process: $out"
+}
+same_as_single tp2    2 --tp 2 --microbatches 4
+same_as_single tp4    4 --tp 4 --microbatches 4
+same_as_single pp2g   2 --pp 2 --microbatches 4 --schedule gpipe
+same_as_single pp2f   2 --pp 2 --microbatches 4 --schedule 1f1b
+same_as_single pp4g   4 --pp 4 --microbatches 4 --schedule gpipe
+same_as_single pp4f   4 --pp 4 --microbatches 4 --schedule 1f1b
+same_as_single tp2pp2 4 --tp 2 --pp 2 --microbatches 4
+same_as_single dp2tp2 4 --tp 2 --accum 2 --shard 1
+same_as_single dp2pp2 4 --pp 2 --microbatches 2
+
+# 2. GPipe and 1F1B add each micro-batch's gradient in the same order: identical weights
+for p in 2 4; do
+  ha=$(sed -n 's/.*"weights_hash":[[:space:]]*"\([0-9a-f]*\)".*/\1/p' "$TMP/pp${p}g/summary.json")
+  hb=$(sed -n 's/.*"weights_hash":[[:space:]]*"\([0-9a-f]*\)".*/\1/p' "$TMP/pp${p}f/summary.json")
+  [ -n "$ha" ] && [ "$ha" = "$hb" ] && pass "pp $p: gpipe and 1f1b weights hash identical ($ha)" \
+    || fail "pp $p: gpipe weights hash '$ha' != 1f1b '$hb'"
+done
+
+# 3. layout, stage parameters and bytes per step per rank on each axis against the formulas
+$PY - "$TMP" <<'PYEOF' && pass "layouts and bytes by axis:$(cat "$TMP/verdict")" || fail "layouts and bytes by axis:$(cat "$TMP/verdict")"
+import json, sys
+t = sys.argv[1]
+# run: (pp, dp, tp, microbatches per replica, schedule)
+runs = {"tp2": (1, 1, 2, 4, "none"), "tp4": (1, 1, 4, 4, "none"),
+        "pp2g": (2, 1, 1, 4, "gpipe"), "pp4f": (4, 1, 1, 4, "1f1b"),
+        "tp2pp2": (2, 1, 2, 4, "1f1b"), "dp2tp2": (1, 2, 2, 2, "none"), "dp2pp2": (2, 2, 1, 2, "1f1b")}
+lines, ok = [], True
+for name, (P, DP, T, Mb, sched) in runs.items():
+    s = json.load(open(f"{t}/{name}/summary.json"))
+    c, lay, ax = s["config"], s["layout"], s["bytes_per_step_per_rank_by_axis"]
+    L, C, V, ctx = c["layers"], c["dim"], c["vocab"], c["context"]
+    N = c["batch"] * (c["seq"] or ctx)          # tokens of one micro-batch
+    D = 4 * N * C                               # bytes of one activation
+    ring = 2 * (T - 1) / T
+    got_layout = (lay["pp"], lay["dp"], lay["tp"], lay["microbatches"], lay["schedule"])
+    if got_layout != (P, DP, T, Mb, sched) or s["world_size"] != P * DP * T:
+        ok = False; lines.append(f"{name}: layout {got_layout} world {s['world_size']}, want {(P, DP, T, Mb, sched)}")
+        continue
+    if ("pipeline" in s) != (P > 1):
+        ok = False; lines.append(f"{name}: 'pipeline' section {'present' if 'pipeline' in s else 'missing'} at pp {P}")
+    block = 4 * C + (3 * C * C + 3 * C) // T + C * C // T + C + (4 * C * C + 4 * C) // T + 4 * C * C // T + C
+    worst = {"params": 0.0, "data": 0.0, "tensor": 0.0, "pipeline": 0.0, "embedding_tie": 0.0, "sum": 0.0}
+    for r in range(s["world_size"]):
+        st = r // (T * DP)                      # rank order: island, pp, dp, tp (tp innermost)
+        first, last, held = st == 0, st == P - 1, L // P
+        want = {"params": held * block + (V * C // T if first or last else 0) + (ctx * C if first else 0) + (2 * C if last else 0)}
+        want["tensor"] = Mb * ((4 * held + first + last) * ring * D + (8 * N if last else 0)) if T > 1 else 0
+        want["pipeline"] = Mb * D * ((not last) + (not first)) if P > 1 else 0
+        want["embedding_tie"] = 2 * (1 / 2) * 4 * (V // T) * C if P > 1 and (first or last) else 0
+        want["data"] = 2 * (DP - 1) / DP * 4 * lay["stage_parameters_per_rank"][r] if DP > 1 else 0
+        got = {"params": lay["stage_parameters_per_rank"][r], **{k: ax[k][r] for k in ("data", "tensor", "pipeline", "embedding_tie")}}
+        for k, w in want.items():
+            tol = 0.01 if k == "data" else 1e-3
+            e = abs(got[k] - w) / w if w else (0.0 if got[k] == 0 else float("inf"))
+            worst[k] = max(worst[k], e)
+            if e > tol:
+                ok = False; lines.append(f"{name} rank {r} (stage {st}) {k}: {got[k]:.0f}, formula {w:.0f}")
+        # every byte sent belongs to one axis
+        tot = s["bytes_sent_per_step_per_rank"][r]
+        e = abs(sum(ax[k][r] for k in ax) - tot) / tot if tot else 0.0
+        worst["sum"] = max(worst["sum"], e)
+        if e > 1e-3:
+            ok = False; lines.append(f"{name} rank {r}: axes sum {sum(ax[k][r] for k in ax):.0f} != bytes sent {tot:.0f}")
+    show = lambda k: "/".join(f"{v:.0f}" for v in (lay["stage_parameters_per_rank"] if k == "params" else ax[k]))
+    lines.append(f"{name}: params {show('params')}, tensor {show('tensor')}, pipeline {show('pipeline')}, "
+                 f"tie {show('embedding_tie')}, data {show('data')} B/step/rank; worst rel diff to formula "
+                 + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()))
+open(f"{t}/verdict", "w").write("".join("\n    " + x for x in lines))
+sys.exit(0 if ok else 1)
+PYEOF
+
+# 4. save at TP 2 x PP 2, resume at DP 4 with ZeRO-3 (4 replicas x 1 micro-batch: the
+# same 8 sequences per step): continues like the single process
+$MPIRUN -np 4 $ATOLL train $M --tp 2 --pp 2 --microbatches 4 --stop-after 10 --out "$TMP/moved" >/dev/null 2>"$TMP/err" \
+  || fail "TP 2 x PP 2 to step 10: $(tail -1 "$TMP/err")"
+$MPIRUN -np 4 $ATOLL train --resume "$TMP/moved" --tp 1 --pp 1 --microbatches 1 --shard 3 >/dev/null 2>"$TMP/err" \
+  || fail "resume at DP 4 ZeRO-3: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/moved" "$TMP/single4" 1e-5 11) && pass "TP 2 x PP 2 -> DP 4 ZeRO-3 resume matches the single process: $out" \
+  || fail "TP 2 x PP 2 -> DP 4 ZeRO-3 resume: $out"
+
+# 5. pipeline bubble. ATOLL_TEST_STAGE_MS sleeps F ms per forward and B ms per backward
+# of each micro-batch, so the schedule's timing shows on an oversubscribed machine
+# (60/120 ms: long enough that scheduling delays on a loaded 2-core machine stay small).
+# The stages start each step together and the pipeline's time is the last finish, so
+# every stage's idle fraction is (P-1)/M for both schedules. Load only adds idle time,
+# so each rank and their mean must lie in [theory - 0.03, theory + 0.08]: measured
+# 0.004-0.03 above theory on an idle machine, 0.03-0.06 above with two busy loops
+# competing for the 2 cores; a stage whose clock missed part of the step reads low.
+B="--layers 4 --heads 4 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --steps 6 --warmup 2 --lr 3e-3 --eval-every 0 --eval-batches 1 --save-every 0"
+for lay in "2 2 4 gpipe" "2 2 4 1f1b" "2 2 8 1f1b" "4 4 4 1f1b"; do
+  set -- $lay; np=$1; P=$2; mb=$3; sch=$4
+  rm -rf "$TMP/bubble"
+  if ! ATOLL_TEST_STAGE_MS=60,120 $MPIRUN -np "$np" $ATOLL train $B --pp "$P" --microbatches "$mb" --schedule "$sch" --out "$TMP/bubble" >/dev/null 2>"$TMP/err"; then
+    fail "bubble run pp $P M $mb $sch: $(tail -1 "$TMP/err")"; continue
+  fi
+  $PY - "$TMP" <<'PYEOF' && pass "bubble pp $P M $mb $sch: $(cat "$TMP/verdict")" || fail "bubble pp $P M $mb $sch: $(cat "$TMP/verdict")"
+import json, sys
+t = sys.argv[1]
+s = json.load(open(f"{t}/bubble/summary.json"))
+p, lay = s["pipeline"], s["layout"]
+theory = (lay["pp"] - 1) / lay["microbatches"]
+ranks, mean = p["bubble_per_rank"], p["bubble_measured"]
+ok = abs(p["bubble_theory"] - theory) < 1e-12 and all(theory - 0.03 <= x <= theory + 0.08 for x in ranks + [mean])
+open(f"{t}/verdict", "w").write(f"measured {mean:.3f} (per rank {' '.join(f'{x:.3f}' for x in ranks)}) vs theory (P-1)/M = {p['bubble_theory']:.3f}")
+sys.exit(0 if ok else 1)
+PYEOF
+done
+
+# 6. bad layouts: one line on stderr, non-zero exit
+expect_error "--tp not dividing the heads" "--tp 3" $MPIRUN -np 3 $ATOLL train $M --tp 3 --out "$TMP/e1"
+expect_error "--tp not dividing the ranks" "divide the 3 ranks" $MPIRUN -np 3 $ATOLL train $M --tp 2 --out "$TMP/e2"
+expect_error "more stages than layers" "--pp 8" $MPIRUN -np 2 $ATOLL train $M --pp 8 --out "$TMP/e3"
+expect_error "unknown schedule" "--schedule" $MPIRUN -np 2 $ATOLL train $M --pp 2 --schedule foo --out "$TMP/e4"
+expect_error "--microbatches against --accum" "--microbatches 3" $MPIRUN -np 2 $ATOLL train $M --tp 2 --microbatches 3 --accum 2 --out "$TMP/e5"
+expect_error "tensor parallel in one process" "mpirun" $ATOLL train $M --tp 2 --out "$TMP/e6"
+expect_error "pipeline parallel in one process" "mpirun" $ATOLL train $M --pp 2 --out "$TMP/e7"
+finish
