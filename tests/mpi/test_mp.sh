@@ -1,9 +1,10 @@
 #!/bin/sh
 # Tensor and pipeline parallelism end to end: every layout (TP, PP with both schedules,
-# TP x PP, DP x TP with ZeRO-1, DP x PP) equals one process accumulating the same
-# micro-batches, GPipe and 1F1B leave identical weights, a checkpoint saved at TP 2 x
-# PP 2 resumes at DP 4 with ZeRO-3, the bytes of each mesh axis match the collective
-# formulas, the pipeline bubble matches (P-1)/M, and bad layouts fail with one line.
+# TP x PP, DP x TP with ZeRO-1, DP x PP, sequence parallel, interleaved) equals one
+# process accumulating the same micro-batches, GPipe and 1F1B leave identical weights,
+# a checkpoint saved at TP 2 x PP 2 resumes at DP 4 with ZeRO-3, the bytes of each mesh
+# axis match the collective formulas and atoll plan's, the pipeline bubble matches
+# (P-1)/(V M), and bad layouts fail with one line.
 # usage: test_mp.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -34,6 +35,10 @@ same_as_single pp4f   4 --pp 4 --microbatches 4 --schedule 1f1b
 same_as_single tp2pp2 4 --tp 2 --pp 2 --microbatches 4
 same_as_single dp2tp2 4 --tp 2 --accum 2 --shard 1
 same_as_single dp2pp2 4 --pp 2 --microbatches 2
+same_as_single tp2sp  2 --tp 2 --sequence-parallel 1 --microbatches 4
+same_as_single tp2pp2sp 4 --tp 2 --pp 2 --sequence-parallel 1 --microbatches 4
+same_as_single dp2tp2spz2 4 --tp 2 --sequence-parallel 1 --accum 2 --shard 2
+same_as_single pp2v2  2 --pp 2 --virtual-stages 2 --microbatches 4
 
 # 2. GPipe and 1F1B add each micro-batch's gradient in the same order: identical weights
 for p in 2 4; do
@@ -96,6 +101,28 @@ open(f"{t}/verdict", "w").write("".join("\n    " + x for x in lines))
 sys.exit(0 if ok else 1)
 PYEOF
 
+# 3b. the planner's formulas (atoll plan --calibrate plans the run's own layout, with
+# atoll's choice of keeping the gathered inputs): tensor-axis bytes of the stage it
+# models (the slowest: here the last, which holds the LM head) equal the collectives
+# measured there, less the cross-entropy's 8 bytes per token; pipeline bytes equal
+for run in tp2sp tp2pp2sp; do
+  $ATOLL plan --calibrate "$TMP/$run/summary.json" --json >"$TMP/plan.json" 2>"$TMP/err" || fail "plan --calibrate $run: $(tail -1 "$TMP/err")"
+  $PY - "$TMP" "$run" <<'PYEOF' && pass "$run bytes == atoll plan's: $(cat "$TMP/verdict")" || fail "$run bytes vs atoll plan: $(cat "$TMP/verdict")"
+import json, sys
+t, run = sys.argv[1], sys.argv[2]
+s = json.load(open(f"{t}/{run}/summary.json")); plan = json.load(open(f"{t}/plan.json"))
+by = plan["layout"]["bytes_per_gpu_per_step"]
+c, lay, ax = s["config"], s["layout"], s["bytes_per_step_per_rank_by_axis"]
+N = c["batch"] * (c["seq"] or c["context"])
+last = [r // (lay["tp"] * lay["dp"]) == lay["pp"] - 1 for r in range(s["world_size"])]
+tensor = max(ax["tensor"][r] - (8 * N * lay["microbatches"] if last[r] else 0) for r in range(s["world_size"]))
+pipe = max(ax["pipeline"])
+ok = abs(tensor - by["tp"]["bytes"]) <= 1e-6 * tensor and abs(pipe - by["pp"]["bytes"]) <= 1e-6 * max(pipe, 1)
+open(f"{t}/verdict", "w").write(f"tensor {tensor:.0f} measured vs {by['tp']['bytes']:.0f} planned, pipeline {pipe:.0f} vs {by['pp']['bytes']:.0f}")
+sys.exit(0 if ok else 1)
+PYEOF
+done
+
 # 4. save at TP 2 x PP 2, resume at DP 4 with ZeRO-3 (4 replicas x 1 micro-batch: the
 # same 8 sequences per step): continues like the single process
 $MPIRUN -np 4 $ATOLL train $M --tp 2 --pp 2 --microbatches 4 --stop-after 10 --out "$TMP/moved" >/dev/null 2>"$TMP/err" \
@@ -114,21 +141,21 @@ out=$($CLOSE "$TMP/moved" "$TMP/single4" 1e-5 11) && pass "TP 2 x PP 2 -> DP 4 Z
 # 0.004-0.03 above theory on an idle machine, 0.03-0.06 above with two busy loops
 # competing for the 2 cores; a stage whose clock missed part of the step reads low.
 B="--layers 4 --heads 4 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --steps 6 --warmup 2 --lr 3e-3 --eval-every 0 --eval-batches 1 --save-every 0"
-for lay in "2 2 4 gpipe" "2 2 4 1f1b" "2 2 8 1f1b" "4 4 4 1f1b"; do
-  set -- $lay; np=$1; P=$2; mb=$3; sch=$4
+for lay in "2 2 4 gpipe 1" "2 2 4 1f1b 1" "2 2 8 1f1b 1" "4 4 4 1f1b 1" "2 2 4 1f1b 2"; do
+  set -- $lay; np=$1; P=$2; mb=$3; sch=$4; V=$5
   rm -rf "$TMP/bubble"
-  if ! ATOLL_TEST_STAGE_MS=60,120 $MPIRUN -np "$np" $ATOLL train $B --pp "$P" --microbatches "$mb" --schedule "$sch" --out "$TMP/bubble" >/dev/null 2>"$TMP/err"; then
+  if ! ATOLL_TEST_STAGE_MS=60,120 $MPIRUN -np "$np" $ATOLL train $B --pp "$P" --microbatches "$mb" --schedule "$sch" --virtual-stages "$V" --out "$TMP/bubble" >/dev/null 2>"$TMP/err"; then
     fail "bubble run pp $P M $mb $sch: $(tail -1 "$TMP/err")"; continue
   fi
-  $PY - "$TMP" <<'PYEOF' && pass "bubble pp $P M $mb $sch: $(cat "$TMP/verdict")" || fail "bubble pp $P M $mb $sch: $(cat "$TMP/verdict")"
+  $PY - "$TMP" <<'PYEOF' && pass "bubble pp $P M $mb V $V $sch: $(cat "$TMP/verdict")" || fail "bubble pp $P M $mb V $V $sch: $(cat "$TMP/verdict")"
 import json, sys
 t = sys.argv[1]
 s = json.load(open(f"{t}/bubble/summary.json"))
 p, lay = s["pipeline"], s["layout"]
-theory = (lay["pp"] - 1) / lay["microbatches"]
+theory = (lay["pp"] - 1) / (lay["virtual_stages"] * lay["microbatches"])
 ranks, mean = p["bubble_per_rank"], p["bubble_measured"]
 ok = abs(p["bubble_theory"] - theory) < 1e-12 and all(theory - 0.03 <= x <= theory + 0.08 for x in ranks + [mean])
-open(f"{t}/verdict", "w").write(f"measured {mean:.3f} (per rank {' '.join(f'{x:.3f}' for x in ranks)}) vs theory (P-1)/M = {p['bubble_theory']:.3f}")
+open(f"{t}/verdict", "w").write(f"measured {mean:.3f} (per rank {' '.join(f'{x:.3f}' for x in ranks)}) vs theory (P-1)/(V M) = {p['bubble_theory']:.3f}")
 sys.exit(0 if ok else 1)
 PYEOF
 done
@@ -141,4 +168,7 @@ expect_error "unknown schedule" "--schedule" $MPIRUN -np 2 $ATOLL train $M --pp 
 expect_error "--microbatches against --accum" "--microbatches 3" $MPIRUN -np 2 $ATOLL train $M --tp 2 --microbatches 3 --accum 2 --out "$TMP/e5"
 expect_error "tensor parallel in one process" "mpirun" $ATOLL train $M --tp 2 --out "$TMP/e6"
 expect_error "pipeline parallel in one process" "mpirun" $ATOLL train $M --pp 2 --out "$TMP/e7"
+expect_error "virtual stages without a pipeline" "--virtual-stages" $MPIRUN -np 2 $ATOLL train $M --tp 2 --virtual-stages 2 --out "$TMP/e8"
+expect_error "interleaving with micro-batches not a multiple of P" "--virtual-stages" $MPIRUN -np 2 $ATOLL train $M --pp 2 --virtual-stages 2 --microbatches 3 --out "$TMP/e9"
+expect_error "sequence parallel without tensor parallel" "--sequence-parallel" $MPIRUN -np 2 $ATOLL train $M --pp 2 --sequence-parallel 1 --out "$TMP/e10"
 finish
