@@ -227,6 +227,7 @@ static cJSON *state_json(trainer *t, int step, uint64_t hash) {
   cJSON_AddNumberToObject(data, "next_step", step); /* step s's batch is window set (seed, s) */
   cJSON_AddNumberToObject(state, "train_loss", t->last_loss);
   cJSON_AddNumberToObject(state, "world_size", t->world);
+  cJSON_AddNumberToObject(state, "global_batch_sequences", (double)t->cfg->batch * t->accum * t->replicas);
   cJSON_AddNumberToObject(state, "shard", t->cfg->shard);
   cJSON_AddNumberToObject(state, "islands", t->mesh.islands);
   snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
@@ -310,6 +311,22 @@ int trainer_save(trainer *t, int step, atoll_err *err) {
   return rc;
 }
 
+/* A resumed run at another layout (world size, --tp, --pp) must not change the
+ * sequences per step by accident: unless --global-batch was changed on purpose, the
+ * new layout must train the checkpoint's global batch. */
+static int check_global_batch(trainer *t, const cJSON *state, const char *dir, atoll_err *err) {
+  const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "global_batch_sequences");
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(state, "config");
+  const cJSON *saved_gb = cJSON_GetObjectItemCaseSensitive(cfg, "global-batch");
+  if (!cJSON_IsNumber(saved)) return 0; /* a checkpoint from before this check */
+  double now = (double)t->cfg->batch * t->accum * t->replicas;
+  int changed_on_purpose = cJSON_IsNumber(saved_gb) && saved_gb->valuedouble != t->cfg->global_batch;
+  if (now == saved->valuedouble || changed_on_purpose) return 0;
+  return atoll_fail(err,
+                    "--resume %s: the checkpoint trained %.0f sequences per step, this layout %.0f (batch %d x %d micro-batches x %d replicas); pass --global-batch %.0f to keep it (or --global-batch %.0f to change it)",
+                    dir, saved->valuedouble, now, t->cfg->batch, t->accum, t->replicas, saved->valuedouble, now);
+}
+
 /* Every rank reads the files (the whole model) and keeps its own part: resharding
  * across world sizes, ZeRO stages, tensor and pipeline layouts is a different choice
  * of part. DiLoCo checkpoints need the same number of islands. */
@@ -341,6 +358,7 @@ int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err) {
     goto done;
   }
   if (rng_from_json(&t->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) goto done;
+  if (check_global_batch(t, state, dir, err)) goto done;
   if (K == 1) {
     if (atoll_ckpt_load(dir, &t->whole, wp, wm, wv, err)) goto done;
   } else {

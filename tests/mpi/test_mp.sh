@@ -127,6 +127,8 @@ done
 # same 8 sequences per step): continues like the single process
 $MPIRUN -np 4 $ATOLL train $M --tp 2 --pp 2 --microbatches 4 --stop-after 10 --out "$TMP/moved" >/dev/null 2>"$TMP/err" \
   || fail "TP 2 x PP 2 to step 10: $(tail -1 "$TMP/err")"
+expect_error "resume at another layout that would change the global batch" "--global-batch 8" \
+  $MPIRUN -np 4 $ATOLL train --resume "$TMP/moved" --tp 1 --pp 1 --shard 3
 $MPIRUN -np 4 $ATOLL train --resume "$TMP/moved" --tp 1 --pp 1 --microbatches 1 --shard 3 >/dev/null 2>"$TMP/err" \
   || fail "resume at DP 4 ZeRO-3: $(tail -1 "$TMP/err")"
 out=$($CLOSE "$TMP/moved" "$TMP/single4" 1e-5 11) && pass "TP 2 x PP 2 -> DP 4 ZeRO-3 resume matches the single process: $out" \
