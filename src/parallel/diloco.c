@@ -2,6 +2,7 @@
 #include "parallel/diloco.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,24 +25,33 @@ struct atoll_diloco {
   size_t *counts;
 };
 
-/* Fragments: contiguous runs of units (embeddings, blocks, final LayerNorm), cut
- * where the running size passes p/P of the model. */
+/* Fragments: contiguous runs of units (embeddings, blocks, final LayerNorm), cut on
+ * the whole model where the running size passes p/P of it, so that every layout (any
+ * --tp, --pp) syncs the same layers at the same steps; a part's fragment p is the
+ * units it holds of the whole model's fragment p (a contiguous range of its buffer,
+ * possibly empty). */
 static void plan_fragments(atoll_diloco *d) {
-  int P = d->cfg.fragments, L = d->lay->shape.layers;
-  size_t total = d->lay->nparams;
-  int p = 0;
-  d->frag_begin[0] = 0;
+  const atoll_layout *W = d->cfg.whole ? d->cfg.whole : d->lay;
+  int P = d->cfg.fragments, L = W->shape.layers;
+  size_t total = W->nparams;
+  int p = 0, *last_unit = calloc((size_t)P, sizeof(int));
   for (int u = -1; u <= L; u++) {
     size_t b, e;
-    atoll_layout_unit(d->lay, u, &b, &e);
+    atoll_layout_unit(W, u, &b, &e);
     int units_left = L - u; /* units after this one */
     int frags_left = P - 1 - p;
-    if (frags_left > 0 && (e * (size_t)P >= total * (size_t)(p + 1) || units_left <= frags_left)) {
-      d->frag_end[p] = e;
-      d->frag_begin[++p] = e;
-    }
+    if (frags_left > 0 && (e * (size_t)P >= total * (size_t)(p + 1) || units_left <= frags_left))
+      last_unit[p++] = u;
   }
-  d->frag_end[P - 1] = total;
+  last_unit[P - 1] = L;
+  d->frag_begin[0] = 0;
+  for (p = 0; p < P; p++) {
+    size_t b, e;
+    atoll_layout_unit(d->lay, last_unit[p], &b, &e);
+    d->frag_end[p] = p == P - 1 ? d->lay->nparams : e;
+    if (p + 1 < P) d->frag_begin[p + 1] = d->frag_end[p];
+  }
+  free(last_unit);
 }
 
 static size_t island_slice_lo(const atoll_diloco *d, int j) {
@@ -223,6 +233,46 @@ static void keep_replicas_equal(atoll_diloco *d, size_t b, size_t e) {
   }
 }
 
+/* Pipeline parallelism: the first and last stage both hold wte (embedding and tied
+ * LM head), in buffers of different sizes, so a compressed outer gradient is cut into
+ * blocks differently at the two ends; the first stage's outer step on wte is the one
+ * kept (its data-parallel ranks assemble wte's g and u, and send them over the tie). */
+static void keep_tie_equal(atoll_diloco *d, int f) {
+  atoll_comm *tie = d->mesh->tie_comm;
+  if (!tie || d->lay->t_wte < 0) return;
+  const atoll_tensor *w = &d->lay->tensors[d->lay->t_wte];
+  size_t wb = w->offset, we = w->offset + w->numel, n = w->numel;
+  if (d->frag_begin[f] > wb || d->frag_end[f] < we) return; /* wte syncs with fragment 0 */
+  float *g = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n);
+  if (!g || !u) {
+    fprintf(stderr, "atoll: error: out of memory keeping the tied embedding equal\n");
+    atoll_comm_abort(d->mesh->world, 1);
+  }
+  for (int j = 0; j < d->mesh->dp; j++) {
+    size_t lo = island_slice_lo(d, j), hi = island_slice_lo(d, j + 1);
+    lo = lo > wb ? lo : wb;
+    hi = hi < we ? hi : we;
+    d->counts[j] = hi > lo ? hi - lo : 0;
+  }
+  size_t lo = d->slice_begin > wb ? d->slice_begin : wb, hi = d->slice_end < we ? d->slice_end : we;
+  if (d->lay->first_stage) {
+    if (hi > lo) {
+      memcpy(g + (lo - wb), d->global + (lo - d->slice_begin), sizeof(float) * (hi - lo));
+      memcpy(u + (lo - wb), d->momentum + (lo - d->slice_begin), sizeof(float) * (hi - lo));
+    }
+    atoll_allgather(d->mesh->dp_comm, g, n, d->counts);
+    atoll_allgather(d->mesh->dp_comm, u, n, d->counts);
+  }
+  atoll_broadcast(tie, g, sizeof(float) * n, 0); /* tie rank 0 is the first stage */
+  atoll_broadcast(tie, u, sizeof(float) * n, 0);
+  if (!d->lay->first_stage && hi > lo) {
+    memcpy(d->global + (lo - d->slice_begin), g + (lo - wb), sizeof(float) * (hi - lo));
+    memcpy(d->momentum + (lo - d->slice_begin), u + (lo - wb), sizeof(float) * (hi - lo));
+  }
+  free(g);
+  free(u);
+}
+
 /* Outer step on fragment f's part of this rank's slice. */
 static void sync_fragment(atoll_diloco *d, int f, int step) {
   size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
@@ -238,7 +288,10 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
     u[i] = mu * u[i] + delta[i];
     g[i] -= lr * (d->cfg.nesterov ? delta[i] + mu * u[i] : u[i]);
   }
-  if (d->cfg.dtype != ATOLL_Q_FP32) keep_replicas_equal(d, b, e);
+  if (d->cfg.dtype != ATOLL_Q_FP32) {
+    keep_replicas_equal(d, b, e);
+    keep_tie_equal(d, f);
+  }
   atoll_comm_stats after = atoll_comm_get_stats(d->mesh->cross);
   uint64_t bytes = 0;
   for (int op = 0; op < ATOLL_OP_COUNT; op++) bytes += after.bytes_sent[op] - before.bytes_sent[op];

@@ -2,7 +2,8 @@
  * (Douillard et al. 2025, arXiv 2501.18512) across the islands of the mesh.
  *
  * Every island trains on its own data with its own inner optimizer (data parallel
- * inside, src/parallel/dp.h). The global weights g are the model. Every H steps a
+ * inside, src/parallel/dp.h, and tensor / pipeline parallel: each rank syncs the part
+ * it holds, with the ranks holding the same part in the other islands). The global weights g are the model. Every H steps a
  * fragment f of the parameters (a contiguous group of layers; one fragment = the
  * whole model) is synchronised:
  *
@@ -42,6 +43,8 @@ typedef struct {
   double wan_gbps, wan_latency_ms; /* link model for inter-island traffic */
   int throttle;         /* hold inter-island exchanges to the modelled time */
   int stage3;           /* the island shards its weights (ZeRO-3): no gather after sync */
+  const atoll_layout *whole; /* the whole model's layout, on which fragments are cut
+                                (NULL: the layout given is the whole model) */
 } atoll_diloco_config;
 
 typedef struct {

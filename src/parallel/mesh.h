@@ -11,7 +11,7 @@
  *
  * Every communicator a strategy needs is made here: the island, the replicas of this
  * rank's part (data parallel), the tensor-parallel group, the pipeline (point to point
- * only), the tie of the first and last stage (both hold wte, the embedding and the LM
+ * and barriers), the tie of the first and last stage (both hold wte, the embedding and the LM
  * head), and the cross-island group (the same position in every island), so that
  * under sharding each rank exchanges only its own shard of the outer state. */
 #ifndef ATOLL_MESH_H
@@ -27,7 +27,8 @@ typedef struct {
   atoll_comm *island_comm; /* the ranks of this island ("island") */
   atoll_comm *dp_comm;     /* same island, stage and tp rank ("data") */
   atoll_comm *tp_comm;     /* same island, stage and dp rank ("tensor") */
-  atoll_comm *pp_comm;     /* same island, dp and tp rank, ranked by stage ("pipeline") */
+  atoll_comm *pp_comm;     /* same island, dp and tp rank, ranked by stage ("pipeline"):
+                              point-to-point messages with explicit tags, and barriers */
   atoll_comm *tie_comm;    /* stages 0 and pp-1 of one pipeline ("embedding-tie"); NULL
                               on middle stages and when pp = 1 */
   atoll_comm *cross;       /* island_rank of every island ("cross-island") */

@@ -3,7 +3,8 @@
  * compare. The model is atoll's GPT-2 (tied head, learned positions, 4x GELU MLP),
  * trained in fp32, every activation kept; the layout is the summary's "layout" (data x
  * tensor x pipeline; a run from before model parallelism: data parallel over the
- * world), its micro-batches per step the config's "microbatches" or "accum". */
+ * world), its micro-batches per step the layout's (or the config's "microbatches" or
+ * "accum" for an older summary). */
 #include "plan/plan.h"
 
 #include <errno.h>
@@ -61,7 +62,8 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
       get_int(cfg, "shard", 0, &shard, path, err) || get_int(cfg, "microbatches", 0, &micro, path, err))
     goto done;
   if (cJSON_IsObject(lay) && (get_int(lay, "dp", -1, &dp, path, err) || get_int(lay, "tp", -1, &tp, path, err) ||
-                              get_int(lay, "pp", -1, &pp, path, err) || get_int(lay, "virtual_stages", 1, &v, path, err)))
+                              get_int(lay, "pp", -1, &pp, path, err) || get_int(lay, "virtual_stages", 1, &v, path, err) ||
+                              get_int(lay, "microbatches", micro > 0 ? micro : accum, &micro, path, err)))
     goto done;
   if (!cJSON_IsObject(lay)) dp = world;
   if (micro > 0) accum = micro;

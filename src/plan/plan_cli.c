@@ -873,7 +873,10 @@ static int run_calibrate(const options *o, const char *path, atoll_err *err) {
            cal.model.vocab, cal.layout.mb, cal.train.seq, r->micro_batches, r->micro_batches == 1 ? "" : "es", world,
            world == 1 ? "" : "es", cal.layout.dp, cal.layout.tp, cal.layout.pp);
     printf("  %s\n", note);
-    double nb = (double)r->micro_batches * cal.model.layers;
+    /* the modelled stage's blocks (all of them without a pipeline) */
+    int stage_layers = cal.layout.pp == 1 ? cal.model.layers
+                       : r->stage_layers_first > r->stage_layers_last ? r->stage_layers_first : r->stage_layers_last;
+    double nb = (double)r->micro_batches * stage_layers;
     char q[8][32];
     printf(
         "  predicted step %s = blocks %s (matmuls %s, attention %s, elementwise %s, overhead %s)\n"

@@ -23,7 +23,7 @@
  *
  * Bubble. The stages of a pipeline start each step's schedule together (a barrier);
  * each records when it finished and how long it computed (forward and backward, not
- * waiting for a message). The step's pipeline time is the last stage's finish; a
+ * waiting for a message). The step's pipeline time is the latest finish of its stages; a
  * stage's bubble is (pipeline time - its compute) / its compute, whose theory for a
  * uniform split is (P - 1) / M, (P - 1) / (V M) interleaved (train_report.c).
  *

@@ -212,7 +212,7 @@ static int setup_diloco(trainer *t, atoll_err *err) {
       .overlap = c->overlap, .merge_alpha = c->overlap > 0 ? c->merge_alpha : 0.0f,
       .dtype = (atoll_qtype)atoll_qtype_parse(c->outer_dtype), .wan_gbps = c->wan_gbps,
       .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
-      .stage3 = t->mesh.island_size > 1 && c->shard == 3};
+      .stage3 = t->mesh.dp > 1 && c->shard == 3, .whole = &t->whole};
   return atoll_diloco_create(&t->diloco, &dc, &t->mesh, t->lay, atoll_model_params(t->model), err);
 }
 
@@ -283,8 +283,11 @@ static int trainer_init(trainer *t, const atoll_config *c, atoll_comm *comm, con
 
 /* Sum of squares of the gradient over the whole model, identical on every rank of the
  * island: each rank adds the tensors its part owns (atoll_layout_owns) inside its
- * data-parallel shard; the partial sums are added in island-rank order. */
+ * data-parallel shard; the partial sums are added in island-rank order (a control
+ * message on the island's communicator, not counted in any axis's bytes). Data
+ * parallel alone keeps dp.c's arithmetic. */
 static double grad_sumsq(trainer *t) {
+  if (t->mesh.tp == 1 && t->mesh.pp == 1) return atoll_dp_grad_sumsq(t->dp); /* data parallel alone */
   size_t *counts = calloc((size_t)t->mesh.dp, sizeof(size_t));
   atoll_dp_chunks(t->dp, 0, t->lay->nparams, counts);
   size_t lo = 0;
@@ -293,15 +296,11 @@ static double grad_sumsq(trainer *t) {
   free(counts);
   const float *g = atoll_model_grads(t->model);
   double mine = 0.0;
-  if (t->mesh.tp == 1 && t->mesh.pp == 1) {
-    mine = atoll_sumsq(g, lo, hi);
-  } else {
-    for (int i = 0; i < t->lay->ntensors; i++) {
-      const atoll_tensor *ten = &t->lay->tensors[i];
-      size_t b = ten->offset > lo ? ten->offset : lo, e = ten->offset + ten->numel;
-      e = e < hi ? e : hi;
-      if (e > b && atoll_layout_owns(t->lay, ten)) mine += atoll_sumsq(g, b, e);
-    }
+  for (int i = 0; i < t->lay->ntensors; i++) {
+    const atoll_tensor *ten = &t->lay->tensors[i];
+    size_t b = ten->offset > lo ? ten->offset : lo, e = ten->offset + ten->numel;
+    e = e < hi ? e : hi;
+    if (e > b && atoll_layout_owns(t->lay, ten)) mine += atoll_sumsq(g, b, e);
   }
   int n = t->mesh.island_size;
   double *all = malloc(sizeof(double) * (size_t)n);

@@ -59,6 +59,7 @@ typedef struct {
   const atoll_layout *lay;
   size_t *runs;  /* 3 per run */
   size_t n, cap, floats;
+  int failed;    /* out of memory */
 } run_list;
 
 static void add_run(void *ctx, const atoll_tensor *ten, size_t part_off, size_t whole_off, size_t n) {
@@ -72,8 +73,14 @@ static void add_run(void *ctx, const atoll_tensor *ten, size_t part_off, size_t 
     last[2] += e - b;
   } else {
     if (rl->n == rl->cap) {
-      rl->cap = rl->cap ? 2 * rl->cap : 64;
-      rl->runs = realloc(rl->runs, 3 * rl->cap * sizeof(size_t));
+      size_t cap = rl->cap ? 2 * rl->cap : 64;
+      size_t *runs = realloc(rl->runs, 3 * cap * sizeof(size_t));
+      if (!runs) {
+        rl->failed = 1;
+        return;
+      }
+      rl->runs = runs;
+      rl->cap = cap;
     }
     size_t *r = rl->runs + 3 * rl->n++;
     r[0] = b;
@@ -98,7 +105,7 @@ static int rank_runs(trainer *t, int w, run_list *rl) {
   atoll_layout_runs(&lay, &t->whole, add_run, rl);
   rl->lay = NULL;
   atoll_layout_free(&lay);
-  return 0;
+  return rl->failed ? -1 : 0;
 }
 
 /* Gathers island k's copy of a buffer of this rank's part to world rank 0 as the whole
@@ -109,18 +116,21 @@ static int rank_runs(trainer *t, int w, run_list *rl) {
 static float *gather_island(trainer *t, int k, const float *src, size_t src_begin) {
   size_t P = t->whole.nparams;
   run_list mine = {0};
-  if (t->mesh.island == k) rank_runs(t, t->rank, &mine);
+  int ok = t->mesh.island != k || rank_runs(t, t->rank, &mine) == 0;
   size_t *counts = calloc((size_t)t->world, sizeof(size_t));
-  atoll_allgather_bytes(t->comm, &mine.floats, counts, sizeof(size_t));
+  size_t floats = ok ? mine.floats : 0;
+  if (counts) atoll_allgather_bytes(t->comm, &floats, counts, sizeof(size_t));
   size_t total = 0, at = 0;
-  for (int w = 0; w < t->world; w++) {
+  for (int w = 0; counts && w < t->world; w++) {
     if (w < t->rank) at += counts[w];
     total += counts[w];
   }
   float *packed = atoll_mem_alloc((total ? total : 1) * sizeof(float));
   float *full = t->rank == 0 ? atoll_mem_alloc(P * sizeof(float)) : NULL;
-  int ok = packed && (t->rank != 0 || full) && total == P;
-  if (packed) {
+  ok = ok && counts && packed && (t->rank != 0 || full);
+  /* all ranks go on to the gather only if every one could (never a hang) */
+  ok = atoll_allreduce_sum_double(t->comm, ok ? 0.0 : 1.0) == 0 && total == P;
+  if (ok) {
     for (size_t i = 0; i < mine.n; i++) {
       const size_t *r = mine.runs + 3 * i;
       memcpy(packed + at, src + (r[0] - src_begin), r[2] * sizeof(float));
@@ -169,40 +179,46 @@ static void extract_part(trainer *t, float *part, const float *whole) {
   atoll_layout_runs(t->lay, &t->whole, extract_run, &x);
 }
 
-int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
-  /* the replicas of this rank's part must agree (islands legitimately differ between
-   * outer syncs, parts of different stages or tensor ranks hold different tensors) */
-  int n = t->mesh.dp;
-  uint64_t mine = atoll_hash_floats(atoll_model_params(t->model), t->lay->nparams);
+/* 1 and the index of a rank whose hash differs from rank 0's in comm, else 0. */
+static int hashes_differ(atoll_comm *c, uint64_t mine, int *which, uint64_t *theirs, uint64_t *first) {
+  int n = atoll_comm_size(c);
   uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
-  atoll_allgather_bytes(t->mesh.dp_comm, &mine, all, sizeof mine);
+  atoll_allgather_bytes(c, &mine, all, sizeof mine);
   int bad = -1;
   for (int r = 0; r < n; r++)
     if (all[r] != all[0]) bad = r;
-  uint64_t other = bad >= 0 ? all[bad] : 0, all0 = all[0];
+  if (bad >= 0) *which = bad, *theirs = all[bad], *first = all[0];
   free(all);
+  return bad >= 0;
+}
+
+/* Every copy of a tensor must agree: the data-parallel replicas of a part, the
+ * tensor-parallel ranks' replicated tensors, the two ends' tied wte (islands
+ * legitimately differ between outer syncs). Every rank takes part in every check and
+ * all learn the outcome, the first failing rank's message included. */
+int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
+  char why[400] = "";
+  const float *p = atoll_model_params(t->model);
+  uint64_t mine = atoll_hash_floats(p, t->lay->nparams), other, first;
+  int who;
   *hash = mine;
-  if (bad >= 0)
-    return atoll_fail(err, "weights differ across data-parallel replicas: replica %d holds hash %016llx, replica 0 %016llx",
-                      bad, (unsigned long long)other, (unsigned long long)all0);
+  if (hashes_differ(t->mesh.dp_comm, mine, &who, &other, &first))
+    snprintf(why, sizeof why, "weights differ across data-parallel replicas: replica %d holds hash %016llx, replica 0 %016llx",
+             who, (unsigned long long)other, (unsigned long long)first);
   if (t->mesh.tp > 1) {
-    /* tensor-parallel ranks hold replicated tensors that must agree too */
-    const float *p = atoll_model_params(t->model);
     uint64_t rep = 0;
     for (int i = 0; i < t->lay->ntensors; i++) {
       const atoll_tensor *ten = &t->lay->tensors[i];
       if (ten->split == ATOLL_SPLIT_NONE) rep = atoll_hash64(rep, atoll_hash_floats(p + ten->offset, ten->numel), 0, 0);
     }
-    int m = t->mesh.tp;
-    uint64_t *reps = malloc(sizeof(uint64_t) * (size_t)m);
-    atoll_allgather_bytes(t->mesh.tp_comm, &rep, reps, sizeof rep);
-    int differ = -1;
-    for (int r = 0; r < m; r++)
-      if (reps[r] != reps[0]) differ = r;
-    free(reps);
-    if (differ >= 0)
-      return atoll_fail(err, "replicated tensors (LayerNorms, biases, wpe) differ across tensor-parallel ranks: rank %d vs rank 0",
-                        differ);
+    if (hashes_differ(t->mesh.tp_comm, rep, &who, &other, &first) && !why[0])
+      snprintf(why, sizeof why, "replicated tensors (LayerNorms, biases, wpe) differ across tensor-parallel ranks: rank %d vs rank 0",
+               who);
+  }
+  if (t->mesh.tie_comm) {
+    const atoll_tensor *w = &t->lay->tensors[t->lay->t_wte];
+    if (hashes_differ(t->mesh.tie_comm, atoll_hash_floats(p + w->offset, w->numel), &who, &other, &first) && !why[0])
+      snprintf(why, sizeof why, "the tied wte differs between the first and the last pipeline stage");
   }
   if (t->mesh.tp * t->mesh.pp > 1) {
     /* the run's hash: of every part's hash, in island-rank order */
@@ -212,7 +228,15 @@ int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
     *hash = atoll_hash_floats((const float *)parts, (size_t)m * 2);
     free(parts);
   }
-  return 0;
+  if (t->world == 1) return why[0] ? atoll_fail(err, "%s", why) : 0;
+  int failed = why[0] != 0, *all = malloc(sizeof(int) * (size_t)t->world), bad = -1;
+  atoll_allgather_bytes(t->comm, &failed, all, sizeof failed);
+  for (int r = t->world - 1; r >= 0; r--)
+    if (all[r]) bad = r;
+  free(all);
+  if (bad < 0) return 0;
+  atoll_broadcast(t->comm, why, sizeof why, bad);
+  return atoll_fail(err, "rank %d: %s", bad, why);
 }
 
 static cJSON *state_json(trainer *t, int step, uint64_t hash) {

@@ -40,6 +40,20 @@ $MPIRUN -np 4 $ATOLL train $M $S --tp 2 --out "$TMP/tpwhole" >/dev/null 2>"$TMP/
 $MPIRUN -np 4 $ATOLL train $M $S --tp 2 --stop-after 6 --out "$TMP/tpcut" >/dev/null 2>"$TMP/err" || fail "tp 2 stop at 6: $(tail -1 "$TMP/err")"
 $MPIRUN -np 4 $ATOLL train --resume "$TMP/tpcut" >/dev/null 2>"$TMP/err" || fail "tp 2 resume: $(tail -1 "$TMP/err")"
 out=$($CLOSE "$TMP/tpcut" "$TMP/tpwhole" 0) && pass "streaming fp4 DiLoCo x TP 2 stopped at step 6 resumes bit-exactly: $out" || fail "tp 2 resume: $out"
+# PP 2 islands with int8 outer gradients, at a shape where the two ends' wte falls in
+# different quantisation blocks: the tied wte stays one tensor (the weight check
+# compares the ends) and a stopped run resumes bit-exactly
+O="--context 33 --vocab 2048 --islands 2 --sync-every 2 --pp 2 --microbatches 2 --outer-dtype int8 --steps 8"
+$MPIRUN -np 4 $ATOLL train $M $O --out "$TMP/tiewhole" >/dev/null 2>"$TMP/err" || fail "int8 x pp 2: $(tail -1 "$TMP/err")"
+$MPIRUN -np 4 $ATOLL train $M $O --stop-after 3 --out "$TMP/tiecut" >/dev/null 2>"$TMP/err" || fail "int8 x pp 2 stop: $(tail -1 "$TMP/err")"
+$MPIRUN -np 4 $ATOLL train --resume "$TMP/tiecut" >/dev/null 2>"$TMP/err" || fail "int8 x pp 2 resume: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/tiecut" "$TMP/tiewhole" 0) && pass "int8 DiLoCo x PP 2 (tied wte at both ends) resumes bit-exactly: $out" || fail "int8 x pp 2 resume: $out"
+# fragments are cut on the whole model: streaming DiLoCo syncs the same layers at the
+# same steps at every layout (PP 2 islands == single-rank islands, 1e-5)
+F="--islands 2 --sync-every 6 --fragments 3 --steps 12"
+$MPIRUN -np 2 $ATOLL train $M $F --accum 2 --out "$TMP/frnone" >/dev/null 2>&1 || fail "fragments, no model parallel"
+$MPIRUN -np 4 $ATOLL train $M $F --pp 2 --microbatches 2 --out "$TMP/frpp" >/dev/null 2>"$TMP/err" || fail "fragments x pp 2: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/frpp" "$TMP/frnone" 1e-5) && pass "streaming DiLoCo x PP 2 == without PP (same fragments): $out" || fail "fragments x pp 2: $out"
 
 # 3. inter-island bytes per sync: fp32 exactly 2 (K-1)/K x 4 P per full sync; the
 #    other dtypes in proportion to their encodings (quant.h); P fragments cut each
