@@ -5,10 +5,7 @@
 # usage: test_diloco.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-if mpirun --version 2>&1 | grep -q "Open MPI"; then MPIRUN="timeout 300 mpirun -q --oversubscribe"; else MPIRUN="timeout 300 mpirun"; fi
-small_data
-CLOSE="$PY $SRC/tests/mpi/runs_close.py"
+. "$SRC/tests/mpi/mpi_common.sh"
 M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 5 --eval-batches 2 --save-every 0"
 SGD="--optimizer sgd --lr 0.05 --warmup 0 --grad-clip 0 --weight-decay 0 --steps 10"
 EQ="--sync-every 1 --outer-lr 1 --outer-momentum 0 --outer-optimizer sgd"

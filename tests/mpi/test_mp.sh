@@ -8,12 +8,7 @@
 # usage: test_mp.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-# Open MPI: -q keeps the launcher's banners out of stderr, --oversubscribe allows more
-# ranks than cores. MPICH's mpirun needs neither.
-if mpirun --version 2>&1 | grep -q "Open MPI"; then MPIRUN="timeout 300 mpirun -q --oversubscribe"; else MPIRUN="timeout 300 mpirun"; fi
-small_data
-CLOSE="$PY $SRC/tests/mpi/runs_close.py"
+. "$SRC/tests/mpi/mpi_common.sh"
 M="--layers 4 --heads 4 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --steps 20 --warmup 2 --lr 3e-3 --eval-every 10 --eval-batches 3 --save-every 0"
 
 # 1. every layout with 4 micro-batches per step in total == one process with accum 4 (1e-5)
