@@ -92,7 +92,8 @@ typedef struct {
   atoll_tensor *tensors;
   size_t nparams; /* total floats (of this part) */
   /* tensor indices: -1 where this part does not hold the tensor */
-  int t_wte, t_wpe, t_block0, t_lnf; /* t_block0: h.<layer_begin>.ln_1.weight; 12 per block */
+  int t_wte, t_wpe, t_block0, t_lnf; /* t_block0: the first block's ln_1.weight; 12 per block,
+                                        block l at t_block0 + 12 block_of[l] */
 } atoll_layout;
 
 /* The whole model (tp 1, every block). */
