@@ -15,11 +15,11 @@ taken before and after the runs (--cpu-gflops, --set elem_bw=). The equivalent
 explicit `atoll plan` command is recorded per row and checked to give the same step.
 
 Two predictions per row:
-  plan       the cpu entry as the planner has it: every rank a device with a whole
-             measured core (1 thread) of its own;
-  plan/core  the same with the peak and the elementwise rate scaled by
-             cores / (ranks x threads) = 2/4: the share of a core each rank really has
-             on this machine (not something the planner does; a bench-side correction).
+  plan       atoll plan --calibrate: ranks that oversubscribe the machine's cores get
+             their share of them, cores / (ranks x threads) = 2/4 here (the calibration
+             scales the cpu peak and elementwise rate by it);
+  a core     the same layout planned with a whole measured core per rank (the plain
+             `atoll plan` command, as for devices that do not share), for comparison.
 """
 import json
 import os
@@ -204,23 +204,27 @@ def main():
         if name != "floor":
             summ = os.path.join(work, "rows", name, "r1", "run", "summary.json")
             cmd, j = calibrate(atoll, summ, cpu["sgemm_gflops"], cpu["elem_gbps"])
-            _, jc = calibrate(atoll, summ, cpu["sgemm_gflops"] * share, cpu["elem_gbps"] * share)
-            p, pc = summarize_plan(j), summarize_plan(jc)
+            p = summarize_plan(j)
             row["plan_command"] = " ".join(["atoll"] + cmd[1:])
             row["plan"] = p
-            row["plan_core_share"] = pc
-            # the same as a plain `atoll plan` command, and with Megatron's re-gathers
-            ecmd, je = explicit_plan(atoll, s, cpu["sgemm_gflops"], cpu["elem_gbps"], 0)
+            row["core_share"] = j.get("core_share", 1.0)
+            # the same as a plain `atoll plan` command at the calibration's share of a core
+            ecmd, je = explicit_plan(atoll, s, cpu["sgemm_gflops"] * share, cpu["elem_gbps"] * share, 0)
             pe = summarize_plan(je)
-            if abs(pe["step_seconds"] / p["step_seconds"] - 1) > 1e-6 or pe["bytes"] != p["bytes"]:
+            # (1e-5: the explicit command passes the rates rounded to 4 decimals)
+            if abs(pe["step_seconds"] / p["step_seconds"] - 1) > 1e-5 or pe["bytes"] != p["bytes"]:
                 raise SystemExit("report.py: %s: atoll plan --calibrate and the explicit plan disagree: %r vs %r"
                                  % (name, p["step_seconds"], pe["step_seconds"]))
             row["explicit_plan_command"] = " ".join(["atoll"] + ecmd[1:-1])
+            # a whole core per rank (devices that do not share), and with Megatron's re-gathers
+            _, jw = explicit_plan(atoll, s, cpu["sgemm_gflops"], cpu["elem_gbps"], 0)
+            pc = summarize_plan(jw)
+            row["plan_whole_core"] = pc
             if s["layout"]["tp"] > 1:
-                _, jm = explicit_plan(atoll, s, cpu["sgemm_gflops"], cpu["elem_gbps"], 1)
+                _, jm = explicit_plan(atoll, s, cpu["sgemm_gflops"] * share, cpu["elem_gbps"] * share, 1)
                 row["plan_megatron_regather"] = summarize_plan(jm)
             row["ratio_step"] = p["step_seconds"] / m["step_seconds"]
-            row["ratio_step_core_share"] = pc["step_seconds"] / m["step_seconds"]
+            row["ratio_step_whole_core"] = pc["step_seconds"] / m["step_seconds"]
             mb = m["bytes_per_step_max_rank_by_axis"]
             row["ratio_bytes"] = {"dp": ratio(p["bytes"]["dp"], mb["data"]),
                                   "tp": ratio(p["bytes"]["tp"], mb["tensor"]),
@@ -246,7 +250,8 @@ def main():
 
     md = []
     md.append("CPU entry: sgemm %.1f GFLOP/s, elementwise %.2f GB/s per rank (atoll plan --measure --threads 1, "
-              "median of %d); plan/core: both x %.2f (2 cores / 4 ranks)."
+              "median of %d); plan: atoll plan --calibrate, which gives each rank its share of the cores (x %.2f: "
+              "2 cores / 4 ranks); a core: the same layout with a whole core per rank."
               % (cpu["sgemm_gflops"], cpu["elem_gbps"], len(cpu["measurements"]), share))
     md.append("")
     loads = [x for n in names for x in rows[n]["measured"]["load_average_at_start_rounds"] if x is not None]
@@ -255,7 +260,7 @@ def main():
               "%s." % (meta["cores"], "%.1f to %.1f (median %.1f)" % (min(loads), max(loads), statistics.median(loads))
                        if loads else "not recorded"))
     md.append("")
-    md.append("| model | layout | measured | plan | ratio | plan/core | ratio | tokens/s | comm wait/step | bubble meas / theory / plan |")
+    md.append("| model | layout | measured | plan | ratio | a core | ratio | tokens/s | comm wait/step | bubble meas / theory / plan |")
     md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for title, group in GROUPS:
         for n in group:
@@ -269,7 +274,7 @@ def main():
             meas = "%.3f" % m["step_seconds"] if len(rr) < 2 else "%.3f (%.2f-%.2f)" % (m["step_seconds"], min(rr), max(rr))
             md.append("| %s | %s | %s | %.3f | %.2f | %.3f | %.2f | %.0f | %.3f | %s |" % (
                 title.split(" (")[0], r["label"], meas, p["step_seconds"], r["ratio_step"],
-                rows[n]["plan_core_share"]["step_seconds"], r["ratio_step_core_share"], m["tokens_per_second"],
+                rows[n]["plan_whole_core"]["step_seconds"], r["ratio_step_whole_core"], m["tokens_per_second"],
                 m["comm_wait_seconds_per_step_max_rank"], bub))
     md.append("")
     md.append("Memory per rank (MiB; measured = train_peak_rss, max / min over ranks; floor = %.0f MiB, the RSS "

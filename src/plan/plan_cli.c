@@ -840,10 +840,21 @@ static int run_calibrate(const options *o, const char *path, atoll_err *err) {
   if ((s = get(o, "tolerance")) && parse_double("tolerance", s, &tol, err)) return -1;
   atoll_plan_accel acc;
   atoll_plan_accel_find("cpu", &acc, err);
-  char note[160];
+  char note[256];
   if (setup_cpu(&o2, &acc, note, sizeof note, err)) return -1;
   atoll_plan_cluster c;
   int world = cal.layout.dp * cal.layout.tp * cal.layout.pp;
+  /* ranks that oversubscribe the cores each get their share of them: the cpu entry is
+   * one process's rate, and the run is taken to have been made on this machine (as
+   * the benchmark the rate comes from) */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int per_rank = cal.threads > 0 ? cal.threads : (int)(cores > 0 ? cores : 1);
+  double share = cores > 0 && (double)world * per_rank > (double)cores ? (double)cores / ((double)world * per_rank) : 1.0;
+  if (share < 1.0) {
+    size_t len = strlen(note);
+    snprintf(note + len, sizeof note - len, "; %d ranks x %d thread%s on %ld cores: x %.2f each", world, per_rank,
+             per_rank == 1 ? "" : "s", cores, share);
+  }
   atoll_plan_cluster_default(&c, &acc, world);
   c.gpus_per_node = world;
   atoll_plan_assume a;
@@ -851,6 +862,8 @@ static int run_calibrate(const options *o, const char *path, atoll_err *err) {
   a.tp_regather = 0; /* atoll keeps the gathered inputs of the column-parallel products */
   for (int i = 0; i < o->nsets; i++)
     if (apply_assumption(&c, &a, o->sets[i], err)) return -1;
+  c.acc.peak_flops *= share; /* after --set: a given elem_bw is one process's too */
+  c.acc.elem_bw *= share;
   atoll_plan_calibrate_predict(&cal, &c, &a);
   const atoll_plan_result *r = &cal.result;
   atoll_plan_ctx ctx = {&cal.model, &c, &cal.train, &a};
@@ -858,6 +871,7 @@ static int run_calibrate(const options *o, const char *path, atoll_err *err) {
     cJSON *j = atoll_plan_context_json(&ctx);
     cJSON_AddStringToObject(j, "summary", path);
     cJSON_AddStringToObject(j, "cpu", note);
+    cJSON_AddNumberToObject(j, "core_share", share);
     cJSON_AddNumberToObject(j, "measured_step_seconds", cal.measured_step_s);
     cJSON_AddNumberToObject(j, "predicted_step_seconds", cal.predicted_step_s);
     cJSON_AddNumberToObject(j, "gap", cal.gap);
