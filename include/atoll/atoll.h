@@ -119,6 +119,8 @@ typedef void (*atoll_run_fn)(void *ctx, const atoll_tensor *t, size_t part_off, 
                              size_t n);
 void atoll_layout_runs(const atoll_layout *part, const atoll_layout *whole, atoll_run_fn fn,
                        void *ctx);
+/* The piece [*b, *e) of tensor t inside the flat range [lo, hi); 1 if not empty. */
+int atoll_tensor_clip(const atoll_tensor *t, size_t lo, size_t hi, size_t *b, size_t *e);
 /* 1 if this part's copy of t is the one that counts (norms, checkpoints): cut tensors
  * always; replicated ones on tensor-parallel rank 0; the tied wte on the first stage. */
 int atoll_layout_owns(const atoll_layout *lay, const atoll_tensor *t);

@@ -234,6 +234,12 @@ void atoll_layout_runs(const atoll_layout *part, const atoll_layout *whole, atol
   }
 }
 
+int atoll_tensor_clip(const atoll_tensor *t, size_t lo, size_t hi, size_t *b, size_t *e) {
+  *b = t->offset > lo ? t->offset : lo;
+  *e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+  return *e > *b;
+}
+
 int atoll_layout_owns(const atoll_layout *lay, const atoll_tensor *t) {
   if (t->split == ATOLL_SPLIT_NONE && lay->part.tp_rank != 0) return 0;
   if (lay->t_wte >= 0 && t == &lay->tensors[lay->t_wte]) return lay->first_stage;

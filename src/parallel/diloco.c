@@ -1,5 +1,6 @@
 /* DiLoCo outer synchronisation; see diloco.h for the algorithm and byte counts. */
 #include "parallel/diloco.h"
+#include "parallel/dp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@ struct atoll_diloco {
   atoll_mesh *mesh;
   const atoll_layout *lay;
   float *params;
-  size_t slice_begin, slice_end, slice_size; /* this rank's slice of the flat buffer */
+  size_t slice_begin, slice_end; /* this rank's slice of the flat buffer */
   float *global, *momentum;                  /* [slice_end - slice_begin] */
   size_t *frag_begin, *frag_end;             /* fragment ranges of the flat buffer */
   int *merge_due;                            /* per fragment: step of a pending merge, or 0 */
@@ -55,8 +56,7 @@ static void plan_fragments(atoll_diloco *d) {
 }
 
 static size_t island_slice_lo(const atoll_diloco *d, int j) {
-  size_t x = (size_t)j * d->slice_size;
-  return x < d->lay->nparams ? x : d->lay->nparams;
+  return atoll_dp_shard_start(d->lay->nparams, d->mesh->dp, j);
 }
 
 int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
@@ -77,7 +77,6 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->lay = lay;
   d->params = params;
   int M = mesh->dp, K = mesh->islands;
-  d->slice_size = (lay->nparams + M - 1) / M;
   d->slice_begin = island_slice_lo(d, mesh->dp_rank);
   d->slice_end = island_slice_lo(d, mesh->dp_rank + 1);
   size_t n = d->slice_end - d->slice_begin, chunk = (n + K - 1) / K + 1;
@@ -224,9 +223,8 @@ static void keep_replicas_equal(atoll_diloco *d, size_t b, size_t e) {
   if (d->mesh->tp == 1) return;
   for (int i = 0; i < d->lay->ntensors; i++) {
     const atoll_tensor *t = &d->lay->tensors[i];
-    if (t->split != ATOLL_SPLIT_NONE) continue;
-    size_t lo = t->offset > b ? t->offset : b, hi = t->offset + t->numel < e ? t->offset + t->numel : e;
-    if (hi <= lo) continue;
+    size_t lo, hi;
+    if (t->split != ATOLL_SPLIT_NONE || !atoll_tensor_clip(t, b, e, &lo, &hi)) continue;
     size_t o = lo - d->slice_begin;
     atoll_broadcast(d->mesh->tp_comm, d->global + o, (hi - lo) * sizeof(float), 0);
     atoll_broadcast(d->mesh->tp_comm, d->momentum + o, (hi - lo) * sizeof(float), 0);

@@ -21,7 +21,7 @@ struct atoll_dp {
   atoll_comm *comm;
   const atoll_layout *lay;
   int stage, rank, size;
-  size_t nparams, shard_size, bucket_floats;
+  size_t nparams, bucket_floats;
   float *params, *grads;
   int last_micro;
   /* gradient buckets: [pending_begin, pending_end) is final but not yet sent */
@@ -39,10 +39,12 @@ struct atoll_dp {
   int tie_pending; /* the unit holding the tie waits in the pending bucket */
 };
 
-static size_t shard_lo(const atoll_dp *dp, int r) {
-  size_t x = (size_t)r * dp->shard_size;
-  return x < dp->nparams ? x : dp->nparams;
+size_t atoll_dp_shard_start(size_t P, int n, int r) {
+  size_t x = (size_t)r * ((P + (size_t)n - 1) / (size_t)n);
+  return x < P ? x : P;
 }
+
+static size_t shard_lo(const atoll_dp *dp, int r) { return atoll_dp_shard_start(dp->nparams, dp->size, r); }
 
 void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end) {
   if (dp->stage == 0) {
@@ -231,7 +233,6 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, int stage, si
   dp->rank = atoll_comm_rank(c);
   dp->size = atoll_comm_size(c);
   dp->nparams = dp->lay->nparams;
-  dp->shard_size = (dp->nparams + dp->size - 1) / dp->size;
   dp->bucket_floats = bucket_floats ? bucket_floats : 1;
   dp->params = atoll_model_params(m);
   dp->grads = atoll_model_grads(m);

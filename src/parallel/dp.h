@@ -35,6 +35,10 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, int stage, si
                     atoll_err *err);
 void atoll_dp_destroy(atoll_dp *dp);
 
+/* Where shard r of n over a buffer of P floats starts: r ceil(P / n), capped at P
+ * (r = n gives P). The one rule for ZeRO shards, DiLoCo's outer-state slices and the
+ * checkpoint's per-rank chunks, which must agree. */
+size_t atoll_dp_shard_start(size_t P, int n, int r);
 /* The range of the flat buffer this rank updates: everything at stage 0. */
 void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end);
 /* Chunk sizes of params[begin, end) along the shard boundaries (counts[N]). */

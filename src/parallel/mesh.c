@@ -6,6 +6,14 @@ int atoll_mesh_world_rank(const atoll_mesh *m, int island, int pp_rank, int dp_r
   return island * m->island_size + (pp_rank * m->dp + dp_rank) * m->tp + tp_rank;
 }
 
+void atoll_mesh_coords(const atoll_mesh *m, int world_rank, int *island, int *pp_rank, int *dp_rank, int *tp_rank) {
+  int ir = world_rank % m->island_size;
+  *island = world_rank / m->island_size;
+  *tp_rank = ir % m->tp;
+  *dp_rank = ir / m->tp % m->dp;
+  *pp_rank = ir / (m->tp * m->dp);
+}
+
 int atoll_mesh_create(atoll_mesh *m, atoll_comm *world, int islands, int tp, int pp, atoll_err *err) {
   memset(m, 0, sizeof *m);
   int n = atoll_comm_size(world), w = atoll_comm_rank(world);
@@ -20,14 +28,11 @@ int atoll_mesh_create(atoll_mesh *m, atoll_comm *world, int islands, int tp, int
   m->world = world;
   m->islands = islands;
   m->island_size = n / islands;
-  m->island = w / m->island_size;
   m->island_rank = w % m->island_size;
   m->tp = tp;
   m->pp = pp;
   m->dp = m->island_size / (tp * pp);
-  m->tp_rank = m->island_rank % tp;
-  m->dp_rank = m->island_rank / tp % m->dp;
-  m->pp_rank = m->island_rank / (tp * m->dp);
+  atoll_mesh_coords(m, w, &m->island, &m->pp_rank, &m->dp_rank, &m->tp_rank);
   int stage_key = m->island * pp + m->pp_rank;
   int tie = pp > 1 && (m->pp_rank == 0 || m->pp_rank == pp - 1);
   /* colors: a value shared exactly by the ranks of one group */

@@ -37,6 +37,8 @@ typedef struct {
 /* islands x tp x pp must divide the world size; dp is what is left. */
 int atoll_mesh_create(atoll_mesh *m, atoll_comm *world, int islands, int tp, int pp, atoll_err *err);
 void atoll_mesh_free(atoll_mesh *m);
+/* Position in the mesh of any world rank (the inverse of atoll_mesh_world_rank). */
+void atoll_mesh_coords(const atoll_mesh *m, int world_rank, int *island, int *pp_rank, int *dp_rank, int *tp_rank);
 /* World rank of a position in the mesh. */
 int atoll_mesh_world_rank(const atoll_mesh *m, int island, int pp_rank, int dp_rank, int tp_rank);
 

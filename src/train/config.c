@@ -261,11 +261,6 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if ((long)c->pp * c->virtual_stages > c->model.layers)
     return atoll_fail(err, "--virtual-stages %d: --pp %d x %d chunks is more than the model's %d layers", c->virtual_stages,
                       c->pp, c->virtual_stages, c->model.layers);
-  if (c->model.heads % c->tp)
-    return atoll_fail(err, "--tp %d: does not divide the %d attention heads", c->tp, c->model.heads);
-  if (c->model.vocab % c->tp)
-    return atoll_fail(err, "--tp %d: does not divide the vocabulary (vocab=%d; pad it to a multiple of %d)",
-                      c->tp, c->model.vocab, c->tp);
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
   return 0;

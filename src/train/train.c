@@ -298,9 +298,8 @@ static double grad_sumsq(trainer *t) {
   double mine = 0.0;
   for (int i = 0; i < t->lay->ntensors; i++) {
     const atoll_tensor *ten = &t->lay->tensors[i];
-    size_t b = ten->offset > lo ? ten->offset : lo, e = ten->offset + ten->numel;
-    e = e < hi ? e : hi;
-    if (e > b && atoll_layout_owns(t->lay, ten)) mine += atoll_sumsq(g, b, e);
+    size_t b, e;
+    if (atoll_tensor_clip(ten, lo, hi, &b, &e) && atoll_layout_owns(t->lay, ten)) mine += atoll_sumsq(g, b, e);
   }
   int n = t->mesh.island_size;
   double *all = malloc(sizeof(double) * (size_t)n);
@@ -321,10 +320,9 @@ static void sum_partial_grads(trainer *t) {
   float *g = atoll_model_grads(t->model);
   for (int i = 0; i < t->lay->ntensors; i++) {
     const atoll_tensor *ten = &t->lay->tensors[i];
-    if (!atoll_model_grad_is_partial(t->model, ten)) continue;
-    size_t b = ten->offset > lo ? ten->offset : lo, e = ten->offset + ten->numel;
-    e = e < hi ? e : hi;
-    if (e > b) atoll_allreduce(t->mesh.tp_comm, g + b, e - b);
+    size_t b, e;
+    if (atoll_model_grad_is_partial(t->model, ten) && atoll_tensor_clip(ten, lo, hi, &b, &e))
+      atoll_allreduce(t->mesh.tp_comm, g + b, e - b);
   }
 }
 

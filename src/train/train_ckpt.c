@@ -46,9 +46,8 @@ static int sharded(const trainer *t) { return t->shard_begin != 0 || t->shard_en
 /* Data-parallel rank j's chunk of a part's flat buffer: [j S, (j+1) S),
  * S = ceil(P / dp): its ZeRO shard, and its slice of the DiLoCo outer state. */
 static void dp_chunk(size_t P, int dp, int j, size_t *b, size_t *e) {
-  size_t S = (P + dp - 1) / dp;
-  *b = (size_t)j * S < P ? (size_t)j * S : P;
-  *e = (size_t)(j + 1) * S < P ? (size_t)(j + 1) * S : P;
+  *b = atoll_dp_shard_start(P, dp, j);
+  *e = atoll_dp_shard_start(P, dp, j + 1);
 }
 
 /* The runs of the whole model's buffer that one rank contributes to a checkpoint: the
@@ -93,8 +92,8 @@ static void add_run(void *ctx, const atoll_tensor *ten, size_t part_off, size_t 
 /* The runs of world rank w (any rank: rank 0 recomputes every rank's to unpack). */
 static int rank_runs(trainer *t, int w, run_list *rl) {
   const atoll_mesh *mh = &t->mesh;
-  int ir = w % mh->island_size;
-  int tp_rank = ir % mh->tp, dp_rank = ir / mh->tp % mh->dp, pp_rank = ir / (mh->tp * mh->dp);
+  int island, pp_rank, dp_rank, tp_rank;
+  atoll_mesh_coords(mh, w, &island, &pp_rank, &dp_rank, &tp_rank);
   atoll_part part = {mh->tp, tp_rank, pp_rank, mh->pp, t->chunks, 0};
   atoll_layout lay;
   atoll_err err;
