@@ -1,0 +1,29 @@
+/* Test hooks: fault injection and tuning knobs that tests and benchmarks set through
+ * ATOLL_* environment variables. The CLI fills one atoll_test_hooks once
+ * (atoll_test_hooks_from_env, src/cli/test_hooks.c) and passes it down; no library
+ * code reads the environment. Zero-initialised means "no hooks" except where a field
+ * says otherwise: use atoll_test_hooks_none(). */
+#ifndef ATOLL_HOOKS_H
+#define ATOLL_HOOKS_H
+
+#include <stddef.h>
+
+typedef struct {
+  int nan_step;             /* ATOLL_FAULT_NAN_STEP=N: step N's loss becomes NaN (0: never) */
+  int stall_rank;           /* ATOLL_FAULT_STALL_RANK=R: rank R stops taking part at step 2 (-1: none) */
+  int desync_island;        /* ATOLL_FAULT_DESYNC_ISLAND=K: island K's global weights drift at step 2 (-1: none) */
+  double stage_forward_ms;  /* ATOLL_TEST_STAGE_MS=F,B: sleep F ms in every pipeline forward */
+  double stage_backward_ms; /* ... and B ms in every backward */
+  size_t comm_segment;      /* ATOLL_COMM_SEGMENT: ring segment in floats (0: default) */
+  int comm_window;          /* ATOLL_COMM_WINDOW: ring segments in flight (0: default) */
+  int cuda_sync;            /* ATOLL_CUDA_SYNC=1: synchronise after every CUDA kernel */
+} atoll_test_hooks;
+
+static inline atoll_test_hooks atoll_test_hooks_none(void) {
+  atoll_test_hooks h = {0};
+  h.stall_rank = -1;
+  h.desync_island = -1;
+  return h;
+}
+
+#endif
