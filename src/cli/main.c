@@ -13,7 +13,7 @@
 #include "train/config.h"
 #include "train/sample.h"
 #include "train/train.h"
-#include "plan/plan_cli.h"
+#include "cli/plan_cli.h"
 
 #include <cblas.h>
 #include <dirent.h>

@@ -29,6 +29,17 @@ printf '{"model": "gpt2", "gpus": ' >"$TMP/bad.json"
 expect_error "config: invalid JSON" "$TMP/bad.json" $ATOLL plan --config "$TMP/bad.json"
 printf '{"model": "gpt2", "colour": "blue"}' >"$TMP/unknown.json"
 expect_error "config: unknown key" "colour" $ATOLL plan --config "$TMP/unknown.json"
+# issue 12: a key repeated 100 times overran the reader's fixed array of 82 strings
+# (a crash, or a stack overflow under ASan); duplicates and trailing text are refused
+$PY -c "print('{' + ', '.join(['\"model\": \"gpt2\"'] * 100) + '}')" >"$TMP/dup.json"
+expect_error "config: a key given 100 times" "$TMP/dup.json: duplicate key 'model'" $ATOLL plan --config "$TMP/dup.json"
+printf '{"model": "gpt2", "batch_tokens": "1M", "batch-tokens": "2M"}' >"$TMP/dup2.json"
+expect_error "config: one key in two spellings" "duplicate key 'batch-tokens'" $ATOLL plan --config "$TMP/dup2.json"
+printf '{"model": "gpt2"} {"gpus": 8}' >"$TMP/trail.json"
+expect_error "config: content after the object" "$TMP/trail.json: content after the JSON object" \
+  $ATOLL plan --config "$TMP/trail.json"
+$PY -c "import json; print(json.dumps({'model': 'gpt2', 'set': ['dp_overlap=0.5'] * 40}))" >"$TMP/sets.json"
+expect_error "config: more assumptions than --set takes" "at most 32" $ATOLL plan --config "$TMP/sets.json"
 expect_error "calibrate: missing file" "$TMP/none.json" $ATOLL plan --calibrate "$TMP/none.json"
 printf '{"steps": 3}' >"$TMP/notsummary.json"
 expect_error "calibrate: not a summary" "config" $ATOLL plan --calibrate "$TMP/notsummary.json"

@@ -1,4 +1,4 @@
-/* atoll plan: the command-line entry of the planner (src/plan/). */
+/* atoll plan: the command-line entry of the planner (src/plan, its library atoll_plan). */
 #ifndef ATOLL_PLAN_CLI_H
 #define ATOLL_PLAN_CLI_H
 
