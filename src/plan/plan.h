@@ -144,9 +144,9 @@ const char *atoll_plan_recompute_name(int r);
 
 typedef struct {
   int dp, tp, pp, cp; /* dp: data-parallel size within one island */
-  int zero;           /* ZeRO stage 0..3 over dp */
+  int zero_stage;     /* ZeRO stage 0..3 over dp (and cp) */
   int mb;             /* sequences per micro-batch */
-  int v;              /* interleaved pipeline: model chunks per pipeline rank */
+  int chunks;         /* interleaved pipeline: chunks per pp_stage (--interleave) */
   int recompute;      /* atoll_plan_recompute */
   int island_sync;    /* islands > 1: 0 DiLoCo (outer sync every H steps), 1 data parallel
                            across the islands (gradients all-reduced over the WAN every step) */
@@ -225,9 +225,9 @@ double atoll_plan_act_bytes_per_token(const atoll_plan_model *m, int tp, int rec
 /* What the caller fixes (0 or -1: search). */
 typedef struct {
   int dp, tp, pp, cp; /* 0: search */
-  int zero;           /* -1: search */
+  int zero_stage;     /* -1: search */
   int mb;             /* 0: search */
-  int v;              /* 0: search */
+  int chunks;         /* 0: search */
   int recompute;      /* -1: search */
   int island_sync;    /* -1: search */
 } atoll_plan_fixed;

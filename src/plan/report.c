@@ -101,7 +101,7 @@ void atoll_plan_print_table(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan
   for (int i = 0; i < n; i++) {
     const atoll_plan_result *r = &rows[i];
     fprintf(f, "%3d %6d %3d %3d %3d %5d %4d %3d  %-9s %9s %10s %8.1f %5.1f%% %7.1f%% %8s%s\n", i + 1, r->lay.dp,
-            r->lay.tp, r->lay.pp, r->lay.cp, r->lay.zero, r->lay.mb, r->lay.v,
+            r->lay.tp, r->lay.pp, r->lay.cp, r->lay.zero_stage, r->lay.mb, r->lay.chunks,
             atoll_plan_recompute_name(r->lay.recompute), atoll_plan_fmt_seconds(r->step_s, a, sizeof a),
             atoll_plan_fmt_count(r->tokens_per_s, b, sizeof b), r->tflops_per_gpu * (cpu ? 1000 : 1), 100 * r->mfu,
             100 * r->bubble, atoll_plan_fmt_days(r->days, c, sizeof c), r->fits ? "" : "  DOES NOT FIT");
@@ -143,8 +143,8 @@ void atoll_plan_print_detail(FILE *f, const atoll_plan_ctx *ctx, const atoll_pla
   char name[96], b[8][32];
   layout_name(r, name, sizeof name);
   double st = r->step_s;
-  fprintf(f, "\nbest: %s, ZeRO-%d, micro-batch %d x %d micro-batches, interleave %d, recompute %s\n", name, r->lay.zero,
-          r->lay.mb, r->micro_batches, r->lay.v, atoll_plan_recompute_name(r->lay.recompute));
+  fprintf(f, "\nbest: %s, ZeRO-%d, micro-batch %d x %d micro-batches, interleave %d, recompute %s\n", name, r->lay.zero_stage,
+          r->lay.mb, r->micro_batches, r->lay.chunks, atoll_plan_recompute_name(r->lay.recompute));
   fprintf(f, "  step %s = compute %s (%.0f%%) + bubble %s (%.0f%%) + exposed TP %s, CP %s, PP %s, DP %s + optimizer %s",
           atoll_plan_fmt_seconds(st, b[0], 32), atoll_plan_fmt_seconds(r->t_compute, b[1], 32), 100 * r->t_compute / st,
           atoll_plan_fmt_seconds(r->t_bubble, b[2], 32), 100 * r->t_bubble / st,
@@ -211,7 +211,7 @@ static int best_of(const atoll_plan_ctx *ctx, int dp, int tp, int pp, int cp, in
                    atoll_plan_result *lightest) {
   atoll_plan_fixed fx;
   atoll_plan_fixed_none(&fx);
-  fx.dp = dp, fx.tp = tp, fx.pp = pp, fx.cp = cp, fx.zero = zero;
+  fx.dp = dp, fx.tp = tp, fx.pp = pp, fx.cp = cp, fx.zero_stage = zero;
   atoll_plan_ranking rk;
   atoll_err e;
   if (atoll_plan_search(ctx, &fx, &rk, &e)) return -1;
@@ -239,16 +239,16 @@ static void explain_alt(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_res
     return;
   }
   if (r.lay.dp == w->lay.dp && r.lay.tp == w->lay.tp && r.lay.pp == w->lay.pp && r.lay.cp == w->lay.cp &&
-      r.lay.zero == w->lay.zero)
+      r.lay.zero_stage == w->lay.zero_stage)
     return;
   layout_name(&r, name, sizeof name);
   double ratio = (r.step_s / r.batch_tokens) / (w->step_s / w->batch_tokens), delta;
   const char *why = main_loss(w, &r, &delta);
   if (ratio < 1.0005) {
-    fprintf(f, "  - %s (%s, ZeRO-%d): about as fast (%.3fx).\n", label, name, r.lay.zero, ratio);
+    fprintf(f, "  - %s (%s, ZeRO-%d): about as fast (%.3fx).\n", label, name, r.lay.zero_stage, ratio);
     return;
   }
-  fprintf(f, "  - %s (%s, ZeRO-%d): %.2fx the time per token, mostly %s (+%s per step).\n", label, name, r.lay.zero,
+  fprintf(f, "  - %s (%s, ZeRO-%d): %.2fx the time per token, mostly %s (+%s per step).\n", label, name, r.lay.zero_stage,
           ratio, why, atoll_plan_fmt_seconds(delta, a, sizeof a));
 }
 
@@ -279,7 +279,7 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
           "Here each GPU holds %s parameters (1/%d of the model: tp %d x pp %d)%s\n"
           "    and uses %s of %s: weights %s, gradients %s, optimizer %s, activations %s.\n",
           atoll_plan_fmt_count(w->params_per_gpu, q[0], 32), w->lay.tp * w->lay.pp, w->lay.tp, w->lay.pp,
-          w->lay.zero ? ", ZeRO-sharded further" : "", atoll_plan_fmt_bytes(w->mem_total, q[1], 32),
+          w->lay.zero_stage ? ", ZeRO-sharded further" : "", atoll_plan_fmt_bytes(w->mem_total, q[1], 32),
           atoll_plan_fmt_bytes(x->mem_bytes, q[2], 32), atoll_plan_fmt_bytes(w->mem_weights, q[3], 32),
           atoll_plan_fmt_bytes(w->mem_grads, q[4], 32), atoll_plan_fmt_bytes(w->mem_optim, q[5], 32),
           atoll_plan_fmt_bytes(w->mem_act, a, sizeof a));
@@ -304,8 +304,8 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
   /* 3. pipeline */
   if (w->lay.pp > 1) {
     char bub[96];
-    if (w->micro_batches >= w->lay.pp || w->lay.v == 1)
-      snprintf(bub, sizeof bub, "(p-1)/(v m) = %d/(%d x %d)", w->lay.pp - 1, w->lay.v, w->micro_batches);
+    if (w->micro_batches >= w->lay.pp || w->lay.chunks == 1)
+      snprintf(bub, sizeof bub, "(p-1)/(v m) = %d/(%d x %d)", w->lay.pp - 1, w->lay.chunks, w->micro_batches);
     else
       snprintf(bub, sizeof bub, "with fewer micro-batches (%d) than stages, (p + (p-1)/v - m)/m", w->micro_batches);
     fprintf(f,
@@ -334,7 +334,7 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
             "  * Data parallel %d: each replica takes %d sequence%s per step.\n    ZeRO-%d %s:\n"
             "    %s per GPU per step over %s links in %s, of which %s is exposed\n"
             "    (the rest hides behind the backward pass).\n",
-            w->lay.dp, w->seqs_per_rank, w->seqs_per_rank == 1 ? "" : "s", w->lay.zero, zdesc[w->lay.zero],
+            w->lay.dp, w->seqs_per_rank, w->seqs_per_rank == 1 ? "" : "s", w->lay.zero_stage, zdesc[w->lay.zero_stage],
             fmt_gb(w->bytes_dp, a, sizeof a), atoll_plan_link_name(w->link_dp),
             atoll_plan_fmt_seconds(w->t_dp, b, sizeof b), atoll_plan_fmt_seconds(w->x_dp, d, sizeof d));
   } else {
@@ -389,7 +389,7 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
     const atoll_plan_result *r = &rk->best[1];
     char name[96];
     layout_name(r, name, sizeof name);
-    fprintf(f, "  - runner-up (%s, ZeRO-%d): %.3fx the time per token, mostly %s.\n", name, r->lay.zero,
+    fprintf(f, "  - runner-up (%s, ZeRO-%d): %.3fx the time per token, mostly %s.\n", name, r->lay.zero_stage,
             (r->step_s / r->batch_tokens) / (w->step_s / w->batch_tokens), main_loss(w, r, &delta));
   }
   if (w->lay.tp * 2 <= m->heads && (long)w->lay.tp * 2 * w->lay.cp <= N && w->lay.tp * 2 > G && w->lay.tp <= G)
@@ -400,7 +400,7 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
     explain_alt(f, ctx, w, "half the pipeline", 0, w->lay.tp, w->lay.pp / 2 ? w->lay.pp / 2 : 1, w->lay.cp, -1);
   if ((long)w->lay.pp * 2 <= m->layers && w->lay.dp % 2 == 0)
     explain_alt(f, ctx, w, "twice the pipeline", 0, w->lay.tp, w->lay.pp * 2, w->lay.cp, -1);
-  if (w->lay.zero != 3 && w->lay.dp > 1)
+  if (w->lay.zero_stage != 3 && w->lay.dp > 1)
     explain_alt(f, ctx, w, "fully sharded (ZeRO-3)", w->lay.dp, w->lay.tp, w->lay.pp, w->lay.cp, 3);
   fprintf(f,
           "  * Time: %.0f TFLOP/s per GPU is %.1f%% of the %.0f TFLOP/s peak (MFU counts model FLOPs only); at %s "
@@ -419,10 +419,10 @@ cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result
   cJSON_AddNumberToObject(o, "tp", r->lay.tp);
   cJSON_AddNumberToObject(o, "pp", r->lay.pp);
   cJSON_AddNumberToObject(o, "cp", r->lay.cp);
-  cJSON_AddNumberToObject(o, "zero_stage", r->lay.zero);
+  cJSON_AddNumberToObject(o, "zero_stage", r->lay.zero_stage);
   cJSON_AddNumberToObject(o, "microbatch", r->lay.mb);
   cJSON_AddNumberToObject(o, "micro_batches", r->micro_batches);
-  cJSON_AddNumberToObject(o, "interleave", r->lay.v);
+  cJSON_AddNumberToObject(o, "interleave", r->lay.chunks);
   cJSON_AddStringToObject(o, "recompute", atoll_plan_recompute_name(r->lay.recompute));
   cJSON_AddNumberToObject(o, "gpus", r->gpus);
   cJSON_AddBoolToObject(o, "fits", r->fits);

@@ -16,9 +16,9 @@
 
 void atoll_plan_fixed_none(atoll_plan_fixed *f) {
   f->dp = f->tp = f->pp = f->cp = 0;
-  f->zero = -1;
+  f->zero_stage = -1;
   f->mb = 0;
-  f->v = 0;
+  f->chunks = 0;
   f->recompute = -1;
   f->island_sync = -1;
 }
@@ -84,12 +84,12 @@ static void search_mesh(searcher *S, int dp, int tp, int pp, int cp) {
   double seqs = ctx->train->batch_tokens / ctx->train->seq;
   int spr = (int)fmax(1, floor(seqs / ((double)islands * dp) + 0.5));
   for (int zero = 0; zero <= 3; zero++) {
-    if (f->zero >= 0 ? zero != f->zero : ((long)dp * cp == 1 && zero > 0)) continue;
+    if (f->zero_stage >= 0 ? zero != f->zero_stage : ((long)dp * cp == 1 && zero > 0)) continue;
     for (int mb = 1; mb <= spr && mb <= (f->mb ? f->mb : MAX_MB); mb++) {
       if (f->mb ? mb != f->mb : spr % mb) continue;
       for (int v = 1; v <= (pp > 1 ? MAX_V : 1); v++) {
         /* at most L + 2 chunks: the embedding and the head may be chunks of their own */
-        if (f->v ? v != f->v : (v > 1 && (v * pp > ctx->model->layers + 2))) continue;
+        if (f->chunks ? v != f->chunks : (v > 1 && (v * pp > ctx->model->layers + 2))) continue;
         /* recomputation x (with islands) DiLoCo or synchronous across islands */
         int nis = islands > 1 ? 2 : 1;
         for (int k = 0; k < 3 * nis; k++) {
