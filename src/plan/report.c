@@ -252,19 +252,15 @@ static void explain_alt(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_res
           ratio, why, atoll_plan_fmt_seconds(delta, a, sizeof a));
 }
 
-void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_ranking *rk) {
-  if (!rk->nbest) return;
-  const atoll_plan_result *w = &rk->best[0];
+/* The memory floor of training state, and what each GPU holds. */
+static void explain_memory(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w) {
   const atoll_plan_model *m = ctx->model;
-  const atoll_plan_cluster *c = ctx->cluster;
-  const atoll_plan_accel *x = &c->acc;
+  const atoll_plan_accel *x = &ctx->cluster->acc;
   const atoll_plan_train *t = ctx->train;
-  char a[32], b[32], d[32], e[32];
-  int G = c->gpus_per_node;
+  char a[32], b[32];
   double P = atoll_plan_params(m);
-  double per_param = t->precision == ATOLL_PREC_FP32 ? 16 : 16;
+  double per_param = 16; /* bytes per parameter in either precision (see the text) */
   fprintf(f, "\nwhy this layout:\n");
-  /* 1. memory floor */
   double state = P * per_param;
   fprintf(f,
           "  * Memory. Weights, gradients and AdamW state take %.0f bytes per parameter\n"
@@ -283,7 +279,13 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
           atoll_plan_fmt_bytes(x->mem_bytes, q[2], 32), atoll_plan_fmt_bytes(w->mem_weights, q[3], 32),
           atoll_plan_fmt_bytes(w->mem_grads, q[4], 32), atoll_plan_fmt_bytes(w->mem_optim, q[5], 32),
           atoll_plan_fmt_bytes(w->mem_act, a, sizeof a));
-  /* 2. tensor parallel */
+}
+
+/* Tensor parallel: its traffic, and what leaving the node would cost. */
+static void explain_tp(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w) {
+  const atoll_plan_cluster *c = ctx->cluster;
+  char a[32], b[32], d[32], e[32];
+  int G = c->gpus_per_node;
   if (w->lay.tp > 1) {
     double slow = c->inter_bw * ctx->assume->link_eff;
     fprintf(
@@ -301,7 +303,13 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
     fprintf(f, "  * No tensor parallel: every GPU runs whole matrix products, which is the most efficient when the "
                "model fits.\n");
   }
-  /* 3. pipeline */
+}
+
+/* Pipeline (its bubble) and context parallel. */
+static void explain_pp_cp(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w) {
+  const atoll_plan_model *m = ctx->model;
+  const atoll_plan_train *t = ctx->train;
+  char a[32], b[32];
   if (w->lay.pp > 1) {
     char bub[96];
     if (w->micro_batches >= w->lay.pp || w->lay.chunks == 1)
@@ -323,7 +331,11 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
             "  * Context parallel %d splits each %d-token sequence: %s of K/V all-gathers per GPU per step over %s "
             "links.\n",
             w->lay.cp, t->seq, fmt_gb(w->bytes_cp, a, sizeof a), atoll_plan_link_name(w->link_cp));
-  /* 4. data parallel */
+}
+
+/* Data parallel and its ZeRO stage. */
+static void explain_dp(FILE *f, const atoll_plan_result *w) {
+  char a[32], b[32], d[32];
   if (w->lay.dp > 1) {
     const char *zdesc[] = {
         "replicates everything and all-reduces gradients once per step",
@@ -340,7 +352,11 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
   } else {
     fprintf(f, "  * Data parallel 1: the whole cluster works on one model replica.\n");
   }
-  /* 5. recomputation */
+}
+
+/* Recomputation against keeping every activation. */
+static void explain_recompute(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w) {
+  char a[32], b[32];
   {
     atoll_plan_layout L = w->lay;
     L.recompute = ATOLL_RECOMPUTE_NONE;
@@ -356,6 +372,14 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
       fprintf(f, "  * No recomputation: every activation is kept (%s per GPU), so backward needs no extra forward.\n",
               atoll_plan_fmt_bytes(w->mem_act, a, sizeof a));
   }
+}
+
+/* Islands: DiLoCo against data parallel across them. */
+static void explain_islands(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w) {
+  const atoll_plan_model *m = ctx->model;
+  const atoll_plan_cluster *c = ctx->cluster;
+  char a[32];
+  double P = atoll_plan_params(m);
   if (c->islands > 1) {
     atoll_plan_layout other = w->lay;
     other.island_sync = !w->lay.island_sync;
@@ -381,7 +405,14 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
               atoll_plan_fmt_seconds(w->t_outer_step, q[2], 32), c->diloco_h,
               atoll_plan_fmt_seconds(o.step_s, a, sizeof a));
   }
-  /* 6. alternatives */
+}
+
+/* Other meshes, each with its best settings, and why they lose. */
+static void explain_alternatives(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_ranking *rk) {
+  const atoll_plan_result *w = &rk->best[0];
+  const atoll_plan_model *m = ctx->model;
+  const atoll_plan_cluster *c = ctx->cluster;
+  int G = c->gpus_per_node;
   fprintf(f, "  * Alternatives, each with its best settings:\n");
   int N = c->gpus / (c->islands > 0 ? c->islands : 1);
   if (rk->nbest > 1) {
@@ -402,6 +433,21 @@ void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_pl
     explain_alt(f, ctx, w, "twice the pipeline", 0, w->lay.tp, w->lay.pp * 2, w->lay.cp, -1);
   if (w->lay.zero_stage != 3 && w->lay.dp > 1)
     explain_alt(f, ctx, w, "fully sharded (ZeRO-3)", w->lay.dp, w->lay.tp, w->lay.pp, w->lay.cp, 3);
+}
+
+void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_ranking *rk) {
+  if (!rk->nbest) return;
+  const atoll_plan_result *w = &rk->best[0];
+  const atoll_plan_accel *x = &ctx->cluster->acc;
+  const atoll_plan_train *t = ctx->train;
+  char a[32], b[32], d[32];
+  explain_memory(f, ctx, w);
+  explain_tp(f, ctx, w);
+  explain_pp_cp(f, ctx, w);
+  explain_dp(f, w);
+  explain_recompute(f, ctx, w);
+  if (ctx->cluster->islands > 1) explain_islands(f, ctx, w);
+  explain_alternatives(f, ctx, rk);
   fprintf(f,
           "  * Time: %.0f TFLOP/s per GPU is %.1f%% of the %.0f TFLOP/s peak (MFU counts model FLOPs only); at %s "
           "tokens/s\n"

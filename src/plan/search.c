@@ -11,7 +11,7 @@
 
 #define MAX_TP 64 /* tensor parallel beyond 64 ranks is never competitive */
 #define MAX_CP 64
-#define MAX_V 16  /* interleaved chunks per pipeline rank */
+#define MAX_CHUNKS 16  /* chunks per pp_stage (interleaved pipeline) */
 #define MAX_MB 64 /* sequences per micro-batch */
 
 void atoll_plan_fixed_none(atoll_plan_fixed *f) {
@@ -73,8 +73,9 @@ typedef struct {
   int have_why;
 } searcher;
 
-/* Every setting of one mesh: keep the best that fits, track the lightest overall. */
-static void search_mesh(searcher *S, int dp, int tp, int pp, int cp) {
+/* Every setting of one mesh: keep the best that fits, track the lightest overall.
+ * Fails only when out of memory. */
+static int search_mesh(searcher *S, int dp, int tp, int pp, int cp, atoll_err *err) {
   const atoll_plan_ctx *ctx = S->ctx;
   const atoll_plan_fixed *f = S->fix;
   atoll_plan_ranking *o = S->out;
@@ -82,23 +83,23 @@ static void search_mesh(searcher *S, int dp, int tp, int pp, int cp) {
   int have = 0;
   int islands = ctx->cluster->islands > 0 ? ctx->cluster->islands : 1;
   double seqs = ctx->train->batch_tokens / ctx->train->seq;
-  int spr = (int)fmax(1, floor(seqs / ((double)islands * dp) + 0.5));
-  for (int zero = 0; zero <= 3; zero++) {
-    if (f->zero_stage >= 0 ? zero != f->zero_stage : ((long)dp * cp == 1 && zero > 0)) continue;
-    for (int mb = 1; mb <= spr && mb <= (f->mb ? f->mb : MAX_MB); mb++) {
-      if (f->mb ? mb != f->mb : spr % mb) continue;
-      for (int v = 1; v <= (pp > 1 ? MAX_V : 1); v++) {
-        /* at most L + 2 chunks: the embedding and the head may be chunks of their own */
-        if (f->chunks ? v != f->chunks : (v > 1 && (v * pp > ctx->model->layers + 2))) continue;
+  int seqs_per_rank = (int)fmax(1, floor(seqs / ((double)islands * dp) + 0.5));
+  for (int zero_stage = 0; zero_stage <= 3; zero_stage++) {
+    if (f->zero_stage >= 0 ? zero_stage != f->zero_stage : ((long)dp * cp == 1 && zero_stage > 0)) continue;
+    for (int mb = 1; mb <= seqs_per_rank && mb <= (f->mb ? f->mb : MAX_MB); mb++) {
+      if (f->mb ? mb != f->mb : seqs_per_rank % mb) continue;
+      for (int chunks = 1; chunks <= (pp > 1 ? MAX_CHUNKS : 1); chunks++) {
+        /* at most layers + 2 chunks: the embedding and the head may be chunks of their own */
+        if (f->chunks ? chunks != f->chunks : (chunks > 1 && (chunks * pp > ctx->model->layers + 2))) continue;
         /* recomputation x (with islands) DiLoCo or synchronous across islands */
-        int nis = islands > 1 ? 2 : 1;
-        for (int k = 0; k < 3 * nis; k++) {
-          int rc = k / nis, is = k % nis;
-          if (f->recompute >= 0 && rc != f->recompute) continue;
-          if (nis > 1 && f->island_sync >= 0 && is != f->island_sync) continue;
-          atoll_plan_layout L = {dp, tp, pp, cp, zero, mb, v, rc, is};
+        int syncs = islands > 1 ? 2 : 1;
+        for (int setting = 0; setting < 3 * syncs; setting++) {
+          int recompute = setting / syncs, sync = setting % syncs;
+          if (f->recompute >= 0 && recompute != f->recompute) continue;
+          if (syncs > 1 && f->island_sync >= 0 && sync != f->island_sync) continue;
+          atoll_plan_layout lay = {dp, tp, pp, cp, zero_stage, mb, chunks, recompute, sync};
           atoll_plan_result r;
-          atoll_plan_evaluate(ctx, &L, &r);
+          atoll_plan_evaluate(ctx, &lay, &r);
           o->evaluated++;
           if (!r.valid) {
             if (!S->have_why) {
@@ -116,12 +117,16 @@ static void search_mesh(searcher *S, int dp, int tp, int pp, int cp) {
       }
     }
   }
-  if (!have) return;
+  if (!have) return 0;
   if (o->nbest == S->cap) {
-    S->cap = S->cap ? 2 * S->cap : 64;
-    o->best = realloc(o->best, sizeof(atoll_plan_result) * (size_t)S->cap);
+    int cap = S->cap ? 2 * S->cap : 64;
+    atoll_plan_result *grown = realloc(o->best, sizeof(atoll_plan_result) * (size_t)cap);
+    if (!grown) return atoll_fail(err, "out of memory ranking %d layouts", o->nbest + 1);
+    o->best = grown;
+    S->cap = cap;
   }
   o->best[o->nbest++] = best;
+  return 0;
 }
 
 static void divisors_upto(int n, int cap, int *out, int *k) {
@@ -138,7 +143,7 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
   if (c->gpus < 1) return atoll_fail(err, "--gpus: need at least 1 device, got %d", c->gpus);
   if (c->gpus % islands)
     return atoll_fail(err, "--islands %d: the cluster's %d devices do not split into equal islands", islands, c->gpus);
-  int N = c->gpus / islands; /* devices per island */
+  int island_gpus = c->gpus / islands; /* devices per island */
   if (fix->pp > m->layers)
     return atoll_fail(err, "--pp %d: more pipeline stages than the model's %d layers", fix->pp, m->layers);
   if (fix->tp && m->heads % fix->tp)
@@ -148,7 +153,7 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
                       ctx->train->seq, 2 * fix->cp);
   double fixed_prod =
       (double)(fix->dp ? fix->dp : 1) * (fix->tp ? fix->tp : 1) * (fix->pp ? fix->pp : 1) * (fix->cp ? fix->cp : 1);
-  if (fixed_prod > N) {
+  if (fixed_prod > island_gpus) {
     char what[160] = "";
     const char *names[4] = {"dp", "tp", "pp", "cp"};
     int vals[4] = {fix->dp, fix->tp, fix->pp, fix->cp};
@@ -159,11 +164,11 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
                       islands > 1 ? " over all islands" : "", c->gpus);
   }
   int all_fixed = fix->dp && fix->tp && fix->pp && fix->cp;
-  if (!all_fixed && N % (long)fixed_prod)
+  if (!all_fixed && island_gpus % (long)fixed_prod)
     return atoll_fail(err,
                       "the fixed sizes (product %.0f) do not divide the %d devices%s; fix all of --dp --tp --pp --cp "
                       "to use part of the cluster",
-                      fixed_prod, N, islands > 1 ? " of an island" : "");
+                      fixed_prod, island_gpus, islands > 1 ? " of an island" : "");
 
   searcher S = {ctx, fix, out, 0, "", 0};
   int tps[64], ntp, cps[8], ncp = 0, pps[256], npp;
@@ -180,11 +185,11 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
     for (int j = 0; j < ncp; j++) {
       long tc = (long)tps[i] * cps[j];
       if (all_fixed) {
-        search_mesh(&S, fix->dp, fix->tp, fix->pp, fix->cp);
+        if (search_mesh(&S, fix->dp, fix->tp, fix->pp, fix->cp, err)) goto fail;
         continue;
       }
-      if (N % tc) continue;
-      int rest = (int)(N / tc);
+      if (island_gpus % tc) continue;
+      int rest = (int)(island_gpus / tc);
       if (fix->pp)
         pps[0] = fix->pp, npp = 1;
       else
@@ -193,7 +198,7 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
         if (rest % pps[k]) continue;
         int dp = rest / pps[k];
         if (fix->dp && dp != fix->dp) continue;
-        search_mesh(&S, dp, tps[i], pps[k], cps[j]);
+        if (search_mesh(&S, dp, tps[i], pps[k], cps[j], err)) goto fail;
       }
     }
   }
@@ -202,10 +207,13 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
     out->best = NULL;
     if (S.have_why) return atoll_fail(err, "no possible layout: %s", S.first_why);
     return atoll_fail(err, "no layout of %d devices fits the model's shape (tp must divide the heads, pp <= layers)",
-                      N);
+                      island_gpus);
   }
   if (out->nbest > 1) qsort(out->best, (size_t)out->nbest, sizeof(atoll_plan_result), cmp_result);
   return 0;
+fail:
+  atoll_plan_ranking_free(out);
+  return -1;
 }
 
 int atoll_plan_fewest(const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_err *err) {
@@ -215,21 +223,21 @@ int atoll_plan_fewest(const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_e
   atoll_plan_train t = *ctx->train;
   t.batch_tokens = t.seq; /* one sequence per step */
   atoll_plan_ctx one = {m, &c, &t, ctx->assume};
-  int G = c.gpus_per_node > 0 ? c.gpus_per_node : 1;
+  int per_node = c.gpus_per_node > 0 ? c.gpus_per_node : 1;
   int have = 0;
   atoll_plan_result lightest;
   int have_light = 0;
   memset(out, 0, sizeof *out);
-  for (int n = 1; n <= G * m->layers && !have; n++) {
-    for (int tp = 1; tp <= G && tp <= n; tp++) {
-      if (n % tp || m->heads % tp) continue;
-      int pp = n / tp;
+  for (int gpus = 1; gpus <= per_node * m->layers && !have; gpus++) {
+    for (int tp = 1; tp <= per_node && tp <= gpus; tp++) {
+      if (gpus % tp || m->heads % tp) continue;
+      int pp = gpus / tp;
       if (pp > m->layers) continue;
-      for (int rc = 0; rc <= 2; rc++) {
-        atoll_plan_layout L = {1, tp, pp, 1, 0, 1, 1, rc, 0};
+      for (int recompute = 0; recompute <= 2; recompute++) {
+        atoll_plan_layout lay = {1, tp, pp, 1, 0, 1, 1, recompute, 0};
         atoll_plan_result r;
-        c.gpus = n;
-        atoll_plan_evaluate(&one, &L, &r);
+        c.gpus = gpus;
+        atoll_plan_evaluate(&one, &lay, &r);
         if (!r.valid) continue;
         if (!have_light || r.mem_total < lightest.mem_total) lightest = r, have_light = 1;
         if (r.fits && (!have || r.step_s < out->step_s)) *out = r, have = 1;
