@@ -143,7 +143,7 @@ static void test_pipeline(void) {
   atoll_plan_evaluate(&ctx, &L, &r);
   CHECK(r.valid && r.micro_batches == 8);
   CHECK_NEAR(r.bubble, 3.0 / 8, 1e-12);
-  L.v = 2;
+  L.chunks = 2;
   atoll_plan_evaluate(&ctx, &L, &r);
   CHECK_NEAR(r.bubble, 3.0 / 16, 1e-12);
   /* the bubble's seconds are (p-1)/v micro-batch slots of the slowest stage */
@@ -161,14 +161,14 @@ static void test_pipeline(void) {
   atoll_plan_evaluate(&ctx16, &M, &r);
   CHECK(r.valid && r.stage_layers_first == 8 && r.stage_layers_last == 6);
   /* a stage holds whole chunks: interleave 3 makes the slowest stages hold 9 blocks */
-  M.v = 3;
+  M.chunks = 3;
   atoll_plan_evaluate(&ctx16, &M, &r);
   CHECK(r.valid && r.stage_layers_first == 9 && r.stage_layers_last == 0);
-  M.v = 127;
+  M.chunks = 127;
   atoll_plan_evaluate(&ctx16, &M, &r);
   CHECK(!r.valid);
   /* links: TP 8 inside the node, PP and DP across nodes */
-  M.v = 8;
+  M.chunks = 8;
   atoll_plan_evaluate(&ctx16, &M, &r);
   CHECK(r.valid && r.link_tp == ATOLL_LINK_INTRA && r.link_pp == ATOLL_LINK_INTER && r.link_dp == ATOLL_LINK_INTER);
   /* impossible shapes */
@@ -197,11 +197,11 @@ static void test_traffic(void) {
   CHECK(r.valid && r.link_dp == ATOLL_LINK_INTRA);
   CHECK_NEAR(r.bytes_dp / (2.0 * 7 / 8 * P * 2), 1.0, 1e-12);
   /* ZeRO-1: reduce-scatter + all-gather, the same bytes */
-  L.zero = 1;
+  L.zero_stage = 1;
   atoll_plan_evaluate(&ctx, &L, &r);
   CHECK_NEAR(r.bytes_dp / (2.0 * 7 / 8 * P * 2), 1.0, 1e-12);
   /* ZeRO-3: per micro-batch, weights gathered forward and backward, grads scattered */
-  L.zero = 3;
+  L.zero_stage = 3;
   atoll_plan_evaluate(&ctx, &L, &r);
   CHECK(r.micro_batches == 1);
   CHECK_NEAR(r.bytes_dp / (3.0 * 7 / 8 * P * 2), 1.0, 1e-12);
@@ -315,7 +315,7 @@ static void test_llama3_rows(void) {
         "llama3-405b %5d GPUs tp %d cp %2d pp %d dp %3d seq %6d: published %3.0f TFLOP/s, predicted %5.1f (%+.1f%%), "
         "MFU %.1f%%, %.1f GiB, ZeRO-%d, interleave %d, %s\n",
         w->gpus, w->tp, w->cp, w->pp, w->dp, w->seq, w->tflops, r->tflops_per_gpu, 100 * gap, 100 * r->mfu,
-        r->mem_total / GIB, r->lay.zero, r->lay.v, atoll_plan_recompute_name(r->lay.recompute));
+        r->mem_total / GIB, r->lay.zero_stage, r->lay.chunks, atoll_plan_recompute_name(r->lay.recompute));
     CHECK(fabs(gap) <= 0.15);
     CHECK(r->fits && r->gpus == w->gpus);
     atoll_plan_ranking_free(&rk);
@@ -367,7 +367,7 @@ static void test_search_16k(void) {
   for (int i = 0; i < 3 && i < rk.nbest; i++) {
     const atoll_plan_result *r = &rk.best[i];
     printf("16384 x h100 rank %d: dp %d tp %d pp %d cp %d ZeRO-%d mb %d v %d %s: %.1f TFLOP/s, %.2f s/step\n", i + 1,
-           r->lay.dp, r->lay.tp, r->lay.pp, r->lay.cp, r->lay.zero, r->lay.mb, r->lay.v,
+           r->lay.dp, r->lay.tp, r->lay.pp, r->lay.cp, r->lay.zero_stage, r->lay.mb, r->lay.chunks,
            atoll_plan_recompute_name(r->lay.recompute), r->tflops_per_gpu, r->step_s);
     if (r->lay.tp == 8 && r->link_tp == ATOLL_LINK_INTRA && r->lay.pp > 1 && r->link_pp == ATOLL_LINK_INTER) found = 1;
     CHECK(r->fits && r->gpus == 16384);

@@ -4,7 +4,7 @@
 #   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
 #
 # Targets: fuzz_safetensors (st_parse), fuzz_config (--config text), fuzz_shard
-# (token shard parser). Each is compiled with clang's fuzzer, ASan and UBSan (UB is
+# (token shard parser), fuzz_plan_config (atoll plan --config text). Each is compiled with clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
 # parallel. Exit status: 0 if every target built and found nothing, 1 if one failed
@@ -42,8 +42,8 @@ if ! "$CC" "${FLAGS[@]}" "$WORK/probe.c" -o "$WORK/probe" >"$WORK/probe.log" 2>&
 fi
 
 # --- seed generator ---------------------------------------------------------------
-# One C file; -DGEN_ST / -DGEN_SHARD / -DGEN_CONFIG select what it writes into the
-# directory given as its argument.
+# One C file; -DGEN_ST / -DGEN_SHARD / -DGEN_CONFIG / -DGEN_PLAN_CONFIG select what it
+# writes into the directory given as its argument.
 cat >"$WORK/gen_seeds.c" <<'EOF'
 #include "atoll/atoll.h"
 #include <stdio.h>
@@ -127,6 +127,35 @@ static void gen(void) {
   fclose(f);
 }
 #endif
+#ifdef GEN_PLAN_CONFIG
+#include "cli/plan_setup.h"
+/* the generator builds no plan: nothing calls this */
+int atoll_plan_setup_cpu(const atoll_plan_opts *o, atoll_plan_accel *a, char *note, size_t n, atoll_err *err) {
+  (void)o, (void)a, (void)note, (void)n;
+  return atoll_fail(err, "gen_seeds: no cpu setup");
+}
+static void text(const char *name, const char *json) {
+  FILE *f = fopen(at(name), "w");
+  fputs(json, f);
+  fclose(f);
+}
+static void gen(void) {
+  for (int i = 0; i < atoll_plan_model_count(); i++) {
+    char name[96], json[160];
+    snprintf(name, sizeof name, "model_%d.json", i);
+    snprintf(json, sizeof json, "{\"model\": \"%s\", \"gpus\": 64}", atoll_plan_model_at(i)->name);
+    text(name, json);
+  }
+  text("cluster.json", "{\"model\": \"llama3-70b\", \"accel\": \"h200\", \"gpus\": 512, \"batch_tokens\": \"8M\",\n"
+                       " \"set\": [\"dp_overlap=0.5\", \"eta_mm=0.55\"], \"islands\": 2, \"wan-bw\": \"10Gbps\",\n"
+                       " \"wan_latency\": \"30ms\", \"memory\": \"80GiB\", \"inter-bw\": 50, \"explain\": true}");
+  text("fixed.json", "{\"model\": \"gpt2\", \"tp\": 2, \"pp\": 2, \"dp\": 2, \"cp\": 1, \"zero\": 3, \"microbatch\": 4,\n"
+                     " \"interleave\": 2, \"recompute\": \"selective\", \"island-sync\": \"diloco\", \"tokens\": \"1T\"}");
+  text("shape.json", "{\"layers\": 4, \"dim\": 256, \"heads\": 8, \"kv_heads\": 4, \"arch\": \"llama\", \"ffn\": 1024,\n"
+                     " \"vocab\": 32000, \"seq\": 2048, \"tied\": 1, \"batch\": 64, \"precision\": \"fp32\"}");
+  text("cpu.json", "{\"model\": \"gpt2\", \"accel\": \"cpu\", \"threads\": 2, \"cpu-gflops\": 100}");
+}
+#endif
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -141,6 +170,7 @@ targets=(
   "safetensors|GEN_ST|src/ckpt/safetensors.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "shard|GEN_SHARD|src/data/shard.c src/core/err.c|"
+  "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
 )
 
 build_target() { # name gendef sources libs
