@@ -1,12 +1,15 @@
 /* atoll plan: the planner's internal API (src/plan/).
  *
  *   catalog.c    models and accelerators, each constant with its source
- *   cost.c       one layout: FLOPs, memory per GPU, bytes per link, step time
+ *   evaluate.c   one layout: FLOPs, memory per GPU, bytes per link, step time, from
+ *                its parts flops.c, comm.c, time.c, memory.c (eval.h); assume.c
  *   search.c     enumeration and ranking of layouts; fewest GPUs; days by GPU count
  *   measure.c    this machine's CPU figures (sgemm peak, elementwise rate)
  *   calibrate.c  a measured atoll run (summary.json) against the plan of that run
  *   report.c     table, --explain and --json output
- *   plan_cli.c   flags and --config FILE
+ *
+ * Built as the library atoll_plan; the command line (flags, --config FILE) is in
+ * src/cli/plan_*.c. Errors are returned (atoll_err), never exit the process.
  *
  * Units: bytes, seconds, FLOPs and FLOP/s, bytes/s, unless a name says otherwise.
  * Every modelling assumption lives in atoll_plan_assume (global) or in the accelerator
@@ -100,7 +103,7 @@ typedef struct {
   atoll_plan_precision precision;
 } atoll_plan_train;
 
-/* Global modelling assumptions (defaults in cost.c: atoll_plan_assume_defaults). */
+/* Global modelling assumptions (defaults in assume.c: atoll_plan_assume_defaults). */
 typedef struct {
   double link_eff;     /* fraction of a link's bandwidth a ring collective achieves */
   double tp_overlap;   /* fraction of tensor-parallel communication hidden behind compute */
@@ -205,9 +208,8 @@ typedef struct {
   const atoll_plan_assume *assume;
 } atoll_plan_ctx;
 
-/* Evaluates one layout. Returns 0 and fills r (r->valid = 0 with r->why for an
- * impossible layout, r->fits = 0 when it does not fit in memory). Never fails
- * otherwise. */
+/* Evaluates one layout: fills r (r->valid = 0 with r->why for an impossible layout,
+ * r->fits = 0 when it does not fit in memory). Never fails otherwise. */
 void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay, atoll_plan_result *r);
 
 /* Ring collective cost (alpha-beta): seconds for n ranks on data of `bytes` (the
