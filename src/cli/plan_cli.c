@@ -61,7 +61,7 @@ static int nothing_fits(const atoll_plan_setup *p, const atoll_plan_ctx *ctx, co
       err,
       "no layout of %s fits on %d x %s: the lightest (dp %d x tp %d x pp %d x cp %d, ZeRO-%d, recompute %s) "
       "needs %s per device, which has %s%s",
-      p->model.name, p->cluster.gpus, p->cluster.acc.name, s->lay.dp, s->lay.tp, s->lay.pp, s->lay.cp, s->lay.zero,
+      p->model.name, p->cluster.gpus, p->cluster.acc.name, s->lay.dp, s->lay.tp, s->lay.pp, s->lay.cp, s->lay.zero_stage,
       atoll_plan_recompute_name(s->lay.recompute), atoll_plan_fmt_bytes(s->mem_total, a, sizeof a),
       atoll_plan_fmt_bytes(p->cluster.acc.mem_bytes, b, sizeof b), extra);
 }
@@ -193,7 +193,7 @@ static int run_sweep(const atoll_plan_opts *o, atoll_plan_setup *p, const char *
     char name[64];
     snprintf(name, sizeof name, "%d x %d x %d x %d", r->lay.dp, r->lay.tp, r->lay.pp, r->lay.cp);
     char dd[32];
-    printf("%7d   %-31s %4d %9s %8.0f %5.1f%% %10s\n", counts[i], name, r->lay.zero,
+    printf("%7d   %-31s %4d %9s %8.0f %5.1f%% %10s\n", counts[i], name, r->lay.zero_stage,
            atoll_plan_fmt_seconds(r->step_s, a, sizeof a), r->tflops_per_gpu, 100 * r->mfu,
            atoll_plan_fmt_days(r->days, dd, sizeof dd));
   }

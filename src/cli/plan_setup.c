@@ -80,6 +80,22 @@ static int parse_time(const char *key, const char *s, double dflt_unit, double *
   return parse_unit(key, s, U, 5, 0, out, "a time like 10us or 30ms", err);
 }
 
+/* One of a flag's named values. */
+typedef struct {
+  const char *name;
+  int value;
+} choice;
+
+static int parse_choice(const char *key, const char *s, const choice *choices, int n, const char *expect, int *out,
+                        atoll_err *err) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(s, choices[i].name) == 0) {
+      *out = choices[i].value;
+      return 0;
+    }
+  return atoll_fail(err, "--%s %s: %s", key, s, expect);
+}
+
 static int parse_mem(const char *key, const char *s, double *out, atoll_err *err) {
   static const unit U[] = {{"", GIB},           {"GiB", GIB}, {"GB", 1e9},
                            {"TiB", 1024 * GIB}, {"TB", 1e12}, {"MiB", GIB / 1024}};
@@ -181,12 +197,10 @@ static int build_model(const atoll_plan_opts *o, atoll_plan_model *m, atoll_err 
     m->source = "command line";
   }
   if ((s = get(o, "arch"))) {
-    if (strcmp(s, "llama") == 0)
-      m->arch = ATOLL_ARCH_LLAMA;
-    else if (strcmp(s, "gpt2") == 0)
-      m->arch = ATOLL_ARCH_GPT2;
-    else
-      return atoll_fail(err, "--arch %s: unknown architecture (known: llama, gpt2)", s);
+    static const choice ARCHS[] = {{"llama", ATOLL_ARCH_LLAMA}, {"gpt2", ATOLL_ARCH_GPT2}};
+    int arch = ATOLL_ARCH_LLAMA;
+    if (parse_choice("arch", s, ARCHS, 2, "unknown architecture (known: llama, gpt2)", &arch, err)) return -1;
+    m->arch = (atoll_plan_arch)arch;
     custom = 1;
   }
   struct {
@@ -262,28 +276,19 @@ static int build_fixed(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err 
     int *field;
     long min, max;
   } fx[] = {{"dp", &f->dp, 1, 1 << 30},       {"tp", &f->tp, 1, 1 << 16}, {"pp", &f->pp, 1, 1 << 20},
-            {"cp", &f->cp, 1, 1 << 20},       {"zero", &f->zero, 0, 3},   {"microbatch", &f->mb, 1, 1 << 20},
-            {"interleave", &f->v, 1, 1 << 16}};
+            {"cp", &f->cp, 1, 1 << 20},       {"zero", &f->zero_stage, 0, 3},   {"microbatch", &f->mb, 1, 1 << 20},
+            {"interleave", &f->chunks, 1, 1 << 16}};
   for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++)
     if ((s = get(o, fx[i].key)) && atoll_plan_parse_int(fx[i].key, s, fx[i].min, fx[i].max, fx[i].field, err)) return -1;
-  if ((s = get(o, "island-sync"))) {
-    if (strcmp(s, "diloco") == 0)
-      f->island_sync = 0;
-    else if (strcmp(s, "every-step") == 0)
-      f->island_sync = 1;
-    else
-      return atoll_fail(err, "--island-sync %s: expected diloco or every-step", s);
-  }
-  if ((s = get(o, "recompute"))) {
-    if (strcmp(s, "none") == 0)
-      f->recompute = ATOLL_RECOMPUTE_NONE;
-    else if (strcmp(s, "selective") == 0)
-      f->recompute = ATOLL_RECOMPUTE_SELECTIVE;
-    else if (strcmp(s, "full") == 0)
-      f->recompute = ATOLL_RECOMPUTE_FULL;
-    else
-      return atoll_fail(err, "--recompute %s: expected none, selective or full", s);
-  }
+  static const choice SYNCS[] = {{"diloco", 0}, {"every-step", 1}};
+  static const choice RECOMPUTES[] = {
+      {"none", ATOLL_RECOMPUTE_NONE}, {"selective", ATOLL_RECOMPUTE_SELECTIVE}, {"full", ATOLL_RECOMPUTE_FULL}};
+  if ((s = get(o, "island-sync")) &&
+      parse_choice("island-sync", s, SYNCS, 2, "expected diloco or every-step", &f->island_sync, err))
+    return -1;
+  if ((s = get(o, "recompute")) &&
+      parse_choice("recompute", s, RECOMPUTES, 3, "expected none, selective or full", &f->recompute, err))
+    return -1;
   if ((s = get(o, "gpus"))) {
     if (atoll_plan_parse_int("gpus", s, 1, 1 << 30, &c->gpus, err)) return -1;
   } else if (f->dp && f->tp && f->pp && f->cp) {
@@ -303,12 +308,10 @@ static int build_train(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err 
   t->seq = p->model.seq;
   t->precision = p->cluster.acc.is_cpu ? ATOLL_PREC_FP32 : ATOLL_PREC_BF16;
   if ((s = get(o, "precision"))) {
-    if (strcmp(s, "bf16") == 0)
-      t->precision = ATOLL_PREC_BF16;
-    else if (strcmp(s, "fp32") == 0)
-      t->precision = ATOLL_PREC_FP32;
-    else
-      return atoll_fail(err, "--precision %s: expected bf16 or fp32", s);
+    static const choice PRECISIONS[] = {{"bf16", ATOLL_PREC_BF16}, {"fp32", ATOLL_PREC_FP32}};
+    int precision = ATOLL_PREC_BF16;
+    if (parse_choice("precision", s, PRECISIONS, 2, "expected bf16 or fp32", &precision, err)) return -1;
+    t->precision = (atoll_plan_precision)precision;
   }
   if (get(o, "batch") && get(o, "batch-tokens")) return atoll_fail(err, "--batch and --batch-tokens: give one of them");
   if ((s = get(o, "batch"))) {
