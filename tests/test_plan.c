@@ -123,7 +123,7 @@ static void test_memory(void) {
   atoll_plan_ctx ctx2 = {&big, &c2, &t2, &a};
   atoll_plan_layout P4 = {2, 8, 4, 1, 1, 1, 1, ATOLL_RECOMPUTE_SELECTIVE, 0};
   atoll_plan_evaluate(&ctx2, &P4, &r);
-  CHECK(r.valid && r.mem_stage == 0 && r.stage_layers_first == 20);
+  CHECK(r.valid && r.mem_pp_stage == 0 && r.pp_stage_layers_first == 20);
   double per_layer_mb = atoll_plan_act_bytes_per_token(&big, 8, ATOLL_RECOMPUTE_SELECTIVE, ATOLL_PREC_BF16) * 4096;
   CHECK_NEAR(r.mem_act / (20 * 4 * per_layer_mb), 1.0, 1e-9);
 }
@@ -147,7 +147,7 @@ static void test_pipeline(void) {
   atoll_plan_evaluate(&ctx, &L, &r);
   CHECK_NEAR(r.bubble, 3.0 / 16, 1e-12);
   /* the bubble's seconds are (p-1)/v micro-batch slots of the slowest stage */
-  CHECK_NEAR(r.t_bubble / r.t_stage_mb, 1.5, 1e-9);
+  CHECK_NEAR(r.t_bubble / r.t_pp_stage_mb, 1.5, 1e-9);
   /* fewer micro-batches than stages: interleaving cannot fill the pipeline */
   L.mb = 4; /* m = 2 */
   atoll_plan_evaluate(&ctx, &L, &r);
@@ -159,11 +159,11 @@ static void test_pipeline(void) {
   atoll_plan_ctx ctx16 = {&b, &c16, &t16, &a};
   atoll_plan_layout M = {64, 8, 16, 1, 1, 1, 1, ATOLL_RECOMPUTE_SELECTIVE, 0};
   atoll_plan_evaluate(&ctx16, &M, &r);
-  CHECK(r.valid && r.stage_layers_first == 8 && r.stage_layers_last == 6);
+  CHECK(r.valid && r.pp_stage_layers_first == 8 && r.pp_stage_layers_last == 6);
   /* a stage holds whole chunks: interleave 3 makes the slowest stages hold 9 blocks */
   M.chunks = 3;
   atoll_plan_evaluate(&ctx16, &M, &r);
-  CHECK(r.valid && r.stage_layers_first == 9 && r.stage_layers_last == 0);
+  CHECK(r.valid && r.pp_stage_layers_first == 9 && r.pp_stage_layers_last == 0);
   M.chunks = 127;
   atoll_plan_evaluate(&ctx16, &M, &r);
   CHECK(!r.valid);

@@ -121,8 +121,8 @@ static int run_fewest(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
   printf("fewest %s devices that hold %s for training (data parallel 1, one %d-token sequence per step): %d\n",
          p->cluster.acc.name, p->model.name, p->train.seq, r.gpus);
   printf("  layout: tp %d (inside a node of %d) x pp %d, recompute %s; stages of %d blocks (last %d + LM head)\n",
-         r.lay.tp, p->cluster.gpus_per_node, r.lay.pp, atoll_plan_recompute_name(r.lay.recompute), r.stage_layers_first,
-         r.stage_layers_last);
+         r.lay.tp, p->cluster.gpus_per_node, r.lay.pp, atoll_plan_recompute_name(r.lay.recompute), r.pp_stage_layers_first,
+         r.pp_stage_layers_last);
   char q[7][32];
   printf("  memory per device: %s of %s = weights %s + gradients %s + optimizer %s + activations %s + reserved %s\n",
          atoll_plan_fmt_bytes(r.mem_total, q[0], 32), atoll_plan_fmt_bytes(p->cluster.acc.mem_bytes, q[1], 32),
@@ -251,8 +251,8 @@ static void print_calibration(const atoll_plan_calibration *cal, const char *pat
   printf("  %s\n", note);
   /* the modelled pp_stage's blocks (all of them without a pipeline) */
   int stage_layers = cal->layout.pp == 1 ? cal->model.layers
-                     : r->stage_layers_first > r->stage_layers_last ? r->stage_layers_first
-                                                                    : r->stage_layers_last;
+                     : r->pp_stage_layers_first > r->pp_stage_layers_last ? r->pp_stage_layers_first
+                                                                    : r->pp_stage_layers_last;
   double nb = (double)r->micro_batches * stage_layers;
   char q[8][32];
   printf("  predicted step %s = blocks %s (matmuls %s, attention %s, elementwise %s, overhead %s)\n"

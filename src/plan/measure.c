@@ -19,7 +19,7 @@
 #define REPS 7
 
 int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err) {
-  const int S = 1024, N = 1024, C = 256; /* sgemm size; elementwise: 1024 rows of 256 */
+  const int S = 1024, N = 1024, C = 256; /* sgemm size S; elementwise: N rows of C */
   const size_t E = (size_t)N * C;
   size_t nmat = (size_t)S * S;
   float *A = malloc(sizeof(float) * nmat), *B = malloc(sizeof(float) * nmat), *M = malloc(sizeof(float) * nmat);

@@ -86,7 +86,7 @@ void atoll_plan_memory(const atoll_plan_eval *e, atoll_plan_result *r) {
     mem[i] = params[i] * (elem / wshard + elem / gshard + optim / oshard + outer_state) + act[i] + zero3_buf +
              x->reserved;
   int bind = lay->pp > 1 && mem[1] > mem[0] ? 1 : 0;
-  r->mem_stage = bind;
+  r->mem_pp_stage = bind;
   r->params_per_gpu = params[bind];
   r->mem_weights = params[bind] * elem / wshard;
   r->mem_grads = params[bind] * elem / gshard;

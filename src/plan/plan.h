@@ -160,7 +160,7 @@ enum { ATOLL_LINK_NONE = 0, ATOLL_LINK_INTRA = 1, ATOLL_LINK_INTER = 2, ATOLL_LI
 const char *atoll_plan_link_name(int kind);
 
 /* Everything the cost model says about one layout. Memory is for the most loaded GPU
- * (first or last pipeline stage); bytes are sent per GPU per optimizer step. */
+ * (first or last pp_stage); bytes are sent per GPU per optimizer step. */
 typedef struct {
   atoll_plan_layout lay;
   int valid; /* 0: impossible shape (why says which) */
@@ -170,11 +170,11 @@ typedef struct {
   int seqs_per_rank;   /* sequences per data-parallel rank per step */
   int micro_batches;   /* m */
   double batch_tokens; /* effective global batch (rounded to whole sequences per rank) */
-  int stage_layers_first, stage_layers_last;
+  int pp_stage_layers_first, pp_stage_layers_last; /* blocks on the first and the last pp_stage */
   /* memory per GPU, bytes */
   double mem_weights, mem_grads, mem_optim, mem_act, mem_buffers, mem_outer, mem_reserved, mem_total;
-  int mem_stage;         /* 0: first stage binds, 1: last stage */
-  double params_per_gpu; /* parameters held (before ZeRO sharding) on the binding stage */
+  int mem_pp_stage;      /* 0: the first pp_stage binds, 1: the last */
+  double params_per_gpu; /* parameters held (before ZeRO sharding) on the binding pp_stage */
   /* communication: bytes sent per GPU per step, link, seconds spent, seconds exposed */
   double bytes_tp, bytes_cp, bytes_pp, bytes_dp, bytes_wan;
   int link_tp, link_cp, link_pp, link_dp;
@@ -185,8 +185,8 @@ typedef struct {
   double t_layer_compute; /* one block, one micro-batch: matmuls + attention + elementwise + overhead */
   double t_layer_mm, t_layer_attn, t_layer_elem; /* its parts (with recomputation) */
   double t_head_mb;                              /* LM head, final norm and loss, one micro-batch */
-  double t_stage_mb;                             /* slowest stage, one micro-batch, incl. exposed TP/CP traffic */
-  double t_compute;                              /* per step: m x pure compute of the slowest stage */
+  double t_pp_stage_mb;                          /* slowest pp_stage, one micro-batch, incl. exposed TP/CP traffic */
+  double t_compute;                              /* per step: micro_batches x pure compute of the slowest pp_stage */
   double bubble;                                 /* (p-1) / (v m) */
   double t_bubble;                               /* seconds of pipeline bubble per step */
   double t_optim;

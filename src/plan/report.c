@@ -258,17 +258,17 @@ static void explain_memory(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_
   const atoll_plan_accel *x = &ctx->cluster->acc;
   const atoll_plan_train *t = ctx->train;
   char a[32], b[32];
-  double P = atoll_plan_params(m);
+  double params = atoll_plan_params(m);
   double per_param = 16; /* bytes per parameter in either precision (see the text) */
   fprintf(f, "\nwhy this layout:\n");
-  double state = P * per_param;
+  double state = params * per_param;
   fprintf(f,
           "  * Memory. Weights, gradients and AdamW state take %.0f bytes per parameter\n"
           "    (%s):\n    %s for %s parameters, the memory of %.1f %ss before any activation.\n    ",
           per_param,
           t->precision == ATOLL_PREC_FP32 ? "fp32 weights 4 + gradients 4 + moments 8"
                                           : "bf16 weights 2 + gradients 2 + fp32 master weights and moments 12",
-          atoll_plan_fmt_bytes(state, a, sizeof a), atoll_plan_fmt_count(P, b, sizeof b), state / x->mem_bytes,
+          atoll_plan_fmt_bytes(state, a, sizeof a), atoll_plan_fmt_count(params, b, sizeof b), state / x->mem_bytes,
           x->name);
   char q[6][32];
   fprintf(f,
@@ -285,7 +285,7 @@ static void explain_memory(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_
 static void explain_tp(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w) {
   const atoll_plan_cluster *c = ctx->cluster;
   char a[32], b[32], d[32], e[32];
-  int G = c->gpus_per_node;
+  int per_node = c->gpus_per_node;
   if (w->lay.tp > 1) {
     double slow = c->inter_bw * ctx->assume->link_eff;
     fprintf(
@@ -298,7 +298,7 @@ static void explain_tp(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_resu
         atoll_plan_fmt_seconds(w->t_tp, b, sizeof b), atoll_plan_fmt_seconds(w->x_tp, e, sizeof e));
     if (w->link_tp == ATOLL_LINK_INTRA)
       fprintf(f, "    It stays inside a node of %d: across nodes (%.0f GB/s per GPU) the same traffic would take %s.\n",
-              G, slow / 1e9, atoll_plan_fmt_seconds(w->bytes_tp / slow, d, sizeof d));
+              per_node, slow / 1e9, atoll_plan_fmt_seconds(w->bytes_tp / slow, d, sizeof d));
   } else {
     fprintf(f, "  * No tensor parallel: every GPU runs whole matrix products, which is the most efficient when the "
                "model fits.\n");
@@ -320,7 +320,7 @@ static void explain_pp_cp(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_r
             "  * Pipeline parallel %d: stages of %d blocks (last stage %d plus the LM head); only activations\n"
             "    cross stage boundaries (%s per GPU per step, %s links). The price is the bubble\n"
             "    %s = %.1f%%: %s idle per step.\n",
-            w->lay.pp, w->stage_layers_first, w->stage_layers_last, fmt_gb(w->bytes_pp, a, sizeof a),
+            w->lay.pp, w->pp_stage_layers_first, w->pp_stage_layers_last, fmt_gb(w->bytes_pp, a, sizeof a),
             atoll_plan_link_name(w->link_pp), bub, 100 * w->bubble, atoll_plan_fmt_seconds(w->t_bubble, b, sizeof b));
   } else {
     fprintf(f, "  * No pipeline: no bubble; the %d blocks fit on every GPU (sharded %d ways by tensor parallel).\n",
@@ -379,7 +379,7 @@ static void explain_islands(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan
   const atoll_plan_model *m = ctx->model;
   const atoll_plan_cluster *c = ctx->cluster;
   char a[32];
-  double P = atoll_plan_params(m);
+  double params = atoll_plan_params(m);
   if (c->islands > 1) {
     atoll_plan_layout other = w->lay;
     other.island_sync = !w->lay.island_sync;
@@ -393,7 +393,7 @@ static void explain_islands(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan
               "    Keeping %.0f%% needs %.3g Gbit/s per island. Syncing gradients every step instead (data parallel\n"
               "    across islands) would move %s per island per step and take %s per step.\n",
               c->islands, c->diloco_h,
-              fmt_gb(atoll_plan_ring_allreduce_bytes(c->islands, P * ctx->assume->diloco_bytes), q[0], 32),
+              fmt_gb(atoll_plan_ring_allreduce_bytes(c->islands, params * ctx->assume->diloco_bytes), q[0], 32),
               c->wan_bw * 8 / 1e9, atoll_plan_fmt_seconds(w->t_outer, q[1], 32),
               atoll_plan_fmt_seconds(w->t_outer_step, q[2], 32), 100 * w->wan_util, 100 * ctx->assume->diloco_util,
               w->wan_bw_needed * 8 / 1e9, fmt_gb(o.bytes_wan, q[3], 32), atoll_plan_fmt_seconds(o.step_s, a, sizeof a));
@@ -412,9 +412,9 @@ static void explain_alternatives(FILE *f, const atoll_plan_ctx *ctx, const atoll
   const atoll_plan_result *w = &rk->best[0];
   const atoll_plan_model *m = ctx->model;
   const atoll_plan_cluster *c = ctx->cluster;
-  int G = c->gpus_per_node;
+  int per_node = c->gpus_per_node;
   fprintf(f, "  * Alternatives, each with its best settings:\n");
-  int N = c->gpus / (c->islands > 0 ? c->islands : 1);
+  int island_gpus = c->gpus / (c->islands > 0 ? c->islands : 1);
   if (rk->nbest > 1) {
     double delta;
     const atoll_plan_result *r = &rk->best[1];
@@ -423,7 +423,7 @@ static void explain_alternatives(FILE *f, const atoll_plan_ctx *ctx, const atoll
     fprintf(f, "  - runner-up (%s, ZeRO-%d): %.3fx the time per token, mostly %s.\n", name, r->lay.zero_stage,
             (r->step_s / r->batch_tokens) / (w->step_s / w->batch_tokens), main_loss(w, r, &delta));
   }
-  if (w->lay.tp * 2 <= m->heads && (long)w->lay.tp * 2 * w->lay.cp <= N && w->lay.tp * 2 > G && w->lay.tp <= G)
+  if (w->lay.tp * 2 <= m->heads && (long)w->lay.tp * 2 * w->lay.cp <= island_gpus && w->lay.tp * 2 > per_node && w->lay.tp <= per_node)
     explain_alt(f, ctx, w, "tensor parallel across nodes", 0, w->lay.tp * 2, 0, 0, -1);
   if (w->lay.tp > 1) explain_alt(f, ctx, w, "half the tensor parallel", 0, w->lay.tp / 2, 0, 0, -1);
   if (w->lay.pp > 1) explain_alt(f, ctx, w, "no pipeline", 0, w->lay.tp, 1, 0, -1);
@@ -482,10 +482,10 @@ cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result
   cJSON_AddNumberToObject(mem, "zero3_buffers", r->mem_buffers);
   cJSON_AddNumberToObject(mem, "diloco_outer_state", r->mem_outer);
   cJSON_AddNumberToObject(mem, "reserved", r->mem_reserved);
-  cJSON_AddStringToObject(mem, "stage", r->mem_stage ? "last" : "first");
+  cJSON_AddStringToObject(mem, "stage", r->mem_pp_stage ? "last" : "first");
   cJSON_AddNumberToObject(o, "params_per_gpu", r->params_per_gpu);
-  cJSON_AddNumberToObject(o, "stage_layers_first", r->stage_layers_first);
-  cJSON_AddNumberToObject(o, "stage_layers_last", r->stage_layers_last);
+  cJSON_AddNumberToObject(o, "stage_layers_first", r->pp_stage_layers_first);
+  cJSON_AddNumberToObject(o, "stage_layers_last", r->pp_stage_layers_last);
   cJSON_AddNumberToObject(o, "step_seconds", r->step_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
   cJSON_AddNumberToObject(o, "mfu", r->mfu);

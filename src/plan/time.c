@@ -51,9 +51,9 @@ int atoll_plan_split_stages(atoll_plan_eval *e, atoll_plan_result *r) {
     e->t_last = e->last_layers * t_layer + t_head;
     e->t_stage = e->t_first > e->t_last ? e->t_first : e->t_last;
   }
-  r->stage_layers_first = e->first_layers;
-  r->stage_layers_last = e->last_layers;
-  r->t_stage_mb = e->t_stage;
+  r->pp_stage_layers_first = e->first_layers;
+  r->pp_stage_layers_last = e->last_layers;
+  r->t_pp_stage_mb = e->t_stage;
   /* the slowest pp_stage is the one modelled; it runs the LM head, the embedding or both */
   int slow_first = e->t_first >= e->t_last;
   e->head_here = pp == 1 || !slow_first;
