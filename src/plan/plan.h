@@ -168,7 +168,7 @@ typedef struct {
   char why[200];
   int gpus;            /* devices used (all islands) */
   int seqs_per_rank;   /* sequences per data-parallel rank per step */
-  int micro_batches;   /* m */
+  int micro_batches;   /* micro-batches per replica per step (m) */
   double batch_tokens; /* effective global batch (rounded to whole sequences per rank) */
   int pp_stage_layers_first, pp_stage_layers_last; /* blocks on the first and the last pp_stage */
   /* memory per GPU, bytes */
