@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds atoll with AddressSanitizer and UndefinedBehaviorSanitizer (ATOLL_SANITIZE=ON)
+# into build-asan and runs the whole test suite there. .ci/run calls it after the
+# plain suite. Leak checking is off: Open MPI's own allocations at exit would drown
+# atoll's; every other ASan and UBSan finding fails the test that met it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATOLL_SANITIZE=ON -DATOLL_CUDA=OFF >/dev/null
+cmake --build build-asan -j"$(nproc)"
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+cd build-asan
+ctest --output-on-failure -j2 "$@"
