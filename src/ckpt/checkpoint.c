@@ -214,17 +214,17 @@ static int write_contents(const char *tmp, const atoll_layout *lay, const float 
   cJSON *meta = model_metadata(lay, state, step);
   if (!meta) return atoll_fail(err, "%s: out of memory", tmp);
   int rc = join(path, sizeof path, tmp, MODEL_FILE, err);
-  if (rc == 0) rc = st_write(path, lay, "", params, meta, err);
+  if (rc == 0) rc = atoll_st_write(path, lay, "", params, meta, err);
   cJSON_Delete(meta);
   if (rc == 0 && exp_avg) {
-    st_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
+    atoll_st_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
     rc = join(path, sizeof path, tmp, OPTIM_FILE, err);
-    if (rc == 0) rc = st_write_parts(path, lay, parts, 2, NULL, err);
+    if (rc == 0) rc = atoll_st_write_parts(path, lay, parts, 2, NULL, err);
   }
   for (int i = 0; rc == 0 && i < nextras; i++) {
     if (strchr(extras[i].file, '/')) return atoll_fail(err, "%s: bad extra file name %s", tmp, extras[i].file);
     rc = join(path, sizeof path, tmp, extras[i].file, err);
-    if (rc == 0) rc = st_write_parts(path, lay, extras[i].parts, extras[i].nparts, NULL, err);
+    if (rc == 0) rc = atoll_st_write_parts(path, lay, extras[i].parts, extras[i].nparts, NULL, err);
   }
   if (rc == 0) rc = write_state(tmp, state, err);
   if (rc == 0) rc = atoll_fsync_path(tmp, O_DIRECTORY, err);
@@ -381,23 +381,23 @@ int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, flo
   if (atoll_ckpt_read_state(dir, &state, err) != 0) return -1;
   cJSON_Delete(state);
   if (join(path, sizeof path, dir, MODEL_FILE, err) != 0) return -1;
-  int rc = st_read(path, lay, "", params, &meta, err);
+  int rc = atoll_st_read(path, lay, "", params, &meta, err);
   if (rc == 0) rc = check_model_metadata(meta, path, err);
   cJSON_Delete(meta);
   if (rc != 0 || !exp_avg) return rc;
   if (join(path, sizeof path, dir, OPTIM_FILE, err) != 0) return -1;
   if (access(path, F_OK) != 0)
     return atoll_fail(err, "%s: checkpoint has no optimizer state (no %s)", dir, OPTIM_FILE);
-  st_read_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
-  return st_read_parts(path, lay, parts, 2, NULL, err);
+  atoll_st_read_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
+  return atoll_st_read_parts(path, lay, parts, 2, NULL, err);
 }
 
 int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *file,
-                          const st_read_part *parts, int nparts, atoll_err *err) {
+                          const atoll_st_read_part *parts, int nparts, atoll_err *err) {
   char path[CK_PATH];
   if (join(path, sizeof path, dir, file, err) != 0) return -1;
   if (access(path, F_OK) != 0) return atoll_fail(err, "%s: checkpoint has no %s", dir, file);
-  return st_read_parts(path, lay, parts, nparts, NULL, err);
+  return atoll_st_read_parts(path, lay, parts, nparts, NULL, err);
 }
 
 /* ------------------------------------------------------ find and prune --- */
