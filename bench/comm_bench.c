@@ -1,4 +1,4 @@
-/* bench_comm: atoll's ring all-reduce (src/comm/comm.c) against the MPI library's own
+/* bench_comm: atoll's ring all-reduce (src/comm/ring.c) against the MPI library's own
  * MPI_Allreduce, on the same buffer in the same run, with nccl-tests' columns.
  *
  *   mpirun -np 2 build/bench_comm [--min BYTES] [--max BYTES] [--factor F] [--iters N]
@@ -73,6 +73,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_comm: %s\n", err.msg);
     return 1;
   }
+  /* The ring tuning from this program's own environment (the library reads none):
+   * ATOLL_COMM_SEGMENT (floats) and ATOLL_COMM_WINDOW, 0 or unset for the defaults. */
+  const char *seg_env = getenv("ATOLL_COMM_SEGMENT"), *win_env = getenv("ATOLL_COMM_WINDOW");
+  atoll_comm_set_tuning(c, seg_env ? (size_t)strtoull(seg_env, NULL, 10) : 0,
+                        win_env ? atoi(win_env) : 0);
   size_t min_bytes = 8u << 10, max_bytes = 64u << 20;
   int factor = 2, iters = 20, warmup = 5, use_min = 0;
   for (int i = 1; i < argc; i++) {
@@ -113,10 +118,9 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     printf("# bench_comm: %d ranks, float sum, %s of %d rounds after %d warm-up calls\n", n,
            use_min ? "fastest" : "median", iters, warmup);
-    const char *seg = getenv("ATOLL_COMM_SEGMENT"), *win = getenv("ATOLL_COMM_WINDOW");
-    if (seg || win)
-      printf("# ATOLL_COMM_SEGMENT=%s ATOLL_COMM_WINDOW=%s\n", seg ? seg : "(default)",
-             win ? win : "(default)");
+    if (seg_env || win_env)
+      printf("# ATOLL_COMM_SEGMENT=%s ATOLL_COMM_WINDOW=%s\n", seg_env ? seg_env : "(default)",
+             win_env ? win_env : "(default)");
     printf("# raw: MPI_Allreduce of %s\n", version);
     printf("#%11s %12s %32s | %32s | %6s\n", "", "", "atoll ring all-reduce",
            "raw MPI_Allreduce", "");
