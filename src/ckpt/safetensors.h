@@ -66,7 +66,8 @@ typedef struct {
  * UTF-8, every tensor entry (dtype, shape, data_offsets and their consistency),
  * that the tensors cover the data section exactly (no overlaps, no holes), and that
  * __metadata__ maps strings to strings. On failure *out is left empty. */
-int atoll_st_parse(const uint8_t *buf, size_t size, const char *name, atoll_st_file *out, atoll_err *err);
+int atoll_st_parse(const uint8_t *buf, size_t size, const char *name, atoll_st_file *out,
+                   atoll_err *err);
 void atoll_st_file_free(atoll_st_file *f);
 /* The tensor with this name, or NULL. */
 const atoll_st_tensor *atoll_st_file_find(const atoll_st_file *f, const char *name);
@@ -88,11 +89,11 @@ typedef struct {
  * is flushed and fsync'ed before it is closed. Refuses NaN/Inf values (they could
  * not be read back). */
 int atoll_st_write(const char *path, const atoll_layout *lay, const char *prefix, const float *data,
-             const cJSON *metadata, atoll_err *err);
+                   const cJSON *metadata, atoll_err *err);
 /* The same for several flat buffers in one file, one after the other in the data
  * section (e.g. "exp_avg." and "exp_avg_sq."). Prefixes must differ. */
-int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_st_part *parts, int nparts,
-                   const cJSON *metadata, atoll_err *err);
+int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_st_part *parts,
+                         int nparts, const cJSON *metadata, atoll_err *err);
 
 /* Reads a file into the flat buffer `data`: every layout tensor must be present
  * as prefix + name with dtype F32 and exactly the layout's shape, no other tensor
@@ -100,14 +101,15 @@ int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_
  * copy of __metadata__, or NULL if the file has none. On failure the contents of
  * `data` are unspecified and *metadata is NULL. */
 int atoll_st_read(const char *path, const atoll_layout *lay, const char *prefix, float *data,
-            cJSON **metadata, atoll_err *err);
+                  cJSON **metadata, atoll_err *err);
 /* The same for a file holding several flat buffers (all of them must be present,
  * and nothing else). */
 int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
-                  int nparts, cJSON **metadata, atoll_err *err);
+                        int nparts, cJSON **metadata, atoll_err *err);
 
 /* Checks that the layout's views are contiguous, in order and cover nparams
- * exactly (what atoll_st_write and atoll_st_read rely on). `what` names the file in messages. */
+ * exactly (what atoll_st_write and atoll_st_read rely on). `what` names the file in
+ * messages. */
 int atoll_st_layout_check(const atoll_layout *lay, const char *what, atoll_err *err);
 
 #endif

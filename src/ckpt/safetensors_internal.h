@@ -20,8 +20,10 @@ int atoll_st_utf8_valid(const uint8_t *s, size_t n);
 size_t atoll_st_first_nonfinite(const float *v, size_t n);
 /* prefix + name into out; -1 if it does not fit. */
 int atoll_st_full_name(char *out, size_t outsz, const char *prefix, const char *name);
-/* The buffers of a read or a write: at least one, each with a prefix (valid UTF-8,
- * all different) and data, and no tensor named __metadata__. */
+/* The request of a read or a write: a valid layout (atoll_st_layout_check), and from
+ * one to ATOLL_ST_MAX_PARTS buffers, each with a prefix (valid UTF-8, all different)
+ * and data, and no tensor named __metadata__. prefixes and datas hold the first
+ * min(nparts, ATOLL_ST_MAX_PARTS) buffers' fields. */
 int atoll_st_check_parts(const char *path, const atoll_layout *lay, const char *const *prefixes,
                          const void *const *datas, int nparts, atoll_err *err);
 

@@ -209,12 +209,13 @@ static int parse_offsets(const cJSON *entry, const char *file, const char *tname
     return atoll_fail(err,
                       "%s: tensor %s: data_offsets size mismatch: %" PRIu64
                       " bytes for %" PRIu64 " elements of %s (%" PRIu64 " bytes expected)",
-                      file, tname, t->end - t->begin, t->numel, atoll_st_dtype_name(t->dtype), nbytes);
+                      file, tname, t->end - t->begin, t->numel, atoll_st_dtype_name(t->dtype),
+                      nbytes);
   return 0;
 }
 
-static int parse_tensor(const cJSON *entry, const char *file, const atoll_st_file *f, atoll_st_tensor *t,
-                        atoll_err *err) {
+static int parse_tensor(const cJSON *entry, const char *file, const atoll_st_file *f,
+                        atoll_st_tensor *t, atoll_err *err) {
   t->name = entry->string;
   if (!cJSON_IsObject(entry))
     return atoll_fail(err, "%s: tensor %s: entry is not an object", file, t->name);
@@ -236,12 +237,14 @@ static int parse_metadata(const cJSON *m, const char *file, atoll_err *err) {
 }
 
 static int cmp_name(const void *a, const void *b) {
-  const atoll_st_tensor *x = *(const atoll_st_tensor *const *)a, *y = *(const atoll_st_tensor *const *)b;
+  const atoll_st_tensor *x = *(const atoll_st_tensor *const *)a;
+  const atoll_st_tensor *y = *(const atoll_st_tensor *const *)b;
   return strcmp(x->name, y->name);
 }
 
 static int cmp_offsets(const void *a, const void *b) {
-  const atoll_st_tensor *x = *(const atoll_st_tensor *const *)a, *y = *(const atoll_st_tensor *const *)b;
+  const atoll_st_tensor *x = *(const atoll_st_tensor *const *)a;
+  const atoll_st_tensor *y = *(const atoll_st_tensor *const *)b;
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
   if (x->end != y->end) return x->end < y->end ? -1 : 1;
   return 0;
@@ -321,7 +324,8 @@ static int parse_entries(atoll_st_file *f, const char *file, atoll_err *err) {
   return check_tiling(f, file, err);
 }
 
-int atoll_st_parse(const uint8_t *buf, size_t size, const char *name, atoll_st_file *out, atoll_err *err) {
+int atoll_st_parse(const uint8_t *buf, size_t size, const char *name, atoll_st_file *out,
+                   atoll_err *err) {
   memset(out, 0, sizeof *out);
   if (size < 8)
     return atoll_fail(err, "%s: file too short (%zu bytes) for the 8-byte header length", name,
@@ -391,6 +395,9 @@ int atoll_st_layout_check(const atoll_layout *lay, const char *what, atoll_err *
 
 int atoll_st_check_parts(const char *path, const atoll_layout *lay, const char *const *prefixes,
                          const void *const *datas, int nparts, atoll_err *err) {
+  if (atoll_st_layout_check(lay, path, err) != 0) return -1;
+  if (nparts > ATOLL_ST_MAX_PARTS)
+    return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nparts);
   if (nparts < 1) return atoll_fail(err, "%s: no tensor buffers given", path);
   for (int p = 0; p < nparts; p++) {
     if (!prefixes[p]) return atoll_fail(err, "%s: buffer %d has no name prefix", path, p);
@@ -453,8 +460,9 @@ static void unmap_file(mapped_file *m) {
 }
 
 /* The file tensor for layout tensor t under prefix, checked for dtype and shape. */
-static const atoll_st_tensor *match_tensor(const atoll_st_file *f, const char *path, const char *prefix,
-                                     const atoll_tensor *t, atoll_err *err) {
+static const atoll_st_tensor *match_tensor(const atoll_st_file *f, const char *path,
+                                           const char *prefix, const atoll_tensor *t,
+                                           atoll_err *err) {
   char name[ATOLL_ST_NAME_MAX];
   if (atoll_st_full_name(name, sizeof name, prefix, t->name) != 0) {
     atoll_fail(err, "%s: tensor name %s%s is too long", path, prefix, t->name);
@@ -523,13 +531,12 @@ static int report_extra(const atoll_st_file *f, const char *path, const atoll_la
 }
 
 int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
-                  int nparts, cJSON **metadata, atoll_err *err) {
+                        int nparts, cJSON **metadata, atoll_err *err) {
   if (metadata) *metadata = NULL;
-  if (atoll_st_layout_check(lay, path, err) != 0) return -1;
   const char *prefixes[ATOLL_ST_MAX_PARTS];
   const void *datas[ATOLL_ST_MAX_PARTS];
-  if (nparts > ATOLL_ST_MAX_PARTS) return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nparts);
-  for (int p = 0; p < nparts; p++) prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
+  for (int p = 0; p < nparts && p < ATOLL_ST_MAX_PARTS; p++)
+    prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
   if (atoll_st_check_parts(path, lay, prefixes, datas, nparts, err) != 0) return -1;
 
   mapped_file m;
@@ -550,7 +557,7 @@ int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_s
 }
 
 int atoll_st_read(const char *path, const atoll_layout *lay, const char *prefix, float *data,
-            cJSON **metadata, atoll_err *err) {
+                  cJSON **metadata, atoll_err *err) {
   atoll_st_read_part part = {prefix ? prefix : "", data};
   return atoll_st_read_parts(path, lay, &part, 1, metadata, err);
 }

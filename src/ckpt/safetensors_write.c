@@ -158,7 +158,8 @@ static int check_finite_out(const char *path, const atoll_layout *lay, const ato
     size_t at = atoll_st_first_nonfinite(part->data + t->offset, t->numel);
     if (at < t->numel)
       return atoll_fail(err, "%s: refusing to write tensor %s%s: element %zu is %s", path,
-                        part->prefix, t->name, at, isnan(part->data[t->offset + at]) ? "NaN" : "Inf");
+                        part->prefix, t->name, at,
+                        isnan(part->data[t->offset + at]) ? "NaN" : "Inf");
   }
   return 0;
 }
@@ -184,13 +185,12 @@ static int write_file(const char *path, const strbuf *hdr, const atoll_layout *l
   return 0;
 }
 
-int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_st_part *parts, int nparts,
-                   const cJSON *metadata, atoll_err *err) {
-  if (atoll_st_layout_check(lay, path, err) != 0) return -1;
+int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_st_part *parts,
+                         int nparts, const cJSON *metadata, atoll_err *err) {
   const char *prefixes[ATOLL_ST_MAX_PARTS];
   const void *datas[ATOLL_ST_MAX_PARTS];
-  if (nparts > ATOLL_ST_MAX_PARTS) return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nparts);
-  for (int p = 0; p < nparts; p++) prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
+  for (int p = 0; p < nparts && p < ATOLL_ST_MAX_PARTS; p++)
+    prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
   if (atoll_st_check_parts(path, lay, prefixes, datas, nparts, err) != 0) return -1;
   if (check_metadata_in(metadata, path, err) != 0) return -1;
   for (int p = 0; p < nparts; p++)
@@ -203,7 +203,7 @@ int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_
 }
 
 int atoll_st_write(const char *path, const atoll_layout *lay, const char *prefix, const float *data,
-             const cJSON *metadata, atoll_err *err) {
+                   const cJSON *metadata, atoll_err *err) {
   atoll_st_part part = {prefix ? prefix : "", data};
   return atoll_st_write_parts(path, lay, &part, 1, metadata, err);
 }

@@ -260,7 +260,8 @@ int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_
 static atoll_req *p2p_start(atoll_comm *c, void *buf, size_t bytes, int peer, int tag, int send) {
   const char *what = send ? "isend" : "irecv";
   if (bytes > (size_t)INT_MAX) atoll_comm_usage_fail(c, what, "message larger than 2 GiB");
-  if (peer < 0 || peer >= c->size || peer == c->rank) atoll_comm_usage_fail(c, what, "peer is not another rank");
+  if (peer < 0 || peer >= c->size || peer == c->rank)
+    atoll_comm_usage_fail(c, what, "peer is not another rank");
   atoll_req *q = calloc(1, sizeof *q);
   if (!q) atoll_comm_usage_fail(c, what, "out of memory");
   q->c = c;
@@ -372,7 +373,8 @@ void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t 
   if (counts) {
     size_t sum = 0;
     for (int i = 0; i < N; i++) sum += counts[i];
-    if (sum != count) atoll_comm_usage_fail(c, "gather_to_root", "chunk counts do not add up to the range");
+    if (sum != count)
+      atoll_comm_usage_fail(c, "gather_to_root", "chunk counts do not add up to the range");
   }
   atoll_chunks(count, N, counts, cnt, dsp);
   const size_t piece = ATOLL_PIECE_BYTES / sizeof(float);

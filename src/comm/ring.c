@@ -172,7 +172,8 @@ static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t coun
   q->nunits = (size_t)q->nsteps * q->nseg;
   if (op != ATOLL_OP_ALLGATHER) {
     q->scratch = malloc((size_t)(q->window + 1) * q->seg_cap * sizeof(float));
-    if (!q->scratch) atoll_comm_usage_fail(c, atoll_op_name(op), "out of memory for the receive buffer");
+    if (!q->scratch)
+      atoll_comm_usage_fail(c, atoll_op_name(op), "out of memory for the receive buffer");
   }
   post_ready(q, SIZE_MAX);
   return q;
@@ -216,7 +217,8 @@ void atoll_req_wait(atoll_req *q) {
     double t0 = atoll_seconds();
     while (!atoll_req_test(q)) {
       double waited = atoll_seconds() - t0;
-      if (waited > c->timeout) atoll_comm_watchdog_fire(c, atoll_op_name(q->op), q->count * sizeof(float));
+      if (waited > c->timeout)
+        atoll_comm_watchdog_fire(c, atoll_op_name(q->op), q->count * sizeof(float));
       atoll_comm_spin_pause(c, waited);
     }
     c->stats.wait_seconds += atoll_seconds() - t0;
