@@ -20,7 +20,7 @@
  *                      ends with all chunks.
  *   broadcast:         from root, the whole range.
  *
- * Bytes sent by one rank (the counters; exact formulas in comm.c): each ring step
+ * Bytes sent by one rank (the counters; exact formulas in ring.c and comm.c): each ring step
  * sends one chunk, so an all-reduce sends about 2 (N-1)/N of the range, a
  * reduce-scatter or an all-gather about (N-1)/N; a broadcast counts its bytes on the
  * root only (MPI_Ibcast forwards them as it likes).

@@ -1,4 +1,4 @@
-/* The communication layer (src/comm/comm.c), as an MPI program: run it under mpirun
+/* The communication layer (src/comm: comm.c, ring.c), as an MPI program: run it under mpirun
  * with any number of ranks (ctest runs 2 and 4).
  *
  *   test_comm              every check below; exit status = failed checks on this rank
