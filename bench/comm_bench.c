@@ -1,4 +1,4 @@
-/* bench_comm: atoll's ring all-reduce (src/comm/comm.c) against the MPI library's own
+/* bench_comm: atoll's ring all-reduce (src/comm/ring.c) against the MPI library's own
  * MPI_Allreduce, on the same buffer in the same run, with nccl-tests' columns.
  *
  *   mpirun -np 2 build/bench_comm [--min BYTES] [--max BYTES] [--factor F] [--iters N]
@@ -66,6 +66,41 @@ static size_t parse_size(const char *s) {
   return (size_t)v;
 }
 
+typedef struct {
+  size_t min_bytes, max_bytes;
+  int factor, iters, warmup, use_min;
+} options;
+
+/* The command line into *o; a bad option ends the job (status 2). */
+static void parse_options(atoll_comm *c, int argc, char **argv, options *o) {
+  *o = (options){.min_bytes = 8u << 10, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
+                 .warmup = 5, .use_min = 0};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) {
+      fprintf(stderr, "bench_comm: %s needs a value\n", a);
+      atoll_comm_abort(c, 2);
+    }
+    if (!strcmp(a, "--min")) o->min_bytes = parse_size(v);
+    else if (!strcmp(a, "--max")) o->max_bytes = parse_size(v);
+    else if (!strcmp(a, "--factor")) o->factor = atoi(v);
+    else if (!strcmp(a, "--iters")) o->iters = atoi(v);
+    else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
+    else if (!strcmp(a, "--stat") && (!strcmp(v, "median") || !strcmp(v, "min")))
+      o->use_min = !strcmp(v, "min");
+    else {
+      fprintf(stderr, "bench_comm: unknown option %s\n", a);
+      atoll_comm_abort(c, 2);
+    }
+    i++;
+  }
+  if (o->factor < 2 || o->iters < 1 || o->warmup < 0 || o->min_bytes < 4 ||
+      o->max_bytes < o->min_bytes) {
+    fprintf(stderr, "bench_comm: need --factor >= 2, --iters >= 1, 4 <= --min <= --max\n");
+    atoll_comm_abort(c, 2);
+  }
+}
+
 int main(int argc, char **argv) {
   atoll_comm *c = NULL;
   atoll_err err;
@@ -73,31 +108,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_comm: %s\n", err.msg);
     return 1;
   }
-  size_t min_bytes = 8u << 10, max_bytes = 64u << 20;
-  int factor = 2, iters = 20, warmup = 5, use_min = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!v) {
-      fprintf(stderr, "bench_comm: %s needs a value\n", a);
-      atoll_comm_abort(c, 2);
-    }
-    if (!strcmp(a, "--min")) min_bytes = parse_size(v);
-    else if (!strcmp(a, "--max")) max_bytes = parse_size(v);
-    else if (!strcmp(a, "--factor")) factor = atoi(v);
-    else if (!strcmp(a, "--iters")) iters = atoi(v);
-    else if (!strcmp(a, "--warmup")) warmup = atoi(v);
-    else if (!strcmp(a, "--stat") && (!strcmp(v, "median") || !strcmp(v, "min")))
-      use_min = !strcmp(v, "min");
-    else {
-      fprintf(stderr, "bench_comm: unknown option %s\n", a);
-      atoll_comm_abort(c, 2);
-    }
-    i++;
-  }
-  if (factor < 2 || iters < 1 || warmup < 0 || min_bytes < 4 || max_bytes < min_bytes) {
-    fprintf(stderr, "bench_comm: need --factor >= 2, --iters >= 1, 4 <= --min <= --max\n");
-    atoll_comm_abort(c, 2);
-  }
+  /* The ring tuning from this program's own environment (the library reads none):
+   * ATOLL_COMM_SEGMENT (floats) and ATOLL_COMM_WINDOW, 0 or unset for the defaults. */
+  const char *seg_env = getenv("ATOLL_COMM_SEGMENT"), *win_env = getenv("ATOLL_COMM_WINDOW");
+  atoll_comm_set_tuning(c, seg_env ? (size_t)strtoull(seg_env, NULL, 10) : 0,
+                        win_env ? atoi(win_env) : 0);
+  options o;
+  parse_options(c, argc, argv, &o);
+  size_t min_bytes = o.min_bytes, max_bytes = o.max_bytes;
+  int factor = o.factor, iters = o.iters, warmup = o.warmup, use_min = o.use_min;
   int rank = atoll_comm_rank(c), n = atoll_comm_size(c);
   float *buf = malloc(max_bytes);
   double *ta = malloc((size_t)iters * sizeof *ta), *tr = malloc((size_t)iters * sizeof *tr);
@@ -113,10 +132,9 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     printf("# bench_comm: %d ranks, float sum, %s of %d rounds after %d warm-up calls\n", n,
            use_min ? "fastest" : "median", iters, warmup);
-    const char *seg = getenv("ATOLL_COMM_SEGMENT"), *win = getenv("ATOLL_COMM_WINDOW");
-    if (seg || win)
-      printf("# ATOLL_COMM_SEGMENT=%s ATOLL_COMM_WINDOW=%s\n", seg ? seg : "(default)",
-             win ? win : "(default)");
+    if (seg_env || win_env)
+      printf("# ATOLL_COMM_SEGMENT=%s ATOLL_COMM_WINDOW=%s\n", seg_env ? seg_env : "(default)",
+             win_env ? win_env : "(default)");
     printf("# raw: MPI_Allreduce of %s\n", version);
     printf("#%11s %12s %32s | %32s | %6s\n", "", "", "atoll ring all-reduce",
            "raw MPI_Allreduce", "");

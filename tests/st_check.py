@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent safetensors reader used by test_ckpt: checks a file written by st_write.
+"""Independent safetensors reader used by test_ckpt: checks a file written by atoll_st_write.
 
 usage: st_check.py FILE NAME:D0xD1:OFFSET ...
 

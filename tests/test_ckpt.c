@@ -160,11 +160,11 @@ static void test_st_roundtrip(void) {
   cJSON *meta = cJSON_CreateObject();
   cJSON_AddStringToObject(meta, "format", "atoll");
   cJSON_AddStringToObject(meta, "note", "h\xc3\xa9llo \"quoted\" \\ \n\t end");
-  CHECK_OK(st_write(path, &tl.lay, "", a, meta, &err), &err);
+  CHECK_OK(atoll_st_write(path, &tl.lay, "", a, meta, &err), &err);
 
   cJSON *got = NULL;
   memset(b, 0xAB, n * sizeof *b);
-  CHECK_OK(st_read(path, &tl.lay, "", b, &got, &err), &err);
+  CHECK_OK(atoll_st_read(path, &tl.lay, "", b, &got, &err), &err);
   CHECK(memcmp(a, b, n * sizeof *a) == 0);
   CHECK(got != NULL && cJSON_Compare(meta, got, 1));
   cJSON_Delete(got);
@@ -206,7 +206,7 @@ static void test_st_exact_bytes(void) {
   char path[512];
   atoll_err err = {{0}};
   path_in(path, sizeof path, "exact.safetensors");
-  CHECK_OK(st_write(path, &tl.lay, "", v, NULL, &err), &err);
+  CHECK_OK(atoll_st_write(path, &tl.lay, "", v, NULL, &err), &err);
   /* 55 bytes of JSON padded with 1 space to 56. */
   const char *json = "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}} ";
   CHECK(strlen(json) == 56);
@@ -216,14 +216,14 @@ static void test_st_exact_bytes(void) {
   CHECK(le64(raw) == 56);
   CHECK(size >= 64 && memcmp(raw + 8, json, 56) == 0);
   CHECK(size >= 76 && memcmp(raw + 64, v, 12) == 0);
-  /* And st_parse reports the same numbers. */
-  st_file f;
-  CHECK_OK(st_parse(raw, size, path, &f, &err), &err);
+  /* And atoll_st_parse reports the same numbers. */
+  atoll_st_file f;
+  CHECK_OK(atoll_st_parse(raw, size, path, &f, &err), &err);
   CHECK(f.header_len == 56 && f.data_size == 12 && f.ntensors == 1);
   CHECK(f.ntensors == 1 && f.tensors[0].begin == 0 && f.tensors[0].end == 12 &&
-        f.tensors[0].dtype == ST_F32 && f.tensors[0].ndim == 1 && f.tensors[0].shape[0] == 3);
+        f.tensors[0].dtype == ATOLL_ST_F32 && f.tensors[0].ndim == 1 && f.tensors[0].shape[0] == 3);
   CHECK(f.metadata == NULL);
-  st_file_free(&f);
+  atoll_st_file_free(&f);
   free(raw);
 }
 
@@ -237,11 +237,11 @@ static void test_st_parts(void) {
   fill_random(v, n);
   char path[512];
   path_in(path, sizeof path, "parts.safetensors");
-  st_part parts[2] = {{"exp_avg.", m}, {"exp_avg_sq.", v}};
-  CHECK_OK(st_write_parts(path, &tl.lay, parts, 2, NULL, &err), &err);
-  st_read_part rparts[2] = {{"exp_avg.", m2}, {"exp_avg_sq.", v2}};
+  atoll_st_part parts[2] = {{"exp_avg.", m}, {"exp_avg_sq.", v}};
+  CHECK_OK(atoll_st_write_parts(path, &tl.lay, parts, 2, NULL, &err), &err);
+  atoll_st_read_part rparts[2] = {{"exp_avg.", m2}, {"exp_avg_sq.", v2}};
   cJSON *meta = (cJSON *)1;
-  CHECK_OK(st_read_parts(path, &tl.lay, rparts, 2, &meta, &err), &err);
+  CHECK_OK(atoll_st_read_parts(path, &tl.lay, rparts, 2, &meta, &err), &err);
   CHECK(meta == NULL);
   CHECK(memcmp(m, m2, n * 4) == 0 && memcmp(v, v2, n * 4) == 0);
   /* The data section is the two buffers back to back. */
@@ -252,12 +252,12 @@ static void test_st_parts(void) {
   CHECK(memcmp(raw + 8 + hlen, m, n * 4) == 0 && memcmp(raw + 8 + hlen + n * 4, v, n * 4) == 0);
   free(raw);
   /* Reading one half only: the other half's tensors are extra. */
-  CHECK(st_read(path, &tl.lay, "exp_avg.", m2, NULL, &err) != 0);
+  CHECK(atoll_st_read(path, &tl.lay, "exp_avg.", m2, NULL, &err) != 0);
   CHECK_MSG(err, path);
   CHECK_MSG(err, "extra tensor exp_avg_sq.");
   /* The same prefix twice is refused. */
-  st_part same[2] = {{"x.", m}, {"x.", v}};
-  CHECK(st_write_parts(path, &tl.lay, same, 2, NULL, &err) != 0);
+  atoll_st_part same[2] = {{"x.", m}, {"x.", v}};
+  CHECK(atoll_st_write_parts(path, &tl.lay, same, 2, NULL, &err) != 0);
   CHECK_MSG(err, "given twice");
   free(m), free(v), free(m2), free(v2);
 }
@@ -271,7 +271,7 @@ static void test_st_write_refusals(void) {
   char path[512];
   path_in(path, sizeof path, "refuse.safetensors");
   a[tl.t[2].offset + 4] = NAN;
-  CHECK(st_write(path, &tl.lay, "", a, NULL, &err) != 0);
+  CHECK(atoll_st_write(path, &tl.lay, "", a, NULL, &err) != 0);
   CHECK_MSG(err, "h.0.attn.qkv.weight");
   CHECK_MSG(err, "NaN");
   CHECK(!exists(path));
@@ -279,16 +279,16 @@ static void test_st_write_refusals(void) {
   /* Metadata values must be strings. */
   cJSON *meta = cJSON_CreateObject();
   cJSON_AddNumberToObject(meta, "lr", 0.1);
-  CHECK(st_write(path, &tl.lay, "", a, meta, &err) != 0);
+  CHECK(atoll_st_write(path, &tl.lay, "", a, meta, &err) != 0);
   CHECK_MSG(err, "not a string");
   cJSON_Delete(meta);
   /* A layout with a gap is not a flat buffer. */
   tl.t[1].offset += 1;
-  CHECK(st_write(path, &tl.lay, "", a, NULL, &err) != 0);
+  CHECK(atoll_st_write(path, &tl.lay, "", a, NULL, &err) != 0);
   CHECK_MSG(err, "not contiguous");
   tl.t[1].offset -= 1;
   /* An unwritable path. */
-  CHECK(st_write("/nonexistent-dir/x.safetensors", &tl.lay, "", a, NULL, &err) != 0);
+  CHECK(atoll_st_write("/nonexistent-dir/x.safetensors", &tl.lay, "", a, NULL, &err) != 0);
   CHECK_MSG(err, "/nonexistent-dir/x.safetensors");
   free(a);
 }
@@ -313,7 +313,7 @@ static void expect_read_fail(int line, const char *header, const float *data, si
   float out[10];
   cJSON *meta = NULL;
   atoll_err err = {{0}};
-  int rc = st_read(path, &tl.lay, "", out, &meta, &err);
+  int rc = atoll_st_read(path, &tl.lay, "", out, &meta, &err);
   if (rc == 0 || !contains(err.msg, path) || !contains(err.msg, keyword) ||
       strchr(err.msg, '\n') || meta != NULL) {
     fprintf(stderr, "%s:%d: expected failure with \"%s\"; rc %d, message \"%s\"\n", __FILE__, line,
@@ -337,7 +337,7 @@ static void test_st_good_ab(void) {
   free(buf);
   atoll_err err = {{0}};
   /* A hand-made file with an unpadded header and no metadata reads fine. */
-  CHECK_OK(st_read(path, &tl.lay, "", out, NULL, &err), &err);
+  CHECK_OK(atoll_st_read(path, &tl.lay, "", out, NULL, &err), &err);
   CHECK(memcmp(data, out, sizeof data) == 0);
   /* Tensor order in the file does not matter. */
   const char *swapped = "{\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
@@ -349,7 +349,7 @@ static void test_st_good_ab(void) {
   write_bytes(path, buf, size);
   free(buf);
   memset(out, 0, sizeof out);
-  CHECK_OK(st_read(path, &tl.lay, "", out, NULL, &err), &err);
+  CHECK_OK(atoll_st_read(path, &tl.lay, "", out, NULL, &err), &err);
   CHECK(memcmp(data, out, sizeof data) == 0);
 }
 
@@ -465,34 +465,34 @@ static void test_st_header_length(void) {
   uint64_t n = size - 7;
   for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(n >> (8 * i));
   write_bytes(path, buf, size);
-  CHECK(st_read(path, &tl.lay, "", out, NULL, &err) != 0);
+  CHECK(atoll_st_read(path, &tl.lay, "", out, NULL, &err) != 0);
   CHECK_MSG(err, path);
   CHECK_MSG(err, "beyond the end of the file");
   /* Absurd header length. */
   n = (uint64_t)1 << 40;
   for (int i = 0; i < 8; i++) buf[i] = (uint8_t)(n >> (8 * i));
   write_bytes(path, buf, size);
-  CHECK(st_read(path, &tl.lay, "", out, NULL, &err) != 0);
+  CHECK(atoll_st_read(path, &tl.lay, "", out, NULL, &err) != 0);
   CHECK_MSG(err, "absurd");
   /* Shorter than the length field, and empty. */
   write_bytes(path, buf, 5);
-  CHECK(st_read(path, &tl.lay, "", out, NULL, &err) != 0);
+  CHECK(atoll_st_read(path, &tl.lay, "", out, NULL, &err) != 0);
   CHECK_MSG(err, "too short");
   write_bytes(path, buf, 0);
-  CHECK(st_read(path, &tl.lay, "", out, NULL, &err) != 0);
+  CHECK(atoll_st_read(path, &tl.lay, "", out, NULL, &err) != 0);
   CHECK_MSG(err, "too short");
   free(buf);
   /* Missing file and directory. */
-  CHECK(st_read(g_tmp, &tl.lay, "", out, NULL, &err) != 0);
+  CHECK(atoll_st_read(g_tmp, &tl.lay, "", out, NULL, &err) != 0);
   CHECK_MSG(err, "not a regular file");
   path_in(path, sizeof path, "nope.safetensors");
-  CHECK(st_read(path, &tl.lay, "", out, NULL, &err) != 0);
+  CHECK(atoll_st_read(path, &tl.lay, "", out, NULL, &err) != 0);
   CHECK_MSG(err, "nope.safetensors: cannot open");
   /* A NUL byte inside the header. */
   buf = make_st(AB_GOOD, d, sizeof d, &size);
   buf[8 + 3] = 0;
-  st_file f;
-  CHECK(st_parse(buf, size, "nul", &f, &err) != 0);
+  atoll_st_file f;
+  CHECK(atoll_st_parse(buf, size, "nul", &f, &err) != 0);
   CHECK_MSG(err, "nul: header contains a NUL byte");
   free(buf);
 }
@@ -511,7 +511,7 @@ static void test_st_truncated(void) {
   atoll_err err = {{0}};
   cJSON *meta = cJSON_CreateObject();
   cJSON_AddStringToObject(meta, "k", "v");
-  CHECK_OK(st_write(path, &tl.lay, "", a, meta, &err), &err);
+  CHECK_OK(atoll_st_write(path, &tl.lay, "", a, meta, &err), &err);
   cJSON_Delete(meta);
   size_t size;
   uint8_t *raw = read_all(path, &size);
@@ -519,17 +519,17 @@ static void test_st_truncated(void) {
   for (size_t len = 0; len < size; len++) {
     uint8_t *copy = malloc(len ? len : 1);
     memcpy(copy, raw, len);
-    st_file f;
-    if (st_parse(copy, len, "cut", &f, &err) == 0) {
+    atoll_st_file f;
+    if (atoll_st_parse(copy, len, "cut", &f, &err) == 0) {
       successes++;
-      st_file_free(&f);
+      atoll_st_file_free(&f);
     } else if (!contains(err.msg, "cut: ")) {
       unnamed++;
     }
     free(copy);
     if (len % 13 == 0 || len + 8 > size) { /* through the file path too */
       write_bytes(cut, raw, len);
-      if (st_read(cut, &tl.lay, "", out, NULL, &err) == 0) successes++;
+      if (atoll_st_read(cut, &tl.lay, "", out, NULL, &err) == 0) successes++;
       else if (!contains(err.msg, cut)) unnamed++;
     }
   }
@@ -537,14 +537,14 @@ static void test_st_truncated(void) {
   CHECK(unnamed == 0);
   /* Near the end the message says why: the data section is short. */
   write_bytes(cut, raw, size - 1);
-  CHECK(st_read(cut, &tl.lay, "", out, NULL, &err) != 0);
+  CHECK(atoll_st_read(cut, &tl.lay, "", out, NULL, &err) != 0);
   CHECK_MSG(err, "beyond the data section");
   free(raw);
   free(a);
   free(out);
 }
 
-/* An independent reader (Python: struct + json + numpy) agrees with st_write. */
+/* An independent reader (Python: struct + json + numpy) agrees with atoll_st_write. */
 static void test_st_python(void) {
   if (system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
     printf("note: /usr/bin/python3 with numpy not found; skipping the Python cross-check\n");
@@ -572,7 +572,7 @@ static void test_st_python(void) {
   path_in(path, sizeof path, "py.safetensors");
   cJSON *meta = cJSON_CreateObject();
   cJSON_AddStringToObject(meta, "format", "atoll");
-  CHECK_OK(st_write(path, &tl.lay, "", a, meta, &err), &err);
+  CHECK_OK(atoll_st_write(path, &tl.lay, "", a, meta, &err), &err);
   cJSON_Delete(meta);
   char cmd[4096];
   int len = snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s'", script, path);
@@ -589,7 +589,7 @@ static void test_st_python(void) {
   CHECK(system(cmd) == 0);
   /* The checker itself notices a wrong value. */
   a[tl.t[1].offset + 2] += 1.0f;
-  CHECK_OK(st_write(path, &tl.lay, "", a, NULL, &err), &err);
+  CHECK_OK(atoll_st_write(path, &tl.lay, "", a, NULL, &err), &err);
   strcat(cmd, " >/dev/null");
   CHECK(system(cmd) != 0);
   free(a);
@@ -668,7 +668,7 @@ static void test_ckpt_roundtrip(void) {
   char path[1024];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   cJSON *meta = NULL;
-  CHECK_OK(st_read(path, &tl.lay, "", b.p, &meta, &err), &err);
+  CHECK_OK(atoll_st_read(path, &tl.lay, "", b.p, &meta, &err), &err);
   const cJSON *fmt = cJSON_GetObjectItem(meta, "format"), *cfg = cJSON_GetObjectItem(meta, "config");
   CHECK(cJSON_IsString(fmt) && strcmp(fmt->valuestring, "atoll") == 0);
   cJSON *cfgj = cJSON_IsString(cfg) ? cJSON_Parse(cfg->valuestring) : NULL;
@@ -677,8 +677,8 @@ static void test_ckpt_roundtrip(void) {
   cJSON_Delete(meta);
   /* The optimizer file names its tensors exp_avg.* / exp_avg_sq.*. */
   snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-  st_read_part parts[2] = {{"exp_avg.", b.m}, {"exp_avg_sq.", b.v}};
-  CHECK_OK(st_read_parts(path, &tl.lay, parts, 2, NULL, &err), &err);
+  atoll_st_read_part parts[2] = {{"exp_avg.", b.m}, {"exp_avg_sq.", b.v}};
+  CHECK_OK(atoll_st_read_parts(path, &tl.lay, parts, 2, NULL, &err), &err);
 
   /* Weights only. */
   memset(b.p, 0, b.n * 4);
@@ -1024,7 +1024,7 @@ static void test_ckpt_real_layout(void) {
     check_failures++;
     return;
   }
-  CHECK_OK(st_layout_check(&lay, "layout", &err), &err);
+  CHECK_OK(atoll_st_layout_check(&lay, "layout", &err), &err);
   bufs a = bufs_new(lay.nparams), b = bufs_new(lay.nparams), w = bufs_new(lwide.nparams),
        d = bufs_new(ldeep.nparams);
   bufs_random(&a);

@@ -142,7 +142,10 @@ static cJSON *stamp_state(const cJSON *state) {
     if (strcmp(item->string, "format") == 0 || strcmp(item->string, "version") == 0) continue;
     cJSON *copy = cJSON_Duplicate(item, 1);
     if (!copy) goto fail;
-    cJSON_AddItemToObject(out, item->string, copy);
+    if (!cJSON_AddItemToObject(out, item->string, copy)) {
+      cJSON_Delete(copy);
+      goto fail;
+    }
   }
   return out;
 fail:
@@ -214,17 +217,17 @@ static int write_contents(const char *tmp, const atoll_layout *lay, const float 
   cJSON *meta = model_metadata(lay, state, step);
   if (!meta) return atoll_fail(err, "%s: out of memory", tmp);
   int rc = join(path, sizeof path, tmp, MODEL_FILE, err);
-  if (rc == 0) rc = st_write(path, lay, "", params, meta, err);
+  if (rc == 0) rc = atoll_st_write(path, lay, "", params, meta, err);
   cJSON_Delete(meta);
   if (rc == 0 && exp_avg) {
-    st_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
+    atoll_st_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
     rc = join(path, sizeof path, tmp, OPTIM_FILE, err);
-    if (rc == 0) rc = st_write_parts(path, lay, parts, 2, NULL, err);
+    if (rc == 0) rc = atoll_st_write_parts(path, lay, parts, 2, NULL, err);
   }
   for (int i = 0; rc == 0 && i < nextras; i++) {
     if (strchr(extras[i].file, '/')) return atoll_fail(err, "%s: bad extra file name %s", tmp, extras[i].file);
     rc = join(path, sizeof path, tmp, extras[i].file, err);
-    if (rc == 0) rc = st_write_parts(path, lay, extras[i].parts, extras[i].nparts, NULL, err);
+    if (rc == 0) rc = atoll_st_write_parts(path, lay, extras[i].parts, extras[i].nparts, NULL, err);
   }
   if (rc == 0) rc = write_state(tmp, state, err);
   if (rc == 0) rc = atoll_fsync_path(tmp, O_DIRECTORY, err);
@@ -280,7 +283,9 @@ static int install(const char *tmp, const char *dir, const char *parent, const c
     return atoll_fail(err, "%s: cannot move aside to %s: %s", dir, old, strerror(errno));
   if (rename(tmp, dir) != 0) {
     int e = errno;
-    rename(old, dir);
+    if (rename(old, dir) != 0)
+      return atoll_fail(err, "%s: cannot rename %s into place: %s; the previous checkpoint "
+                        "could not be moved back and is at %s", dir, tmp, strerror(e), old);
     return atoll_fail(err, "%s: cannot rename %s into place: %s", dir, tmp, strerror(e));
   }
   int rc = atoll_fsync_path(parent, O_DIRECTORY, err);
@@ -381,23 +386,23 @@ int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, flo
   if (atoll_ckpt_read_state(dir, &state, err) != 0) return -1;
   cJSON_Delete(state);
   if (join(path, sizeof path, dir, MODEL_FILE, err) != 0) return -1;
-  int rc = st_read(path, lay, "", params, &meta, err);
+  int rc = atoll_st_read(path, lay, "", params, &meta, err);
   if (rc == 0) rc = check_model_metadata(meta, path, err);
   cJSON_Delete(meta);
   if (rc != 0 || !exp_avg) return rc;
   if (join(path, sizeof path, dir, OPTIM_FILE, err) != 0) return -1;
   if (access(path, F_OK) != 0)
     return atoll_fail(err, "%s: checkpoint has no optimizer state (no %s)", dir, OPTIM_FILE);
-  st_read_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
-  return st_read_parts(path, lay, parts, 2, NULL, err);
+  atoll_st_read_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
+  return atoll_st_read_parts(path, lay, parts, 2, NULL, err);
 }
 
 int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *file,
-                          const st_read_part *parts, int nparts, atoll_err *err) {
+                          const atoll_st_read_part *parts, int nparts, atoll_err *err) {
   char path[CK_PATH];
   if (join(path, sizeof path, dir, file, err) != 0) return -1;
   if (access(path, F_OK) != 0) return atoll_fail(err, "%s: checkpoint has no %s", dir, file);
-  return st_read_parts(path, lay, parts, nparts, NULL, err);
+  return atoll_st_read_parts(path, lay, parts, nparts, NULL, err);
 }
 
 /* ------------------------------------------------------ find and prune --- */
@@ -421,15 +426,20 @@ typedef struct {
   char name[256];
 } ck_entry;
 
-/* Complete step_* checkpoints under root, newest first. *n = -1 if root cannot be
- * opened (errno set). */
-static ck_entry *list_steps(const char *root, int *n) {
+/* Complete step_* checkpoints under root, in directory order, into *out (*n of them;
+ * the caller frees *out). Returns 0, or -1 with a message; *missing tells a root that
+ * does not exist apart (errno ENOENT), which pruning does not count as an error. */
+static int list_steps(const char *root, ck_entry **out, int *n, int *missing, atoll_err *err) {
+  *out = NULL;
+  *n = 0;
+  *missing = 0;
   DIR *d = opendir(root);
-  *n = -1;
-  if (!d) return NULL;
+  if (!d) {
+    *missing = errno == ENOENT;
+    return atoll_fail(err, "%s: cannot open: %s", root, strerror(errno));
+  }
   ck_entry *v = NULL;
   int cap = 0;
-  *n = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     char path[CK_PATH];
@@ -438,9 +448,15 @@ static ck_entry *list_steps(const char *root, int *n) {
     if (join(path, sizeof path, root, e->d_name, NULL) != 0 || !is_dir(path) || !has_state(path))
       continue;
     if (*n == cap) {
+      /* A short list would make pruning keep the wrong checkpoints: fail instead. */
       cap = cap ? cap * 2 : 16;
       ck_entry *p = realloc(v, (size_t)cap * sizeof *v);
-      if (!p) break;
+      if (!p) {
+        closedir(d);
+        free(v);
+        *n = 0;
+        return atoll_fail(err, "%s: out of memory listing checkpoints", root);
+      }
       v = p;
     }
     v[*n].step = step;
@@ -448,7 +464,8 @@ static ck_entry *list_steps(const char *root, int *n) {
     (*n)++;
   }
   closedir(d);
-  return v;
+  *out = v;
+  return 0;
 }
 
 static int newest_first(const void *a, const void *b) {
@@ -462,9 +479,9 @@ int atoll_ckpt_find_latest(const char *root, char *out, size_t outsz, atoll_err 
     strcpy(out, root);
     return 0;
   }
-  int n;
-  ck_entry *v = list_steps(root, &n);
-  if (n < 0) return atoll_fail(err, "%s: cannot open: %s", root, strerror(errno));
+  int n, missing;
+  ck_entry *v;
+  if (list_steps(root, &v, &n, &missing, err) != 0) return -1;
   int best = -1;
   for (int i = 0; i < n; i++)
     if (best < 0 || v[i].step > v[best].step) best = i;
@@ -512,12 +529,9 @@ static int prune_stale(const char *root, atoll_err *err) {
 
 int atoll_ckpt_prune(const char *root, int keep, atoll_err *err) {
   if (keep < 1) return atoll_fail(err, "%s: keep must be >= 1 (got %d)", root, keep);
-  int n;
-  ck_entry *v = list_steps(root, &n);
-  if (n < 0) {
-    if (errno == ENOENT) return 0;
-    return atoll_fail(err, "%s: cannot open: %s", root, strerror(errno));
-  }
+  int n, missing;
+  ck_entry *v;
+  if (list_steps(root, &v, &n, &missing, err) != 0) return missing ? 0 : -1;
   if (n > 1) qsort(v, (size_t)n, sizeof *v, newest_first);
   int rc = 0;
   for (int i = keep; i < n; i++) {

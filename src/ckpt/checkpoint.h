@@ -44,7 +44,7 @@ int atoll_ckpt_save(const char *dir, const atoll_layout *lay, const float *param
  * more copies of the layout, tensor names prefixed by their part's prefix. */
 typedef struct {
   const char *file; /* e.g. "outer.safetensors"; a plain name, no slashes */
-  const st_part *parts;
+  const atoll_st_part *parts;
   int nparts;
 } atoll_ckpt_extra;
 
@@ -53,7 +53,7 @@ int atoll_ckpt_save_ex(const char *dir, const atoll_layout *lay, const float *pa
                        int nextras, const cJSON *state, atoll_err *err);
 /* Reads one extra file written by atoll_ckpt_save_ex into the parts' buffers. */
 int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *file,
-                          const st_read_part *parts, int nparts, atoll_err *err);
+                          const atoll_st_read_part *parts, int nparts, atoll_err *err);
 
 /* Reads and validates dir/state.json (format, version, step). On success *state is a
  * new object the caller deletes with cJSON_Delete. */

@@ -1,4 +1,4 @@
-/* safetensors files (the Hugging Face format), see safetensors.c and
+/* safetensors files (the Hugging Face format), see safetensors_read.c (parser, reader) and
  * docs/formats.md for the byte layout.
  *
  * Writing and reading work on an atoll_layout and its flat float buffer: the data
@@ -16,98 +16,100 @@
 #include <stdint.h>
 
 /* Largest header accepted (the reference implementation uses the same limit). */
-#define ST_MAX_HEADER ((uint64_t)100000000)
+#define ATOLL_ST_MAX_HEADER ((uint64_t)100000000)
 /* Largest tensor rank accepted by the parser. */
-#define ST_MAX_DIMS 8
+#define ATOLL_ST_MAX_DIMS 8
 
 typedef enum {
-  ST_F64,
-  ST_F32,
-  ST_F16,
-  ST_BF16,
-  ST_I64,
-  ST_I32,
-  ST_I16,
-  ST_I8,
-  ST_U64,
-  ST_U32,
-  ST_U16,
-  ST_U8,
-  ST_BOOL,
-} st_dtype;
+  ATOLL_ST_F64,
+  ATOLL_ST_F32,
+  ATOLL_ST_F16,
+  ATOLL_ST_BF16,
+  ATOLL_ST_I64,
+  ATOLL_ST_I32,
+  ATOLL_ST_I16,
+  ATOLL_ST_I8,
+  ATOLL_ST_U64,
+  ATOLL_ST_U32,
+  ATOLL_ST_U16,
+  ATOLL_ST_U8,
+  ATOLL_ST_BOOL,
+} atoll_st_dtype;
 
 /* "F32" etc.; NULL for an invalid value. */
-const char *st_dtype_name(st_dtype d);
+const char *atoll_st_dtype_name(atoll_st_dtype d);
 /* Bytes per element. */
-size_t st_dtype_size(st_dtype d);
+size_t atoll_st_dtype_size(atoll_st_dtype d);
 
 typedef struct {
-  const char *name; /* points into st_file.header */
-  st_dtype dtype;
+  const char *name; /* points into atoll_st_file.header */
+  atoll_st_dtype dtype;
   int ndim;
-  int64_t shape[ST_MAX_DIMS];
+  int64_t shape[ATOLL_ST_MAX_DIMS];
   uint64_t numel;
   uint64_t begin, end;  /* byte offsets relative to the data section */
   const uint8_t *data;  /* buf + 8 + header length + begin (not aligned in general) */
-} st_tensor;
+} atoll_st_tensor;
 
 typedef struct {
   int ntensors;
-  st_tensor *tensors;       /* in header order */
+  atoll_st_tensor *tensors;       /* in header order */
   cJSON *header;            /* the parsed header (owns the names) */
   const cJSON *metadata;    /* the "__metadata__" object inside header, or NULL */
   uint64_t header_len;      /* N, the JSON length in bytes (padding included) */
   const uint8_t *data;      /* start of the data section in buf */
   uint64_t data_size;
-} st_file;
+} atoll_st_file;
 
 /* Parses and validates a whole file held in buf (which must outlive *out). `name`
  * is the file name used in messages. Checks the header length, JSON syntax and
  * UTF-8, every tensor entry (dtype, shape, data_offsets and their consistency),
  * that the tensors cover the data section exactly (no overlaps, no holes), and that
  * __metadata__ maps strings to strings. On failure *out is left empty. */
-int st_parse(const uint8_t *buf, size_t size, const char *name, st_file *out, atoll_err *err);
-void st_file_free(st_file *f);
+int atoll_st_parse(const uint8_t *buf, size_t size, const char *name, atoll_st_file *out,
+                   atoll_err *err);
+void atoll_st_file_free(atoll_st_file *f);
 /* The tensor with this name, or NULL. */
-const st_tensor *st_file_find(const st_file *f, const char *name);
+const atoll_st_tensor *atoll_st_file_find(const atoll_st_file *f, const char *name);
 
 /* One flat buffer to write or read, its tensors named prefix + layout name. */
 typedef struct {
   const char *prefix;
   const float *data;
-} st_part;
+} atoll_st_part;
 
 typedef struct {
   const char *prefix;
   float *data;
-} st_read_part;
+} atoll_st_read_part;
 
 /* Writes every tensor of the layout as F32 named prefix + name, with the data of
  * `data` (lay->nparams floats). metadata: NULL or a cJSON object whose values are
  * all strings. The header is padded with spaces to a multiple of 8 bytes. The file
  * is flushed and fsync'ed before it is closed. Refuses NaN/Inf values (they could
  * not be read back). */
-int st_write(const char *path, const atoll_layout *lay, const char *prefix, const float *data,
-             const cJSON *metadata, atoll_err *err);
+int atoll_st_write(const char *path, const atoll_layout *lay, const char *prefix, const float *data,
+                   const cJSON *metadata, atoll_err *err);
 /* The same for several flat buffers in one file, one after the other in the data
  * section (e.g. "exp_avg." and "exp_avg_sq."). Prefixes must differ. */
-int st_write_parts(const char *path, const atoll_layout *lay, const st_part *parts, int nparts,
-                   const cJSON *metadata, atoll_err *err);
+int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_st_part *parts,
+                         int nparts, const cJSON *metadata, atoll_err *err);
 
 /* Reads a file into the flat buffer `data`: every layout tensor must be present
  * as prefix + name with dtype F32 and exactly the layout's shape, no other tensor
  * may be present, and no value may be NaN or Inf. metadata (if non-NULL) receives a
  * copy of __metadata__, or NULL if the file has none. On failure the contents of
  * `data` are unspecified and *metadata is NULL. */
-int st_read(const char *path, const atoll_layout *lay, const char *prefix, float *data,
-            cJSON **metadata, atoll_err *err);
+int atoll_st_read(const char *path, const atoll_layout *lay, const char *prefix, float *data,
+                  cJSON **metadata, atoll_err *err);
 /* The same for a file holding several flat buffers (all of them must be present,
  * and nothing else). */
-int st_read_parts(const char *path, const atoll_layout *lay, const st_read_part *parts,
-                  int nparts, cJSON **metadata, atoll_err *err);
+int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
+                        int nparts, cJSON **metadata, atoll_err *err);
 
 /* Checks that the layout's views are contiguous, in order and cover nparams
- * exactly (what st_write and st_read rely on). `what` names the file in messages. */
-int st_layout_check(const atoll_layout *lay, const char *what, atoll_err *err);
+ * exactly (what atoll_st_write and atoll_st_read rely on). `what` names the file in
+ * messages. */
+int atoll_st_layout_check(const atoll_layout *lay, const char *what, atoll_err *err);
 
 #endif

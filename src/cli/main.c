@@ -8,6 +8,7 @@
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "cli/test_hooks.h"
 #include "comm/comm.h"
 #include "core/fs.h"
 #include "train/config.h"
@@ -223,7 +224,14 @@ static int cmd_train(int argc, char **argv) {
   atoll_err err = {{0}};
   atoll_comm *world = NULL;
   if (atoll_comm_init(&world, NULL, NULL, &err)) return die(&err);
-  int rc = cmd_train_ranks(argc, argv, world);
+  /* Ring tuning from the test hooks, on the world before anything splits it (every
+   * communicator inherits it). */
+  atoll_test_hooks hooks;
+  int rc = atoll_test_hooks_from_env(&hooks, &err) ? die_on(atoll_comm_rank(world), &err) : 0;
+  if (rc == 0) {
+    atoll_comm_set_tuning(world, hooks.comm_segment, hooks.comm_window);
+    rc = cmd_train_ranks(argc, argv, world);
+  }
   atoll_comm_free(world);
   return rc;
 }

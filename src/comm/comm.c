@@ -1,46 +1,12 @@
-/* The communication layer on MPI: ring collectives over point-to-point messages,
- * small control operations over MPI's non-blocking collectives, counters, a watchdog.
- *
- * ---------------------------------------------------------------- schedule ---
- * N ranks, chunk c = [displs[c], displs[c] + counts[c]) floats of the range (see
- * atoll_chunks), indices mod N. Rank r sends to r+1 and receives from r-1.
- *
- *   reduce-scatter step s = 0 .. N-2: rank r sends chunk (r-s-1) and receives
- *     chunk (r-s-2), which it adds into its own copy: buf[c] = buf[c] + recv.
- *     Chunk c thus starts at rank c+1 and is summed along the ring, in the fixed
- *     order x[c+1], x[c+2], ..., x[c]; after N-1 steps rank r holds the sum of
- *     chunk r (reduce-scatter ends here).
- *   all-gather step s = 0 .. N-2: rank r sends chunk (r-s) and receives chunk
- *     (r-s-1) straight into place. Every copy of chunk c is rank c's bytes, so all
- *     ranks end with bit-identical results.
- *   all-reduce: the reduce-scatter steps, then the all-gather steps.
- *
- * The chunk a rank sends at any step is the one it received at the step before.
- * This lets a ring run as a pipeline: every step is cut into K segments (the same cut
- * of a chunk on every rank, each at most ATOLL_SEG_FLOATS floats), a "unit" (step s,
- * segment k) is one send and one receive, units run in order u = s*K + k, and up to
- * W <= K units are in flight at once (posted in order, retired in order; a unit
- * retires when its send and its receive are done). Unit u needs unit u-K (the same
- * segment one step earlier) retired and, if it was a reduce-step, added; with W <= K
- * that is always so, except for u-K itself when W = K. So on retiring unit u, the
- * request first posts the units that do not need u's addition (the peer copies them
- * while this rank adds), then adds u's segment, then posts the rest. A reduce-step
- * receives into one of W+1 segment-sized scratch slots (slot = u mod (W+1): the
- * units in flight and the one being added). Segment sizes are known on every rank,
- * so empty segments (chunks of 0 floats, count 0) are skipped on both sides. The
- * order of additions per element is the one above, whatever K and W. Defaults below;
- * the variables ATOLL_COMM_SEGMENT (floats) and ATOLL_COMM_WINDOW override them for
- * experiments and tests (rank 0's values hold, read when a communicator is made).
+/* The communication layer on MPI (comm/comm.h), less the ring collectives (ring.c):
+ * communicators, the ring tuning, point-to-point messages, small control operations
+ * over MPI's non-blocking collectives, block exchanges, counters, the watchdog and the
+ * fatal handler that ends the job.
  *
  * -------------------------------------------------------------- bytes sent ---
- * bytes_sent counts exactly the bytes this rank hands to MPI to send (floats are 4
- * bytes; with N = 1 every operation is a no-op and counts 0):
+ * bytes_sent counts exactly the bytes this rank hands to MPI to send (with N = 1
+ * every operation is a no-op and counts 0); the rings' formulas are in ring.c:
  *
- *   all-reduce       4 * (count - counts[r]) + 4 * (count - counts[(r+1) mod N])
- *                    (reduce-scatter phase: every chunk but r; all-gather phase:
- *                    every chunk but r+1). Even split: about 2 (N-1)/N of the range.
- *   reduce-scatter   4 * (count - counts[r])
- *   all-gather       4 * (count - counts[(r+1) mod N])
  *   broadcast        `bytes` on the root, 0 on the other ranks (the payload handed
  *                    to MPI_Ibcast; what MPI forwards internally is not seen)
  *   other:
@@ -58,7 +24,8 @@
  * it has blocked longer than the communicator's timeout: one line on stderr,
  *   atoll: error: rank R: OP of SIZE on communicator 'NAME' (N ranks) did not
  *   finish within T s; a peer has stopped or died
- * (R is the rank in the world), then MPI_Abort(MPI_COMM_WORLD, 1). A timeout of 0 or
+ * (R is the rank in the world), then atoll_fatal, whose handler (installed by
+ * atoll_comm_init) ends the job: MPI_Abort(MPI_COMM_WORLD, 1). A timeout of 0 or
  * less turns it off. Polling (atoll_req_test) is never timed: the caller may overlap a
  * request with as much work as it likes.
  *
@@ -69,7 +36,8 @@
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
-#include "comm/comm.h"
+#include "comm/comm_internal.h"
+#include "core/fatal.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -80,62 +48,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define ATOLL_TAG_RANGE 32767
-/* Largest segment of a ring step (floats: 4 MiB), and the most units in flight.
- * Measured at 2 ranks over shared memory (bench_comm): one message per step is as
- * fast as MPI_Allreduce up to 16 MiB; cutting large chunks into 4 MiB segments keeps
- * that and doubles the speed at 32-64 MiB (each segment is added while the peer
- * copies the next); 256 KiB segments lost 5-30% below 16 MiB to per-message
- * handshakes. */
-#define ATOLL_SEG_FLOATS ((size_t)1 << 20)
-#define ATOLL_WINDOW 2
-#define ATOLL_MAX_WINDOW 16
-/* A blocking wait spins this long before it starts to yield the core, unless this
- * node has more ranks than cores (then it yields from the start). */
-#define ATOLL_SPIN_SECONDS 0.05
-/* Largest piece handed to one MPI call on the control paths (fits an int count). */
-#define ATOLL_PIECE_BYTES ((size_t)1 << 30)
-
-struct atoll_comm {
-  MPI_Comm comm;
-  int rank, size, world_rank;
-  int is_world, owns_mpi;
-  unsigned tag_counter;
-  double timeout;
-  double spin_seconds; /* a wait yields the core once it has lasted this long */
-  size_t seg_floats;   /* ring segment size and window (same on every rank) */
-  int window;
-  char name[64];
-  atoll_comm_stats stats;
-};
-
-typedef struct {
-  MPI_Request send, recv;
-  int slot; /* scratch slot of a reduce receive, -1 otherwise */
-  size_t off, n; /* received segment: buf[off, off + n) */
-} atoll_unit;
-
-struct atoll_req {
-  atoll_comm *c;
-  atoll_op op;
-  float *buf;
-  size_t count;
-  int n;            /* ranks */
-  int first_step;   /* 0 for reduce-scatter and all-reduce, N-1 for all-gather */
-  int nsteps;       /* steps of this op; global step = first_step + local step */
-  int tag;
-  size_t *counts, *displs;
-  size_t nseg;      /* K */
-  size_t nunits, next, oldest; /* units posted: [oldest, next) */
-  int window;
-  atoll_unit units[ATOLL_MAX_WINDOW];
-  float *scratch;   /* window * seg_cap floats */
-  size_t seg_cap;
-  int done;
-  int p2p;          /* a single message (atoll_isend / atoll_irecv): preq */
-  MPI_Request preq;
-};
 
 /* ------------------------------------------------------------ utilities --- */
 
@@ -159,7 +71,7 @@ const char *atoll_op_name(atoll_op op) {
  * So a wait spins hot, as MPI does, and yields only once a peer is clearly late; where
  * ranks share cores (more ranks on the node than cores), the peer may need this very
  * core, and a wait yields from the start. */
-static void spin_pause(const atoll_comm *c, double waited) {
+void atoll_comm_spin_pause(const atoll_comm *c, double waited) {
   if (waited >= c->spin_seconds) sched_yield();
 }
 
@@ -175,26 +87,33 @@ static void human_size(size_t bytes, char *out, size_t cap) {
   }
 }
 
-/* The watchdog's verdict: one line, then the whole job ends. */
-static void watchdog_fire(const atoll_comm *c, const char *what, size_t bytes) {
+/* Ends every rank of the job with exit status `code`: the fatal handler installed by
+ * atoll_comm_init (core/fatal.h), and atoll_comm_abort. Without MPI running (not yet
+ * started, or finalized) only this process exits. */
+static void end_job(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  fflush(stdout);
+  fflush(stderr);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  exit(code);
+}
+
+/* The watchdog's verdict: its line (the one tests and operators look for, kept in the
+ * "atoll: error:" form), then the whole job ends through the one fatal path. */
+void atoll_comm_watchdog_fire(const atoll_comm *c, const char *what, size_t bytes) {
   char sz[32];
   human_size(bytes, sz, sizeof sz);
   fprintf(stderr,
           "atoll: error: rank %d: %s of %s on communicator '%s' (%d ranks) did not finish "
           "within %g s; a peer has stopped or died\n",
           c->world_rank, what, sz, c->name, c->size, c->timeout);
-  fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  exit(1); /* not reached */
+  atoll_fatal("rank %d: the watchdog ends the job", c->world_rank);
 }
 
-/* A programming error in the caller (inconsistent counts): ends the job. */
-static void usage_fail(const atoll_comm *c, const char *what, const char *why) {
-  fprintf(stderr, "atoll: error: rank %d: %s on communicator '%s': %s\n", c->world_rank, what,
-          c->name, why);
-  fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  exit(1);
+void atoll_comm_usage_fail(const atoll_comm *c, const char *what, const char *why) {
+  atoll_fatal("rank %d: %s on communicator '%s': %s", c->world_rank, what, c->name, why);
 }
 
 /* Waits for MPI requests under the watchdog, adding the time to wait_seconds. (One
@@ -212,57 +131,46 @@ static void watched_waitall(atoll_comm *c, int n, MPI_Request *reqs, const char 
       continue;
     }
     double waited = atoll_seconds() - t0;
-    if (waited > c->timeout) watchdog_fire(c, what, bytes);
-    spin_pause(c, waited);
+    if (waited > c->timeout) atoll_comm_watchdog_fire(c, what, bytes);
+    atoll_comm_spin_pause(c, waited);
   }
   c->stats.wait_seconds += atoll_seconds() - t0;
 }
 
-static int next_tag(atoll_comm *c) {
+int atoll_comm_next_tag(atoll_comm *c) {
   int tag = (int)(c->tag_counter % ATOLL_TAG_RANGE);
   c->tag_counter++;
   return tag;
 }
 
-void atoll_chunks(size_t count, int size, const size_t *counts, size_t *counts_out,
-                  size_t *displs_out) {
-  size_t base = size > 0 ? count / (size_t)size : 0, rem = size > 0 ? count % (size_t)size : 0;
-  size_t off = 0;
-  for (int r = 0; r < size; r++) {
-    size_t n = counts ? counts[r] : base + ((size_t)r < rem ? 1 : 0);
-    if (counts_out) counts_out[r] = n;
-    if (displs_out) displs_out[r] = off;
-    off += n;
-  }
-}
-
 /* ---------------------------------------------------------- communicators --- */
 
-static atoll_comm *comm_wrap(MPI_Comm mc, const char *name, double timeout,
-                             double spin_seconds) {
+/* A communicator over mc with the settings of `parent` (timeout, spin, ring tuning),
+ * or the defaults for the world (parent NULL). */
+static atoll_comm *comm_wrap(MPI_Comm mc, const char *name, const atoll_comm *parent) {
   atoll_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->comm = mc;
   MPI_Comm_rank(mc, &c->rank);
   MPI_Comm_size(mc, &c->size);
   MPI_Comm_rank(MPI_COMM_WORLD, &c->world_rank);
-  c->timeout = timeout;
-  c->spin_seconds = spin_seconds;
+  c->timeout = parent ? parent->timeout : 300.0;
+  c->spin_seconds = parent ? parent->spin_seconds : ATOLL_SPIN_SECONDS;
+  c->seg_floats = parent ? parent->seg_floats : ATOLL_SEG_FLOATS;
+  c->window = parent ? parent->window : ATOLL_WINDOW;
   snprintf(c->name, sizeof c->name, "%s", name && name[0] ? name : "unnamed");
-  /* Ring segment and window: the defaults, or ATOLL_COMM_SEGMENT (floats) and
-   * ATOLL_COMM_WINDOW for experiments and tests. Rank 0's choice holds for all, since
-   * every rank must cut chunks alike. */
-  unsigned long long tune[2] = {ATOLL_SEG_FLOATS, ATOLL_WINDOW};
-  const char *e = getenv("ATOLL_COMM_SEGMENT");
-  if (e && strtoull(e, NULL, 10) > 0) tune[0] = strtoull(e, NULL, 10);
-  e = getenv("ATOLL_COMM_WINDOW");
-  if (e && strtoull(e, NULL, 10) > 0) tune[1] = strtoull(e, NULL, 10);
+  return c;
+}
+
+void atoll_comm_set_tuning(atoll_comm *c, size_t segment_floats, int window) {
+  unsigned long long tune[2] = {segment_floats ? segment_floats : ATOLL_SEG_FLOATS,
+                                window > 0 ? (unsigned long long)window : ATOLL_WINDOW};
   if (tune[0] > ((size_t)1 << 28)) tune[0] = (size_t)1 << 28; /* an int count */
   if (tune[1] > ATOLL_MAX_WINDOW) tune[1] = ATOLL_MAX_WINDOW;
-  MPI_Bcast(tune, 2, MPI_UNSIGNED_LONG_LONG, 0, mc);
+  /* Rank 0's choice holds for all: every rank must cut segments alike. */
+  MPI_Bcast(tune, 2, MPI_UNSIGNED_LONG_LONG, 0, c->comm);
   c->seg_floats = (size_t)tune[0];
   c->window = (int)tune[1];
-  return c;
 }
 
 int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err) {
@@ -290,14 +198,16 @@ int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err)
     MPI_Comm_free(&node);
   }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  double spin = cores > 0 && local > cores ? 0.0 : ATOLL_SPIN_SECONDS;
-  atoll_comm *c = comm_wrap(dup, "world", 300.0, spin);
+  atoll_comm *c = comm_wrap(dup, "world", NULL);
   if (!c) {
     MPI_Comm_free(&dup);
     return atoll_fail(err, "comm: out of memory");
   }
+  if (cores > 0 && local > cores) c->spin_seconds = 0.0;
   c->is_world = 1;
   c->owns_mpi = owns;
+  /* From here a fatal error anywhere (atoll_fatal) ends every rank, not just this one. */
+  atoll_set_fatal_handler(end_job);
   *world = c;
   return 0;
 }
@@ -315,13 +225,7 @@ void atoll_comm_free(atoll_comm *c) {
 
 void atoll_comm_abort(atoll_comm *c, int code) {
   (void)c;
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  fflush(stdout);
-  fflush(stderr);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
-  exit(code);
+  end_job(code);
 }
 
 int atoll_comm_rank(const atoll_comm *c) { return c->rank; }
@@ -342,7 +246,7 @@ int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_
   if (MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, key, &mc) != MPI_SUCCESS)
     return atoll_fail(err, "comm: splitting communicator '%s' failed", c->name);
   if (mc == MPI_COMM_NULL) return 0; /* negative color: in no sub-communicator */
-  atoll_comm *s = comm_wrap(mc, name, c->timeout, c->spin_seconds);
+  atoll_comm *s = comm_wrap(mc, name, c);
   if (!s) {
     MPI_Comm_free(&mc);
     return atoll_fail(err, "comm: out of memory");
@@ -351,199 +255,15 @@ int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_
   return 0;
 }
 
-/* ------------------------------------------------------------------ rings --- */
-
-/* Segment k (of K) of chunk c: an even split, the first counts[c] % K one longer. */
-static void segment(const atoll_req *q, int chunk, size_t k, size_t *off, size_t *n) {
-  size_t cnt = q->counts[chunk], K = q->nseg;
-  size_t base = cnt / K, rem = cnt % K;
-  *n = base + (k < rem ? 1 : 0);
-  *off = q->displs[chunk] + k * base + (k < rem ? k : rem);
-}
-
-static int mod(int a, int n) { return ((a % n) + n) % n; }
-
-/* Posts unit u: the receive first, then the send. */
-static void post_unit(atoll_req *q, size_t u) {
-  atoll_comm *c = q->c;
-  int N = q->n, r = c->rank;
-  int step = q->first_step + (int)(u / q->nseg); /* global: < N-1 reduce, else gather */
-  size_t k = u % q->nseg;
-  int reduce = step < N - 1;
-  int s = reduce ? step : step - (N - 1);
-  int send_chunk = reduce ? mod(r - s - 1, N) : mod(r - s, N);
-  int recv_chunk = reduce ? mod(r - s - 2, N) : mod(r - s - 1, N);
-  atoll_unit *un = &q->units[u % (size_t)q->window];
-  un->send = MPI_REQUEST_NULL;
-  un->recv = MPI_REQUEST_NULL;
-  un->slot = -1;
-  size_t off, n;
-  segment(q, recv_chunk, k, &off, &n);
-  un->off = off;
-  un->n = n;
-  int left = mod(r - 1, N), right = mod(r + 1, N);
-  if (n > 0) {
-    float *dst = q->buf + off;
-    if (reduce) {
-      un->slot = (int)(u % (size_t)(q->window + 1));
-      dst = q->scratch + (size_t)un->slot * q->seg_cap;
-    }
-    MPI_Irecv(dst, (int)n, MPI_FLOAT, left, q->tag, c->comm, &un->recv);
-  }
-  segment(q, send_chunk, k, &off, &n);
-  if (n > 0) {
-    MPI_Isend(q->buf + off, (int)n, MPI_FLOAT, right, q->tag, c->comm, &un->send);
-    c->stats.bytes_sent[q->op] += (uint64_t)n * sizeof(float);
-  }
-}
-
-static void add_into(float *restrict dst, const float *restrict src, size_t n) {
-  for (size_t i = 0; i < n; i++) dst[i] = dst[i] + src[i];
-}
-
-static void req_free(atoll_req *q) {
-  if (!q) return;
-  free(q->scratch);
-  free(q->counts);
-  free(q);
-}
-
-/* Posts units while the window has room and each one's dependency (the same segment
- * one step earlier, K units back) is finished; `pending` is a unit retired but whose
- * received segment is not yet added, or SIZE_MAX. */
-static void post_ready(atoll_req *q, size_t pending) {
-  while (q->next < q->nunits && q->next - q->oldest < (size_t)q->window) {
-    if (pending != SIZE_MAX && q->next >= q->nseg && q->next - q->nseg == pending) break;
-    post_unit(q, q->next++);
-  }
-}
-
-static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t count,
-                             const size_t *counts) {
-  int N = c->size;
-  c->stats.calls[op]++;
-  atoll_req *q = calloc(1, sizeof *q);
-  size_t *cd = malloc(2 * (size_t)N * sizeof *cd);
-  if (!q || !cd) usage_fail(c, atoll_op_name(op), "out of memory");
-  q->c = c;
-  q->op = op;
-  q->buf = buf;
-  q->count = count;
-  q->n = N;
-  q->counts = cd;
-  q->displs = cd + N;
-  q->tag = next_tag(c);
-  if (counts) {
-    size_t sum = 0;
-    for (int i = 0; i < N; i++) sum += counts[i];
-    if (sum != count) {
-      char why[128];
-      snprintf(why, sizeof why, "chunk counts add up to %zu, not the range's %zu floats", sum,
-               count);
-      usage_fail(c, atoll_op_name(op), why);
-    }
-  }
-  atoll_chunks(count, N, counts, q->counts, q->displs);
-  if (N == 1 || count == 0) {
-    q->done = 1;
-    return q;
-  }
-  size_t maxc = 0;
-  for (int i = 0; i < N; i++)
-    if (q->counts[i] > maxc) maxc = q->counts[i];
-  q->nseg = (maxc + c->seg_floats - 1) / c->seg_floats;
-  if (q->nseg == 0) q->nseg = 1;
-  q->seg_cap = (maxc + q->nseg - 1) / q->nseg;
-  q->window = q->nseg < (size_t)c->window ? (int)q->nseg : c->window;
-  q->first_step = op == ATOLL_OP_ALLGATHER ? N - 1 : 0;
-  q->nsteps = op == ATOLL_OP_ALLREDUCE ? 2 * (N - 1) : N - 1;
-  q->nunits = (size_t)q->nsteps * q->nseg;
-  if (op != ATOLL_OP_ALLGATHER) {
-    q->scratch = malloc((size_t)(q->window + 1) * q->seg_cap * sizeof(float));
-    if (!q->scratch) usage_fail(c, atoll_op_name(op), "out of memory for the receive buffer");
-  }
-  post_ready(q, SIZE_MAX);
-  return q;
-}
-
-int atoll_req_test(atoll_req *q) {
-  if (!q) return 1;
-  if (q->p2p && !q->done) {
-    int flag = 0;
-    MPI_Test(&q->preq, &flag, MPI_STATUS_IGNORE);
-    if (flag) q->done = 1;
-    return flag;
-  }
-  while (!q->done) {
-    size_t u = q->oldest;
-    atoll_unit *un = &q->units[u % (size_t)q->window];
-    MPI_Request rs[2] = {un->recv, un->send};
-    MPI_Status st[2];
-    int flag = 0;
-    MPI_Testall(2, rs, &flag, st);
-    un->recv = rs[0];
-    un->send = rs[1];
-    if (!flag) return 0;
-    atoll_unit done = *un;
-    q->oldest++;
-    /* Hand the peer its next messages before adding, so that its copy overlaps our
-     * addition; the unit that needs this very segment waits for the add. */
-    post_ready(q, u);
-    if (done.slot >= 0)
-      add_into(q->buf + done.off, q->scratch + (size_t)done.slot * q->seg_cap, done.n);
-    post_ready(q, SIZE_MAX);
-    if (q->oldest == q->nunits) q->done = 1;
-  }
-  return 1;
-}
-
-void atoll_req_wait(atoll_req *q) {
-  if (!q) return;
-  if (!q->done) {
-    atoll_comm *c = q->c;
-    double t0 = atoll_seconds();
-    while (!atoll_req_test(q)) {
-      double waited = atoll_seconds() - t0;
-      if (waited > c->timeout) watchdog_fire(c, atoll_op_name(q->op), q->count * sizeof(float));
-      spin_pause(c, waited);
-    }
-    c->stats.wait_seconds += atoll_seconds() - t0;
-  }
-  req_free(q);
-}
-
-atoll_req *atoll_iallreduce(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  return ring_start(c, ATOLL_OP_ALLREDUCE, buf, count, counts);
-}
-
-atoll_req *atoll_ireduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  return ring_start(c, ATOLL_OP_REDUCE_SCATTER, buf, count, counts);
-}
-
-atoll_req *atoll_iallgather(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  return ring_start(c, ATOLL_OP_ALLGATHER, buf, count, counts);
-}
-
-void atoll_allreduce(atoll_comm *c, float *buf, size_t count) {
-  atoll_req_wait(atoll_iallreduce(c, buf, count, NULL));
-}
-
-void atoll_reduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  atoll_req_wait(atoll_ireduce_scatter(c, buf, count, counts));
-}
-
-void atoll_allgather(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  atoll_req_wait(atoll_iallgather(c, buf, count, counts));
-}
-
 /* ------------------------------------------------------- point to point --- */
 
 static atoll_req *p2p_start(atoll_comm *c, void *buf, size_t bytes, int peer, int tag, int send) {
   const char *what = send ? "isend" : "irecv";
-  if (bytes > (size_t)INT_MAX) usage_fail(c, what, "message larger than 2 GiB");
-  if (peer < 0 || peer >= c->size || peer == c->rank) usage_fail(c, what, "peer is not another rank");
+  if (bytes > (size_t)INT_MAX) atoll_comm_usage_fail(c, what, "message larger than 2 GiB");
+  if (peer < 0 || peer >= c->size || peer == c->rank)
+    atoll_comm_usage_fail(c, what, "peer is not another rank");
   atoll_req *q = calloc(1, sizeof *q);
-  if (!q) usage_fail(c, what, "out of memory");
+  if (!q) atoll_comm_usage_fail(c, what, "out of memory");
   q->c = c;
   q->op = ATOLL_OP_P2P;
   q->count = bytes / sizeof(float);
@@ -575,7 +295,7 @@ void atoll_broadcast(atoll_comm *c, void *buf, size_t bytes, int root) {
   if (c->rank == root) c->stats.bytes_sent[ATOLL_OP_BROADCAST] += bytes;
   size_t npieces = (bytes + ATOLL_PIECE_BYTES - 1) / ATOLL_PIECE_BYTES;
   MPI_Request *reqs = malloc(npieces * sizeof *reqs);
-  if (!reqs) usage_fail(c, "broadcast", "out of memory");
+  if (!reqs) atoll_comm_usage_fail(c, "broadcast", "out of memory");
   for (size_t i = 0; i < npieces; i++) {
     size_t off = i * ATOLL_PIECE_BYTES;
     size_t n = bytes - off < ATOLL_PIECE_BYTES ? bytes - off : ATOLL_PIECE_BYTES;
@@ -605,7 +325,7 @@ void atoll_allgather_bytes(atoll_comm *c, const void *mine, void *out, size_t by
   c->stats.bytes_sent[ATOLL_OP_OTHER] += bytes;
   size_t npieces = (bytes + ATOLL_PIECE_BYTES - 1) / ATOLL_PIECE_BYTES;
   MPI_Request *reqs = malloc(npieces * sizeof *reqs);
-  if (!reqs) usage_fail(c, "allgather_bytes", "out of memory");
+  if (!reqs) atoll_comm_usage_fail(c, "allgather_bytes", "out of memory");
   for (size_t i = 0; i < npieces; i++) {
     size_t off = i * ATOLL_PIECE_BYTES;
     size_t n = bytes - off < ATOLL_PIECE_BYTES ? bytes - off : ATOLL_PIECE_BYTES;
@@ -628,7 +348,7 @@ double atoll_allreduce_sum_double(atoll_comm *c, double x) {
   if (c->size == 1) return x;
   double stack[64];
   double *all = c->size <= 64 ? stack : malloc((size_t)c->size * sizeof *all);
-  if (!all) usage_fail(c, "allreduce_sum_double", "out of memory");
+  if (!all) atoll_comm_usage_fail(c, "allreduce_sum_double", "out of memory");
   c->stats.bytes_sent[ATOLL_OP_OTHER] += sizeof(double);
   MPI_Request req;
   MPI_Iallgather(&x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, c->comm, &req);
@@ -645,15 +365,16 @@ void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t 
                           int root) {
   c->stats.calls[ATOLL_OP_OTHER]++;
   int N = c->size;
-  int tag = next_tag(c);
+  int tag = atoll_comm_next_tag(c);
   if (N == 1 || count == 0) return;
   size_t *cd = malloc(2 * (size_t)N * sizeof *cd);
-  if (!cd) usage_fail(c, "gather_to_root", "out of memory");
+  if (!cd) atoll_comm_usage_fail(c, "gather_to_root", "out of memory");
   size_t *cnt = cd, *dsp = cd + N;
   if (counts) {
     size_t sum = 0;
     for (int i = 0; i < N; i++) sum += counts[i];
-    if (sum != count) usage_fail(c, "gather_to_root", "chunk counts do not add up to the range");
+    if (sum != count)
+      atoll_comm_usage_fail(c, "gather_to_root", "chunk counts do not add up to the range");
   }
   atoll_chunks(count, N, counts, cnt, dsp);
   const size_t piece = ATOLL_PIECE_BYTES / sizeof(float);
@@ -661,7 +382,7 @@ void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t 
   for (int i = 0; i < N; i++)
     if (c->rank == root ? i != root : i == c->rank) nreq += (cnt[i] + piece - 1) / piece;
   MPI_Request *reqs = malloc((nreq ? nreq : 1) * sizeof *reqs);
-  if (!reqs) usage_fail(c, "gather_to_root", "out of memory");
+  if (!reqs) atoll_comm_usage_fail(c, "gather_to_root", "out of memory");
   size_t k = 0;
   for (int i = 0; i < N; i++) {
     if (c->rank == root ? i == root : i != c->rank) continue;
@@ -691,10 +412,10 @@ static void exchange_blocks(atoll_comm *c, const char *send, int same_block, cha
   const char *own = same_block ? send : send + (size_t)c->rank * block;
   memmove(recv + (size_t)c->rank * block, own, block);
   if (c->size == 1 || block == 0) return;
-  if (block > (size_t)INT_MAX) usage_fail(c, what, "block larger than 2 GiB");
+  if (block > (size_t)INT_MAX) atoll_comm_usage_fail(c, what, "block larger than 2 GiB");
   MPI_Request *reqs = malloc(sizeof(MPI_Request) * 2 * (size_t)c->size);
-  if (!reqs) usage_fail(c, what, "out of memory");
-  int n = 0, tag = next_tag(c);
+  if (!reqs) atoll_comm_usage_fail(c, what, "out of memory");
+  int n = 0, tag = atoll_comm_next_tag(c);
   for (int i = 0; i < c->size; i++) {
     if (i == c->rank) continue;
     MPI_Irecv(recv + (size_t)i * block, (int)block, MPI_BYTE, i, tag, c->comm, &reqs[n++]);
@@ -716,3 +437,4 @@ void atoll_alltoall_bytes(atoll_comm *c, const void *send, void *recv, size_t bl
 void atoll_allgather_blocks(atoll_comm *c, const void *mine, void *recv, size_t block) {
   exchange_blocks(c, mine, 1, recv, block, "allgather_blocks");
 }
+

@@ -20,14 +20,19 @@
  *                      ends with all chunks.
  *   broadcast:         from root, the whole range.
  *
- * Bytes sent by one rank (the counters; exact formulas in comm.c): each ring step
+ * Bytes sent by one rank (the counters; exact formulas in ring.c and comm.c): each ring step
  * sends one chunk, so an all-reduce sends about 2 (N-1)/N of the range, a
  * reduce-scatter or an all-gather about (N-1)/N; a broadcast counts its bytes on the
  * root only (MPI_Ibcast forwards them as it likes).
  *
  * Watchdog: every wait (blocking call, atoll_req_wait) gives up after the
- * communicator's timeout and ends the whole job (MPI_Abort) with a message naming
- * the operation, its size, the communicator and the rank: never a silent hang. */
+ * communicator's timeout and ends the whole job with a message naming the operation,
+ * its size, the communicator and the rank: never a silent hang.
+ *
+ * Fatal errors: atoll_comm_init installs the handler of the one fatal path
+ * (core/fatal.h) that ends every rank (MPI_Abort); the watchdog, and misuse that no
+ * caller can recover from (inconsistent counts, out of memory in a collective), end
+ * the job through it. */
 #ifndef ATOLL_COMM_H
 #define ATOLL_COMM_H
 
@@ -73,6 +78,13 @@ int atoll_comm_world_rank(const atoll_comm *c);
 const char *atoll_comm_name(const atoll_comm *c);
 /* Seconds a wait may block before the watchdog ends the job (default 300). */
 void atoll_comm_set_timeout(atoll_comm *c, double seconds);
+/* Ring tuning (ring.c): the largest segment of a ring step, in floats (default 2^20,
+ * at most 2^28), and the most segments in flight (default 2, at most 16); 0 keeps a
+ * default. Collective over c: rank 0's values hold on every rank, since all ranks must
+ * cut segments alike. Communicators split from c afterwards inherit them, so set the
+ * world's before the mesh splits it. For experiments and tests (the CLI passes
+ * ATOLL_COMM_SEGMENT and ATOLL_COMM_WINDOW from the test hooks). */
+void atoll_comm_set_tuning(atoll_comm *c, size_t segment_floats, int window);
 atoll_comm_stats atoll_comm_get_stats(const atoll_comm *c);
 void atoll_comm_reset_stats(atoll_comm *c);
 

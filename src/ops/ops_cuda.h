@@ -16,11 +16,12 @@
  *  - Every op is queued on the legacy default stream (stream 0), cuBLAS included, so
  *    ops run in call order and host code sees their results after
  *    atoll_cuda_synchronize() or a copy to the host.
- *  - Every CUDA and cuBLAS call is checked: a failure prints one line naming the call,
- *    the file:line and the CUDA/cuBLAS error, and ends the process (exit status 1).
+ *  - Every CUDA and cuBLAS call is checked: a failure ends the process through the one
+ *    fatal path (atoll_fatal, core/fatal.h) with one line naming the call, the
+ *    file:line and the CUDA/cuBLAS error (under MPI, comm's handler ends the job).
  *    Ops have no error return in the seam, and a CUDA error usually leaves the context
- *    unusable anyway. Kernel errors are asynchronous: set ATOLL_CUDA_SYNC=1 in the
- *    environment to synchronize after every op so that a failing kernel is named.
+ *    unusable anyway. Kernel errors are asynchronous: atoll_ops_cuda(1) synchronizes
+ *    after every kernel so that a failing kernel is named.
  *  - Reductions are deterministic (no floating-point atomics): the same inputs give
  *    bit-identical outputs on every run. */
 #ifndef ATOLL_OPS_CUDA_H
@@ -35,7 +36,10 @@ extern "C" {
 
 #include "ops/ops.h"
 
-const atoll_ops *atoll_ops_cuda(void);
+/* The table (kernels in src/ops/cuda/, one file per family). sync_each_op: 1 to
+ * synchronize after every kernel (the test hooks' cuda_sync, ATOLL_CUDA_SYNC), 0 not
+ * to; a process-wide setting, the last call's holds. */
+const atoll_ops *atoll_ops_cuda(int sync_each_op);
 
 /* Number of usable CUDA devices; 0 when there is no device or no driver (never exits). */
 int atoll_cuda_device_count(void);

@@ -306,17 +306,17 @@ int trainer_save(trainer *t, int step, atoll_err *err) {
     atoll_ckpt_dirname(t->ckpt_root, step, dir, sizeof dir);
     cJSON *state = state_json(t, step, hash);
     char names[MAX_ISLAND_FILES][32];
-    st_part parts[MAX_ISLAND_FILES][3];
+    atoll_st_part parts[MAX_ISLAND_FILES][3];
     atoll_ckpt_extra extras[MAX_ISLAND_FILES + 1];
     int ne = 0;
     if (K > 1) {
-      st_part outer = {"outer_momentum.", bufs[nb - 1]};
+      atoll_st_part outer = {"outer_momentum.", bufs[nb - 1]};
       extras[ne++] = (atoll_ckpt_extra){"outer.safetensors", &outer, 1};
       for (int k = 0; k < K; k++) {
         snprintf(names[k], sizeof names[k], "island_%d.safetensors", k);
-        parts[k][0] = (st_part){"weights.", bufs[3 + 3 * k]};
-        parts[k][1] = (st_part){"exp_avg.", bufs[4 + 3 * k]};
-        parts[k][2] = (st_part){"exp_avg_sq.", bufs[5 + 3 * k]};
+        parts[k][0] = (atoll_st_part){"weights.", bufs[3 + 3 * k]};
+        parts[k][1] = (atoll_st_part){"exp_avg.", bufs[4 + 3 * k]};
+        parts[k][2] = (atoll_st_part){"exp_avg_sq.", bufs[5 + 3 * k]};
         extras[ne++] = (atoll_ckpt_extra){names[k], parts[k], 3};
       }
       rc = atoll_ckpt_save_ex(dir, &t->whole, bufs[0], bufs[1], bufs[2], extras, ne, state, err);
@@ -387,7 +387,7 @@ int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err) {
   } else {
     char file[64];
     snprintf(file, sizeof file, "island_%d.safetensors", t->mesh.island);
-    st_read_part outer[1] = {{"outer_momentum.", wp}};
+    atoll_st_read_part outer[1] = {{"outer_momentum.", wp}};
     size_t sb, se;
     atoll_diloco_slice(t->diloco, &sb, &se);
     if (atoll_ckpt_load_extra(dir, &t->whole, "outer.safetensors", outer, 1, err)) goto done;
@@ -396,7 +396,7 @@ int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err) {
     if (atoll_ckpt_load(dir, &t->whole, wp, NULL, NULL, err)) goto done; /* the global weights */
     extract_part(t, px, wp);
     memcpy(atoll_diloco_global(t->diloco), px + sb, (se - sb) * sizeof(float));
-    st_read_part island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
+    atoll_st_read_part island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
     if (atoll_ckpt_load_extra(dir, &t->whole, file, island, 3, err)) goto done;
     atoll_diloco_resume_at(t->diloco, step->valueint);
   }

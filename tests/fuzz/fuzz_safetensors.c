@@ -1,4 +1,4 @@
-/* libFuzzer target: st_parse on arbitrary bytes must either fail with a one-line
+/* libFuzzer target: atoll_st_parse on arbitrary bytes must either fail with a one-line
  * message naming the file, or succeed with tensors that lie inside the input and
  * tile the data section. Built by tests/fuzz/run_fuzz.sh. */
 #include "ckpt/safetensors.h"
@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void check_parsed(const st_file *f, const uint8_t *buf, size_t size) {
+static void check_parsed(const atoll_st_file *f, const uint8_t *buf, size_t size) {
   uint64_t covered = 0;
   if (f->data < buf || f->data_size > size || f->data + f->data_size != buf + size) abort();
   for (int i = 0; i < f->ntensors; i++) {
-    const st_tensor *t = &f->tensors[i];
+    const atoll_st_tensor *t = &f->tensors[i];
     uint64_t nbytes = t->end - t->begin;
     if (t->begin > t->end || t->end > f->data_size || t->data != f->data + t->begin) abort();
-    if (nbytes != t->numel * st_dtype_size(t->dtype) || !st_dtype_name(t->dtype)) abort();
-    if (!t->name || st_file_find(f, t->name) != t) abort();
+    if (nbytes != t->numel * atoll_st_dtype_size(t->dtype) || !atoll_st_dtype_name(t->dtype)) abort();
+    if (!t->name || atoll_st_file_find(f, t->name) != t) abort();
     if (nbytes) { /* touch both ends so that ASan checks the range */
       volatile uint8_t first = t->data[0], last = t->data[nbytes - 1];
       (void)first, (void)last;
@@ -25,12 +25,12 @@ static void check_parsed(const st_file *f, const uint8_t *buf, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  st_file f;
+  atoll_st_file f;
   atoll_err err;
   memset(&err, 0, sizeof err);
-  if (st_parse(data, size, "fuzz", &f, &err) == 0) {
+  if (atoll_st_parse(data, size, "fuzz", &f, &err) == 0) {
     check_parsed(&f, data, size);
-    st_file_free(&f);
+    atoll_st_file_free(&f);
   } else if (strncmp(err.msg, "fuzz: ", 6) != 0 || f.ntensors != 0 || f.header != NULL) {
     abort();
   }

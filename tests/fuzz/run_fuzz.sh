@@ -3,7 +3,7 @@
 #
 #   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
 #
-# Targets: fuzz_safetensors (st_parse), fuzz_config (--config text), fuzz_shard
+# Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_shard
 # (token shard parser), fuzz_plan_config (atoll plan --config text). Each is compiled with clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
@@ -77,14 +77,14 @@ static void gen(void) {
   float a[12], b[12];
   for (int i = 0; i < 12; i++) a[i] = 0.5f * (float)i - 2.0f, b[i] = (float)i;
   atoll_err e;
-  if (st_write(at("plain.safetensors"), &lay, "", a, NULL, &e)) die("st_write", &e);
+  if (atoll_st_write(at("plain.safetensors"), &lay, "", a, NULL, &e)) die("atoll_st_write", &e);
   cJSON *meta = cJSON_CreateObject();
   cJSON_AddStringToObject(meta, "format", "atoll");
   cJSON_AddStringToObject(meta, "config", "{\"layers\":1}");
-  if (st_write(at("meta.safetensors"), &lay, "", a, meta, &e)) die("st_write", &e);
+  if (atoll_st_write(at("meta.safetensors"), &lay, "", a, meta, &e)) die("atoll_st_write", &e);
   cJSON_Delete(meta);
-  st_part parts[2] = {{"exp_avg.", a}, {"exp_avg_sq.", b}};
-  if (st_write_parts(at("parts.safetensors"), &lay, parts, 2, NULL, &e)) die("st_write", &e);
+  atoll_st_part parts[2] = {{"exp_avg.", a}, {"exp_avg_sq.", b}};
+  if (atoll_st_write_parts(at("parts.safetensors"), &lay, parts, 2, NULL, &e)) die("atoll_st_write", &e);
   raw("dtypes.safetensors",
       "{\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
       "\"b\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[8,10]},"
@@ -167,7 +167,7 @@ EOF
 # --- targets ------------------------------------------------------------------------
 # name | -D flag for the generator | sources besides the target | libraries
 targets=(
-  "safetensors|GEN_ST|src/ckpt/safetensors.c src/core/err.c|-lcjson -lm"
+  "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "shard|GEN_SHARD|src/data/shard.c src/core/err.c|"
   "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"

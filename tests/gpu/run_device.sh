@@ -16,7 +16,7 @@
 # Firecracker machines, not on gVisor ones), --no-bench.
 #
 # Why a bundle: the device image (CUDA, CMake, PyTorch...) may lack OpenBLAS, cJSON and
-# MPI, which libatoll needs, and compiling ops_cuda.cu takes about a minute of device
+# MPI, which libatoll needs, and compiling src/ops/cuda/ takes about a minute of device
 # time. With the tool: run `bash tests/gpu/run_device.sh --bundle` here, then
 #   run(command="bash tests/gpu/run_device.sh", carry=["build-gpu-bundle"], timeout_s=540)
 # (build-gpu-bundle/ is ignored by git through /build*; the tarball is ~10-20 MB).

@@ -1,4 +1,4 @@
-/* Every op of the CUDA table (src/ops/ops_cuda.cu) against the CPU table
+/* Every op of the CUDA table (src/ops/cuda/) against the CPU table
  * (src/ops/ops_cpu.c), itself checked against double-precision references and finite
  * differences by tests/test_ops.c.
  *
@@ -32,6 +32,8 @@
  *  tf32 matmul         1e-2  inputs rounded to tf32 (relative 2^-11 each)
  *
  * --quick: the first 3 shapes only (for compute-sanitizer, which is slow).
+ * --sync: synchronize after every kernel (atoll_ops_cuda(1)), so that an asynchronous
+ * failure names its kernel; may be given with --quick or --bench.
  * --bench: times each op at GPT-2 124M's shapes (B 8, T 1024, C 768, 12 heads, V 50,304)
  * after a warm-up, for the next session's kernel breakdown. */
 #define _POSIX_C_SOURCE 200809L
@@ -550,11 +552,20 @@ int main(int argc, char **argv) {
   char name[256];
   atoll_cuda_device_name(0, name, sizeof name);
   printf("test_cuda_ops: device 0 of %d: %s\n", ndev, name);
+  int bench_mode = 0, quick = 0, sync = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--bench") == 0) bench_mode = 1;
+    else if (strcmp(argv[i], "--quick") == 0) quick = 1; /* first 3 shapes (sanitizer runs) */
+    else if (strcmp(argv[i], "--sync") == 0) sync = 1;
+    else {
+      fprintf(stderr, "test_cuda_ops: unknown option %s (--bench, --quick, --sync)\n", argv[i]);
+      return 2;
+    }
+  }
   CPU = atoll_ops_cpu();
-  GPU = atoll_ops_cuda();
+  GPU = atoll_ops_cuda(sync);
   atoll_rng_seed(&rng, 20240606);
-  if (argc > 1 && strcmp(argv[1], "--bench") == 0) return bench();
-  int quick = argc > 1 && strcmp(argv[1], "--quick") == 0; /* first 3 shapes (sanitizer runs) */
+  if (bench_mode) return bench();
 
   static const shape shapes[] = {
       {1, 1, 8, 2, 5},        /* T = 1, head size 4 */

@@ -1,4 +1,4 @@
-/* The communication layer (src/comm/comm.c), as an MPI program: run it under mpirun
+/* The communication layer (src/comm: comm.c, ring.c), as an MPI program: run it under mpirun
  * with any number of ranks (ctest runs 2 and 4).
  *
  *   test_comm              every check below; exit status = failed checks on this rank
@@ -648,16 +648,17 @@ int main(int argc, char **argv) {
   test_split(w);
 
   /* The same rings cut into many small segments (many units per step, windows below
-   * and above the segment count), on communicators made while the tuning variables
-   * were set: same ranks as the world. */
-  const char *tunes[][2] = {{"1000", "3"}, {"3001", "16"}, {"777", "1"}};
+   * and above the segment count), on communicators split while the world had that
+   * tuning (they inherit it): same ranks as the world. */
+  const struct {
+    size_t segment;
+    int window;
+  } tunes[] = {{1000, 3}, {3001, 16}, {777, 1}};
   for (int t = 0; t < 3; t++) {
-    setenv("ATOLL_COMM_SEGMENT", tunes[t][0], 1);
-    setenv("ATOLL_COMM_WINDOW", tunes[t][1], 1);
+    atoll_comm_set_tuning(w, tunes[t].segment, tunes[t].window);
     atoll_comm *seg = NULL;
     CHECK_OK(atoll_comm_split(w, 0, R, "segmented", &seg, &err), &err);
-    unsetenv("ATOLL_COMM_SEGMENT");
-    unsetenv("ATOLL_COMM_WINDOW");
+    atoll_comm_set_tuning(w, 0, 0); /* the world back to the defaults */
     if (!seg) continue;
     atoll_comm_set_timeout(seg, 120.0);
     test_allreduce(seg);

@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
   atoll_model_init_weights(m, 42);
   char wpath[1024];
   snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
-  if (st_write(wpath, lay, "", atoll_model_params(m), NULL, &err)) {
+  if (atoll_st_write(wpath, lay, "", atoll_model_params(m), NULL, &err)) {
     fprintf(stderr, "%s\n", err.msg);
     return 1;
   }

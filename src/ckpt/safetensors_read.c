@@ -1,4 +1,4 @@
-/* safetensors reader and writer.
+/* safetensors parsing and reading (the writer is safetensors_write.c).
  *
  * File layout (all integers little-endian):
  *
@@ -12,11 +12,11 @@
  * Header object: one entry per tensor plus an optional "__metadata__" entry:
  *
  *   "__metadata__": { "key": "string value", ... }         (strings only)
- *   "<tensor name>": { "dtype": "F32",                     (see st_dtype)
+ *   "<tensor name>": { "dtype": "F32",                     (see atoll_st_dtype)
  *                      "shape": [d0, d1, ...],             (integers >= 0; [] = scalar)
  *                      "data_offsets": [begin, end] }      (bytes, relative to 8 + N)
  *
- * Rules enforced by st_parse: N <= 100,000,000 and 8 + N <= file size;
+ * Rules enforced by atoll_st_parse: N <= 100,000,000 and 8 + N <= file size;
  * begin <= end <= D; end - begin = product(shape) * dtype size; sorted by offset,
  * the tensors cover [0, D) exactly (no overlap, no hole); names are unique.
  *
@@ -27,13 +27,12 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
-#include "ckpt/safetensors.h"
+#include "ckpt/safetensors_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,39 +40,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "safetensors.c copies float data as is: it assumes a little-endian host"
-#endif
-
-#define ST_MAX_JSON_INT 9007199254740992.0 /* 2^53: larger doubles are not exact */
-#define ST_NAME_MAX 256
+#define ATOLL_ST_MAX_JSON_INT 9007199254740992.0 /* 2^53: larger doubles are not exact */
 
 /* ---------------------------------------------------------------- dtypes --- */
 
 static const struct {
   const char *name;
   size_t size;
-} st_dtypes[] = {
-    [ST_F64] = {"F64", 8},  [ST_F32] = {"F32", 4},  [ST_F16] = {"F16", 2},
-    [ST_BF16] = {"BF16", 2}, [ST_I64] = {"I64", 8},  [ST_I32] = {"I32", 4},
-    [ST_I16] = {"I16", 2},  [ST_I8] = {"I8", 1},    [ST_U64] = {"U64", 8},
-    [ST_U32] = {"U32", 4},  [ST_U16] = {"U16", 2},  [ST_U8] = {"U8", 1},
-    [ST_BOOL] = {"BOOL", 1},
+} dtypes[] = {
+    [ATOLL_ST_F64] = {"F64", 8},  [ATOLL_ST_F32] = {"F32", 4},  [ATOLL_ST_F16] = {"F16", 2},
+    [ATOLL_ST_BF16] = {"BF16", 2}, [ATOLL_ST_I64] = {"I64", 8},  [ATOLL_ST_I32] = {"I32", 4},
+    [ATOLL_ST_I16] = {"I16", 2},  [ATOLL_ST_I8] = {"I8", 1},    [ATOLL_ST_U64] = {"U64", 8},
+    [ATOLL_ST_U32] = {"U32", 4},  [ATOLL_ST_U16] = {"U16", 2},  [ATOLL_ST_U8] = {"U8", 1},
+    [ATOLL_ST_BOOL] = {"BOOL", 1},
 };
-#define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
+#define ATOLL_ST_NDTYPES ((int)(sizeof dtypes / sizeof dtypes[0]))
 
-const char *st_dtype_name(st_dtype d) {
-  return (int)d >= 0 && (int)d < ST_NDTYPES ? st_dtypes[d].name : NULL;
+const char *atoll_st_dtype_name(atoll_st_dtype d) {
+  return (int)d >= 0 && (int)d < ATOLL_ST_NDTYPES ? dtypes[d].name : NULL;
 }
 
-size_t st_dtype_size(st_dtype d) {
-  return (int)d >= 0 && (int)d < ST_NDTYPES ? st_dtypes[d].size : 0;
+size_t atoll_st_dtype_size(atoll_st_dtype d) {
+  return (int)d >= 0 && (int)d < ATOLL_ST_NDTYPES ? dtypes[d].size : 0;
 }
 
-static int st_dtype_from_name(const char *s, st_dtype *out) {
-  for (int i = 0; i < ST_NDTYPES; i++) {
-    if (strcmp(s, st_dtypes[i].name) == 0) {
-      *out = (st_dtype)i;
+static int dtype_from_name(const char *s, atoll_st_dtype *out) {
+  for (int i = 0; i < ATOLL_ST_NDTYPES; i++) {
+    if (strcmp(s, dtypes[i].name) == 0) {
+      *out = (atoll_st_dtype)i;
       return 0;
     }
   }
@@ -88,12 +82,8 @@ static uint64_t read_le64(const uint8_t *p) {
   return v;
 }
 
-static void write_le64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Strict UTF-8: no overlongs, no surrogates, nothing above U+10FFFF. */
-static int utf8_valid(const uint8_t *s, size_t n) {
+int atoll_st_utf8_valid(const uint8_t *s, size_t n) {
   size_t i = 0;
   while (i < n) {
     uint8_t c = s[i];
@@ -126,7 +116,7 @@ static int utf8_valid(const uint8_t *s, size_t n) {
 static int json_uint(const cJSON *item, uint64_t *out) {
   if (!cJSON_IsNumber(item)) return -1;
   double v = item->valuedouble;
-  if (!(v >= 0.0 && v <= ST_MAX_JSON_INT) || v != floor(v)) return -1;
+  if (!(v >= 0.0 && v <= ATOLL_ST_MAX_JSON_INT) || v != floor(v)) return -1;
   *out = (uint64_t)v;
   return 0;
 }
@@ -138,7 +128,7 @@ static int float_finite(float x) {
 }
 
 /* Index of the first NaN/Inf in v[0, n), or n. */
-static size_t first_nonfinite(const float *v, size_t n) {
+size_t atoll_st_first_nonfinite(const float *v, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (!float_finite(v[i])) return i;
   return n;
@@ -153,33 +143,33 @@ static void format_shape(char *out, size_t outsz, int ndim, const int64_t *shape
 }
 
 /* prefix + name into out; -1 if it does not fit. */
-static int full_name(char *out, size_t outsz, const char *prefix, const char *name) {
+int atoll_st_full_name(char *out, size_t outsz, const char *prefix, const char *name) {
   int n = snprintf(out, outsz, "%s%s", prefix ? prefix : "", name);
   return n < 0 || (size_t)n >= outsz ? -1 : 0;
 }
 
 /* ------------------------------------------------------------- parsing --- */
 
-static int parse_dtype(const cJSON *entry, const char *file, const char *tname, st_tensor *t,
+static int parse_dtype(const cJSON *entry, const char *file, const char *tname, atoll_st_tensor *t,
                        atoll_err *err) {
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(entry, "dtype");
   if (!d) return atoll_fail(err, "%s: tensor %s has no dtype", file, tname);
   if (!cJSON_IsString(d))
     return atoll_fail(err, "%s: tensor %s: dtype is not a string", file, tname);
-  if (st_dtype_from_name(d->valuestring, &t->dtype) != 0)
+  if (dtype_from_name(d->valuestring, &t->dtype) != 0)
     return atoll_fail(err, "%s: tensor %s has unknown dtype %.32s", file, tname, d->valuestring);
   return 0;
 }
 
-static int parse_shape(const cJSON *entry, const char *file, const char *tname, st_tensor *t,
+static int parse_shape(const cJSON *entry, const char *file, const char *tname, atoll_st_tensor *t,
                        atoll_err *err) {
   const cJSON *s = cJSON_GetObjectItemCaseSensitive(entry, "shape");
   if (!s) return atoll_fail(err, "%s: tensor %s has no shape", file, tname);
   if (!cJSON_IsArray(s)) return atoll_fail(err, "%s: tensor %s: shape is not an array", file, tname);
   int ndim = cJSON_GetArraySize(s);
-  if (ndim > ST_MAX_DIMS)
+  if (ndim > ATOLL_ST_MAX_DIMS)
     return atoll_fail(err, "%s: tensor %s: shape has %d dimensions (at most %d supported)", file,
-                      tname, ndim, ST_MAX_DIMS);
+                      tname, ndim, ATOLL_ST_MAX_DIMS);
   t->ndim = 0;
   t->numel = 1;
   const cJSON *dim;
@@ -196,7 +186,7 @@ static int parse_shape(const cJSON *entry, const char *file, const char *tname, 
 }
 
 static int parse_offsets(const cJSON *entry, const char *file, const char *tname,
-                         uint64_t data_size, st_tensor *t, atoll_err *err) {
+                         uint64_t data_size, atoll_st_tensor *t, atoll_err *err) {
   const cJSON *o = cJSON_GetObjectItemCaseSensitive(entry, "data_offsets");
   if (!o) return atoll_fail(err, "%s: tensor %s has no data_offsets", file, tname);
   if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) != 2 ||
@@ -213,18 +203,19 @@ static int parse_offsets(const cJSON *entry, const char *file, const char *tname
                       " is beyond the data section (%" PRIu64 " bytes; file truncated?)",
                       file, tname, t->end, data_size);
   uint64_t nbytes;
-  if (__builtin_mul_overflow(t->numel, (uint64_t)st_dtype_size(t->dtype), &nbytes))
+  if (__builtin_mul_overflow(t->numel, (uint64_t)atoll_st_dtype_size(t->dtype), &nbytes))
     return atoll_fail(err, "%s: tensor %s: byte size overflows", file, tname);
   if (t->end - t->begin != nbytes)
     return atoll_fail(err,
                       "%s: tensor %s: data_offsets size mismatch: %" PRIu64
                       " bytes for %" PRIu64 " elements of %s (%" PRIu64 " bytes expected)",
-                      file, tname, t->end - t->begin, t->numel, st_dtype_name(t->dtype), nbytes);
+                      file, tname, t->end - t->begin, t->numel, atoll_st_dtype_name(t->dtype),
+                      nbytes);
   return 0;
 }
 
-static int parse_tensor(const cJSON *entry, const char *file, const st_file *f, st_tensor *t,
-                        atoll_err *err) {
+static int parse_tensor(const cJSON *entry, const char *file, const atoll_st_file *f,
+                        atoll_st_tensor *t, atoll_err *err) {
   t->name = entry->string;
   if (!cJSON_IsObject(entry))
     return atoll_fail(err, "%s: tensor %s: entry is not an object", file, t->name);
@@ -246,21 +237,23 @@ static int parse_metadata(const cJSON *m, const char *file, atoll_err *err) {
 }
 
 static int cmp_name(const void *a, const void *b) {
-  const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+  const atoll_st_tensor *x = *(const atoll_st_tensor *const *)a;
+  const atoll_st_tensor *y = *(const atoll_st_tensor *const *)b;
   return strcmp(x->name, y->name);
 }
 
 static int cmp_offsets(const void *a, const void *b) {
-  const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+  const atoll_st_tensor *x = *(const atoll_st_tensor *const *)a;
+  const atoll_st_tensor *y = *(const atoll_st_tensor *const *)b;
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
   if (x->end != y->end) return x->end < y->end ? -1 : 1;
   return 0;
 }
 
 /* Unique names, and the tensors tile [0, data_size) exactly. */
-static int check_tiling(const st_file *f, const char *file, atoll_err *err) {
+static int check_tiling(const atoll_st_file *f, const char *file, atoll_err *err) {
   int n = f->ntensors, rc = 0;
-  const st_tensor **idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+  const atoll_st_tensor **idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
   if (!idx) return atoll_fail(err, "%s: out of memory", file);
   for (int i = 0; i < n; i++) idx[i] = &f->tensors[i];
   qsort(idx, (size_t)n, sizeof *idx, cmp_name);
@@ -292,7 +285,7 @@ static int check_tiling(const st_file *f, const char *file, atoll_err *err) {
 static int parse_header_json(const uint8_t *hdr, uint64_t n, const char *file, cJSON **out,
                              atoll_err *err) {
   if (memchr(hdr, 0, n)) return atoll_fail(err, "%s: header contains a NUL byte", file);
-  if (!utf8_valid(hdr, n)) return atoll_fail(err, "%s: header is not valid UTF-8", file);
+  if (!atoll_st_utf8_valid(hdr, n)) return atoll_fail(err, "%s: header is not valid UTF-8", file);
   char *text = malloc(n + 1);
   if (!text) return atoll_fail(err, "%s: out of memory for a %" PRIu64 "-byte header", file, n);
   memcpy(text, hdr, n);
@@ -312,7 +305,7 @@ static int parse_header_json(const uint8_t *hdr, uint64_t n, const char *file, c
   return 0;
 }
 
-static int parse_entries(st_file *f, const char *file, atoll_err *err) {
+static int parse_entries(atoll_st_file *f, const char *file, atoll_err *err) {
   int n = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, f->header) n++;
@@ -331,38 +324,39 @@ static int parse_entries(st_file *f, const char *file, atoll_err *err) {
   return check_tiling(f, file, err);
 }
 
-int st_parse(const uint8_t *buf, size_t size, const char *name, st_file *out, atoll_err *err) {
+int atoll_st_parse(const uint8_t *buf, size_t size, const char *name, atoll_st_file *out,
+                   atoll_err *err) {
   memset(out, 0, sizeof *out);
   if (size < 8)
     return atoll_fail(err, "%s: file too short (%zu bytes) for the 8-byte header length", name,
                       size);
   uint64_t n = read_le64(buf);
-  if (n > ST_MAX_HEADER)
+  if (n > ATOLL_ST_MAX_HEADER)
     return atoll_fail(err, "%s: header length %" PRIu64 " is absurd (limit %" PRIu64 " bytes)",
-                      name, n, ST_MAX_HEADER);
+                      name, n, ATOLL_ST_MAX_HEADER);
   if (n > size - 8)
     return atoll_fail(err,
                       "%s: header length %" PRIu64
                       " is beyond the end of the file (%zu bytes after the length; truncated?)",
                       name, n, size - 8);
-  st_file f = {.header_len = n, .data = buf + 8 + n, .data_size = size - 8 - n};
+  atoll_st_file f = {.header_len = n, .data = buf + 8 + n, .data_size = size - 8 - n};
   if (parse_header_json(buf + 8, n, name, &f.header, err) != 0) return -1;
   if (parse_entries(&f, name, err) != 0) {
-    st_file_free(&f);
+    atoll_st_file_free(&f);
     return -1;
   }
   *out = f;
   return 0;
 }
 
-void st_file_free(st_file *f) {
+void atoll_st_file_free(atoll_st_file *f) {
   if (!f) return;
   free(f->tensors);
   cJSON_Delete(f->header);
   memset(f, 0, sizeof *f);
 }
 
-const st_tensor *st_file_find(const st_file *f, const char *name) {
+const atoll_st_tensor *atoll_st_file_find(const atoll_st_file *f, const char *name) {
   for (int i = 0; i < f->ntensors; i++)
     if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
   return NULL;
@@ -370,7 +364,7 @@ const st_tensor *st_file_find(const st_file *f, const char *name) {
 
 /* -------------------------------------------------------------- layout --- */
 
-int st_layout_check(const atoll_layout *lay, const char *what, atoll_err *err) {
+int atoll_st_layout_check(const atoll_layout *lay, const char *what, atoll_err *err) {
   size_t off = 0;
   if (!lay || lay->ntensors < 0 || (lay->ntensors > 0 && !lay->tensors))
     return atoll_fail(err, "%s: invalid parameter layout", what);
@@ -387,7 +381,7 @@ int st_layout_check(const atoll_layout *lay, const char *what, atoll_err *err) {
       return atoll_fail(err, "%s: layout tensor %s is not contiguous (offset %zu, expected %zu)",
                         what, t->name, t->offset, off);
     if (memchr(t->name, 0, sizeof t->name) == NULL || t->name[0] == 0 ||
-        !utf8_valid((const uint8_t *)t->name, strlen(t->name)))
+        !atoll_st_utf8_valid((const uint8_t *)t->name, strlen(t->name)))
       return atoll_fail(err, "%s: layout tensor %d has an invalid name", what, i);
     off += numel;
   }
@@ -397,143 +391,18 @@ int st_layout_check(const atoll_layout *lay, const char *what, atoll_err *err) {
   return 0;
 }
 
-/* ------------------------------------------------------------- writing --- */
+/* ------------------------------------------------------- buffers to move --- */
 
-typedef struct {
-  char *p;
-  size_t len, cap;
-  int oom;
-} strbuf;
-
-static void sb_reserve(strbuf *b, size_t extra) {
-  if (b->oom || b->len + extra + 1 <= b->cap) return;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap < b->len + extra + 1) cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) {
-    b->oom = 1;
-    return;
-  }
-  b->p = p;
-  b->cap = cap;
-}
-
-static void sb_putn(strbuf *b, const char *s, size_t n) {
-  sb_reserve(b, n);
-  if (b->oom) return;
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = 0;
-}
-
-static void sb_puts(strbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-  char tmp[128];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof tmp) {
-    b->oom = 1;
-    return;
-  }
-  sb_putn(b, tmp, (size_t)n);
-}
-
-/* A JSON string literal; bytes >= 0x80 pass through (the caller checked UTF-8). */
-static void sb_json_string(strbuf *b, const char *s) {
-  sb_putn(b, "\"", 1);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') {
-      char esc[2] = {'\\', (char)*p};
-      sb_putn(b, esc, 2);
-    } else if (*p < 0x20) {
-      sb_printf(b, "\\u%04x", *p);
-    } else {
-      sb_putn(b, (const char *)p, 1);
-    }
-  }
-  sb_putn(b, "\"", 1);
-}
-
-static int check_metadata_in(const cJSON *metadata, const char *path, atoll_err *err) {
-  if (!metadata) return 0;
-  if (!cJSON_IsObject(metadata))
-    return atoll_fail(err, "%s: metadata to write is not a JSON object", path);
-  const cJSON *v;
-  cJSON_ArrayForEach(v, metadata) {
-    if (!cJSON_IsString(v))
-      return atoll_fail(err, "%s: metadata value of %s is not a string", path, v->string);
-    if (!utf8_valid((const uint8_t *)v->string, strlen(v->string)) ||
-        !utf8_valid((const uint8_t *)v->valuestring, strlen(v->valuestring)))
-      return atoll_fail(err, "%s: metadata entry %s is not valid UTF-8", path, v->string);
-  }
-  return 0;
-}
-
-static void header_metadata(strbuf *b, const cJSON *metadata) {
-  if (!metadata) return;
-  sb_puts(b, "\"__metadata__\":{");
-  const cJSON *v;
-  int first = 1;
-  cJSON_ArrayForEach(v, metadata) {
-    if (!first) sb_puts(b, ",");
-    first = 0;
-    sb_json_string(b, v->string);
-    sb_puts(b, ":");
-    sb_json_string(b, v->valuestring);
-  }
-  sb_puts(b, "}");
-}
-
-static void header_tensor(strbuf *b, const char *name, const atoll_tensor *t, uint64_t begin) {
-  sb_json_string(b, name);
-  sb_puts(b, ":{\"dtype\":\"F32\",\"shape\":[");
-  for (int d = 0; d < t->ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", t->shape[d]);
-  sb_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", begin,
-            begin + (uint64_t)t->numel * 4);
-}
-
-/* The header JSON padded with spaces to a multiple of 8 bytes, in *out. */
-static int build_header(const char *path, const atoll_layout *lay, const st_part *parts,
-                        int nparts, const cJSON *metadata, strbuf *out, atoll_err *err) {
-  strbuf b = {0};
-  int first = !metadata;
-  sb_puts(&b, "{");
-  header_metadata(&b, metadata);
-  for (int p = 0; p < nparts; p++) {
-    uint64_t base = (uint64_t)p * lay->nparams * 4;
-    for (int i = 0; i < lay->ntensors; i++) {
-      const atoll_tensor *t = &lay->tensors[i];
-      char name[ST_NAME_MAX];
-      if (full_name(name, sizeof name, parts[p].prefix, t->name) != 0) {
-        free(b.p);
-        return atoll_fail(err, "%s: tensor name %s%s is too long", path, parts[p].prefix, t->name);
-      }
-      if (!first) sb_puts(&b, ",");
-      first = 0;
-      header_tensor(&b, name, t, base + (uint64_t)t->offset * 4);
-    }
-  }
-  sb_puts(&b, "}");
-  while (!b.oom && b.len % 8 != 0) sb_puts(&b, " ");
-  if (b.oom) {
-    free(b.p);
-    return atoll_fail(err, "%s: out of memory building the header", path);
-  }
-  *out = b;
-  return 0;
-}
-
-static int check_parts(const char *path, const atoll_layout *lay, const char *const *prefixes,
-                       const void *const *datas, int nparts, atoll_err *err) {
+int atoll_st_check_parts(const char *path, const atoll_layout *lay, const char *const *prefixes,
+                         const void *const *datas, int nparts, atoll_err *err) {
+  if (atoll_st_layout_check(lay, path, err) != 0) return -1;
+  if (nparts > ATOLL_ST_MAX_PARTS)
+    return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nparts);
   if (nparts < 1) return atoll_fail(err, "%s: no tensor buffers given", path);
   for (int p = 0; p < nparts; p++) {
     if (!prefixes[p]) return atoll_fail(err, "%s: buffer %d has no name prefix", path, p);
     if (!datas[p] && lay->nparams > 0) return atoll_fail(err, "%s: buffer %d is NULL", path, p);
-    if (!utf8_valid((const uint8_t *)prefixes[p], strlen(prefixes[p])))
+    if (!atoll_st_utf8_valid((const uint8_t *)prefixes[p], strlen(prefixes[p])))
       return atoll_fail(err, "%s: prefix %d is not valid UTF-8", path, p);
     for (int q = 0; q < p; q++)
       if (strcmp(prefixes[p], prefixes[q]) == 0)
@@ -546,63 +415,6 @@ static int check_parts(const char *path, const atoll_layout *lay, const char *co
   return 0;
 }
 
-static int check_finite_out(const char *path, const atoll_layout *lay, const st_part *part,
-                            atoll_err *err) {
-  for (int i = 0; i < lay->ntensors; i++) {
-    const atoll_tensor *t = &lay->tensors[i];
-    size_t at = first_nonfinite(part->data + t->offset, t->numel);
-    if (at < t->numel)
-      return atoll_fail(err, "%s: refusing to write tensor %s%s: element %zu is %s", path,
-                        part->prefix, t->name, at, isnan(part->data[t->offset + at]) ? "NaN" : "Inf");
-  }
-  return 0;
-}
-
-static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
-
-static int write_file(const char *path, const strbuf *hdr, const atoll_layout *lay,
-                      const st_part *parts, int nparts, atoll_err *err) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return atoll_fail(err, "%s: cannot create: %s", path, strerror(errno));
-  uint8_t len[8];
-  write_le64(len, hdr->len);
-  int bad = write_all(f, len, 8) || write_all(f, hdr->p, hdr->len);
-  for (int p = 0; p < nparts && !bad; p++)
-    bad = write_all(f, parts[p].data, lay->nparams * sizeof(float));
-  bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  int saved = errno;
-  if (fclose(f) != 0 && !bad) bad = 1, saved = errno;
-  if (bad) {
-    unlink(path);
-    return atoll_fail(err, "%s: write failed: %s", path, strerror(saved));
-  }
-  return 0;
-}
-
-int st_write_parts(const char *path, const atoll_layout *lay, const st_part *parts, int nparts,
-                   const cJSON *metadata, atoll_err *err) {
-  if (st_layout_check(lay, path, err) != 0) return -1;
-  const char *prefixes[16];
-  const void *datas[16];
-  if (nparts > 16) return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nparts);
-  for (int p = 0; p < nparts; p++) prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
-  if (check_parts(path, lay, prefixes, datas, nparts, err) != 0) return -1;
-  if (check_metadata_in(metadata, path, err) != 0) return -1;
-  for (int p = 0; p < nparts; p++)
-    if (check_finite_out(path, lay, &parts[p], err) != 0) return -1;
-  strbuf hdr;
-  if (build_header(path, lay, parts, nparts, metadata, &hdr, err) != 0) return -1;
-  int rc = write_file(path, &hdr, lay, parts, nparts, err);
-  free(hdr.p);
-  return rc;
-}
-
-int st_write(const char *path, const atoll_layout *lay, const char *prefix, const float *data,
-             const cJSON *metadata, atoll_err *err) {
-  st_part part = {prefix ? prefix : "", data};
-  return st_write_parts(path, lay, &part, 1, metadata, err);
-}
-
 /* ------------------------------------------------------------- reading --- */
 
 typedef struct {
@@ -610,9 +422,9 @@ typedef struct {
   size_t size;
   void *map;
   uint8_t small[8];
-} st_mapped;
+} mapped_file;
 
-static int map_file(const char *path, st_mapped *m, atoll_err *err) {
+static int map_file(const char *path, mapped_file *m, atoll_err *err) {
   memset(m, 0, sizeof *m);
   int fd = open(path, O_RDONLY);
   if (fd < 0) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
@@ -623,7 +435,7 @@ static int map_file(const char *path, st_mapped *m, atoll_err *err) {
   } else if (!S_ISREG(st.st_mode)) {
     rc = atoll_fail(err, "%s: not a regular file", path);
   } else if (st.st_size < 8) {
-    /* Too short to map usefully; st_parse reports it. */
+    /* Too short to map usefully; atoll_st_parse reports it. */
     m->size = (size_t)st.st_size;
     m->buf = m->small;
     if (m->size && read(fd, m->small, m->size) != (ssize_t)m->size)
@@ -642,27 +454,28 @@ static int map_file(const char *path, st_mapped *m, atoll_err *err) {
   return rc;
 }
 
-static void unmap_file(st_mapped *m) {
+static void unmap_file(mapped_file *m) {
   if (m->map) munmap(m->map, m->size);
   memset(m, 0, sizeof *m);
 }
 
 /* The file tensor for layout tensor t under prefix, checked for dtype and shape. */
-static const st_tensor *match_tensor(const st_file *f, const char *path, const char *prefix,
-                                     const atoll_tensor *t, atoll_err *err) {
-  char name[ST_NAME_MAX];
-  if (full_name(name, sizeof name, prefix, t->name) != 0) {
+static const atoll_st_tensor *match_tensor(const atoll_st_file *f, const char *path,
+                                           const char *prefix, const atoll_tensor *t,
+                                           atoll_err *err) {
+  char name[ATOLL_ST_NAME_MAX];
+  if (atoll_st_full_name(name, sizeof name, prefix, t->name) != 0) {
     atoll_fail(err, "%s: tensor name %s%s is too long", path, prefix, t->name);
     return NULL;
   }
-  const st_tensor *s = st_file_find(f, name);
+  const atoll_st_tensor *s = atoll_st_file_find(f, name);
   if (!s) {
     atoll_fail(err, "%s: tensor %s is missing", path, name);
     return NULL;
   }
-  if (s->dtype != ST_F32) {
+  if (s->dtype != ATOLL_ST_F32) {
     atoll_fail(err, "%s: tensor %s has dtype %s, expected F32", path, name,
-               st_dtype_name(s->dtype));
+               atoll_st_dtype_name(s->dtype));
     return NULL;
   }
   int same = s->ndim == t->ndim;
@@ -677,16 +490,16 @@ static const st_tensor *match_tensor(const st_file *f, const char *path, const c
   return s;
 }
 
-static int copy_part(const st_file *f, const char *path, const atoll_layout *lay,
-                     const st_read_part *part, atoll_err *err) {
+static int copy_part(const atoll_st_file *f, const char *path, const atoll_layout *lay,
+                     const atoll_st_read_part *part, atoll_err *err) {
   for (int i = 0; i < lay->ntensors; i++) {
     const atoll_tensor *t = &lay->tensors[i];
-    const st_tensor *s = match_tensor(f, path, part->prefix, t, err);
+    const atoll_st_tensor *s = match_tensor(f, path, part->prefix, t, err);
     if (!s) return -1;
     if (t->numel == 0) continue;
     float *dst = part->data + t->offset;
     memcpy(dst, s->data, t->numel * sizeof(float));
-    size_t at = first_nonfinite(dst, t->numel);
+    size_t at = atoll_st_first_nonfinite(dst, t->numel);
     if (at < t->numel)
       return atoll_fail(err, "%s: tensor %s%s: element %zu is %s", path, part->prefix, t->name, at,
                         isnan(dst[at]) ? "NaN" : "Inf");
@@ -701,8 +514,8 @@ static int layout_has(const atoll_layout *lay, const char *name) {
 }
 
 /* Names the first file tensor that no part/layout tensor accounts for. */
-static int report_extra(const st_file *f, const char *path, const atoll_layout *lay,
-                        const st_read_part *parts, int nparts, atoll_err *err) {
+static int report_extra(const atoll_st_file *f, const char *path, const atoll_layout *lay,
+                        const atoll_st_read_part *parts, int nparts, atoll_err *err) {
   for (int k = 0; k < f->ntensors; k++) {
     int known = 0;
     for (int p = 0; p < nparts && !known; p++) {
@@ -717,20 +530,19 @@ static int report_extra(const st_file *f, const char *path, const atoll_layout *
   return atoll_fail(err, "%s: extra tensors in the file", path);
 }
 
-int st_read_parts(const char *path, const atoll_layout *lay, const st_read_part *parts,
-                  int nparts, cJSON **metadata, atoll_err *err) {
+int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
+                        int nparts, cJSON **metadata, atoll_err *err) {
   if (metadata) *metadata = NULL;
-  if (st_layout_check(lay, path, err) != 0) return -1;
-  const char *prefixes[16];
-  const void *datas[16];
-  if (nparts > 16) return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nparts);
-  for (int p = 0; p < nparts; p++) prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
-  if (check_parts(path, lay, prefixes, datas, nparts, err) != 0) return -1;
+  const char *prefixes[ATOLL_ST_MAX_PARTS];
+  const void *datas[ATOLL_ST_MAX_PARTS];
+  for (int p = 0; p < nparts && p < ATOLL_ST_MAX_PARTS; p++)
+    prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
+  if (atoll_st_check_parts(path, lay, prefixes, datas, nparts, err) != 0) return -1;
 
-  st_mapped m;
+  mapped_file m;
   if (map_file(path, &m, err) != 0) return -1;
-  st_file f;
-  int rc = st_parse(m.buf, m.size, path, &f, err);
+  atoll_st_file f;
+  int rc = atoll_st_parse(m.buf, m.size, path, &f, err);
   for (int p = 0; p < nparts && rc == 0; p++) rc = copy_part(&f, path, lay, &parts[p], err);
   /* Names are unique and every expected one was found: any surplus is extra. */
   if (rc == 0 && (size_t)f.ntensors != (size_t)nparts * (size_t)lay->ntensors)
@@ -739,13 +551,13 @@ int st_read_parts(const char *path, const atoll_layout *lay, const st_read_part 
     *metadata = cJSON_Duplicate(f.metadata, 1);
     if (!*metadata) rc = atoll_fail(err, "%s: out of memory copying metadata", path);
   }
-  st_file_free(&f);
+  atoll_st_file_free(&f);
   unmap_file(&m);
   return rc;
 }
 
-int st_read(const char *path, const atoll_layout *lay, const char *prefix, float *data,
-            cJSON **metadata, atoll_err *err) {
-  st_read_part part = {prefix ? prefix : "", data};
-  return st_read_parts(path, lay, &part, 1, metadata, err);
+int atoll_st_read(const char *path, const atoll_layout *lay, const char *prefix, float *data,
+                  cJSON **metadata, atoll_err *err) {
+  atoll_st_read_part part = {prefix ? prefix : "", data};
+  return atoll_st_read_parts(path, lay, &part, 1, metadata, err);
 }
