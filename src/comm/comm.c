@@ -100,16 +100,13 @@ static void end_job(int code) {
   exit(code);
 }
 
-/* The watchdog's verdict: its line (the one tests and operators look for, kept in the
- * "atoll: error:" form), then the whole job ends through the one fatal path. */
+/* The watchdog's verdict: one line naming the operation, size, communicator and rank,
+ * then the whole job ends through the one fatal path. */
 void atoll_comm_watchdog_fire(const atoll_comm *c, const char *what, size_t bytes) {
   char sz[32];
   human_size(bytes, sz, sizeof sz);
-  fprintf(stderr,
-          "atoll: error: rank %d: %s of %s on communicator '%s' (%d ranks) did not finish "
-          "within %g s; a peer has stopped or died\n",
-          c->world_rank, what, sz, c->name, c->size, c->timeout);
-  atoll_fatal("rank %d: the watchdog ends the job", c->world_rank);
+  atoll_fatal("rank %d: %s of %s on communicator '%s' (%d ranks) did not finish within %g s; a peer has stopped or died",
+              c->world_rank, what, sz, c->name, c->size, c->timeout);
 }
 
 void atoll_comm_usage_fail(const atoll_comm *c, const char *what, const char *why) {

@@ -11,7 +11,7 @@ void atoll_set_fatal_handler(atoll_fatal_handler fn) { handler = fn; }
 void atoll_fatal(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("atoll: fatal: ", stderr);
+  fputs("atoll: error: ", stderr); /* the CLI's form: one kind of error line */
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);

@@ -32,13 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* core/fatal.h is C: it has no extern "C" block, and _Noreturn is not C++ (nvcc
- * compiles .cu files as C++). */
-#define _Noreturn [[noreturn]]
-extern "C" {
-#include "core/fatal.h"
-}
-#undef _Noreturn
+#include "core/fatal.h" /* C, with its own extern "C" block */
 
 /* ------------------------------------------------------------ error checks --- */
 
