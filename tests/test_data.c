@@ -1,8 +1,8 @@
-/* Tests of the data module: token shard format, dataset windows, atoll prepare. */
+/* Tests of the data module: token file format, dataset windows, atoll prepare. */
 #define _XOPEN_SOURCE 700
 #include "atoll/atoll.h"
 #include "check.h"
-#include "data/shard.h"
+#include "data/token_file.h"
 
 #include <cjson/cJSON.h>
 #include <ftw.h>
@@ -74,16 +74,16 @@ static void put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Writes a shard whose token k is base + k (vocab 100000, width 4). */
-static void write_counting_shard(const char *path, int32_t base, int n) {
+/* Writes a token file whose token k is base + k (vocab 100000, width 4). */
+static void write_counting_file(const char *path, int32_t base, int n) {
   int32_t *t = malloc((size_t)n * sizeof *t + 1);
   for (int k = 0; k < n; k++) t[k] = base + k;
   atoll_err e = {{0}};
-  CHECK_OK(atoll_shard_write(path, t, (uint64_t)n, 100000, &e), &e);
+  CHECK_OK(atoll_token_file_write(path, t, (uint64_t)n, 100000, &e), &e);
   free(t);
 }
 
-/* ---------------------------------------------------------- shard format --- */
+/* ---------------------------------------------------------- token file format --- */
 
 static void test_roundtrip(uint32_t vocab, uint32_t want_width) {
   enum { N = 1000 };
@@ -95,22 +95,22 @@ static void test_roundtrip(uint32_t vocab, uint32_t want_width) {
   tok[N - 1] = (int32_t)vocab - 1;
   const char *path = tpath("rt.bin");
   atoll_err e = {{0}};
-  CHECK_OK(atoll_shard_write(path, tok, N, vocab, &e), &e);
+  CHECK_OK(atoll_token_file_write(path, tok, N, vocab, &e), &e);
   CHECK(!exists(tpath("rt.bin.tmp")));
   size_t size = 0;
   free(read_file(path, &size));
   CHECK(size == 32 + (size_t)N * want_width);
 
-  atoll_shard sh;
-  CHECK_OK(atoll_shard_open(&sh, path, &e), &e);
+  atoll_token_file sh;
+  CHECK_OK(atoll_token_file_open(&sh, path, &e), &e);
   CHECK(sh.vocab == vocab);
   CHECK(sh.width == want_width);
   CHECK(sh.ntokens == N);
   int same = 0;
-  for (int i = 0; i < N; i++) same += atoll_shard_token(&sh, (uint64_t)i) == tok[i];
+  for (int i = 0; i < N; i++) same += atoll_token_file_token(&sh, (uint64_t)i) == tok[i];
   CHECK(same == N);
-  CHECK(atoll_shard_token(&sh, N) == -1);
-  atoll_shard_close(&sh);
+  CHECK(atoll_token_file_token(&sh, N) == -1);
+  atoll_token_file_close(&sh);
   CHECK(sh.map == NULL);
 }
 
@@ -118,36 +118,36 @@ static void test_write_rejects(void) {
   int32_t tok[3] = {1, 256, 2};
   atoll_err e = {{0}};
   const char *path = tpath("bad_write.bin");
-  CHECK(atoll_shard_write(path, tok, 3, 256, &e) == -1);
+  CHECK(atoll_token_file_write(path, tok, 3, 256, &e) == -1);
   CHECK(err_has(&e, path, "out of range"));
   CHECK(!exists(path) && !exists(tpath("bad_write.bin.tmp")));
   tok[1] = -1;
-  CHECK(atoll_shard_write(path, tok, 3, 256, &e) == -1);
+  CHECK(atoll_token_file_write(path, tok, 3, 256, &e) == -1);
   CHECK(err_has(&e, path, "-1"));
-  CHECK(atoll_shard_write(path, tok, 0, 0, &e) == -1);
+  CHECK(atoll_token_file_write(path, tok, 0, 0, &e) == -1);
   CHECK(err_has(&e, path, "vocabulary"));
-  /* an empty shard is legal */
-  CHECK_OK(atoll_shard_write(path, tok, 0, 256, &e), &e);
-  atoll_shard sh;
-  CHECK_OK(atoll_shard_open(&sh, path, &e), &e);
+  /* an empty token file is legal */
+  CHECK_OK(atoll_token_file_write(path, tok, 0, 256, &e), &e);
+  atoll_token_file sh;
+  CHECK_OK(atoll_token_file_open(&sh, path, &e), &e);
   CHECK(sh.ntokens == 0);
-  atoll_shard_close(&sh);
+  atoll_token_file_close(&sh);
 }
 
 /* Writes `good` with one mutation applied, opens it and checks the error. */
 static void expect_reject(const char *name, const uint8_t *bytes, size_t n, const char *keyword) {
   const char *path = tpath(name);
   write_file(path, bytes, n);
-  atoll_shard sh;
+  atoll_token_file sh;
   atoll_err e = {{0}};
-  int rc = atoll_shard_open(&sh, path, &e);
+  int rc = atoll_token_file_open(&sh, path, &e);
   CHECK(rc == -1);
   if (rc != -1) fprintf(stderr, "  %s was accepted\n", name);
   else CHECK(err_has(&e, path, keyword));
   CHECK(sh.map == NULL);
-  atoll_shard_close(&sh); /* must be safe after a failed open */
+  atoll_token_file_close(&sh); /* must be safe after a failed open */
   /* the in-memory parser agrees */
-  CHECK(atoll_shard_parse(&sh, name, bytes, n, &e) == -1);
+  CHECK(atoll_token_file_parse(&sh, name, bytes, n, &e) == -1);
 }
 
 static void test_malformed(void) {
@@ -155,7 +155,7 @@ static void test_malformed(void) {
   int32_t tok[N];
   for (int i = 0; i < N; i++) tok[i] = i * 37;
   atoll_err e = {{0}};
-  CHECK_OK(atoll_shard_write(tpath("good.bin"), tok, N, 5000, &e), &e); /* width 2 */
+  CHECK_OK(atoll_token_file_write(tpath("good.bin"), tok, N, 5000, &e), &e); /* width 2 */
   size_t n = 0;
   uint8_t *good = read_file(tpath("good.bin"), &n);
   CHECK(n == 32 + 2 * N);
@@ -192,15 +192,15 @@ static void test_malformed(void) {
   expect_reject("token_vocab100.bin", b, n, "out of range");
   expect_reject("empty.bin", b, 0, "empty");
 
-  atoll_shard sh;
-  CHECK(atoll_shard_open(&sh, tpath("missing.bin"), &e) == -1);
+  atoll_token_file sh;
+  CHECK(atoll_token_file_open(&sh, tpath("missing.bin"), &e) == -1);
   CHECK(err_has(&e, tpath("missing.bin"), "cannot open"));
-  CHECK(atoll_shard_open(&sh, tmpdir, &e) == -1);
+  CHECK(atoll_token_file_open(&sh, tmpdir, &e) == -1);
   CHECK(err_has(&e, tmpdir, "not a regular file"));
   /* the valid original still opens */
-  CHECK_OK(atoll_shard_open(&sh, tpath("good.bin"), &e), &e);
-  CHECK(atoll_shard_token(&sh, 57) == 57 * 37);
-  atoll_shard_close(&sh);
+  CHECK_OK(atoll_token_file_open(&sh, tpath("good.bin"), &e), &e);
+  CHECK(atoll_token_file_token(&sh, 57) == 57 * 37);
+  atoll_token_file_close(&sh);
   free(b);
   free(good);
 }
@@ -229,9 +229,9 @@ static uint8_t *split_bytes(const char *dir, const char *split, uint64_t *n) {
     return NULL;
   }
   uint8_t *out = malloc(ds.ntokens + 1);
-  for (int k = 0; k < ds.nshards; k++)
-    for (uint64_t i = 0; i < ds.shards[k].ntokens; i++)
-      out[(*n)++] = (uint8_t)atoll_shard_token(&ds.shards[k], i);
+  for (int k = 0; k < ds.nfiles; k++)
+    for (uint64_t i = 0; i < ds.files[k].ntokens; i++)
+      out[(*n)++] = (uint8_t)atoll_token_file_token(&ds.files[k], i);
   CHECK(ds.vocab == ATOLL_BYTE_VOCAB);
   atoll_dataset_close(&ds);
   return out;
@@ -295,7 +295,7 @@ static void test_prepare(void) {
   /* A stale train_001.bin from an earlier, larger prepare is removed on re-run. */
   char stale[300];
   snprintf(stale, sizeof stale, "%s/train_001.bin", out);
-  write_counting_shard(stale, 0, 10);
+  write_counting_file(stale, 0, 10);
   CHECK_OK(atoll_prepare(files, 2, out, 0.1, &e), &e);
   CHECK(!exists(stale));
 
@@ -359,18 +359,18 @@ static void test_prepare_errors(void) {
 
 /* Dataset "win": train_000 = 0..999, train_001 = 5 tokens (too short for seq 16),
  * train_002 = 50000..52999. Tokens count up, so a window's first token names its
- * start and its shard. */
+ * start and its token file. */
 static void make_window_dataset(const char *dir) {
   mkdir(dir, 0777);
   char p[300];
   snprintf(p, sizeof p, "%s/train_000.bin", dir);
-  write_counting_shard(p, 0, 1000);
+  write_counting_file(p, 0, 1000);
   snprintf(p, sizeof p, "%s/train_001.bin", dir);
-  write_counting_shard(p, 90000, 5);
+  write_counting_file(p, 90000, 5);
   snprintf(p, sizeof p, "%s/train_002.bin", dir);
-  write_counting_shard(p, 50000, 3000);
+  write_counting_file(p, 50000, 3000);
   snprintf(p, sizeof p, "%s/train_004.bin", dir); /* after a gap: ignored */
-  write_counting_shard(p, 70000, 3000);
+  write_counting_file(p, 70000, 3000);
 }
 
 static int consecutive(const int32_t *w, int n) {
@@ -389,7 +389,7 @@ static void test_windows(void) {
   atoll_dataset ds;
   atoll_err e = {{0}};
   CHECK_OK(atoll_dataset_open(&ds, dir, "train", SEQ, &e), &e);
-  CHECK(ds.nshards == 3);
+  CHECK(ds.nfiles == 3);
   CHECK(ds.ntokens == 4005);
   CHECK(ds.vocab == 100000);
 
@@ -470,29 +470,29 @@ static void test_dataset_errors(void) {
 
   char p[300];
   snprintf(p, sizeof p, "%s/val_000.bin", dir);
-  write_counting_shard(p, 0, 10);
+  write_counting_file(p, 0, 10);
   snprintf(p, sizeof p, "%s/val_001.bin", dir);
-  write_counting_shard(p, 0, 8);
+  write_counting_file(p, 0, 8);
   CHECK(atoll_dataset_open(&ds, dir, "val", 10, &e) == -1);
   CHECK(err_has(&e, dir, "too short") && err_has(&e, "val", "18 tokens"));
-  CHECK(ds.shards == NULL && ds.nshards == 0);
+  CHECK(ds.files == NULL && ds.nfiles == 0);
   CHECK_OK(atoll_dataset_open(&ds, dir, "val", 9, &e), &e); /* exactly seq+1 */
-  CHECK(ds.nshards == 2 && ds.ntokens == 18);
+  CHECK(ds.nfiles == 2 && ds.ntokens == 18);
   int32_t w[10];
   atoll_dataset_window(&ds, 1, 2, 3, 9, w);
   CHECK(w[0] == 0 && w[9] == 9); /* the only window */
   atoll_dataset_close(&ds);
 
-  /* shards disagreeing on vocabulary */
+  /* token files disagreeing on vocabulary */
   int32_t tok[20] = {0};
   snprintf(p, sizeof p, "%s/mix_000.bin", dir);
-  CHECK_OK(atoll_shard_write(p, tok, 20, 256, &e), &e);
+  CHECK_OK(atoll_token_file_write(p, tok, 20, 256, &e), &e);
   snprintf(p, sizeof p, "%s/mix_001.bin", dir);
-  CHECK_OK(atoll_shard_write(p, tok, 20, 300, &e), &e);
+  CHECK_OK(atoll_token_file_write(p, tok, 20, 300, &e), &e);
   CHECK(atoll_dataset_open(&ds, dir, "mix", 4, &e) == -1);
   CHECK(err_has(&e, p, "vocabulary"));
 
-  /* a damaged shard is reported by name */
+  /* a damaged token file is reported by name */
   snprintf(p, sizeof p, "%s/bad_000.bin", dir);
   write_file(p, "ATOLLTOK", 8);
   CHECK(atoll_dataset_open(&ds, dir, "bad", 4, &e) == -1);

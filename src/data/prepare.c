@@ -1,14 +1,14 @@
-/* atoll prepare: turns text files into token shards with the byte-level tokenizer
+/* atoll prepare: turns text files into token files with the byte-level tokenizer
  * (token = byte value, vocabulary 256).
  *
  * Each input's last val_fraction of bytes, moved forward to the start of the next
  * line when there is one, goes to the validation split and the rest to training;
  * inputs are concatenated in the order given. Every split is written as
- * DIR/<split>_000.bin, _001.bin, ... of at most SHARD_TOKENS tokens each, then
+ * DIR/<split>_000.bin, _001.bin, ... of at most FILE_TOKENS tokens each, then
  * DIR/manifest.json describes the result. All inputs are checked before anything
  * is written. */
 #define _POSIX_C_SOURCE 200809L
-#include "data/shard.h"
+#include "data/token_file.h"
 
 #include "core/fs.h"
 
@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHARD_TOKENS ((uint64_t)64 << 20) /* 64 Mi tokens per shard at most */
+#define FILE_TOKENS ((uint64_t)64 << 20) /* 64 Mi tokens per token file at most */
 #define CHUNK 4096                         /* bytes converted to tokens per writer call */
 
 typedef struct {
@@ -33,13 +33,13 @@ typedef struct {
   size_t cut; /* [0, cut) trains, [cut, size) validates */
 } source;
 
-/* One split being written: rolls over to a new shard every SHARD_TOKENS tokens. */
+/* One split being written: rolls over to a new token file every FILE_TOKENS tokens. */
 typedef struct {
   const char *dir;
   const char *split;
-  int nshards;  /* shards started so far */
-  int open;     /* whether w holds an unfinished shard */
-  atoll_shard_writer w;
+  int nfiles;  /* token files started so far */
+  int open;     /* whether w holds an unfinished token file */
+  atoll_token_file_writer w;
   uint64_t tokens;
 } split_out;
 
@@ -122,25 +122,25 @@ static int split_put(split_out *o, const uint8_t *bytes, size_t n, atoll_err *er
   while (n > 0) {
     if (!o->open) {
       char path[1024];
-      if (split_path(path, sizeof path, o->dir, o->split, o->nshards, err) != 0) return -1;
-      if (atoll_shard_writer_open(&o->w, path, ATOLL_BYTE_VOCAB, err) != 0) return -1;
+      if (split_path(path, sizeof path, o->dir, o->split, o->nfiles, err) != 0) return -1;
+      if (atoll_token_file_writer_open(&o->w, path, ATOLL_BYTE_VOCAB, err) != 0) return -1;
       o->open = 1;
-      o->nshards++;
+      o->nfiles++;
     }
-    uint64_t room = SHARD_TOKENS - o->w.ntokens;
+    uint64_t room = FILE_TOKENS - o->w.ntokens;
     size_t take = n < CHUNK ? n : CHUNK;
     if (take > room) take = (size_t)room;
     for (size_t i = 0; i < take; i++) tok[i] = bytes[i];
-    if (atoll_shard_writer_put(&o->w, tok, take, err) != 0) {
+    if (atoll_token_file_writer_put(&o->w, tok, take, err) != 0) {
       o->open = 0; /* the writer aborted itself */
       return -1;
     }
     o->tokens += take;
     bytes += take;
     n -= take;
-    if (o->w.ntokens == SHARD_TOKENS) {
+    if (o->w.ntokens == FILE_TOKENS) {
       o->open = 0;
-      if (atoll_shard_writer_finish(&o->w, err) != 0) return -1;
+      if (atoll_token_file_writer_finish(&o->w, err) != 0) return -1;
     }
   }
   return 0;
@@ -149,13 +149,13 @@ static int split_put(split_out *o, const uint8_t *bytes, size_t n, atoll_err *er
 static int split_finish(split_out *o, atoll_err *err) {
   if (!o->open) return 0;
   o->open = 0;
-  return atoll_shard_writer_finish(&o->w, err);
+  return atoll_token_file_writer_finish(&o->w, err);
 }
 
-/* Shards left by an earlier, larger prepare would otherwise join this split. */
+/* Token files left by an earlier, larger prepare would otherwise join this split. */
 static void remove_stale(const split_out *o) {
   char path[1024];
-  for (int n = o->nshards;; n++) {
+  for (int n = o->nfiles;; n++) {
     if (split_path(path, sizeof path, o->dir, o->split, n, NULL) != 0) return;
     if (unlink(path) != 0) return;
   }
@@ -183,9 +183,9 @@ static cJSON *manifest_json(const source *src, int n, double vf, const split_out
   cJSON_AddNumberToObject(root, "vocab", ATOLL_BYTE_VOCAB);
   cJSON_AddNumberToObject(root, "val_fraction", vf);
   cJSON_AddNumberToObject(root, "train_tokens", (double)train->tokens);
-  cJSON_AddNumberToObject(root, "train_shards", train->nshards);
+  cJSON_AddNumberToObject(root, "train_files", train->nfiles);
   cJSON_AddNumberToObject(root, "val_tokens", (double)val->tokens);
-  cJSON_AddNumberToObject(root, "val_shards", val->nshards);
+  cJSON_AddNumberToObject(root, "val_files", val->nfiles);
   cJSON *files = cJSON_AddArrayToObject(root, "sources");
   for (int i = 0; i < n; i++) {
     cJSON *f = cJSON_CreateObject();
@@ -243,8 +243,8 @@ int atoll_prepare(const char *const *files, int nfiles, const char *outdir, doub
   if (load_sources(&src, files, nfiles, val_fraction, err) == 0 && atoll_mkdir_p(outdir, err) == 0 &&
       write_split(&train, src, nfiles, 0, err) == 0 && write_split(&val, src, nfiles, 1, err) == 0)
     rc = write_manifest(outdir, src, nfiles, val_fraction, &train, &val, err);
-  if (train.open) atoll_shard_writer_abort(&train.w);
-  if (val.open) atoll_shard_writer_abort(&val.w);
+  if (train.open) atoll_token_file_writer_abort(&train.w);
+  if (val.open) atoll_token_file_writer_abort(&val.w);
   if (src) free_sources(src, nfiles);
   return rc;
 }

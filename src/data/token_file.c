@@ -1,4 +1,4 @@
-/* Token shards: one flat file of token ids, memory-mapped for training.
+/* Token files: one flat file of token ids, memory-mapped for training.
  *
  * File format, version 1 (all integers little-endian):
  *
@@ -13,12 +13,12 @@
  *       32   N*W  the tokens, each an unsigned little-endian integer of W bytes, < V
  *
  * The file is exactly 32 + N*W bytes long. A reader trusts nothing: every field,
- * the file size and every token are checked before the shard is used (see
- * atoll_shard_parse), so a damaged or hostile file gives a one-line error, never a
- * crash. The same table is in docs/formats.md ("Token shards").
+ * the file size and every token are checked before the token file is used (see
+ * atoll_token_file_parse), so a damaged or hostile file gives a one-line error, never a
+ * crash. The same table is in docs/formats.md ("Token files").
  */
 #define _POSIX_C_SOURCE 200809L
-#include "data/shard.h"
+#include "data/token_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,7 +57,7 @@ static uint32_t token_at(const uint8_t *p, uint32_t width, uint64_t i) {
   }
 }
 
-uint32_t atoll_shard_width_for(uint32_t vocab) {
+uint32_t atoll_token_file_width_for(uint32_t vocab) {
   if (vocab <= 0x100u) return 1;
   if (vocab <= 0x10000u) return 2;
   return 4;
@@ -66,21 +66,21 @@ uint32_t atoll_shard_width_for(uint32_t vocab) {
 /* ---------------------------------------------------------------- reading --- */
 
 static int check_header(const char *name, const uint8_t *p, size_t size, atoll_err *err) {
-  if (size == 0) return atoll_fail(err, "%s: empty file (not a token shard)", name);
-  if (size < ATOLL_SHARD_HEADER)
-    return atoll_fail(err, "%s: truncated header: file has %zu bytes, a shard header needs %u",
-                      name, size, ATOLL_SHARD_HEADER);
-  if (memcmp(p, ATOLL_SHARD_MAGIC, 8) != 0)
-    return atoll_fail(err, "%s: bad magic: not an atoll token shard", name);
+  if (size == 0) return atoll_fail(err, "%s: empty file (not a token file)", name);
+  if (size < ATOLL_TOKEN_FILE_HEADER)
+    return atoll_fail(err, "%s: truncated header: file has %zu bytes, a token file header needs %u",
+                      name, size, ATOLL_TOKEN_FILE_HEADER);
+  if (memcmp(p, ATOLL_TOKEN_FILE_MAGIC, 8) != 0)
+    return atoll_fail(err, "%s: bad magic: not an atoll token file", name);
   uint32_t version = get_u32(p + 8), vocab = get_u32(p + 12), width = get_u32(p + 24);
-  if (version != ATOLL_SHARD_VERSION)
+  if (version != ATOLL_TOKEN_FILE_VERSION)
     return atoll_fail(err, "%s: unsupported version %" PRIu32 " (this build reads version %u)",
-                      name, version, ATOLL_SHARD_VERSION);
-  if (vocab == 0 || vocab > ATOLL_SHARD_MAX_VOCAB)
+                      name, version, ATOLL_TOKEN_FILE_VERSION);
+  if (vocab == 0 || vocab > ATOLL_TOKEN_FILE_MAX_VOCAB)
     return atoll_fail(err, "%s: bad vocabulary size %" PRIu32 " (must be 1 to 2^31)", name, vocab);
   if (width != 1 && width != 2 && width != 4)
     return atoll_fail(err, "%s: bad token width %" PRIu32 " (must be 1, 2 or 4)", name, width);
-  if (width < atoll_shard_width_for(vocab))
+  if (width < atoll_token_file_width_for(vocab))
     return atoll_fail(err, "%s: bad token width %" PRIu32 ": too small for vocabulary %" PRIu32,
                       name, width, vocab);
   uint32_t reserved = get_u32(p + 28);
@@ -92,10 +92,10 @@ static int check_header(const char *name, const uint8_t *p, size_t size, atoll_e
 /* The header's token count must account for the file size exactly. */
 static int check_size(const char *name, uint64_t ntokens, uint32_t width, size_t size,
                       atoll_err *err) {
-  if (ntokens > (UINT64_MAX - ATOLL_SHARD_HEADER) / width)
+  if (ntokens > (UINT64_MAX - ATOLL_TOKEN_FILE_HEADER) / width)
     return atoll_fail(err, "%s: truncated: header says %" PRIu64 " tokens (over 2^64 bytes) "
                       "but file has %zu bytes", name, ntokens, size);
-  uint64_t want = ATOLL_SHARD_HEADER + ntokens * width;
+  uint64_t want = ATOLL_TOKEN_FILE_HEADER + ntokens * width;
   if (want > (uint64_t)size)
     return atoll_fail(err, "%s: truncated: header says %" PRIu64 " tokens (%" PRIu64 " bytes) "
                       "but file has %zu bytes", name, ntokens, want, size);
@@ -118,7 +118,7 @@ static int check_tokens(const char *name, const uint8_t *p, uint32_t width, uint
   return 0;
 }
 
-int atoll_shard_parse(atoll_shard *sh, const char *name, const void *buf, size_t size,
+int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *buf, size_t size,
                       atoll_err *err) {
   memset(sh, 0, sizeof *sh);
   const uint8_t *p = buf;
@@ -126,16 +126,16 @@ int atoll_shard_parse(atoll_shard *sh, const char *name, const void *buf, size_t
   uint32_t vocab = get_u32(p + 12), width = get_u32(p + 24);
   uint64_t ntokens = get_u64(p + 16);
   if (check_size(name, ntokens, width, size, err)) return -1;
-  if (check_tokens(name, p + ATOLL_SHARD_HEADER, width, ntokens, vocab, err)) return -1;
+  if (check_tokens(name, p + ATOLL_TOKEN_FILE_HEADER, width, ntokens, vocab, err)) return -1;
   snprintf(sh->path, sizeof sh->path, "%s", name);
   sh->vocab = vocab;
   sh->width = width;
   sh->ntokens = ntokens;
-  sh->tokens = p + ATOLL_SHARD_HEADER;
+  sh->tokens = p + ATOLL_TOKEN_FILE_HEADER;
   return 0;
 }
 
-int atoll_shard_open(atoll_shard *sh, const char *path, atoll_err *err) {
+int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err) {
   memset(sh, 0, sizeof *sh);
   if (strlen(path) >= sizeof sh->path)
     return atoll_fail(err, "%.200s...: path too long", path);
@@ -162,7 +162,7 @@ int atoll_shard_open(atoll_shard *sh, const char *path, atoll_err *err) {
     }
   }
   close(fd);
-  if (atoll_shard_parse(sh, path, map, size, err) != 0) {
+  if (atoll_token_file_parse(sh, path, map, size, err) != 0) {
     if (map) munmap(map, size);
     return -1;
   }
@@ -171,17 +171,17 @@ int atoll_shard_open(atoll_shard *sh, const char *path, atoll_err *err) {
   return 0;
 }
 
-void atoll_shard_close(atoll_shard *sh) {
+void atoll_token_file_close(atoll_token_file *sh) {
   if (sh->map) munmap(sh->map, sh->map_size);
   memset(sh, 0, sizeof *sh);
 }
 
-int32_t atoll_shard_token(const atoll_shard *sh, uint64_t i) {
+int32_t atoll_token_file_token(const atoll_token_file *sh, uint64_t i) {
   if (i >= sh->ntokens) return -1;
   return (int32_t)token_at(sh->tokens, sh->width, i);
 }
 
-void atoll_shard_read(const atoll_shard *sh, uint64_t start, uint64_t n, int32_t *out) {
+void atoll_token_file_read(const atoll_token_file *sh, uint64_t start, uint64_t n, int32_t *out) {
   const uint8_t *p = sh->tokens;
   switch (sh->width) { /* one loop per width keeps the inner loop branch-free */
     case 1:
@@ -212,9 +212,9 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
 }
 
 static void encode_header(uint8_t *h, uint32_t vocab, uint64_t ntokens, uint32_t width) {
-  memset(h, 0, ATOLL_SHARD_HEADER);
-  memcpy(h, ATOLL_SHARD_MAGIC, 8);
-  put_u32(h + 8, ATOLL_SHARD_VERSION);
+  memset(h, 0, ATOLL_TOKEN_FILE_HEADER);
+  memcpy(h, ATOLL_TOKEN_FILE_MAGIC, 8);
+  put_u32(h + 8, ATOLL_TOKEN_FILE_VERSION);
   put_u32(h + 12, vocab);
   put_u64(h + 16, ntokens);
   put_u32(h + 24, width);
@@ -236,7 +236,7 @@ static void sync_parent_dir(const char *path) {
   }
 }
 
-void atoll_shard_writer_abort(atoll_shard_writer *w) {
+void atoll_token_file_writer_abort(atoll_token_file_writer *w) {
   if (w->fd >= 0) {
     close(w->fd);
     unlink(w->tmp);
@@ -246,52 +246,52 @@ void atoll_shard_writer_abort(atoll_shard_writer *w) {
   w->buf = NULL;
 }
 
-static int writer_fail_errno(atoll_shard_writer *w, const char *what, atoll_err *err) {
+static int writer_fail_errno(atoll_token_file_writer *w, const char *what, atoll_err *err) {
   int e = errno;
   atoll_fail(err, "%s: cannot %s: %s", w->tmp, what, strerror(e));
-  atoll_shard_writer_abort(w);
+  atoll_token_file_writer_abort(w);
   return -1;
 }
 
-int atoll_shard_writer_open(atoll_shard_writer *w, const char *path, uint32_t vocab,
+int atoll_token_file_writer_open(atoll_token_file_writer *w, const char *path, uint32_t vocab,
                             atoll_err *err) {
   memset(w, 0, sizeof *w);
   w->fd = -1;
-  if (vocab == 0 || vocab > ATOLL_SHARD_MAX_VOCAB)
+  if (vocab == 0 || vocab > ATOLL_TOKEN_FILE_MAX_VOCAB)
     return atoll_fail(err, "%s: bad vocabulary size %" PRIu32 " (must be 1 to 2^31)", path, vocab);
   if (strlen(path) >= sizeof w->path) return atoll_fail(err, "%.200s...: path too long", path);
   snprintf(w->path, sizeof w->path, "%s", path);
   snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
   w->vocab = vocab;
-  w->width = atoll_shard_width_for(vocab);
+  w->width = atoll_token_file_width_for(vocab);
   w->buf = malloc(WRITE_BUF);
   if (!w->buf) return atoll_fail(err, "%s: out of memory", path);
   w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (w->fd < 0) {
     atoll_fail(err, "%s: cannot create: %s", w->tmp, strerror(errno));
-    atoll_shard_writer_abort(w);
+    atoll_token_file_writer_abort(w);
     return -1;
   }
-  uint8_t h[ATOLL_SHARD_HEADER];
+  uint8_t h[ATOLL_TOKEN_FILE_HEADER];
   encode_header(h, vocab, 0, w->width); /* count filled in by finish */
   if (write_all(w->fd, h, sizeof h) != 0) return writer_fail_errno(w, "write", err);
   return 0;
 }
 
-static int writer_flush(atoll_shard_writer *w, atoll_err *err) {
+static int writer_flush(atoll_token_file_writer *w, atoll_err *err) {
   if (write_all(w->fd, w->buf, w->used) != 0) return writer_fail_errno(w, "write", err);
   w->used = 0;
   return 0;
 }
 
-int atoll_shard_writer_put(atoll_shard_writer *w, const int32_t *tokens, size_t n,
+int atoll_token_file_writer_put(atoll_token_file_writer *w, const int32_t *tokens, size_t n,
                            atoll_err *err) {
   for (size_t i = 0; i < n; i++) {
     int32_t t = tokens[i];
     if (t < 0 || (uint32_t)t >= w->vocab) {
       atoll_fail(err, "%s: token %" PRId32 " at index %" PRIu64 " out of range for vocabulary %"
                  PRIu32, w->path, t, w->ntokens + i, w->vocab);
-      atoll_shard_writer_abort(w);
+      atoll_token_file_writer_abort(w);
       return -1;
     }
     if (w->used + w->width > WRITE_BUF && writer_flush(w, err) != 0) return -1;
@@ -301,10 +301,10 @@ int atoll_shard_writer_put(atoll_shard_writer *w, const int32_t *tokens, size_t 
   return 0;
 }
 
-int atoll_shard_writer_finish(atoll_shard_writer *w, atoll_err *err) {
+int atoll_token_file_writer_finish(atoll_token_file_writer *w, atoll_err *err) {
   if (w->fd < 0) return atoll_fail(err, "%s: writer already closed", w->path);
   if (writer_flush(w, err) != 0) return -1;
-  uint8_t h[ATOLL_SHARD_HEADER];
+  uint8_t h[ATOLL_TOKEN_FILE_HEADER];
   encode_header(h, w->vocab, w->ntokens, w->width);
   if (pwrite(w->fd, h, sizeof h, 0) != (ssize_t)sizeof h) return writer_fail_errno(w, "write", err);
   if (fsync(w->fd) != 0) return writer_fail_errno(w, "fsync", err);
@@ -313,28 +313,28 @@ int atoll_shard_writer_finish(atoll_shard_writer *w, atoll_err *err) {
   if (rc != 0) {
     atoll_fail(err, "%s: cannot close: %s", w->tmp, strerror(errno));
     unlink(w->tmp);
-    atoll_shard_writer_abort(w);
+    atoll_token_file_writer_abort(w);
     return -1;
   }
   if (rename(w->tmp, w->path) != 0) {
     atoll_fail(err, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
     unlink(w->tmp);
-    atoll_shard_writer_abort(w);
+    atoll_token_file_writer_abort(w);
     return -1;
   }
   sync_parent_dir(w->path);
-  atoll_shard_writer_abort(w); /* frees the buffer; the file is already in place */
+  atoll_token_file_writer_abort(w); /* frees the buffer; the file is already in place */
   return 0;
 }
 
-int atoll_shard_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
+int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
                       atoll_err *err) {
-  atoll_shard_writer w;
-  if (atoll_shard_writer_open(&w, path, vocab, err) != 0) return -1;
+  atoll_token_file_writer w;
+  if (atoll_token_file_writer_open(&w, path, vocab, err) != 0) return -1;
   if (n > SIZE_MAX) {
-    atoll_shard_writer_abort(&w);
+    atoll_token_file_writer_abort(&w);
     return atoll_fail(err, "%s: %" PRIu64 " tokens do not fit in memory", path, n);
   }
-  if (atoll_shard_writer_put(&w, tokens, (size_t)n, err) != 0) return -1;
-  return atoll_shard_writer_finish(&w, err);
+  if (atoll_token_file_writer_put(&w, tokens, (size_t)n, err) != 0) return -1;
+  return atoll_token_file_writer_finish(&w, err);
 }
