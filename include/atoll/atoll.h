@@ -258,7 +258,8 @@ typedef struct {
 
 /* Learning rate for 0-based step `step`: warm-up then cosine decay. */
 float atoll_lr_at(const atoll_adamw_config *c, int step);
-/* Sum of squares of g[begin, end) in double (for the global gradient norm). */
+/* Sum of squares of g[begin, end) in double (for the global gradient norm); the same
+ * bits at any OpenMP thread count. */
 double atoll_sumsq(const float *g, size_t begin, size_t end);
 /* One AdamW update of params[begin, end) with moments m, v (m[0] and v[0] belong to
  * params[begin], so a shard's moments can be stored alone);
