@@ -80,7 +80,20 @@ static void sumsq_threads(void) {
   free(g);
 }
 
+/* batch x seq above 2^31 - 1 would overflow the micro-batch's int row count: refused
+ * at creation, before any allocation, with a message naming both. */
+static void tokens_per_micro_batch(void) {
+  atoll_shape s = {.layers = 1, .heads = 1, .dim = 4, .context = 65536, .vocab = 256};
+  atoll_model *m = NULL;
+  atoll_err e = {0};
+  CHECK(atoll_model_create(&m, &s, 65536, 65536, &e) == -1 && m == NULL);
+  CHECK(strstr(e.msg, "batch x seq") != NULL);
+  CHECK_OK(atoll_model_create(&m, &s, 2, 8, &e), &e);
+  atoll_model_destroy(m);
+}
+
 int main(void) {
+  tokens_per_micro_batch();
   tiny_blocks();
   non_finite_blocks();
   sumsq_threads();
