@@ -3,6 +3,7 @@
  * count. */
 #include "atoll/atoll.h"
 #include "check.h"
+#include "ops/ops.h"
 #include "parallel/quant.h"
 
 #include <float.h>
@@ -10,6 +11,9 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define N 100 /* three full blocks and a partial one */
 
@@ -92,7 +96,42 @@ static void tokens_per_micro_batch(void) {
   atoll_model_destroy(m);
 }
 
+/* Attention's scratch is allocated outside the OpenMP region: when it cannot be had,
+ * the process ends with a message (status 1), not a write through NULL. The child
+ * limits its address space to what it uses plus 64 MiB; the scratch needs 256 MiB. */
+static void attention_out_of_memory(void) {
+#ifdef __SANITIZE_ADDRESS__
+  return; /* ASan's shadow memory does not fit under an address-space limit */
+#endif
+  const atoll_ops *o = atoll_ops_cpu();
+  int T = 1 << 20;
+  float *qkv = calloc((size_t)3 * T, sizeof *qkv), *out = calloc((size_t)T, sizeof *out);
+  float *lse = calloc((size_t)T, sizeof *lse);
+  pid_t pid = qkv && out && lse ? fork() : -1;
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    o->attention_forward(out, lse, qkv, 1, 64, 1, 1); /* threads and BLAS started */
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1) _exit(3);
+    fclose(f);
+    rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
+    struct rlimit rl = {cap, cap};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    fclose(stderr); /* the expected fatal message is not a test failure */
+    o->attention_forward(out, lse, qkv, 1, T, 1, 1);
+    _exit(0);
+  }
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  free(qkv);
+  free(out);
+  free(lse);
+}
+
 int main(void) {
+  attention_out_of_memory();
   tokens_per_micro_batch();
   tiny_blocks();
   non_finite_blocks();
