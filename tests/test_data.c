@@ -6,9 +6,12 @@
 
 #include <cjson/cJSON.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char tmpdir[64];
@@ -499,6 +502,233 @@ static void test_dataset_errors(void) {
   CHECK(err_has(&e, p, "truncated header"));
 }
 
+/* ---------------------------------------------- distrusted input (issue 12) --- */
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "test_data: opening a FIFO hung\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+  _exit(3);
+}
+
+/* A FIFO named like a token file is refused by name at once, not waited on. */
+static void test_fifo(void) {
+  const char *dir = tpath("fifo");
+  mkdir(dir, 0777);
+  char p[300];
+  snprintf(p, sizeof p, "%s/train_000.bin", dir);
+  CHECK(mkfifo(p, 0666) == 0);
+  signal(SIGALRM, on_alarm);
+  alarm(5);
+  atoll_dataset ds;
+  atoll_err e = {{0}};
+  CHECK(atoll_dataset_open(&ds, dir, "train", 4, &e) == -1);
+  alarm(0);
+  CHECK(err_has(&e, p, "FIFO"));
+}
+
+/* A token file cut short while mapped: reading past its new end ends the process
+ * with status 1 and a line naming the file, not with SIGBUS. */
+static void test_truncated_while_open(void) {
+  const char *p = tpath("shrinks.bin");
+  write_counting_file(p, 0, 100000);
+  atoll_token_file tf;
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_token_file_open(&tf, p, &e), &e);
+  CHECK(truncate(p, 32) == 0);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    _exit(atoll_token_file_token(&tf, 99999) == 99999 ? 0 : 2);
+  }
+  close(fds[1]);
+  char msg[512] = {0};
+  size_t n = 0;
+  for (ssize_t k; n < sizeof msg - 1 && (k = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0;)
+    n += (size_t)k;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  CHECK(n > 0 && strstr(msg, p) && strstr(msg, "shrank"));
+  atoll_token_file_close(&tf);
+}
+
+static void set_number(const char *mpath, const char *key, double v, int drop_hashes) {
+  size_t n = 0;
+  char *text = (char *)read_file(mpath, &n);
+  cJSON *m = text ? cJSON_Parse(text) : NULL;
+  if (key) cJSON_ReplaceItemInObject(m, key, cJSON_CreateNumber(v));
+  if (drop_hashes) { /* as written before manifests had hashes */
+    cJSON_DeleteItemFromObject(m, "train_hashes");
+    cJSON_DeleteItemFromObject(m, "val_hashes");
+    cJSON_ReplaceItemInObject(m, "version", cJSON_CreateNumber(1));
+    cJSON_AddItemToObject(m, "train_shards", cJSON_DetachItemFromObject(m, "train_files"));
+    cJSON_AddItemToObject(m, "val_shards", cJSON_DetachItemFromObject(m, "val_files"));
+  }
+  char *out = cJSON_Print(m);
+  write_file(mpath, out, strlen(out));
+  cJSON_free(out);
+  cJSON_Delete(m);
+  free(text);
+}
+
+/* Opening checks the token files against manifest.json: counts, vocabulary, and each
+ * file's hash (version 2); a version-1 manifest (no hashes) still loads. */
+static void test_manifest_checks(void) {
+  size_t na;
+  char *a = make_text("gamma", 200, &na);
+  write_file(tpath("g.txt"), a, na);
+  const char *files[1] = {tpath("g.txt")};
+  const char *out = tpath("manifest_dir");
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_prepare(files, 1, out, 0.2, &e), &e);
+  char val[300], mpath[300];
+  snprintf(val, sizeof val, "%s/val_000.bin", out);
+  snprintf(mpath, sizeof mpath, "%s/manifest.json", out);
+  atoll_dataset ds;
+  CHECK_OK(atoll_dataset_open(&ds, out, "val", 8, &e), &e);
+  uint64_t nval = ds.ntokens;
+  atoll_dataset_close(&ds);
+
+  /* same length, one token changed: only the hash can tell */
+  atoll_token_file tf;
+  CHECK_OK(atoll_token_file_open(&tf, val, &e), &e);
+  int32_t *tok = malloc(nval * sizeof *tok);
+  for (uint64_t i = 0; i < nval; i++) tok[i] = atoll_token_file_token(&tf, i);
+  atoll_token_file_close(&tf);
+  tok[nval / 2] ^= 1;
+  CHECK_OK(atoll_token_file_write(val, tok, nval, 256, &e), &e);
+  CHECK(atoll_dataset_open(&ds, out, "val", 8, &e) == -1);
+  CHECK(err_has(&e, val, "hash"));
+  tok[nval / 2] ^= 1;
+  CHECK_OK(atoll_token_file_write(val, tok, nval, 256, &e), &e);
+  CHECK_OK(atoll_dataset_open(&ds, out, "val", 8, &e), &e);
+  atoll_dataset_close(&ds);
+
+  /* a token file from another run: its count disagrees */
+  CHECK_OK(atoll_token_file_write(val, tok, nval - 1, 256, &e), &e);
+  CHECK(atoll_dataset_open(&ds, out, "val", 8, &e) == -1);
+  CHECK(err_has(&e, mpath, "val_tokens"));
+  CHECK_OK(atoll_token_file_write(val, tok, nval, 256, &e), &e);
+  set_number(mpath, "vocab", 512, 0);
+  CHECK(atoll_dataset_open(&ds, out, "train", 8, &e) == -1);
+  CHECK(err_has(&e, mpath, "vocab"));
+  set_number(mpath, "vocab", 256, 1);
+  CHECK_OK(atoll_dataset_open(&ds, out, "train", 8, &e), &e); /* version 1 */
+  atoll_dataset_close(&ds);
+  set_number(mpath, "val_shards", 2, 0);
+  CHECK(atoll_dataset_open(&ds, out, "val", 8, &e) == -1);
+  CHECK(err_has(&e, mpath, "val_shards"));
+  free(tok);
+  free(a);
+}
+
+/* The validation split against the model: a larger vocabulary or token is refused. */
+static void test_check_vocab(void) {
+  const char *dir = tpath("vocab_dir");
+  mkdir(dir, 0777);
+  char p[300];
+  snprintf(p, sizeof p, "%s/val_000.bin", dir);
+  int32_t tok[40];
+  for (int i = 0; i < 40; i++) tok[i] = i * 7;
+  atoll_dataset ds;
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_token_file_write(p, tok, 40, 300, &e), &e);
+  CHECK_OK(atoll_dataset_open(&ds, dir, "val", 8, &e), &e);
+  CHECK(ds.max_token == 273);
+  CHECK(atoll_dataset_check_vocab(&ds, 256, &e) == -1);
+  CHECK(err_has(&e, p, "vocab"));
+  CHECK_OK(atoll_dataset_check_vocab(&ds, 300, &e), &e);
+  CHECK_OK(atoll_dataset_check_vocab(&ds, 512, &e), &e);
+  ds.vocab = 256; /* a header that understates its tokens is still caught */
+  CHECK(atoll_dataset_check_vocab(&ds, 256, &e) == -1);
+  CHECK(err_has(&e, p, "273"));
+  ds.vocab = 300;
+  atoll_dataset_close(&ds);
+}
+
+/* --out may not contain the inputs (a second run would read its own token files as
+ * text) nor files prepare did not write (the swap would discard them). */
+static void test_prepare_out_dir(void) {
+  const char *dir = tpath("texts");
+  mkdir(dir, 0777);
+  char in[300], foreign[300];
+  snprintf(in, sizeof in, "%s/t.txt", dir);
+  write_file(in, "one\ntwo\nthree\nfour\n", 19);
+  const char *files[1] = {in};
+  atoll_err e = {{0}};
+  CHECK(atoll_prepare(files, 1, dir, 0.3, &e) == -1);
+  CHECK(err_has(&e, in, "inside"));
+  CHECK(exists(in));
+  const char *out = tpath("texts_out");
+  mkdir(out, 0777);
+  snprintf(foreign, sizeof foreign, "%s/notes.md", out);
+  write_file(foreign, "x", 1);
+  CHECK(atoll_prepare(files, 1, out, 0.3, &e) == -1);
+  CHECK(err_has(&e, out, "notes.md"));
+  CHECK(exists(foreign));
+  unlink(foreign);
+  CHECK_OK(atoll_prepare(files, 1, out, 0.3, &e), &e);
+}
+
+/* Every file of dir (names and bytes) equals ref's. */
+static int same_dir(const char *dir, const char *ref) {
+  const char *names[] = {"train_000.bin", "val_000.bin", "manifest.json"};
+  for (int i = 0; i < 3; i++) {
+    char p[300], q[300];
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    snprintf(q, sizeof q, "%s/%s", ref, names[i]);
+    size_t n1 = 0, n2 = 0;
+    uint8_t *a = read_file(p, &n1), *b = read_file(q, &n2);
+    int same = a && b && n1 == n2 && memcmp(a, b, n1) == 0;
+    free(a);
+    free(b);
+    if (!same) return 0;
+  }
+  return 1;
+}
+
+/* A prepare killed at any moment leaves the old set or the new one, never a mix. */
+static void test_prepare_killed(void) {
+  size_t n = 6u << 20;
+  char *text = malloc(n);
+  for (size_t i = 0; i < n; i++) text[i] = i % 61 == 60 ? '\n' : (char)('a' + i % 23);
+  write_file(tpath("new.txt"), text, n);
+  write_file(tpath("old.txt"), text + 3, n / 2);
+  free(text);
+  char nf[256], of[256], out[256], ref_new[256], ref_old[256];
+  snprintf(nf, sizeof nf, "%s", tpath("new.txt"));
+  snprintf(of, sizeof of, "%s", tpath("old.txt"));
+  snprintf(out, sizeof out, "%s", tpath("killed"));
+  snprintf(ref_new, sizeof ref_new, "%s", tpath("ref_new"));
+  snprintf(ref_old, sizeof ref_old, "%s", tpath("ref_old"));
+  const char *newf[1] = {nf}, *oldf[1] = {of};
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_prepare(newf, 1, ref_new, 0.1, &e), &e);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK_OK(atoll_prepare(newf, 1, out, 0.1, &e), &e);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long span_us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
+  int mixed = 0;
+  for (int trial = 0; trial < 12; trial++) {
+    CHECK_OK(atoll_prepare(oldf, 1, out, 0.1, &e), &e);
+    if (trial == 0) CHECK_OK(atoll_prepare(oldf, 1, ref_old, 0.1, &e), &e);
+    pid_t pid = fork();
+    if (pid == 0) _exit(atoll_prepare(newf, 1, out, 0.1, NULL) == 0 ? 0 : 1);
+    nanosleep(&(struct timespec){0, span_us * (trial + 1) / 13 * 1000}, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    mixed += !same_dir(out, ref_old) && !same_dir(out, ref_new);
+  }
+  CHECK(mixed == 0);
+  CHECK_OK(atoll_prepare(newf, 1, out, 0.1, &e), &e); /* leftovers of a kill are cleared */
+  CHECK(same_dir(out, ref_new));
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/atoll_test_data_XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -516,6 +746,12 @@ int main(void) {
   test_prepare_errors();
   test_windows();
   test_dataset_errors();
+  test_fifo();
+  test_truncated_while_open();
+  test_manifest_checks();
+  test_check_vocab();
+  test_prepare_out_dir();
+  test_prepare_killed();
   rm_tree(tmpdir);
   CHECK_DONE();
 }

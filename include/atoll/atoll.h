@@ -285,6 +285,8 @@ typedef struct {
   void *map;        /* whole file, memory-mapped */
   size_t map_size;
   const uint8_t *tokens;
+  uint32_t max_token; /* largest token (0 when empty) */
+  uint64_t hash;      /* atoll_token_file_hash of the tokens, as in manifest.json */
 } atoll_token_file;
 
 int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
@@ -304,6 +306,7 @@ typedef struct {
   int nfiles;
   atoll_token_file *files;
   uint32_t vocab;
+  uint32_t max_token;      /* largest token of any file */
   uint64_t ntokens;
   int nsegments;           /* where windows come from: every token file whole, unless restricted */
   atoll_segment *segments;
@@ -312,6 +315,11 @@ typedef struct {
 int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, int seq,
                        atoll_err *err);
 void atoll_dataset_close(atoll_dataset *ds);
+/* Fails, naming the first token file, if the split's vocabulary (header) is larger
+ * than the model's or any token is >= model_vocab: evaluation would index past the
+ * embedding table. Opening checks each file alone; this checks the split against the
+ * model (train and val alike). */
+int atoll_dataset_check_vocab(const atoll_dataset *ds, int model_vocab, atoll_err *err);
 /* Restricts windows to token ranges [begins[i], ends[i]) of the split (token files laid end
  * to end), e.g. some of the source files (non-i.i.d. data per DiLoCo island). Fails if
  * no window of seq+1 tokens fits. */

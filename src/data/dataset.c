@@ -10,6 +10,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "data/token_file.h"
 
+#include "core/fs.h"
+
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -125,13 +128,6 @@ static int check_dir(const char *dir, atoll_err *err) {
   return 0;
 }
 
-static int token_file_path(char *buf, size_t cap, const char *dir, const char *split, int n,
-                      atoll_err *err) {
-  int len = snprintf(buf, cap, "%s/%s_%03d.bin", dir, split, n);
-  if (len < 0 || (size_t)len >= cap) return atoll_fail(err, "%.200s: path too long", dir);
-  return 0;
-}
-
 static int file_exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
@@ -150,13 +146,14 @@ static int add_file(atoll_dataset *ds, const char *path, atoll_err *err) {
                       path, sh->vocab, ds->files[0].path, ds->vocab);
   ds->vocab = sh->vocab;
   ds->ntokens += sh->ntokens;
+  if (sh->max_token > ds->max_token) ds->max_token = sh->max_token;
   return 0;
 }
 
 static int open_files(atoll_dataset *ds, const char *dir, const char *split, atoll_err *err) {
   char path[1024];
   for (int n = 0;; n++) {
-    if (token_file_path(path, sizeof path, dir, split, n, err) != 0) return -1;
+    if (atoll_token_file_path(path, sizeof path, dir, split, n, err) != 0) return -1;
     if (!file_exists(path)) break;
     if (add_file(ds, path, err) != 0) return -1;
   }
@@ -176,13 +173,100 @@ static int check_enough(const atoll_dataset *ds, const char *dir, const char *sp
                     dir, split, ds->ntokens, ds->nfiles, longest, (uint64_t)seq + 1);
 }
 
+/* ------------------------------------------------------------- manifest --- */
+
+/* A number in the manifest that must equal want; absent keys fail too. */
+static int manifest_count(const cJSON *root, const char *path, const char *key, uint64_t want,
+                          const char *what, atoll_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!cJSON_IsNumber(v))
+    return atoll_fail(err, "%s: \"%s\" missing or not a number", path, key);
+  if (v->valuedouble != (double)want)
+    return atoll_fail(err, "%s: \"%s\" is %.0f but the directory holds %" PRIu64 " %s; "
+                      "token files from different runs of atoll prepare?", path, key,
+                      v->valuedouble, want, what);
+  return 0;
+}
+
+/* Version 2 records each token file's hash; version 1 (before hashes) only counts. */
+static int manifest_hashes(const cJSON *root, const atoll_dataset *ds, const char *path,
+                           const char *split, atoll_err *err) {
+  char key[64];
+  snprintf(key, sizeof key, "%s_hashes", split);
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != ds->nfiles)
+    return atoll_fail(err, "%s: \"%s\" must list one hash per token file (%d)", path, key,
+                      ds->nfiles);
+  for (int k = 0; k < ds->nfiles; k++) {
+    const char *want = cJSON_GetStringValue(cJSON_GetArrayItem(arr, k));
+    char got[17];
+    snprintf(got, sizeof got, "%016" PRIx64, ds->files[k].hash);
+    if (!want || strcmp(want, got) != 0)
+      return atoll_fail(err, "%s: tokens do not match the hash in %s (%s, file has %s): changed "
+                        "or replaced after atoll prepare", ds->files[k].path, path,
+                        want ? want : "none", got);
+  }
+  return 0;
+}
+
+static int manifest_matches(const cJSON *root, const atoll_dataset *ds, const char *path,
+                            const char *split, atoll_err *err) {
+  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
+  int version = cJSON_IsNumber(ver) ? ver->valueint : 0;
+  if (version != 1 && version != 2)
+    return atoll_fail(err, "%s: unsupported manifest version (this build reads 1 and 2)", path);
+  char files[64], tokens[64];
+  snprintf(files, sizeof files, version == 1 ? "%s_shards" : "%s_files", split);
+  snprintf(tokens, sizeof tokens, "%s_tokens", split);
+  if (manifest_count(root, path, "vocab", ds->vocab, "as the token files' vocabulary", err) ||
+      manifest_count(root, path, files, (uint64_t)ds->nfiles, "token files", err) ||
+      manifest_count(root, path, tokens, ds->ntokens, "tokens", err))
+    return -1;
+  return version == 1 ? 0 : manifest_hashes(root, ds, path, split, err);
+}
+
+/* DIR/manifest.json, when present, must describe exactly the token files found. A
+ * directory without one (made by hand or by tests) is read on the files' own checks. */
+static int check_manifest(const atoll_dataset *ds, const char *dir, const char *split,
+                          atoll_err *err) {
+  char path[1024];
+  if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path)
+    return atoll_fail(err, "%.200s: path too long", dir);
+  struct stat st;
+  if (stat(path, &st) != 0 && errno == ENOENT) return 0;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) /* a FIFO would hang the read */
+    return atoll_fail(err, "%s: not a regular file", path);
+  char *text = NULL;
+  size_t len = 0;
+  if (atoll_read_file(path, (size_t)1 << 26, &text, &len, err) != 0) return -1;
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  free(text);
+  int rc = cJSON_IsObject(root) ? manifest_matches(root, ds, path, split, err)
+                                : atoll_fail(err, "%s: not a JSON object", path);
+  cJSON_Delete(root);
+  return rc;
+}
+
+int atoll_dataset_check_vocab(const atoll_dataset *ds, int model_vocab, atoll_err *err) {
+  const char *name = ds->nfiles > 0 ? ds->files[0].path : "dataset";
+  if (model_vocab < 1 || ds->vocab > (uint32_t)model_vocab)
+    return atoll_fail(err, "%s: token vocabulary %" PRIu32 " is larger than the model's vocab %d",
+                      name, ds->vocab, model_vocab);
+  if (ds->nfiles > 0 && ds->ntokens > 0 && ds->max_token >= (uint32_t)model_vocab)
+    return atoll_fail(err, "%s: largest token %" PRIu32 " is outside the model's vocab %d", name,
+                      ds->max_token, model_vocab);
+  return 0;
+}
+
+/* -------------------------------------------------------------- entry --- */
+
 int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, int seq,
                        atoll_err *err) {
   memset(ds, 0, sizeof *ds);
   if (seq < 1) return atoll_fail(err, "%s: sequence length %d must be at least 1", dir, seq);
   if (check_dir(dir, err) != 0) return -1;
-  if (open_files(ds, dir, split, err) != 0 || default_segments(ds, err) != 0 ||
-      check_enough(ds, dir, split, seq, err) != 0) {
+  if (open_files(ds, dir, split, err) != 0 || check_manifest(ds, dir, split, err) != 0 ||
+      default_segments(ds, err) != 0 || check_enough(ds, dir, split, seq, err) != 0) {
     atoll_dataset_close(ds);
     return -1;
   }

@@ -23,6 +23,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,17 +108,40 @@ static int check_size(const char *name, uint64_t ntokens, uint32_t width, size_t
   return 0;
 }
 
+/* Largest token, one loop per width so each vectorizes. */
+static uint32_t max_token(const uint8_t *p, uint32_t width, uint64_t n) {
+  uint32_t m = 0;
+  if (width == 1)
+    for (uint64_t i = 0; i < n; i++) m = p[i] > m ? p[i] : m;
+  else if (width == 2)
+    for (uint64_t i = 0; i < n; i++) m = token_at(p, 2, i) > m ? token_at(p, 2, i) : m;
+  else
+    for (uint64_t i = 0; i < n; i++) m = token_at(p, 4, i) > m ? token_at(p, 4, i) : m;
+  return m;
+}
+
 static int check_tokens(const char *name, const uint8_t *p, uint32_t width, uint64_t n,
-                        uint32_t vocab, atoll_err *err) {
-  /* A vocabulary that covers every value of the width needs no scan. */
-  if ((width == 1 && vocab >= 0x100u) || (width == 2 && vocab >= 0x10000u)) return 0;
-  for (uint64_t i = 0; i < n; i++) {
-    uint32_t t = token_at(p, width, i);
-    if (t >= vocab)
-      return atoll_fail(err, "%s: token %" PRIu32 " at index %" PRIu64
-                        " out of range for vocabulary %" PRIu32, name, t, i, vocab);
+                        uint32_t vocab, uint32_t max, atoll_err *err) {
+  if (n == 0 || max < vocab) return 0;
+  uint64_t i = 0; /* the first offender, for the message */
+  while (token_at(p, width, i) < vocab) i++;
+  return atoll_fail(err, "%s: token %" PRIu32 " at index %" PRIu64
+                    " out of range for vocabulary %" PRIu32, name, token_at(p, width, i), i, vocab);
+}
+
+uint64_t atoll_token_file_hash(const uint8_t *p, uint64_t n) {
+  const uint64_t k = 0x9e3779b97f4a7c15ull;
+  uint64_t h = 0x6174006f6c6c0001ull ^ (n * k), i = 0;
+  for (; i + 8 <= n; i += 8) {
+    h = (h ^ get_u64(p + i)) * k;
+    h ^= h >> 29;
   }
-  return 0;
+  for (; i < n; i++) {
+    h = (h ^ p[i]) * k;
+    h ^= h >> 29;
+  }
+  h ^= h >> 32;
+  return h * k ^ (h >> 31);
 }
 
 int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *buf, size_t size,
@@ -126,8 +152,12 @@ int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *b
   uint32_t vocab = get_u32(p + 12), width = get_u32(p + 24);
   uint64_t ntokens = get_u64(p + 16);
   if (check_size(name, ntokens, width, size, err)) return -1;
-  if (check_tokens(name, p + ATOLL_TOKEN_FILE_HEADER, width, ntokens, vocab, err)) return -1;
+  const uint8_t *tokens = p + ATOLL_TOKEN_FILE_HEADER;
+  uint32_t max = max_token(tokens, width, ntokens);
+  if (check_tokens(name, tokens, width, ntokens, vocab, max, err)) return -1;
   snprintf(sh->path, sizeof sh->path, "%s", name);
+  sh->max_token = max;
+  sh->hash = atoll_token_file_hash(tokens, ntokens * width);
   sh->vocab = vocab;
   sh->width = width;
   sh->ntokens = ntokens;
@@ -135,11 +165,96 @@ int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *b
   return 0;
 }
 
-int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err) {
-  memset(sh, 0, sizeof *sh);
-  if (strlen(path) >= sizeof sh->path)
-    return atoll_fail(err, "%.200s...: path too long", path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* --------------------------------------------------------- mapping guard --- */
+
+/* A token file cut short while it is mapped makes a read past its new end raise
+ * SIGBUS. Every mapping is registered here, and the handler turns such a fault into
+ * one line naming the file and exit status 1 (the job cannot go on without its data);
+ * a fault elsewhere goes to the previous handler. Mappings past GUARD_SLOTS, or whose
+ * path could not be copied, keep the plain SIGBUS. */
+#define GUARD_SLOTS 4096
+
+typedef struct {
+  _Atomic uintptr_t begin; /* 0: free slot */
+  uintptr_t end;
+  char *path;
+} guard_slot;
+
+static guard_slot guards[GUARD_SLOTS];
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+static struct sigaction guard_prev;
+
+static void put_str(const char *s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t k = write(2, s, n);
+    if (k <= 0) return;
+    s += k;
+    n -= (size_t)k;
+  }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx) {
+  (void)sig, (void)ctx;
+  uintptr_t a = (uintptr_t)si->si_addr;
+  for (int i = 0; i < GUARD_SLOTS; i++) {
+    uintptr_t b = atomic_load(&guards[i].begin);
+    if (b && a >= b && a < guards[i].end) {
+      put_str("atoll: fatal: ");
+      put_str(guards[i].path);
+      put_str(": token file shrank while in use (read past its end); was it rewritten or "
+              "truncated during training?\n");
+      _exit(1);
+    }
+  }
+  sigaction(SIGBUS, &guard_prev, NULL); /* not ours: the fault repeats under it */
+}
+
+static void guard_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &guard_prev);
+}
+
+static void guard_add(const void *map, size_t size, const char *path) {
+  pthread_once(&guard_once, guard_install);
+  char *copy = strdup(path);
+  if (!copy) return;
+  pthread_mutex_lock(&guard_lock);
+  for (int i = 0; i < GUARD_SLOTS; i++)
+    if (!atomic_load(&guards[i].begin)) {
+      guards[i].end = (uintptr_t)map + size;
+      guards[i].path = copy;
+      atomic_store(&guards[i].begin, (uintptr_t)map); /* published last */
+      copy = NULL;
+      break;
+    }
+  pthread_mutex_unlock(&guard_lock);
+  free(copy); /* every slot taken */
+}
+
+static void guard_remove(const void *map) {
+  pthread_mutex_lock(&guard_lock);
+  for (int i = 0; i < GUARD_SLOTS; i++)
+    if (atomic_load(&guards[i].begin) == (uintptr_t)map) {
+      atomic_store(&guards[i].begin, 0);
+      free(guards[i].path);
+      guards[i].path = NULL;
+      break;
+    }
+  pthread_mutex_unlock(&guard_lock);
+}
+
+/* ---------------------------------------------------------------- opening --- */
+
+/* Opens path for reading if it is a regular file. O_NONBLOCK: opening a FIFO for
+ * reading would otherwise wait for a writer forever. */
+static int open_regular(const char *path, size_t *size, atoll_err *err) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -149,9 +264,21 @@ int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return atoll_fail(err, "%s: not a regular file", path);
+    return atoll_fail(err, "%s: not a regular file (%s); token files are written by atoll prepare",
+                      path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                      : "a device or socket");
   }
-  size_t size = (size_t)st.st_size;
+  *size = (size_t)st.st_size;
+  return fd;
+}
+
+int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err) {
+  memset(sh, 0, sizeof *sh);
+  if (strlen(path) >= sizeof sh->path)
+    return atoll_fail(err, "%.200s...: path too long", path);
+  size_t size = 0;
+  int fd = open_regular(path, &size, err);
+  if (fd < 0) return -1;
   void *map = NULL;
   if (size > 0) { /* mmap rejects length 0; parse reports the empty file */
     map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -160,10 +287,14 @@ int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err
       close(fd);
       return atoll_fail(err, "%s: cannot map: %s", path, strerror(e));
     }
+    guard_add(map, size, path); /* before parse: it reads every page */
   }
   close(fd);
   if (atoll_token_file_parse(sh, path, map, size, err) != 0) {
-    if (map) munmap(map, size);
+    if (map) {
+      guard_remove(map);
+      munmap(map, size);
+    }
     return -1;
   }
   sh->map = map;
@@ -172,7 +303,10 @@ int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err
 }
 
 void atoll_token_file_close(atoll_token_file *sh) {
-  if (sh->map) munmap(sh->map, sh->map_size);
+  if (sh->map) {
+    guard_remove(sh->map);
+    munmap(sh->map, sh->map_size);
+  }
   memset(sh, 0, sizeof *sh);
 }
 
@@ -194,6 +328,13 @@ void atoll_token_file_read(const atoll_token_file *sh, uint64_t start, uint64_t 
       for (uint64_t i = 0; i < n; i++) out[i] = (int32_t)token_at(p, 4, start + i);
       break;
   }
+}
+
+int atoll_token_file_path(char *buf, size_t cap, const char *dir, const char *split, int n,
+                          atoll_err *err) {
+  int len = snprintf(buf, cap, "%s/%s_%03d.bin", dir, split, n);
+  if (len < 0 || (size_t)len >= cap) return atoll_fail(err, "%.200s: path too long", dir);
+  return 0;
 }
 
 /* ---------------------------------------------------------------- writing --- */
@@ -222,7 +363,7 @@ static void encode_header(uint8_t *h, uint32_t vocab, uint64_t ntokens, uint32_t
 
 /* After rename, the directory entry itself must reach the disk too. Best effort:
  * some file systems refuse fsync on directories. */
-static void sync_parent_dir(const char *path) {
+void atoll_sync_parent_dir(const char *path) {
   char dir[1024];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -322,7 +463,7 @@ int atoll_token_file_writer_finish(atoll_token_file_writer *w, atoll_err *err) {
     atoll_token_file_writer_abort(w);
     return -1;
   }
-  sync_parent_dir(w->path);
+  atoll_sync_parent_dir(w->path);
   atoll_token_file_writer_abort(w); /* frees the buffer; the file is already in place */
   return 0;
 }
