@@ -290,7 +290,7 @@ typedef struct {
 } atoll_token_file;
 
 int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
-                      atoll_err *err);
+                           atoll_err *err);
 int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err);
 void atoll_token_file_close(atoll_token_file *sh);
 int32_t atoll_token_file_token(const atoll_token_file *sh, uint64_t i);

@@ -343,7 +343,8 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
   if (atoll_fsync_path(tmp, O_DIRECTORY, err) != 0) return -1;
   struct stat st;
   if (stat(out, &st) != 0) {
-    if (rename(tmp, out) != 0) return atoll_fail(err, "%s: cannot rename to %s: %s", tmp, out, strerror(errno));
+    if (rename(tmp, out) != 0)
+      return atoll_fail(err, "%s: cannot rename to %s: %s", tmp, out, strerror(errno));
   } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) == 0) {
     if (clear_prepare_dir(tmp, 1, err) != 0) return -1;
   } else if (errno == EINVAL || errno == ENOSYS) {

@@ -145,7 +145,7 @@ uint64_t atoll_token_file_hash(const uint8_t *p, uint64_t n) {
 }
 
 int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *buf, size_t size,
-                      atoll_err *err) {
+                           atoll_err *err) {
   memset(sh, 0, sizeof *sh);
   const uint8_t *p = buf;
   if (check_header(name, p, size, err)) return -1;
@@ -395,7 +395,7 @@ static int writer_fail_errno(atoll_token_file_writer *w, const char *what, atoll
 }
 
 int atoll_token_file_writer_open(atoll_token_file_writer *w, const char *path, uint32_t vocab,
-                            atoll_err *err) {
+                                 atoll_err *err) {
   memset(w, 0, sizeof *w);
   w->fd = -1;
   if (vocab == 0 || vocab > ATOLL_TOKEN_FILE_MAX_VOCAB)
@@ -426,7 +426,7 @@ static int writer_flush(atoll_token_file_writer *w, atoll_err *err) {
 }
 
 int atoll_token_file_writer_put(atoll_token_file_writer *w, const int32_t *tokens, size_t n,
-                           atoll_err *err) {
+                                atoll_err *err) {
   for (size_t i = 0; i < n; i++) {
     int32_t t = tokens[i];
     if (t < 0 || (uint32_t)t >= w->vocab) {
@@ -469,7 +469,7 @@ int atoll_token_file_writer_finish(atoll_token_file_writer *w, atoll_err *err) {
 }
 
 int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
-                      atoll_err *err) {
+                           atoll_err *err) {
   atoll_token_file_writer w;
   if (atoll_token_file_writer_open(&w, path, vocab, err) != 0) return -1;
   if (n > SIZE_MAX) {

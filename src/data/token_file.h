@@ -14,7 +14,7 @@
  * fills sh to point into buf (sh->map stays NULL; buf must outlive sh). name is the
  * path used in error messages. Never reads outside [buf, buf + size). */
 int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *buf, size_t size,
-                      atoll_err *err);
+                           atoll_err *err);
 
 /* 64-bit hash of n bytes of encoded tokens, recorded per file in manifest.json (as 16
  * hex digits) and checked at open. Not cryptographic: it catches a damaged, replaced
@@ -50,9 +50,9 @@ typedef struct {
 } atoll_token_file_writer;
 
 int atoll_token_file_writer_open(atoll_token_file_writer *w, const char *path, uint32_t vocab,
-                            atoll_err *err);
+                                 atoll_err *err);
 int atoll_token_file_writer_put(atoll_token_file_writer *w, const int32_t *tokens, size_t n,
-                           atoll_err *err);
+                                atoll_err *err);
 int atoll_token_file_writer_finish(atoll_token_file_writer *w, atoll_err *err);
 /* Removes path.tmp and frees the writer; safe to call on a finished writer. */
 void atoll_token_file_writer_abort(atoll_token_file_writer *w);
