@@ -1,14 +1,17 @@
-/* Tests of the data module: token shard format, dataset windows, atoll prepare. */
+/* Tests of the data module: token file format, dataset windows, atoll prepare. */
 #define _XOPEN_SOURCE 700
 #include "atoll/atoll.h"
 #include "check.h"
-#include "data/shard.h"
+#include "data/token_file.h"
 
 #include <cjson/cJSON.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char tmpdir[64];
@@ -74,16 +77,16 @@ static void put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Writes a shard whose token k is base + k (vocab 100000, width 4). */
-static void write_counting_shard(const char *path, int32_t base, int n) {
+/* Writes a token file whose token k is base + k (vocab 100000, width 4). */
+static void write_counting_file(const char *path, int32_t base, int n) {
   int32_t *t = malloc((size_t)n * sizeof *t + 1);
   for (int k = 0; k < n; k++) t[k] = base + k;
   atoll_err e = {{0}};
-  CHECK_OK(atoll_shard_write(path, t, (uint64_t)n, 100000, &e), &e);
+  CHECK_OK(atoll_token_file_write(path, t, (uint64_t)n, 100000, &e), &e);
   free(t);
 }
 
-/* ---------------------------------------------------------- shard format --- */
+/* ---------------------------------------------------------- token file format --- */
 
 static void test_roundtrip(uint32_t vocab, uint32_t want_width) {
   enum { N = 1000 };
@@ -95,22 +98,22 @@ static void test_roundtrip(uint32_t vocab, uint32_t want_width) {
   tok[N - 1] = (int32_t)vocab - 1;
   const char *path = tpath("rt.bin");
   atoll_err e = {{0}};
-  CHECK_OK(atoll_shard_write(path, tok, N, vocab, &e), &e);
+  CHECK_OK(atoll_token_file_write(path, tok, N, vocab, &e), &e);
   CHECK(!exists(tpath("rt.bin.tmp")));
   size_t size = 0;
   free(read_file(path, &size));
   CHECK(size == 32 + (size_t)N * want_width);
 
-  atoll_shard sh;
-  CHECK_OK(atoll_shard_open(&sh, path, &e), &e);
+  atoll_token_file sh;
+  CHECK_OK(atoll_token_file_open(&sh, path, &e), &e);
   CHECK(sh.vocab == vocab);
   CHECK(sh.width == want_width);
   CHECK(sh.ntokens == N);
   int same = 0;
-  for (int i = 0; i < N; i++) same += atoll_shard_token(&sh, (uint64_t)i) == tok[i];
+  for (int i = 0; i < N; i++) same += atoll_token_file_token(&sh, (uint64_t)i) == tok[i];
   CHECK(same == N);
-  CHECK(atoll_shard_token(&sh, N) == -1);
-  atoll_shard_close(&sh);
+  CHECK(atoll_token_file_token(&sh, N) == -1);
+  atoll_token_file_close(&sh);
   CHECK(sh.map == NULL);
 }
 
@@ -118,36 +121,36 @@ static void test_write_rejects(void) {
   int32_t tok[3] = {1, 256, 2};
   atoll_err e = {{0}};
   const char *path = tpath("bad_write.bin");
-  CHECK(atoll_shard_write(path, tok, 3, 256, &e) == -1);
+  CHECK(atoll_token_file_write(path, tok, 3, 256, &e) == -1);
   CHECK(err_has(&e, path, "out of range"));
   CHECK(!exists(path) && !exists(tpath("bad_write.bin.tmp")));
   tok[1] = -1;
-  CHECK(atoll_shard_write(path, tok, 3, 256, &e) == -1);
+  CHECK(atoll_token_file_write(path, tok, 3, 256, &e) == -1);
   CHECK(err_has(&e, path, "-1"));
-  CHECK(atoll_shard_write(path, tok, 0, 0, &e) == -1);
+  CHECK(atoll_token_file_write(path, tok, 0, 0, &e) == -1);
   CHECK(err_has(&e, path, "vocabulary"));
-  /* an empty shard is legal */
-  CHECK_OK(atoll_shard_write(path, tok, 0, 256, &e), &e);
-  atoll_shard sh;
-  CHECK_OK(atoll_shard_open(&sh, path, &e), &e);
+  /* an empty token file is legal */
+  CHECK_OK(atoll_token_file_write(path, tok, 0, 256, &e), &e);
+  atoll_token_file sh;
+  CHECK_OK(atoll_token_file_open(&sh, path, &e), &e);
   CHECK(sh.ntokens == 0);
-  atoll_shard_close(&sh);
+  atoll_token_file_close(&sh);
 }
 
 /* Writes `good` with one mutation applied, opens it and checks the error. */
 static void expect_reject(const char *name, const uint8_t *bytes, size_t n, const char *keyword) {
   const char *path = tpath(name);
   write_file(path, bytes, n);
-  atoll_shard sh;
+  atoll_token_file sh;
   atoll_err e = {{0}};
-  int rc = atoll_shard_open(&sh, path, &e);
+  int rc = atoll_token_file_open(&sh, path, &e);
   CHECK(rc == -1);
   if (rc != -1) fprintf(stderr, "  %s was accepted\n", name);
   else CHECK(err_has(&e, path, keyword));
   CHECK(sh.map == NULL);
-  atoll_shard_close(&sh); /* must be safe after a failed open */
+  atoll_token_file_close(&sh); /* must be safe after a failed open */
   /* the in-memory parser agrees */
-  CHECK(atoll_shard_parse(&sh, name, bytes, n, &e) == -1);
+  CHECK(atoll_token_file_parse(&sh, name, bytes, n, &e) == -1);
 }
 
 static void test_malformed(void) {
@@ -155,7 +158,7 @@ static void test_malformed(void) {
   int32_t tok[N];
   for (int i = 0; i < N; i++) tok[i] = i * 37;
   atoll_err e = {{0}};
-  CHECK_OK(atoll_shard_write(tpath("good.bin"), tok, N, 5000, &e), &e); /* width 2 */
+  CHECK_OK(atoll_token_file_write(tpath("good.bin"), tok, N, 5000, &e), &e); /* width 2 */
   size_t n = 0;
   uint8_t *good = read_file(tpath("good.bin"), &n);
   CHECK(n == 32 + 2 * N);
@@ -192,15 +195,15 @@ static void test_malformed(void) {
   expect_reject("token_vocab100.bin", b, n, "out of range");
   expect_reject("empty.bin", b, 0, "empty");
 
-  atoll_shard sh;
-  CHECK(atoll_shard_open(&sh, tpath("missing.bin"), &e) == -1);
+  atoll_token_file sh;
+  CHECK(atoll_token_file_open(&sh, tpath("missing.bin"), &e) == -1);
   CHECK(err_has(&e, tpath("missing.bin"), "cannot open"));
-  CHECK(atoll_shard_open(&sh, tmpdir, &e) == -1);
+  CHECK(atoll_token_file_open(&sh, tmpdir, &e) == -1);
   CHECK(err_has(&e, tmpdir, "not a regular file"));
   /* the valid original still opens */
-  CHECK_OK(atoll_shard_open(&sh, tpath("good.bin"), &e), &e);
-  CHECK(atoll_shard_token(&sh, 57) == 57 * 37);
-  atoll_shard_close(&sh);
+  CHECK_OK(atoll_token_file_open(&sh, tpath("good.bin"), &e), &e);
+  CHECK(atoll_token_file_token(&sh, 57) == 57 * 37);
+  atoll_token_file_close(&sh);
   free(b);
   free(good);
 }
@@ -229,9 +232,9 @@ static uint8_t *split_bytes(const char *dir, const char *split, uint64_t *n) {
     return NULL;
   }
   uint8_t *out = malloc(ds.ntokens + 1);
-  for (int k = 0; k < ds.nshards; k++)
-    for (uint64_t i = 0; i < ds.shards[k].ntokens; i++)
-      out[(*n)++] = (uint8_t)atoll_shard_token(&ds.shards[k], i);
+  for (int k = 0; k < ds.nfiles; k++)
+    for (uint64_t i = 0; i < ds.files[k].ntokens; i++)
+      out[(*n)++] = (uint8_t)atoll_token_file_token(&ds.files[k], i);
   CHECK(ds.vocab == ATOLL_BYTE_VOCAB);
   atoll_dataset_close(&ds);
   return out;
@@ -295,7 +298,7 @@ static void test_prepare(void) {
   /* A stale train_001.bin from an earlier, larger prepare is removed on re-run. */
   char stale[300];
   snprintf(stale, sizeof stale, "%s/train_001.bin", out);
-  write_counting_shard(stale, 0, 10);
+  write_counting_file(stale, 0, 10);
   CHECK_OK(atoll_prepare(files, 2, out, 0.1, &e), &e);
   CHECK(!exists(stale));
 
@@ -359,18 +362,18 @@ static void test_prepare_errors(void) {
 
 /* Dataset "win": train_000 = 0..999, train_001 = 5 tokens (too short for seq 16),
  * train_002 = 50000..52999. Tokens count up, so a window's first token names its
- * start and its shard. */
+ * start and its token file. */
 static void make_window_dataset(const char *dir) {
   mkdir(dir, 0777);
   char p[300];
   snprintf(p, sizeof p, "%s/train_000.bin", dir);
-  write_counting_shard(p, 0, 1000);
+  write_counting_file(p, 0, 1000);
   snprintf(p, sizeof p, "%s/train_001.bin", dir);
-  write_counting_shard(p, 90000, 5);
+  write_counting_file(p, 90000, 5);
   snprintf(p, sizeof p, "%s/train_002.bin", dir);
-  write_counting_shard(p, 50000, 3000);
+  write_counting_file(p, 50000, 3000);
   snprintf(p, sizeof p, "%s/train_004.bin", dir); /* after a gap: ignored */
-  write_counting_shard(p, 70000, 3000);
+  write_counting_file(p, 70000, 3000);
 }
 
 static int consecutive(const int32_t *w, int n) {
@@ -389,7 +392,7 @@ static void test_windows(void) {
   atoll_dataset ds;
   atoll_err e = {{0}};
   CHECK_OK(atoll_dataset_open(&ds, dir, "train", SEQ, &e), &e);
-  CHECK(ds.nshards == 3);
+  CHECK(ds.nfiles == 3);
   CHECK(ds.ntokens == 4005);
   CHECK(ds.vocab == 100000);
 
@@ -470,33 +473,260 @@ static void test_dataset_errors(void) {
 
   char p[300];
   snprintf(p, sizeof p, "%s/val_000.bin", dir);
-  write_counting_shard(p, 0, 10);
+  write_counting_file(p, 0, 10);
   snprintf(p, sizeof p, "%s/val_001.bin", dir);
-  write_counting_shard(p, 0, 8);
+  write_counting_file(p, 0, 8);
   CHECK(atoll_dataset_open(&ds, dir, "val", 10, &e) == -1);
   CHECK(err_has(&e, dir, "too short") && err_has(&e, "val", "18 tokens"));
-  CHECK(ds.shards == NULL && ds.nshards == 0);
+  CHECK(ds.files == NULL && ds.nfiles == 0);
   CHECK_OK(atoll_dataset_open(&ds, dir, "val", 9, &e), &e); /* exactly seq+1 */
-  CHECK(ds.nshards == 2 && ds.ntokens == 18);
+  CHECK(ds.nfiles == 2 && ds.ntokens == 18);
   int32_t w[10];
   atoll_dataset_window(&ds, 1, 2, 3, 9, w);
   CHECK(w[0] == 0 && w[9] == 9); /* the only window */
   atoll_dataset_close(&ds);
 
-  /* shards disagreeing on vocabulary */
+  /* token files disagreeing on vocabulary */
   int32_t tok[20] = {0};
   snprintf(p, sizeof p, "%s/mix_000.bin", dir);
-  CHECK_OK(atoll_shard_write(p, tok, 20, 256, &e), &e);
+  CHECK_OK(atoll_token_file_write(p, tok, 20, 256, &e), &e);
   snprintf(p, sizeof p, "%s/mix_001.bin", dir);
-  CHECK_OK(atoll_shard_write(p, tok, 20, 300, &e), &e);
+  CHECK_OK(atoll_token_file_write(p, tok, 20, 300, &e), &e);
   CHECK(atoll_dataset_open(&ds, dir, "mix", 4, &e) == -1);
   CHECK(err_has(&e, p, "vocabulary"));
 
-  /* a damaged shard is reported by name */
+  /* a damaged token file is reported by name */
   snprintf(p, sizeof p, "%s/bad_000.bin", dir);
   write_file(p, "ATOLLTOK", 8);
   CHECK(atoll_dataset_open(&ds, dir, "bad", 4, &e) == -1);
   CHECK(err_has(&e, p, "truncated header"));
+}
+
+/* ---------------------------------------------- distrusted input (issue 12) --- */
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "test_data: opening a FIFO hung\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+  _exit(3);
+}
+
+/* A FIFO named like a token file is refused by name at once, not waited on. */
+static void test_fifo(void) {
+  const char *dir = tpath("fifo");
+  mkdir(dir, 0777);
+  char p[300];
+  snprintf(p, sizeof p, "%s/train_000.bin", dir);
+  CHECK(mkfifo(p, 0666) == 0);
+  signal(SIGALRM, on_alarm);
+  alarm(5);
+  atoll_dataset ds;
+  atoll_err e = {{0}};
+  CHECK(atoll_dataset_open(&ds, dir, "train", 4, &e) == -1);
+  alarm(0);
+  CHECK(err_has(&e, p, "FIFO"));
+}
+
+/* A token file cut short while mapped: reading past its new end ends the process
+ * with status 1 and a line naming the file, not with SIGBUS. */
+static void test_truncated_while_open(void) {
+  const char *p = tpath("shrinks.bin");
+  write_counting_file(p, 0, 100000);
+  atoll_token_file tf;
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_token_file_open(&tf, p, &e), &e);
+  CHECK(truncate(p, 32) == 0);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    _exit(atoll_token_file_token(&tf, 99999) == 99999 ? 0 : 2);
+  }
+  close(fds[1]);
+  char msg[512] = {0};
+  size_t n = 0;
+  for (ssize_t k; n < sizeof msg - 1 && (k = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0;)
+    n += (size_t)k;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  CHECK(n > 0 && strstr(msg, p) && strstr(msg, "shrank"));
+  atoll_token_file_close(&tf);
+}
+
+static void set_number(const char *mpath, const char *key, double v, int drop_hashes) {
+  size_t n = 0;
+  char *text = (char *)read_file(mpath, &n);
+  cJSON *m = text ? cJSON_Parse(text) : NULL;
+  if (key) cJSON_ReplaceItemInObject(m, key, cJSON_CreateNumber(v));
+  if (drop_hashes) { /* as written before manifests had hashes */
+    cJSON_DeleteItemFromObject(m, "train_hashes");
+    cJSON_DeleteItemFromObject(m, "val_hashes");
+    cJSON_ReplaceItemInObject(m, "version", cJSON_CreateNumber(1));
+    cJSON_AddItemToObject(m, "train_shards", cJSON_DetachItemFromObject(m, "train_files"));
+    cJSON_AddItemToObject(m, "val_shards", cJSON_DetachItemFromObject(m, "val_files"));
+  }
+  char *out = cJSON_Print(m);
+  write_file(mpath, out, strlen(out));
+  cJSON_free(out);
+  cJSON_Delete(m);
+  free(text);
+}
+
+/* Opening checks the token files against manifest.json: counts, vocabulary, and each
+ * file's hash (version 2); a version-1 manifest (no hashes) still loads. */
+static void test_manifest_checks(void) {
+  size_t na;
+  char *a = make_text("gamma", 200, &na);
+  write_file(tpath("g.txt"), a, na);
+  const char *files[1] = {tpath("g.txt")};
+  const char *out = tpath("manifest_dir");
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_prepare(files, 1, out, 0.2, &e), &e);
+  char val[300], mpath[300];
+  snprintf(val, sizeof val, "%s/val_000.bin", out);
+  snprintf(mpath, sizeof mpath, "%s/manifest.json", out);
+  atoll_dataset ds;
+  CHECK_OK(atoll_dataset_open(&ds, out, "val", 8, &e), &e);
+  uint64_t nval = ds.ntokens;
+  atoll_dataset_close(&ds);
+
+  /* same length, one token changed: only the hash can tell */
+  atoll_token_file tf;
+  CHECK_OK(atoll_token_file_open(&tf, val, &e), &e);
+  int32_t *tok = malloc(nval * sizeof *tok);
+  for (uint64_t i = 0; i < nval; i++) tok[i] = atoll_token_file_token(&tf, i);
+  atoll_token_file_close(&tf);
+  tok[nval / 2] ^= 1;
+  CHECK_OK(atoll_token_file_write(val, tok, nval, 256, &e), &e);
+  CHECK(atoll_dataset_open(&ds, out, "val", 8, &e) == -1);
+  CHECK(err_has(&e, val, "hash"));
+  tok[nval / 2] ^= 1;
+  CHECK_OK(atoll_token_file_write(val, tok, nval, 256, &e), &e);
+  CHECK_OK(atoll_dataset_open(&ds, out, "val", 8, &e), &e);
+  atoll_dataset_close(&ds);
+
+  /* a token file from another run: its count disagrees */
+  CHECK_OK(atoll_token_file_write(val, tok, nval - 1, 256, &e), &e);
+  CHECK(atoll_dataset_open(&ds, out, "val", 8, &e) == -1);
+  CHECK(err_has(&e, mpath, "val_tokens"));
+  CHECK_OK(atoll_token_file_write(val, tok, nval, 256, &e), &e);
+  set_number(mpath, "vocab", 512, 0);
+  CHECK(atoll_dataset_open(&ds, out, "train", 8, &e) == -1);
+  CHECK(err_has(&e, mpath, "vocab"));
+  set_number(mpath, "vocab", 256, 1);
+  CHECK_OK(atoll_dataset_open(&ds, out, "train", 8, &e), &e); /* version 1 */
+  atoll_dataset_close(&ds);
+  set_number(mpath, "val_shards", 2, 0);
+  CHECK(atoll_dataset_open(&ds, out, "val", 8, &e) == -1);
+  CHECK(err_has(&e, mpath, "val_shards"));
+  free(tok);
+  free(a);
+}
+
+/* The validation split against the model: a larger vocabulary or token is refused. */
+static void test_check_vocab(void) {
+  const char *dir = tpath("vocab_dir");
+  mkdir(dir, 0777);
+  char p[300];
+  snprintf(p, sizeof p, "%s/val_000.bin", dir);
+  int32_t tok[40];
+  for (int i = 0; i < 40; i++) tok[i] = i * 7;
+  atoll_dataset ds;
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_token_file_write(p, tok, 40, 300, &e), &e);
+  CHECK_OK(atoll_dataset_open(&ds, dir, "val", 8, &e), &e);
+  CHECK(ds.max_token == 273);
+  CHECK(atoll_dataset_check_vocab(&ds, 256, &e) == -1);
+  CHECK(err_has(&e, p, "vocab"));
+  CHECK_OK(atoll_dataset_check_vocab(&ds, 300, &e), &e);
+  CHECK_OK(atoll_dataset_check_vocab(&ds, 512, &e), &e);
+  ds.vocab = 256; /* a header that understates its tokens is still caught */
+  CHECK(atoll_dataset_check_vocab(&ds, 256, &e) == -1);
+  CHECK(err_has(&e, p, "273"));
+  ds.vocab = 300;
+  atoll_dataset_close(&ds);
+}
+
+/* --out may not contain the inputs (a second run would read its own token files as
+ * text) nor files prepare did not write (the swap would discard them). */
+static void test_prepare_out_dir(void) {
+  const char *dir = tpath("texts");
+  mkdir(dir, 0777);
+  char in[300], foreign[300];
+  snprintf(in, sizeof in, "%s/t.txt", dir);
+  write_file(in, "one\ntwo\nthree\nfour\n", 19);
+  const char *files[1] = {in};
+  atoll_err e = {{0}};
+  CHECK(atoll_prepare(files, 1, dir, 0.3, &e) == -1);
+  CHECK(err_has(&e, in, "inside"));
+  CHECK(exists(in));
+  const char *out = tpath("texts_out");
+  mkdir(out, 0777);
+  snprintf(foreign, sizeof foreign, "%s/notes.md", out);
+  write_file(foreign, "x", 1);
+  CHECK(atoll_prepare(files, 1, out, 0.3, &e) == -1);
+  CHECK(err_has(&e, out, "notes.md"));
+  CHECK(exists(foreign));
+  unlink(foreign);
+  CHECK_OK(atoll_prepare(files, 1, out, 0.3, &e), &e);
+}
+
+/* Every file of dir (names and bytes) equals ref's. */
+static int same_dir(const char *dir, const char *ref) {
+  const char *names[] = {"train_000.bin", "val_000.bin", "manifest.json"};
+  for (int i = 0; i < 3; i++) {
+    char p[300], q[300];
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    snprintf(q, sizeof q, "%s/%s", ref, names[i]);
+    size_t n1 = 0, n2 = 0;
+    uint8_t *a = read_file(p, &n1), *b = read_file(q, &n2);
+    int same = a && b && n1 == n2 && memcmp(a, b, n1) == 0;
+    free(a);
+    free(b);
+    if (!same) return 0;
+  }
+  return 1;
+}
+
+/* A prepare killed at any moment leaves the old set or the new one, never a mix. */
+static void test_prepare_killed(void) {
+  size_t n = 6u << 20;
+  char *text = malloc(n);
+  for (size_t i = 0; i < n; i++) text[i] = i % 61 == 60 ? '\n' : (char)('a' + i % 23);
+  write_file(tpath("new.txt"), text, n);
+  write_file(tpath("old.txt"), text + 3, n / 2);
+  free(text);
+  char nf[256], of[256], out[256], ref_new[256], ref_old[256];
+  snprintf(nf, sizeof nf, "%s", tpath("new.txt"));
+  snprintf(of, sizeof of, "%s", tpath("old.txt"));
+  snprintf(out, sizeof out, "%s", tpath("killed"));
+  snprintf(ref_new, sizeof ref_new, "%s", tpath("ref_new"));
+  snprintf(ref_old, sizeof ref_old, "%s", tpath("ref_old"));
+  const char *newf[1] = {nf}, *oldf[1] = {of};
+  atoll_err e = {{0}};
+  CHECK_OK(atoll_prepare(newf, 1, ref_new, 0.1, &e), &e);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK_OK(atoll_prepare(newf, 1, out, 0.1, &e), &e);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long span_us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
+  int mixed = 0;
+  for (int trial = 0; trial < 12; trial++) {
+    CHECK_OK(atoll_prepare(oldf, 1, out, 0.1, &e), &e);
+    if (trial == 0) CHECK_OK(atoll_prepare(oldf, 1, ref_old, 0.1, &e), &e);
+    pid_t pid = fork();
+    if (pid == 0) _exit(atoll_prepare(newf, 1, out, 0.1, NULL) == 0 ? 0 : 1);
+    nanosleep(&(struct timespec){0, span_us * (trial + 1) / 13 * 1000}, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    mixed += !same_dir(out, ref_old) && !same_dir(out, ref_new);
+  }
+  CHECK(mixed == 0);
+  CHECK_OK(atoll_prepare(newf, 1, out, 0.1, &e), &e); /* leftovers of a kill are cleared */
+  CHECK(same_dir(out, ref_new));
 }
 
 int main(void) {
@@ -516,6 +746,12 @@ int main(void) {
   test_prepare_errors();
   test_windows();
   test_dataset_errors();
+  test_fifo();
+  test_truncated_while_open();
+  test_manifest_checks();
+  test_check_vocab();
+  test_prepare_out_dir();
+  test_prepare_killed();
   rm_tree(tmpdir);
   CHECK_DONE();
 }

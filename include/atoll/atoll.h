@@ -258,7 +258,8 @@ typedef struct {
 
 /* Learning rate for 0-based step `step`: warm-up then cosine decay. */
 float atoll_lr_at(const atoll_adamw_config *c, int step);
-/* Sum of squares of g[begin, end) in double (for the global gradient norm). */
+/* Sum of squares of g[begin, end) in double (for the global gradient norm); the same
+ * bits at any OpenMP thread count. */
 double atoll_sumsq(const float *g, size_t begin, size_t end);
 /* One AdamW update of params[begin, end) with moments m, v (m[0] and v[0] belong to
  * params[begin], so a shard's moments can be stored alone);
@@ -275,7 +276,7 @@ void atoll_sgd_update(const atoll_layout *lay, float weight_decay, float *params
 
 /* ------------------------------------------------------------------ data --- */
 
-/* Token shard file, see src/data/shard.c for the byte layout. */
+/* Token file, see src/data/token_file.c for the byte layout. */
 typedef struct {
   char path[1024];
   uint32_t vocab;
@@ -284,34 +285,42 @@ typedef struct {
   void *map;        /* whole file, memory-mapped */
   size_t map_size;
   const uint8_t *tokens;
-} atoll_shard;
+  uint32_t max_token; /* largest token (0 when empty) */
+  uint64_t hash;      /* atoll_token_file_hash of the tokens, as in manifest.json */
+} atoll_token_file;
 
-int atoll_shard_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
-                      atoll_err *err);
-int atoll_shard_open(atoll_shard *sh, const char *path, atoll_err *err);
-void atoll_shard_close(atoll_shard *sh);
-int32_t atoll_shard_token(const atoll_shard *sh, uint64_t i);
+int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
+                           atoll_err *err);
+int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err);
+void atoll_token_file_close(atoll_token_file *sh);
+int32_t atoll_token_file_token(const atoll_token_file *sh, uint64_t i);
 
-/* A run of tokens [begin, end) inside one shard that windows may be drawn from. */
+/* A run of tokens [begin, end) inside one token file that windows may be drawn from. */
 typedef struct {
-  int shard;
+  int file;
   uint64_t begin, end;
 } atoll_segment;
 
-/* All shards of one split ("train" or "val") in a prepared data directory. */
+/* All token files of one split ("train" or "val") in a prepared data directory. */
 typedef struct {
-  int nshards;
-  atoll_shard *shards;
+  int nfiles;
+  atoll_token_file *files;
   uint32_t vocab;
+  uint32_t max_token;      /* largest token of any file */
   uint64_t ntokens;
-  int nsegments;           /* where windows come from: every shard whole, unless restricted */
+  int nsegments;           /* where windows come from: every token file whole, unless restricted */
   atoll_segment *segments;
 } atoll_dataset;
 
 int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, int seq,
                        atoll_err *err);
 void atoll_dataset_close(atoll_dataset *ds);
-/* Restricts windows to token ranges [begins[i], ends[i]) of the split (shards laid end
+/* Fails, naming the first token file, if the split's vocabulary (header) is larger
+ * than the model's or any token is >= model_vocab: evaluation would index past the
+ * embedding table. Opening checks each file alone; this checks the split against the
+ * model (train and val alike). */
+int atoll_dataset_check_vocab(const atoll_dataset *ds, int model_vocab, atoll_err *err);
+/* Restricts windows to token ranges [begins[i], ends[i]) of the split (token files laid end
  * to end), e.g. some of the source files (non-i.i.d. data per DiLoCo island). Fails if
  * no window of seq+1 tokens fits. */
 int atoll_dataset_restrict(atoll_dataset *ds, const uint64_t *begins, const uint64_t *ends, int n,

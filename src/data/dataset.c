@@ -1,15 +1,18 @@
-/* A split ("train" or "val") of a prepared data directory: the shards
+/* A split ("train" or "val") of a prepared data directory: the token files
  * DIR/<split>_000.bin, _001.bin, ... (consecutive numbers, stopping at the first
  * missing one), all memory-mapped, with deterministic window sampling.
  *
  * Windows are seq+1 consecutive tokens of one segment (inputs plus shifted targets);
- * the segments are the whole shards unless atoll_dataset_restrict narrowed them. A
+ * the segments are the whole token files unless atoll_dataset_restrict narrowed them. A
  * segment of n >= seq+1 tokens has n - seq valid window starts; laying the valid
  * starts of all segments end to end gives one index space [0, total), and both the
  * training draw and the evaluation set are positions in that space. */
 #define _POSIX_C_SOURCE 200809L
-#include "data/shard.h"
+#include "data/token_file.h"
 
+#include "core/fs.h"
+
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,34 +39,34 @@ static void copy_window(const atoll_dataset *ds, uint64_t pos, int seq, int32_t 
     const atoll_segment *sg = &ds->segments[k];
     uint64_t v = valid_starts(sg, seq);
     if (pos < v) {
-      atoll_shard_read(&ds->shards[sg->shard], sg->begin + pos, (uint64_t)seq + 1, out);
+      atoll_token_file_read(&ds->files[sg->file], sg->begin + pos, (uint64_t)seq + 1, out);
       return;
     }
     pos -= v;
   }
 }
 
-/* Whole shards. */
+/* Whole token files. */
 static int default_segments(atoll_dataset *ds, atoll_err *err) {
-  ds->segments = calloc((size_t)ds->nshards, sizeof *ds->segments);
+  ds->segments = calloc((size_t)ds->nfiles, sizeof *ds->segments);
   if (!ds->segments) return atoll_fail(err, "out of memory");
-  for (int k = 0; k < ds->nshards; k++) ds->segments[k] = (atoll_segment){k, 0, ds->shards[k].ntokens};
-  ds->nsegments = ds->nshards;
+  for (int k = 0; k < ds->nfiles; k++) ds->segments[k] = (atoll_segment){k, 0, ds->files[k].ntokens};
+  ds->nsegments = ds->nfiles;
   return 0;
 }
 
 int atoll_dataset_restrict(atoll_dataset *ds, const uint64_t *begins, const uint64_t *ends, int n,
                            int seq, const char *what, atoll_err *err) {
-  atoll_segment *segs = calloc((size_t)n * (size_t)ds->nshards + 1, sizeof *segs);
+  atoll_segment *segs = calloc((size_t)n * (size_t)ds->nfiles + 1, sizeof *segs);
   if (!segs) return atoll_fail(err, "out of memory");
   int m = 0;
   for (int i = 0; i < n; i++) {
-    uint64_t base = 0; /* clip each range to every shard it overlaps */
-    for (int k = 0; k < ds->nshards; k++) {
+    uint64_t base = 0; /* clip each range to every token file it overlaps */
+    for (int k = 0; k < ds->nfiles; k++) {
       uint64_t lo = begins[i] > base ? begins[i] : base;
-      uint64_t hi = ends[i] < base + ds->shards[k].ntokens ? ends[i] : base + ds->shards[k].ntokens;
+      uint64_t hi = ends[i] < base + ds->files[k].ntokens ? ends[i] : base + ds->files[k].ntokens;
       if (hi > lo) segs[m++] = (atoll_segment){k, lo - base, hi - base};
-      base += ds->shards[k].ntokens;
+      base += ds->files[k].ntokens;
     }
   }
   atoll_dataset probe = *ds;
@@ -92,7 +95,7 @@ void atoll_dataset_window(const atoll_dataset *ds, uint64_t seed, uint64_t step,
                           int seq, int32_t *out) {
   uint64_t total = total_valid_starts(ds, seq);
   if (!window_ok(seq, total, out)) return;
-  /* One uniform position over all valid starts: the shard is thereby chosen with
+  /* One uniform position over all valid starts: the token file is thereby chosen with
    * probability proportional to its valid starts, and the start uniformly within it.
    * Modulo bias is below total / 2^64. */
   uint64_t h = atoll_hash64(seed, step, index, WINDOW_SALT);
@@ -125,42 +128,36 @@ static int check_dir(const char *dir, atoll_err *err) {
   return 0;
 }
 
-static int shard_path(char *buf, size_t cap, const char *dir, const char *split, int n,
-                      atoll_err *err) {
-  int len = snprintf(buf, cap, "%s/%s_%03d.bin", dir, split, n);
-  if (len < 0 || (size_t)len >= cap) return atoll_fail(err, "%.200s: path too long", dir);
-  return 0;
-}
-
-static int shard_exists(const char *path) {
+static int file_exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
 }
 
-/* Opens the next shard into ds->shards[ds->nshards], growing the array. */
-static int add_shard(atoll_dataset *ds, const char *path, atoll_err *err) {
-  atoll_shard *grown = realloc(ds->shards, ((size_t)ds->nshards + 1) * sizeof *grown);
+/* Opens the next token file into ds->files[ds->nfiles], growing the array. */
+static int add_file(atoll_dataset *ds, const char *path, atoll_err *err) {
+  atoll_token_file *grown = realloc(ds->files, ((size_t)ds->nfiles + 1) * sizeof *grown);
   if (!grown) return atoll_fail(err, "%s: out of memory", path);
-  ds->shards = grown;
-  atoll_shard *sh = &ds->shards[ds->nshards];
-  if (atoll_shard_open(sh, path, err) != 0) return -1;
-  ds->nshards++;
-  if (ds->nshards > 1 && sh->vocab != ds->vocab)
+  ds->files = grown;
+  atoll_token_file *sh = &ds->files[ds->nfiles];
+  if (atoll_token_file_open(sh, path, err) != 0) return -1;
+  ds->nfiles++;
+  if (ds->nfiles > 1 && sh->vocab != ds->vocab)
     return atoll_fail(err, "%s: vocabulary %" PRIu32 " differs from %s (vocabulary %" PRIu32 ")",
-                      path, sh->vocab, ds->shards[0].path, ds->vocab);
+                      path, sh->vocab, ds->files[0].path, ds->vocab);
   ds->vocab = sh->vocab;
   ds->ntokens += sh->ntokens;
+  if (sh->max_token > ds->max_token) ds->max_token = sh->max_token;
   return 0;
 }
 
-static int open_shards(atoll_dataset *ds, const char *dir, const char *split, atoll_err *err) {
+static int open_files(atoll_dataset *ds, const char *dir, const char *split, atoll_err *err) {
   char path[1024];
   for (int n = 0;; n++) {
-    if (shard_path(path, sizeof path, dir, split, n, err) != 0) return -1;
-    if (!shard_exists(path)) break;
-    if (add_shard(ds, path, err) != 0) return -1;
+    if (atoll_token_file_path(path, sizeof path, dir, split, n, err) != 0) return -1;
+    if (!file_exists(path)) break;
+    if (add_file(ds, path, err) != 0) return -1;
   }
-  if (ds->nshards == 0)
+  if (ds->nfiles == 0)
     return atoll_fail(err, "%s: no %s_000.bin; run `atoll prepare` first", dir, split);
   return 0;
 }
@@ -169,20 +166,107 @@ static int check_enough(const atoll_dataset *ds, const char *dir, const char *sp
                         atoll_err *err) {
   if (total_valid_starts(ds, seq) > 0) return 0;
   uint64_t longest = 0;
-  for (int k = 0; k < ds->nshards; k++)
-    if (ds->shards[k].ntokens > longest) longest = ds->shards[k].ntokens;
-  return atoll_fail(err, "%s: split %s too short: %" PRIu64 " tokens in %d shard(s), longest %"
-                    PRIu64 ", but one window needs seq+1 = %" PRIu64 " tokens in one shard",
-                    dir, split, ds->ntokens, ds->nshards, longest, (uint64_t)seq + 1);
+  for (int k = 0; k < ds->nfiles; k++)
+    if (ds->files[k].ntokens > longest) longest = ds->files[k].ntokens;
+  return atoll_fail(err, "%s: split %s too short: %" PRIu64 " tokens in %d token file(s), longest %"
+                    PRIu64 ", but one window needs seq+1 = %" PRIu64 " tokens in one token file",
+                    dir, split, ds->ntokens, ds->nfiles, longest, (uint64_t)seq + 1);
 }
+
+/* ------------------------------------------------------------- manifest --- */
+
+/* A number in the manifest that must equal want; absent keys fail too. */
+static int manifest_count(const cJSON *root, const char *path, const char *key, uint64_t want,
+                          const char *what, atoll_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!cJSON_IsNumber(v))
+    return atoll_fail(err, "%s: \"%s\" missing or not a number", path, key);
+  if (v->valuedouble != (double)want)
+    return atoll_fail(err, "%s: \"%s\" is %.0f but the directory holds %" PRIu64 " %s; "
+                      "token files from different runs of atoll prepare?", path, key,
+                      v->valuedouble, want, what);
+  return 0;
+}
+
+/* Version 2 records each token file's hash; version 1 (before hashes) only counts. */
+static int manifest_hashes(const cJSON *root, const atoll_dataset *ds, const char *path,
+                           const char *split, atoll_err *err) {
+  char key[64];
+  snprintf(key, sizeof key, "%s_hashes", split);
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != ds->nfiles)
+    return atoll_fail(err, "%s: \"%s\" must list one hash per token file (%d)", path, key,
+                      ds->nfiles);
+  for (int k = 0; k < ds->nfiles; k++) {
+    const char *want = cJSON_GetStringValue(cJSON_GetArrayItem(arr, k));
+    char got[17];
+    snprintf(got, sizeof got, "%016" PRIx64, ds->files[k].hash);
+    if (!want || strcmp(want, got) != 0)
+      return atoll_fail(err, "%s: tokens do not match the hash in %s (%s, file has %s): changed "
+                        "or replaced after atoll prepare", ds->files[k].path, path,
+                        want ? want : "none", got);
+  }
+  return 0;
+}
+
+static int manifest_matches(const cJSON *root, const atoll_dataset *ds, const char *path,
+                            const char *split, atoll_err *err) {
+  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
+  int version = cJSON_IsNumber(ver) ? ver->valueint : 0;
+  if (version != 1 && version != 2)
+    return atoll_fail(err, "%s: unsupported manifest version (this build reads 1 and 2)", path);
+  char files[64], tokens[64];
+  snprintf(files, sizeof files, version == 1 ? "%s_shards" : "%s_files", split);
+  snprintf(tokens, sizeof tokens, "%s_tokens", split);
+  if (manifest_count(root, path, "vocab", ds->vocab, "as the token files' vocabulary", err) ||
+      manifest_count(root, path, files, (uint64_t)ds->nfiles, "token files", err) ||
+      manifest_count(root, path, tokens, ds->ntokens, "tokens", err))
+    return -1;
+  return version == 1 ? 0 : manifest_hashes(root, ds, path, split, err);
+}
+
+/* DIR/manifest.json, when present, must describe exactly the token files found. A
+ * directory without one (made by hand or by tests) is read on the files' own checks. */
+static int check_manifest(const atoll_dataset *ds, const char *dir, const char *split,
+                          atoll_err *err) {
+  char path[1024];
+  if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path)
+    return atoll_fail(err, "%.200s: path too long", dir);
+  struct stat st;
+  if (stat(path, &st) != 0 && errno == ENOENT) return 0;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) /* a FIFO would hang the read */
+    return atoll_fail(err, "%s: not a regular file", path);
+  char *text = NULL;
+  size_t len = 0;
+  if (atoll_read_file(path, (size_t)1 << 26, &text, &len, err) != 0) return -1;
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  free(text);
+  int rc = cJSON_IsObject(root) ? manifest_matches(root, ds, path, split, err)
+                                : atoll_fail(err, "%s: not a JSON object", path);
+  cJSON_Delete(root);
+  return rc;
+}
+
+int atoll_dataset_check_vocab(const atoll_dataset *ds, int model_vocab, atoll_err *err) {
+  const char *name = ds->nfiles > 0 ? ds->files[0].path : "dataset";
+  if (model_vocab < 1 || ds->vocab > (uint32_t)model_vocab)
+    return atoll_fail(err, "%s: token vocabulary %" PRIu32 " is larger than the model's vocab %d",
+                      name, ds->vocab, model_vocab);
+  if (ds->nfiles > 0 && ds->ntokens > 0 && ds->max_token >= (uint32_t)model_vocab)
+    return atoll_fail(err, "%s: largest token %" PRIu32 " is outside the model's vocab %d", name,
+                      ds->max_token, model_vocab);
+  return 0;
+}
+
+/* -------------------------------------------------------------- entry --- */
 
 int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, int seq,
                        atoll_err *err) {
   memset(ds, 0, sizeof *ds);
   if (seq < 1) return atoll_fail(err, "%s: sequence length %d must be at least 1", dir, seq);
   if (check_dir(dir, err) != 0) return -1;
-  if (open_shards(ds, dir, split, err) != 0 || default_segments(ds, err) != 0 ||
-      check_enough(ds, dir, split, seq, err) != 0) {
+  if (open_files(ds, dir, split, err) != 0 || check_manifest(ds, dir, split, err) != 0 ||
+      default_segments(ds, err) != 0 || check_enough(ds, dir, split, seq, err) != 0) {
     atoll_dataset_close(ds);
     return -1;
   }
@@ -190,8 +274,8 @@ int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, in
 }
 
 void atoll_dataset_close(atoll_dataset *ds) {
-  for (int k = 0; k < ds->nshards; k++) atoll_shard_close(&ds->shards[k]);
-  free(ds->shards);
+  for (int k = 0; k < ds->nfiles; k++) atoll_token_file_close(&ds->files[k]);
+  free(ds->files);
   free(ds->segments);
   memset(ds, 0, sizeof *ds);
 }

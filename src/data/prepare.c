@@ -1,18 +1,24 @@
-/* atoll prepare: turns text files into token shards with the byte-level tokenizer
+/* atoll prepare: turns text files into token files with the byte-level tokenizer
  * (token = byte value, vocabulary 256).
  *
  * Each input's last val_fraction of bytes, moved forward to the start of the next
  * line when there is one, goes to the validation split and the rest to training;
  * inputs are concatenated in the order given. Every split is written as
- * DIR/<split>_000.bin, _001.bin, ... of at most SHARD_TOKENS tokens each, then
+ * DIR/<split>_000.bin, _001.bin, ... of at most FILE_TOKENS tokens each, then
  * DIR/manifest.json describes the result. All inputs are checked before anything
- * is written. */
-#define _POSIX_C_SOURCE 200809L
-#include "data/shard.h"
+ * is written.
+ *
+ * The whole set is written into DIR.atoll-new next to DIR and swapped in at the end
+ * (rename with RENAME_EXCHANGE, then the old set removed), so a killed prepare leaves
+ * either the old set or the new one, never a mix. DIR may only hold prepare's own
+ * files, and no input may lie inside DIR. */
+#define _GNU_SOURCE /* renameat2 */
+#include "data/token_file.h"
 
 #include "core/fs.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHARD_TOKENS ((uint64_t)64 << 20) /* 64 Mi tokens per shard at most */
+#define FILE_TOKENS ((uint64_t)64 << 20) /* 64 Mi tokens per token file at most */
 #define CHUNK 4096                         /* bytes converted to tokens per writer call */
 
 typedef struct {
@@ -33,13 +39,13 @@ typedef struct {
   size_t cut; /* [0, cut) trains, [cut, size) validates */
 } source;
 
-/* One split being written: rolls over to a new shard every SHARD_TOKENS tokens. */
+/* One split being written: rolls over to a new token file every FILE_TOKENS tokens. */
 typedef struct {
   const char *dir;
   const char *split;
-  int nshards;  /* shards started so far */
-  int open;     /* whether w holds an unfinished shard */
-  atoll_shard_writer w;
+  int nfiles;  /* token files started so far */
+  int open;     /* whether w holds an unfinished token file */
+  atoll_token_file_writer w;
   uint64_t tokens;
 } split_out;
 
@@ -110,37 +116,30 @@ static int load_sources(source **out, const char *const *files, int nfiles, doub
 
 /* ---------------------------------------------------------------- output --- */
 
-static int split_path(char *buf, size_t cap, const char *dir, const char *split, int n,
-                      atoll_err *err) {
-  int len = snprintf(buf, cap, "%s/%s_%03d.bin", dir, split, n);
-  if (len < 0 || (size_t)len >= cap) return atoll_fail(err, "%.200s: path too long", dir);
-  return 0;
-}
-
 static int split_put(split_out *o, const uint8_t *bytes, size_t n, atoll_err *err) {
   int32_t tok[CHUNK];
   while (n > 0) {
     if (!o->open) {
       char path[1024];
-      if (split_path(path, sizeof path, o->dir, o->split, o->nshards, err) != 0) return -1;
-      if (atoll_shard_writer_open(&o->w, path, ATOLL_BYTE_VOCAB, err) != 0) return -1;
+      if (atoll_token_file_path(path, sizeof path, o->dir, o->split, o->nfiles, err) != 0) return -1;
+      if (atoll_token_file_writer_open(&o->w, path, ATOLL_BYTE_VOCAB, err) != 0) return -1;
       o->open = 1;
-      o->nshards++;
+      o->nfiles++;
     }
-    uint64_t room = SHARD_TOKENS - o->w.ntokens;
+    uint64_t room = FILE_TOKENS - o->w.ntokens;
     size_t take = n < CHUNK ? n : CHUNK;
     if (take > room) take = (size_t)room;
     for (size_t i = 0; i < take; i++) tok[i] = bytes[i];
-    if (atoll_shard_writer_put(&o->w, tok, take, err) != 0) {
+    if (atoll_token_file_writer_put(&o->w, tok, take, err) != 0) {
       o->open = 0; /* the writer aborted itself */
       return -1;
     }
     o->tokens += take;
     bytes += take;
     n -= take;
-    if (o->w.ntokens == SHARD_TOKENS) {
+    if (o->w.ntokens == FILE_TOKENS) {
       o->open = 0;
-      if (atoll_shard_writer_finish(&o->w, err) != 0) return -1;
+      if (atoll_token_file_writer_finish(&o->w, err) != 0) return -1;
     }
   }
   return 0;
@@ -149,16 +148,7 @@ static int split_put(split_out *o, const uint8_t *bytes, size_t n, atoll_err *er
 static int split_finish(split_out *o, atoll_err *err) {
   if (!o->open) return 0;
   o->open = 0;
-  return atoll_shard_writer_finish(&o->w, err);
-}
-
-/* Shards left by an earlier, larger prepare would otherwise join this split. */
-static void remove_stale(const split_out *o) {
-  char path[1024];
-  for (int n = o->nshards;; n++) {
-    if (split_path(path, sizeof path, o->dir, o->split, n, NULL) != 0) return;
-    if (unlink(path) != 0) return;
-  }
+  return atoll_token_file_writer_finish(&o->w, err);
 }
 
 static int write_split(split_out *o, const source *src, int n, int val, atoll_err *err) {
@@ -168,34 +158,60 @@ static int write_split(split_out *o, const source *src, int n, int val, atoll_er
     size_t len = val ? s->size - s->cut : s->cut;
     if (len > 0 && split_put(o, p, len, err) != 0) return -1;
   }
-  if (split_finish(o, err) != 0) return -1;
-  remove_stale(o);
-  return 0;
+  return split_finish(o, err);
 }
 
 /* ------------------------------------------------------------- manifest --- */
 
-static cJSON *manifest_json(const source *src, int n, double vf, const split_out *train,
-                            const split_out *val) {
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddNumberToObject(root, "version", 1);
-  cJSON_AddStringToObject(root, "tokenizer", "bytes");
-  cJSON_AddNumberToObject(root, "vocab", ATOLL_BYTE_VOCAB);
-  cJSON_AddNumberToObject(root, "val_fraction", vf);
-  cJSON_AddNumberToObject(root, "train_tokens", (double)train->tokens);
-  cJSON_AddNumberToObject(root, "train_shards", train->nshards);
-  cJSON_AddNumberToObject(root, "val_tokens", (double)val->tokens);
-  cJSON_AddNumberToObject(root, "val_shards", val->nshards);
-  cJSON *files = cJSON_AddArrayToObject(root, "sources");
-  for (int i = 0; i < n; i++) {
-    cJSON *f = cJSON_CreateObject();
-    cJSON_AddStringToObject(f, "path", src[i].path);
-    cJSON_AddNumberToObject(f, "bytes", (double)src[i].size);
-    cJSON_AddNumberToObject(f, "train_bytes", (double)src[i].cut);
-    cJSON_AddNumberToObject(f, "val_bytes", (double)(src[i].size - src[i].cut));
-    cJSON_AddItemToArray(files, f);
+/* "<split>_hashes": the hash of each token file as written, read back from disk. */
+static int add_hashes(cJSON *root, const split_out *o, atoll_err *err) {
+  char key[64], path[1024], hex[17];
+  snprintf(key, sizeof key, "%s_hashes", o->split);
+  cJSON *arr = cJSON_AddArrayToObject(root, key);
+  if (!arr) return atoll_fail(err, "prepare: out of memory");
+  for (int k = 0; k < o->nfiles; k++) {
+    atoll_token_file tf;
+    if (atoll_token_file_path(path, sizeof path, o->dir, o->split, k, err) != 0 ||
+        atoll_token_file_open(&tf, path, err) != 0)
+      return -1;
+    snprintf(hex, sizeof hex, "%016" PRIx64, tf.hash);
+    atoll_token_file_close(&tf);
+    if (!cJSON_AddItemToArray(arr, cJSON_CreateString(hex)))
+      return atoll_fail(err, "prepare: out of memory");
   }
-  return root;
+  return 0;
+}
+
+static int add_source(cJSON *files, const source *s) {
+  cJSON *f = cJSON_CreateObject();
+  if (!f || !cJSON_AddItemToArray(files, f)) {
+    cJSON_Delete(f);
+    return -1;
+  }
+  int ok = cJSON_AddStringToObject(f, "path", s->path) &&
+           cJSON_AddNumberToObject(f, "bytes", (double)s->size) &&
+           cJSON_AddNumberToObject(f, "train_bytes", (double)s->cut) &&
+           cJSON_AddNumberToObject(f, "val_bytes", (double)(s->size - s->cut));
+  return ok ? 0 : -1;
+}
+
+/* Fills root; -1 when an allocation failed (err is set by add_hashes only). */
+static int manifest_fill(cJSON *root, const source *src, int n, double vf, const split_out *train,
+                         const split_out *val, atoll_err *err) {
+  int ok = cJSON_AddNumberToObject(root, "version", 2) &&
+           cJSON_AddStringToObject(root, "tokenizer", "bytes") &&
+           cJSON_AddNumberToObject(root, "vocab", ATOLL_BYTE_VOCAB) &&
+           cJSON_AddNumberToObject(root, "val_fraction", vf) &&
+           cJSON_AddNumberToObject(root, "train_tokens", (double)train->tokens) &&
+           cJSON_AddNumberToObject(root, "train_files", train->nfiles) &&
+           cJSON_AddNumberToObject(root, "val_tokens", (double)val->tokens) &&
+           cJSON_AddNumberToObject(root, "val_files", val->nfiles);
+  if (!ok) return atoll_fail(err, "prepare: out of memory");
+  if (add_hashes(root, train, err) != 0 || add_hashes(root, val, err) != 0) return -1;
+  cJSON *files = cJSON_AddArrayToObject(root, "sources");
+  for (int i = 0; files && i < n; i++)
+    if (add_source(files, &src[i]) != 0) files = NULL;
+  return files ? 0 : atoll_fail(err, "prepare: out of memory");
 }
 
 /* Writes text to path atomically (path.tmp, fsync, rename). */
@@ -220,10 +236,15 @@ static int write_manifest(const char *dir, const source *src, int n, double vf,
   char path[1024];
   if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path)
     return atoll_fail(err, "%.200s: path too long", dir);
-  cJSON *root = manifest_json(src, n, vf, train, val);
-  char *text = root ? cJSON_Print(root) : NULL;
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return atoll_fail(err, "%s: out of memory", path);
+  char *text = NULL;
+  if (manifest_fill(root, src, n, vf, train, val, err) == 0) {
+    text = cJSON_Print(root);
+    if (!text) atoll_fail(err, "%s: out of memory", path);
+  }
   cJSON_Delete(root);
-  if (!text) return atoll_fail(err, "%s: out of memory", path);
+  if (!text) return -1;
   int rc = write_text_atomic(path, text, err);
   cJSON_free(text);
   return rc;
@@ -231,20 +252,141 @@ static int write_manifest(const char *dir, const source *src, int n, double vf,
 
 /* ----------------------------------------------------------------- entry --- */
 
+/* ------------------------------------------------------------ the swap --- */
+
+/* Whether name is one prepare writes: train_NNN.bin, val_NNN.bin, manifest.json, or
+ * one of those plus ".tmp" (left by a killed writer). */
+static int is_prepare_output(const char *name) {
+  size_t len = strlen(name);
+  if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) len -= 4;
+  if (len == 13 && strncmp(name, "manifest.json", 13) == 0) return 1;
+  const char *rest = strncmp(name, "train_", 6) == 0 ? name + 6
+                     : strncmp(name, "val_", 4) == 0  ? name + 4
+                                                      : NULL;
+  if (!rest) return 0;
+  size_t digits = strspn(rest, "0123456789");
+  return digits >= 3 && (size_t)(rest - name) + digits + 4 == len &&
+         strncmp(rest + digits, ".bin", 4) == 0;
+}
+
+static int remove_entry(const char *dir, const char *name, atoll_err *err) {
+  char path[2048];
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+    return atoll_fail(err, "%.200s: path too long", dir);
+  if (unlink(path) != 0) return atoll_fail(err, "%s: cannot remove: %s", path, strerror(errno));
+  return 0;
+}
+
+/* Checks that dir holds only prepare's files (a missing dir passes); with remove, then
+ * deletes it. Anything else in it is refused, never deleted. */
+static int clear_prepare_dir(const char *dir, int remove, atoll_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return 0;
+    if (errno == ENOTDIR) return atoll_fail(err, "--out %s: exists and is not a directory", dir);
+    return atoll_fail(err, "--out %s: cannot read: %s", dir, strerror(errno));
+  }
+  int rc = 0;
+  for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (!is_prepare_output(e->d_name))
+      rc = atoll_fail(err, "--out %s: holds %s, which atoll prepare did not write; choose an "
+                      "empty directory or one that prepare made", dir, e->d_name);
+    else if (remove)
+      rc = remove_entry(dir, e->d_name, err);
+  }
+  closedir(d);
+  if (rc == 0 && remove && rmdir(dir) != 0)
+    return atoll_fail(err, "%s: cannot remove: %s", dir, strerror(errno));
+  return rc;
+}
+
+/* An input inside --out would be read back as text by the next prepare of the same
+ * directory (and be lost in the swap): refused. */
+static int check_inputs_outside(const char *const *files, int n, const char *outdir,
+                                atoll_err *err) {
+  char *out = realpath(outdir, NULL);
+  if (!out) return errno == ENOENT ? 0 : atoll_fail(err, "--out %s: %s", outdir, strerror(errno));
+  size_t len = strlen(out);
+  int rc = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    char *in = realpath(files[i], NULL);
+    if (in && strncmp(in, out, len) == 0 && (in[len] == '/' || len == 1))
+      rc = atoll_fail(err, "--out %s: input %s lies inside it, so prepare would read its own "
+                      "token files as text; choose an --out outside the --text directories",
+                      outdir, files[i]);
+    free(in);
+  }
+  free(out);
+  return rc;
+}
+
+/* out = outdir without trailing slashes; tmp and old are the names next to it. */
+static int out_names(const char *outdir, char *out, char *tmp, char *old, atoll_err *err) {
+  size_t len = strlen(outdir);
+  while (len > 1 && outdir[len - 1] == '/') len--;
+  if (len >= 1000) return atoll_fail(err, "--out %.200s...: path too long", outdir);
+  snprintf(out, 1000, "%.*s", (int)len, outdir);
+  const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+  if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+    return atoll_fail(err, "--out %s: name the directory itself (not . or .. or /)", outdir);
+  snprintf(tmp, 1040, "%s.atoll-new", out);
+  snprintf(old, 1040, "%s.atoll-old", out);
+  return 0;
+}
+
+/* Puts the finished set tmp at out: exchanged atomically with an existing set, which
+ * is then removed, or renamed into place. Where the file system cannot exchange, two
+ * renames: a kill between them leaves no out (training refuses to start) and the old
+ * set at old, still never a mix. */
+static int swap_in(const char *tmp, const char *out, const char *old, atoll_err *err) {
+  if (atoll_fsync_path(tmp, O_DIRECTORY, err) != 0) return -1;
+  struct stat st;
+  if (stat(out, &st) != 0) {
+    if (rename(tmp, out) != 0)
+      return atoll_fail(err, "%s: cannot rename to %s: %s", tmp, out, strerror(errno));
+  } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) == 0) {
+    if (clear_prepare_dir(tmp, 1, err) != 0) return -1;
+  } else if (errno == EINVAL || errno == ENOSYS) {
+    if (rename(out, old) != 0 || rename(tmp, out) != 0)
+      return atoll_fail(err, "--out %s: cannot swap in %s: %s", out, tmp, strerror(errno));
+    if (clear_prepare_dir(old, 1, err) != 0) return -1;
+  } else {
+    return atoll_fail(err, "--out %s: cannot swap in %s: %s", out, tmp, strerror(errno));
+  }
+  atoll_sync_parent_dir(out);
+  return 0;
+}
+
+/* ----------------------------------------------------------------- entry --- */
+
+static int write_set(const char *dir, const source *src, int n, double vf, atoll_err *err) {
+  split_out train = {.dir = dir, .split = "train"};
+  split_out val = {.dir = dir, .split = "val"};
+  int rc = -1;
+  if (atoll_mkdir_p(dir, err) == 0 && write_split(&train, src, n, 0, err) == 0 &&
+      write_split(&val, src, n, 1, err) == 0)
+    rc = write_manifest(dir, src, n, vf, &train, &val, err);
+  if (train.open) atoll_token_file_writer_abort(&train.w);
+  if (val.open) atoll_token_file_writer_abort(&val.w);
+  return rc;
+}
+
 int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
                   atoll_err *err) {
   if (!(val_fraction >= 0.0 && val_fraction <= 0.5)) /* also rejects NaN */
     return atoll_fail(err, "prepare: val_fraction %g outside [0, 0.5]", val_fraction);
   if (nfiles <= 0) return atoll_fail(err, "prepare: no input files");
+  char out[1000], tmp[1040], old[1040];
+  if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(files, nfiles, out, err) ||
+      clear_prepare_dir(out, 0, err) != 0 || clear_prepare_dir(tmp, 1, err) != 0 ||
+      clear_prepare_dir(old, 1, err) != 0)
+    return -1;
   source *src = NULL;
-  split_out train = {.dir = outdir, .split = "train"};
-  split_out val = {.dir = outdir, .split = "val"};
-  int rc = -1;
-  if (load_sources(&src, files, nfiles, val_fraction, err) == 0 && atoll_mkdir_p(outdir, err) == 0 &&
-      write_split(&train, src, nfiles, 0, err) == 0 && write_split(&val, src, nfiles, 1, err) == 0)
-    rc = write_manifest(outdir, src, nfiles, val_fraction, &train, &val, err);
-  if (train.open) atoll_shard_writer_abort(&train.w);
-  if (val.open) atoll_shard_writer_abort(&val.w);
+  int rc = load_sources(&src, files, nfiles, val_fraction, err);
+  if (rc == 0) rc = write_set(tmp, src, nfiles, val_fraction, err);
+  if (rc == 0) rc = swap_in(tmp, out, old, err);
+  if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
   if (src) free_sources(src, nfiles);
   return rc;
 }

@@ -42,6 +42,8 @@
 #include "atoll/atoll.h"
 #include "ops/ops.h"
 
+#include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +171,9 @@ int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll
   if (max_seq < 1 || max_seq > s->context)
     return atoll_fail(err, "seq: sequence length %d must be in [1, context=%d]", max_seq, s->context);
   if (slots < 1) return atoll_fail(err, "micro-batches in flight: must be at least 1, got %d", slots);
+  if ((int64_t)max_batch * max_seq > INT_MAX) /* the ops count a micro-batch's rows in int */
+    return atoll_fail(err, "batch x seq: %d x %d = %" PRId64 " tokens per micro-batch, more than "
+                      "2^31 - 1", max_batch, max_seq, (int64_t)max_batch * max_seq);
   atoll_model *m = calloc(1, sizeof *m);
   if (!m) return atoll_fail(err, "out of memory");
   if (atoll_layout_init_part(&m->lay, s, part, err)) {
@@ -339,9 +344,9 @@ void atoll_model_zero_grads(atoll_model *m) { memset(m->grads, 0, m->lay.nparams
 static void embed_forward_tp(atoll_model *m, float *out, const int32_t *tok, const float *wte,
                              const float *wpe, int B, int T, int allreduce) {
   int C = m->s.dim, v0 = m->tp_rank * m->Vl;
-  for (int n = 0; n < B * T; n++) {
+  for (size_t n = 0, rows = (size_t)B * (size_t)T; n < rows; n++) {
     float *o = out + (size_t)n * C;
-    int v = tok[n] - v0, t = n % T;
+    int v = tok[n] - v0, t = (int)(n % (size_t)T);
     int mine = v >= 0 && v < m->Vl;
     for (int c = 0; c < C; c++) {
       float x = mine ? wte[(size_t)v * C + c] : 0.0f;
@@ -354,9 +359,9 @@ static void embed_forward_tp(atoll_model *m, float *out, const int32_t *tok, con
 static void embed_backward_tp(atoll_model *m, float *dwte, float *dwpe, const float *dout,
                               const int32_t *tok, int B, int T) {
   int C = m->s.dim, v0 = m->tp_rank * m->Vl;
-  for (int n = 0; n < B * T; n++) {
+  for (size_t n = 0, rows = (size_t)B * (size_t)T; n < rows; n++) {
     const float *d = dout + (size_t)n * C;
-    int v = tok[n] - v0, t = n % T;
+    int v = tok[n] - v0, t = (int)(n % (size_t)T);
     if (v >= 0 && v < m->Vl)
       for (int c = 0; c < C; c++) dwte[(size_t)v * C + c] += d[c];
     for (int c = 0; c < C; c++) dwpe[(size_t)t * C + c] += d[c];
@@ -404,6 +409,10 @@ static void xent_backward_tp(atoll_model *m, slot_acts *sl, float dloss, int N) 
 }
 
 /* ------------------------------------------------ sequence-parallel rows --- */
+
+/* Rows of a micro-batch. atoll_model_create_part refused max_batch x max_seq above
+ * INT_MAX, so for B <= max_batch and T <= max_seq the product fits the ops' int rows. */
+static int micro_rows(int B, int T) { return (int)((int64_t)B * T); }
 
 int atoll_model_local_rows(const atoll_model *m, int n) { return m->sp ? n / m->tp : n; }
 
@@ -482,7 +491,7 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
   const atoll_ops *o = m->ops;
   const atoll_layout *lay = &m->lay;
   int C = m->s.dim, Cl = m->Cl, NHl = m->NHl, Vl = m->Vl;
-  int N = B * T, Nl = atoll_model_local_rows(m, N);
+  int N = micro_rows(B, T), Nl = atoll_model_local_rows(m, N);
   size_t r0 = own_row(m, N) * C; /* this rank's rows in a full [N,C] buffer */
   slot_acts *sl = &m->slots[slot];
   int starts = lay->first_stage && chunk == 0, ends = lay->last_stage && chunk == lay->part.chunks - 1;
@@ -550,7 +559,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
   int starts = lay->first_stage && chunk == 0, ends = lay->last_stage && chunk == lay->part.chunks - 1;
   if (ends ? !sl->have_targets : !dout) return;
   int C = m->s.dim, Cl = m->Cl, NHl = m->NHl, Vl = m->Vl, L = m->s.layers;
-  int B = sl->B, T = sl->T, N = B * T, Nl = atoll_model_local_rows(m, N);
+  int B = sl->B, T = sl->T, N = micro_rows(B, T), Nl = atoll_model_local_rows(m, N);
   float *P = m->params, *G = m->grads;
 
   emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->chunk_end[chunk]);

@@ -7,6 +7,7 @@
  * add into the same float. */
 #include "ops/ops.h"
 
+#include "core/fatal.h"
 #include "core/mem.h"
 
 #include <cblas.h>
@@ -243,11 +244,30 @@ static void block_scores(float *S, const head_view *hv, int r0, int r1) {
               hv->q + (size_t)r0 * hv->ld, hv->ld, hv->k, hv->ld, 0.0f, S, r1);
 }
 
+/* Scratch of per_thread floats for each of *threads threads, allocated before the
+ * parallel region (a failed malloc inside it had nowhere to go). Short of memory for
+ * every thread, fewer threads run: the same bits, since one thread computes each
+ * (batch, head) pair alone. The ops interface has no error path, so running out even
+ * for one thread is fatal, with a message rather than a crash. */
+static float *att_scratch(size_t per_thread, int *threads) {
+  for (int nt = omp_get_max_threads(); nt >= 1; nt /= 2) {
+    float *s = malloc(sizeof(float) * per_thread * (size_t)nt);
+    if (s) {
+      *threads = nt;
+      return s;
+    }
+  }
+  atoll_fatal("attention: out of memory for %zu bytes of scratch", sizeof(float) * per_thread);
+}
+
 static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
                               int NH) {
-#pragma omp parallel
+  size_t per_thread = (size_t)ATT_BLOCK * T;
+  int nt;
+  float *scratch = att_scratch(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
   {
-    float *S = malloc(sizeof(float) * (size_t)ATT_BLOCK * T);
+    float *S = scratch + (size_t)omp_get_thread_num() * per_thread;
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++) {
@@ -279,16 +299,19 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
                       hv.v, hv.ld, 0.0f, out_h + (size_t)r0 * C, C);
         }
       }
-    free(S);
   }
+  free(scratch);
 }
 
 static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                                const float *lse, int B, int T, int C, int NH) {
-#pragma omp parallel
+  size_t per_thread = 2 * (size_t)ATT_BLOCK * T;
+  int nt;
+  float *scratch = att_scratch(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
   {
-    float *P = malloc(sizeof(float) * (size_t)ATT_BLOCK * T);
-    float *dS = malloc(sizeof(float) * (size_t)ATT_BLOCK * T);
+    float *P = scratch + (size_t)omp_get_thread_num() * per_thread;
+    float *dS = P + (size_t)ATT_BLOCK * T;
     float D[ATT_BLOCK];
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
@@ -340,9 +363,8 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
                       dout_h + (size_t)r0 * C, C, 1.0f, dv, ld);
         }
       }
-    free(P);
-    free(dS);
   }
+  free(scratch);
 }
 
 /* --------------------------------------------------------------------- GELU --- */

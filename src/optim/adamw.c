@@ -15,13 +15,29 @@ float atoll_lr_at(const atoll_adamw_config *c, int step) {
   return (float)(min_lr + 0.5 * (c->lr - min_lr) * (1.0 + cos(M_PI * progress)));
 }
 
+/* The range is cut into SUMSQ_PARTS parts that depend only on its length; each part
+ * is summed by one thread and the parts are added in index order, so the result is the
+ * same bits at any thread count (an OpenMP reduction combines threads' partial sums
+ * in whatever order they finish, and its partition depends on the thread count). */
+#define SUMSQ_PARTS 256
+
 double atoll_sumsq(const float *g, size_t begin, size_t end) {
-  /* per-thread partial sums in double, combined in a fixed order by OpenMP's static
-   * reduction: deterministic for a given thread count */
-  double s = 0.0;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
-  for (size_t i = begin; i < end; i++) s += (double)g[i] * (double)g[i];
-  return s;
+  if (end <= begin) return 0.0;
+  size_t n = end - begin, step = (n + SUMSQ_PARTS - 1) / SUMSQ_PARTS;
+  double part[SUMSQ_PARTS];
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int k = 0; k < SUMSQ_PARTS; k++) {
+    size_t lo = begin + (size_t)k * step, hi = lo + step;
+    if (lo > end) lo = end;
+    if (hi > end) hi = end;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = lo; i < hi; i++) s += (double)g[i] * (double)g[i];
+    part[k] = s;
+  }
+  double total = 0.0;
+  for (int k = 0; k < SUMSQ_PARTS; k++) total += part[k];
+  return total;
 }
 
 static void update_span(float *p, const float *g, float *m, float *v, size_t n, float lr,

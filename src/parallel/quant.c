@@ -40,11 +40,18 @@ static float from_bf16(uint16_t h) {
   return f;
 }
 
-/* block scale: max |x| / top (0 for an all-zero block) */
+/* Block scale max |x| / top, 0 for an all-zero block, NaN for a block holding NaN or
+ * Inf (it then decodes to NaN, so a bad outer gradient is never hidden). A block so
+ * small that 1 / scale would overflow (max |x| below about 127 FLT_MIN) encodes as
+ * zeros: converting an infinite or NaN product to int8 is undefined behaviour. */
 static float block_scale(const float *x, size_t n, float top) {
   float m = 0.0f;
-  for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-  return m / top;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(x[i])) return NAN;
+    m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+  }
+  float scale = m / top;
+  return isfinite(1.0f / scale) ? scale : 0.0f;
 }
 
 static const float FP4_VALUES[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -76,7 +83,8 @@ void atoll_q_encode(atoll_qtype q, const float *x, size_t n, uint8_t *out) {
     size_t i0 = b * ATOLL_QBLOCK, len = n - i0 < ATOLL_QBLOCK ? n - i0 : ATOLL_QBLOCK;
     float scale = block_scale(x + i0, len, q == ATOLL_Q_INT8 ? 127.0f : 6.0f);
     memcpy(out + 4 * b, &scale, 4);
-    float inv = scale > 0 ? 1.0f / scale : 0.0f;
+    if (!(scale > 0)) continue; /* zero or NaN: every value stays code 0 */
+    float inv = 1.0f / scale;
     for (size_t i = i0; i < i0 + len; i++) {
       if (q == ATOLL_Q_INT8) {
         float r = nearbyintf(x[i] * inv);
@@ -88,6 +96,17 @@ void atoll_q_encode(atoll_qtype q, const float *x, size_t n, uint8_t *out) {
       }
     }
   }
+}
+
+int atoll_q_encode_checked(atoll_qtype q, const float *x, size_t n, uint8_t *out,
+                           size_t *first_bad) {
+  atoll_q_encode(q, x, n, out);
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) {
+      if (first_bad) *first_bad = i;
+      return -1;
+    }
+  return 0;
 }
 
 void atoll_q_decode(atoll_qtype q, const uint8_t *in, size_t n, float *x) {

@@ -11,7 +11,10 @@
  *                                             a sign bit, two per byte (low nibble first)
  *
  * Scales come first (one float per block), then the values. Decoding is exact for
- * fp32; the others round as described. Summation happens in fp32 after decoding. */
+ * fp32; the others round as described. Summation happens in fp32 after decoding.
+ * A block holding NaN or Inf decodes to NaN (int8, fp4; fp32 and bf16 keep the value);
+ * a block whose largest magnitude is below about 127 FLT_MIN (int8; 6 FLT_MIN for
+ * fp4) decodes to zeros. */
 #ifndef ATOLL_QUANT_H
 #define ATOLL_QUANT_H
 
@@ -27,6 +30,11 @@ int atoll_qtype_parse(const char *name);
 const char *atoll_qtype_name(atoll_qtype q);
 size_t atoll_q_bytes(atoll_qtype q, size_t n);
 void atoll_q_encode(atoll_qtype q, const float *x, size_t n, uint8_t *out);
+/* atoll_q_encode that also reports a non-finite input: returns -1 and sets *first_bad
+ * (when not NULL) to the index of the first NaN or Inf, else 0. out is written either
+ * way, so a caller may still send it. */
+int atoll_q_encode_checked(atoll_qtype q, const float *x, size_t n, uint8_t *out,
+                           size_t *first_bad);
 void atoll_q_decode(atoll_qtype q, const uint8_t *in, size_t n, float *x);
 
 #endif

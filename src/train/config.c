@@ -188,12 +188,26 @@ int atoll_config_set(atoll_config *c, const char *key, const char *value, atoll_
   return set_number(c, k, v, source, err);
 }
 
+/* A key that a settings object may not hold: twice (which one would win is not
+ * obvious), or "resume", which says how to start this invocation, not what the run is. */
+static int check_settings_key(const cJSON *obj, const cJSON *it, const char *key,
+                              const char *source, atoll_err *err) {
+  for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
+    if (prev->string && strcmp(prev->string, key) == 0)
+      return atoll_fail(err, "%s: key '%s' appears more than once", source, key);
+  if (strcmp(key, "resume") == 0)
+    return atoll_fail(err, "%s: key 'resume' is not read from settings; pass --resume DIR on the "
+                      "command line", source);
+  return 0;
+}
+
 int atoll_config_apply_json(atoll_config *c, const cJSON *obj, const char *source, atoll_err *err) {
   if (!cJSON_IsObject(obj)) return atoll_fail(err, "%s: expected a JSON object of settings", source);
   for (const cJSON *it = obj->child; it; it = it->next) {
     const char *key = it->string ? it->string : "";
     const key_spec *k = find_key(key);
     if (!k) return atoll_fail(err, "%s: unknown key '%s'", source, key);
+    if (check_settings_key(obj, it, key, source, err)) return -1;
     if (k->type == K_STR) {
       if (!cJSON_IsString(it)) return atoll_fail(err, "%s: %s must be a string", source, k->key);
       if (set_string(c, k, it->valuestring, source, err)) return -1;
@@ -220,6 +234,13 @@ int atoll_config_apply_text(atoll_config *c, const char *text, size_t len, const
   if (!obj) {
     size_t at = end && end >= text ? (size_t)(end - text) : 0;
     return atoll_fail(err, "%s: invalid JSON near byte %zu", source, at);
+  }
+  size_t at = (size_t)(end - text); /* only white space may follow the object */
+  while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
+    at++;
+  if (at < len && !(text[at] == '\0' && at + 1 == len)) {
+    cJSON_Delete(obj);
+    return atoll_fail(err, "%s: unexpected content after the JSON object at byte %zu", source, at);
   }
   int rc = atoll_config_apply_json(c, obj, source, err);
   cJSON_Delete(obj);

@@ -75,4 +75,19 @@ fi
 [ -d "$TMP/run/checkpoints/step_00000005" ] && [ ! -d "$TMP/run/checkpoints/step_00000006" ] \
   && pass "last good checkpoint (step 5) kept, none written for step 6" || fail "checkpoints after NaN: $(ls "$TMP/run/checkpoints")"
 $ATOLL sample --ckpt "$TMP/run" --tokens 5 >/dev/null 2>&1 && pass "the run is still usable" || fail "sample after NaN"
+
+# config files: duplicate keys, trailing content and a resume key are refused (issue 12)
+printf '{"layers": 2, "dim": 32, "layers": 3}' >"$TMP/dup.json"
+expect_error "config: duplicate key" "layers" $ATOLL train $D --config "$TMP/dup.json"
+grep -q "dup.json" "$TMP/err" || fail "config: duplicate key: message lacks the file: $(cat "$TMP/err")"
+printf '{"layers": 2}\n{"layers": 3}\n' >"$TMP/trailing.json"
+expect_error "config: content after the object" "$TMP/trailing.json" $ATOLL train $D --config "$TMP/trailing.json"
+printf '{"layers": 2, "resume": "%s"}' "$TMP/run" >"$TMP/resume.json"
+expect_error "config: resume key" "--resume" $ATOLL train $D --config "$TMP/resume.json"
+
+# prepare into its own --text directory, or train on a FIFO: one line, no hang (issue 12)
+mkdir -p "$TMP/texts"; printf 'one\ntwo\nthree\nfour\n' >"$TMP/texts/t.txt"
+expect_error "prepare: --out is the --text directory" "inside" $ATOLL prepare --text "$TMP/texts" --out "$TMP/texts"
+mkdir -p "$TMP/fifo"; mkfifo "$TMP/fifo/train_000.bin"
+expect_error "data: FIFO as a token file" "FIFO" timeout 20 $ATOLL train --data "$TMP/fifo" --steps 1
 finish

@@ -3,8 +3,9 @@
 #
 #   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
 #
-# Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_shard
-# (token shard parser), fuzz_plan_config (atoll plan --config text). Each is compiled with clang's fuzzer, ASan and UBSan (UB is
+# Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_token_file
+# (token file parser), fuzz_plan_config (atoll plan --config text). Each is compiled with
+# clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
 # parallel. Exit status: 0 if every target built and found nothing, 1 if one failed
@@ -42,8 +43,8 @@ if ! "$CC" "${FLAGS[@]}" "$WORK/probe.c" -o "$WORK/probe" >"$WORK/probe.log" 2>&
 fi
 
 # --- seed generator ---------------------------------------------------------------
-# One C file; -DGEN_ST / -DGEN_SHARD / -DGEN_CONFIG / -DGEN_PLAN_CONFIG select what it
-# writes into the directory given as its argument.
+# One C file; -DGEN_ST / -DGEN_TOKEN_FILE / -DGEN_CONFIG / -DGEN_PLAN_CONFIG select what
+# it writes into the directory given as its argument.
 cat >"$WORK/gen_seeds.c" <<'EOF'
 #include "atoll/atoll.h"
 #include <stdio.h>
@@ -97,17 +98,17 @@ static void gen(void) {
   raw("meta_only.safetensors", "{\"__metadata__\":{\"k\":\"v\\u00e9\\n\"}}", 0);
 }
 #endif
-#ifdef GEN_SHARD
+#ifdef GEN_TOKEN_FILE
 static void gen(void) {
   int32_t tok[300];
   for (int i = 0; i < 300; i++) tok[i] = (i * 7919) % 256;
   atoll_err e;
-  if (atoll_shard_write(at("bytes.bin"), tok, 300, 256, &e)) die("shard", &e);
+  if (atoll_token_file_write(at("bytes.bin"), tok, 300, 256, &e)) die("token file", &e);
   for (int i = 0; i < 300; i++) tok[i] = (i * 7919) % 1000;
-  if (atoll_shard_write(at("wide2.bin"), tok, 100, 1000, &e)) die("shard", &e);
+  if (atoll_token_file_write(at("wide2.bin"), tok, 100, 1000, &e)) die("token file", &e);
   for (int i = 0; i < 300; i++) tok[i] = (i * 104729) % 70000;
-  if (atoll_shard_write(at("wide4.bin"), tok, 50, 70000, &e)) die("shard", &e);
-  if (atoll_shard_write(at("empty.bin"), tok, 0, 256, &e)) die("shard", &e);
+  if (atoll_token_file_write(at("wide4.bin"), tok, 50, 70000, &e)) die("token file", &e);
+  if (atoll_token_file_write(at("empty.bin"), tok, 0, 256, &e)) die("token file", &e);
 }
 #endif
 #ifdef GEN_CONFIG
@@ -169,7 +170,7 @@ EOF
 targets=(
   "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
-  "shard|GEN_SHARD|src/data/shard.c src/core/err.c|"
+  "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/err.c|"
   "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
 )
 

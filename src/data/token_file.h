@@ -1,0 +1,60 @@
+/* Internal interface of the token file module (src/data/token_file.c).
+ * The public half (atoll_token_file_write, _open, _close, _token) is in atoll/atoll.h. */
+#ifndef ATOLL_DATA_TOKEN_FILE_H
+#define ATOLL_DATA_TOKEN_FILE_H
+
+#include "atoll/atoll.h"
+
+#define ATOLL_TOKEN_FILE_MAGIC "ATOLLTOK"
+#define ATOLL_TOKEN_FILE_VERSION 1u
+#define ATOLL_TOKEN_FILE_HEADER 32u
+#define ATOLL_TOKEN_FILE_MAX_VOCAB 2147483648u /* 2^31: every token fits an int32 */
+
+/* Validates a whole token file held in memory (header, sizes, every token) and on success
+ * fills sh to point into buf (sh->map stays NULL; buf must outlive sh). name is the
+ * path used in error messages. Never reads outside [buf, buf + size). */
+int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *buf, size_t size,
+                           atoll_err *err);
+
+/* 64-bit hash of n bytes of encoded tokens, recorded per file in manifest.json (as 16
+ * hex digits) and checked at open. Not cryptographic: it catches a damaged, replaced
+ * or half-rewritten file, not a forger. */
+uint64_t atoll_token_file_hash(const uint8_t *p, uint64_t n);
+
+/* DIR/<split>_NNN.bin, the name of token file n of a split. */
+int atoll_token_file_path(char *buf, size_t cap, const char *dir, const char *split, int n,
+                          atoll_err *err);
+
+/* fsyncs the directory holding path, so a rename into it is durable. Best effort:
+ * some file systems refuse fsync on directories. */
+void atoll_sync_parent_dir(const char *path);
+
+/* Smallest token width in bytes (1, 2 or 4) that holds vocab - 1. */
+uint32_t atoll_token_file_width_for(uint32_t vocab);
+
+/* Decodes tokens [start, start + n) into out. The range must lie inside the token file. */
+void atoll_token_file_read(const atoll_token_file *sh, uint64_t start, uint64_t n, int32_t *out);
+
+/* Streaming writer: tokens are appended in any number of calls, the header is
+ * completed at finish, and the file appears under its name only then (written to
+ * path.tmp, fsynced, renamed). After any error the writer is already aborted. */
+typedef struct {
+  int fd;
+  char path[1024];
+  char tmp[1040];
+  uint32_t vocab;
+  uint32_t width;
+  uint64_t ntokens;
+  uint8_t *buf; /* encoded tokens not yet written */
+  size_t used;
+} atoll_token_file_writer;
+
+int atoll_token_file_writer_open(atoll_token_file_writer *w, const char *path, uint32_t vocab,
+                                 atoll_err *err);
+int atoll_token_file_writer_put(atoll_token_file_writer *w, const int32_t *tokens, size_t n,
+                                atoll_err *err);
+int atoll_token_file_writer_finish(atoll_token_file_writer *w, atoll_err *err);
+/* Removes path.tmp and frees the writer; safe to call on a finished writer. */
+void atoll_token_file_writer_abort(atoll_token_file_writer *w);
+
+#endif
