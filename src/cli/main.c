@@ -8,12 +8,13 @@
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "cli/test_hooks.h"
 #include "comm/comm.h"
 #include "core/fs.h"
-#include "train/config.h"
-#include "train/sample.h"
-#include "train/train.h"
+#include "infer/sample.h"
 #include "plan/plan_cli.h"
+#include "train/config.h"
+#include "train/train.h"
 
 #include <cblas.h>
 #include <dirent.h>
@@ -214,21 +215,24 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
   return prepare_files(&arg, 1, c->data, 0.05, err);
 }
 
-static int cmd_train_ranks(int argc, char **argv, atoll_comm *world);
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks);
 
 /* Training runs on every rank of the MPI world (one without a launcher). Errors found
  * while reading the settings are the same on every rank: rank 0 reports them. Errors
- * during training end the whole job (MPI_Abort) so that no rank is left waiting. */
+ * during training end the whole job (MPI_Abort) so that no rank is left waiting. The
+ * test hooks are read from the environment here, once. */
 static int cmd_train(int argc, char **argv) {
-  atoll_err err = {{0}};
+  atoll_err err = {{0}}, hooks_err = {{0}};
+  atoll_test_hooks hooks;
+  int bad_hooks = atoll_test_hooks_from_env(&hooks, &hooks_err);
   atoll_comm *world = NULL;
-  if (atoll_comm_init(&world, NULL, NULL, &err)) return die(&err);
-  int rc = cmd_train_ranks(argc, argv, world);
+  if (atoll_comm_init(&world, NULL, NULL, &err)) return die(bad_hooks ? &hooks_err : &err);
+  int rc = bad_hooks ? die_on(atoll_comm_rank(world), &hooks_err) : cmd_train_ranks(argc, argv, world, &hooks);
   atoll_comm_free(world);
   return rc;
 }
 
-static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks) {
   atoll_err err = {{0}};
   int rank = atoll_comm_rank(world);
   atoll_config cfg;
@@ -299,7 +303,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  int rc = atoll_train_run(&cfg, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
+  int rc = atoll_train_run(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
   if (rc == ATOLL_TRAIN_QUIET) return 1;
   if (rc < 0) return die(&err);
   if (rc == 1) return 130;

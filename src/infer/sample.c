@@ -1,7 +1,7 @@
 /* Text generation: the model's forward pass over the last `context` tokens, then a
  * draw from the softmax of the last position's logits (temperature, top-k). No KV
  * cache: each new token recomputes the window, which is fine at these model sizes. */
-#include "train/sample.h"
+#include "infer/sample.h"
 
 #include "ckpt/checkpoint.h"
 #include "train/config.h"
