@@ -169,12 +169,7 @@ atoll_diloco_stats atoll_diloco_get_stats(const atoll_diloco *d) { return d->sta
  * changed its own slice (not needed when the island shards its weights). */
 static void island_gather(atoll_diloco *d, size_t b, size_t e) {
   if (d->cfg.stage3 || d->mesh->dp == 1 || e <= b) return;
-  for (int j = 0; j < d->mesh->dp; j++) {
-    size_t lo = island_slice_lo(d, j), hi = island_slice_lo(d, j + 1);
-    lo = lo > b ? lo : b;
-    hi = hi < e ? hi : e;
-    d->counts[j] = hi > lo ? hi - lo : 0;
-  }
+  atoll_shard_pieces(d->lay->nparams, d->mesh->dp, b, e, d->counts);
   atoll_allgather(d->mesh->dp_comm, d->params + b, e - b, d->counts);
 }
 
@@ -242,9 +237,9 @@ static void keep_replicas_equal(atoll_diloco *d, size_t b, size_t e) {
   }
 }
 
-/* Pipeline parallelism: the first and last stage both hold wte (embedding and tied
+/* Pipeline parallelism: the first and last pp_stage both hold wte (embedding and tied
  * LM head), in buffers of different sizes, so a compressed outer gradient is cut into
- * blocks differently at the two ends; the first stage's outer step on wte is the one
+ * blocks differently at the two ends; the first pp_stage's outer step on wte is the one
  * kept (its data-parallel ranks assemble wte's g and u, and send them over the tie). */
 static void keep_tie_equal(atoll_diloco *d, int f) {
   atoll_comm *tie = d->mesh->tie_comm;
@@ -253,12 +248,7 @@ static void keep_tie_equal(atoll_diloco *d, int f) {
   size_t wb = w->offset, we = w->offset + w->numel, n = w->numel;
   if (d->frag_begin[f] > wb || d->frag_end[f] < we) return; /* wte syncs with fragment 0 */
   float *g = d->tie_global, *u = d->tie_momentum;
-  for (int j = 0; j < d->mesh->dp; j++) {
-    size_t lo = island_slice_lo(d, j), hi = island_slice_lo(d, j + 1);
-    lo = lo > wb ? lo : wb;
-    hi = hi < we ? hi : we;
-    d->counts[j] = hi > lo ? hi - lo : 0;
-  }
+  atoll_shard_pieces(d->lay->nparams, d->mesh->dp, wb, we, d->counts);
   size_t lo = d->slice_begin > wb ? d->slice_begin : wb, hi = d->slice_end < we ? d->slice_end : we;
   if (d->lay->first_stage) {
     if (hi > lo) {
@@ -268,7 +258,7 @@ static void keep_tie_equal(atoll_diloco *d, int f) {
     atoll_allgather(d->mesh->dp_comm, g, n, d->counts);
     atoll_allgather(d->mesh->dp_comm, u, n, d->counts);
   }
-  atoll_broadcast(tie, g, sizeof(float) * n, 0); /* tie rank 0 is the first stage */
+  atoll_broadcast(tie, g, sizeof(float) * n, 0); /* tie rank 0 is the first pp_stage */
   atoll_broadcast(tie, u, sizeof(float) * n, 0);
   if (!d->lay->first_stage && hi > lo) {
     memcpy(d->global + (lo - d->slice_begin), g + (lo - wb), sizeof(float) * (hi - lo));

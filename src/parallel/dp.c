@@ -29,7 +29,7 @@ struct atoll_dp {
   size_t pending_begin, pending_end;
   inflight grad_reqs[MAX_INFLIGHT];
   int ngrad_reqs;
-  /* stage 3: units indexed layer + 1 */
+  /* ZeRO-3: units indexed layer + 1 */
   int nunits;
   int *unit_state;
   atoll_req **unit_req;
@@ -58,13 +58,17 @@ void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end) {
   *end = shard_lo(dp, dp->rank + 1);
 }
 
-void atoll_dp_pieces(const atoll_dp *dp, size_t begin, size_t end, size_t *counts) {
-  for (int r = 0; r < dp->size; r++) {
-    size_t lo = shard_lo(dp, r), hi = shard_lo(dp, r + 1);
+void atoll_shard_pieces(size_t total, int n, size_t begin, size_t end, size_t *counts) {
+  for (int r = 0; r < n; r++) {
+    size_t lo = atoll_dp_shard_start(total, n, r), hi = atoll_dp_shard_start(total, n, r + 1);
     lo = lo > begin ? lo : begin;
     hi = hi < end ? hi : end;
     counts[r] = hi > lo ? hi - lo : 0;
   }
+}
+
+void atoll_dp_pieces(const atoll_dp *dp, size_t begin, size_t end, size_t *counts) {
+  atoll_shard_pieces(dp->nparams, dp->size, begin, end, counts);
 }
 
 /* Zeroes buf[begin, end) except this rank's shard, handing whole pages back. */
@@ -129,7 +133,7 @@ static void on_grads_ready(void *ctx, size_t begin, size_t end) {
   if (dp->zero_stage >= 2 || dp->pending_end - dp->pending_begin >= dp->bucket_floats) launch_bucket(dp);
 }
 
-/* ------------------------------------------------------ stage-3 weights --- */
+/* ------------------------------------------------------ ZeRO-3 weights --- */
 
 static void unit_range(atoll_dp *dp, int layer, size_t *b, size_t *e) {
   atoll_layout_unit(dp->lay, layer, b, e);
@@ -192,23 +196,23 @@ static void on_event(void *ctx, atoll_event ev, int layer) {
     if (ev == ATOLL_EV_BACKWARD_DONE) launch_bucket(dp);
     return;
   }
-  /* a pass covers one group of blocks (an interleaved pipeline's chunk): FORWARD_BEGIN names its first block,
-   * BACKWARD_BEGIN the block after its last; prefetches of blocks the part does not
-   * hold are empty units, skipped */
-  int L = dp->lay->shape.layers;
+  /* a pass covers one group of blocks (an interleaved pipeline's chunk): FORWARD_BEGIN
+   * names its first block, BACKWARD_BEGIN the block after its last; prefetches of
+   * blocks the part does not hold are empty units, skipped */
+  int layers = dp->lay->shape.layers;
   switch (ev) {
   case ATOLL_EV_FORWARD_BEGIN: /* embeddings and final LayerNorm stay for the whole step */
     unit_start_gather(dp, -1);
-    unit_start_gather(dp, L);
+    unit_start_gather(dp, layers);
     unit_start_gather(dp, layer);
     unit_wait(dp, -1);
     break;
   case ATOLL_EV_BLOCK_FORWARD:
     unit_wait(dp, layer);
-    if (layer + 1 < L) unit_start_gather(dp, layer + 1); /* prefetch */
+    if (layer + 1 < layers) unit_start_gather(dp, layer + 1); /* prefetch */
     break;
   case ATOLL_EV_BLOCK_FORWARD_DONE: unit_release(dp, layer); break;
-  case ATOLL_EV_HEAD_FORWARD: unit_wait(dp, L); break;
+  case ATOLL_EV_HEAD_FORWARD: unit_wait(dp, layers); break;
   case ATOLL_EV_BACKWARD_BEGIN: unit_start_gather(dp, layer - 1); break;
   case ATOLL_EV_BLOCK_BACKWARD:
     unit_wait(dp, layer);
@@ -262,8 +266,8 @@ static void dp_finish_grads(atoll_strategy *s) {
   dp->ngrad_reqs = 0;
 }
 
-/* After this rank updated its shard: all-gather the weights (stages 1-2) or release
- * the units still held (stage 3). */
+/* After this rank updated its shard: all-gather the weights (ZeRO-1/2) or release
+ * the units still held (ZeRO-3). */
 static void dp_after_update(atoll_strategy *s) {
   atoll_dp *dp = (atoll_dp *)s;
   if (dp->size == 1) return;
@@ -331,7 +335,7 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, atoll_comm *i
     return atoll_fail(err, "out of memory");
   }
   /* the caller fills the whole weight buffer (initialisation or checkpoint), then
-   * calls atoll_dp_release_weights: stage 3 keeps only its shard from then on */
+   * calls atoll_dp_release_weights: ZeRO-3 keeps only its shard from then on */
   for (int u = 0; u < dp->nunits; u++) dp->unit_state[u] = UNIT_PRESENT;
   atoll_model_hooks h = {.ctx = dp, .event = on_event, .grads_ready = on_grads_ready, .poll = on_poll};
   atoll_model_set_hooks(m, &h);

@@ -45,7 +45,9 @@ atoll_strategy *atoll_dp_strategy(atoll_dp *dp);
 size_t atoll_dp_shard_start(size_t total, int n, int r);
 /* The range of the flat buffer this rank updates: everything at ZeRO stage 0. */
 void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end);
-/* Sizes of the pieces of params[begin, end) that fall in each rank's shard (counts[N]). */
+/* Sizes of the pieces of [begin, end) that fall in each of the n shards of a buffer of
+ * `total` floats (counts[n]); atoll_dp_pieces: of this data axis's shards. */
+void atoll_shard_pieces(size_t total, int n, size_t begin, size_t end, size_t *counts);
 void atoll_dp_pieces(const atoll_dp *dp, size_t begin, size_t end, size_t *counts);
 
 /* Holds back the data-parallel averaging of the unit that holds grads[begin, end) until

@@ -57,10 +57,10 @@ static const key_spec KEYS[] = {
     {"global-batch", K_INT, F(global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
     {"parallel", STR(parallel), "data-parallel mode with several ranks: ddp"},
     {"zero", K_INT, F(zero_stage), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
-    {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per stage: heads, MLP width and vocabulary cut across them"},
+    {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per pp_stage: heads, MLP width and vocabulary cut across them"},
     {"sequence-parallel", K_INT, F(sequence_parallel), 0, 1, "1: with --tp, cut LayerNorm regions and the residual stream by tokens (all-gather / reduce-scatter instead of all-reduce)"},
     {"pp", K_INT, F(pp), 1, 4096, "pipeline stages: contiguous groups of layers on different ranks"},
-    {"virtual-stages", K_INT, F(virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per stage (V); the bubble falls to (P-1)/(V M)"},
+    {"virtual-stages", K_INT, F(virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per pp_stage (V); the bubble falls to (P-1)/(V M) with P = pp, M micro-batches"},
     {"microbatches", K_INT, F(microbatches), 0, 1 << 20, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
     {"schedule", STR(schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
     {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
@@ -263,7 +263,7 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--sequence-parallel 1: the %d tokens of a micro-batch (batch x seq) do not divide over --tp %d",
                       c->batch * seq, c->tp);
   if (c->pp > c->model.layers)
-    return atoll_fail(err, "--pp %d: more stages than the model's %d layers", c->pp, c->model.layers);
+    return atoll_fail(err, "--pp %d: more pipeline stages than the model's %d layers", c->pp, c->model.layers);
   if (c->virtual_stages > 1 && c->pp < 2)
     return atoll_fail(err, "--virtual-stages %d: needs a pipeline (--pp 2 or more)", c->virtual_stages);
   if ((long)c->pp * c->virtual_stages > c->model.layers)

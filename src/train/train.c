@@ -244,7 +244,7 @@ static void print_banner(const atoll_run *r) {
     fprintf(stderr, ", %s%s", c->parallel,
             c->zero_stage ? (const char *[]){"", " + ZeRO-1", " + ZeRO-2", " + ZeRO-3"}[c->zero_stage] : "");
   if (mh->tp > 1) fprintf(stderr, ", tensor parallel %d", mh->tp);
-  if (mh->pp > 1) fprintf(stderr, ", pipeline %d stages (%s%s)", mh->pp, r->chunks > 1 ? "interleaved " : "", c->schedule);
+  if (mh->pp > 1) fprintf(stderr, ", pipeline of %d pp_stages (%s%s)", mh->pp, r->chunks > 1 ? "interleaved " : "", c->schedule);
   if (c->islands > 1)
     fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d, %s)",
             c->islands, mh->island_size, c->sync_every, c->outer_optimizer, c->outer_lr, c->outer_momentum,

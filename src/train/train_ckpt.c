@@ -218,7 +218,7 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
   if (r->mesh.tie_comm) {
     const atoll_tensor *w = &r->lay->tensors[r->lay->t_wte];
     if (hashes_differ(r->mesh.tie_comm, atoll_hash_floats(p + w->offset, w->numel), &who, &other, &first) && !why[0])
-      snprintf(why, sizeof why, "the tied wte differs between the first and the last pipeline stage");
+      snprintf(why, sizeof why, "the tied wte differs between the first and the last pp_stage");
   }
   if (r->mesh.tp * r->mesh.pp > 1) {
     /* the run's hash: of every part's hash, in island-rank order */
