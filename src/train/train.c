@@ -317,8 +317,9 @@ static int finish_run(loop *l, int step, atoll_err *err) {
 int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atoll_comm *world, const char *resume_dir,
                     const volatile sig_atomic_t *stop, atoll_err *err) {
   loop *l = calloc(1, sizeof *l);
-  if (!l) return atoll_fail(err, "out of memory"), ATOLL_TRAIN_ERROR;
-  int start = 0, stopped = 0, rc = agree(world, loop_init(l, cfg, hooks, world, resume_dir, &start, err), err);
+  int start = 0, stopped = 0;
+  int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, &start, err) : atoll_fail(err, "out of memory");
+  rc = agree(world, rc, err);
   if (rc) goto done;
   if (resume_dir && l->run.rank == 0) fprintf(stderr, "resuming from %s at step %d\n", resume_dir, start);
   if (l->run.rank == 0) print_banner(&l->run);
@@ -339,7 +340,7 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
   }
   rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : 0;
 done:
-  loop_free(l);
+  if (l) loop_free(l);
   free(l);
   return rc;
 }
