@@ -367,12 +367,30 @@ static int diloco_swap_eval_weights(atoll_strategy *s) {
   return 1;
 }
 
+/* The global weights are the checkpoint's model; the outer momentum has its own file. */
+static void diloco_save(atoll_strategy *s, const atoll_ckpt_io *io) {
+  atoll_diloco *d = (atoll_diloco *)s;
+  io->put(io->ctx, NULL, NULL, 0, d->global, d->slice_begin);
+  io->put(io->ctx, "outer.safetensors", "outer_momentum.", 0, d->momentum, d->slice_begin);
+}
+
+static int diloco_load(atoll_strategy *s, const atoll_ckpt_io *io, int step, atoll_err *err) {
+  atoll_diloco *d = (atoll_diloco *)s;
+  if (io->get(io->ctx, "outer.safetensors", "outer_momentum.", d->momentum, d->slice_begin, d->slice_end, err) ||
+      io->get(io->ctx, NULL, NULL, d->global, d->slice_begin, d->slice_end, err))
+    return -1;
+  atoll_diloco_resume_at(d, step);
+  return 0;
+}
+
 static void diloco_destroy(atoll_strategy *s) { atoll_diloco_destroy((atoll_diloco *)s); }
 
 static const atoll_strategy_ops DILOCO_OPS = {.name = "DiLoCo",
                                               .begin_step = diloco_begin_step,
                                               .after_step = diloco_after_step,
                                               .swap_eval_weights = diloco_swap_eval_weights,
+                                              .save = diloco_save,
+                                              .load = diloco_load,
                                               .destroy = diloco_destroy};
 
 atoll_strategy *atoll_diloco_strategy(atoll_diloco *d) { return d ? &d->base : NULL; }

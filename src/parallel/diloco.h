@@ -67,7 +67,9 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
                         const atoll_layout *lay, float *params, atoll_err *err);
 void atoll_diloco_destroy(atoll_diloco *d);
 /* The object as a strategy (strategy.h): begin_step (the desync test hook), after_step
- * (add_compute, then the syncs and merges due), swap_eval_weights. The list destroys it. */
+ * (add_compute, then the syncs and merges due), swap_eval_weights, and save/load: the
+ * global weights are the checkpoint's model weights, the outer momentum is
+ * outer.safetensors. The list destroys it. */
 atoll_strategy *atoll_diloco_strategy(atoll_diloco *d);
 /* Global weights = this rank's slice of the island's weights; momentum = 0. */
 void atoll_diloco_reset_global(atoll_diloco *d);

@@ -43,6 +43,19 @@ void atoll_strategies_swap_eval_weights(atoll_strategy_list *l) {
     if (l->items[i]->ops->weights_changed) l->items[i]->ops->weights_changed(l->items[i]);
 }
 
+void atoll_strategies_save(atoll_strategy_list *l, const atoll_ckpt_io *io) {
+  for (int i = 0; i < l->n; i++)
+    if (l->items[i]->ops->save) l->items[i]->ops->save(l->items[i], io);
+}
+
+int atoll_strategies_load(atoll_strategy_list *l, const atoll_ckpt_io *io, int step, atoll_err *err) {
+  for (int i = 0; i < l->n; i++) {
+    atoll_strategy *s = l->items[i];
+    if (s->ops->load && s->ops->load(s, io, step, err)) return -1;
+  }
+  return 0;
+}
+
 void atoll_strategies_destroy(atoll_strategy_list *l) {
   for (int i = l->n - 1; i >= 0; i--)
     if (l->items[i]->ops->destroy) l->items[i]->ops->destroy(l->items[i]);

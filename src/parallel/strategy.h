@@ -12,6 +12,18 @@
 
 typedef struct atoll_strategy atoll_strategy;
 
+/* Checkpoint access for an object with state of its own (src/train/train_ckpt.c
+ * implements it). A buffer is of this rank's part of the model, holding its values from
+ * part offset `begin` on; the checkpoint stores the whole model's, in its layout. */
+typedef struct {
+  void *ctx;
+  /* save, collective: island `island`'s copy of the buffer becomes tensors
+   * "<prefix><name>" of `file`; file NULL: the checkpoint's model weights */
+  void (*put)(void *ctx, const char *file, const char *prefix, int island, const float *src, size_t begin);
+  /* load: this rank's values [begin, end) of what put stored, into dst[0, end - begin) */
+  int (*get)(void *ctx, const char *file, const char *prefix, float *dst, size_t begin, size_t end, atoll_err *err);
+} atoll_ckpt_io;
+
 typedef struct {
   const char *name;
   /* before the step's first forward (step: 0-based index of the step) */
@@ -31,6 +43,10 @@ typedef struct {
   int (*swap_eval_weights)(atoll_strategy *s);
   /* another object rewrote the weight buffer: drop cached copies (ZeRO-3 units) */
   void (*weights_changed)(atoll_strategy *s);
+  /* checkpoints: save is collective, after the loop's own state; load runs after the
+   * loop's own state was read, for a checkpoint taken after `step` steps */
+  void (*save)(atoll_strategy *s, const atoll_ckpt_io *io);
+  int (*load)(atoll_strategy *s, const atoll_ckpt_io *io, int step, atoll_err *err);
   void (*destroy)(atoll_strategy *s);
 } atoll_strategy_ops;
 
@@ -54,6 +70,8 @@ void atoll_strategies_finish_grads(atoll_strategy_list *l);
 void atoll_strategies_after_update(atoll_strategy_list *l);
 int atoll_strategies_after_step(atoll_strategy_list *l, int step, int last, double compute_seconds, atoll_err *err);
 void atoll_strategies_swap_eval_weights(atoll_strategy_list *l);
+void atoll_strategies_save(atoll_strategy_list *l, const atoll_ckpt_io *io);
+int atoll_strategies_load(atoll_strategy_list *l, const atoll_ckpt_io *io, int step, atoll_err *err);
 void atoll_strategies_destroy(atoll_strategy_list *l);
 
 #endif

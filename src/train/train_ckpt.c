@@ -263,74 +263,106 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
 }
 
 #define MAX_ISLAND_FILES 64
+#define MAX_FILES (MAX_ISLAND_FILES + 4)
 
-/* Collective. World rank 0 gathers and writes; every rank learns the outcome.
- *   one island:  model = the weights, optimizer = the AdamW moments;
- *   DiLoCo:      model = the global weights, optimizer = island 0's moments,
- *                outer.safetensors = the outer momentum, island_K.safetensors = island
- *                K's own weights and moments. */
+/* A checkpoint being gathered to world rank 0 (atoll_ckpt_io's put). */
+typedef struct {
+  atoll_run *r;
+  float *main[3];                /* model weights, exp_avg, exp_avg_sq */
+  int nfiles;                    /* further files */
+  char names[MAX_FILES][32];
+  st_part parts[MAX_FILES][3];
+  int nparts[MAX_FILES];
+  int failed;                    /* rank 0: out of memory or too many files */
+} ckpt_writer;
+
+/* The slot a put fills on rank 0, or NULL when there is none. */
+static float **writer_slot(ckpt_writer *w, const char *file, const char *prefix) {
+  if (!file) return &w->main[!prefix ? 0 : strcmp(prefix, "exp_avg.") == 0 ? 1 : 2];
+  int f = 0;
+  while (f < w->nfiles && strcmp(w->names[f], file) != 0) f++;
+  if (f == w->nfiles) {
+    if (f == MAX_FILES || strlen(file) >= sizeof w->names[f]) return NULL;
+    snprintf(w->names[w->nfiles++], sizeof w->names[f], "%s", file);
+  }
+  if (w->nparts[f] == 3) return NULL;
+  st_part *part = &w->parts[f][w->nparts[f]++];
+  part->prefix = prefix;
+  part->data = NULL;
+  return (float **)&part->data;
+}
+
+static void writer_put(void *ctx, const char *file, const char *prefix, int island, const float *src, size_t begin) {
+  ckpt_writer *w = ctx;
+  float *whole = gather_island(w->r, island, src, begin);
+  if (w->r->rank != 0) return;
+  float **slot = writer_slot(w, file, prefix);
+  if (!whole || !slot) {
+    w->failed = 1;
+    atoll_mem_free(whole);
+    return;
+  }
+  atoll_mem_free(*slot); /* a later put replaces an earlier one (DiLoCo's global weights) */
+  *slot = whole;
+}
+
+static void writer_free(ckpt_writer *w) {
+  for (int i = 0; i < 3; i++) atoll_mem_free(w->main[i]);
+  for (int f = 0; f < w->nfiles; f++)
+    for (int i = 0; i < w->nparts[f]; i++) atoll_mem_free((void *)w->parts[f][i].data);
+}
+
+/* Rank 0 writes what was gathered, and prunes old checkpoints. */
+static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, uint64_t hash, atoll_err *err) {
+  atoll_run *r = w->r;
+  if (w->failed || !w->main[0] || !w->main[1] || !w->main[2])
+    return atoll_fail(err, "out of memory gathering the checkpoint");
+  atoll_ckpt_extra extras[MAX_FILES];
+  for (int f = 0; f < w->nfiles; f++) extras[f] = (atoll_ckpt_extra){w->names[f], w->parts[f], w->nparts[f]};
+  char dir[1200];
+  atoll_ckpt_dirname(r->ckpt_root, step, dir, sizeof dir);
+  cJSON *state = state_json(r, st, step, hash);
+  int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, w->nfiles, state, err);
+  cJSON_Delete(state);
+  return rc ? rc : atoll_ckpt_prune(r->ckpt_root, r->cfg->keep, err);
+}
+
+/* The loop's own state: the weights and AdamW moments; with several islands, island 0's
+ * moments in the model's files and each island's weights and moments in
+ * island_K.safetensors. */
+static void put_own_state(const atoll_ckpt_io *io, atoll_run *r, const atoll_train_state *st) {
+  float *params = atoll_model_params(r->model);
+  io->put(io->ctx, NULL, NULL, 0, params, 0);
+  io->put(io->ctx, NULL, "exp_avg.", 0, st->m, st->begin);
+  io->put(io->ctx, NULL, "exp_avg_sq.", 0, st->v, st->begin);
+  for (int k = 0; r->mesh.islands > 1 && k < r->mesh.islands; k++) {
+    char file[32];
+    snprintf(file, sizeof file, "island_%d.safetensors", k);
+    io->put(io->ctx, file, "weights.", k, params, 0);
+    io->put(io->ctx, file, "exp_avg.", k, st->m, st->begin);
+    io->put(io->ctx, file, "exp_avg_sq.", k, st->v, st->begin);
+  }
+}
+
+/* Collective. World rank 0 gathers and writes; every rank learns the outcome. The loop
+ * puts its own state, then each strategy its own (DiLoCo: the global weights become the
+ * model's weights, and outer.safetensors the outer momentum). */
 int atoll_run_save(atoll_run *r, const atoll_train_state *st, int step, atoll_err *err) {
   int islands = r->mesh.islands;
-  if (islands > MAX_ISLAND_FILES) return atoll_fail(err, "--islands %d: checkpoints support up to %d islands", islands, MAX_ISLAND_FILES);
+  if (islands > MAX_ISLAND_FILES)
+    return atoll_fail(err, "--islands %d: checkpoints support up to %d islands", islands, MAX_ISLAND_FILES);
   uint64_t hash;
   atoll_dp_gather_weights(r->dp);
   int rc = atoll_run_check_weights(r, &hash, err);
   atoll_dp_release_weights(r->dp);
-  float *params = atoll_model_params(r->model);
-  size_t m_begin = st->begin; /* the moments cover [begin, end) of the part */
-  /* whole buffers on rank 0: [0] weights (or global), [1] m, [2] v, then per island
-   * weights, m, v, then the outer momentum */
-  float *bufs[3 + 3 * MAX_ISLAND_FILES + 1] = {0};
-  int nb = 0;
+  ckpt_writer w = {.r = r};
+  atoll_ckpt_io io = {.ctx = &w, .put = writer_put};
   if (rc == 0) {
-    if (islands == 1) {
-      bufs[nb++] = gather_island(r, 0, params, 0);
-      bufs[nb++] = gather_island(r, 0, st->m, m_begin);
-      bufs[nb++] = gather_island(r, 0, st->v, m_begin);
-    } else {
-      size_t sb, se;
-      atoll_diloco_slice(r->diloco, &sb, &se);
-      bufs[nb++] = gather_island(r, 0, atoll_diloco_global(r->diloco), sb);
-      bufs[nb++] = gather_island(r, 0, st->m, m_begin);
-      bufs[nb++] = gather_island(r, 0, st->v, m_begin);
-      for (int k = 0; k < islands; k++) {
-        bufs[nb++] = gather_island(r, k, params, 0);
-        bufs[nb++] = gather_island(r, k, st->m, m_begin);
-        bufs[nb++] = gather_island(r, k, st->v, m_begin);
-      }
-      bufs[nb++] = gather_island(r, 0, atoll_diloco_momentum(r->diloco), sb);
-    }
+    put_own_state(&io, r, st);
+    atoll_strategies_save(&r->strategies, &io);
+    if (r->rank == 0) rc = writer_write(&w, st, step, hash, err);
   }
-  if (rc == 0 && r->rank == 0) {
-    for (int i = 0; i < nb; i++)
-      if (!bufs[i]) rc = atoll_fail(err, "out of memory gathering the checkpoint");
-  }
-  if (rc == 0 && r->rank == 0) {
-    char dir[1200];
-    atoll_ckpt_dirname(r->ckpt_root, step, dir, sizeof dir);
-    cJSON *state = state_json(r, st, step, hash);
-    char names[MAX_ISLAND_FILES][32];
-    st_part parts[MAX_ISLAND_FILES][3];
-    atoll_ckpt_extra extras[MAX_ISLAND_FILES + 1];
-    int ne = 0;
-    if (islands > 1) {
-      st_part outer = {"outer_momentum.", bufs[nb - 1]};
-      extras[ne++] = (atoll_ckpt_extra){"outer.safetensors", &outer, 1};
-      for (int k = 0; k < islands; k++) {
-        snprintf(names[k], sizeof names[k], "island_%d.safetensors", k);
-        parts[k][0] = (st_part){"weights.", bufs[3 + 3 * k]};
-        parts[k][1] = (st_part){"exp_avg.", bufs[4 + 3 * k]};
-        parts[k][2] = (st_part){"exp_avg_sq.", bufs[5 + 3 * k]};
-        extras[ne++] = (atoll_ckpt_extra){names[k], parts[k], 3};
-      }
-      rc = atoll_ckpt_save_ex(dir, &r->whole, bufs[0], bufs[1], bufs[2], extras, ne, state, err);
-    } else {
-      rc = atoll_ckpt_save(dir, &r->whole, bufs[0], bufs[1], bufs[2], state, err);
-    }
-    cJSON_Delete(state);
-    if (rc == 0) rc = atoll_ckpt_prune(r->ckpt_root, r->cfg->keep, err);
-  }
-  for (int i = 0; i < nb; i++) atoll_mem_free(bufs[i]);
+  writer_free(&w);
   /* every rank learns whether rank 0's write worked */
   int ok = rc == 0;
   atoll_broadcast(r->world, &ok, sizeof ok, 0);
@@ -354,63 +386,76 @@ static int check_global_batch(atoll_run *r, const cJSON *state, const char *dir,
                     dir, saved->valuedouble, now, r->cfg->batch, r->micro_batches, r->replicas, saved->valuedouble, now);
 }
 
+/* A checkpoint being read (atoll_ckpt_io's get), with whole-model and part scratch. */
+typedef struct {
+  atoll_run *r;
+  const char *dir;
+  float *whole, *part;
+} ckpt_reader;
+
+static int reader_get(void *ctx, const char *file, const char *prefix, float *dst, size_t begin, size_t end,
+                      atoll_err *err) {
+  ckpt_reader *rd = ctx;
+  st_read_part part = {prefix, rd->whole};
+  int rc = file ? atoll_ckpt_load_extra(rd->dir, &rd->r->whole, file, &part, 1, err)
+                : atoll_ckpt_load(rd->dir, &rd->r->whole, rd->whole, NULL, NULL, err); /* the model's weights */
+  if (rc) return -1;
+  extract_part(rd->r, rd->part, rd->whole);
+  memcpy(dst, rd->part + begin, (end - begin) * sizeof(float));
+  return 0;
+}
+
+/* What state.json says about the run: its step, and that it fits this one. */
+static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, const char *dir, int *step,
+                       atoll_err *err) {
+  const cJSON *saved_step = cJSON_GetObjectItemCaseSensitive(state, "step");
+  const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "islands");
+  int islands = r->mesh.islands, saved_islands = cJSON_IsNumber(saved) ? saved->valueint : 1;
+  if (!cJSON_IsNumber(saved_step)) return atoll_fail(err, "%s/state.json: step missing", dir);
+  if (saved_islands != islands)
+    return atoll_fail(err, "--islands %d: the checkpoint %s was saved with %d island%s (each island's own state is in it)",
+                      islands, dir, saved_islands, saved_islands == 1 ? "" : "s");
+  if (rng_from_json(&st->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) return -1;
+  *step = saved_step->valueint;
+  return check_global_batch(r, state, dir, err);
+}
+
 /* Every rank reads the files (the whole model) and keeps its own part: resharding
  * across world sizes, ZeRO stages, tensor and pipeline layouts is a different choice
- * of part. DiLoCo checkpoints need the same number of islands. */
+ * of part. The loop reads its own state (with several islands, this island's file),
+ * then each strategy its own. DiLoCo checkpoints need the same number of islands. */
 int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *start_step, atoll_err *err) {
   cJSON *state = NULL;
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
-  int rc = -1, islands = r->mesh.islands;
+  int rc = -1, step = 0;
   size_t part_n = r->lay->nparams, whole_n = r->whole.nparams;
-  /* whole-model buffers as read: weights, m, v; and the part cut from m, v, scratch */
+  /* whole-model buffers as read: weights, m, v; the part cut from m, v; scratch */
   float *wp = atoll_mem_alloc(whole_n * sizeof(float)), *wm = atoll_mem_alloc(whole_n * sizeof(float));
   float *wv = atoll_mem_alloc(whole_n * sizeof(float));
   float *pm = atoll_mem_alloc(part_n * sizeof(float)), *pv = atoll_mem_alloc(part_n * sizeof(float));
   float *px = atoll_mem_alloc(part_n * sizeof(float));
-  float *params = atoll_model_params(r->model);
-  const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
-  const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "islands");
-  int saved_islands = cJSON_IsNumber(saved) ? saved->valueint : 1;
   if (!wp || !wm || !wv || !pm || !pv || !px) {
     atoll_fail(err, "out of memory loading the checkpoint");
     goto done;
   }
-  if (!cJSON_IsNumber(step)) {
-    atoll_fail(err, "%s/state.json: step missing", dir);
-    goto done;
-  }
-  if (saved_islands != islands) {
-    atoll_fail(err, "--islands %d: the checkpoint %s was saved with %d island%s (each island's own state is in it)",
-                islands, dir, saved_islands, saved_islands == 1 ? "" : "s");
-    goto done;
-  }
-  if (rng_from_json(&st->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) goto done;
-  if (check_global_batch(r, state, dir, err)) goto done;
-  if (islands == 1) {
+  if (check_state(r, st, state, dir, &step, err)) goto done;
+  if (r->mesh.islands == 1) {
     if (atoll_ckpt_load(dir, &r->whole, wp, wm, wv, err)) goto done;
   } else {
     char file[64];
     snprintf(file, sizeof file, "island_%d.safetensors", r->mesh.island);
-    st_read_part outer[1] = {{"outer_momentum.", wp}};
-    size_t sb, se;
-    atoll_diloco_slice(r->diloco, &sb, &se);
-    if (atoll_ckpt_load_extra(dir, &r->whole, "outer.safetensors", outer, 1, err)) goto done;
-    extract_part(r, px, wp);
-    memcpy(atoll_diloco_momentum(r->diloco), px + sb, (se - sb) * sizeof(float));
-    if (atoll_ckpt_load(dir, &r->whole, wp, NULL, NULL, err)) goto done; /* the global weights */
-    extract_part(r, px, wp);
-    memcpy(atoll_diloco_global(r->diloco), px + sb, (se - sb) * sizeof(float));
     st_read_part island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
     if (atoll_ckpt_load_extra(dir, &r->whole, file, island, 3, err)) goto done;
-    atoll_diloco_resume_at(r->diloco, step->valueint);
   }
-  extract_part(r, params, wp);
+  extract_part(r, atoll_model_params(r->model), wp);
   extract_part(r, pm, wm);
   extract_part(r, pv, wv);
-  size_t b = st->begin, e = st->end;
-  memcpy(st->m, pm + b, (e - b) * sizeof(float));
-  memcpy(st->v, pv + b, (e - b) * sizeof(float));
-  *start_step = step->valueint;
+  memcpy(st->m, pm + st->begin, (st->end - st->begin) * sizeof(float));
+  memcpy(st->v, pv + st->begin, (st->end - st->begin) * sizeof(float));
+  ckpt_reader rd = {r, dir, wp, px};
+  atoll_ckpt_io io = {.ctx = &rd, .get = reader_get};
+  if (atoll_strategies_load(&r->strategies, &io, step, err)) goto done;
+  *start_step = step;
   rc = 0;
 done:
   atoll_mem_free(wp);
