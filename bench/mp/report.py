@@ -93,7 +93,7 @@ def explicit_plan(atoll, s, gflops, elem, regather):
     cmd = [atoll, "plan", "--arch", "gpt2", "--layers", c["layers"], "--dim", c["dim"], "--heads", c["heads"],
            "--vocab", c["vocab"], "--context", c["context"], "--seq", c["seq"] or c["context"],
            "--accel", "cpu", "--gpus", world, "--gpus-per-node", world, "--precision", "fp32",
-           "--dp", dp, "--tp", tp, "--pp", pp, "--cp", 1, "--zero", c["shard"] if dp > 1 else 0,
+           "--dp", dp, "--tp", tp, "--pp", pp, "--cp", 1, "--zero", s["shard"] if dp > 1 else 0,
            "--microbatch", c["batch"], "--interleave", lay.get("virtual_stages", 1), "--recompute", "none",
            "--batch", int(s["global_batch_sequences"]), "--threads", c["threads"],
            "--cpu-gflops", "%.4f" % gflops, "--set", "elem_bw=%.4f" % elem, "--set", "tp_regather=%d" % regather,

@@ -11,10 +11,10 @@
 #include "cli/test_hooks.h"
 #include "comm/comm.h"
 #include "core/fs.h"
-#include "train/config.h"
-#include "train/sample.h"
-#include "train/train.h"
 #include "cli/plan_cli.h"
+#include "infer/sample.h"
+#include "train/config.h"
+#include "train/train.h"
 
 #include <cblas.h>
 #include <dirent.h>
@@ -215,28 +215,65 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
   return prepare_files(&arg, 1, c->data, 0.05, err);
 }
 
-static int cmd_train_ranks(int argc, char **argv, atoll_comm *world);
+/* The settings, later ones overriding: the checkpoint's (--resume), --config FILE's,
+ * the flags'. resume: a checkpoint or run directory; its resolved checkpoint goes to
+ * ckpt_dir. */
+static int apply_settings(int argc, char **argv, const char *config_file, const char *resume, atoll_config *cfg,
+                          char *ckpt_dir, size_t ckpt_dir_size, atoll_err *err) {
+  atoll_config from_ckpt = *cfg;
+  if (resume) {
+    if (resolve_checkpoint(resume, ckpt_dir, ckpt_dir_size, err)) return -1;
+    cJSON *state = NULL;
+    if (atoll_ckpt_read_state(ckpt_dir, &state, err)) return -1;
+    char source[1300];
+    snprintf(source, sizeof source, "%s/state.json", ckpt_dir);
+    int rc = atoll_config_apply_json(cfg, cJSON_GetObjectItemCaseSensitive(state, "config"), source, err);
+    cJSON_Delete(state);
+    if (rc) return -1;
+    from_ckpt = *cfg;
+  }
+  if (config_file) {
+    size_t len = 0;
+    char *text = NULL;
+    if (atoll_read_file(config_file, 64u << 20, &text, &len, err)) return -1;
+    int rc = atoll_config_apply_text(cfg, text, len, config_file, err);
+    free(text);
+    if (rc) return -1;
+  }
+  for (int i = 0; i < argc; i += 2) {
+    const char *key = argv[i] + 2;
+    if (strcmp(key, "config") == 0) continue;
+    if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
+  }
+  if (resume && check_resume_shape(cfg, &from_ckpt, ckpt_dir, err)) return -1;
+  return atoll_config_check(cfg, err);
+}
+
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks);
 
 /* Training runs on every rank of the MPI world (one without a launcher). Errors found
  * while reading the settings are the same on every rank: rank 0 reports them. Errors
- * during training end the whole job (MPI_Abort) so that no rank is left waiting. */
+ * during training end the whole job (MPI_Abort) so that no rank is left waiting. The
+ * test hooks are read from the environment here, once. */
 static int cmd_train(int argc, char **argv) {
-  atoll_err err = {{0}};
-  atoll_comm *world = NULL;
-  if (atoll_comm_init(&world, NULL, NULL, &err)) return die(&err);
-  /* Ring tuning from the test hooks, on the world before anything splits it (every
-   * communicator inherits it). */
+  atoll_err err = {{0}}, hooks_err = {{0}};
   atoll_test_hooks hooks;
-  int rc = atoll_test_hooks_from_env(&hooks, &err) ? die_on(atoll_comm_rank(world), &err) : 0;
-  if (rc == 0) {
+  int bad_hooks = atoll_test_hooks_from_env(&hooks, &hooks_err);
+  atoll_comm *world = NULL;
+  if (atoll_comm_init(&world, NULL, NULL, &err)) return die(bad_hooks ? &hooks_err : &err);
+  int rc = 0;
+  if (bad_hooks) {
+    rc = die_on(atoll_comm_rank(world), &hooks_err);
+  } else {
+    /* ring tuning on the world before anything splits it (every communicator inherits it) */
     atoll_comm_set_tuning(world, hooks.comm_segment, hooks.comm_window);
-    rc = cmd_train_ranks(argc, argv, world);
+    rc = cmd_train_ranks(argc, argv, world, &hooks);
   }
   atoll_comm_free(world);
   return rc;
 }
 
-static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks) {
   atoll_err err = {{0}};
   int rank = atoll_comm_rank(world);
   atoll_config cfg;
@@ -264,34 +301,8 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
   }
 
   char ckpt_dir[1200] = "";
-  atoll_config from_ckpt = cfg;
-  if (resume) {
-    if (resolve_checkpoint(resume, ckpt_dir, sizeof ckpt_dir, &err)) return die_on(rank, &err);
-    cJSON *state = NULL;
-    if (atoll_ckpt_read_state(ckpt_dir, &state, &err)) return die_on(rank, &err);
-    char source[1300];
-    snprintf(source, sizeof source, "%s/state.json", ckpt_dir);
-    int rc = atoll_config_apply_json(&cfg, cJSON_GetObjectItemCaseSensitive(state, "config"), source, &err);
-    cJSON_Delete(state);
-    if (rc) return die_on(rank, &err);
-    from_ckpt = cfg;
-    data_given = 1; /* the checkpoint names its data */
-  }
-  if (config_file) {
-    size_t len = 0;
-    char *text = NULL;
-    if (atoll_read_file(config_file, 64u << 20, &text, &len, &err)) return die_on(rank, &err);
-    int rc = atoll_config_apply_text(&cfg, text, len, config_file, &err);
-    free(text);
-    if (rc) return die_on(rank, &err);
-  }
-  for (int i = 0; i < argc; i += 2) {
-    const char *key = argv[i] + 2;
-    if (strcmp(key, "config") == 0) continue;
-    if (atoll_config_set(&cfg, key, argv[i + 1], &err)) return die_on(rank, &err);
-  }
-  if (resume && check_resume_shape(&cfg, &from_ckpt, ckpt_dir, &err)) return die_on(rank, &err);
-  if (atoll_config_check(&cfg, &err)) return die_on(rank, &err);
+  if (resume) data_given = 1; /* the checkpoint names its data */
+  if (apply_settings(argc, argv, config_file, resume, &cfg, ckpt_dir, sizeof ckpt_dir, &err)) return die_on(rank, &err);
   /* rank 0 prepares the default corpus; the others wait for it */
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);
@@ -307,7 +318,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  int rc = atoll_train_run(&cfg, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
+  int rc = atoll_train_run(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
   if (rc == ATOLL_TRAIN_QUIET) return 1;
   if (rc < 0) return die(&err);
   if (rc == 1) return 130;

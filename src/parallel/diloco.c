@@ -9,6 +9,7 @@
 #include <time.h>
 
 struct atoll_diloco {
+  atoll_strategy base;
   atoll_diloco_config cfg;
   atoll_mesh *mesh;
   const atoll_layout *lay;
@@ -24,40 +25,44 @@ struct atoll_diloco {
   float *delta, *sum, *decoded;
   uint8_t *send, *recv;
   size_t *counts;
+  uint64_t *hashes;          /* [islands] */
+  float *tie_global, *tie_momentum; /* [wte] with an embedding tie */
 };
 
 /* Fragments: contiguous runs of units (embeddings, blocks, final LayerNorm), cut on
- * the whole model where the running size passes p/P of it, so that every layout (any
+ * the whole model where the running size passes p/F of it (F fragments), so that every layout (any
  * --tp, --pp) syncs the same layers at the same steps; a part's fragment p is the
  * units it holds of the whole model's fragment p (a contiguous range of its buffer,
  * possibly empty). */
 static void plan_fragments(atoll_diloco *d) {
   const atoll_layout *W = d->cfg.whole ? d->cfg.whole : d->lay;
-  int P = d->cfg.fragments, L = W->shape.layers;
+  int frags = d->cfg.fragments, layers = W->shape.layers;
   size_t total = W->nparams;
-  int p = 0, *last_unit = calloc((size_t)P, sizeof(int));
-  for (int u = -1; u <= L; u++) {
+  int p = 0, *last_unit = d->merge_due; /* scratch: merge_due is zeroed below */
+  for (int u = -1; u <= layers; u++) {
     size_t b, e;
     atoll_layout_unit(W, u, &b, &e);
-    int units_left = L - u; /* units after this one */
-    int frags_left = P - 1 - p;
-    if (frags_left > 0 && (e * (size_t)P >= total * (size_t)(p + 1) || units_left <= frags_left))
+    int units_left = layers - u; /* units after this one */
+    int frags_left = frags - 1 - p;
+    if (frags_left > 0 && (e * (size_t)frags >= total * (size_t)(p + 1) || units_left <= frags_left))
       last_unit[p++] = u;
   }
-  last_unit[P - 1] = L;
+  last_unit[frags - 1] = layers;
   d->frag_begin[0] = 0;
-  for (p = 0; p < P; p++) {
+  for (p = 0; p < frags; p++) {
     size_t b, e;
     atoll_layout_unit(d->lay, last_unit[p], &b, &e);
-    d->frag_end[p] = p == P - 1 ? d->lay->nparams : e;
-    if (p + 1 < P) d->frag_begin[p + 1] = d->frag_end[p];
+    d->frag_end[p] = p == frags - 1 ? d->lay->nparams : e;
+    if (p + 1 < frags) d->frag_begin[p + 1] = d->frag_end[p];
   }
-  free(last_unit);
+  memset(d->merge_due, 0, sizeof(int) * (size_t)frags);
 }
 
 static size_t island_slice_lo(const atoll_diloco *d, int j) {
   return atoll_dp_shard_start(d->lay->nparams, d->mesh->dp, j);
 }
+
+static const atoll_strategy_ops DILOCO_OPS;
 
 int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
                         const atoll_layout *lay, float *params, atoll_err *err) {
@@ -72,30 +77,36 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
                       cfg->overlap, cfg->sync_every, cfg->fragments);
   atoll_diloco *d = calloc(1, sizeof *d);
   if (!d) return atoll_fail(err, "out of memory");
+  d->base.ops = &DILOCO_OPS;
   d->cfg = *cfg;
   d->mesh = mesh;
   d->lay = lay;
   d->params = params;
-  int M = mesh->dp, K = mesh->islands;
+  int dp = mesh->dp, islands = mesh->islands;
   d->slice_begin = island_slice_lo(d, mesh->dp_rank);
   d->slice_end = island_slice_lo(d, mesh->dp_rank + 1);
-  size_t n = d->slice_end - d->slice_begin, chunk = (n + K - 1) / K + 1;
-  size_t qchunk = atoll_q_bytes(cfg->dtype, chunk);
+  size_t n = d->slice_end - d->slice_begin, piece = (n + islands - 1) / islands + 1;
+  size_t qpiece = atoll_q_bytes(cfg->dtype, piece);
   d->global = malloc(sizeof(float) * (n + 1));
   d->momentum = calloc(n + 1, sizeof(float));
   d->delta = malloc(sizeof(float) * (n + 1));
-  d->sum = malloc(sizeof(float) * (chunk + 1));
-  d->decoded = malloc(sizeof(float) * (chunk + 1));
-  d->send = malloc(qchunk * (size_t)K + 1);
-  d->recv = malloc(qchunk * (size_t)K + 1);
-  d->counts = calloc((size_t)M, sizeof(size_t));
+  d->sum = malloc(sizeof(float) * (piece + 1));
+  d->decoded = malloc(sizeof(float) * (piece + 1));
+  d->send = malloc(qpiece * (size_t)islands + 1);
+  d->recv = malloc(qpiece * (size_t)islands + 1);
+  d->counts = calloc((size_t)dp, sizeof(size_t));
+  d->hashes = calloc((size_t)islands, sizeof(uint64_t));
+  size_t tie_n = mesh->tie_comm && lay->t_wte >= 0 ? lay->tensors[lay->t_wte].numel : 0;
+  d->tie_global = malloc(sizeof(float) * (tie_n + 1));
+  d->tie_momentum = malloc(sizeof(float) * (tie_n + 1));
   d->frag_begin = calloc((size_t)cfg->fragments, sizeof(size_t));
   d->frag_end = calloc((size_t)cfg->fragments, sizeof(size_t));
   d->merge_due = calloc((size_t)cfg->fragments, sizeof(int));
   d->pending_wan = calloc((size_t)cfg->fragments, sizeof(double));
   d->pending_clock = calloc((size_t)cfg->fragments, sizeof(double));
   if (!d->global || !d->momentum || !d->delta || !d->sum || !d->decoded || !d->send || !d->recv || !d->counts ||
-      !d->frag_begin || !d->frag_end || !d->merge_due || !d->pending_wan || !d->pending_clock) {
+      !d->frag_begin || !d->frag_end || !d->merge_due || !d->pending_wan || !d->pending_clock || !d->hashes ||
+      !d->tie_global || !d->tie_momentum) {
     atoll_diloco_destroy(d);
     return atoll_fail(err, "out of memory for the outer state");
   }
@@ -119,6 +130,9 @@ void atoll_diloco_destroy(atoll_diloco *d) {
   free(d->merge_due);
   free(d->pending_wan);
   free(d->pending_clock);
+  free(d->hashes);
+  free(d->tie_global);
+  free(d->tie_momentum);
   free(d);
 }
 
@@ -155,40 +169,35 @@ atoll_diloco_stats atoll_diloco_get_stats(const atoll_diloco *d) { return d->sta
  * changed its own slice (not needed when the island shards its weights). */
 static void island_gather(atoll_diloco *d, size_t b, size_t e) {
   if (d->cfg.stage3 || d->mesh->dp == 1 || e <= b) return;
-  for (int j = 0; j < d->mesh->dp; j++) {
-    size_t lo = island_slice_lo(d, j), hi = island_slice_lo(d, j + 1);
-    lo = lo > b ? lo : b;
-    hi = hi < e ? hi : e;
-    d->counts[j] = hi > lo ? hi - lo : 0;
-  }
+  atoll_shard_pieces(d->lay->nparams, d->mesh->dp, b, e, d->counts);
   atoll_allgather(d->mesh->dp_comm, d->params + b, e - b, d->counts);
 }
 
-/* Mean over islands of x[0, n), in place: compressed all-to-all of chunks, decode and
+/* Mean over islands of x[0, n), in place: compressed all-to-all of pieces, decode and
  * sum in island order, compressed all-gather of the sums. */
 static void islands_mean(atoll_diloco *d, float *x, size_t n) {
-  int K = d->mesh->islands, k = d->mesh->island;
+  int islands = d->mesh->islands, k = d->mesh->island;
   atoll_qtype q = d->cfg.dtype;
-  size_t chunk = (n + K - 1) / K;
-  size_t qb = atoll_q_bytes(q, chunk);
-  memset(d->send, 0, qb * (size_t)K);
-  for (int c = 0; c < K; c++) {
-    size_t lo = (size_t)c * chunk < n ? (size_t)c * chunk : n, hi = lo + chunk < n ? lo + chunk : n;
+  size_t piece = (n + islands - 1) / islands;
+  size_t qb = atoll_q_bytes(q, piece);
+  memset(d->send, 0, qb * (size_t)islands);
+  for (int c = 0; c < islands; c++) {
+    size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n;
     atoll_q_encode(q, x + lo, hi - lo, d->send + qb * (size_t)c);
   }
   atoll_alltoall_bytes(d->mesh->cross, d->send, d->recv, qb);
-  /* my chunk k from every island, summed in island order */
-  size_t lo = (size_t)k * chunk < n ? (size_t)k * chunk : n, hi = lo + chunk < n ? lo + chunk : n, len = hi - lo;
+  /* my piece k from every island, summed in island order */
+  size_t lo = (size_t)k * piece < n ? (size_t)k * piece : n, hi = lo + piece < n ? lo + piece : n, len = hi - lo;
   memset(d->sum, 0, sizeof(float) * (len + 1));
-  for (int i = 0; i < K; i++) {
+  for (int i = 0; i < islands; i++) {
     atoll_q_decode(q, d->recv + qb * (size_t)i, len, d->decoded);
     for (size_t t = 0; t < len; t++) d->sum[t] += d->decoded[t];
   }
-  for (size_t t = 0; t < len; t++) d->sum[t] /= (float)K;
+  for (size_t t = 0; t < len; t++) d->sum[t] /= (float)islands;
   atoll_q_encode(q, d->sum, len, d->send);
   atoll_allgather_blocks(d->mesh->cross, d->send, d->recv, qb);
-  for (int c = 0; c < K; c++) {
-    size_t clo = (size_t)c * chunk < n ? (size_t)c * chunk : n, chi = clo + chunk < n ? clo + chunk : n;
+  for (int c = 0; c < islands; c++) {
+    size_t clo = (size_t)c * piece < n ? (size_t)c * piece : n, chi = clo + piece < n ? clo + piece : n;
     atoll_q_decode(q, d->recv + qb * (size_t)c, chi - clo, x + clo);
   }
 }
@@ -201,14 +210,11 @@ static double wan_time(const atoll_diloco *d, uint64_t bytes) {
 
 /* Every island must hold the same global weights (this rank's slice). */
 static int check_global(atoll_diloco *d, int step, atoll_err *err) {
-  int K = d->mesh->islands;
-  uint64_t mine = atoll_hash_floats(d->global, d->slice_end - d->slice_begin);
-  uint64_t *all = malloc(sizeof(uint64_t) * (size_t)K);
+  uint64_t mine = atoll_hash_floats(d->global, d->slice_end - d->slice_begin), *all = d->hashes;
   atoll_allgather_bytes(d->mesh->cross, &mine, all, sizeof mine);
   int bad = -1;
-  for (int i = 0; i < K; i++)
+  for (int i = 0; i < d->mesh->islands; i++)
     if (all[i] != all[0]) bad = i;
-  free(all);
   if (bad >= 0)
     return atoll_fail(err, "step %d: island %d holds different global weights than island 0 (hash mismatch at the outer sync); stopping",
                       step, bad);
@@ -231,9 +237,9 @@ static void keep_replicas_equal(atoll_diloco *d, size_t b, size_t e) {
   }
 }
 
-/* Pipeline parallelism: the first and last stage both hold wte (embedding and tied
+/* Pipeline parallelism: the first and last pp_stage both hold wte (embedding and tied
  * LM head), in buffers of different sizes, so a compressed outer gradient is cut into
- * blocks differently at the two ends; the first stage's outer step on wte is the one
+ * blocks differently at the two ends; the first pp_stage's outer step on wte is the one
  * kept (its data-parallel ranks assemble wte's g and u, and send them over the tie). */
 static void keep_tie_equal(atoll_diloco *d, int f) {
   atoll_comm *tie = d->mesh->tie_comm;
@@ -241,17 +247,8 @@ static void keep_tie_equal(atoll_diloco *d, int f) {
   const atoll_tensor *w = &d->lay->tensors[d->lay->t_wte];
   size_t wb = w->offset, we = w->offset + w->numel, n = w->numel;
   if (d->frag_begin[f] > wb || d->frag_end[f] < we) return; /* wte syncs with fragment 0 */
-  float *g = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n);
-  if (!g || !u) {
-    fprintf(stderr, "atoll: error: out of memory keeping the tied embedding equal\n");
-    atoll_comm_abort(d->mesh->world, 1);
-  }
-  for (int j = 0; j < d->mesh->dp; j++) {
-    size_t lo = island_slice_lo(d, j), hi = island_slice_lo(d, j + 1);
-    lo = lo > wb ? lo : wb;
-    hi = hi < we ? hi : we;
-    d->counts[j] = hi > lo ? hi - lo : 0;
-  }
+  float *g = d->tie_global, *u = d->tie_momentum;
+  atoll_shard_pieces(d->lay->nparams, d->mesh->dp, wb, we, d->counts);
   size_t lo = d->slice_begin > wb ? d->slice_begin : wb, hi = d->slice_end < we ? d->slice_end : we;
   if (d->lay->first_stage) {
     if (hi > lo) {
@@ -261,14 +258,12 @@ static void keep_tie_equal(atoll_diloco *d, int f) {
     atoll_allgather(d->mesh->dp_comm, g, n, d->counts);
     atoll_allgather(d->mesh->dp_comm, u, n, d->counts);
   }
-  atoll_broadcast(tie, g, sizeof(float) * n, 0); /* tie rank 0 is the first stage */
+  atoll_broadcast(tie, g, sizeof(float) * n, 0); /* tie rank 0 is the first pp_stage */
   atoll_broadcast(tie, u, sizeof(float) * n, 0);
   if (!d->lay->first_stage && hi > lo) {
     memcpy(d->global + (lo - d->slice_begin), g + (lo - wb), sizeof(float) * (hi - lo));
     memcpy(d->momentum + (lo - d->slice_begin), u + (lo - wb), sizeof(float) * (hi - lo));
   }
-  free(g);
-  free(u);
 }
 
 /* Outer step on fragment f's part of this rank's slice. */
@@ -328,10 +323,10 @@ static void merge_fragment(atoll_diloco *d, int f) {
 }
 
 int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
-  int H = d->cfg.sync_every, P = d->cfg.fragments, synced = 0;
-  for (int f = 0; f < P; f++)
+  int H = d->cfg.sync_every, frags = d->cfg.fragments, synced = 0;
+  for (int f = 0; f < frags; f++)
     if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
-  for (int f = 0; f < P; f++) {
+  for (int f = 0; f < frags; f++) {
     if (step % H == fragment_offset(d, f) || last) {
       sync_fragment(d, f, step);
       if (last && d->merge_due[f]) merge_fragment(d, f);
@@ -351,3 +346,51 @@ void atoll_diloco_swap_global(atoll_diloco *d) {
   }
   island_gather(d, 0, d->lay->nparams);
 }
+
+/* ------------------------------------------------------ strategy entries --- */
+
+/* Test hook: island desync_island's copy of the global weights drifts before step 2,
+ * so that the hash check at the next sync must stop the run. */
+static void diloco_begin_step(atoll_strategy *s, int step) {
+  atoll_diloco *d = (atoll_diloco *)s;
+  if (d->cfg.hooks && step + 1 == 2 && d->mesh->island == d->cfg.hooks->desync_island) d->global[0] += 1e-3f;
+}
+
+static int diloco_after_step(atoll_strategy *s, int step, int last, double compute_seconds, atoll_err *err) {
+  atoll_diloco *d = (atoll_diloco *)s;
+  atoll_diloco_add_compute(d, compute_seconds);
+  return atoll_diloco_after_step(d, step, last, err);
+}
+
+static int diloco_swap_eval_weights(atoll_strategy *s) {
+  atoll_diloco_swap_global((atoll_diloco *)s);
+  return 1;
+}
+
+/* The global weights are the checkpoint's model; the outer momentum has its own file. */
+static void diloco_save(atoll_strategy *s, const atoll_ckpt_io *io) {
+  atoll_diloco *d = (atoll_diloco *)s;
+  io->put(io->ctx, NULL, NULL, 0, d->global, d->slice_begin);
+  io->put(io->ctx, "outer.safetensors", "outer_momentum.", 0, d->momentum, d->slice_begin);
+}
+
+static int diloco_load(atoll_strategy *s, const atoll_ckpt_io *io, int step, atoll_err *err) {
+  atoll_diloco *d = (atoll_diloco *)s;
+  if (io->get(io->ctx, "outer.safetensors", "outer_momentum.", d->momentum, d->slice_begin, d->slice_end, err) ||
+      io->get(io->ctx, NULL, NULL, d->global, d->slice_begin, d->slice_end, err))
+    return -1;
+  atoll_diloco_resume_at(d, step);
+  return 0;
+}
+
+static void diloco_destroy(atoll_strategy *s) { atoll_diloco_destroy((atoll_diloco *)s); }
+
+static const atoll_strategy_ops DILOCO_OPS = {.name = "DiLoCo",
+                                              .begin_step = diloco_begin_step,
+                                              .after_step = diloco_after_step,
+                                              .swap_eval_weights = diloco_swap_eval_weights,
+                                              .save = diloco_save,
+                                              .load = diloco_load,
+                                              .destroy = diloco_destroy};
+
+atoll_strategy *atoll_diloco_strategy(atoll_diloco *d) { return d ? &d->base : NULL; }

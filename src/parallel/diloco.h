@@ -13,13 +13,13 @@
  *   islands          w = g                      (overlap T = 0, at the sync)
  *                    w = alpha w + (1 - alpha) g (overlap T > 0, T steps later)
  *
- * Fragment p syncs after steps s with s mod H = floor(p H / P); with overlap T the
+ * Fragment p of F syncs after steps s with s mod H = floor(p H / F); with overlap T the
  * islands keep training for T steps before merging the new global fragment (the
  * exchange itself is done at the sync; its wall time over a WAN is what overlap hides:
  * the link model charges only the part longer than the T steps' compute). The last step syncs every fragment.
  *
  * Outer state is sharded like the island's ZeRO shards: island rank j keeps g and u
- * only for its slice [j S, (j+1) S) (S = ceil(P / island size)), and exchanges only
+ * only for its slice [j S, (j+1) S) (S = ceil(parameters / dp), the ZeRO shard rule), and exchanges only
  * that slice with rank j of the other islands (the mesh's cross-island
  * communicator): reduce-scatter and all-gather phases done as an all-to-all and an
  * all-gather of compressed bytes (quant.h), so each rank sends about
@@ -29,15 +29,17 @@
 #ifndef ATOLL_DILOCO_H
 #define ATOLL_DILOCO_H
 
+#include "core/hooks.h"
 #include "parallel/mesh.h"
 #include "parallel/quant.h"
+#include "parallel/strategy.h"
 
 typedef struct {
   int sync_every;       /* H */
   float outer_lr, outer_momentum;
   int nesterov;         /* else plain (heavy-ball) SGD */
-  int fragments;        /* P */
-  int overlap;          /* T, 0 <= T < H / P */
+  int fragments;        /* F in the formulas above */
+  int overlap;          /* T, 0 <= T < H / F */
   float merge_alpha;    /* weight of the island's own weights when merging (T > 0) */
   atoll_qtype dtype;
   double wan_gbps, wan_latency_ms; /* link model for inter-island traffic */
@@ -45,6 +47,7 @@ typedef struct {
   int stage3;           /* the island shards its weights (ZeRO-3): no gather after sync */
   const atoll_layout *whole; /* the whole model's layout, on which fragments are cut
                                 (NULL: the layout given is the whole model) */
+  const atoll_test_hooks *hooks; /* desync_island (NULL: none) */
 } atoll_diloco_config;
 
 typedef struct {
@@ -63,6 +66,11 @@ typedef struct atoll_diloco atoll_diloco;
 int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
                         const atoll_layout *lay, float *params, atoll_err *err);
 void atoll_diloco_destroy(atoll_diloco *d);
+/* The object as a strategy (strategy.h): begin_step (the desync test hook), after_step
+ * (add_compute, then the syncs and merges due), swap_eval_weights, and save/load: the
+ * global weights are the checkpoint's model weights, the outer momentum is
+ * outer.safetensors. The list destroys it. */
+atoll_strategy *atoll_diloco_strategy(atoll_diloco *d);
 /* Global weights = this rank's slice of the island's weights; momentum = 0. */
 void atoll_diloco_reset_global(atoll_diloco *d);
 /* After loading a checkpoint taken after step `step`: re-derives which fragments

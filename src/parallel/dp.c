@@ -1,4 +1,4 @@
-/* Data parallel strategies; see dp.h for what each stage does. */
+/* Data parallel and ZeRO; see dp.h for what each zero_stage does. */
 #include "parallel/dp.h"
 
 #include "core/mem.h"
@@ -17,10 +17,11 @@ typedef struct {
 enum { UNIT_RELEASED, UNIT_GATHERING, UNIT_PRESENT };
 
 struct atoll_dp {
+  atoll_strategy base;
   atoll_model *model;
-  atoll_comm *comm;
+  atoll_comm *comm, *island;
   const atoll_layout *lay;
-  int stage, rank, size;
+  int zero_stage, rank, size;
   size_t nparams, bucket_floats;
   float *params, *grads;
   int last_micro;
@@ -28,26 +29,27 @@ struct atoll_dp {
   size_t pending_begin, pending_end;
   inflight grad_reqs[MAX_INFLIGHT];
   int ngrad_reqs;
-  /* stage 3: units indexed layer + 1 */
+  /* ZeRO-3: units indexed layer + 1 */
   int nunits;
   int *unit_state;
   atoll_req **unit_req;
   size_t *counts; /* scratch [size] */
-  /* pipeline: wte's gradient is summed with the other end stage's before averaging */
-  atoll_comm *tie;
-  size_t tie_begin, tie_end;
-  int tie_pending; /* the unit holding the tie waits in the pending bucket */
+  double *island_sums; /* scratch [island size]: the gradient norm's partial sums */
+  /* atoll_dp_defer: a range another strategy changes in finish_grads first */
+  int has_deferred;
+  size_t deferred_begin, deferred_end;
+  int holding; /* the unit holding it waits in the pending bucket */
 };
 
-size_t atoll_dp_shard_start(size_t P, int n, int r) {
-  size_t x = (size_t)r * ((P + (size_t)n - 1) / (size_t)n);
-  return x < P ? x : P;
+size_t atoll_dp_shard_start(size_t total, int n, int r) {
+  size_t x = (size_t)r * ((total + (size_t)n - 1) / (size_t)n);
+  return x < total ? x : total;
 }
 
 static size_t shard_lo(const atoll_dp *dp, int r) { return atoll_dp_shard_start(dp->nparams, dp->size, r); }
 
 void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end) {
-  if (dp->stage == 0) {
+  if (dp->zero_stage == 0) {
     *begin = 0;
     *end = dp->nparams;
     return;
@@ -56,13 +58,17 @@ void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end) {
   *end = shard_lo(dp, dp->rank + 1);
 }
 
-void atoll_dp_chunks(const atoll_dp *dp, size_t begin, size_t end, size_t *counts) {
-  for (int r = 0; r < dp->size; r++) {
-    size_t lo = shard_lo(dp, r), hi = shard_lo(dp, r + 1);
+void atoll_shard_pieces(size_t total, int n, size_t begin, size_t end, size_t *counts) {
+  for (int r = 0; r < n; r++) {
+    size_t lo = atoll_dp_shard_start(total, n, r), hi = atoll_dp_shard_start(total, n, r + 1);
     lo = lo > begin ? lo : begin;
     hi = hi < end ? hi : end;
     counts[r] = hi > lo ? hi - lo : 0;
   }
+}
+
+void atoll_dp_pieces(const atoll_dp *dp, size_t begin, size_t end, size_t *counts) {
+  atoll_shard_pieces(dp->nparams, dp->size, begin, end, counts);
 }
 
 /* Zeroes buf[begin, end) except this rank's shard, handing whole pages back. */
@@ -75,7 +81,7 @@ static void release_others(atoll_dp *dp, float *buf, size_t begin, size_t end) {
 /* ------------------------------------------------------------ gradients --- */
 
 static void grad_req_done(atoll_dp *dp, const inflight *f) {
-  if (dp->stage >= 2) release_others(dp, dp->grads, f->begin, f->end);
+  if (dp->zero_stage >= 2) release_others(dp, dp->grads, f->begin, f->end);
 }
 
 static void launch_bucket(atoll_dp *dp) {
@@ -88,11 +94,11 @@ static void launch_bucket(atoll_dp *dp) {
     memmove(dp->grad_reqs, dp->grad_reqs + 1, sizeof(inflight) * (MAX_INFLIGHT - 1));
     dp->ngrad_reqs--;
   }
-  atoll_dp_chunks(dp, b, e, dp->counts);
+  atoll_dp_pieces(dp, b, e, dp->counts);
   inflight *f = &dp->grad_reqs[dp->ngrad_reqs++];
   f->begin = b;
   f->end = e;
-  f->req = dp->stage == 0 ? atoll_iallreduce(dp->comm, dp->grads + b, e - b, dp->counts)
+  f->req = dp->zero_stage == 0 ? atoll_iallreduce(dp->comm, dp->grads + b, e - b, dp->counts)
                           : atoll_ireduce_scatter(dp->comm, dp->grads + b, e - b, dp->counts);
 }
 
@@ -111,10 +117,9 @@ static void poll_grads(atoll_dp *dp) {
 
 static void on_grads_ready(void *ctx, size_t begin, size_t end) {
   atoll_dp *dp = ctx;
-  /* the tie's sum needs the other end stage, which may still be waiting for this
-   * stage's messages: it runs in atoll_dp_finish_grads, the unit waits until then */
-  int tied = dp->last_micro && dp->tie && begin <= dp->tie_begin && dp->tie_end <= end;
-  if (tied) dp->tie_pending = 1;
+  /* a deferred range (atoll_dp_defer) is changed in finish_grads first: its unit, and
+   * every unit after it, waits until then */
+  if (dp->last_micro && dp->has_deferred && begin <= dp->deferred_begin && dp->deferred_end <= end) dp->holding = 1;
   if (!dp->last_micro || dp->size == 1) return;
   /* units arrive from the end of the buffer to its start, each adjacent to the last */
   if (dp->pending_end == dp->pending_begin) {
@@ -124,11 +129,11 @@ static void on_grads_ready(void *ctx, size_t begin, size_t end) {
     dp->pending_begin = begin;
   }
   /* stages 2-3 send every unit at once so its gradient pages can go back early */
-  if (dp->tie_pending) return;
-  if (dp->stage >= 2 || dp->pending_end - dp->pending_begin >= dp->bucket_floats) launch_bucket(dp);
+  if (dp->holding) return;
+  if (dp->zero_stage >= 2 || dp->pending_end - dp->pending_begin >= dp->bucket_floats) launch_bucket(dp);
 }
 
-/* ------------------------------------------------------ stage-3 weights --- */
+/* ------------------------------------------------------ ZeRO-3 weights --- */
 
 static void unit_range(atoll_dp *dp, int layer, size_t *b, size_t *e) {
   atoll_layout_unit(dp->lay, layer, b, e);
@@ -140,7 +145,7 @@ static void unit_start_gather(atoll_dp *dp, int layer) {
   size_t b, e;
   unit_range(dp, layer, &b, &e);
   if (e == b) return; /* a unit this part does not hold */
-  atoll_dp_chunks(dp, b, e, dp->counts);
+  atoll_dp_pieces(dp, b, e, dp->counts);
   dp->unit_req[u] = atoll_iallgather(dp->comm, dp->params + b, e - b, dp->counts);
   dp->unit_state[u] = UNIT_GATHERING;
 }
@@ -181,33 +186,33 @@ static void poll_units(atoll_dp *dp) {
 static void on_poll(void *ctx) {
   atoll_dp *dp = ctx;
   poll_grads(dp);
-  if (dp->stage == 3) poll_units(dp);
+  if (dp->zero_stage == 3) poll_units(dp);
 }
 
 static void on_event(void *ctx, atoll_event ev, int layer) {
   atoll_dp *dp = ctx;
-  if (ev == ATOLL_EV_BACKWARD_DONE && dp->tie_pending) return;
-  if (dp->stage != 3 || dp->size == 1) {
+  if (ev == ATOLL_EV_BACKWARD_DONE && dp->holding) return;
+  if (dp->zero_stage != 3 || dp->size == 1) {
     if (ev == ATOLL_EV_BACKWARD_DONE) launch_bucket(dp);
     return;
   }
-  /* a pass covers one chunk of blocks: FORWARD_BEGIN names its first block,
-   * BACKWARD_BEGIN the block after its last; prefetches of blocks the part does not
-   * hold are empty units, skipped */
-  int L = dp->lay->shape.layers;
+  /* a pass covers one group of blocks (an interleaved pipeline's chunk): FORWARD_BEGIN
+   * names its first block, BACKWARD_BEGIN the block after its last; prefetches of
+   * blocks the part does not hold are empty units, skipped */
+  int layers = dp->lay->shape.layers;
   switch (ev) {
   case ATOLL_EV_FORWARD_BEGIN: /* embeddings and final LayerNorm stay for the whole step */
     unit_start_gather(dp, -1);
-    unit_start_gather(dp, L);
+    unit_start_gather(dp, layers);
     unit_start_gather(dp, layer);
     unit_wait(dp, -1);
     break;
   case ATOLL_EV_BLOCK_FORWARD:
     unit_wait(dp, layer);
-    if (layer + 1 < L) unit_start_gather(dp, layer + 1); /* prefetch */
+    if (layer + 1 < layers) unit_start_gather(dp, layer + 1); /* prefetch */
     break;
   case ATOLL_EV_BLOCK_FORWARD_DONE: unit_release(dp, layer); break;
-  case ATOLL_EV_HEAD_FORWARD: unit_wait(dp, L); break;
+  case ATOLL_EV_HEAD_FORWARD: unit_wait(dp, layers); break;
   case ATOLL_EV_BACKWARD_BEGIN: unit_start_gather(dp, layer - 1); break;
   case ATOLL_EV_BLOCK_BACKWARD:
     unit_wait(dp, layer);
@@ -218,18 +223,101 @@ static void on_event(void *ctx, atoll_event ev, int layer) {
   }
 }
 
+/* ------------------------------------------------------------ the norm --- */
+
+double atoll_dp_grad_sumsq(atoll_dp *dp) {
+  size_t lo = shard_lo(dp, dp->rank), hi = shard_lo(dp, dp->rank + 1);
+  double mine = 0.0;
+  for (int i = 0; i < dp->lay->ntensors; i++) {
+    const atoll_tensor *ten = &dp->lay->tensors[i];
+    size_t b, e;
+    if (atoll_tensor_clip(ten, lo, hi, &b, &e) && atoll_layout_owns(dp->lay, ten)) mine += atoll_sumsq(dp->grads, b, e);
+  }
+  int n = atoll_comm_size(dp->island);
+  atoll_allgather_bytes(dp->island, &mine, dp->island_sums, sizeof mine);
+  double s = 0.0;
+  for (int r = 0; r < n; r++) s += dp->island_sums[r];
+  return s;
+}
+
+/* ------------------------------------------------------ strategy entries --- */
+
+static void dp_begin_step(atoll_strategy *s, int step) {
+  (void)step;
+  atoll_dp *dp = (atoll_dp *)s;
+  if (dp->zero_stage >= 2)
+    atoll_mem_release(dp->grads, 0, dp->nparams);
+  else
+    atoll_model_zero_grads(dp->model);
+  dp->pending_begin = dp->pending_end = 0;
+}
+
+static void dp_before_backward(atoll_strategy *s, int last_micro) { ((atoll_dp *)s)->last_micro = last_micro; }
+
+/* Waits for all gradient communication of the step. */
+static void dp_finish_grads(atoll_strategy *s) {
+  atoll_dp *dp = (atoll_dp *)s;
+  dp->holding = 0;
+  launch_bucket(dp);
+  for (int i = 0; i < dp->ngrad_reqs; i++) {
+    atoll_req_wait(dp->grad_reqs[i].req);
+    grad_req_done(dp, &dp->grad_reqs[i]);
+  }
+  dp->ngrad_reqs = 0;
+}
+
+/* After this rank updated its shard: all-gather the weights (ZeRO-1/2) or release
+ * the units still held (ZeRO-3). */
+static void dp_after_update(atoll_strategy *s) {
+  atoll_dp *dp = (atoll_dp *)s;
+  if (dp->size == 1) return;
+  if (dp->zero_stage == 1 || dp->zero_stage == 2) {
+    atoll_dp_pieces(dp, 0, dp->nparams, dp->counts);
+    atoll_allgather(dp->comm, dp->params, dp->nparams, dp->counts);
+  } else if (dp->zero_stage == 3) {
+    atoll_dp_release_weights(dp);
+  }
+}
+
+/* Units still gathered hold the values from before the change. */
+static void dp_weights_changed(atoll_strategy *s) { atoll_dp_release_weights((atoll_dp *)s); }
+
+static void dp_destroy(atoll_strategy *s) {
+  atoll_dp *dp = (atoll_dp *)s;
+  if (!dp) return;
+  atoll_model_set_hooks(dp->model, NULL);
+  free(dp->unit_state);
+  free(dp->unit_req);
+  free(dp->counts);
+  free(dp->island_sums);
+  free(dp);
+}
+
+static const atoll_strategy_ops DP_OPS = {
+    .name = "data parallel",
+    .begin_step = dp_begin_step,
+    .before_backward = dp_before_backward,
+    .finish_grads = dp_finish_grads,
+    .after_update = dp_after_update,
+    .weights_changed = dp_weights_changed,
+    .destroy = dp_destroy,
+};
+
 /* --------------------------------------------------------------- public --- */
 
-int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, int stage, size_t bucket_floats,
-                    atoll_err *err) {
+int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, atoll_comm *island, int zero_stage,
+                    size_t bucket_floats, atoll_err *err) {
   *out = NULL;
-  if (stage < 0 || stage > 3) return atoll_fail(err, "--shard: stage must be 0, 1, 2 or 3, got %d", stage);
+  if (zero_stage < 0 || zero_stage > 3)
+    return atoll_fail(err, "--zero: the ZeRO stage must be 0, 1, 2 or 3, got %d", zero_stage);
   atoll_dp *dp = calloc(1, sizeof *dp);
   if (!dp) return atoll_fail(err, "out of memory");
+  dp->base.ops = &DP_OPS;
   dp->model = m;
   dp->comm = c;
+  dp->island = island;
   dp->lay = atoll_model_layout(m);
-  dp->stage = stage;
+  dp->zero_stage = zero_stage;
   dp->rank = atoll_comm_rank(c);
   dp->size = atoll_comm_size(c);
   dp->nparams = dp->lay->nparams;
@@ -241,12 +329,13 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, int stage, si
   dp->unit_state = calloc((size_t)dp->nunits, sizeof(int));
   dp->unit_req = calloc((size_t)dp->nunits, sizeof(atoll_req *));
   dp->counts = calloc((size_t)dp->size, sizeof(size_t));
-  if (!dp->unit_state || !dp->unit_req || !dp->counts) {
-    atoll_dp_destroy(dp);
+  dp->island_sums = calloc((size_t)atoll_comm_size(island), sizeof(double));
+  if (!dp->unit_state || !dp->unit_req || !dp->counts || !dp->island_sums) {
+    dp_destroy(&dp->base);
     return atoll_fail(err, "out of memory");
   }
   /* the caller fills the whole weight buffer (initialisation or checkpoint), then
-   * calls atoll_dp_release_weights: stage 3 keeps only its shard from then on */
+   * calls atoll_dp_release_weights: ZeRO-3 keeps only its shard from then on */
   for (int u = 0; u < dp->nunits; u++) dp->unit_state[u] = UNIT_PRESENT;
   atoll_model_hooks h = {.ctx = dp, .event = on_event, .grads_ready = on_grads_ready, .poll = on_poll};
   atoll_model_set_hooks(m, &h);
@@ -254,75 +343,20 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, int stage, si
   return 0;
 }
 
-void atoll_dp_destroy(atoll_dp *dp) {
-  if (!dp) return;
-  atoll_model_set_hooks(dp->model, NULL);
-  free(dp->unit_state);
-  free(dp->unit_req);
-  free(dp->counts);
-  free(dp);
-}
+atoll_strategy *atoll_dp_strategy(atoll_dp *dp) { return dp ? &dp->base : NULL; }
 
-void atoll_dp_begin_step(atoll_dp *dp) {
-  if (dp->stage >= 2)
-    atoll_mem_release(dp->grads, 0, dp->nparams);
-  else
-    atoll_model_zero_grads(dp->model);
-  dp->pending_begin = dp->pending_end = 0;
-}
-
-void atoll_dp_set_last_micro(atoll_dp *dp, int last) { dp->last_micro = last; }
-
-void atoll_dp_set_tie(atoll_dp *dp, atoll_comm *tie, size_t begin, size_t end) {
-  dp->tie = tie;
-  dp->tie_begin = begin;
-  dp->tie_end = end;
-}
-
-void atoll_dp_finish_grads(atoll_dp *dp) {
-  if (dp->tie_pending) {
-    atoll_allreduce(dp->tie, dp->grads + dp->tie_begin, dp->tie_end - dp->tie_begin);
-    dp->tie_pending = 0;
-  }
-  launch_bucket(dp);
-  for (int i = 0; i < dp->ngrad_reqs; i++) {
-    atoll_req_wait(dp->grad_reqs[i].req);
-    grad_req_done(dp, &dp->grad_reqs[i]);
-  }
-  dp->ngrad_reqs = 0;
-}
-
-double atoll_dp_grad_sumsq(atoll_dp *dp) {
-  /* per-shard partial sums added in rank order: the same arithmetic at every stage */
-  double *parts = calloc((size_t)dp->size, sizeof(double));
-  if (dp->stage == 0) {
-    for (int r = 0; r < dp->size; r++) parts[r] = atoll_sumsq(dp->grads, shard_lo(dp, r), shard_lo(dp, r + 1));
-  } else {
-    double mine = atoll_sumsq(dp->grads, shard_lo(dp, dp->rank), shard_lo(dp, dp->rank + 1));
-    atoll_allgather_bytes(dp->comm, &mine, parts, sizeof(double));
-  }
-  double s = 0.0;
-  for (int r = 0; r < dp->size; r++) s += parts[r];
-  free(parts);
-  return s;
-}
-
-void atoll_dp_after_update(atoll_dp *dp) {
-  if (dp->size == 1) return;
-  if (dp->stage == 1 || dp->stage == 2) {
-    atoll_dp_chunks(dp, 0, dp->nparams, dp->counts);
-    atoll_allgather(dp->comm, dp->params, dp->nparams, dp->counts);
-  } else if (dp->stage == 3) {
-    for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_release(dp, layer);
-  }
+void atoll_dp_defer(atoll_dp *dp, size_t begin, size_t end) {
+  dp->has_deferred = 1;
+  dp->deferred_begin = begin;
+  dp->deferred_end = end;
 }
 
 void atoll_dp_gather_weights(atoll_dp *dp) {
-  if (dp->stage != 3 || dp->size == 1) return;
+  if (dp->zero_stage != 3 || dp->size == 1) return;
   for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_wait(dp, layer);
 }
 
 void atoll_dp_release_weights(atoll_dp *dp) {
-  if (dp->stage != 3 || dp->size == 1) return;
+  if (dp->zero_stage != 3 || dp->size == 1) return;
   for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_release(dp, layer);
 }

@@ -1,20 +1,20 @@
 /* Data parallel: DDP and ZeRO-1/2/3 (FSDP) over the flat parameter buffer.
  *
  * Every rank keeps full-size parameter and gradient buffers at the model's offsets
- * (the model code is the same at every stage); what a stage shards is which of
+ * (the model code is the same at every ZeRO stage); what a stage shards is which of
  * their pages are resident and which rank updates what:
  *
- *   stage  gradients after backward        optimizer        weights between steps
- *   0 DDP  all-reduce (whole buffer)       whole buffer     whole, on every rank
- *   1      reduce-scatter, buffer kept     own shard        all-gathered after update
- *   2      reduce-scatter, others released own shard        all-gathered after update
- *   3      reduce-scatter, others released own shard        own shard only; each unit
- *                                                            (block, embeddings, final
- *                                                            LayerNorm) all-gathered
- *                                                            before use, released after
+ *   zero_stage  gradients after backward       optimizer        weights between steps
+ *   0 DDP       all-reduce (whole buffer)      whole buffer     whole, on every rank
+ *   1           reduce-scatter, buffer kept    own shard        all-gathered after update
+ *   2           reduce-scatter, others released own shard        all-gathered after update
+ *   3           reduce-scatter, others released own shard        own shard only; each unit
+ *                                                                 (block, embeddings, final
+ *                                                                 LayerNorm) all-gathered
+ *                                                                 before use, released after
  *
- * Shards: rank r owns [r S, (r+1) S) of the P parameters, S = ceil(P / N). Every
- * collective splits its range along those shard boundaries, so each element is
+ * Shards: rank r of N owns [r S, (r+1) S) of the P parameters, S = ceil(P / N). Every
+ * collective splits its range into pieces at those shard boundaries, so each element is
  * summed in the same ring order at every stage: DDP and ZeRO-1/2/3 give bit-identical
  * weights. Gradients are averaged by the loss scale (1 / (accum x N)), not by a
  * division after the sum. Communication starts in buckets of at least bucket_floats,
@@ -26,40 +26,43 @@
 
 #include "atoll/atoll.h"
 #include "comm/comm.h"
+#include "parallel/strategy.h"
 
 typedef struct atoll_dp atoll_dp;
 
-/* Installs the strategy's hooks on the model. stage 0..3. The weight buffer counts
- * as whole until the caller has filled it and called atoll_dp_release_weights. */
-int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, int stage, size_t bucket_floats,
-                    atoll_err *err);
-void atoll_dp_destroy(atoll_dp *dp);
+/* Installs the object's hooks on the model. zero_stage 0..3; dp: the data axis;
+ * island: the island's communicator, for the gradient norm's partial sums. The weight
+ * buffer counts as whole until the caller has filled it and called
+ * atoll_dp_release_weights. */
+int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *dp, atoll_comm *island, int zero_stage,
+                    size_t bucket_floats, atoll_err *err);
+/* The object as a strategy (strategy.h); the list destroys it. */
+atoll_strategy *atoll_dp_strategy(atoll_dp *dp);
 
-/* Where shard r of n over a buffer of P floats starts: r ceil(P / n), capped at P
- * (r = n gives P). The one rule for ZeRO shards, DiLoCo's outer-state slices and the
- * checkpoint's per-rank chunks, which must agree. */
-size_t atoll_dp_shard_start(size_t P, int n, int r);
-/* The range of the flat buffer this rank updates: everything at stage 0. */
+/* Where shard r of n over a buffer of `total` floats starts: r ceil(total / n), capped
+ * at total (r = n gives total). The one rule for ZeRO shards, DiLoCo's outer-state
+ * slices and the checkpoint's shard pieces, which must agree. */
+size_t atoll_dp_shard_start(size_t total, int n, int r);
+/* The range of the flat buffer this rank updates: everything at ZeRO stage 0. */
 void atoll_dp_shard(const atoll_dp *dp, size_t *begin, size_t *end);
-/* Chunk sizes of params[begin, end) along the shard boundaries (counts[N]). */
-void atoll_dp_chunks(const atoll_dp *dp, size_t begin, size_t end, size_t *counts);
+/* Sizes of the pieces of [begin, end) that fall in each of the n shards of a buffer of
+ * `total` floats (counts[n]); atoll_dp_pieces: of this data axis's shards. */
+void atoll_shard_pieces(size_t total, int n, size_t begin, size_t end, size_t *counts);
+void atoll_dp_pieces(const atoll_dp *dp, size_t begin, size_t end, size_t *counts);
 
-/* Zeroes the gradients (stages 2-3 hand their pages back). */
-void atoll_dp_begin_step(atoll_dp *dp);
-/* Whether the next backward is the step's last micro-batch (the one that communicates). */
-void atoll_dp_set_last_micro(atoll_dp *dp, int last);
-/* Pipeline parallel: sum grads[begin, end) (the tied wte) over `tie` (the first and
- * last stage) before the data-parallel averaging; the unit that holds it is averaged
- * in atoll_dp_finish_grads, after the sum (the other stage may still be waiting for
- * this one's pipeline messages when its backward ends). */
-void atoll_dp_set_tie(atoll_dp *dp, atoll_comm *tie, size_t begin, size_t end);
-/* Waits for all gradient communication of the step. */
-void atoll_dp_finish_grads(atoll_dp *dp);
-/* Sum of squares of the averaged gradient, identical on every rank. */
+/* Holds back the data-parallel averaging of the unit that holds grads[begin, end) until
+ * finish_grads, so that a strategy earlier in the list can change that range first:
+ * the pipeline sums the tied wte over the first and last pp_stage there (the other
+ * pp_stage may still be waiting for this one's pipeline messages when its backward
+ * ends, so the sum cannot run inside backward). */
+void atoll_dp_defer(atoll_dp *dp, size_t begin, size_t end);
+
+/* Sum of squares of the final gradient over the whole model, identical on every rank
+ * of the island, for every layout: each rank adds the tensors its part owns
+ * (atoll_layout_owns) inside its ZeRO shard boundaries (at stage 0 too), and the
+ * partial sums are added in island-rank order. The exchange is a control message on
+ * the island's communicator, counted in no axis's bytes. */
 double atoll_dp_grad_sumsq(atoll_dp *dp);
-/* After this rank updated its shard: all-gather the weights (stages 1-2) or release
- * the units still held (stage 3). */
-void atoll_dp_after_update(atoll_dp *dp);
 
 /* Makes the whole weight buffer valid on every rank (stage 3 gathers it; the pages
  * stay resident until atoll_dp_release_weights). For hashes and checkpoints. */

@@ -59,7 +59,7 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
       get_int(cfg, "vocab", -1, &vocab, path, err) || get_int(cfg, "batch", -1, &batch, path, err) ||
       get_int(cfg, "seq", 0, &seq, path, err) || get_int(cfg, "accum", 1, &accum, path, err) ||
       get_int(cfg, "threads", 0, &threads, path, err) || get_int(j, "world_size", 1, &world, path, err) ||
-      get_int(cfg, "shard", 0, &shard, path, err) || get_int(cfg, "microbatches", 0, &micro, path, err))
+      get_int(j, "shard", 0, &shard, path, err) || get_int(cfg, "microbatches", 0, &micro, path, err))
     goto done;
   if (cJSON_IsObject(lay) && (get_int(lay, "dp", -1, &dp, path, err) || get_int(lay, "tp", -1, &tp, path, err) ||
                               get_int(lay, "pp", -1, &pp, path, err) || get_int(lay, "virtual_stages", 1, &v, path, err) ||

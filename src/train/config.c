@@ -56,11 +56,11 @@ static const key_spec KEYS[] = {
     {"stop-after", K_INT, F(stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
     {"global-batch", K_INT, F(global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
     {"parallel", STR(parallel), "data-parallel mode with several ranks: ddp"},
-    {"shard", K_INT, F(shard), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
-    {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per stage: heads, MLP width and vocabulary cut across them"},
+    {"zero", K_INT, F(zero_stage), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
+    {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per pp_stage: heads, MLP width and vocabulary cut across them"},
     {"sequence-parallel", K_INT, F(sequence_parallel), 0, 1, "1: with --tp, cut LayerNorm regions and the residual stream by tokens (all-gather / reduce-scatter instead of all-reduce)"},
     {"pp", K_INT, F(pp), 1, 4096, "pipeline stages: contiguous groups of layers on different ranks"},
-    {"virtual-stages", K_INT, F(virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per stage (V); the bubble falls to (P-1)/(V M)"},
+    {"virtual-stages", K_INT, F(virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per pp_stage (V); the bubble falls to (P-1)/(V M) with P = pp, M micro-batches"},
     {"microbatches", K_INT, F(microbatches), 0, 1 << 20, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
     {"schedule", STR(schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
     {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
@@ -103,7 +103,7 @@ void atoll_config_defaults(atoll_config *c) {
   c->log_every = 50;
   c->global_batch = 0;
   snprintf(c->parallel, sizeof c->parallel, "ddp");
-  c->shard = 0;
+  c->zero_stage = 0;
   c->bucket_mb = 4.0f;
   c->tp = 1;
   c->pp = 1;
@@ -124,12 +124,20 @@ void atoll_config_defaults(atoll_config *c) {
   snprintf(c->island_data, sizeof c->island_data, "iid");
 }
 
+/* Old names still accepted: "shard" was the ZeRO stage's key before "zero", and
+ * checkpoints saved then hold it in their state.json. */
+static const struct {
+  const char *alias, *key;
+} ALIASES[] = {{"shard", "zero"}};
+
 /* Keys are written with dashes; JSON files may also use underscores. */
 static const key_spec *find_key(const char *key) {
   char norm[64];
   size_t n = strlen(key);
   if (n >= sizeof norm) return NULL;
   for (size_t i = 0; i <= n; i++) norm[i] = key[i] == '_' ? '-' : key[i];
+  for (size_t a = 0; a < sizeof ALIASES / sizeof ALIASES[0]; a++)
+    if (strcmp(norm, ALIASES[a].alias) == 0) snprintf(norm, sizeof norm, "%s", ALIASES[a].key);
   for (int i = 0; i < NKEYS; i++)
     if (strcmp(KEYS[i].key, norm) == 0) return &KEYS[i];
   return NULL;
@@ -276,7 +284,7 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--sequence-parallel 1: the %d tokens of a micro-batch (batch x seq) do not divide over --tp %d",
                       c->batch * seq, c->tp);
   if (c->pp > c->model.layers)
-    return atoll_fail(err, "--pp %d: more stages than the model's %d layers", c->pp, c->model.layers);
+    return atoll_fail(err, "--pp %d: more pipeline stages than the model's %d layers", c->pp, c->model.layers);
   if (c->virtual_stages > 1 && c->pp < 2)
     return atoll_fail(err, "--virtual-stages %d: needs a pipeline (--pp 2 or more)", c->virtual_stages);
   if ((long)c->pp * c->virtual_stages > c->model.layers)
@@ -311,4 +319,6 @@ cJSON *atoll_config_to_json(const atoll_config *c) {
 
 void atoll_config_print_help(FILE *f) {
   for (int i = 0; i < NKEYS; i++) fprintf(f, "  --%-14s %s\n", KEYS[i].key, KEYS[i].help);
+  for (size_t a = 0; a < sizeof ALIASES / sizeof ALIASES[0]; a++)
+    fprintf(f, "  --%-14s the same as --%s (its older name)\n", ALIASES[a].alias, ALIASES[a].key);
 }

@@ -28,12 +28,12 @@ typedef struct {
   int stop_after;   /* save and stop after this step (0: off); not saved in checkpoints */
   int global_batch; /* sequences per step over all ranks (0: batch x accum x ranks) */
   char parallel[16]; /* data-parallel mode: "ddp" */
-  int shard;        /* ZeRO stage 0..3 */
+  int zero_stage;   /* ZeRO stage 0..3 (--zero; --shard is its older name) */
   float bucket_mb;  /* gradient bucket size */
-  /* model parallel (src/train/pipeline.c, src/model/gpt.c) */
-  int tp, pp;        /* tensor-parallel ranks per stage, pipeline stages */
+  /* model parallel (src/parallel/pipeline.c, tp.c, src/model/gpt.c) */
+  int tp, pp;        /* tensor-parallel ranks per pp_stage, pp_stages */
   int sequence_parallel; /* with tp > 1: activations cut by tokens */
-  int virtual_stages; /* interleaved pipeline: chunks per stage */
+  int virtual_stages; /* interleaved pipeline: chunks per pp_stage */
   int microbatches;  /* per step per pipeline; 0: accum */
   char schedule[8];  /* "1f1b" or "gpipe" */
   float comm_timeout; /* watchdog, seconds */

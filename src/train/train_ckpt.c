@@ -4,11 +4,13 @@
  * On disk a checkpoint always holds the whole model and the whole AdamW state, in the
  * whole model's layout order, whatever the layout that wrote it. Saving gathers to
  * rank 0 the runs each rank owns (its part's owned tensors, src/model/layout.c,
- * inside its data-parallel chunk), which writes; loading has every rank read the
+ * inside its ZeRO shard: the shard pieces), which writes; loading has every rank read the
  * files and cut its own part and shard. So a run saved at one layout (any world size,
  * ZeRO stage, --tp, --pp) resumes at any other: resharding is just a different choice
  * of part on load. */
-#include "train/trainer.h"
+#include "train/run.h"
+
+#include "core/fatal.h"
 
 #include "ckpt/checkpoint.h"
 #include "core/mem.h"
@@ -41,20 +43,18 @@ static int rng_from_json(atoll_rng *r, const cJSON *a, const char *dir, atoll_er
   return 0;
 }
 
-static int sharded(const trainer *t) { return t->shard_begin != 0 || t->shard_end != t->lay->nparams; }
-
-/* Data-parallel rank j's chunk of a part's flat buffer: [j S, (j+1) S),
- * S = ceil(P / dp): its ZeRO shard, and its slice of the DiLoCo outer state. */
-static void dp_chunk(size_t P, int dp, int j, size_t *b, size_t *e) {
-  *b = atoll_dp_shard_start(P, dp, j);
-  *e = atoll_dp_shard_start(P, dp, j + 1);
+/* Data-parallel rank j's shard of a part's flat buffer of `total` floats (the ZeRO
+ * rule, atoll_dp_shard_start): also its slice of the DiLoCo outer state. */
+static void shard_of(size_t total, int dp, int j, size_t *b, size_t *e) {
+  *b = atoll_dp_shard_start(total, dp, j);
+  *e = atoll_dp_shard_start(total, dp, j + 1);
 }
 
-/* The runs of the whole model's buffer that one rank contributes to a checkpoint: the
- * tensors its part owns, inside its data-parallel chunk, as (part offset, whole
- * offset, length). */
+/* The runs of the whole model's buffer that one rank contributes to a checkpoint (its
+ * shard piece): the tensors its part owns, inside its ZeRO shard, as (part offset,
+ * whole offset, length). */
 typedef struct {
-  size_t lo, hi; /* the chunk, in part offsets */
+  size_t lo, hi; /* the shard, in part offsets */
   const atoll_layout *lay;
   size_t *runs;  /* 3 per run */
   size_t n, cap, floats;
@@ -90,18 +90,18 @@ static void add_run(void *ctx, const atoll_tensor *ten, size_t part_off, size_t 
 }
 
 /* The runs of world rank w (any rank: rank 0 recomputes every rank's to unpack). */
-static int rank_runs(trainer *t, int w, run_list *rl) {
-  const atoll_mesh *mh = &t->mesh;
+static int rank_runs(atoll_run *r, int w, run_list *rl) {
+  const atoll_mesh *mh = &r->mesh;
   int island, pp_rank, dp_rank, tp_rank;
   atoll_mesh_coords(mh, w, &island, &pp_rank, &dp_rank, &tp_rank);
-  atoll_part part = {mh->tp, tp_rank, pp_rank, mh->pp, t->chunks, 0};
+  atoll_part part = {mh->tp, tp_rank, pp_rank, mh->pp, r->chunks, 0};
   atoll_layout lay;
   atoll_err err;
   memset(rl, 0, sizeof *rl);
-  if (atoll_layout_init_part(&lay, &t->cfg->model, &part, &err)) return -1;
-  dp_chunk(lay.nparams, mh->dp, dp_rank, &rl->lo, &rl->hi);
+  if (atoll_layout_init_part(&lay, &r->cfg->model, &part, &err)) return -1;
+  shard_of(lay.nparams, mh->dp, dp_rank, &rl->lo, &rl->hi);
   rl->lay = &lay;
-  atoll_layout_runs(&lay, &t->whole, add_run, rl);
+  atoll_layout_runs(&lay, &r->whole, add_run, rl);
   rl->lay = NULL;
   atoll_layout_free(&lay);
   return rl->failed ? -1 : 0;
@@ -112,37 +112,37 @@ static int rank_runs(trainer *t, int w, run_list *rl) {
  * (which holds the part's values from offset src_begin on). Returns the whole buffer on
  * world rank 0 (caller frees with atoll_mem_free), NULL elsewhere or when out of
  * memory. */
-static float *gather_island(trainer *t, int k, const float *src, size_t src_begin) {
-  size_t P = t->whole.nparams;
+static float *gather_island(atoll_run *r, int k, const float *src, size_t src_begin) {
+  size_t whole_n = r->whole.nparams;
   run_list mine = {0};
-  int ok = t->mesh.island != k || rank_runs(t, t->rank, &mine) == 0;
-  size_t *counts = calloc((size_t)t->world, sizeof(size_t));
+  int ok = r->mesh.island != k || rank_runs(r, r->rank, &mine) == 0;
+  size_t *counts = calloc((size_t)r->world_size, sizeof(size_t));
   size_t floats = ok ? mine.floats : 0;
-  if (counts) atoll_allgather_bytes(t->comm, &floats, counts, sizeof(size_t));
+  if (counts) atoll_allgather_bytes(r->world, &floats, counts, sizeof(size_t));
   size_t total = 0, at = 0;
-  for (int w = 0; counts && w < t->world; w++) {
-    if (w < t->rank) at += counts[w];
+  for (int w = 0; counts && w < r->world_size; w++) {
+    if (w < r->rank) at += counts[w];
     total += counts[w];
   }
   float *packed = atoll_mem_alloc((total ? total : 1) * sizeof(float));
-  float *full = t->rank == 0 ? atoll_mem_alloc(P * sizeof(float)) : NULL;
-  ok = ok && counts && packed && (t->rank != 0 || full);
+  float *full = r->rank == 0 ? atoll_mem_alloc(whole_n * sizeof(float)) : NULL;
+  ok = ok && counts && packed && (r->rank != 0 || full);
   /* all ranks go on to the gather only if every one could (never a hang) */
-  ok = atoll_allreduce_sum_double(t->comm, ok ? 0.0 : 1.0) == 0 && total == P;
+  ok = atoll_allreduce_sum_double(r->world, ok ? 0.0 : 1.0) == 0 && total == whole_n;
   if (ok) {
     for (size_t i = 0; i < mine.n; i++) {
       const size_t *r = mine.runs + 3 * i;
       memcpy(packed + at, src + (r[0] - src_begin), r[2] * sizeof(float));
       at += r[2];
     }
-    atoll_gather_to_root(t->comm, packed, total, counts, 0);
+    atoll_gather_to_root(r->world, packed, total, counts, 0);
   }
-  if (t->rank == 0 && ok) {
+  if (r->rank == 0 && ok) {
     at = 0;
-    for (int w = 0; w < t->world; w++) {
+    for (int w = 0; w < r->world_size; w++) {
       if (!counts[w]) continue;
       run_list rl;
-      if (rank_runs(t, w, &rl)) ok = 0;
+      if (rank_runs(r, w, &rl)) ok = 0;
       for (size_t i = 0; ok && i < rl.n; i++) {
         const size_t *r = rl.runs + 3 * i;
         memcpy(full + r[1], packed + at, r[2] * sizeof(float));
@@ -154,7 +154,7 @@ static float *gather_island(trainer *t, int k, const float *src, size_t src_begi
   free(mine.runs);
   free(counts);
   atoll_mem_free(packed);
-  if (t->rank != 0 || !ok) {
+  if (r->rank != 0 || !ok) {
     atoll_mem_free(full);
     return NULL;
   }
@@ -173,15 +173,16 @@ static void extract_run(void *ctx, const atoll_tensor *ten, size_t part_off, siz
   memcpy(x->part + part_off, x->whole + whole_off, n * sizeof(float));
 }
 
-static void extract_part(trainer *t, float *part, const float *whole) {
+static void extract_part(atoll_run *r, float *part, const float *whole) {
   extract_ctx x = {part, whole};
-  atoll_layout_runs(t->lay, &t->whole, extract_run, &x);
+  atoll_layout_runs(r->lay, &r->whole, extract_run, &x);
 }
 
 /* 1 and the index of a rank whose hash differs from rank 0's in comm, else 0. */
 static int hashes_differ(atoll_comm *c, uint64_t mine, int *which, uint64_t *theirs, uint64_t *first) {
   int n = atoll_comm_size(c);
   uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
+  if (!all) atoll_fatal("out of memory comparing %d ranks' weight hashes", n);
   atoll_allgather_bytes(c, &mine, all, sizeof mine);
   int bad = -1;
   for (int r = 0; r < n; r++)
@@ -195,141 +196,176 @@ static int hashes_differ(atoll_comm *c, uint64_t mine, int *which, uint64_t *the
  * tensor-parallel ranks' replicated tensors, the two ends' tied wte (islands
  * legitimately differ between outer syncs). Every rank takes part in every check and
  * all learn the outcome, the first failing rank's message included. */
-int trainer_check_weights(trainer *t, uint64_t *hash, atoll_err *err) {
+int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
   char why[400] = "";
-  const float *p = atoll_model_params(t->model);
-  uint64_t mine = atoll_hash_floats(p, t->lay->nparams), other, first;
+  const float *p = atoll_model_params(r->model);
+  uint64_t mine = atoll_hash_floats(p, r->lay->nparams), other, first;
   int who;
   *hash = mine;
-  if (hashes_differ(t->mesh.dp_comm, mine, &who, &other, &first))
+  if (hashes_differ(r->mesh.dp_comm, mine, &who, &other, &first))
     snprintf(why, sizeof why, "weights differ across data-parallel replicas: replica %d holds hash %016llx, replica 0 %016llx",
              who, (unsigned long long)other, (unsigned long long)first);
-  if (t->mesh.tp > 1) {
+  if (r->mesh.tp > 1) {
     uint64_t rep = 0;
-    for (int i = 0; i < t->lay->ntensors; i++) {
-      const atoll_tensor *ten = &t->lay->tensors[i];
+    for (int i = 0; i < r->lay->ntensors; i++) {
+      const atoll_tensor *ten = &r->lay->tensors[i];
       if (ten->split == ATOLL_SPLIT_NONE) rep = atoll_hash64(rep, atoll_hash_floats(p + ten->offset, ten->numel), 0, 0);
     }
-    if (hashes_differ(t->mesh.tp_comm, rep, &who, &other, &first) && !why[0])
+    if (hashes_differ(r->mesh.tp_comm, rep, &who, &other, &first) && !why[0])
       snprintf(why, sizeof why, "replicated tensors (LayerNorms, biases, wpe) differ across tensor-parallel ranks: rank %d vs rank 0",
                who);
   }
-  if (t->mesh.tie_comm) {
-    const atoll_tensor *w = &t->lay->tensors[t->lay->t_wte];
-    if (hashes_differ(t->mesh.tie_comm, atoll_hash_floats(p + w->offset, w->numel), &who, &other, &first) && !why[0])
-      snprintf(why, sizeof why, "the tied wte differs between the first and the last pipeline stage");
+  if (r->mesh.tie_comm) {
+    const atoll_tensor *w = &r->lay->tensors[r->lay->t_wte];
+    if (hashes_differ(r->mesh.tie_comm, atoll_hash_floats(p + w->offset, w->numel), &who, &other, &first) && !why[0])
+      snprintf(why, sizeof why, "the tied wte differs between the first and the last pp_stage");
   }
-  if (t->mesh.tp * t->mesh.pp > 1) {
+  if (r->mesh.tp * r->mesh.pp > 1) {
     /* the run's hash: of every part's hash, in island-rank order */
-    int m = t->mesh.island_size;
+    int m = r->mesh.island_size;
     uint64_t *parts = malloc(sizeof(uint64_t) * (size_t)m);
-    atoll_allgather_bytes(t->mesh.island_comm, &mine, parts, sizeof mine);
+    if (!parts) atoll_fatal("out of memory hashing %d parts", m);
+    atoll_allgather_bytes(r->mesh.island_comm, &mine, parts, sizeof mine);
     *hash = atoll_hash_floats((const float *)parts, (size_t)m * 2);
     free(parts);
   }
-  if (t->world == 1) return why[0] ? atoll_fail(err, "%s", why) : 0;
-  int failed = why[0] != 0, *all = malloc(sizeof(int) * (size_t)t->world), bad = -1;
-  atoll_allgather_bytes(t->comm, &failed, all, sizeof failed);
-  for (int r = t->world - 1; r >= 0; r--)
-    if (all[r]) bad = r;
+  if (r->world_size == 1) return why[0] ? atoll_fail(err, "%s", why) : 0;
+  int failed = why[0] != 0, *all = malloc(sizeof(int) * (size_t)r->world_size), bad = -1;
+  if (!all) atoll_fatal("out of memory gathering %d ranks' weight checks", r->world_size);
+  atoll_allgather_bytes(r->world, &failed, all, sizeof failed);
+  for (int i = r->world_size - 1; i >= 0; i--)
+    if (all[i]) bad = i;
   free(all);
   if (bad < 0) return 0;
-  atoll_broadcast(t->comm, why, sizeof why, bad);
+  atoll_broadcast(r->world, why, sizeof why, bad);
   return atoll_fail(err, "rank %d: %s", bad, why);
 }
 
-static cJSON *state_json(trainer *t, int step, uint64_t hash) {
+static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int step, uint64_t hash) {
   cJSON *state = cJSON_CreateObject();
   cJSON_AddNumberToObject(state, "step", step);
-  cJSON_AddItemToObject(state, "config", atoll_config_to_json(t->cfg));
-  cJSON_AddItemToObject(state, "rng", rng_to_json(&t->rng));
+  cJSON_AddItemToObject(state, "config", atoll_config_to_json(r->cfg));
+  cJSON_AddItemToObject(state, "rng", rng_to_json(&st->rng));
   cJSON *data = cJSON_AddObjectToObject(state, "data");
   char buf[32];
-  snprintf(buf, sizeof buf, "%llu", (unsigned long long)t->cfg->seed);
+  snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->cfg->seed);
   cJSON_AddStringToObject(data, "seed", buf);
   cJSON_AddNumberToObject(data, "next_step", step); /* step s's batch is window set (seed, s) */
-  cJSON_AddNumberToObject(state, "train_loss", t->last_loss);
-  cJSON_AddNumberToObject(state, "world_size", t->world);
-  cJSON_AddNumberToObject(state, "global_batch_sequences", (double)t->cfg->batch * t->accum * t->replicas);
-  cJSON_AddNumberToObject(state, "shard", t->cfg->shard);
-  cJSON_AddNumberToObject(state, "islands", t->mesh.islands);
+  cJSON_AddNumberToObject(state, "train_loss", st->last_loss);
+  cJSON_AddNumberToObject(state, "world_size", r->world_size);
+  cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r));
+  cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage); /* the key before "zero_stage"; kept for readers */
+  cJSON_AddNumberToObject(state, "zero_stage", r->cfg->zero_stage);
+  cJSON_AddNumberToObject(state, "islands", r->mesh.islands);
   snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
   cJSON_AddStringToObject(state, "weights_hash", buf);
   return state;
 }
 
 #define MAX_ISLAND_FILES 64
+#define MAX_FILES (MAX_ISLAND_FILES + 4)
 
-/* Collective. World rank 0 gathers and writes; every rank learns the outcome.
- *   one island:  model = the weights, optimizer = the AdamW moments;
- *   DiLoCo:      model = the global weights, optimizer = island 0's moments,
- *                outer.safetensors = the outer momentum, island_K.safetensors = island
- *                K's own weights and moments. */
-int trainer_save(trainer *t, int step, atoll_err *err) {
-  int K = t->mesh.islands;
-  if (K > MAX_ISLAND_FILES) return atoll_fail(err, "--islands %d: checkpoints support up to %d islands", K, MAX_ISLAND_FILES);
+/* A checkpoint being gathered to world rank 0 (atoll_ckpt_io's put). */
+typedef struct {
+  atoll_run *r;
+  float *main[3];                /* model weights, exp_avg, exp_avg_sq */
+  int nfiles;                    /* further files */
+  char names[MAX_FILES][32];
+  atoll_st_part parts[MAX_FILES][3];
+  int nparts[MAX_FILES];
+  int failed;                    /* rank 0: out of memory or too many files */
+} ckpt_writer;
+
+/* The slot a put fills on rank 0, or NULL when there is none. */
+static float **writer_slot(ckpt_writer *w, const char *file, const char *prefix) {
+  if (!file) return &w->main[!prefix ? 0 : strcmp(prefix, "exp_avg.") == 0 ? 1 : 2];
+  int f = 0;
+  while (f < w->nfiles && strcmp(w->names[f], file) != 0) f++;
+  if (f == w->nfiles) {
+    if (f == MAX_FILES || strlen(file) >= sizeof w->names[f]) return NULL;
+    snprintf(w->names[w->nfiles++], sizeof w->names[f], "%s", file);
+  }
+  if (w->nparts[f] == 3) return NULL;
+  atoll_st_part *part = &w->parts[f][w->nparts[f]++];
+  part->prefix = prefix;
+  part->data = NULL;
+  return (float **)&part->data;
+}
+
+static void writer_put(void *ctx, const char *file, const char *prefix, int island, const float *src, size_t begin) {
+  ckpt_writer *w = ctx;
+  float *whole = gather_island(w->r, island, src, begin);
+  if (w->r->rank != 0) return;
+  float **slot = writer_slot(w, file, prefix);
+  if (!whole || !slot) {
+    w->failed = 1;
+    atoll_mem_free(whole);
+    return;
+  }
+  atoll_mem_free(*slot); /* a later put replaces an earlier one (DiLoCo's global weights) */
+  *slot = whole;
+}
+
+static void writer_free(ckpt_writer *w) {
+  for (int i = 0; i < 3; i++) atoll_mem_free(w->main[i]);
+  for (int f = 0; f < w->nfiles; f++)
+    for (int i = 0; i < w->nparts[f]; i++) atoll_mem_free((void *)w->parts[f][i].data);
+}
+
+/* Rank 0 writes what was gathered, and prunes old checkpoints. */
+static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, uint64_t hash, atoll_err *err) {
+  atoll_run *r = w->r;
+  if (w->failed || !w->main[0] || !w->main[1] || !w->main[2])
+    return atoll_fail(err, "out of memory gathering the checkpoint");
+  atoll_ckpt_extra extras[MAX_FILES];
+  for (int f = 0; f < w->nfiles; f++) extras[f] = (atoll_ckpt_extra){w->names[f], w->parts[f], w->nparts[f]};
+  char dir[1200];
+  atoll_ckpt_dirname(r->ckpt_root, step, dir, sizeof dir);
+  cJSON *state = state_json(r, st, step, hash);
+  int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, w->nfiles, state, err);
+  cJSON_Delete(state);
+  return rc ? rc : atoll_ckpt_prune(r->ckpt_root, r->cfg->keep, err);
+}
+
+/* The loop's own state: the weights and AdamW moments; with several islands, island 0's
+ * moments in the model's files and each island's weights and moments in
+ * island_K.safetensors. */
+static void put_own_state(const atoll_ckpt_io *io, atoll_run *r, const atoll_train_state *st) {
+  float *params = atoll_model_params(r->model);
+  io->put(io->ctx, NULL, NULL, 0, params, 0);
+  io->put(io->ctx, NULL, "exp_avg.", 0, st->m, st->begin);
+  io->put(io->ctx, NULL, "exp_avg_sq.", 0, st->v, st->begin);
+  for (int k = 0; r->mesh.islands > 1 && k < r->mesh.islands; k++) {
+    char file[32];
+    snprintf(file, sizeof file, "island_%d.safetensors", k);
+    io->put(io->ctx, file, "weights.", k, params, 0);
+    io->put(io->ctx, file, "exp_avg.", k, st->m, st->begin);
+    io->put(io->ctx, file, "exp_avg_sq.", k, st->v, st->begin);
+  }
+}
+
+/* Collective. World rank 0 gathers and writes; every rank learns the outcome. The loop
+ * puts its own state, then each strategy its own (DiLoCo: the global weights become the
+ * model's weights, and outer.safetensors the outer momentum). */
+int atoll_run_save(atoll_run *r, const atoll_train_state *st, int step, atoll_err *err) {
+  int islands = r->mesh.islands;
+  if (islands > MAX_ISLAND_FILES)
+    return atoll_fail(err, "--islands %d: checkpoints support up to %d islands", islands, MAX_ISLAND_FILES);
   uint64_t hash;
-  atoll_dp_gather_weights(t->dp);
-  int rc = trainer_check_weights(t, &hash, err);
-  atoll_dp_release_weights(t->dp);
-  float *params = atoll_model_params(t->model);
-  size_t m_begin = sharded(t) ? t->shard_begin : 0;
-  /* whole buffers on rank 0: [0] weights (or global), [1] m, [2] v, then per island
-   * weights, m, v, then the outer momentum */
-  float *bufs[3 + 3 * MAX_ISLAND_FILES + 1] = {0};
-  int nb = 0;
+  atoll_dp_gather_weights(r->dp);
+  int rc = atoll_run_check_weights(r, &hash, err);
+  atoll_dp_release_weights(r->dp);
+  ckpt_writer w = {.r = r};
+  atoll_ckpt_io io = {.ctx = &w, .put = writer_put};
   if (rc == 0) {
-    if (K == 1) {
-      bufs[nb++] = gather_island(t, 0, params, 0);
-      bufs[nb++] = gather_island(t, 0, t->m, m_begin);
-      bufs[nb++] = gather_island(t, 0, t->v, m_begin);
-    } else {
-      size_t sb, se;
-      atoll_diloco_slice(t->diloco, &sb, &se);
-      bufs[nb++] = gather_island(t, 0, atoll_diloco_global(t->diloco), sb);
-      bufs[nb++] = gather_island(t, 0, t->m, m_begin);
-      bufs[nb++] = gather_island(t, 0, t->v, m_begin);
-      for (int k = 0; k < K; k++) {
-        bufs[nb++] = gather_island(t, k, params, 0);
-        bufs[nb++] = gather_island(t, k, t->m, m_begin);
-        bufs[nb++] = gather_island(t, k, t->v, m_begin);
-      }
-      bufs[nb++] = gather_island(t, 0, atoll_diloco_momentum(t->diloco), sb);
-    }
+    put_own_state(&io, r, st);
+    atoll_strategies_save(&r->strategies, &io);
+    if (r->rank == 0) rc = writer_write(&w, st, step, hash, err);
   }
-  if (rc == 0 && t->rank == 0) {
-    for (int i = 0; i < nb; i++)
-      if (!bufs[i]) rc = atoll_fail(err, "out of memory gathering the checkpoint");
-  }
-  if (rc == 0 && t->rank == 0) {
-    char dir[1200];
-    atoll_ckpt_dirname(t->ckpt_root, step, dir, sizeof dir);
-    cJSON *state = state_json(t, step, hash);
-    char names[MAX_ISLAND_FILES][32];
-    atoll_st_part parts[MAX_ISLAND_FILES][3];
-    atoll_ckpt_extra extras[MAX_ISLAND_FILES + 1];
-    int ne = 0;
-    if (K > 1) {
-      atoll_st_part outer = {"outer_momentum.", bufs[nb - 1]};
-      extras[ne++] = (atoll_ckpt_extra){"outer.safetensors", &outer, 1};
-      for (int k = 0; k < K; k++) {
-        snprintf(names[k], sizeof names[k], "island_%d.safetensors", k);
-        parts[k][0] = (atoll_st_part){"weights.", bufs[3 + 3 * k]};
-        parts[k][1] = (atoll_st_part){"exp_avg.", bufs[4 + 3 * k]};
-        parts[k][2] = (atoll_st_part){"exp_avg_sq.", bufs[5 + 3 * k]};
-        extras[ne++] = (atoll_ckpt_extra){names[k], parts[k], 3};
-      }
-      rc = atoll_ckpt_save_ex(dir, &t->whole, bufs[0], bufs[1], bufs[2], extras, ne, state, err);
-    } else {
-      rc = atoll_ckpt_save(dir, &t->whole, bufs[0], bufs[1], bufs[2], state, err);
-    }
-    cJSON_Delete(state);
-    if (rc == 0) rc = atoll_ckpt_prune(t->ckpt_root, t->cfg->keep, err);
-  }
-  for (int i = 0; i < nb; i++) atoll_mem_free(bufs[i]);
+  writer_free(&w);
   /* every rank learns whether rank 0's write worked */
   int ok = rc == 0;
-  atoll_broadcast(t->comm, &ok, sizeof ok, 0);
+  atoll_broadcast(r->world, &ok, sizeof ok, 0);
   if (!ok && rc == 0) return atoll_fail(err, "rank 0 could not write checkpoint step %d (see its message)", step);
   return rc;
 }
@@ -337,76 +373,89 @@ int trainer_save(trainer *t, int step, atoll_err *err) {
 /* A resumed run at another layout (world size, --tp, --pp) must not change the
  * sequences per step by accident: unless --global-batch was changed on purpose, the
  * new layout must train the checkpoint's global batch. */
-static int check_global_batch(trainer *t, const cJSON *state, const char *dir, atoll_err *err) {
+static int check_global_batch(atoll_run *r, const cJSON *state, const char *dir, atoll_err *err) {
   const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "global_batch_sequences");
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(state, "config");
   const cJSON *saved_gb = cJSON_GetObjectItemCaseSensitive(cfg, "global-batch");
   if (!cJSON_IsNumber(saved)) return 0; /* a checkpoint from before this check */
-  double now = (double)t->cfg->batch * t->accum * t->replicas;
-  int changed_on_purpose = cJSON_IsNumber(saved_gb) && saved_gb->valuedouble != t->cfg->global_batch;
+  double now = atoll_run_global_batch(r);
+  int changed_on_purpose = cJSON_IsNumber(saved_gb) && saved_gb->valuedouble != r->cfg->global_batch;
   if (now == saved->valuedouble || changed_on_purpose) return 0;
   return atoll_fail(err,
                     "--resume %s: the checkpoint trained %.0f sequences per step, this layout %.0f (batch %d x %d micro-batches x %d replicas); pass --global-batch %.0f to keep it (or --global-batch %.0f to change it)",
-                    dir, saved->valuedouble, now, t->cfg->batch, t->accum, t->replicas, saved->valuedouble, now);
+                    dir, saved->valuedouble, now, r->cfg->batch, r->micro_batches, r->replicas, saved->valuedouble, now);
+}
+
+/* A checkpoint being read (atoll_ckpt_io's get), with whole-model and part scratch. */
+typedef struct {
+  atoll_run *r;
+  const char *dir;
+  float *whole, *part;
+} ckpt_reader;
+
+static int reader_get(void *ctx, const char *file, const char *prefix, float *dst, size_t begin, size_t end,
+                      atoll_err *err) {
+  ckpt_reader *rd = ctx;
+  atoll_st_read_part part = {prefix, rd->whole};
+  int rc = file ? atoll_ckpt_load_extra(rd->dir, &rd->r->whole, file, &part, 1, err)
+                : atoll_ckpt_load(rd->dir, &rd->r->whole, rd->whole, NULL, NULL, err); /* the model's weights */
+  if (rc) return -1;
+  extract_part(rd->r, rd->part, rd->whole);
+  memcpy(dst, rd->part + begin, (end - begin) * sizeof(float));
+  return 0;
+}
+
+/* What state.json says about the run: its step, and that it fits this one. */
+static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, const char *dir, int *step,
+                       atoll_err *err) {
+  const cJSON *saved_step = cJSON_GetObjectItemCaseSensitive(state, "step");
+  const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "islands");
+  int islands = r->mesh.islands, saved_islands = cJSON_IsNumber(saved) ? saved->valueint : 1;
+  if (!cJSON_IsNumber(saved_step)) return atoll_fail(err, "%s/state.json: step missing", dir);
+  if (saved_islands != islands)
+    return atoll_fail(err, "--islands %d: the checkpoint %s was saved with %d island%s (each island's own state is in it)",
+                      islands, dir, saved_islands, saved_islands == 1 ? "" : "s");
+  if (rng_from_json(&st->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) return -1;
+  *step = saved_step->valueint;
+  return check_global_batch(r, state, dir, err);
 }
 
 /* Every rank reads the files (the whole model) and keeps its own part: resharding
  * across world sizes, ZeRO stages, tensor and pipeline layouts is a different choice
- * of part. DiLoCo checkpoints need the same number of islands. */
-int trainer_load(trainer *t, const char *dir, int *start_step, atoll_err *err) {
+ * of part. The loop reads its own state (with several islands, this island's file),
+ * then each strategy its own. DiLoCo checkpoints need the same number of islands. */
+int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *start_step, atoll_err *err) {
   cJSON *state = NULL;
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
-  int rc = -1, K = t->mesh.islands;
-  size_t P = t->lay->nparams, W = t->whole.nparams;
-  /* whole-model buffers as read: weights, m, v; and the part cut from m, v, scratch */
-  float *wp = atoll_mem_alloc(W * sizeof(float)), *wm = atoll_mem_alloc(W * sizeof(float));
-  float *wv = atoll_mem_alloc(W * sizeof(float));
-  float *pm = atoll_mem_alloc(P * sizeof(float)), *pv = atoll_mem_alloc(P * sizeof(float));
-  float *px = atoll_mem_alloc(P * sizeof(float));
-  float *params = atoll_model_params(t->model);
-  const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
-  const cJSON *islands = cJSON_GetObjectItemCaseSensitive(state, "islands");
-  int saved_islands = cJSON_IsNumber(islands) ? islands->valueint : 1;
+  int rc = -1, step = 0;
+  size_t part_n = r->lay->nparams, whole_n = r->whole.nparams;
+  /* whole-model buffers as read: weights, m, v; the part cut from m, v; scratch */
+  float *wp = atoll_mem_alloc(whole_n * sizeof(float)), *wm = atoll_mem_alloc(whole_n * sizeof(float));
+  float *wv = atoll_mem_alloc(whole_n * sizeof(float));
+  float *pm = atoll_mem_alloc(part_n * sizeof(float)), *pv = atoll_mem_alloc(part_n * sizeof(float));
+  float *px = atoll_mem_alloc(part_n * sizeof(float));
   if (!wp || !wm || !wv || !pm || !pv || !px) {
     atoll_fail(err, "out of memory loading the checkpoint");
     goto done;
   }
-  if (!cJSON_IsNumber(step)) {
-    atoll_fail(err, "%s/state.json: step missing", dir);
-    goto done;
-  }
-  if (saved_islands != K) {
-    atoll_fail(err, "--islands %d: the checkpoint %s was saved with %d island%s (each island's own state is in it)",
-                K, dir, saved_islands, saved_islands == 1 ? "" : "s");
-    goto done;
-  }
-  if (rng_from_json(&t->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) goto done;
-  if (check_global_batch(t, state, dir, err)) goto done;
-  if (K == 1) {
-    if (atoll_ckpt_load(dir, &t->whole, wp, wm, wv, err)) goto done;
+  if (check_state(r, st, state, dir, &step, err)) goto done;
+  if (r->mesh.islands == 1) {
+    if (atoll_ckpt_load(dir, &r->whole, wp, wm, wv, err)) goto done;
   } else {
     char file[64];
-    snprintf(file, sizeof file, "island_%d.safetensors", t->mesh.island);
-    atoll_st_read_part outer[1] = {{"outer_momentum.", wp}};
-    size_t sb, se;
-    atoll_diloco_slice(t->diloco, &sb, &se);
-    if (atoll_ckpt_load_extra(dir, &t->whole, "outer.safetensors", outer, 1, err)) goto done;
-    extract_part(t, px, wp);
-    memcpy(atoll_diloco_momentum(t->diloco), px + sb, (se - sb) * sizeof(float));
-    if (atoll_ckpt_load(dir, &t->whole, wp, NULL, NULL, err)) goto done; /* the global weights */
-    extract_part(t, px, wp);
-    memcpy(atoll_diloco_global(t->diloco), px + sb, (se - sb) * sizeof(float));
+    snprintf(file, sizeof file, "island_%d.safetensors", r->mesh.island);
     atoll_st_read_part island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
-    if (atoll_ckpt_load_extra(dir, &t->whole, file, island, 3, err)) goto done;
-    atoll_diloco_resume_at(t->diloco, step->valueint);
+    if (atoll_ckpt_load_extra(dir, &r->whole, file, island, 3, err)) goto done;
   }
-  extract_part(t, params, wp);
-  extract_part(t, pm, wm);
-  extract_part(t, pv, wv);
-  size_t b = sharded(t) ? t->shard_begin : 0, e = sharded(t) ? t->shard_end : P;
-  memcpy(t->m, pm + b, (e - b) * sizeof(float));
-  memcpy(t->v, pv + b, (e - b) * sizeof(float));
-  *start_step = step->valueint;
+  extract_part(r, atoll_model_params(r->model), wp);
+  extract_part(r, pm, wm);
+  extract_part(r, pv, wv);
+  memcpy(st->m, pm + st->begin, (st->end - st->begin) * sizeof(float));
+  memcpy(st->v, pv + st->begin, (st->end - st->begin) * sizeof(float));
+  ckpt_reader rd = {r, dir, wp, px};
+  atoll_ckpt_io io = {.ctx = &rd, .get = reader_get};
+  if (atoll_strategies_load(&r->strategies, &io, step, err)) goto done;
+  *start_step = step;
   rc = 0;
 done:
   atoll_mem_free(wp);

@@ -18,7 +18,7 @@ done
 
 # 2. ZeRO-1/2/3 == DDP at N = 4 (bit-identical by construction; the issue asks 1e-6)
 for st in 1 2 3; do
-  $MPIRUN -np 4 $ATOLL train $M --shard $st --out "$TMP/zero$st" >/dev/null 2>"$TMP/err" || fail "zero $st: $(tail -1 "$TMP/err")"
+  $MPIRUN -np 4 $ATOLL train $M --zero $st --out "$TMP/zero$st" >/dev/null 2>"$TMP/err" || fail "zero $st: $(tail -1 "$TMP/err")"
   out=$($CLOSE "$TMP/zero$st" "$TMP/ddp4" 1e-6) && pass "ZeRO-$st == DDP: $out" || fail "ZeRO-$st vs DDP: $out"
 done
 

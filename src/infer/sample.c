@@ -1,7 +1,7 @@
 /* Text generation: the model's forward pass over the last `context` tokens, then a
  * draw from the softmax of the last position's logits (temperature, top-k). No KV
  * cache: each new token recomputes the window, which is fine at these model sizes. */
-#include "train/sample.h"
+#include "infer/sample.h"
 
 #include "ckpt/checkpoint.h"
 #include "train/config.h"
@@ -25,20 +25,20 @@ static int load_shape(const char *dir, atoll_shape *shape, atoll_err *err) {
 }
 
 /* Draws a token from logits[V] with temperature and top-k. */
-static int draw(const float *logits, int V, float temperature, int top_k, atoll_rng *rng, float *probs) {
+static int draw(const float *logits, int vocab, float temperature, int top_k, atoll_rng *rng, float *probs) {
   if (temperature <= 0.0f) {
     int best = 0;
-    for (int v = 1; v < V; v++)
+    for (int v = 1; v < vocab; v++)
       if (logits[v] > logits[best]) best = v;
     return best;
   }
   float cutoff = -INFINITY;
-  if (top_k > 0 && top_k < V) {
+  if (top_k > 0 && top_k < vocab) {
     /* the k-th largest logit: copy and partially select */
-    memcpy(probs, logits, sizeof(float) * V);
+    memcpy(probs, logits, sizeof(float) * vocab);
     for (int i = 0; i < top_k; i++) {
       int best = i;
-      for (int v = i + 1; v < V; v++)
+      for (int v = i + 1; v < vocab; v++)
         if (probs[v] > probs[best]) best = v;
       float tmp = probs[i];
       probs[i] = probs[best];
@@ -47,18 +47,18 @@ static int draw(const float *logits, int V, float temperature, int top_k, atoll_
     cutoff = probs[top_k - 1];
   }
   float mx = -INFINITY;
-  for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+  for (int v = 0; v < vocab; v++) mx = logits[v] > mx ? logits[v] : mx;
   double sum = 0.0;
-  for (int v = 0; v < V; v++) {
+  for (int v = 0; v < vocab; v++) {
     probs[v] = logits[v] >= cutoff ? expf((logits[v] - mx) / temperature) : 0.0f;
     sum += probs[v];
   }
   double r = atoll_rng_uniform(rng) * sum, acc = 0.0;
-  for (int v = 0; v < V; v++) {
+  for (int v = 0; v < vocab; v++) {
     acc += probs[v];
     if (r < acc && probs[v] > 0) return v;
   }
-  for (int v = V - 1; v >= 0; v--)
+  for (int v = vocab - 1; v >= 0; v--)
     if (probs[v] > 0) return v;
   return 0;
 }

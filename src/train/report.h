@@ -1,0 +1,51 @@
+/* What a run reports (train_report.c): the progress line (rank 0, stderr),
+ * OUT/metrics.jsonl (one object per step) and OUT/summary.json (the run's one
+ * machine-readable result). The report owns the numbers it accumulates over the steps.
+ * Internal to src/train/. */
+#ifndef ATOLL_TRAIN_REPORT_H
+#define ATOLL_TRAIN_REPORT_H
+
+#include "train/run.h"
+
+enum { ATOLL_AXES = 4 }; /* data, tensor, pipeline, embedding tie */
+
+typedef struct {
+  FILE *metrics;          /* rank 0 only */
+  double *step_seconds;   /* per step this process ran */
+  int nsteps_timed;
+  float last_val;
+  int have_val;
+  atoll_comm_stats axis_before[ATOLL_AXES]; /* the counters at the step's start */
+  atoll_comm_stats step_comm;               /* intra-island communication inside steps */
+  atoll_comm_stats axis_comm[ATOLL_AXES];   /* the same by axis */
+  double compute_seconds; /* steps, without outer syncs */
+  size_t train_peak_rss;  /* resident peak over training steps and evaluation */
+  size_t process_peak_rss; /* resident peak of the whole process, carried across resets */
+} atoll_report;
+
+/* Opens metrics.jsonl keeping the metrics of steps <= keep_steps (a resumed run
+ * rewrites what follows). */
+int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, atoll_err *err);
+void atoll_report_close(atoll_report *rep);
+/* Around one step's communication: the bytes each axis sent in between are counted. */
+void atoll_report_comm_begin(atoll_report *rep, const atoll_run *r);
+void atoll_report_comm_end(atoll_report *rep, const atoll_run *r);
+/* Resets the resident-set high-water mark, so that checkpoint gathers and loading do
+ * not count in the steps' peak. */
+void atoll_report_rss_reset(atoll_report *rep);
+/* One step done (and evaluated): its times, the steps' memory peak, a metrics.jsonl
+ * line and the progress line. */
+typedef struct {
+  int step, start;           /* steps done; the step this process started at */
+  double run_start;          /* the loop's start */
+  double compute, seconds;   /* the step's seconds before outer syncs; in all */
+  float loss, lr, val;
+  double norm;
+  int evaluated;
+} atoll_step_report;
+void atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s);
+/* Collective: every rank contributes its numbers; rank 0 writes summary.json. */
+int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, float last_loss, uint64_t weights_hash,
+                         atoll_err *err);
+
+#endif

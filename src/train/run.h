@@ -1,0 +1,66 @@
+/* One training run as the loop's files see it. Internal to src/train/:
+ *   train_setup.c   makes the run: mesh, model, the strategy objects in step order
+ *   train.c         the loop: data, steps, evaluation (owns the loop's state)
+ *   train_ckpt.c    checkpoints across world sizes, ZeRO stages and layouts
+ *   train_report.c  progress line, metrics.jsonl, summary.json (owns atoll_report)
+ * The strategies (src/parallel/) own their state; atoll_run only holds them, set up once
+ * and then read. */
+#ifndef ATOLL_TRAIN_RUN_H
+#define ATOLL_TRAIN_RUN_H
+
+#include "comm/comm.h"
+#include "core/hooks.h"
+#include "parallel/diloco.h"
+#include "parallel/dp.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline.h"
+#include "parallel/strategy.h"
+#include "train/config.h"
+
+#include <stdio.h>
+
+typedef struct {
+  const atoll_config *cfg;
+  const atoll_test_hooks *hooks;
+  atoll_comm *world;
+  int rank, world_size;
+  atoll_mesh mesh;         /* islands x pipeline x data x tensor parallel */
+  int replicas, replica;   /* data-parallel replicas of the model over all islands; this rank's */
+  int seq, micro_batches;  /* micro_batches: per replica per step */
+  int chunks;              /* --virtual-stages */
+  atoll_model *model;
+  const atoll_layout *lay; /* this rank's part of the model */
+  atoll_layout whole;      /* the whole model's layout: checkpoints */
+  /* the strategies in step order: pipeline, data parallel, tensor parallel, DiLoCo;
+   * the list owns them, the pointers below are views for what only one of them does */
+  atoll_strategy_list strategies;
+  atoll_pipeline *pipe;
+  atoll_dp *dp;
+  atoll_diloco *diloco;    /* NULL with one island */
+  char ckpt_root[1100];    /* OUT/checkpoints */
+} atoll_run;
+
+/* What a checkpoint holds besides the weights and the strategies' state. */
+typedef struct {
+  size_t begin, end; /* the range this rank's optimizer updates (its ZeRO shard) */
+  float *m, *v;      /* AdamW moments of [begin, end) */
+  atoll_rng rng;
+  float last_loss;
+} atoll_train_state;
+
+/* train_setup.c */
+int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
+                    atoll_err *err);
+void atoll_run_free(atoll_run *r);
+/* --island-data files: restricts ds to this island's source files. */
+int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err);
+/* Sequences per step over all replicas. */
+double atoll_run_global_batch(const atoll_run *r);
+
+/* train_ckpt.c */
+int atoll_run_save(atoll_run *r, const atoll_train_state *st, int step, atoll_err *err);
+int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *start_step, atoll_err *err);
+/* 64-bit hash of the weights; fails if the ranks' copies differ. */
+int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err);
+
+#endif

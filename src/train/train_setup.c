@@ -1,0 +1,156 @@
+/* A run's setup: the mesh of ranks, this rank's part of the model and the strategy
+ * objects in the order the loop calls them (docs/architecture.md):
+ *   pipeline        the schedule of micro-batches; the tied-embedding sum
+ *   data parallel   gradient averaging (DDP) or ZeRO-1/2/3
+ *   tensor parallel the model's tp collectives; the sequence-parallel gradient sum
+ *   DiLoCo          outer syncs between islands (islands > 1) */
+#include "train/run.h"
+
+#include "core/fs.h"
+#include "parallel/tp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+double atoll_run_global_batch(const atoll_run *r) { return (double)r->cfg->batch * r->micro_batches * r->replicas; }
+
+/* The mesh, and the micro-batches per replica per step. */
+static int setup_mesh(atoll_run *r, atoll_err *err) {
+  const atoll_config *c = r->cfg;
+  if (c->islands > 1 && r->world_size == 1)
+    return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands);
+  if ((c->tp > 1 || c->pp > 1) && r->world_size == 1)
+    return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
+                      c->tp, c->pp);
+  if (atoll_mesh_create(&r->mesh, r->world, c->islands, c->tp, c->pp, err)) return -1;
+  if (c->zero_stage > 0 && r->mesh.dp == 1)
+    return atoll_fail(err, "--zero %d (--shard): ZeRO needs several data-parallel ranks per island (ranks / (tp x pp) > 1); launch with more ranks",
+                      c->zero_stage);
+  r->replicas = r->mesh.islands * r->mesh.dp;
+  r->replica = r->mesh.island * r->mesh.dp + r->mesh.dp_rank;
+  r->micro_batches = c->microbatches > 0 ? c->microbatches : c->accum;
+  if (c->global_batch > 0) {
+    long per_step = (long)c->batch * r->replicas;
+    if (c->global_batch % per_step != 0)
+      return atoll_fail(err, "--global-batch %d: not divisible by batch %d x %d data-parallel replicas", c->global_batch,
+                        c->batch, r->replicas);
+    r->micro_batches = (int)(c->global_batch / per_step);
+  }
+  r->chunks = c->virtual_stages;
+  return 0;
+}
+
+/* --island-data files: island k trains on source files k, k+K, k+2K, ... of the
+ * prepared corpus, K islands (their token ranges in the train split, from
+ * DIR/manifest.json). */
+int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err) {
+  const atoll_config *c = r->cfg;
+  char path[1100];
+  snprintf(path, sizeof path, "%s/manifest.json", c->data);
+  char *text = NULL;
+  size_t len = 0;
+  if (atoll_read_file(path, 64u << 20, &text, &len, err)) {
+    atoll_err why = *err;
+    return atoll_fail(err, "--island-data files needs the manifest of atoll prepare: %s", why.msg);
+  }
+  cJSON *man = cJSON_ParseWithLength(text, len);
+  free(text);
+  const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
+  int n = cJSON_GetArraySize(sources), islands = r->mesh.islands, rc = 0;
+  if (!cJSON_IsArray(sources) || n < islands) {
+    cJSON_Delete(man);
+    return atoll_fail(err, "%s: --island-data files needs at least %d source files (one per island), found %d", path,
+                      islands, cJSON_IsArray(sources) ? n : 0);
+  }
+  uint64_t *b = calloc((size_t)n, sizeof(uint64_t)), *e = calloc((size_t)n, sizeof(uint64_t));
+  if (!b || !e) rc = atoll_fail(err, "out of memory reading %s", path);
+  uint64_t at = 0;
+  int m = 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    const cJSON *tb = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sources, i), "train_bytes");
+    if (!cJSON_IsNumber(tb) || tb->valuedouble < 0) {
+      rc = atoll_fail(err, "%s: sources[%d] has no train_bytes", path, i);
+      break;
+    }
+    uint64_t len_i = (uint64_t)tb->valuedouble; /* byte tokenizer: one token per byte */
+    if (i % islands == r->mesh.island) {
+      b[m] = at;
+      e[m++] = at + len_i;
+    }
+    at += len_i;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "--island-data files (island %d)", r->mesh.island);
+  if (rc == 0) rc = atoll_dataset_restrict(ds, b, e, m, r->seq, what, err);
+  free(b);
+  free(e);
+  cJSON_Delete(man);
+  return rc;
+}
+
+static int setup_diloco(atoll_run *r, atoll_err *err) {
+  const atoll_config *c = r->cfg;
+  atoll_diloco_config dc = {
+      .sync_every = c->sync_every, .outer_lr = c->outer_lr, .outer_momentum = c->outer_momentum,
+      .nesterov = strcmp(c->outer_optimizer, "nesterov") == 0, .fragments = c->fragments,
+      .overlap = c->overlap, .merge_alpha = c->overlap > 0 ? c->merge_alpha : 0.0f,
+      .dtype = (atoll_qtype)atoll_qtype_parse(c->outer_dtype), .wan_gbps = c->wan_gbps,
+      .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
+      .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks};
+  if (atoll_diloco_create(&r->diloco, &dc, &r->mesh, r->lay, atoll_model_params(r->model), err)) return -1;
+  atoll_strategies_add(&r->strategies, atoll_diloco_strategy(r->diloco));
+  return 0;
+}
+
+/* The strategies, in step order (see the top of this file). */
+static int setup_strategies(atoll_run *r, const atoll_pipeline_config *pc, atoll_err *err) {
+  const atoll_config *c = r->cfg;
+  if (atoll_pipeline_create(&r->pipe, pc, &r->mesh, r->model, err)) return -1;
+  atoll_strategies_add(&r->strategies, atoll_pipeline_strategy(r->pipe));
+  size_t bucket = (size_t)((double)c->bucket_mb * (1 << 20) / sizeof(float));
+  int zero_stage = r->mesh.dp > 1 ? c->zero_stage : 0;
+  if (atoll_dp_create(&r->dp, r->model, r->mesh.dp_comm, r->mesh.island_comm, zero_stage, bucket, err)) return -1;
+  atoll_strategies_add(&r->strategies, atoll_dp_strategy(r->dp));
+  size_t tie_begin, tie_end;
+  if (atoll_pipeline_tie_range(r->pipe, &tie_begin, &tie_end)) atoll_dp_defer(r->dp, tie_begin, tie_end);
+  if (r->mesh.tp > 1) {
+    size_t b, e;
+    atoll_dp_shard(r->dp, &b, &e);
+    atoll_tp *tp;
+    if (atoll_tp_create(&tp, r->model, r->mesh.tp_comm, c->sequence_parallel, b, e, err)) return -1;
+    atoll_strategies_add(&r->strategies, atoll_tp_strategy(tp));
+  }
+  return c->islands > 1 ? setup_diloco(r, err) : 0;
+}
+
+int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
+                    atoll_err *err) {
+  memset(r, 0, sizeof *r);
+  r->cfg = c;
+  r->hooks = hooks;
+  r->world = world;
+  r->rank = atoll_comm_rank(world);
+  r->world_size = atoll_comm_size(world);
+  r->seq = c->seq ? c->seq : c->model.context;
+  snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->out);
+  if (setup_mesh(r, err)) return -1;
+  atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
+                              .batch = c->batch, .seq = r->seq, .max_steps = c->steps,
+                              .test_forward_ms = hooks->stage_forward_ms, .test_backward_ms = hooks->stage_backward_ms};
+  int slots;
+  if (atoll_pipeline_slots(&pc, &r->mesh, &slots, err)) return -1;
+  /* this rank's part: pp_stage s of pp holds chunks s, s + pp, ... of the chunks x pp
+   * even chunks of the layers (one chunk: blocks [s L / pp, (s+1) L / pp), L layers) */
+  atoll_part part = {r->mesh.tp, r->mesh.tp_rank, r->mesh.pp_rank, r->mesh.pp, r->chunks, c->sequence_parallel};
+  if (atoll_layout_init(&r->whole, &c->model, err)) return -1;
+  if (atoll_model_create_part(&r->model, &c->model, &part, c->batch, r->seq, slots, err)) return -1;
+  r->lay = atoll_model_layout(r->model);
+  return setup_strategies(r, &pc, err);
+}
+
+void atoll_run_free(atoll_run *r) {
+  atoll_strategies_destroy(&r->strategies);
+  atoll_layout_free(&r->whole);
+  atoll_mesh_free(&r->mesh);
+  atoll_model_destroy(r->model);
+}
