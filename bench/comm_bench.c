@@ -23,6 +23,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "comm/comm.h"
+#include "core/clock.h"
 
 #include <mpi.h>
 #include <stdio.h>

@@ -18,6 +18,7 @@
  * Prints one JSON object on stdout; progress and nothing else on stderr. */
 #define _POSIX_C_SOURCE 200809L
 #include "atoll/atoll.h"
+#include "core/clock.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -9,6 +9,7 @@
 #include "check.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
+#include "model/layout.h"
 
 #include <dirent.h>
 #include <errno.h>

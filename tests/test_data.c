@@ -3,6 +3,8 @@
 #include "atoll/atoll.h"
 #include "check.h"
 #include "data/token_file.h"
+#include "core/rng.h"
+#include "data/dataset.h"
 
 #include <cjson/cJSON.h>
 #include <ftw.h>

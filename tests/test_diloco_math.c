@@ -2,6 +2,8 @@
  * plain SGD momentum), and the outer-gradient codecs' sizes and error bounds. */
 #include "check.h"
 #include "parallel/diloco.h"
+#include "core/rng.h"
+#include "model/layout.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,6 +4,7 @@
  * hold several chunks), and bad cuts fail naming the flag. */
 #include "atoll/atoll.h"
 #include "check.h"
+#include "model/layout.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -26,6 +26,8 @@
  * separate gradients; forward and backward are deterministic. */
 #include "atoll/atoll.h"
 #include "check.h"
+#include "core/rng.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -5,6 +5,8 @@
 #include "check.h"
 #include "ops/ops.h"
 #include "parallel/quant.h"
+#include "model/model.h"
+#include "optim/optim.h"
 
 #include <float.h>
 #include <math.h>

@@ -41,6 +41,7 @@
 #include "atoll/atoll.h"
 #include "check.h"
 #include "ops/ops.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <omp.h>

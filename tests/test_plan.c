@@ -2,7 +2,8 @@
  * validation (arXiv 2407.21783, Table 4), the search's ranking on 16,384 H100s, and the
  * fewest devices that hold 405B. */
 #include "check.h"
-#include "plan/plan.h"
+#include "atoll/plan.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>

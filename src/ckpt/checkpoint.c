@@ -20,6 +20,7 @@
 #include "core/fs.h"
 
 #include "ckpt/safetensors.h"
+#include "model/layout.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -21,6 +21,7 @@
 
 #include "atoll/atoll.h"
 #include "ckpt/safetensors.h"
+#include "model/layout.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -66,9 +67,9 @@ int atoll_ckpt_read_state(const char *dir, cJSON **state, atoll_err *err);
 int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, float *exp_avg,
                     float *exp_avg_sq, atoll_err *err);
 
-/* If root holds a state.json, root itself; else its step_NNNNNNNN subdirectory (8
- * digits or more) with the highest number that holds a state.json. */
-int atoll_ckpt_find_latest(const char *root, char *out, size_t outsz, atoll_err *err);
+/* atoll_ckpt_find_latest (public, atoll/atoll.h): a checkpoint directory as is, else its
+ * step_NNNNNNNN subdirectory (8 digits or more) with the highest number that holds a
+ * state.json. */
 
 /* Removes all but the newest `keep` (>= 1) step_* checkpoints under root, and
  * stale .tmp-* / .old-* directories left by interrupted saves (those whose process

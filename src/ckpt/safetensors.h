@@ -10,6 +10,7 @@
 #define ATOLL_SAFETENSORS_H
 
 #include "atoll/atoll.h"
+#include "model/layout.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

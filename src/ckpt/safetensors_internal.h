@@ -4,6 +4,7 @@
 #define ATOLL_SAFETENSORS_INTERNAL_H
 
 #include "ckpt/safetensors.h"
+#include "model/layout.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the safetensors code copies float data as is: it assumes a little-endian host"

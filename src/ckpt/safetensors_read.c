@@ -28,6 +28,7 @@
 #endif
 
 #include "ckpt/safetensors_internal.h"
+#include "model/layout.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,6 +7,7 @@
 #endif
 
 #include "ckpt/safetensors_internal.h"
+#include "model/layout.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -12,9 +12,7 @@
 #include "comm/comm.h"
 #include "core/fs.h"
 #include "cli/plan_cli.h"
-#include "infer/sample.h"
 #include "train/config.h"
-#include "train/train.h"
 
 #include <cblas.h>
 #include <dirent.h>

@@ -4,7 +4,7 @@
 #define ATOLL_PLAN_SETUP_H
 
 #include "cli/plan_options.h"
-#include "plan/plan.h"
+#include "atoll/plan.h"
 
 typedef struct {
   atoll_plan_model model;

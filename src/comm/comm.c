@@ -38,6 +38,7 @@
 #endif
 #include "comm/comm_internal.h"
 #include "core/fatal.h"
+#include "core/clock.h"
 
 #include <math.h>
 #include <mpi.h>

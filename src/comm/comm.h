@@ -61,14 +61,10 @@ typedef struct {
   double wait_seconds; /* time spent blocked in waits (not overlapped) */
 } atoll_comm_stats;
 
-typedef struct atoll_comm atoll_comm;
-
-/* Starts MPI (if built with it and not yet started) and returns the world
- * communicator, named "world". Without a launcher it is a world of one. */
-int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err);
-/* Frees a communicator; on the world communicator also finalizes MPI (if
- * atoll_comm_init started it). Free sub-communicators first. */
-void atoll_comm_free(atoll_comm *c);
+/* atoll_comm, atoll_comm_init and atoll_comm_free are public (atoll/atoll.h): init starts
+ * MPI (if not yet started) and returns the world communicator, named "world" (a world
+ * of one without a launcher); free on the world also finalizes MPI if init started it.
+ * Free sub-communicators first. */
 /* Ends the whole job at once with exit status `code` (MPI_Abort; exit() without MPI). */
 void atoll_comm_abort(atoll_comm *c, int code);
 

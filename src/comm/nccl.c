@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "comm/nccl.h"
+#include "core/clock.h"
 
 #include <stdint.h>
 #include <stdio.h>

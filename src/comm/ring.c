@@ -46,6 +46,7 @@
  *   all-gather       4 * (count - counts[(r+1) mod N])
  */
 #include "comm/comm_internal.h"
+#include "core/clock.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* Timing helpers shared by training, communication, the planner and benchmarks. */
 #include "atoll/atoll.h"
+#include "core/clock.h"
 
 #include <stdlib.h>
 #include <time.h>

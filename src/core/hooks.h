@@ -6,9 +6,11 @@
 #ifndef ATOLL_HOOKS_H
 #define ATOLL_HOOKS_H
 
+#include "atoll/atoll.h"
+
 #include <stddef.h>
 
-typedef struct {
+typedef struct atoll_test_hooks {
   int nan_step;             /* ATOLL_FAULT_NAN_STEP=N: step N's loss becomes NaN (0: never) */
   int stall_rank;           /* ATOLL_FAULT_STALL_RANK=R: rank R stops taking part at step 2 (-1: none) */
   int desync_island;        /* ATOLL_FAULT_DESYNC_ISLAND=K: island K's global weights drift at step 2 (-1: none) */

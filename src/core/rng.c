@@ -2,6 +2,7 @@
  * The whole state is four words, saved in checkpoints so a resumed run continues
  * the same stream. */
 #include "atoll/atoll.h"
+#include "core/rng.h"
 
 #include <math.h>
 

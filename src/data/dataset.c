@@ -2,15 +2,17 @@
  * DIR/<split>_000.bin, _001.bin, ... (consecutive numbers, stopping at the first
  * missing one), all memory-mapped, with deterministic window sampling.
  *
- * Windows are seq+1 consecutive tokens of one segment (inputs plus shifted targets);
- * the segments are the whole token files unless atoll_dataset_restrict narrowed them. A
- * segment of n >= seq+1 tokens has n - seq valid window starts; laying the valid
- * starts of all segments end to end gives one index space [0, total), and both the
+ * Windows are seq+1 consecutive tokens of one token range (inputs plus shifted targets);
+ * the ranges are the whole token files unless atoll_dataset_restrict narrowed them. A
+ * range of n >= seq+1 tokens has n - seq valid window starts; laying the valid
+ * starts of all ranges end to end gives one index space [0, total), and both the
  * training draw and the evaluation set are positions in that space. */
 #define _POSIX_C_SOURCE 200809L
 #include "data/token_file.h"
 
 #include "core/fs.h"
+#include "core/rng.h"
+#include "data/dataset.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -22,21 +24,21 @@
 
 #define WINDOW_SALT 0x77696e646f77ull /* "window" */
 
-static uint64_t valid_starts(const atoll_segment *sg, int seq) {
+static uint64_t valid_starts(const atoll_token_range *sg, int seq) {
   uint64_t need = (uint64_t)seq + 1, n = sg->end - sg->begin;
   return n >= need ? n - (uint64_t)seq : 0;
 }
 
 static uint64_t total_valid_starts(const atoll_dataset *ds, int seq) {
   uint64_t total = 0;
-  for (int k = 0; k < ds->nsegments; k++) total += valid_starts(&ds->segments[k], seq);
+  for (int k = 0; k < ds->nranges; k++) total += valid_starts(&ds->ranges[k], seq);
   return total;
 }
 
 /* Copies the window at position pos of the joined valid-start space. */
 static void copy_window(const atoll_dataset *ds, uint64_t pos, int seq, int32_t *out) {
-  for (int k = 0; k < ds->nsegments; k++) {
-    const atoll_segment *sg = &ds->segments[k];
+  for (int k = 0; k < ds->nranges; k++) {
+    const atoll_token_range *sg = &ds->ranges[k];
     uint64_t v = valid_starts(sg, seq);
     if (pos < v) {
       atoll_token_file_read(&ds->files[sg->file], sg->begin + pos, (uint64_t)seq + 1, out);
@@ -47,17 +49,17 @@ static void copy_window(const atoll_dataset *ds, uint64_t pos, int seq, int32_t 
 }
 
 /* Whole token files. */
-static int default_segments(atoll_dataset *ds, atoll_err *err) {
-  ds->segments = calloc((size_t)ds->nfiles, sizeof *ds->segments);
-  if (!ds->segments) return atoll_fail(err, "out of memory");
-  for (int k = 0; k < ds->nfiles; k++) ds->segments[k] = (atoll_segment){k, 0, ds->files[k].ntokens};
-  ds->nsegments = ds->nfiles;
+static int default_ranges(atoll_dataset *ds, atoll_err *err) {
+  ds->ranges = calloc((size_t)ds->nfiles, sizeof *ds->ranges);
+  if (!ds->ranges) return atoll_fail(err, "out of memory");
+  for (int k = 0; k < ds->nfiles; k++) ds->ranges[k] = (atoll_token_range){k, 0, ds->files[k].ntokens};
+  ds->nranges = ds->nfiles;
   return 0;
 }
 
 int atoll_dataset_restrict(atoll_dataset *ds, const uint64_t *begins, const uint64_t *ends, int n,
                            int seq, const char *what, atoll_err *err) {
-  atoll_segment *segs = calloc((size_t)n * (size_t)ds->nfiles + 1, sizeof *segs);
+  atoll_token_range *segs = calloc((size_t)n * (size_t)ds->nfiles + 1, sizeof *segs);
   if (!segs) return atoll_fail(err, "out of memory");
   int m = 0;
   for (int i = 0; i < n; i++) {
@@ -65,20 +67,20 @@ int atoll_dataset_restrict(atoll_dataset *ds, const uint64_t *begins, const uint
     for (int k = 0; k < ds->nfiles; k++) {
       uint64_t lo = begins[i] > base ? begins[i] : base;
       uint64_t hi = ends[i] < base + ds->files[k].ntokens ? ends[i] : base + ds->files[k].ntokens;
-      if (hi > lo) segs[m++] = (atoll_segment){k, lo - base, hi - base};
+      if (hi > lo) segs[m++] = (atoll_token_range){k, lo - base, hi - base};
       base += ds->files[k].ntokens;
     }
   }
   atoll_dataset probe = *ds;
-  probe.segments = segs;
-  probe.nsegments = m;
+  probe.ranges = segs;
+  probe.nranges = m;
   if (total_valid_starts(&probe, seq) == 0) {
     free(segs);
     return atoll_fail(err, "%s: no window of %d tokens fits in the selected data", what, seq + 1);
   }
-  free(ds->segments);
-  ds->segments = segs;
-  ds->nsegments = m;
+  free(ds->ranges);
+  ds->ranges = segs;
+  ds->nranges = m;
   return 0;
 }
 
@@ -266,7 +268,7 @@ int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, in
   if (seq < 1) return atoll_fail(err, "%s: sequence length %d must be at least 1", dir, seq);
   if (check_dir(dir, err) != 0) return -1;
   if (open_files(ds, dir, split, err) != 0 || check_manifest(ds, dir, split, err) != 0 ||
-      default_segments(ds, err) != 0 || check_enough(ds, dir, split, seq, err) != 0) {
+      default_ranges(ds, err) != 0 || check_enough(ds, dir, split, seq, err) != 0) {
     atoll_dataset_close(ds);
     return -1;
   }
@@ -276,6 +278,6 @@ int atoll_dataset_open(atoll_dataset *ds, const char *dir, const char *split, in
 void atoll_dataset_close(atoll_dataset *ds) {
   for (int k = 0; k < ds->nfiles; k++) atoll_token_file_close(&ds->files[k]);
   free(ds->files);
-  free(ds->segments);
+  free(ds->ranges);
   memset(ds, 0, sizeof *ds);
 }

@@ -1,9 +1,31 @@
 /* Internal interface of the token file module (src/data/token_file.c).
- * The public half (atoll_token_file_write, _open, _close, _token) is in atoll/atoll.h. */
+ * Internal: library users prepare data with atoll_prepare (atoll/atoll.h). */
 #ifndef ATOLL_DATA_TOKEN_FILE_H
 #define ATOLL_DATA_TOKEN_FILE_H
 
 #include "atoll/atoll.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Token file, see src/data/token_file.c for the byte layout. */
+typedef struct {
+  char path[1024];
+  uint32_t vocab;
+  uint32_t width;   /* bytes per token: 1, 2 or 4 */
+  uint64_t ntokens;
+  void *map;        /* whole file, memory-mapped */
+  size_t map_size;
+  const uint8_t *tokens;
+  uint32_t max_token; /* largest token (0 when empty) */
+  uint64_t hash;      /* atoll_token_file_hash of the tokens, as in manifest.json */
+} atoll_token_file;
+
+int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
+                           atoll_err *err);
+int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err);
+void atoll_token_file_close(atoll_token_file *sh);
+int32_t atoll_token_file_token(const atoll_token_file *sh, uint64_t i);
 
 #define ATOLL_TOKEN_FILE_MAGIC "ATOLLTOK"
 #define ATOLL_TOKEN_FILE_VERSION 1u

@@ -1,10 +1,11 @@
 /* Text generation: the model's forward pass over the last `context` tokens, then a
  * draw from the softmax of the last position's logits (temperature, top-k). No KV
  * cache: each new token recomputes the window, which is fine at these model sizes. */
-#include "infer/sample.h"
 
 #include "ckpt/checkpoint.h"
 #include "train/config.h"
+#include "core/rng.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>

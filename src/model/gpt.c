@@ -41,6 +41,8 @@
  *             gathered LayerNorm outputs are kept for backward (not re-gathered). */
 #include "atoll/atoll.h"
 #include "ops/ops.h"
+#include "core/rng.h"
+#include "model/model.h"
 
 #include <inttypes.h>
 #include <limits.h>

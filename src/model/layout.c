@@ -39,6 +39,7 @@
  *     the rest              none   replicated (LayerNorms, wpe, projection biases)
  * Checkpoints always hold the whole model; atoll_layout_runs maps a part into it. */
 #include "atoll/atoll.h"
+#include "model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

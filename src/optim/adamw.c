@@ -2,6 +2,7 @@
  * the pieces of global gradient-norm clipping. Updates work on a range of the flat
  * buffer so a sharded optimizer can update only its own shard. */
 #include "atoll/atoll.h"
+#include "optim/optim.h"
 
 #include <math.h>
 

@@ -2,6 +2,7 @@
  * check (with H = 1, outer SGD at learning rate 1 and inner SGD, DiLoCo is exactly
  * data-parallel SGD). */
 #include "atoll/atoll.h"
+#include "optim/optim.h"
 
 void atoll_sgd_update(const atoll_layout *lay, float weight_decay, float *params, const float *grads,
                       size_t begin, size_t end, float lr, float grad_scale) {

@@ -1,6 +1,9 @@
 /* DiLoCo outer synchronisation; see diloco.h for the algorithm and byte counts. */
 #include "parallel/diloco.h"
 #include "parallel/dp.h"
+#include "core/clock.h"
+#include "core/rng.h"
+#include "model/layout.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -33,6 +33,7 @@
 #include "parallel/mesh.h"
 #include "parallel/quant.h"
 #include "parallel/strategy.h"
+#include "model/layout.h"
 
 typedef struct {
   int sync_every;       /* H */

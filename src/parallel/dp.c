@@ -2,6 +2,8 @@
 #include "parallel/dp.h"
 
 #include "core/mem.h"
+#include "model/model.h"
+#include "optim/optim.h"
 
 #include <stdlib.h>
 #include <string.h>

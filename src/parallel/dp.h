@@ -27,6 +27,7 @@
 #include "atoll/atoll.h"
 #include "comm/comm.h"
 #include "parallel/strategy.h"
+#include "model/model.h"
 
 typedef struct atoll_dp atoll_dp;
 

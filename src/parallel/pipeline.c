@@ -32,6 +32,8 @@
 #include "parallel/pipeline.h"
 
 #include "core/fatal.h"
+#include "core/clock.h"
+#include "model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

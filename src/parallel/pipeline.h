@@ -10,6 +10,7 @@
 
 #include "parallel/mesh.h"
 #include "parallel/strategy.h"
+#include "model/model.h"
 
 #include <stdint.h>
 

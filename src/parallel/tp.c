@@ -1,5 +1,6 @@
 /* Tensor parallel; see tp.h. */
 #include "parallel/tp.h"
+#include "model/model.h"
 
 #include <stdlib.h>
 

@@ -10,6 +10,7 @@
 
 #include "parallel/strategy.h"
 #include "comm/comm.h"
+#include "model/model.h"
 
 typedef struct atoll_tp atoll_tp;
 

@@ -1,6 +1,6 @@
 /* The planner's global modelling assumptions (atoll_plan_assume) with the reason for
  * each default, and the names and units the tool prints them under. */
-#include "plan/plan.h"
+#include "atoll/plan.h"
 
 #include <string.h>
 

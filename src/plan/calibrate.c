@@ -5,7 +5,7 @@
  * tensor x pipeline; a run from before model parallelism: data parallel over the
  * world), its micro-batches per step the layout's (or the config's "microbatches" or
  * "accum" for an older summary). */
-#include "plan/plan.h"
+#include "atoll/plan.h"
 
 #include <errno.h>
 #include <math.h>

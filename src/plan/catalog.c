@@ -5,7 +5,7 @@
  * (no sparsity) BF16 tensor-core FLOP/s from NVIDIA's datasheets. The efficiency
  * figures are modelling assumptions, explained next to each value and in
  * docs/plan.md; the tool prints the ones in force. */
-#include "plan/plan.h"
+#include "atoll/plan.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -10,7 +10,7 @@
 #ifndef ATOLL_PLAN_EVAL_H
 #define ATOLL_PLAN_EVAL_H
 
-#include "plan/plan.h"
+#include "atoll/plan.h"
 
 /* Bytes of one activation, weight or gradient element; of AdamW's state per parameter
  * (fp32 moments, plus the fp32 master weights in mixed precision). */

@@ -6,8 +6,9 @@
  *                elementwise rate). Medians of 7 runs after a warm-up.
  * Both run at the caller's OpenMP/OpenBLAS thread count (the CLI sets it). */
 #define _POSIX_C_SOURCE 200809L
-#include "plan/plan.h"
+#include "atoll/plan.h"
 #include "ops/ops.h"
+#include "core/clock.h"
 
 #include <cblas.h>
 #include <errno.h>

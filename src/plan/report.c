@@ -2,7 +2,7 @@
  * layouts (time, memory breakdown, traffic per link), the assumptions block,
  * --explain in plain words, and --json. Memory is in GiB (2^30 bytes), traffic and
  * bandwidth in decimal GB and GB/s, as their hardware is specified. */
-#include "plan/plan.h"
+#include "atoll/plan.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * recomputation; keep the fastest fitting setting per mesh; rank meshes by time per
  * token. Also the two questions of the issue: the fewest devices that hold a model,
  * and days to train by device count. */
-#include "plan/plan.h"
+#include "atoll/plan.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -16,6 +16,9 @@
 #include "parallel/pipeline.h"
 #include "parallel/strategy.h"
 #include "train/config.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "model/model.h"
 
 #include <stdio.h>
 

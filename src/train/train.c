@@ -20,12 +20,16 @@
  * AdamW moments, step, RNG state, config) or a pure function of it (the batch of step
  * s is drawn from (seed, s)), so a resumed run repeats the uninterrupted run's
  * arithmetic bit for bit (at the same thread count and world size). */
-#include "train/train.h"
 
 #include "ckpt/checkpoint.h"
 #include "core/fs.h"
 #include "train/report.h"
 #include "train/run.h"
+#include "core/clock.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "model/model.h"
+#include "optim/optim.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -14,6 +14,8 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/mem.h"
+#include "core/rng.h"
+#include "model/model.h"
 
 #include <errno.h>
 #include <stdlib.h>

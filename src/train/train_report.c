@@ -2,6 +2,8 @@
 #include "train/report.h"
 
 #include "core/fatal.h"
+#include "core/clock.h"
+#include "model/model.h"
 
 #include <errno.h>
 #include <math.h>

@@ -8,6 +8,8 @@
 
 #include "core/fs.h"
 #include "parallel/tp.h"
+#include "data/dataset.h"
+#include "model/model.h"
 
 #include <stdlib.h>
 #include <string.h>

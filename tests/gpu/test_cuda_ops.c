@@ -42,6 +42,7 @@
 #include "check.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "core/rng.h"
 
 static int R, N; /* this rank and the world size */
 

@@ -8,6 +8,9 @@
  * usage: torch_dump DIR */
 #include "atoll/atoll.h"
 #include "ckpt/safetensors.h"
+#include "core/rng.h"
+#include "model/model.h"
+#include "optim/optim.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -1,0 +1,13 @@
+/* Monotonic time and medians (src/core/clock.c). */
+#ifndef ATOLL_CORE_CLOCK_H
+#define ATOLL_CORE_CLOCK_H
+
+#include <stddef.h>
+
+
+/* Monotonic seconds (for intervals only). */
+double atoll_seconds(void);
+/* Median of v[0, n); sorts v in place. 0 for n = 0. */
+double atoll_median(double *v, size_t n);
+
+#endif

@@ -1,0 +1,110 @@
+/* The GPT model: parameters, gradients, activations, forward and backward passes, and the
+ * hook seams through which parallel strategies act (src/model/gpt.c). Internal. */
+#ifndef ATOLL_MODEL_MODEL_H
+#define ATOLL_MODEL_MODEL_H
+
+#include "model/layout.h"
+
+
+struct atoll_ops; /* the kernel backend seam, see src/ops/ops.h */
+
+typedef struct atoll_model atoll_model;
+
+/* Allocates parameters, gradients and activations for micro-batches of up to
+ * max_batch x max_seq tokens (max_seq <= shape.context). Weights start at zero;
+ * call atoll_model_init_weights or load them. */
+int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
+                       atoll_err *err);
+/* One part of the model (atoll_layout_init_part) with activations for `slots`
+ * micro-batches between forward and backward (pipeline schedules). */
+int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
+                            int max_batch, int max_seq, int slots, atoll_err *err);
+void atoll_model_destroy(atoll_model *m);
+/* GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L). A part
+ * takes its piece of the whole model's initial weights (the same at every layout).
+ * Fails only when out of memory. */
+int atoll_model_init_weights(atoll_model *m, uint64_t seed);
+
+const atoll_layout *atoll_model_layout(const atoll_model *m);
+float *atoll_model_params(atoll_model *m); /* flat, layout.nparams floats */
+float *atoll_model_grads(atoll_model *m);  /* flat, same layout */
+const float *atoll_model_logits(const atoll_model *m); /* [B, T, vocab] of the last forward */
+
+/* Hooks let a parallel strategy act at points of the forward and backward passes
+ * without the model knowing about it (FSDP gathers a block's weights before it runs;
+ * DDP starts averaging a block's gradients as soon as they are final). */
+typedef enum {
+  ATOLL_EV_FORWARD_BEGIN,       /* before the embedding; layer: the pass's first block */
+  ATOLL_EV_BLOCK_FORWARD,       /* before block `layer` runs forward */
+  ATOLL_EV_BLOCK_FORWARD_DONE,  /* after it */
+  ATOLL_EV_HEAD_FORWARD,        /* before the final LayerNorm and LM head */
+  ATOLL_EV_BACKWARD_BEGIN,      /* before the loss gradient; layer: after the pass's last block */
+  ATOLL_EV_BLOCK_BACKWARD,      /* before block `layer` runs backward */
+  ATOLL_EV_BLOCK_BACKWARD_DONE, /* after it */
+  ATOLL_EV_BACKWARD_DONE        /* after the embedding gradient */
+} atoll_event;
+
+typedef struct {
+  void *ctx;
+  void (*event)(void *ctx, atoll_event ev, int layer);
+  /* gradients of params[begin, end) are final for this backward: lnf first, then
+   * blocks from last to first, then the embeddings (atoll_layout_unit order reversed) */
+  void (*grads_ready)(void *ctx, size_t begin, size_t end);
+  /* called between operations of the backward pass: a chance to advance communication */
+  void (*poll)(void *ctx);
+} atoll_model_hooks;
+
+/* NULL removes the hooks. The struct is copied. */
+void atoll_model_set_hooks(atoll_model *m, const atoll_model_hooks *hooks);
+
+/* The collectives of the tensor-parallel group (needed when tp_size > 1); every member
+ * must end with bit-identical results. */
+typedef struct {
+  void *ctx;
+  void (*allreduce)(void *ctx, float *buf, size_t n);                  /* sum, in place */
+  void (*allgather)(void *ctx, const float *mine, float *all, size_t n); /* n per rank, rank order */
+  /* sequence parallel, in place on buf[0, n) cut in tp equal chunks (chunk r = rank r's):
+   * sum chunk r of every rank into rank r's chunk r / give every rank every chunk */
+  void (*reduce_scatter)(void *ctx, float *buf, size_t n);
+  void (*allgather_chunks)(void *ctx, float *buf, size_t n);
+} atoll_model_tp;
+void atoll_model_set_tp(atoll_model *m, const atoll_model_tp *tp);
+/* Sequence parallel: 1 if each tensor-parallel rank holds only its tokens' share of
+ * t's gradient (the LayerNorms), which the caller sums over the group after backward. */
+int atoll_model_grad_is_partial(const atoll_model *m, const atoll_tensor *t);
+/* Rows (tokens) of this rank's share of a micro-batch of n tokens: n, or n / tp under
+ * sequence parallelism (the size of a stage's input and output activations). */
+int atoll_model_local_rows(const atoll_model *m, int n);
+
+/* Forward pass over B sequences of T tokens (inputs [B*T]). With targets it returns
+ * the mean cross-entropy loss, else 0. */
+float atoll_model_forward(atoll_model *m, const int32_t *inputs, const int32_t *targets, int B,
+                          int T);
+void atoll_model_zero_grads(atoll_model *m);
+/* Backward of the last forward (which must have had targets). Adds
+ * loss_scale * d(mean loss)/d(params) into the gradient buffer, so that micro-batches
+ * accumulate (loss_scale = 1/accum). */
+void atoll_model_backward(atoll_model *m, float loss_scale);
+
+/* Pipeline stages: the same passes on micro-batch slot `slot`, over the part's chunk
+ * `chunk` (0 unless interleaved). inputs are needed where the pass starts the model
+ * (first stage, chunk 0; kept for its backward), targets where it ends it (last stage,
+ * last chunk: the only pass that returns the loss); another pass first receives its
+ * input activations [rows, dim] (atoll_model_local_rows) into atoll_model_slot_input.
+ * After the forward, a pass that does not end the model hands on
+ * atoll_model_slot_output; its backward takes the gradient of that output (dout; NULL
+ * where it ends the model) and leaves the gradient of its input in
+ * atoll_model_input_grad (valid until the next backward). */
+float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_t *inputs,
+                               const int32_t *targets, int B, int T);
+void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_scale, const float *dout);
+float *atoll_model_slot_input(atoll_model *m, int slot, int chunk);
+const float *atoll_model_slot_output(const atoll_model *m, int slot, int chunk);
+const float *atoll_model_input_grad(const atoll_model *m);
+
+/* Model FLOPs per trained token (forward + backward) at sequence length T:
+ * 6 * (parameters that take part in matrix products) + 6 * layers * dim * T
+ * (causal attention: QK^T and PV, forward and backward, at its real cost). */
+double atoll_flops_per_token(const atoll_shape *s, int T);
+
+#endif
