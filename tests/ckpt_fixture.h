@@ -146,7 +146,7 @@ static inline int has_hidden(const char *dir) {
 }
 
 static inline void write_state_file(const char *dir, const char *text) {
-  char path[1024];
+  char path[1100];
   mkdir(dir, 0755);
   snprintf(path, sizeof path, "%s/state.json", dir);
   write_bytes(path, text, strlen(text));
