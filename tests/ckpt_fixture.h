@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "ckpt/checkpoint.h"
+#include "core/fs.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -86,15 +87,9 @@ static inline void fill_random(float *v, size_t n) {
 }
 
 static inline uint8_t *read_all(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *buf = malloc((size_t)n + 1);
-  *size = fread(buf, 1, (size_t)n, f);
-  fclose(f);
-  return buf;
+  char *buf = NULL;
+  if (atoll_read_file(path, (size_t)1 << 30, &buf, size, NULL) != 0) return NULL;
+  return (uint8_t *)buf;
 }
 
 static inline void write_bytes(const char *path, const void *buf, size_t n) {
