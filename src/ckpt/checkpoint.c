@@ -1,15 +1,18 @@
-/* Checkpoint directories: atomic save, validated load, discovery and pruning.
+/* Checkpoint directories: atomic save and validated load (finding and pruning are in
+ * ckpt_dirs.c, the per-file hashes in ckpt_hash.c).
  *
  * Save protocol for DIR = PARENT/NAME (pid P):
  *   1. mkdir -p PARENT; write model.safetensors, optimizer.safetensors and
- *      state.json into PARENT/.tmp-NAME-P, fsync each file and the directory.
+ *      state.json (last, atomically, with the files' hashes) into
+ *      PARENT/.tmp-NAME-P, fsync each file and the directory.
  *   2. If DIR does not exist: rename .tmp-NAME-P -> DIR.
  *      If it does: swap the two atomically (renameat2 RENAME_EXCHANGE), so that DIR
  *      is never missing; where the file system cannot do that, rename DIR ->
  *      PARENT/.old-NAME-P, then .tmp-NAME-P -> DIR (DIR is briefly absent).
  *   3. fsync PARENT, then remove whatever holds the old checkpoint.
  * A kill at any point leaves DIR complete (old or new) except in the fallback's
- * window, where both complete copies survive as hidden siblings.
+ * window, where both complete copies survive as hidden siblings (atoll_ckpt_clean
+ * puts one back).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -28,7 +31,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
