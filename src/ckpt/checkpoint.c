@@ -97,6 +97,17 @@ int atoll_ckpt_has_state(const char *dir) {
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int atoll_ckpt_dir_empty(const char *dir, int *empty, atoll_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) return atoll_fail(err, "%s: cannot open: %s", dir, strerror(errno));
+  struct dirent *e;
+  *empty = 1;
+  while (*empty && (e = readdir(d)) != NULL)
+    *empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+  closedir(d);
+  return 0;
+}
+
 /* --------------------------------------------------------------- state --- */
 
 static int json_int(const cJSON *item, int *out) {
@@ -241,13 +252,8 @@ static int replaceable(const char *dir, atoll_err *err) {
   if (!S_ISDIR(st.st_mode))
     return atoll_fail(err, "%s: exists and is not a directory; not replacing it", dir);
   if (atoll_ckpt_has_state(dir)) return 0;
-  DIR *d = opendir(dir);
-  if (!d) return atoll_fail(err, "%s: cannot open: %s", dir, strerror(errno));
-  int empty = 1;
-  struct dirent *e;
-  while (empty && (e = readdir(d)) != NULL)
-    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-  closedir(d);
+  int empty;
+  if (atoll_ckpt_dir_empty(dir, &empty, err) != 0) return -1;
   if (!empty)
     return atoll_fail(err, "%s: exists and is not a checkpoint (no state.json); not replacing it",
                       dir);

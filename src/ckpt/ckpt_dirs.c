@@ -270,13 +270,8 @@ static int dest_free(const char *dest, atoll_err *err) {
   struct stat st;
   if (lstat(dest, &st) != 0) return errno == ENOENT ? 0 : atoll_fail(err, "%s: cannot stat: %s", dest, strerror(errno));
   if (!S_ISDIR(st.st_mode)) return atoll_fail(err, "%s: exists and is not a directory", dest);
-  DIR *d = opendir(dest);
-  if (!d) return atoll_fail(err, "%s: cannot open: %s", dest, strerror(errno));
-  struct dirent *e;
-  int empty = 1;
-  while (empty && (e = readdir(d)) != NULL)
-    empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-  closedir(d);
+  int empty;
+  if (atoll_ckpt_dir_empty(dest, &empty, err) != 0) return -1;
   if (!empty) return atoll_fail(err, "%s: exists and is not empty; choose another directory", dest);
   return 0;
 }

@@ -13,6 +13,8 @@
 int atoll_ckpt_join(char *out, size_t outsz, const char *a, const char *b, atoll_err *err);
 /* 1 if path is a directory (symbolic links not followed). */
 int atoll_ckpt_is_dir(const char *path);
+/* Whether dir holds nothing (besides . and ..) into *empty. */
+int atoll_ckpt_dir_empty(const char *dir, int *empty, atoll_err *err);
 /* 1 if dir holds a regular file state.json. */
 int atoll_ckpt_has_state(const char *dir);
 
