@@ -8,13 +8,15 @@
  *                          (absent if the checkpoint was saved without moments)
  *   state.json             the training loop's state object plus
  *                          "format": "atoll-checkpoint", "version": 1; "step" (an
- *                          integer >= 0) is required, the rest is not interpreted here.
+ *                          integer >= 0) is required; "file_hashes" (written here)
+ *                          holds a hash of each tensor file's data section, checked
+ *                          at load; the rest is not interpreted here.
  *
  * Checkpoints of a run live in ROOT/step_NNNNNNNN (atoll_ckpt_dirname). Saving is
  * atomic: a kill at any moment leaves either the previous complete checkpoint or the
  * new complete one under the directory's name, plus possibly a hidden
- * ".tmp-<name>-<pid>" or ".old-<name>-<pid>" sibling, which loaders ignore and
- * atoll_ckpt_prune removes.
+ * ".tmp-<name>-<pid>", ".old-<name>-<pid>" or ".doomed-<name>-<pid>" sibling, which
+ * loaders ignore and atoll_ckpt_prune (process gone) or atoll_ckpt_clean removes.
  */
 #ifndef ATOLL_CHECKPOINT_H
 #define ATOLL_CHECKPOINT_H
@@ -62,8 +64,9 @@ int atoll_ckpt_read_state(const char *dir, cJSON **state, atoll_err *err);
 
 /* Loads the weights, and the AdamW moments unless exp_avg and exp_avg_sq are both
  * NULL. Every tensor must match the layout (a checkpoint of a different model shape
- * fails naming the first tensor whose shape differs). On failure the buffers'
- * contents are unspecified. */
+ * fails naming the first tensor whose shape differs), and each file's data section
+ * its hash in state.json's "file_hashes" (a checkpoint written before those hashes
+ * has none and is not checked). On failure the buffers' contents are unspecified. */
 int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, float *exp_avg,
                     float *exp_avg_sq, atoll_err *err);
 
@@ -71,10 +74,32 @@ int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, flo
  * step_NNNNNNNN subdirectory (8 digits or more) with the highest number that holds a
  * state.json. */
 
-/* Removes all but the newest `keep` (>= 1) step_* checkpoints under root, and
- * stale .tmp-* / .old-* directories left by interrupted saves (those whose process
- * is gone). A missing root is not an error. */
+/* Removes all but the newest `keep` (>= 1) step_* checkpoints under root, except
+ * that the checkpoint of step protect_step (the one just saved; -1: none) is kept
+ * whatever its rank, and hidden .tmp-* / .old-* / .doomed-* directories whose
+ * process is gone. Each checkpoint is first renamed to a hidden .doomed-* name, so a
+ * kill never leaves a partial step_* directory. A missing root is not an error. */
+int atoll_ckpt_prune_ex(const char *root, int keep, int protect_step, atoll_err *err);
+/* atoll_ckpt_prune_ex with no protected step. */
 int atoll_ckpt_prune(const char *root, int keep, atoll_err *err);
+
+/* Cleans what killed saves and prunes left under root, whatever process made it:
+ * call once at start, holding the run directory's lock (run_dir.h) so that no other
+ * process is saving there. A save killed between its two renames left its checkpoint
+ * only as a hidden .tmp-/.old- copy: that copy is renamed back. Every other hidden
+ * .tmp-/.old-/.doomed- directory and every step_* directory without state.json is
+ * deleted. A missing root is not an error. */
+int atoll_ckpt_clean(const char *root, atoll_err *err);
+
+/* How many step_* checkpoints under root have a step greater than `step` (-1: all
+ * of them) into *count, and the greatest such step into *newest (-1 if none). A
+ * missing root counts none. */
+int atoll_ckpt_newer(const char *root, int step, int *count, int *newest, atoll_err *err);
+/* Moves every step_* checkpoint under root with a step greater than `step` into
+ * dest_dir (created, with its parents; refused if it exists and is not an empty
+ * directory), one rename per checkpoint, so each is whole in one place or the other.
+ * dest_dir must be on root's file system. */
+int atoll_ckpt_move_aside(const char *root, int step, const char *dest_dir, atoll_err *err);
 
 /* root/step_%08d into out (truncated to outsz). */
 void atoll_ckpt_dirname(const char *root, int step, char *out, size_t outsz);

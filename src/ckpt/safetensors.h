@@ -108,6 +108,14 @@ int atoll_st_read(const char *path, const atoll_layout *lay, const char *prefix,
 int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
                         int nparts, cJSON **metadata, atoll_err *err);
 
+/* The same, and then, once the file has been read without error, on_data (if
+ * non-NULL) sees the file's whole data section as it lies in the file (the
+ * checkpoint code hashes it). */
+typedef void (*atoll_st_data_fn)(const uint8_t *data, uint64_t size, void *ctx);
+int atoll_st_read_parts_ex(const char *path, const atoll_layout *lay,
+                           const atoll_st_read_part *parts, int nparts, cJSON **metadata,
+                           atoll_st_data_fn on_data, void *ctx, atoll_err *err);
+
 /* Checks that the layout's views are contiguous, in order and cover nparams
  * exactly (what atoll_st_write and atoll_st_read rely on). `what` names the file in
  * messages. */

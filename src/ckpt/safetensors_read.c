@@ -533,6 +533,12 @@ static int report_extra(const atoll_st_file *f, const char *path, const atoll_la
 
 int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
                         int nparts, cJSON **metadata, atoll_err *err) {
+  return atoll_st_read_parts_ex(path, lay, parts, nparts, metadata, NULL, NULL, err);
+}
+
+int atoll_st_read_parts_ex(const char *path, const atoll_layout *lay,
+                           const atoll_st_read_part *parts, int nparts, cJSON **metadata,
+                           atoll_st_data_fn on_data, void *ctx, atoll_err *err) {
   if (metadata) *metadata = NULL;
   const char *prefixes[ATOLL_ST_MAX_PARTS];
   const void *datas[ATOLL_ST_MAX_PARTS];
@@ -552,6 +558,7 @@ int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_s
     *metadata = cJSON_Duplicate(f.metadata, 1);
     if (!*metadata) rc = atoll_fail(err, "%s: out of memory copying metadata", path);
   }
+  if (rc == 0 && on_data) on_data(f.data, f.data_size, ctx);
   atoll_st_file_free(&f);
   unmap_file(&m);
   return rc;

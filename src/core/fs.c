@@ -1,5 +1,6 @@
 #include "core/fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -73,4 +74,67 @@ int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
   buf[n] = 0;
   *out = buf, *len = n;
   return 0;
+}
+
+/* Writes all of buf to fd, retrying short writes and EINTR. */
+static int write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, buf, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    buf += n, len -= (size_t)n;
+  }
+  return 0;
+}
+
+int atoll_write_file_atomic(const char *path, const char *text, size_t len, atoll_err *err) {
+  char dir[4096], tmp[4096 + 64];
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
+  size_t dlen = slash ? (size_t)(slash - path) : 0;
+  if (!*name) return atoll_fail(err, "%s: not a file name", path);
+  if (dlen >= sizeof dir) return atoll_fail(err, "%.200s...: path too long", path);
+  if (!slash)
+    strcpy(dir, ".");
+  else if (dlen == 0)
+    strcpy(dir, "/");
+  else
+    memcpy(dir, path, dlen), dir[dlen] = 0;
+  /* Same directory as path, so that the rename cannot cross file systems. */
+  int n = snprintf(tmp, sizeof tmp, "%.*s%s.%s.tmp-%ld", (int)dlen, path, slash ? "/" : "", name,
+                   (long)getpid());
+  if (n < 0 || (size_t)n >= sizeof tmp) return atoll_fail(err, "%.200s...: path too long", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return atoll_fail(err, "%s: cannot create: %s", path, strerror(errno));
+  int bad = write_all(fd, text, len) != 0 || fsync(fd) != 0;
+  int e = errno;
+  if (close(fd) != 0 && !bad) bad = 1, e = errno;
+  if (!bad && rename(tmp, path) != 0) {
+    e = errno;
+    unlink(tmp);
+    return atoll_fail(err, "%s: cannot rename %s into place: %s", path, tmp, strerror(e));
+  }
+  if (bad) {
+    unlink(tmp);
+    return atoll_fail(err, "%s: write failed: %s", path, strerror(e ? e : EIO));
+  }
+  return atoll_fsync_path(dir, O_DIRECTORY, err);
+}
+
+int atoll_rm_tree(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+  if (!S_ISDIR(st.st_mode)) return unlink(path);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  int rc = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char child[4096];
+    int n = snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+    if (n < 0 || (size_t)n >= sizeof child || atoll_rm_tree(child) != 0) rc = -1;
+  }
+  closedir(d);
+  return rc == 0 ? rmdir(path) : -1;
 }

@@ -1,5 +1,6 @@
 /* Small file-system helpers shared by the modules that write run directories,
- * checkpoints and data: one mkdir -p, one whole-file reader. */
+ * checkpoints and data: one mkdir -p, one whole-file reader, one atomic whole-file
+ * writer, one rm -r. */
 #ifndef ATOLL_FS_H
 #define ATOLL_FS_H
 
@@ -16,5 +17,14 @@ int atoll_mkdir_p(const char *path, atoll_err *err);
 /* Reads a whole file of at most max_bytes into a new buffer (caller frees), NUL
  * terminated one past *len. */
 int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len, atoll_err *err);
+
+/* Writes len bytes of text as the whole of path, atomically: into a temporary
+ * sibling ".NAME.tmp-PID" in the same directory, fsynced, renamed over path, and the
+ * directory fsynced. Every write is checked; on failure path is as it was and the
+ * temporary file is removed. */
+int atoll_write_file_atomic(const char *path, const char *text, size_t len, atoll_err *err);
+/* rm -r: removes path and everything below it; symbolic links are removed, not
+ * followed. A missing path is not an error. Returns 0, or -1 with errno set. */
+int atoll_rm_tree(const char *path);
 
 #endif
