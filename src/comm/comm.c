@@ -358,7 +358,7 @@ double atoll_allreduce_sum_double(atoll_comm *c, double x) {
 }
 
 /* Point-to-point rather than MPI_Igatherv: its int displacements would cap the
- * range at 2^31 floats. Chunks go in pieces of at most 2^28 floats (an int count). */
+ * range at 2^31 floats. Slices go in pieces of at most 2^28 floats (an int count). */
 void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t *counts,
                           int root) {
   c->stats.calls[ATOLL_OP_OTHER]++;
@@ -372,9 +372,9 @@ void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t 
     size_t sum = 0;
     for (int i = 0; i < N; i++) sum += counts[i];
     if (sum != count)
-      atoll_comm_usage_fail(c, "gather_to_root", "chunk counts do not add up to the range");
+      atoll_comm_usage_fail(c, "gather_to_root", "slice counts do not add up to the range");
   }
-  atoll_chunks(count, N, counts, cnt, dsp);
+  atoll_slices(count, N, counts, cnt, dsp);
   const size_t piece = ATOLL_PIECE_BYTES / sizeof(float);
   size_t nreq = 0;
   for (int i = 0; i < N; i++)

@@ -7,21 +7,21 @@
  * state machine that the caller can advance by polling (atoll_req_test) from inside
  * the backward pass, since Open MPI makes no progress on its own.
  *
- * Chunks. A collective on a range of `count` floats splits it into `size` chunks,
- * chunk r = [displs[r], displs[r] + counts[r]) relative to the range start, one per
+ * Slices. A collective on a range of `count` floats splits it into `size` slices,
+ * slice r = [displs[r], displs[r] + counts[r]) relative to the range start, one per
  * rank, contiguous and in rank order (counts may be uneven or zero). NULL counts
- * means an even split: chunk r gets count/size floats, the first count%size chunks
+ * means an even split: slice r gets count/size floats, the first count%size slices
  * one more.
  *
  *   all-reduce (sum):  in place; every rank ends with the full sum.
- *   reduce-scatter:    in place; rank r ends with the sum of chunk r (at its place in
+ *   reduce-scatter:    in place; rank r ends with the sum of slice r (at its place in
  *                      the buffer); the rest of the buffer is left as scratch.
- *   all-gather:        in place; rank r contributes chunk r (at its place), every rank
- *                      ends with all chunks.
+ *   all-gather:        in place; rank r contributes slice r (at its place), every rank
+ *                      ends with all slices.
  *   broadcast:         from root, the whole range.
  *
  * Bytes sent by one rank (the counters; exact formulas in ring.c and comm.c): each ring step
- * sends one chunk, so an all-reduce sends about 2 (N-1)/N of the range, a
+ * sends one slice, so an all-reduce sends about 2 (N-1)/N of the range, a
  * reduce-scatter or an all-gather about (N-1)/N; a broadcast counts its bytes on the
  * root only (MPI_Ibcast forwards them as it likes).
  *
@@ -133,12 +133,12 @@ void atoll_allgather_blocks(atoll_comm *c, const void *mine, void *recv, size_t 
 atoll_req *atoll_isend(atoll_comm *c, const void *buf, size_t bytes, int peer, int tag);
 atoll_req *atoll_irecv(atoll_comm *c, void *buf, size_t bytes, int peer, int tag);
 
-/* Gathers chunk r of buf (counts as above) from every rank to root's buf. */
+/* Gathers slice r of buf (counts as above) from every rank to root's buf. */
 void atoll_gather_to_root(atoll_comm *c, float *buf, size_t count, const size_t *counts, int root);
 
-/* Chunk boundaries of a range: fills displs[size] from counts (or an even split of
+/* Slice boundaries of a range: fills displs[size] from counts (or an even split of
  * count when counts is NULL, then also fills counts_out). */
-void atoll_chunks(size_t count, int size, const size_t *counts, size_t *counts_out,
+void atoll_slices(size_t count, int size, const size_t *counts, size_t *counts_out,
                   size_t *displs_out);
 
 #endif

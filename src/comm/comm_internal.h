@@ -12,7 +12,7 @@
 #define ATOLL_TAG_RANGE 32767
 /* Largest segment of a ring step (floats: 4 MiB), and the most units in flight.
  * Measured at 2 ranks over shared memory (bench_comm): one message per step is as
- * fast as MPI_Allreduce up to 16 MiB; cutting large chunks into 4 MiB segments keeps
+ * fast as MPI_Allreduce up to 16 MiB; cutting large slices into 4 MiB segments keeps
  * that and doubles the speed at 32-64 MiB (each segment is added while the peer
  * copies the next); 256 KiB segments lost 5-30% below 16 MiB to per-message
  * handshakes. */

@@ -5,22 +5,22 @@
  * watchdog are in comm.c.
  *
  * ---------------------------------------------------------------- schedule ---
- * N ranks, chunk c = [displs[c], displs[c] + counts[c]) floats of the range (see
- * atoll_chunks), indices mod N. Rank r sends to r+1 and receives from r-1.
+ * N ranks, slice c = [displs[c], displs[c] + counts[c]) floats of the range (see
+ * atoll_slices), indices mod N. Rank r sends to r+1 and receives from r-1.
  *
- *   reduce-scatter step s = 0 .. N-2: rank r sends chunk (r-s-1) and receives
- *     chunk (r-s-2), which it adds into its own copy: buf[c] = buf[c] + recv.
- *     Chunk c thus starts at rank c+1 and is summed along the ring, in the fixed
+ *   reduce-scatter step s = 0 .. N-2: rank r sends slice (r-s-1) and receives
+ *     slice (r-s-2), which it adds into its own copy: buf[c] = buf[c] + recv.
+ *     Slice c thus starts at rank c+1 and is summed along the ring, in the fixed
  *     order x[c+1], x[c+2], ..., x[c]; after N-1 steps rank r holds the sum of
- *     chunk r (reduce-scatter ends here).
- *   all-gather step s = 0 .. N-2: rank r sends chunk (r-s) and receives chunk
- *     (r-s-1) straight into place. Every copy of chunk c is rank c's bytes, so all
+ *     slice r (reduce-scatter ends here).
+ *   all-gather step s = 0 .. N-2: rank r sends slice (r-s) and receives slice
+ *     (r-s-1) straight into place. Every copy of slice c is rank c's bytes, so all
  *     ranks end with bit-identical results.
  *   all-reduce: the reduce-scatter steps, then the all-gather steps.
  *
- * The chunk a rank sends at any step is the one it received at the step before.
+ * The slice a rank sends at any step is the one it received at the step before.
  * This lets a ring run as a pipeline: every step is cut into K segments (the same cut
- * of a chunk on every rank, each at most ATOLL_SEG_FLOATS floats), a "unit" (step s,
+ * of a slice on every rank, each at most ATOLL_SEG_FLOATS floats), a "unit" (step s,
  * segment k) is one send and one receive, units run in order u = s*K + k, and up to
  * W <= K units are in flight at once (posted in order, retired in order; a unit
  * retires when its send and its receive are done). Unit u needs unit u-K (the same
@@ -30,7 +30,7 @@
  * while this rank adds), then adds u's segment, then posts the rest. A reduce-step
  * receives into one of W+1 segment-sized scratch slots (slot = u mod (W+1): the
  * units in flight and the one being added). Segment sizes are known on every rank,
- * so empty segments (chunks of 0 floats, count 0) are skipped on both sides. The
+ * so empty segments (slices of 0 floats, count 0) are skipped on both sides. The
  * order of additions per element is the one above, whatever K and W. Defaults below;
  * atoll_comm_set_tuning overrides them for experiments and tests (rank 0's values
  * hold; communicators split later inherit them).
@@ -40,8 +40,8 @@
  * is a no-op and counts 0):
  *
  *   all-reduce       4 * (count - counts[r]) + 4 * (count - counts[(r+1) mod N])
- *                    (reduce-scatter phase: every chunk but r; all-gather phase:
- *                    every chunk but r+1). Even split: about 2 (N-1)/N of the range.
+ *                    (reduce-scatter phase: every slice but r; all-gather phase:
+ *                    every slice but r+1). Even split: about 2 (N-1)/N of the range.
  *   reduce-scatter   4 * (count - counts[r])
  *   all-gather       4 * (count - counts[(r+1) mod N])
  */
@@ -52,7 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void atoll_chunks(size_t count, int size, const size_t *counts, size_t *counts_out,
+void atoll_slices(size_t count, int size, const size_t *counts, size_t *counts_out,
                   size_t *displs_out) {
   size_t base = size > 0 ? count / (size_t)size : 0, rem = size > 0 ? count % (size_t)size : 0;
   size_t off = 0;
@@ -66,12 +66,12 @@ void atoll_chunks(size_t count, int size, const size_t *counts, size_t *counts_o
 
 /* ------------------------------------------------------------------ rings --- */
 
-/* Segment k (of K) of chunk c: an even split, the first counts[c] % K one longer. */
-static void segment(const atoll_req *q, int chunk, size_t k, size_t *off, size_t *n) {
-  size_t cnt = q->counts[chunk], K = q->nseg;
+/* Segment k (of K) of slice c: an even split, the first counts[c] % K one longer. */
+static void segment(const atoll_req *q, int slice, size_t k, size_t *off, size_t *n) {
+  size_t cnt = q->counts[slice], K = q->nseg;
   size_t base = cnt / K, rem = cnt % K;
   *n = base + (k < rem ? 1 : 0);
-  *off = q->displs[chunk] + k * base + (k < rem ? k : rem);
+  *off = q->displs[slice] + k * base + (k < rem ? k : rem);
 }
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -84,14 +84,14 @@ static void post_unit(atoll_req *q, size_t u) {
   size_t k = u % q->nseg;
   int reduce = step < N - 1;
   int s = reduce ? step : step - (N - 1);
-  int send_chunk = reduce ? mod(r - s - 1, N) : mod(r - s, N);
-  int recv_chunk = reduce ? mod(r - s - 2, N) : mod(r - s - 1, N);
+  int send_slice = reduce ? mod(r - s - 1, N) : mod(r - s, N);
+  int recv_slice = reduce ? mod(r - s - 2, N) : mod(r - s - 1, N);
   atoll_unit *un = &q->units[u % (size_t)q->window];
   un->send = MPI_REQUEST_NULL;
   un->recv = MPI_REQUEST_NULL;
   un->slot = -1;
   size_t off, n;
-  segment(q, recv_chunk, k, &off, &n);
+  segment(q, recv_slice, k, &off, &n);
   un->off = off;
   un->n = n;
   int left = mod(r - 1, N), right = mod(r + 1, N);
@@ -103,7 +103,7 @@ static void post_unit(atoll_req *q, size_t u) {
     }
     MPI_Irecv(dst, (int)n, MPI_FLOAT, left, q->tag, c->comm, &un->recv);
   }
-  segment(q, send_chunk, k, &off, &n);
+  segment(q, send_slice, k, &off, &n);
   if (n > 0) {
     MPI_Isend(q->buf + off, (int)n, MPI_FLOAT, right, q->tag, c->comm, &un->send);
     c->stats.bytes_sent[q->op] += (uint64_t)n * sizeof(float);
@@ -151,12 +151,12 @@ static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t coun
     for (int i = 0; i < N; i++) sum += counts[i];
     if (sum != count) {
       char why[128];
-      snprintf(why, sizeof why, "chunk counts add up to %zu, not the range's %zu floats", sum,
+      snprintf(why, sizeof why, "slice counts add up to %zu, not the range's %zu floats", sum,
                count);
       atoll_comm_usage_fail(c, atoll_op_name(op), why);
     }
   }
-  atoll_chunks(count, N, counts, q->counts, q->displs);
+  atoll_slices(count, N, counts, q->counts, q->displs);
   if (N == 1 || count == 0) {
     q->done = 1;
     return q;

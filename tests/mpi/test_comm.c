@@ -69,12 +69,12 @@ typedef struct {
   int world[16];
 } members;
 
-/* The sum of chunk element i over the ranks of a communicator in the documented ring
- * order: chunk c starts at rank c+1 and ends at rank c, each rank computing
+/* The sum of slice element i over the ranks of a communicator in the documented ring
+ * order: slice c starts at rank c+1 and ends at rank c, each rank computing
  * own + received. `wr` maps communicator ranks to the world ranks that seed data. */
-static float ring_sum(uint64_t seed, const int *wr, int n, int chunk, size_t i) {
-  float acc = val(seed, wr[(chunk + 1) % n], i);
-  for (int j = 2; j <= n; j++) acc = val(seed, wr[(chunk + j) % n], i) + acc;
+static float ring_sum(uint64_t seed, const int *wr, int n, int slice, size_t i) {
+  float acc = val(seed, wr[(slice + 1) % n], i);
+  for (int j = 2; j <= n; j++) acc = val(seed, wr[(slice + j) % n], i) + acc;
   return acc;
 }
 
@@ -93,14 +93,14 @@ static void world_members(int *wr) {
   for (int i = 0; i < N; i++) wr[i] = i;
 }
 
-/* Checks chunk c of buf (as a sum over the communicator's ranks): bit-exact ring order
+/* Checks slice c of buf (as a sum over the communicator's ranks): bit-exact ring order
  * and within float tolerance of the double sum. Returns the number of bad elements. */
-static size_t bad_sums(const float *buf, uint64_t seed, const int *wr, int n, int chunk,
+static size_t bad_sums(const float *buf, uint64_t seed, const int *wr, int n, int slice,
                        size_t off, size_t cnt) {
   size_t bad = 0;
   for (size_t i = off; i < off + cnt; i++) {
     double a, ref = ref_sum(seed, wr, n, i, &a);
-    float exact = ring_sum(seed, wr, n, chunk, i);
+    float exact = ring_sum(seed, wr, n, slice, i);
     if (memcmp(&exact, &buf[i], sizeof exact) != 0) bad++;
     else if (fabs((double)buf[i] - ref) > 2.0 * n * 1.2e-7 * a + 1e-30) bad++;
   }
@@ -115,21 +115,21 @@ static int expect_op_only(const atoll_comm_stats *st, atoll_op op) {
   return 1;
 }
 
-/* ---------------------------------------------------------------- chunks --- */
+/* ---------------------------------------------------------------- slices --- */
 
-static void test_chunks(void) {
+static void test_slices(void) {
   size_t cnt[4], dsp[4];
-  atoll_chunks(10, 4, NULL, cnt, dsp);
+  atoll_slices(10, 4, NULL, cnt, dsp);
   CHECK(cnt[0] == 3 && cnt[1] == 3 && cnt[2] == 2 && cnt[3] == 2);
   CHECK(dsp[0] == 0 && dsp[1] == 3 && dsp[2] == 6 && dsp[3] == 8);
-  atoll_chunks(2, 4, NULL, cnt, dsp);
+  atoll_slices(2, 4, NULL, cnt, dsp);
   CHECK(cnt[0] == 1 && cnt[1] == 1 && cnt[2] == 0 && cnt[3] == 0);
   CHECK(dsp[2] == 2 && dsp[3] == 2);
   const size_t given[4] = {0, 5, 0, 2};
-  atoll_chunks(7, 4, given, cnt, dsp);
+  atoll_slices(7, 4, given, cnt, dsp);
   CHECK(dsp[0] == 0 && dsp[1] == 0 && dsp[2] == 5 && dsp[3] == 5);
   CHECK(cnt[1] == 5 && cnt[3] == 2);
-  atoll_chunks(0, 3, NULL, cnt, dsp);
+  atoll_slices(0, 3, NULL, cnt, dsp);
   CHECK(cnt[0] == 0 && cnt[2] == 0 && dsp[2] == 0);
 }
 
@@ -149,7 +149,7 @@ static void check_allreduce(atoll_comm *w, size_t count, const size_t *counts, u
     atoll_req_wait(q);
   }
   size_t cnt[64], dsp[64];
-  atoll_chunks(count, N, counts, cnt, dsp);
+  atoll_slices(count, N, counts, cnt, dsp);
   size_t bad = 0;
   for (int c = 0; c < N; c++) bad += bad_sums(buf, seed, wr, N, c, dsp[c], cnt[c]);
   if (bad) fprintf(stderr, "rank %d: all-reduce of %zu floats: %zu wrong\n", R, count, bad);
@@ -175,18 +175,18 @@ static void test_allreduce(atoll_comm *w) {
   /* explicit even counts */
   for (int i = 0; i < N; i++) counts[i] = 5000;
   check_allreduce(w, 5000 * (size_t)N, counts, 200);
-  /* uneven, with zero chunks (every even rank's) */
+  /* uneven, with zero slices (every even rank's) */
   size_t total = 0;
   for (int i = 0; i < N; i++) total += counts[i] = i % 2 == 0 ? 0 : 1000 + 37 * (size_t)i;
   check_allreduce(w, total, counts, 201);
-  /* uneven, several segments per step, the last chunk empty */
+  /* uneven, several segments per step, the last slice empty */
   total = 0;
   for (int i = 0; i < N; i++) total += counts[i] = i == N - 1 ? 0 : 150000 + 12345 * (size_t)i;
   check_allreduce(w, total, counts, 202);
-  /* every chunk empty but one */
+  /* every slice empty but one */
   for (int i = 0; i < N; i++) counts[i] = i == 1 % N ? 777 : 0;
   check_allreduce(w, 777, counts, 203);
-  /* all chunks empty */
+  /* all slices empty */
   for (int i = 0; i < N; i++) counts[i] = 0;
   check_allreduce(w, 0, counts, 204);
 }
@@ -202,7 +202,7 @@ static void check_reduce_scatter(atoll_comm *w, size_t count, const size_t *coun
   atoll_comm_reset_stats(w);
   atoll_reduce_scatter(w, buf, count, counts);
   size_t cnt[64], dsp[64];
-  atoll_chunks(count, N, counts, cnt, dsp);
+  atoll_slices(count, N, counts, cnt, dsp);
   size_t bad = bad_sums(buf, seed, wr, N, R, dsp[R], cnt[R]);
   if (bad) fprintf(stderr, "rank %d: reduce-scatter of %zu floats: %zu wrong\n", R, count, bad);
   CHECK(bad == 0);
@@ -217,7 +217,7 @@ static void check_reduce_scatter(atoll_comm *w, size_t count, const size_t *coun
 static void check_allgather(atoll_comm *w, size_t count, const size_t *counts, uint64_t seed) {
   float *buf = malloc((count ? count : 1) * sizeof *buf);
   size_t cnt[64], dsp[64];
-  atoll_chunks(count, N, counts, cnt, dsp);
+  atoll_slices(count, N, counts, cnt, dsp);
   for (size_t i = 0; i < count; i++) buf[i] = NAN;
   for (size_t i = dsp[R]; i < dsp[R] + cnt[R]; i++) buf[i] = val(seed, R, i);
   atoll_comm_reset_stats(w);
@@ -266,7 +266,7 @@ static void test_inflight(atoll_comm *w) {
   uint64_t expect[ATOLL_OP_COUNT] = {0};
   for (int q = 0; q < NQ; q++) {
     size_t n = sizes[q], cnt[64], dsp[64];
-    atoll_chunks(n, N, NULL, cnt, dsp);
+    atoll_slices(n, N, NULL, cnt, dsp);
     bufs[q] = malloc((n ? n : 1) * sizeof(float));
     for (size_t i = 0; i < n; i++) bufs[q][i] = val(400 + q, R, i);
     if (N > 1) {
@@ -286,7 +286,7 @@ static void test_inflight(atoll_comm *w) {
   for (int q = 0; q < NQ; q++) atoll_req_wait(reqs[q]);
   for (int q = 0; q < NQ; q++) {
     size_t n = sizes[q], cnt[64], dsp[64], bad = 0;
-    atoll_chunks(n, N, NULL, cnt, dsp);
+    atoll_slices(n, N, NULL, cnt, dsp);
     for (int c = 0; c < N; c++) {
       if (ops[q] == ATOLL_OP_REDUCE_SCATTER && c != R) continue;
       if (ops[q] == ATOLL_OP_ALLGATHER) {
@@ -321,7 +321,7 @@ static void test_inflight(atoll_comm *w) {
       if (!done[q] && atoll_req_test(sq[q])) done[q] = 1, left--;
   CHECK(left == 0);
   size_t bad = 0, cnt[64], dsp[64];
-  atoll_chunks(33, N, NULL, cnt, dsp);
+  atoll_slices(33, N, NULL, cnt, dsp);
   for (int q = 0; q < NS; q++) {
     atoll_req_wait(sq[q]);
     for (int c = 0; c < N; c++) bad += bad_sums(small[q], 500 + q, wr, N, c, dsp[c], cnt[c]);
@@ -423,10 +423,10 @@ static void test_control(atoll_comm *w) {
   CHECK(st.calls[ATOLL_OP_OTHER] == 1);
   CHECK(st.bytes_sent[ATOLL_OP_OTHER] == (N > 1 ? 8u : 0u));
 
-  /* gather_to_root: uneven chunks (one empty) to rank 1 % N */
+  /* gather_to_root: uneven slices (one empty) to rank 1 % N */
   size_t counts[64], cnt[64], dsp[64], total = 0;
   for (int i = 0; i < N; i++) total += counts[i] = i == 0 && N > 1 ? 0 : 999 + 2 * (size_t)i;
-  atoll_chunks(total, N, counts, cnt, dsp);
+  atoll_slices(total, N, counts, cnt, dsp);
   float *g = malloc(total * sizeof *g);
   for (size_t i = 0; i < total; i++) g[i] = NAN;
   for (size_t i = dsp[R]; i < dsp[R] + cnt[R]; i++) g[i] = val(600, R, i);
@@ -498,7 +498,7 @@ static size_t bad_sub_allreduce(atoll_comm *c, const float *buf, size_t n, uint6
                                 const int *wr) {
   int m = atoll_comm_size(c);
   size_t cnt[64], dsp[64], bad = 0;
-  atoll_chunks(n, m, NULL, cnt, dsp);
+  atoll_slices(n, m, NULL, cnt, dsp);
   for (int k = 0; k < m; k++) bad += bad_sums(buf, seed, wr, m, k, dsp[k], cnt[k]);
   return bad;
 }
@@ -580,7 +580,7 @@ static void test_split(atoll_comm *w) {
   CHECK(bad_sub_allreduce(row, a, n, 700, row_wr) == 0);
   CHECK(bad_sub_allreduce(col, b, n, 701, col_wr) == 0);
   size_t cnt[2], dsp[2];
-  atoll_chunks(n, 2, NULL, cnt, dsp);
+  atoll_slices(n, 2, NULL, cnt, dsp);
   int rr = atoll_comm_rank(row), cr = atoll_comm_rank(col);
   atoll_comm_stats sr = atoll_comm_get_stats(row), sc = atoll_comm_get_stats(col),
                    sw = atoll_comm_get_stats(w);
@@ -639,7 +639,7 @@ int main(int argc, char **argv) {
   CHECK(strcmp(atoll_op_name(ATOLL_OP_EXCHANGE), "exchange") == 0);
 
   double t0 = now();
-  test_chunks();
+  test_slices();
   test_allreduce(w);
   test_scatter_gather(w);
   test_inflight(w);
