@@ -291,8 +291,7 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   s.lr = atoll_lr_at(&l->opt, step);
   s.evaluated = (c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps;
   if (s.evaluated) s.val = evaluate(l);
-  atoll_report_step(&l->report, r, &s);
-  return 0;
+  return atoll_report_step(&l->report, r, &s, err);
 }
 
 /* Saves when due; returns 1 (stopped by a signal or --stop-after), 0, or -1. */
