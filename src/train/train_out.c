@@ -36,14 +36,31 @@ static void parent_of(const char *path, char *out, size_t outsz) {
   else *slash = 0;
 }
 
-static int resume_step(const char *resume_dir, int *step, atoll_err *err) {
+/* A checkpoint's step and weights hash (its state.json). */
+static int read_step(const char *dir, int *step, char *hash, size_t hashsz, atoll_err *err) {
   cJSON *state = NULL;
-  if (atoll_ckpt_read_state(resume_dir, &state, err)) return -1;
+  if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   const cJSON *s = cJSON_GetObjectItemCaseSensitive(state, "step");
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(state, "weights_hash");
   int ok = cJSON_IsNumber(s);
   if (ok) *step = s->valueint;
+  snprintf(hash, hashsz, "%s", cJSON_IsString(h) ? h->valuestring : "");
   cJSON_Delete(state);
-  return ok ? 0 : atoll_fail(err, "%s/state.json: step missing", resume_dir);
+  return ok ? 0 : atoll_fail(err, "%s/state.json: step missing", dir);
+}
+
+/* Whether the checkpoint at resume_dir (step, hash) is the run's of root: it lies in
+ * root, or root holds the same step with the same weights hash (a copy taken out of
+ * the run, e.g. to be repaired). */
+static int same_run(const char *root, const char *resume_dir, int step, const char *hash) {
+  char parent[OUT_PATH], twin[OUT_PATH], twin_hash[32];
+  parent_of(resume_dir, parent, sizeof parent);
+  if (same_dir(parent, root)) return 1;
+  atoll_ckpt_dirname(root, step, twin, sizeof twin);
+  int twin_step;
+  atoll_err ignored;
+  return hash[0] && read_step(twin, &twin_step, twin_hash, sizeof twin_hash, &ignored) == 0 && twin_step == step &&
+         strcmp(twin_hash, hash) == 0;
 }
 
 /* OUT/name into dest/name: moved, or (copy) copied whole. A missing file is skipped. */
@@ -85,15 +102,14 @@ static int move_aside(const atoll_config *c, const char *root, int step, int cou
  * the same run (saving and pruning would interleave two histories) or another run's. */
 static int check_resume(const atoll_config *c, const char *root, const char *resume_dir, atoll_err *err) {
   int step = 0, count, newest;
-  char parent[OUT_PATH];
-  if (resume_step(resume_dir, &step, err)) return -1;
-  parent_of(resume_dir, parent, sizeof parent);
-  int same_run = same_dir(parent, root);
-  int after = same_run ? step : -1;
+  char hash[32];
+  if (read_step(resume_dir, &step, hash, sizeof hash, err)) return -1;
+  int same = same_run(root, resume_dir, step, hash);
+  int after = same ? step : -1;
   if (atoll_ckpt_newer(root, after, &count, &newest, err)) return -1;
   if (count == 0) return 0;
   if (c->move_newer[0]) return move_aside(c, root, after, count, err);
-  if (same_run)
+  if (same)
     return atoll_fail(err, "--resume %s: %s holds %d newer checkpoint%s (up to step %d) that this run would overwrite or prune; pass --move-newer DIR to move them and the run's metrics into DIR, or --resume %s to continue from the newest",
                       resume_dir, root, count, count == 1 ? "" : "s", newest, c->out);
   return atoll_fail(err, "--out %s: holds %d checkpoint%s of another run (up to step %d), not of --resume %s; choose another --out, or pass --move-newer DIR to move them and their metrics into DIR",

@@ -18,10 +18,11 @@ last_line_has() {
   tail -1 "$TMP/err" | grep -q -- "$2" && pass "$1: $(tail -1 "$TMP/err")" || fail "$1: last line lacks '$2': $(cat "$TMP/err")"
 }
 # steps_consecutive FILE: metrics lines are steps 1, 2, ..., N, each a JSON object
+# (a line being written, not yet ended, is left out)
 steps_consecutive() {
   $PY - "$1" <<'PYEOF'
 import json, sys
-steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+steps = [json.loads(l)["step"] for l in open(sys.argv[1]).read().split("\n")[:-1]]
 sys.exit(0 if steps and steps == list(range(1, len(steps) + 1)) else 1)
 PYEOF
 }
