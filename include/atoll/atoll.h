@@ -70,6 +70,7 @@ typedef struct {
   char data[1024];  /* prepared data directory */
   char out[1024];   /* run directory: metrics.jsonl, summary.json, checkpoints/ */
   char resume[1024];
+  char move_newer[1024]; /* with --resume: where OUT's newer (or another run's) checkpoints go; not saved */
   int eval_every;   /* 0 disables periodic evaluation (a final one still runs) */
   int eval_batches; /* batches of `batch` windows for a validation loss */
   int save_every;   /* 0: only the final checkpoint */

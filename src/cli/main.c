@@ -315,6 +315,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session: save too */
 
   int rc = atoll_train_run(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
   if (rc == ATOLL_TRAIN_QUIET) return 1;

@@ -47,6 +47,7 @@ static const key_spec KEYS[] = {
     {"data", STR(data), "prepared data directory"},
     {"out", STR(out), "run directory"},
     {"resume", STR(resume), "checkpoint (or run directory) to continue"},
+    {"move-newer", STR(move_newer), "with --resume: move OUT's checkpoints newer than the resumed one (or another run's) into DIR, with summary.json and metrics.jsonl, instead of refusing (docs/formats.md)"},
     {"optimizer", STR(optimizer), "inner optimizer: adamw or sgd (plain SGD, for DiLoCo equivalence checks)"},
     {"eval-every", K_INT, F(eval_every), 0, INT_MAX, "steps between validation losses (0: end only)"},
     {"eval-batches", K_INT, F(eval_batches), 1, 1 << 20, "batches per validation loss"},
@@ -301,7 +302,8 @@ cJSON *atoll_config_to_json(const atoll_config *c) {
     const key_spec *k = &KEYS[i];
     const void *field = (const char *)c + k->offset;
     /* how this invocation runs, not what the run is: not carried into a resume */
-    if (strcmp(k->key, "resume") == 0 || strcmp(k->key, "stop-after") == 0) continue;
+    if (strcmp(k->key, "resume") == 0 || strcmp(k->key, "stop-after") == 0 || strcmp(k->key, "move-newer") == 0)
+      continue;
     switch (k->type) {
     case K_INT: cJSON_AddNumberToObject(o, k->key, *(const int *)field); break;
     case K_FLOAT: cJSON_AddNumberToObject(o, k->key, (double)*(const float *)field); break;

@@ -11,6 +11,7 @@ enum { ATOLL_AXES = 4 }; /* data, tensor, pipeline, embedding tie */
 
 typedef struct {
   FILE *metrics;          /* rank 0 only */
+  int metrics_errno;      /* rank 0: the first failed write to metrics.jsonl (0: none) */
   double *step_seconds;   /* per step this process ran */
   int nsteps_timed;
   float last_val;
@@ -34,7 +35,9 @@ void atoll_report_comm_end(atoll_report *rep, const atoll_run *r);
  * not count in the steps' peak. */
 void atoll_report_rss_reset(atoll_report *rep);
 /* One step done (and evaluated): its times, the steps' memory peak, a metrics.jsonl
- * line and the progress line. */
+ * line and the progress line. Collective with several ranks: all return -1 if rank 0
+ * could not write metrics.jsonl (a full disk; rank 0 has the message), so the run
+ * stops instead of going on without its record. */
 typedef struct {
   int step, start;           /* steps done; the step this process started at */
   double run_start;          /* the loop's start */
@@ -43,8 +46,9 @@ typedef struct {
   double norm;
   int evaluated;
 } atoll_step_report;
-void atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s);
-/* Collective: every rank contributes its numbers; rank 0 writes summary.json. */
+int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s, atoll_err *err);
+/* Collective: every rank contributes its numbers; rank 0 makes metrics.jsonl durable
+ * and writes summary.json atomically; a failure is an error naming the file. */
 int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, float last_loss, uint64_t weights_hash,
                          atoll_err *err);
 

@@ -25,6 +25,7 @@
 #include "core/fs.h"
 #include "train/report.h"
 #include "train/run.h"
+#include "train/train_out.h"
 #include "core/clock.h"
 #include "core/rng.h"
 #include "data/dataset.h"
@@ -39,6 +40,7 @@
 /* The loop's own state; the strategies keep theirs (atoll_run holds them). */
 typedef struct {
   atoll_run run;
+  atoll_run_out out;       /* OUT's lock, held for the run */
   atoll_train_state state; /* optimizer moments, RNG, last loss: what checkpoints add */
   atoll_report report;
   atoll_adamw_config opt;
@@ -167,6 +169,7 @@ static float train_step(loop *l, int step, double *norm_out) {
 
 static void loop_free(loop *l) {
   atoll_report_close(&l->report);
+  atoll_run_out_close(&l->out);
   atoll_run_free(&l->run);
   free(l->state.m);
   free(l->state.v);
@@ -221,12 +224,14 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   memset(l, 0, sizeof *l);
   atoll_run *r = &l->run;
   atoll_comm_set_timeout(world, c->comm_timeout);
+  int rc = atoll_run_out_open(&l->out, c, world, resume_dir, err); /* before anything is written to OUT */
+  if (rc) return rc;
   if (atoll_config_check(c, err) || atoll_run_setup(r, c, hooks, world, err)) return -1;
   if (atoll_dataset_open(&l->train, c->data, "train", r->seq, err)) return -1;
   if (atoll_dataset_open(&l->val, c->data, "val", r->seq, err)) return -1;
-  if ((int64_t)l->train.vocab > c->model.vocab)
-    return atoll_fail(err, "%s: data vocabulary %u is larger than the model's vocab=%d", c->data, l->train.vocab,
-                      c->model.vocab);
+  if (atoll_dataset_check_vocab(&l->train, c->model.vocab, err) ||
+      atoll_dataset_check_vocab(&l->val, c->model.vocab, err))
+    return -1;
   if (alloc_buffers(l, err)) return -1;
   if (c->islands > 1 && strcmp(c->island_data, "files") == 0 && atoll_run_island_data(r, &l->train, err)) return -1;
   if (start_state(l, resume_dir, start, err)) return -1;
@@ -286,8 +291,7 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   s.lr = atoll_lr_at(&l->opt, step);
   s.evaluated = (c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps;
   if (s.evaluated) s.val = evaluate(l);
-  atoll_report_step(&l->report, r, &s);
-  return 0;
+  return atoll_report_step(&l->report, r, &s, err);
 }
 
 /* Saves when due; returns 1 (stopped by a signal or --stop-after), 0, or -1. */

@@ -326,7 +326,8 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
   cJSON *state = state_json(r, st, step, hash);
   int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, w->nfiles, state, err);
   cJSON_Delete(state);
-  return rc ? rc : atoll_ckpt_prune(r->ckpt_root, r->cfg->keep, err);
+  /* the checkpoint just written survives whatever else is there */
+  return rc ? rc : atoll_ckpt_prune_ex(r->ckpt_root, r->cfg->keep, step, err);
 }
 
 /* The loop's own state: the weights and AdamW moments; with several islands, island 0's

@@ -2,6 +2,7 @@
 #include "train/report.h"
 
 #include "core/fatal.h"
+#include "core/fs.h"
 #include "core/clock.h"
 #include "model/model.h"
 
@@ -65,13 +66,20 @@ static char *kept_metrics(const char *path, int keep_steps, size_t *len) {
   return kept;
 }
 
+/* Records the first failed write to metrics.jsonl (rank 0): ok is the write's result. */
+static void metrics_check(atoll_report *rep, int ok) {
+  if (!ok && !rep->metrics_errno) rep->metrics_errno = errno ? errno : EIO;
+}
+
+static void metrics_path(const atoll_run *r, char *path, size_t n) { snprintf(path, n, "%s/metrics.jsonl", r->cfg->out); }
+
 int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, atoll_err *err) {
   memset(rep, 0, sizeof *rep);
   rep->step_seconds = calloc((size_t)r->cfg->steps, sizeof(double));
   if (!rep->step_seconds) return atoll_fail(err, "out of memory for %d steps' timings", r->cfg->steps);
   if (r->rank != 0) return 0;
   char path[1200];
-  snprintf(path, sizeof path, "%s/metrics.jsonl", r->cfg->out);
+  metrics_path(r, path, sizeof path);
   size_t kept_len;
   char *kept = kept_metrics(path, keep_steps, &kept_len);
   rep->metrics = fopen(path, "w");
@@ -79,9 +87,11 @@ int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, ato
     free(kept);
     return atoll_fail(err, "%s: cannot write: %s", path, strerror(errno));
   }
-  if (kept) fwrite(kept, 1, kept_len, rep->metrics);
+  errno = 0;
+  int ok = !kept || fwrite(kept, 1, kept_len, rep->metrics) == kept_len;
   free(kept);
-  fflush(rep->metrics);
+  metrics_check(rep, ok && fflush(rep->metrics) == 0);
+  if (rep->metrics_errno) return atoll_fail(err, "%s: cannot write: %s", path, strerror(rep->metrics_errno));
   return 0;
 }
 
@@ -120,19 +130,21 @@ void atoll_report_comm_end(atoll_report *rep, const atoll_run *r) {
 }
 
 static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s) {
-  if (!rep->metrics) return;
-  fprintf(rep->metrics, "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f",
-          s->step, s->loss, s->lr, s->norm, tokens_per_step(r) / s->seconds);
-  if (s->evaluated) fprintf(rep->metrics, ", \"val_loss\": %.6f", s->val);
+  if (!rep->metrics || rep->metrics_errno) return;
+  FILE *f = rep->metrics;
+  errno = 0;
+  int ok = fprintf(f, "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f", s->step,
+                   s->loss, s->lr, s->norm, tokens_per_step(r) / s->seconds) >= 0;
+  if (s->evaluated) ok = fprintf(f, ", \"val_loss\": %.6f", s->val) >= 0 && ok;
   if (r->diloco) { /* running totals of rank 0's links */
     atoll_diloco_stats d = atoll_diloco_get_stats(r->diloco);
     double intra = 0;
     for (int op = 0; op < ATOLL_OP_COUNT; op++) intra += (double)rep->step_comm.bytes_sent[op];
-    fprintf(rep->metrics, ", \"outer_syncs\": %llu, \"inter_island_bytes\": %llu, \"intra_island_bytes\": %.0f",
-            (unsigned long long)d.outer_syncs, (unsigned long long)d.inter_island_bytes, intra);
+    ok = fprintf(f, ", \"outer_syncs\": %llu, \"inter_island_bytes\": %llu, \"intra_island_bytes\": %.0f",
+                 (unsigned long long)d.outer_syncs, (unsigned long long)d.inter_island_bytes, intra) >= 0 && ok;
   }
-  fprintf(rep->metrics, "}\n");
-  fflush(rep->metrics);
+  ok = fprintf(f, "}\n") >= 0 && ok;
+  metrics_check(rep, ok && fflush(f) == 0); /* a full disk shows here at the latest */
 }
 
 static void format_eta(char *buf, size_t n, double s) {
@@ -160,7 +172,7 @@ static void progress(const atoll_run *r, const atoll_step_report *s) {
   if (!tty || s->evaluated || s->step == c->steps) fputc('\n', stderr);
 }
 
-void atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s) {
+int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s, atoll_err *err) {
   rep->compute_seconds += s->compute;
   if (rep->nsteps_timed < r->cfg->steps) rep->step_seconds[rep->nsteps_timed++] = s->seconds;
   if (s->evaluated) {
@@ -171,6 +183,15 @@ void atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_r
   if (hwm > rep->train_peak_rss) rep->train_peak_rss = hwm;
   log_step(rep, r, s);
   progress(r, s);
+  /* only rank 0 writes: the others learn whether it could */
+  int failed = rep->metrics_errno;
+  if (r->world_size > 1) failed = atoll_allreduce_sum_double(r->world, failed ? 1.0 : 0.0) > 0;
+  if (!failed) return 0;
+  char path[1200];
+  metrics_path(r, path, sizeof path);
+  if (r->rank == 0 && isatty(STDERR_FILENO)) fputc('\n', stderr);
+  return atoll_fail(err, "%s: cannot write: %s; stopping at step %d", path,
+                    strerror(rep->metrics_errno ? rep->metrics_errno : EIO), s->step);
 }
 
 /* Steps of this process left out of medians: the first ones warm up (page faults,
@@ -306,19 +327,26 @@ static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r
   cJSON_AddNumberToObject(s, "estimated_seconds_over_wan", compute_max + exposed_max);
 }
 
-/* Writes s to OUT/summary.json through a temporary file (a reader never sees half). */
-static int write_summary_file(const cJSON *s, const char *out, atoll_err *err) {
+/* metrics.jsonl made durable (an error some file systems report only now), then
+ * OUT/summary.json written whole or not at all. */
+static int write_files(atoll_report *rep, const cJSON *s, const atoll_run *r, atoll_err *err) {
+  char path[1200];
+  metrics_path(r, path, sizeof path);
+  if (rep->metrics) {
+    errno = 0;
+    int flushed = fflush(rep->metrics) == 0;
+    /* a pipe or a device (metrics.jsonl made a link to one) cannot fsync: nothing to make durable */
+    metrics_check(rep, flushed && (fsync(fileno(rep->metrics)) == 0 || errno == EINVAL));
+    if (rep->metrics_errno) return atoll_fail(err, "%s: cannot write: %s", path, strerror(rep->metrics_errno));
+  }
+  snprintf(path, sizeof path, "%s/summary.json", r->cfg->out);
   char *text = cJSON_Print(s);
-  char path[1200], tmp[1300];
-  snprintf(path, sizeof path, "%s/summary.json", out);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = text ? fopen(tmp, "w") : NULL;
-  int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-  if (f) ok = (fclose(f) == 0) && ok;
-  free(text);
   if (!text) return atoll_fail(err, "%s: out of memory formatting the summary", path);
-  if (!ok || rename(tmp, path)) return atoll_fail(err, "%s: cannot write: %s", path, strerror(errno));
-  return 0;
+  size_t len = strlen(text);
+  text[len] = '\n'; /* cJSON_Print's terminator becomes the file's last newline */
+  int rc = atoll_write_file_atomic(path, text, len + 1, err);
+  free(text);
+  return rc;
 }
 
 int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, float last_loss, uint64_t weights_hash,
@@ -334,7 +362,7 @@ int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, 
   cJSON_AddItemToObject(s, "config", atoll_config_to_json(r->cfg));
   int rc = 0;
   if (r->rank == 0) {
-    rc = write_summary_file(s, r->cfg->out, err);
+    rc = write_files(rep, s, r, err);
     double peak = cJSON_GetObjectItemCaseSensitive(s, "peak_rss_bytes")->valuedouble;
     if (rc == 0)
       fprintf(stderr, "peak memory (RSS): %.1f MiB%s\n", peak / (1 << 20), r->world_size > 1 ? " (largest rank)" : "");

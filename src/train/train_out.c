@@ -1,0 +1,146 @@
+/* The run directory at a run's start; see train_out.h and docs/formats.md ("The run
+ * directory"). Only world rank 0 writes OUT (metrics, checkpoints), so only it locks:
+ * on one machine the other ranks' lock attempts would fail against rank 0's. */
+#include "train/train_out.h"
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/run_dir.h"
+#include "comm/comm.h"
+#include "core/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define OUT_PATH 1200
+#define MAX_METRICS (1u << 30) /* metrics.jsonl copied aside: ~150 bytes a step */
+
+/* Whether a and b name the same existing directory (through any spelling or link). */
+static int same_dir(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* The directory that holds path (its last component cut off). */
+static void parent_of(const char *path, char *out, size_t outsz) {
+  snprintf(out, outsz, "%s", path);
+  size_t n = strlen(out);
+  while (n > 1 && out[n - 1] == '/') out[--n] = 0;
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, outsz, ".");
+  else if (slash == out) out[1] = 0;
+  else *slash = 0;
+}
+
+/* A checkpoint's step and weights hash (its state.json). */
+static int read_step(const char *dir, int *step, char *hash, size_t hashsz, atoll_err *err) {
+  cJSON *state = NULL;
+  if (atoll_ckpt_read_state(dir, &state, err)) return -1;
+  const cJSON *s = cJSON_GetObjectItemCaseSensitive(state, "step");
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(state, "weights_hash");
+  int ok = cJSON_IsNumber(s);
+  if (ok) *step = s->valueint;
+  snprintf(hash, hashsz, "%s", cJSON_IsString(h) ? h->valuestring : "");
+  cJSON_Delete(state);
+  return ok ? 0 : atoll_fail(err, "%s/state.json: step missing", dir);
+}
+
+/* Whether the checkpoint at resume_dir (step, hash) is the run's of root: it lies in
+ * root, or root holds the same step with the same weights hash (a copy taken out of
+ * the run, e.g. to be repaired). */
+static int same_run(const char *root, const char *resume_dir, int step, const char *hash) {
+  char parent[OUT_PATH], twin[OUT_PATH], twin_hash[32];
+  parent_of(resume_dir, parent, sizeof parent);
+  if (same_dir(parent, root)) return 1;
+  atoll_ckpt_dirname(root, step, twin, sizeof twin);
+  int twin_step;
+  atoll_err ignored;
+  return hash[0] && read_step(twin, &twin_step, twin_hash, sizeof twin_hash, &ignored) == 0 && twin_step == step &&
+         strcmp(twin_hash, hash) == 0;
+}
+
+/* OUT/name into dest/name: moved, or (copy) copied whole. A missing file is skipped. */
+static int set_aside_file(const char *out, const char *name, const char *dest, int copy, atoll_err *err) {
+  char from[OUT_PATH], to[OUT_PATH];
+  snprintf(from, sizeof from, "%s/%s", out, name);
+  snprintf(to, sizeof to, "%s/%s", dest, name);
+  struct stat st;
+  if (lstat(from, &st) != 0) return errno == ENOENT ? 0 : atoll_fail(err, "%s: cannot stat: %s", from, strerror(errno));
+  if (!copy) {
+    if (rename(from, to) != 0) return atoll_fail(err, "%s: cannot move to %s: %s", from, to, strerror(errno));
+    return atoll_fsync_path(dest, O_DIRECTORY, err);
+  }
+  char *text = NULL;
+  size_t len = 0;
+  if (atoll_read_file(from, MAX_METRICS, &text, &len, err)) return -1;
+  int rc = atoll_write_file_atomic(to, text, len, err);
+  free(text);
+  return rc;
+}
+
+/* --move-newer DIR: the checkpoints after `step` (-1: all) move into DIR, and with
+ * them the run's record: metrics.jsonl is copied when the resumed run keeps its lines
+ * up to `step` (the same run), moved when it is another run's; summary.json, which
+ * describes the run's old end, moves. */
+static int move_aside(const atoll_config *c, const char *root, int step, int count, atoll_err *err) {
+  const char *dest = c->move_newer;
+  if (atoll_ckpt_move_aside(root, step, dest, err)) return -1;
+  if (set_aside_file(c->out, "metrics.jsonl", dest, step >= 0, err) ||
+      set_aside_file(c->out, "summary.json", dest, 0, err))
+    return -1;
+  fprintf(stderr, "atoll train: moved %d checkpoint%s%s from %s into %s (summary.json moved, metrics.jsonl %s)\n",
+          count, count == 1 ? "" : "s", step >= 0 ? " newer than the resumed one" : "", root, dest,
+          step >= 0 ? "copied" : "moved");
+  return 0;
+}
+
+/* A resume must not mix its checkpoints with others in OUT/checkpoints: newer ones of
+ * the same run (saving and pruning would interleave two histories) or another run's. */
+static int check_resume(const atoll_config *c, const char *root, const char *resume_dir, atoll_err *err) {
+  int step = 0, count, newest;
+  char hash[32];
+  if (read_step(resume_dir, &step, hash, sizeof hash, err)) return -1;
+  int same = same_run(root, resume_dir, step, hash);
+  int after = same ? step : -1;
+  if (atoll_ckpt_newer(root, after, &count, &newest, err)) return -1;
+  if (count == 0) return 0;
+  if (c->move_newer[0]) return move_aside(c, root, after, count, err);
+  if (same)
+    return atoll_fail(err, "--resume %s: %s holds %d newer checkpoint%s (up to step %d) that this run would overwrite or prune; pass --move-newer DIR to move them and the run's metrics into DIR, or --resume %s to continue from the newest",
+                      resume_dir, root, count, count == 1 ? "" : "s", newest, c->out);
+  return atoll_fail(err, "--out %s: holds %d checkpoint%s of another run (up to step %d), not of --resume %s; choose another --out, or pass --move-newer DIR to move them and their metrics into DIR",
+                    c->out, count, count == 1 ? "" : "s", newest, resume_dir);
+}
+
+static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *resume_dir, atoll_err *err) {
+  char root[OUT_PATH];
+  snprintf(root, sizeof root, "%s/checkpoints", c->out);
+  if (c->move_newer[0] && !resume_dir)
+    return atoll_fail(err, "--move-newer %s: only used with --resume (it moves checkpoints the resumed run would mix with)",
+                      c->move_newer);
+  if (atoll_run_dir_lock(c->out, &o->lock_fd, err)) return -1;
+  /* under the lock no other process saves here: whatever a killed save or prune
+   * left is an orphan */
+  if (atoll_ckpt_clean(root, err)) return -1;
+  return resume_dir ? check_resume(c, root, resume_dir, err) : 0;
+}
+
+int atoll_run_out_open(atoll_run_out *o, const atoll_config *c, atoll_comm *world, const char *resume_dir,
+                       atoll_err *err) {
+  o->lock_fd = -1;
+  int rank = atoll_comm_rank(world);
+  int failed = rank == 0 && open_on_rank0(o, c, resume_dir, err) != 0;
+  atoll_broadcast(world, &failed, sizeof failed, 0); /* every rank exits on rank 0's one message */
+  if (!failed) return 0;
+  atoll_run_out_close(o);
+  return rank == 0 ? ATOLL_TRAIN_ERROR : ATOLL_TRAIN_QUIET;
+}
+
+void atoll_run_out_close(atoll_run_out *o) {
+  atoll_run_dir_unlock(o->lock_fd);
+  o->lock_fd = -1;
+}
