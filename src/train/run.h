@@ -3,6 +3,7 @@
  *   train.c         the loop: data, steps, evaluation (owns the loop's state)
  *   train_ckpt.c    checkpoints across world sizes, ZeRO stages and layouts
  *   train_report.c  progress line, metrics.jsonl, summary.json (owns atoll_report)
+ *   train_out.c     the run directory: its lock, start-up clean, refused resumes
  * The strategies (src/parallel/) own their state; atoll_run only holds them, set up once
  * and then read. */
 #ifndef ATOLL_TRAIN_RUN_H
