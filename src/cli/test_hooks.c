@@ -29,6 +29,12 @@ int atoll_test_hooks_from_env(atoll_test_hooks *h, atoll_err *err) {
   v = -1;
   if (env_long("ATOLL_FAULT_DESYNC_ISLAND", -1, 1L << 30, &v, err)) return -1;
   h->desync_island = (int)v;
+  v = -1;
+  if (env_long("ATOLL_FAULT_NAN_ISLAND", -1, 1L << 30, &v, err)) return -1;
+  h->nan_island = (int)v;
+  v = -1;
+  if (env_long("ATOLL_FAULT_OUTER_NAN_ISLAND", -1, 1L << 30, &v, err)) return -1;
+  h->outer_nan_island = (int)v;
   v = 0;
   if (env_long("ATOLL_COMM_SEGMENT", 0, 1L << 28, &v, err)) return -1;
   h->comm_segment = (size_t)v;
