@@ -40,6 +40,8 @@ A="--out $TMP/c1"; B="--out $TMP/c1 --config $TMP/nope.json"
 agreed "unreadable --config on rank 1 only" "rank 1: $TMP/nope.json" two
 B="--out $TMP/c1 --heads 3"
 agreed "a setting refused on rank 1 only" "rank 1: .*heads" two
+agreed "a bad test hook on rank 1 only" "rank 1: ATOLL_FAULT_NAN_STEP" \
+  $LAUNCH -np 1 $ATOLL train $M --out "$TMP/c1" : -np 1 -x ATOLL_FAULT_NAN_STEP=soon $ATOLL train $M --out "$TMP/c1"
 $MPIRUN -np 2 $ATOLL train $M --steps 2 --out "$TMP/base" >/dev/null 2>"$TMP/err" || fail "base run: $(tail -1 "$TMP/err")"
 A="--resume $TMP/base"; B="--resume $TMP/nope"
 agreed "unreadable --resume on rank 1 only" "rank 1: $TMP/nope" two
