@@ -8,8 +8,8 @@
 
 #include "check.h"
 #include "ckpt/checkpoint.h"
-#include "ckpt_fixture.h"
 #include "ckpt/safetensors.h"
+#include "ckpt_fixture.h"
 #include "model/layout.h"
 
 #include <dirent.h>

@@ -2,9 +2,9 @@
 #define _XOPEN_SOURCE 700
 #include "atoll/atoll.h"
 #include "check.h"
-#include "data/token_file.h"
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "data/token_file.h"
 
 #include <cjson/cJSON.h>
 #include <ftw.h>

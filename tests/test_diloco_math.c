@@ -1,9 +1,9 @@
 /* DiLoCo's outer step computed by hand (sign of the outer gradient, Nesterov and
  * plain SGD momentum), and the outer-gradient codecs' sizes and error bounds. */
 #include "check.h"
-#include "parallel/diloco.h"
 #include "core/rng.h"
 #include "model/layout.h"
+#include "parallel/diloco.h"
 
 #include <stdlib.h>
 #include <string.h>

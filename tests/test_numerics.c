@@ -3,10 +3,10 @@
  * count. */
 #include "atoll/atoll.h"
 #include "check.h"
-#include "ops/ops.h"
-#include "parallel/quant.h"
 #include "model/model.h"
+#include "ops/ops.h"
 #include "optim/optim.h"
+#include "parallel/quant.h"
 
 #include <float.h>
 #include <math.h>

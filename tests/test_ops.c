@@ -40,8 +40,8 @@
  * the OpenMP loops only, not those of sgemm; with the OpenMP build it sets both. */
 #include "atoll/atoll.h"
 #include "check.h"
-#include "ops/ops.h"
 #include "core/rng.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #include <omp.h>

@@ -1,8 +1,8 @@
 /* atoll plan: the cost model's numbers against hand computations, the Llama 3 405B
  * validation (arXiv 2407.21783, Table 4), the search's ranking on 16,384 H100s, and the
  * fewest devices that hold 405B. */
-#include "check.h"
 #include "atoll/plan.h"
+#include "check.h"
 #include "model/model.h"
 
 #include <math.h>

@@ -8,10 +8,11 @@
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
 #include "comm/comm.h"
 #include "core/fs.h"
-#include "cli/plan_cli.h"
+#include "train/agree.h"
 #include "train/config.h"
 
 #include <cblas.h>
@@ -41,7 +42,7 @@ static int die(const atoll_err *err) {
   return 1;
 }
 
-/* Errors in the settings are the same on every rank: only rank 0 reports them. */
+/* An error only rank 0 can meet (preparing the default corpus): it reports it. */
 static int die_on(int rank, const atoll_err *err) { return rank == 0 ? die(err) : 1; }
 
 static void usage(FILE *f) {
@@ -247,64 +248,76 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
   return atoll_config_check(cfg, err);
 }
 
-static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks);
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks,
+                           const atoll_err *hooks_err);
 
-/* Training runs on every rank of the MPI world (one without a launcher). Errors found
- * while reading the settings are the same on every rank: rank 0 reports them. Errors
- * during training end the whole job (MPI_Abort) so that no rank is left waiting. The
- * test hooks are read from the environment here, once. */
+/* Training runs on every rank of the MPI world (one without a launcher). Each rank
+ * reads its own flags, files and environment, so any of them may fail on one rank
+ * only: the ranks agree on each such phase before the next collective, and on the
+ * settings themselves. Errors during training end the whole job (MPI_Abort) so that no
+ * rank is left waiting. The test hooks are read from the environment here, once. */
 static int cmd_train(int argc, char **argv) {
   atoll_err err = {{0}}, hooks_err = {{0}};
   atoll_test_hooks hooks;
   int bad_hooks = atoll_test_hooks_from_env(&hooks, &hooks_err);
   atoll_comm *world = NULL;
   if (atoll_comm_init(&world, NULL, NULL, &err)) return die(bad_hooks ? &hooks_err : &err);
-  int rc = 0;
-  if (bad_hooks) {
-    rc = die_on(atoll_comm_rank(world), &hooks_err);
-  } else {
-    /* ring tuning on the world before anything splits it (every communicator inherits it) */
-    atoll_comm_set_tuning(world, hooks.comm_segment, hooks.comm_window);
-    rc = cmd_train_ranks(argc, argv, world, &hooks);
-  }
+  /* ring tuning on the world before anything splits it (every communicator inherits it) */
+  if (!bad_hooks) atoll_comm_set_tuning(world, hooks.comm_segment, hooks.comm_window);
+  int rc = cmd_train_ranks(argc, argv, world, &hooks, bad_hooks ? &hooks_err : NULL);
   atoll_comm_free(world);
   return rc;
 }
 
-static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks) {
+/* The exit status for an agreed failure: only the rank that reports it prints. */
+static int agreed_exit(int rc, const atoll_err *err) { return rc == ATOLL_TRAIN_QUIET ? 1 : die(err); }
+
+/* This rank's settings from its flags, --config and --resume: 0, -1 (err), or 1 for
+ * --help. */
+static int read_train_settings(int argc, char **argv, atoll_config *cfg, const char **resume, int *data_given,
+                               char *ckpt_dir, size_t ckpt_dir_size, atoll_err *err) {
+  const char *config_file = NULL;
+  *resume = NULL;
+  *data_given = 0;
+  /* first pass: find --config and --resume, validate flag syntax */
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+    if (strncmp(argv[i], "--", 2) != 0)
+      return atoll_fail(err, "%s: unexpected argument (flags are --key value)", argv[i]);
+    if (i + 1 >= argc) return atoll_fail(err, "%s: missing value", argv[i]);
+    if (strcmp(argv[i], "--config") == 0) config_file = argv[i + 1];
+    if (strcmp(argv[i], "--resume") == 0) *resume = argv[i + 1];
+    if (strcmp(argv[i], "--data") == 0) *data_given = 1;
+    i++;
+  }
+  if (*resume) *data_given = 1; /* the checkpoint names its data */
+  return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, err);
+}
+
+static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks,
+                           const atoll_err *hooks_err) {
   atoll_err err = {{0}};
   int rank = atoll_comm_rank(world);
   atoll_config cfg;
   atoll_config_defaults(&cfg);
-  const char *config_file = NULL, *resume = NULL;
+  const char *resume = NULL;
   int data_given = 0;
-  /* first pass: find --config and --resume, validate flag syntax */
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      train_help();
-      return 0;
-    }
-    if (strncmp(argv[i], "--", 2) != 0) {
-      atoll_fail(&err, "%s: unexpected argument (flags are --key value)", argv[i]);
-      return die_on(rank, &err);
-    }
-    if (i + 1 >= argc) {
-      atoll_fail(&err, "%s: missing value", argv[i]);
-      return die_on(rank, &err);
-    }
-    if (strcmp(argv[i], "--config") == 0) config_file = argv[i + 1];
-    if (strcmp(argv[i], "--resume") == 0) resume = argv[i + 1];
-    if (strcmp(argv[i], "--data") == 0) data_given = 1;
-    i++;
-  }
-
   char ckpt_dir[1200] = "";
-  if (resume) data_given = 1; /* the checkpoint names its data */
-  if (apply_settings(argc, argv, config_file, resume, &cfg, ckpt_dir, sizeof ckpt_dir, &err)) return die_on(rank, &err);
+  int rc = -1;
+  if (hooks_err)
+    err = *hooks_err;
+  else
+    rc = read_train_settings(argc, argv, &cfg, &resume, &data_given, ckpt_dir, sizeof ckpt_dir, &err);
+  if (rc == 1) {
+    train_help();
+    return 0;
+  }
+  if ((rc = atoll_train_agree(world, rc, &err))) return agreed_exit(rc, &err);
   /* rank 0 prepares the default corpus; the others wait for it */
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);
   if (prep) return die_on(rank, &err);
+  if ((rc = atoll_train_check_same(world, &cfg, resume ? ckpt_dir : NULL, &err))) return agreed_exit(rc, &err);
 
   if (cfg.threads > 0) {
     omp_set_num_threads(cfg.threads);
@@ -317,7 +330,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session: save too */
 
-  int rc = atoll_train_run(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
+  rc = atoll_train_run(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
   if (rc == ATOLL_TRAIN_QUIET) return 1;
   if (rc < 0) return die(&err);
   if (rc == 1) return 130;

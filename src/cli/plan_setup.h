@@ -3,8 +3,8 @@
 #ifndef ATOLL_PLAN_SETUP_H
 #define ATOLL_PLAN_SETUP_H
 
-#include "cli/plan_options.h"
 #include "atoll/plan.h"
+#include "cli/plan_options.h"
 
 typedef struct {
   atoll_plan_model model;

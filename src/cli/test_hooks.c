@@ -1,6 +1,7 @@
 #include "cli/test_hooks.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,27 +18,34 @@ static int env_long(const char *name, long lo, long hi, long *out, atoll_err *er
   return 0;
 }
 
+/* The whole-number hooks: variable, range, and the int field it sets (comm_segment,
+ * a size_t, is the one exception, set apart). Unset ones keep atoll_test_hooks_none's. */
+#define INT_HOOK(var, lo, hi, field) {var, lo, hi, offsetof(atoll_test_hooks, field)}
+static const struct {
+  const char *var;
+  long lo, hi;
+  size_t offset;
+} INT_HOOKS[] = {
+    INT_HOOK("ATOLL_FAULT_NAN_STEP", 0, 1L << 30, nan_step),
+    INT_HOOK("ATOLL_FAULT_NAN_ISLAND", -1, 1L << 30, nan_island),
+    INT_HOOK("ATOLL_FAULT_OUTER_NAN_ISLAND", -1, 1L << 30, outer_nan_island),
+    INT_HOOK("ATOLL_FAULT_STALL_RANK", -1, 1L << 30, stall_rank),
+    INT_HOOK("ATOLL_FAULT_DESYNC_ISLAND", -1, 1L << 30, desync_island),
+    INT_HOOK("ATOLL_COMM_WINDOW", 0, 1024, comm_window),
+    INT_HOOK("ATOLL_CUDA_SYNC", 0, 1, cuda_sync),
+};
+
 int atoll_test_hooks_from_env(atoll_test_hooks *h, atoll_err *err) {
   *h = atoll_test_hooks_none();
-  long v;
-  v = 0;
-  if (env_long("ATOLL_FAULT_NAN_STEP", 0, 1L << 30, &v, err)) return -1;
-  h->nan_step = (int)v;
-  v = -1;
-  if (env_long("ATOLL_FAULT_STALL_RANK", -1, 1L << 30, &v, err)) return -1;
-  h->stall_rank = (int)v;
-  v = -1;
-  if (env_long("ATOLL_FAULT_DESYNC_ISLAND", -1, 1L << 30, &v, err)) return -1;
-  h->desync_island = (int)v;
-  v = 0;
-  if (env_long("ATOLL_COMM_SEGMENT", 0, 1L << 28, &v, err)) return -1;
-  h->comm_segment = (size_t)v;
-  v = 0;
-  if (env_long("ATOLL_COMM_WINDOW", 0, 1024, &v, err)) return -1;
-  h->comm_window = (int)v;
-  v = 0;
-  if (env_long("ATOLL_CUDA_SYNC", 0, 1, &v, err)) return -1;
-  h->cuda_sync = (int)v;
+  for (size_t i = 0; i < sizeof INT_HOOKS / sizeof INT_HOOKS[0]; i++) {
+    int *field = (int *)((char *)h + INT_HOOKS[i].offset);
+    long v = *field;
+    if (env_long(INT_HOOKS[i].var, INT_HOOKS[i].lo, INT_HOOKS[i].hi, &v, err)) return -1;
+    *field = (int)v;
+  }
+  long segment = 0;
+  if (env_long("ATOLL_COMM_SEGMENT", 0, 1L << 28, &segment, err)) return -1;
+  h->comm_segment = (size_t)segment;
   const char *ms = getenv("ATOLL_TEST_STAGE_MS");
   if (ms) {
     char tail;

@@ -37,8 +37,8 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
 #include "comm/comm_internal.h"
-#include "core/fatal.h"
 #include "core/clock.h"
+#include "core/fatal.h"
 
 #include <math.h>
 #include <mpi.h>

@@ -12,8 +12,10 @@
 
 typedef struct atoll_test_hooks {
   int nan_step;             /* ATOLL_FAULT_NAN_STEP=N: step N's loss becomes NaN (0: never) */
+  int nan_island;           /* ATOLL_FAULT_NAN_ISLAND=K: instead, island K's gradient norm at step N (-1: none) */
+  int outer_nan_island;     /* ATOLL_FAULT_OUTER_NAN_ISLAND=K: island K's weights hold a NaN at its first outer sync (-1: none) */
   int stall_rank;           /* ATOLL_FAULT_STALL_RANK=R: rank R stops taking part at step 2 (-1: none) */
-  int desync_island;        /* ATOLL_FAULT_DESYNC_ISLAND=K: island K's global weights drift at step 2 (-1: none) */
+  int desync_island;        /* ATOLL_FAULT_DESYNC_ISLAND=K: island K's global weights drift at step 2, in its last slice (-1: none) */
   double stage_forward_ms;  /* ATOLL_TEST_STAGE_MS=F,B: sleep F ms in every pipeline forward */
   double stage_backward_ms; /* ... and B ms in every backward */
   size_t comm_segment;      /* ATOLL_COMM_SEGMENT: ring segment in floats (0: default) */
@@ -25,6 +27,8 @@ static inline atoll_test_hooks atoll_test_hooks_none(void) {
   atoll_test_hooks h = {0};
   h.stall_rank = -1;
   h.desync_island = -1;
+  h.nan_island = -1;
+  h.outer_nan_island = -1;
   return h;
 }
 

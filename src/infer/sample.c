@@ -3,9 +3,9 @@
  * cache: each new token recomputes the window, which is fine at these model sizes. */
 
 #include "ckpt/checkpoint.h"
-#include "train/config.h"
 #include "core/rng.h"
 #include "model/model.h"
+#include "train/config.h"
 
 #include <math.h>
 #include <stdlib.h>

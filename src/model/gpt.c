@@ -40,9 +40,9 @@
  *             partial sums (atoll_model_grad_is_partial), summed by the caller. The
  *             gathered LayerNorm outputs are kept for backward (not re-gathered). */
 #include "atoll/atoll.h"
-#include "ops/ops.h"
 #include "core/rng.h"
 #include "model/model.h"
+#include "ops/ops.h"
 
 #include <inttypes.h>
 #include <limits.h>

@@ -1,11 +1,12 @@
 /* DiLoCo outer synchronisation; see diloco.h for the algorithm and byte counts. */
-#include "parallel/diloco.h"
-#include "parallel/dp.h"
 #include "core/clock.h"
 #include "core/rng.h"
 #include "model/layout.h"
+#include "parallel/diloco.h"
+#include "parallel/dp.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ struct atoll_diloco {
   uint8_t *send, *recv;
   size_t *counts;
   uint64_t *hashes;          /* [islands] */
+  size_t bad_at;             /* first non-finite outer gradient value this sync (flat index), or SIZE_MAX */
+  int64_t *verdicts;         /* [world size][3]: every rank's view of the sync */
   float *tie_global, *tie_momentum; /* [wte] with an embedding tie */
 };
 
@@ -99,6 +102,8 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->recv = malloc(qpiece * (size_t)islands + 1);
   d->counts = calloc((size_t)dp, sizeof(size_t));
   d->hashes = calloc((size_t)islands, sizeof(uint64_t));
+  d->bad_at = SIZE_MAX;
+  d->verdicts = calloc((size_t)atoll_comm_size(mesh->world) * 3, sizeof(int64_t));
   size_t tie_n = mesh->tie_comm && lay->t_wte >= 0 ? lay->tensors[lay->t_wte].numel : 0;
   d->tie_global = malloc(sizeof(float) * (tie_n + 1));
   d->tie_momentum = malloc(sizeof(float) * (tie_n + 1));
@@ -109,7 +114,7 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->pending_clock = calloc((size_t)cfg->fragments, sizeof(double));
   if (!d->global || !d->momentum || !d->delta || !d->sum || !d->decoded || !d->send || !d->recv || !d->counts ||
       !d->frag_begin || !d->frag_end || !d->merge_due || !d->pending_wan || !d->pending_clock || !d->hashes ||
-      !d->tie_global || !d->tie_momentum) {
+      !d->verdicts || !d->tie_global || !d->tie_momentum) {
     atoll_diloco_destroy(d);
     return atoll_fail(err, "out of memory for the outer state");
   }
@@ -134,6 +139,7 @@ void atoll_diloco_destroy(atoll_diloco *d) {
   free(d->pending_wan);
   free(d->pending_clock);
   free(d->hashes);
+  free(d->verdicts);
   free(d->tie_global);
   free(d->tie_momentum);
   free(d);
@@ -177,8 +183,10 @@ static void island_gather(atoll_diloco *d, size_t b, size_t e) {
 }
 
 /* Mean over islands of x[0, n), in place: compressed all-to-all of pieces, decode and
- * sum in island order, compressed all-gather of the sums. */
-static void islands_mean(atoll_diloco *d, float *x, size_t n) {
+ * sum in island order, compressed all-gather of the sums. x is the flat buffer's
+ * values from `at` on. A NaN or Inf in this rank's x is noted (bad_at) and sent all
+ * the same, so that every rank finishes the exchange; check_sync stops the run. */
+static void islands_mean(atoll_diloco *d, float *x, size_t n, size_t at) {
   int islands = d->mesh->islands, k = d->mesh->island;
   atoll_qtype q = d->cfg.dtype;
   size_t piece = (n + islands - 1) / islands;
@@ -186,7 +194,9 @@ static void islands_mean(atoll_diloco *d, float *x, size_t n) {
   memset(d->send, 0, qb * (size_t)islands);
   for (int c = 0; c < islands; c++) {
     size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n;
-    atoll_q_encode(q, x + lo, hi - lo, d->send + qb * (size_t)c);
+    size_t bad;
+    if (atoll_q_encode_checked(q, x + lo, hi - lo, d->send + qb * (size_t)c, &bad) && d->bad_at == SIZE_MAX)
+      d->bad_at = at + lo + bad;
   }
   atoll_alltoall_bytes(d->mesh->cross, d->send, d->recv, qb);
   /* my piece k from every island, summed in island order */
@@ -211,16 +221,28 @@ static double wan_time(const atoll_diloco *d, uint64_t bytes) {
   return 2 * d->cfg.wan_latency_ms * 1e-3 + (double)bytes * 8 / (d->cfg.wan_gbps * 1e9);
 }
 
-/* Every island must hold the same global weights (this rank's slice). */
-static int check_global(atoll_diloco *d, int step, atoll_err *err) {
+/* Every island must hold the same global weights and have sent finite outer
+ * gradients. Each rank sees only its own slice, so every rank's verdict is gathered
+ * over the world: all ranks stop together, with the same message. */
+static int check_sync(atoll_diloco *d, int step, atoll_err *err) {
   uint64_t mine = atoll_hash_floats(d->global, d->slice_end - d->slice_begin), *all = d->hashes;
   atoll_allgather_bytes(d->mesh->cross, &mine, all, sizeof mine);
-  int bad = -1;
+  int64_t v[3] = {-1, d->bad_at == SIZE_MAX ? -1 : (int64_t)d->bad_at, d->mesh->island};
   for (int i = 0; i < d->mesh->islands; i++)
-    if (all[i] != all[0]) bad = i;
-  if (bad >= 0)
+    if (all[i] != all[0]) v[0] = i;
+  d->bad_at = SIZE_MAX;
+  atoll_allgather_bytes(d->mesh->world, v, d->verdicts, sizeof v);
+  int n = atoll_comm_size(d->mesh->world), drift = -1;
+  for (int r = 0; r < n; r++) {
+    const int64_t *w = d->verdicts + 3 * (size_t)r;
+    if (w[1] >= 0)
+      return atoll_fail(err, "step %d: rank %d (island %d): the outer gradient holds NaN or Inf at parameter %lld of its part (outer dtype %s); stopping",
+                        step, r, (int)w[2], (long long)w[1], atoll_qtype_name(d->cfg.dtype));
+    if (w[0] > drift) drift = (int)w[0];
+  }
+  if (drift >= 0)
     return atoll_fail(err, "step %d: island %d holds different global weights than island 0 (hash mismatch at the outer sync); stopping",
-                      step, bad);
+                      step, drift);
   return 0;
 }
 
@@ -278,7 +300,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   double t0 = atoll_seconds();
   atoll_comm_stats before = atoll_comm_get_stats(d->mesh->cross);
   for (size_t i = 0; i < n; i++) delta[i] = g[i] - w[i];
-  if (d->mesh->islands > 1) islands_mean(d, delta, n);
+  if (d->mesh->islands > 1) islands_mean(d, delta, n, b);
   float lr = d->cfg.outer_lr, mu = d->cfg.outer_momentum;
   for (size_t i = 0; i < n; i++) {
     u[i] = mu * u[i] + delta[i];
@@ -336,7 +358,7 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
       synced = 1;
     }
   }
-  return synced ? check_global(d, step, err) : 0;
+  return synced ? check_sync(d, step, err) : 0;
 }
 
 void atoll_diloco_swap_global(atoll_diloco *d) {
@@ -353,14 +375,22 @@ void atoll_diloco_swap_global(atoll_diloco *d) {
 /* ------------------------------------------------------ strategy entries --- */
 
 /* Test hook: island desync_island's copy of the global weights drifts before step 2,
- * so that the hash check at the next sync must stop the run. */
+ * so that the hash check at the next sync must stop the run. Only the slice of the
+ * island's last data-parallel rank drifts: the ranks of the other slices see no
+ * difference and must learn of it from the world's verdict. */
 static void diloco_begin_step(atoll_strategy *s, int step) {
   atoll_diloco *d = (atoll_diloco *)s;
-  if (d->cfg.hooks && step + 1 == 2 && d->mesh->island == d->cfg.hooks->desync_island) d->global[0] += 1e-3f;
+  if (d->cfg.hooks && step + 1 == 2 && d->mesh->island == d->cfg.hooks->desync_island &&
+      d->mesh->dp_rank == d->mesh->dp - 1)
+    d->global[0] += 1e-3f;
 }
 
 static int diloco_after_step(atoll_strategy *s, int step, int last, double compute_seconds, atoll_err *err) {
   atoll_diloco *d = (atoll_diloco *)s;
+  /* test hook: a NaN in island outer_nan_island's weights reaches its first outer gradient */
+  if (d->cfg.hooks && step == d->cfg.sync_every && d->mesh->island == d->cfg.hooks->outer_nan_island &&
+      d->slice_end > d->slice_begin)
+    d->params[d->slice_begin] = NAN;
   atoll_diloco_add_compute(d, compute_seconds);
   return atoll_diloco_after_step(d, step, last, err);
 }

@@ -30,10 +30,10 @@
 #define ATOLL_DILOCO_H
 
 #include "core/hooks.h"
+#include "model/layout.h"
 #include "parallel/mesh.h"
 #include "parallel/quant.h"
 #include "parallel/strategy.h"
-#include "model/layout.h"
 
 typedef struct {
   int sync_every;       /* H */

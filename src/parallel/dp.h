@@ -26,8 +26,8 @@
 
 #include "atoll/atoll.h"
 #include "comm/comm.h"
-#include "parallel/strategy.h"
 #include "model/model.h"
+#include "parallel/strategy.h"
 
 typedef struct atoll_dp atoll_dp;
 

@@ -31,8 +31,8 @@
  * on an oversubscribed machine. */
 #include "parallel/pipeline.h"
 
-#include "core/fatal.h"
 #include "core/clock.h"
+#include "core/fatal.h"
 #include "model/model.h"
 
 #include <stdio.h>

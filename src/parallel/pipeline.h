@@ -8,9 +8,9 @@
 #ifndef ATOLL_PIPELINE_H
 #define ATOLL_PIPELINE_H
 
+#include "model/model.h"
 #include "parallel/mesh.h"
 #include "parallel/strategy.h"
-#include "model/model.h"
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
 /* Tensor parallel; see tp.h. */
-#include "parallel/tp.h"
 #include "model/model.h"
+#include "parallel/tp.h"
 
 #include <stdlib.h>
 

@@ -8,9 +8,9 @@
 #ifndef ATOLL_TP_H
 #define ATOLL_TP_H
 
-#include "parallel/strategy.h"
 #include "comm/comm.h"
 #include "model/model.h"
+#include "parallel/strategy.h"
 
 typedef struct atoll_tp atoll_tp;
 

@@ -7,8 +7,8 @@
  * Both run at the caller's OpenMP/OpenBLAS thread count (the CLI sets it). */
 #define _POSIX_C_SOURCE 200809L
 #include "atoll/plan.h"
-#include "ops/ops.h"
 #include "core/clock.h"
+#include "ops/ops.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -11,15 +11,15 @@
 
 #include "comm/comm.h"
 #include "core/hooks.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "model/model.h"
 #include "parallel/diloco.h"
 #include "parallel/dp.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "parallel/strategy.h"
 #include "train/config.h"
-#include "core/rng.h"
-#include "data/dataset.h"
-#include "model/model.h"
 
 #include <stdio.h>
 

@@ -22,15 +22,16 @@
  * arithmetic bit for bit (at the same thread count and world size). */
 
 #include "ckpt/checkpoint.h"
-#include "core/fs.h"
-#include "train/report.h"
-#include "train/run.h"
-#include "train/train_out.h"
 #include "core/clock.h"
+#include "core/fs.h"
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "model/model.h"
 #include "optim/optim.h"
+#include "train/agree.h"
+#include "train/report.h"
+#include "train/run.h"
+#include "train/train_out.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -77,24 +78,6 @@ static void load_micro(void *ctx, int micro, int32_t *inputs, int32_t *targets) 
 
 static void before_backward(void *ctx, int last_micro) {
   atoll_strategies_before_backward(&((micro_source *)ctx)->l->run.strategies, last_micro);
-}
-
-/* All ranks agree whether a phase worked, so that none is left waiting: 0 if every
- * rank succeeded. Otherwise every rank returns an error: ATOLL_TRAIN_ERROR where this
- * rank has a message to report (rank 0 when all failed alike, else each rank that
- * failed), ATOLL_TRAIN_QUIET where another rank reports it. */
-static int agree(atoll_comm *world, int rc, atoll_err *err) {
-  int n = atoll_comm_size(world), rank = atoll_comm_rank(world);
-  if (n == 1) return rc ? ATOLL_TRAIN_ERROR : 0;
-  double failed = atoll_allreduce_sum_double(world, rc ? 1.0 : 0.0);
-  if (failed == 0) return 0;
-  if (failed == n) return rank == 0 ? ATOLL_TRAIN_ERROR : ATOLL_TRAIN_QUIET;
-  if (rc) {
-    atoll_err own = *err;
-    atoll_fail(err, "rank %d: %s", rank, own.msg);
-    return ATOLL_TRAIN_ERROR;
-  }
-  return ATOLL_TRAIN_QUIET;
 }
 
 /* An error every rank met alike (they all see the same loss, hashes, save result):
@@ -219,13 +202,10 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
   return 0;
 }
 
-static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
-                     const char *resume_dir, int *start, atoll_err *err) {
-  memset(l, 0, sizeof *l);
+/* Setup, data and buffers: each rank's own, with no collective after the mesh. */
+static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
+                    atoll_err *err) {
   atoll_run *r = &l->run;
-  atoll_comm_set_timeout(world, c->comm_timeout);
-  int rc = atoll_run_out_open(&l->out, c, world, resume_dir, err); /* before anything is written to OUT */
-  if (rc) return rc;
   if (atoll_config_check(c, err) || atoll_run_setup(r, c, hooks, world, err)) return -1;
   if (atoll_dataset_open(&l->train, c->data, "train", r->seq, err)) return -1;
   if (atoll_dataset_open(&l->val, c->data, "val", r->seq, err)) return -1;
@@ -234,12 +214,33 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
     return -1;
   if (alloc_buffers(l, err)) return -1;
   if (c->islands > 1 && strcmp(c->island_data, "files") == 0 && atoll_run_island_data(r, &l->train, err)) return -1;
-  if (start_state(l, resume_dir, start, err)) return -1;
-  atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */
-  l->opt = c->opt;
-  l->opt.total_steps = c->steps;
-  if (r->rank == 0 && atoll_mkdir_p(c->out, err)) return -1;
-  return atoll_report_open(&l->report, r, *start, err);
+  return 0;
+}
+
+/* Returns 0, or an agreed ATOLL_TRAIN_ERROR / ATOLL_TRAIN_QUIET: the ranks agree after
+ * each phase that may fail on some of them, before the next one's collectives
+ * (loading a checkpoint is collective). */
+static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
+                     const char *resume_dir, int *start, atoll_err *err) {
+  memset(l, 0, sizeof *l);
+  l->out.lock_fd = -1; /* not held until atoll_run_out_open */
+  atoll_run *r = &l->run;
+  atoll_comm_set_timeout(world, c->comm_timeout);
+  int rc = atoll_train_agree(world, open_run(l, c, hooks, world, err), err);
+  if (rc) return rc;
+  /* the settings are valid on every rank: take OUT before anything is written there
+   * (an agreed verdict of rank 0) */
+  rc = atoll_run_out_open(&l->out, c, world, resume_dir, err);
+  if (rc) return rc;
+  rc = start_state(l, resume_dir, start, err);
+  if (rc == 0) {
+    atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */
+    l->opt = c->opt;
+    l->opt.total_steps = c->steps;
+    if (r->rank == 0) rc = atoll_mkdir_p(c->out, err);
+    if (rc == 0) rc = atoll_report_open(&l->report, r, *start, err);
+  }
+  return atoll_train_agree(world, rc, err);
 }
 
 static void print_banner(const atoll_run *r) {
@@ -273,7 +274,8 @@ static int check_finite(loop *l, int step, float loss, double norm, atoll_err *e
                     latest);
 }
 
-/* Steps `step` (0-based) and what follows it: outer syncs, evaluation, report. */
+/* Steps `step` (0-based) and what follows it: outer syncs, evaluation, report.
+ * Returns 0, or an agreed ATOLL_TRAIN_ERROR / ATOLL_TRAIN_QUIET. */
 static int one_step(loop *l, int step, int start, double run_start, atoll_err *err) {
   atoll_run *r = &l->run;
   const atoll_config *c = r->cfg;
@@ -281,11 +283,21 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
     for (;;) pause(); /* test hook, a stalled peer: the others' watchdog must end the job */
   double t0 = atoll_seconds(), norm;
   float loss = train_step(l, step, &norm);
-  if (r->hooks->nan_step == step + 1) loss = NAN; /* test hook */
-  if (check_finite(l, step, loss, norm, err)) return -1;
+  if (r->hooks->nan_step == step + 1) { /* test hooks */
+    if (r->hooks->nan_island < 0) loss = NAN;
+    else if (r->mesh.island == r->hooks->nan_island) norm = NAN;
+  }
+  int rc = check_finite(l, step, loss, norm, err);
+  /* the loss is the world's, but each island has its own gradient norm: the islands
+   * agree before the outer sync, whose collectives a stopped island would never join */
+  if (r->mesh.islands > 1) rc = atoll_train_agree(r->world, rc, err);
+  else if (rc) rc = failed_alike(l);
+  if (rc) return rc;
   atoll_step_report s = {.step = step + 1, .start = start, .run_start = run_start, .loss = loss, .norm = norm};
   s.compute = atoll_seconds() - t0;
-  if (atoll_strategies_after_step(&r->strategies, step + 1, step + 1 == c->steps, s.compute, err)) return -1;
+  /* DiLoCo agrees on its verdicts over the world itself */
+  if (atoll_strategies_after_step(&r->strategies, step + 1, step + 1 == c->steps, s.compute, err))
+    return failed_alike(l);
   s.seconds = atoll_seconds() - t0;
   l->state.last_loss = loss;
   s.lr = atoll_lr_at(&l->opt, step);
@@ -326,8 +338,8 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
                     const volatile sig_atomic_t *stop, atoll_err *err) {
   loop *l = calloc(1, sizeof *l);
   int start = 0, stopped = 0;
-  int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, &start, err) : atoll_fail(err, "out of memory");
-  rc = agree(world, rc, err);
+  int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, &start, err)
+             : atoll_train_agree(world, atoll_fail(err, "out of memory"), err);
   if (rc) goto done;
   if (resume_dir && l->run.rank == 0) fprintf(stderr, "resuming from %s at step %d\n", resume_dir, start);
   if (l->run.rank == 0) print_banner(&l->run);
@@ -335,10 +347,7 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
   double run_start = atoll_seconds();
   atoll_report_rss_reset(&l->report); /* loading and setup are not the steps' memory */
   while (step < cfg->steps && !stopped) {
-    if (one_step(l, step, start, run_start, err)) {
-      rc = failed_alike(l);
-      goto done;
-    }
+    if ((rc = one_step(l, step, start, run_start, err))) goto done;
     step++;
     stopped = save_or_stop(l, step, stop, err);
     if (stopped < 0) {

@@ -8,6 +8,7 @@
  * files and cut its own part and shard. So a run saved at one layout (any world size,
  * ZeRO stage, --tp, --pp) resumes at any other: resharding is just a different choice
  * of part on load. */
+#include "train/agree.h"
 #include "train/run.h"
 
 #include "core/fatal.h"
@@ -232,12 +233,7 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
     free(parts);
   }
   if (r->world_size == 1) return why[0] ? atoll_fail(err, "%s", why) : 0;
-  int failed = why[0] != 0, *all = malloc(sizeof(int) * (size_t)r->world_size), bad = -1;
-  if (!all) atoll_fatal("out of memory gathering %d ranks' weight checks", r->world_size);
-  atoll_allgather_bytes(r->world, &failed, all, sizeof failed);
-  for (int i = r->world_size - 1; i >= 0; i--)
-    if (all[i]) bad = i;
-  free(all);
+  int count, bad = atoll_train_first_failure(r->world, why[0] != 0, &count);
   if (bad < 0) return 0;
   atoll_broadcast(r->world, why, sizeof why, bad);
   return atoll_fail(err, "rank %d: %s", bad, why);

@@ -1,9 +1,9 @@
 /* What a run reports; see report.h. */
 #include "train/report.h"
 
+#include "core/clock.h"
 #include "core/fatal.h"
 #include "core/fs.h"
-#include "core/clock.h"
 #include "model/model.h"
 
 #include <errno.h>

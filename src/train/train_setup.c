@@ -7,9 +7,9 @@
 #include "train/run.h"
 
 #include "core/fs.h"
-#include "parallel/tp.h"
 #include "data/dataset.h"
 #include "model/model.h"
+#include "parallel/tp.h"
 
 #include <stdlib.h>
 #include <string.h>

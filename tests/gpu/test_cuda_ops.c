@@ -40,9 +40,9 @@
 
 #include "atoll/atoll.h"
 #include "check.h"
+#include "core/rng.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
-#include "core/rng.h"
 
 #include <math.h>
 #include <stdint.h>
