@@ -42,6 +42,7 @@
 #include "atoll/atoll.h"
 #include "core/rng.h"
 #include "model/model.h"
+#include "model/model_bytes.h"
 #include "ops/ops.h"
 
 #include <inttypes.h>
@@ -96,11 +97,20 @@ struct atoll_model {
   /* all allocations, freed together */
   void **allocs;
   int nallocs;
+  /* atoll_model_bytes: alloc_f only adds up the bytes, so the estimate is the
+   * allocation code itself and cannot drift from it */
+  int count_only;
+  size_t counted;
 };
 
 /* Every allocation is recorded, failed ones (NULL) too, so that creation can see them. */
 static float *alloc_f(atoll_model *m, size_t n) {
-  void *p = m->ops->alloc((n ? n : 1) * sizeof(float));
+  size_t bytes = (n ? n : 1) * sizeof(float);
+  if (m->count_only) {
+    m->counted += bytes;
+    return (float *)m; /* never dereferenced: a counting model runs no pass */
+  }
+  void *p = m->ops->alloc(bytes);
   m->allocs[m->nallocs++] = p;
   return p;
 }
@@ -166,9 +176,9 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
   return 0;
 }
 
-int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
-                            int max_batch, int max_seq, int slots, atoll_err *err) {
-  *out = NULL;
+/* Checks the sizes and fills m's fields: what creating and counting share. */
+static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq,
+                       int slots, atoll_err *err) {
   if (max_batch < 1) return atoll_fail(err, "batch: must be at least 1, got %d", max_batch);
   if (max_seq < 1 || max_seq > s->context)
     return atoll_fail(err, "seq: sequence length %d must be in [1, context=%d]", max_seq, s->context);
@@ -176,12 +186,7 @@ int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll
   if ((int64_t)max_batch * max_seq > INT_MAX) /* the ops count a micro-batch's rows in int */
     return atoll_fail(err, "batch x seq: %d x %d = %" PRId64 " tokens per micro-batch, more than "
                       "2^31 - 1", max_batch, max_seq, (int64_t)max_batch * max_seq);
-  atoll_model *m = calloc(1, sizeof *m);
-  if (!m) return atoll_fail(err, "out of memory");
-  if (atoll_layout_init_part(&m->lay, s, part, err)) {
-    free(m);
-    return -1;
-  }
+  if (atoll_layout_init_part(&m->lay, s, part, err)) return -1;
   m->s = *s;
   m->ops = atoll_ops_cpu();
   m->max_B = max_batch;
@@ -194,15 +199,17 @@ int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll
   m->NHl = s->heads / m->tp;
   m->Vl = s->vocab / m->tp;
   m->sp = m->tp > 1 && part->sequence_parallel;
-  m->allocs = calloc((size_t)(32 + slots * (16 + part->chunks + 16 * m->nblocks)), sizeof(void *));
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
-  if (!m->allocs || !m->slots) goto oom;
+  return 0;
+}
 
-  size_t N = (size_t)max_batch * max_seq, C = s->dim;
+/* Every buffer of the model, in one place (creating and atoll_model_bytes). */
+static int alloc_buffers(atoll_model *m) {
+  size_t N = (size_t)m->max_B * m->max_T, C = m->s.dim;
   m->params = alloc_f(m, m->lay.nparams);
   m->grads = alloc_f(m, m->lay.nparams);
-  for (int i = 0; i < slots; i++)
-    if (alloc_slot(m, &m->slots[i])) goto oom;
+  for (int i = 0; i < m->nslots; i++)
+    if (alloc_slot(m, &m->slots[i])) return -1;
   m->dres = alloc_f(m, N * C);
   m->dC = alloc_f(m, N * C);
   m->d3C = alloc_f(m, N * 3 * m->Cl);
@@ -211,15 +218,45 @@ int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll
   m->xent_mine = alloc_f(m, 2 * N);
   m->xent_all = alloc_f(m, 2 * N * m->tp);
   for (int i = 0; i < m->nallocs; i++)
-    if (!m->allocs[i]) goto oom;
-  if (!m->xent_all) goto oom;
+    if (!m->allocs[i]) return -1;
+  return 0;
+}
+
+int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
+                            int max_batch, int max_seq, int slots, atoll_err *err) {
+  *out = NULL;
+  atoll_model *m = calloc(1, sizeof *m);
+  if (!m) return atoll_fail(err, "out of memory");
+  if (model_begin(m, s, part, max_batch, max_seq, slots, err)) {
+    atoll_model_destroy(m);
+    return -1;
+  }
+  m->allocs = calloc((size_t)(32 + slots * (16 + part->chunks + 16 * m->nblocks)), sizeof(void *));
+  if (!m->allocs || !m->slots || alloc_buffers(m)) {
+    size_t nparams = m->lay.nparams;
+    atoll_model_destroy(m);
+    return atoll_fail(err, "out of memory allocating a model of %zu parameters for batch %d x %d",
+                      nparams, max_batch, max_seq);
+  }
   *out = m;
   return 0;
-oom:;
-  size_t nparams = m->lay.nparams;
+}
+
+int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq, int slots,
+                      atoll_model_mem *out, atoll_err *err) {
+  memset(out, 0, sizeof *out);
+  atoll_model *m = calloc(1, sizeof *m);
+  if (!m) return atoll_fail(err, "out of memory");
+  m->count_only = 1;
+  int rc = model_begin(m, s, part, max_batch, max_seq, slots, err);
+  if (rc == 0 && (!m->slots || alloc_buffers(m))) rc = atoll_fail(err, "out of memory estimating the model's size");
+  if (rc == 0) {
+    out->weights = m->lay.nparams * sizeof(float);
+    out->grads = out->weights;
+    out->acts = m->counted - out->weights - out->grads;
+  }
   atoll_model_destroy(m);
-  return atoll_fail(err, "out of memory allocating a model of %zu parameters for batch %d x %d",
-                    nparams, max_batch, max_seq);
+  return rc;
 }
 
 void atoll_model_destroy(atoll_model *m) {

@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "parallel/tp.h"
+#include "train/train_memory.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,7 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   /* this rank's part: pp_stage s of pp holds chunks s, s + pp, ... of the chunks x pp
    * even chunks of the layers (one chunk: blocks [s L / pp, (s+1) L / pp), L layers) */
   atoll_part part = {r->mesh.tp, r->mesh.tp_rank, r->mesh.pp_rank, r->mesh.pp, r->chunks, c->sequence_parallel};
+  if (atoll_run_check_memory(c, &part, r->mesh.dp, slots, r->seq, err)) return -1; /* before allocating */
   if (atoll_layout_init(&r->whole, &c->model, err)) return -1;
   if (atoll_model_create_part(&r->model, &c->model, &part, c->batch, r->seq, slots, err)) return -1;
   r->lay = atoll_model_layout(r->model);
