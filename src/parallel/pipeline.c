@@ -67,6 +67,9 @@ static void sleep_ms(double ms) {
 
 int atoll_pipeline_slots(const atoll_pipeline_config *pc, const atoll_mesh *mesh, int *slots, atoll_err *err) {
   int pp = mesh->pp, micro = pc->micro_batches;
+  if (micro > ATOLL_MAX_MICRO_BATCHES) /* --global-batch can make more than the flags allow */
+    return atoll_fail(err, "--global-batch: %d micro-batches per step (global batch / (batch x replicas)), more than %d",
+                      micro, ATOLL_MAX_MICRO_BATCHES);
   if (pc->chunks > 1 && micro % pp != 0)
     return atoll_fail(err, "--virtual-stages %d: the interleaved schedule needs micro-batches (%d) in multiples of --pp %d",
                       pc->chunks, micro, pp);

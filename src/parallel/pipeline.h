@@ -16,6 +16,10 @@
 
 typedef struct atoll_pipeline atoll_pipeline;
 
+/* Micro-batches per step at most (--accum, --microbatches, or what --global-batch
+ * makes): passes per step (micro-batches x chunks) stay far inside int. */
+#define ATOLL_MAX_MICRO_BATCHES 65536
+
 typedef struct {
   const char *schedule; /* "1f1b" or "gpipe" */
   int micro_batches;    /* per replica per step */

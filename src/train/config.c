@@ -3,6 +3,8 @@
  * checkpoints and summary.json. */
 #include "train/config.h"
 
+#include "parallel/pipeline.h"
+
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -22,18 +24,30 @@ typedef struct {
   const char *help;
 } key_spec;
 
+/* Maxima: far above any run this trainer makes, low enough that a typo is refused at
+ * once with the limit instead of allocating for minutes (issue 12). What the model
+ * and its activations need is checked against the machine's memory at start-up
+ * (train_memory.c); these only keep every count, and the products of counts the code
+ * forms in int, in range. */
+#define MAX_LAYERS 1024       /* layers, heads, fragments; GPT-3 has 96 layers */
+#define MAX_SEQ (1 << 17)     /* context and seq: 131072 tokens */
+#define MAX_VOCAB (1 << 21)   /* 2 Mi ids: 8x the largest tokenizers in use */
+#define MAX_COUNT (1 << 16)   /* batch, eval-batches, keep */
+#define MAX_STEPS 10000000    /* the report and the pipeline keep times per step: 240 MB at most */
+#define MAX_RANKS 4096        /* tp, pp, islands */
+
 #define F(field) offsetof(atoll_config, field)
 #define STR(field) K_STR, F(field), 0, sizeof(((atoll_config *)0)->field)
 static const key_spec KEYS[] = {
-    {"layers", K_INT, F(model.layers), 1, 4096, "transformer blocks"},
-    {"heads", K_INT, F(model.heads), 1, 4096, "attention heads (must divide dim)"},
+    {"layers", K_INT, F(model.layers), 1, MAX_LAYERS, "transformer blocks"},
+    {"heads", K_INT, F(model.heads), 1, MAX_LAYERS, "attention heads (must divide dim)"},
     {"dim", K_INT, F(model.dim), 1, 65536, "model width"},
-    {"context", K_INT, F(model.context), 1, 1 << 20, "maximum sequence length of the model"},
-    {"vocab", K_INT, F(model.vocab), 2, 1 << 24, "vocabulary size (256: byte tokenizer)"},
-    {"batch", K_INT, F(batch), 1, 1 << 20, "sequences per micro-batch"},
-    {"seq", K_INT, F(seq), 0, 1 << 20, "tokens per sequence (0: the context length)"},
-    {"accum", K_INT, F(accum), 1, 1 << 20, "micro-batches per optimizer step"},
-    {"steps", K_INT, F(steps), 1, INT_MAX, "optimizer steps in total"},
+    {"context", K_INT, F(model.context), 1, MAX_SEQ, "maximum sequence length of the model"},
+    {"vocab", K_INT, F(model.vocab), 2, MAX_VOCAB, "vocabulary size (256: byte tokenizer)"},
+    {"batch", K_INT, F(batch), 1, MAX_COUNT, "sequences per micro-batch"},
+    {"seq", K_INT, F(seq), 0, MAX_SEQ, "tokens per sequence (0: the context length)"},
+    {"accum", K_INT, F(accum), 1, ATOLL_MAX_MICRO_BATCHES, "micro-batches per optimizer step"},
+    {"steps", K_INT, F(steps), 1, MAX_STEPS, "optimizer steps in total"},
     {"lr", K_FLOAT, F(opt.lr), 0, 10, "peak learning rate"},
     {"min-lr-ratio", K_FLOAT, F(opt.min_lr_ratio), 0, 1, "final learning rate / peak"},
     {"warmup", K_INT, F(opt.warmup), 0, INT_MAX, "linear warm-up steps"},
@@ -50,28 +64,28 @@ static const key_spec KEYS[] = {
     {"move-newer", STR(move_newer), "with --resume: move OUT's checkpoints newer than the resumed one (or another run's) into DIR, with summary.json and metrics.jsonl, instead of refusing (docs/formats.md)"},
     {"optimizer", STR(optimizer), "inner optimizer: adamw or sgd (plain SGD, for DiLoCo equivalence checks)"},
     {"eval-every", K_INT, F(eval_every), 0, INT_MAX, "steps between validation losses (0: end only)"},
-    {"eval-batches", K_INT, F(eval_batches), 1, 1 << 20, "batches per validation loss"},
+    {"eval-batches", K_INT, F(eval_batches), 1, MAX_COUNT, "batches per validation loss"},
     {"save-every", K_INT, F(save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
-    {"keep", K_INT, F(keep), 1, 1 << 20, "checkpoints kept"},
+    {"keep", K_INT, F(keep), 1, MAX_COUNT, "checkpoints kept"},
     {"log-every", K_INT, F(log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
     {"stop-after", K_INT, F(stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
     {"global-batch", K_INT, F(global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
     {"parallel", STR(parallel), "data-parallel mode with several ranks: ddp"},
     {"zero", K_INT, F(zero_stage), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
-    {"tp", K_INT, F(tp), 1, 4096, "tensor-parallel ranks per pp_stage: heads, MLP width and vocabulary cut across them"},
+    {"tp", K_INT, F(tp), 1, MAX_RANKS, "tensor-parallel ranks per pp_stage: heads, MLP width and vocabulary cut across them"},
     {"sequence-parallel", K_INT, F(sequence_parallel), 0, 1, "1: with --tp, cut LayerNorm regions and the residual stream by tokens (all-gather / reduce-scatter instead of all-reduce)"},
-    {"pp", K_INT, F(pp), 1, 4096, "pipeline stages: contiguous groups of layers on different ranks"},
+    {"pp", K_INT, F(pp), 1, MAX_RANKS, "pipeline stages: contiguous groups of layers on different ranks"},
     {"virtual-stages", K_INT, F(virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per pp_stage (V); the bubble falls to (P-1)/(V M) with P = pp, M micro-batches"},
-    {"microbatches", K_INT, F(microbatches), 0, 1 << 20, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
+    {"microbatches", K_INT, F(microbatches), 0, ATOLL_MAX_MICRO_BATCHES, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
     {"schedule", STR(schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
     {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
     {"comm-timeout", K_FLOAT, F(comm_timeout), 0.1, 1e7, "seconds a collective may wait before the job is ended"},
-    {"islands", K_INT, F(islands), 1, 1 << 20, "DiLoCo islands: equal blocks of ranks that sync every --sync-every steps"},
+    {"islands", K_INT, F(islands), 1, MAX_RANKS, "DiLoCo islands: equal blocks of ranks that sync every --sync-every steps"},
     {"sync-every", K_INT, F(sync_every), 1, INT_MAX, "DiLoCo: inner steps between outer syncs (H)"},
     {"outer-lr", K_FLOAT, F(outer_lr), 0, 100, "DiLoCo outer learning rate"},
     {"outer-momentum", K_FLOAT, F(outer_momentum), 0, 0.999999, "DiLoCo outer momentum"},
     {"outer-optimizer", STR(outer_optimizer), "DiLoCo outer optimizer: nesterov or sgd"},
-    {"fragments", K_INT, F(fragments), 1, 1 << 20, "streaming DiLoCo: fragments synced on staggered schedules"},
+    {"fragments", K_INT, F(fragments), 1, MAX_LAYERS, "streaming DiLoCo: fragments synced on staggered schedules"},
     {"overlap", K_INT, F(overlap), 0, INT_MAX, "streaming DiLoCo: inner steps run while a fragment's sync is in flight"},
     {"merge-alpha", K_FLOAT, F(merge_alpha), 0, 1, "streaming DiLoCo: weight of the island's own fragment when merging after an overlap"},
     {"outer-dtype", STR(outer_dtype), "outer gradient on the wire: fp32, bf16, int8 or fp4"},
@@ -155,7 +169,7 @@ static int set_number(atoll_config *c, const key_spec *k, double v, const char *
     return 0;
   }
   if (v < k->min || v > k->max)
-    return atoll_fail(err, "%s: %s must be in [%g, %g], got %g", source, k->key, k->min, k->max, v);
+    return atoll_fail(err, "%s: %s must be in [%.15g, %.15g], got %.15g", source, k->key, k->min, k->max, v);
   if (k->type == K_INT) {
     if (v != floor(v)) return atoll_fail(err, "%s: %s must be an integer, got %g", source, k->key, v);
     *(int *)field = (int)v;

@@ -90,4 +90,21 @@ mkdir -p "$TMP/texts"; printf 'one\ntwo\nthree\nfour\n' >"$TMP/texts/t.txt"
 expect_error "prepare: --out is the --text directory" "inside" $ATOLL prepare --text "$TMP/texts" --out "$TMP/texts"
 mkdir -p "$TMP/fifo"; mkfifo "$TMP/fifo/train_000.bin"
 expect_error "data: FIFO as a token file" "FIFO" timeout 20 $ATOLL train --data "$TMP/fifo" --steps 1
+
+# sizes: each flag has a maximum, and a run too large for the machine is refused at
+# start-up with its estimate, before allocating (issue 12)
+expect_error "limit: --batch" "65536" $ATOLL train $D --batch 100000
+expect_error "limit: --steps" "--steps" $ATOLL train $D --steps 2000000000
+expect_error "limit: --context" "131072" $ATOLL train $D --context 1000000
+expect_error "limit: --microbatches" "--microbatches" $ATOLL train $D --microbatches 100000
+expect_error "limit: --global-batch" "--global-batch" $ATOLL train $D --batch 1 --global-batch 2000000000
+t0=$(date +%s%N)
+expect_error "memory: huge batch" "needs about" $ATOLL train $D --layers 2 --heads 2 --dim 32 --context 4096 --batch 65536 --out "$TMP/huge"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ $ms -lt 3000 ] && pass "memory: refused in $ms ms" || fail "memory: refusing took $ms ms"
+[ ! -e "$TMP/huge" ] || fail "memory: the refused run made its run directory"
+# under a 1 GiB address-space limit the estimate (3.2 GiB, RSS 3.17 GiB when run) is refused,
+# while a tiny run still trains
+expect_error "memory: over ulimit -v" "--batch 2000 --seq 256" sh -c "ulimit -v 1000000; $ATOLL train $D --layers 2 --heads 2 --dim 32 --context 256 --batch 2000 --out $TMP/big"
+sh -c "ulimit -v 1000000; $ATOLL train $TINY $D --steps 1 --out $TMP/small" >/dev/null 2>&1 && pass "memory: a tiny run under ulimit -v trains" || fail "memory: tiny run under ulimit -v"
 finish
