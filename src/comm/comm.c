@@ -260,6 +260,7 @@ static atoll_req *p2p_start(atoll_comm *c, void *buf, size_t bytes, int peer, in
   if (bytes > (size_t)INT_MAX) atoll_comm_usage_fail(c, what, "message larger than 2 GiB");
   if (peer < 0 || peer >= c->size || peer == c->rank)
     atoll_comm_usage_fail(c, what, "peer is not another rank");
+  if (tag < 0 || tag >= ATOLL_TAG_RANGE) atoll_comm_usage_fail(c, what, "tag outside [0, 32767)");
   atoll_req *q = calloc(1, sizeof *q);
   if (!q) atoll_comm_usage_fail(c, what, "out of memory");
   q->c = c;
@@ -267,7 +268,6 @@ static atoll_req *p2p_start(atoll_comm *c, void *buf, size_t bytes, int peer, in
   q->count = bytes / sizeof(float);
   q->p2p = 1;
   c->stats.calls[ATOLL_OP_P2P]++;
-  tag %= ATOLL_TAG_RANGE;
   if (send) {
     c->stats.bytes_sent[ATOLL_OP_P2P] += bytes;
     MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm, &q->preq);

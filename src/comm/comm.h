@@ -125,9 +125,14 @@ void atoll_allgather_blocks(atoll_comm *c, const void *mine, void *recv, size_t 
 
 /* ------------------------------------------------------- point to point --- */
 
+/* Tags run over 0 .. ATOLL_TAG_RANGE - 1: 32767 is the least MPI_TAG_UB that MPI
+ * allows, so every MPI library takes them. */
+#define ATOLL_TAG_RANGE 32767
+
 /* One message between two ranks (pipeline activations and their gradients), waited
  * on with atoll_req_test / atoll_req_wait (watchdog included). The caller picks the
- * tag (0 .. 32766); use a communicator that carries nothing else, since collectives
+ * tag in [0, ATOLL_TAG_RANGE) (others end the job: wrapping them silently would let
+ * unrelated messages match); use a communicator that carries nothing else, since collectives
  * draw their tags from a counter these would collide with. Bytes count on the sender
  * (op "p2p"). At most 2 GiB per message. */
 atoll_req *atoll_isend(atoll_comm *c, const void *buf, size_t bytes, int peer, int tag);

@@ -9,7 +9,6 @@
 
 #include <mpi.h>
 
-#define ATOLL_TAG_RANGE 32767
 /* Largest segment of a ring step (floats: 4 MiB), and the most units in flight.
  * Measured at 2 ranks over shared memory (bench_comm): one message per step is as
  * fast as MPI_Allreduce up to 16 MiB; cutting large slices into 4 MiB segments keeps

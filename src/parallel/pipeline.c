@@ -35,6 +35,7 @@
 #include "core/fatal.h"
 #include "model/model.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +110,11 @@ static const atoll_strategy_ops PIPE_OPS = {.name = "pipeline", .finish_grads = 
 /* The pipeline's message buffers (pp > 1): a pp_stage's input and output are its rows
  * of the micro-batch (a tp-th under sequence parallelism). */
 static int alloc_messages(atoll_pipeline *p) {
-  size_t n = (size_t)atoll_model_local_rows(p->model, p->batch * p->seq) * p->lay->shape.dim;
+  /* tokens in size_t: batch x seq may pass int (the model refuses that, but this
+   * buffer's size must not depend on it) */
+  size_t tokens = (size_t)p->batch * (size_t)p->seq;
+  if (tokens > INT_MAX) return -1;
+  size_t n = (size_t)atoll_model_local_rows(p->model, (int)tokens) * (size_t)p->lay->shape.dim;
   size_t nb = (size_t)p->slots * p->chunks;
   p->act_bytes = n * sizeof(float);
   p->dout = malloc(p->act_bytes);
@@ -176,8 +181,20 @@ static void recv_wait(atoll_pipeline *p, void *buf, int peer, int tag) {
   atoll_req_wait(atoll_irecv(p->mesh->pp_comm, buf, p->act_bytes, peer, tag));
 }
 
-/* Message tags name the sender's pass: micro-batch i, chunk c, direction. */
-static int tag_of(const atoll_pipeline *p, int i, int c, int backward) { return 2 * (i * p->chunks + c) + backward; }
+/* Message tags name the sender's pass (i x chunks + c) and its direction in the low
+ * bit, inside the tags MPI always allows (ATOLL_TAG_RANGE, odd: 32767). The pass
+ * number wraps here, mod (ATOLL_TAG_RANGE - 1) / 2, before the direction is added:
+ * wrapping 2 pass + direction mod 32767 instead (as the comm layer once did) turns a
+ * forward tag into a backward one 16384 passes later, and with --pp 2 and
+ * --virtual-stages the same pair of ranks carries both directions. Two passes with
+ * the same tag are 16383 passes apart and still meet the right receive: MPI delivers
+ * one sender's messages of one tag in the order they were sent, and both ends go
+ * through their passes in the same order. */
+int atoll_pipeline_tag(int pass, int backward) { return 2 * (pass % ((ATOLL_TAG_RANGE - 1) / 2)) + backward; }
+
+static int tag_of(const atoll_pipeline *p, int i, int c, int backward) {
+  return atoll_pipeline_tag(i * p->chunks + c, backward);
+}
 
 static void forward_one(atoll_pipeline *p, const atoll_micro_source *src, int i, int c, double *loss_sum,
                         double *compute) {

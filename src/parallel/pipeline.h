@@ -39,6 +39,10 @@ typedef struct {
   void (*before_backward)(void *ctx, int last_micro);
 } atoll_micro_source;
 
+/* The message tag of pass `pass` (micro-batch i, chunk c: i x chunks + c) in one
+ * direction (0 forward, 1 backward); see pipeline.c. */
+int atoll_pipeline_tag(int pass, int backward);
+
 /* Checks the schedule against the mesh and returns the micro-batches in flight on this
  * pp_stage (the model's activation slots), before the model exists. */
 int atoll_pipeline_slots(const atoll_pipeline_config *pc, const atoll_mesh *mesh, int *slots, atoll_err *err);

@@ -296,8 +296,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (c->sequence_parallel && c->tp < 2)
     return atoll_fail(err, "--sequence-parallel 1: needs tensor parallelism (--tp 2 or more)");
   if (c->sequence_parallel && ((long)c->batch * seq) % c->tp)
-    return atoll_fail(err, "--sequence-parallel 1: the %d tokens of a micro-batch (batch x seq) do not divide over --tp %d",
-                      c->batch * seq, c->tp);
+    return atoll_fail(err, "--sequence-parallel 1: the %ld tokens of a micro-batch (batch x seq) do not divide over --tp %d",
+                      (long)c->batch * seq, c->tp);
   if (c->pp > c->model.layers)
     return atoll_fail(err, "--pp %d: more pipeline stages than the model's %d layers", c->pp, c->model.layers);
   if (c->virtual_stages > 1 && c->pp < 2)
