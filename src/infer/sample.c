@@ -25,6 +25,18 @@ static int load_shape(const char *dir, atoll_shape *shape, atoll_err *err) {
   return atoll_shape_check(shape, err);
 }
 
+/* The prompt's bytes are its token ids (byte tokenizer): each must be inside the
+ * model's vocabulary, or its embedding row would be read out of bounds. */
+static int check_prompt(const char *prompt, int given, int vocab, atoll_err *err) {
+  for (size_t i = 0; prompt[i]; i++) {
+    unsigned char b = (unsigned char)prompt[i];
+    if (b >= (unsigned)vocab)
+      return atoll_fail(err, "--prompt: byte %u at offset %zu%s is not a token of this model (vocabulary %d: ids 0..%d)", b,
+                        i, given ? "" : " (the default prompt, a newline)", vocab, vocab - 1);
+  }
+  return 0;
+}
+
 /* Draws a token from logits[V] with temperature and top-k. */
 static int draw(const float *logits, int vocab, float temperature, int top_k, atoll_rng *rng, float *probs) {
   if (temperature <= 0.0f) {
@@ -73,13 +85,14 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     return atoll_fail(err, "--temperature: must be a finite number >= 0");
   atoll_shape shape;
   if (load_shape(dir, &shape, err)) return -1;
+  const char *prompt = o->prompt && o->prompt[0] ? o->prompt : "\n";
+  if (check_prompt(prompt, o->prompt && o->prompt[0], shape.vocab, err)) return -1;
   atoll_model *m = NULL;
   if (atoll_model_create(&m, &shape, 1, shape.context, err)) return -1;
   if (atoll_ckpt_load(dir, atoll_model_layout(m), atoll_model_params(m), NULL, NULL, err)) {
     atoll_model_destroy(m);
     return -1;
   }
-  const char *prompt = o->prompt && o->prompt[0] ? o->prompt : "\n";
   size_t plen = strlen(prompt);
   size_t cap = plen + (size_t)o->tokens;
   int32_t *seq = malloc(sizeof(int32_t) * cap);

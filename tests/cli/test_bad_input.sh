@@ -107,4 +107,20 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 # while a tiny run still trains
 expect_error "memory: over ulimit -v" "--batch 2000 --seq 256" sh -c "ulimit -v 1000000; $ATOLL train $D --layers 2 --heads 2 --dim 32 --context 256 --batch 2000 --out $TMP/big"
 sh -c "ulimit -v 1000000; $ATOLL train $TINY $D --steps 1 --out $TMP/small" >/dev/null 2>&1 && pass "memory: a tiny run under ulimit -v trains" || fail "memory: tiny run under ulimit -v"
+# token counts in 64 bits: 65536 x 65536 tokens is 2^32, not 0 (issue 12)
+expect_error "sequence parallel: tokens past int" "4294967296" $ATOLL train $D --tp 3 --sequence-parallel 1 --batch 65536 --context 65536
+
+# sample: a prompt byte outside a small vocabulary is refused, not read out of bounds
+# (issue 12); the model is trained on token files of vocabulary 64
+mkdir -p "$TMP/v64"
+$PY - "$TMP/v64" <<'PYEOF'
+import os, struct, sys
+for name, n in (("train_000.bin", 20000), ("val_000.bin", 4000)):
+    toks = bytes((i * 7 + i // 13) % 64 for i in range(n))
+    open(os.path.join(sys.argv[1], name), "wb").write(b"ATOLLTOK" + struct.pack("<IIQII", 1, 64, n, 1, 0) + toks)
+PYEOF
+$ATOLL train $TINY --vocab 64 --data "$TMP/v64" --steps 2 --out "$TMP/v64run" >/dev/null 2>&1 || fail "vocab 64: training"
+expect_error "sample: prompt byte outside the vocabulary" "--prompt: byte 104" $ATOLL sample --ckpt "$TMP/v64run" --prompt hello
+$ATOLL sample --ckpt "$TMP/v64run" --prompt 0123 --tokens 4 >/dev/null 2>&1 && pass "sample: a prompt inside vocabulary 64" \
+  || fail "sample: prompt inside vocabulary 64"
 finish
