@@ -42,7 +42,6 @@
 #include "atoll/atoll.h"
 #include "core/rng.h"
 #include "model/model.h"
-#include "model/model_bytes.h"
 #include "ops/ops.h"
 
 #include <inttypes.h>

@@ -20,6 +20,17 @@ int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, i
 int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
                             int max_batch, int max_seq, int slots, atoll_err *err);
 void atoll_model_destroy(atoll_model *m);
+/* The bytes a part allocates, counted by the allocation code itself, so that a run
+ * can be refused before it allocates (src/train/train_memory.c). */
+typedef struct {
+  size_t weights; /* the flat parameter buffer */
+  size_t grads;   /* the flat gradient buffer */
+  size_t acts;    /* activations of every slot and the backward scratch */
+} atoll_model_mem;
+/* What atoll_model_create_part with the same arguments would allocate; fails on the
+ * same bad sizes, without allocating any of it. */
+int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq, int slots,
+                      atoll_model_mem *out, atoll_err *err);
 /* GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L). A part
  * takes its piece of the whole model's initial weights (the same at every layout).
  * Fails only when out of memory. */

@@ -4,7 +4,7 @@
  * moments, ZeRO's sharding) follows train.c and src/parallel/dp.c. */
 #include "train/train_memory.h"
 
-#include "model/model_bytes.h"
+#include "model/model.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -3,6 +3,7 @@
 #ifndef ATOLL_TRAIN_MEMORY_H
 #define ATOLL_TRAIN_MEMORY_H
 
+#include "model/layout.h"
 #include "train/config.h"
 
 /* Estimates this rank's bytes (weights, gradients and AdamW moments by ZeRO stage over
