@@ -331,6 +331,7 @@ static int build_train(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err 
   if (t->batch_tokens / t->seq > 1e9) return atoll_fail(err, "batch: more than 1e9 sequences per step");
   if ((s = get(o, "tokens"))) {
     if (parse_count("tokens", s, 1, &t->token_budget, err)) return -1;
+    if (t->token_budget > 1e18) return atoll_fail(err, "--tokens %s: more than 1e18 tokens", s);
   } else {
     t->token_budget = p->model.token_budget > 0 && !strstr(p->model.name, "(modified)")
                           ? p->model.token_budget

@@ -63,7 +63,8 @@ static size_t cut_point(const uint8_t *data, size_t size, double val_fraction) {
 static int load_source(source *s, const char *path, double val_fraction, atoll_err *err) {
   memset(s, 0, sizeof *s);
   s->path = path;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return atoll_fail(err, "%s: cannot read: %s", path, strerror(errno));
   struct stat st;
   int rc = fstat(fd, &st);
@@ -73,7 +74,7 @@ static int load_source(source *s, const char *path, double val_fraction, atoll_e
     if (rc != 0) return atoll_fail(err, "%s: cannot read: %s", path, strerror(e));
     if (S_ISDIR(st.st_mode))
       return atoll_fail(err, "%s: is a directory, expected a text file", path);
-    return atoll_fail(err, "%s: not a regular file", path);
+    return atoll_fail(err, "%s: not a regular file%s", path, S_ISFIFO(st.st_mode) ? " (a FIFO)" : "");
   }
   s->size = (size_t)st.st_size;
   if (s->size > 0) {
@@ -86,6 +87,11 @@ static int load_source(source *s, const char *path, double val_fraction, atoll_e
     s->data = map;
   }
   close(fd);
+  if (s->size >= 8 && memcmp(s->data, ATOLL_TOKEN_FILE_MAGIC, 8) == 0) {
+    munmap((void *)s->data, s->size);
+    s->data = NULL;
+    return atoll_fail(err, "%s: is a token file (prepare's output), not text; pass the text it was made from", path);
+  }
   s->cut = s->size ? cut_point(s->data, s->size, val_fraction) : 0;
   return 0;
 }

@@ -122,6 +122,13 @@ static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *re
   if (c->move_newer[0] && !resume_dir)
     return atoll_fail(err, "--move-newer %s: only used with --resume (it moves checkpoints the resumed run would mix with)",
                       c->move_newer);
+  /* a run's files among token files: prepare would then refuse the directory, and a
+   * re-prepare that replaced it would take the run with it */
+  char manifest[OUT_PATH];
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", c->out);
+  if (same_dir(c->out, c->data) || access(manifest, F_OK) == 0)
+    return atoll_fail(err, "--out %s: is a data directory (holds manifest.json or is --data); choose another --out for the run",
+                      c->out);
   if (atoll_run_dir_lock(c->out, &o->lock_fd, err)) return -1;
   /* under the lock no other process saves here: whatever a killed save or prune
    * left is an orphan */

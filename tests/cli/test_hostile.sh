@@ -1,0 +1,79 @@
+#!/bin/sh
+# Attacks of a careless or hostile user that are not in test_bad_input.sh or
+# test_out_dir.sh: each once misbehaved (a hang, a run written among token files,
+# garbage output) or guards an item of issue 12 end to end. Every command is bounded.
+# usage: test_hostile.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+small_data
+D="--data $TMP/data"
+TO="timeout 60"
+
+# --out pointing at a data directory: the run's files would land among the token
+# files (and prepare would then refuse the directory); the data stays untouched
+before=$(ls -a "$TMP/data" | tr '\n' ' ')
+expect_error "--out is the --data directory" "data directory" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/data/"
+$TO $ATOLL prepare --text /usr/share/games/fortunes/art --out "$TMP/data2" >/dev/null 2>&1 || fail "prepare data2"
+expect_error "--out is another data directory" "$TMP/data2: is a data directory" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/data2"
+[ "$(ls -a "$TMP/data" | tr '\n' ' ')" = "$before" ] && pass "the data directory is untouched" \
+  || fail "the data directory changed: $(ls -a "$TMP/data")"
+echo x >"$TMP/afile"
+expect_error "--out is a regular file" "$TMP/afile: not a directory" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/afile"
+
+# prepare: a FIFO hung in open(); a token file was prepared as if it were text
+mkfifo "$TMP/fifo.txt"
+expect_error "prepare: FIFO as --text" "FIFO" $TO $ATOLL prepare --text "$TMP/fifo.txt" --out "$TMP/p1"
+expect_error "prepare: a token file as --text" "token file" $TO $ATOLL prepare --text "$TMP/data/train_000.bin" --out "$TMP/p2"
+[ ! -e "$TMP/p1" ] && [ ! -e "$TMP/p2" ] && pass "no output directory left by the refusals" || fail "refused prepare left $(ls -d "$TMP"/p*)"
+
+# plan: an absurd token budget printed truncated day and token counts
+expect_error "plan: --tokens 1e300" "--tokens" $TO $ATOLL plan --model gpt2 --tokens 1e300
+
+# a checkpoint to damage (issue 12: every reader distrusts its input)
+$TO $ATOLL train $TINY $D --steps 3 --out "$TMP/run" >/dev/null 2>&1 || fail "good run"
+CK=$TMP/run/checkpoints/step_00000003
+bad_ckpt() { rm -rf "$TMP/bad"; mkdir -p "$TMP/bad"; cp -r "$CK" "$TMP/bad/"; B=$TMP/bad/step_00000003; }
+bad_ckpt; $PY - "$B/model.safetensors" <<'PYEOF'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-5] ^= 0x10; open(p, "wb").write(b)
+PYEOF
+expect_error "sample: one flipped bit in the weights" "does not match\|do not match" $TO $ATOLL sample --ckpt "$B" --tokens 3
+bad_ckpt; sed -i 's/"step":[^,]*/"step": 1e20/' "$B/state.json"
+expect_error "resume: state.json step 1e20" "state.json" $TO $ATOLL train --resume "$B" --steps 6 --out "$TMP/r2"
+
+# SIGKILL at many moments of a run that saves and prunes every step, each time
+# resumed: the end equals an uninterrupted run bit for bit, with no orphan left
+R="$ATOLL train $TINY $D --steps 60 --eval-every 10 --save-every 1 --keep 2"
+$TO $R --out "$TMP/ref" >/dev/null 2>&1 || fail "reference run"
+$TO $R --out "$TMP/kill" --stop-after 1 >/dev/null 2>&1 || fail "run to kill"
+for delay in 0.31 0.33 0.35 0.37 0.4 0.43 0.47 0.5; do
+  $TO $ATOLL train --resume "$TMP/kill" >/dev/null 2>&1 &
+  pid=$!
+  sleep $delay
+  kill -KILL $pid 2>/dev/null
+  wait $pid 2>/dev/null
+done
+$TO $ATOLL train --resume "$TMP/kill" >/dev/null 2>"$TMP/err" || fail "final resume: $(tail -1 "$TMP/err")"
+left=$(ls -a "$TMP/kill/checkpoints" | tr '\n' ' ')
+[ "$left" = ". .. step_00000059 step_00000060 " ] && pass "no orphans after the kills ($left)" || fail "after kills: $left"
+$PY "$SRC/tests/cli/st_equal.py" "$TMP/ref/checkpoints/step_00000060/model.safetensors" "$TMP/kill/checkpoints/step_00000060/model.safetensors" >/dev/null \
+  && $PY "$SRC/tests/cli/metrics_equal.py" "$TMP/ref/metrics.jsonl" "$TMP/kill/metrics.jsonl" >/dev/null \
+  && pass "killed and resumed run equals the uninterrupted one" || fail "killed and resumed run differs"
+
+# a token file truncated while training runs (2 threads): one line naming it, status 1,
+# not SIGBUS (issue 12; tests/test_data.c checks the reader alone)
+cp -r "$TMP/data" "$TMP/shrink"
+$TO $ATOLL train --layers 2 --heads 2 --dim 32 --context 32 --batch 4 --threads 2 --data "$TMP/shrink" \
+  --steps 1000000 --eval-every 0 --save-every 0 --out "$TMP/shr" >/dev/null 2>"$TMP/err" &
+pid=$!
+i=0
+while [ "$(cat "$TMP/shr/metrics.jsonl" 2>/dev/null | grep -c .)" -lt 3 ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
+truncate -s 64 "$TMP/shrink/train_000.bin"
+wait $pid
+rc=$?
+if [ $rc -eq 1 ] && tail -1 "$TMP/err" | grep -q "shrink/train_000.bin: token file shrank"; then
+  pass "token file truncated during training: $(tail -1 "$TMP/err")"
+else
+  fail "token file truncated during training: status $rc: $(tail -1 "$TMP/err")"
+fi
+finish
