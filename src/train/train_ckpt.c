@@ -24,10 +24,15 @@
 
 static cJSON *rng_to_json(const atoll_rng *r) {
   cJSON *a = cJSON_CreateArray();
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; a && i < 4; i++) {
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->s[i]);
-    cJSON_AddItemToArray(a, cJSON_CreateString(buf));
+    cJSON *x = cJSON_CreateString(buf);
+    if (!x || !cJSON_AddItemToArray(a, x)) {
+      cJSON_Delete(x);
+      cJSON_Delete(a);
+      a = NULL;
+    }
   }
   return a;
 }
@@ -239,24 +244,36 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
   return atoll_fail(err, "rank %d: %s", bad, why);
 }
 
+/* Adds item to o under key; on failure deletes item and returns 0. */
+static int add_item(cJSON *o, const char *key, cJSON *item) {
+  if (item && cJSON_AddItemToObject(o, key, item)) return 1;
+  cJSON_Delete(item);
+  return 0;
+}
+
+/* state.json's content, or NULL when out of memory (never a partial state: it would
+ * not resume). */
 static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int step, uint64_t hash) {
   cJSON *state = cJSON_CreateObject();
-  cJSON_AddNumberToObject(state, "step", step);
-  cJSON_AddItemToObject(state, "config", atoll_config_to_json(r->cfg));
-  cJSON_AddItemToObject(state, "rng", rng_to_json(&st->rng));
-  cJSON *data = cJSON_AddObjectToObject(state, "data");
-  char buf[32];
-  snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->cfg->seed);
-  cJSON_AddStringToObject(data, "seed", buf);
-  cJSON_AddNumberToObject(data, "next_step", step); /* step s's batch is window set (seed, s) */
-  cJSON_AddNumberToObject(state, "train_loss", st->last_loss);
-  cJSON_AddNumberToObject(state, "world_size", r->world_size);
-  cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r));
-  cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage); /* the key before "zero_stage"; kept for readers */
-  cJSON_AddNumberToObject(state, "zero_stage", r->cfg->zero_stage);
-  cJSON_AddNumberToObject(state, "islands", r->mesh.islands);
-  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
-  cJSON_AddStringToObject(state, "weights_hash", buf);
+  int ok = state && cJSON_AddNumberToObject(state, "step", step) &&
+           add_item(state, "config", atoll_config_to_json(r->cfg)) && add_item(state, "rng", rng_to_json(&st->rng));
+  cJSON *data = ok ? cJSON_AddObjectToObject(state, "data") : NULL;
+  char seed[32], weights_hash[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->cfg->seed);
+  snprintf(weights_hash, sizeof weights_hash, "%016llx", (unsigned long long)hash);
+  ok = data && cJSON_AddStringToObject(data, "seed", seed) &&
+       cJSON_AddNumberToObject(data, "next_step", step) && /* step s's batch is window set (seed, s) */
+       cJSON_AddNumberToObject(state, "train_loss", st->last_loss) &&
+       cJSON_AddNumberToObject(state, "world_size", r->world_size) &&
+       cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r)) &&
+       cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage) && /* the key before "zero_stage"; kept for readers */
+       cJSON_AddNumberToObject(state, "zero_stage", r->cfg->zero_stage) &&
+       cJSON_AddNumberToObject(state, "islands", r->mesh.islands) &&
+       cJSON_AddStringToObject(state, "weights_hash", weights_hash);
+  if (!ok) {
+    cJSON_Delete(state);
+    return NULL;
+  }
   return state;
 }
 
@@ -320,6 +337,7 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
   char dir[1200];
   atoll_ckpt_dirname(r->ckpt_root, step, dir, sizeof dir);
   cJSON *state = state_json(r, st, step, hash);
+  if (!state) return atoll_fail(err, "out of memory building the checkpoint's state.json");
   int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, w->nfiles, state, err);
   cJSON_Delete(state);
   /* the checkpoint just written survives whatever else is there */
