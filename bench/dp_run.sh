@@ -288,7 +288,7 @@ def per_rank_median(runs, key="train_peak_rss_bytes_per_rank"):
 
 
 def act_bytes(Lx, Cx, Hx, Bx, Tx, Vx):
-    """Activation and work buffers as src/model/gpt.c allocates them: each its own
+    """Activation and work buffers as src/model/gpt_create.c allocates them: each its own
     mapping of one header page plus its data rounded up to pages."""
     Nt = Bx * Tx
     pages = lambda floats: PAGE * (1 + math.ceil(4 * floats / PAGE))

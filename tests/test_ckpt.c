@@ -141,7 +141,7 @@ static void test_st_exact_bytes(void) {
   free(raw);
 }
 
-static void test_st_parts(void) {
+static void test_st_buffers(void) {
   test_layout tl;
   layout4(&tl);
   atoll_err err = {{0}};
@@ -151,11 +151,11 @@ static void test_st_parts(void) {
   fill_random(v, n);
   char path[512];
   path_in(path, sizeof path, "parts.safetensors");
-  atoll_st_part parts[2] = {{"exp_avg.", m}, {"exp_avg_sq.", v}};
-  CHECK_OK(atoll_st_write_parts(path, &tl.lay, parts, 2, NULL, &err), &err);
-  atoll_st_read_part rparts[2] = {{"exp_avg.", m2}, {"exp_avg_sq.", v2}};
+  atoll_st_buffer parts[2] = {{"exp_avg.", m}, {"exp_avg_sq.", v}};
+  CHECK_OK(atoll_st_write_buffers(path, &tl.lay, parts, 2, NULL, &err), &err);
+  atoll_st_read_buffer rparts[2] = {{"exp_avg.", m2}, {"exp_avg_sq.", v2}};
   cJSON *meta = (cJSON *)1;
-  CHECK_OK(atoll_st_read_parts(path, &tl.lay, rparts, 2, &meta, &err), &err);
+  CHECK_OK(atoll_st_read_buffers(path, &tl.lay, rparts, 2, &meta, &err), &err);
   CHECK(meta == NULL);
   CHECK(memcmp(m, m2, n * 4) == 0 && memcmp(v, v2, n * 4) == 0);
   /* The data section is the two buffers back to back. */
@@ -170,8 +170,8 @@ static void test_st_parts(void) {
   CHECK_MSG(err, path);
   CHECK_MSG(err, "extra tensor exp_avg_sq.");
   /* The same prefix twice is refused. */
-  atoll_st_part same[2] = {{"x.", m}, {"x.", v}};
-  CHECK(atoll_st_write_parts(path, &tl.lay, same, 2, NULL, &err) != 0);
+  atoll_st_buffer same[2] = {{"x.", m}, {"x.", v}};
+  CHECK(atoll_st_write_buffers(path, &tl.lay, same, 2, NULL, &err) != 0);
   CHECK_MSG(err, "given twice");
   free(m), free(v), free(m2), free(v2);
 }
@@ -549,8 +549,8 @@ static void test_ckpt_roundtrip(void) {
   cJSON_Delete(meta);
   /* The optimizer file names its tensors exp_avg.* / exp_avg_sq.*. */
   snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-  atoll_st_read_part parts[2] = {{"exp_avg.", b.m}, {"exp_avg_sq.", b.v}};
-  CHECK_OK(atoll_st_read_parts(path, &tl.lay, parts, 2, NULL, &err), &err);
+  atoll_st_read_buffer parts[2] = {{"exp_avg.", b.m}, {"exp_avg_sq.", b.v}};
+  CHECK_OK(atoll_st_read_buffers(path, &tl.lay, parts, 2, NULL, &err), &err);
 
   /* Weights only. */
   memset(b.p, 0, b.n * 4);
@@ -916,7 +916,7 @@ int main(void) {
   }
   test_st_roundtrip();
   test_st_exact_bytes();
-  test_st_parts();
+  test_st_buffers();
   test_st_write_refusals();
   test_st_good_ab();
   test_st_malformed();

@@ -272,7 +272,7 @@ static void test_hashes(void) {
   bufs_random(&b);
   char dir[512], want[1024];
   path_in(dir, sizeof dir, "hash/step_00000003");
-  atoll_st_part outer[1] = {{"outer_momentum.", b.m}};
+  atoll_st_buffer outer[1] = {{"outer_momentum.", b.m}};
   atoll_ckpt_extra extra = {"outer.safetensors", outer, 1};
   cJSON *state = make_state(3);
   CHECK_OK(atoll_ckpt_save_ex(dir, &tl.lay, b.p, b.m, b.v, &extra, 1, state, &err), &err);
@@ -301,7 +301,7 @@ static void test_hashes(void) {
   CHECK_MSG(err, "optimizer.safetensors: contents do not match");
   flip_bit(dir, "optimizer.safetensors");
 
-  atoll_st_read_part rd[1] = {{"outer_momentum.", c.m}};
+  atoll_st_read_buffer rd[1] = {{"outer_momentum.", c.m}};
   flip_bit(dir, "outer.safetensors");
   CHECK(atoll_ckpt_load_extra(dir, &tl.lay, "outer.safetensors", rd, 1, &err) != 0);
   CHECK_MSG(err, "outer.safetensors: contents do not match");

@@ -208,21 +208,21 @@ static cJSON *model_metadata(const atoll_layout *lay, const cJSON *state, int st
 
 /* ---------------------------------------------------------------- save --- */
 
-/* Writes tmp/file from nparts flat buffers and records the hash of what it wrote. */
+/* Writes tmp/file from nbuffers flat buffers and records the hash of what it wrote. */
 static int write_tensors(const char *tmp, const char *file, const atoll_layout *lay,
-                         const atoll_st_part *parts, int nparts, const cJSON *meta, cJSON *hashes,
+                         const atoll_st_buffer *buffers, int nbuffers, const cJSON *meta, cJSON *hashes,
                          atoll_err *err) {
   char path[CK_PATH];
-  const float *bufs[ATOLL_ST_MAX_PARTS];
+  const float *bufs[ATOLL_ST_MAX_BUFFERS];
   if (strchr(file, '/')) return atoll_fail(err, "%s: bad file name %s", tmp, file);
-  if (nparts < 1 || nparts > ATOLL_ST_MAX_PARTS)
-    return atoll_fail(err, "%s/%s: %d flat buffers (1 to %d allowed)", tmp, file, nparts,
-                      ATOLL_ST_MAX_PARTS);
+  if (nbuffers < 1 || nbuffers > ATOLL_ST_MAX_BUFFERS)
+    return atoll_fail(err, "%s/%s: %d flat buffers (1 to %d allowed)", tmp, file, nbuffers,
+                      ATOLL_ST_MAX_BUFFERS);
   if (atoll_ckpt_join(path, sizeof path, tmp, file, err) != 0 ||
-      atoll_st_write_parts(path, lay, parts, nparts, meta, err) != 0)
+      atoll_st_write_buffers(path, lay, buffers, nbuffers, meta, err) != 0)
     return -1;
-  for (int i = 0; i < nparts; i++) bufs[i] = parts[i].data;
-  return atoll_ckpt_record_hash(hashes, file, atoll_ckpt_parts_hash(bufs, nparts, lay->nparams), err);
+  for (int i = 0; i < nbuffers; i++) bufs[i] = buffers[i].data;
+  return atoll_ckpt_record_hash(hashes, file, atoll_ckpt_buffers_hash(bufs, nbuffers, lay->nparams), err);
 }
 
 static int write_contents(const char *tmp, const atoll_layout *lay, const float *params,
@@ -231,14 +231,14 @@ static int write_contents(const char *tmp, const atoll_layout *lay, const float 
                           int step, atoll_err *err) {
   cJSON *meta = model_metadata(lay, state, step), *hashes = cJSON_CreateObject();
   int rc = meta && hashes ? 0 : atoll_fail(err, "%s: out of memory", tmp);
-  atoll_st_part weights = {"", params};
+  atoll_st_buffer weights = {"", params};
   if (rc == 0) rc = write_tensors(tmp, MODEL_FILE, lay, &weights, 1, meta, hashes, err);
   if (rc == 0 && exp_avg) {
-    atoll_st_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
-    rc = write_tensors(tmp, OPTIM_FILE, lay, parts, 2, NULL, hashes, err);
+    atoll_st_buffer buffers[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
+    rc = write_tensors(tmp, OPTIM_FILE, lay, buffers, 2, NULL, hashes, err);
   }
   for (int i = 0; rc == 0 && i < nextras; i++)
-    rc = write_tensors(tmp, extras[i].file, lay, extras[i].parts, extras[i].nparts, NULL, hashes, err);
+    rc = write_tensors(tmp, extras[i].file, lay, extras[i].buffers, extras[i].nbuffers, NULL, hashes, err);
   if (rc == 0) rc = write_state(tmp, state, hashes, err);
   if (rc == 0) rc = atoll_fsync_path(tmp, O_DIRECTORY, err);
   cJSON_Delete(meta);
@@ -391,32 +391,32 @@ int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, flo
   if ((exp_avg == NULL) != (exp_avg_sq == NULL))
     return atoll_fail(err, "%s: load both AdamW moments or neither", dir);
   if (atoll_ckpt_read_state(dir, &state, err) != 0) return -1;
-  atoll_st_read_part weights = {"", params};
+  atoll_st_read_buffer weights = {"", params};
   int rc = atoll_ckpt_read_verified(dir, MODEL_FILE, state, lay, &weights, 1, &meta, err);
   if (rc == 0 && atoll_ckpt_join(path, sizeof path, dir, MODEL_FILE, err) != 0) rc = -1;
   if (rc == 0) rc = check_model_metadata(meta, path, err);
   cJSON_Delete(meta);
   if (rc == 0 && exp_avg) {
-    atoll_st_read_part parts[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
+    atoll_st_read_buffer buffers[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
     if (atoll_ckpt_join(path, sizeof path, dir, OPTIM_FILE, err) != 0)
       rc = -1;
     else if (access(path, F_OK) != 0)
       rc = atoll_fail(err, "%s: checkpoint has no optimizer state (no %s)", dir, OPTIM_FILE);
     else
-      rc = atoll_ckpt_read_verified(dir, OPTIM_FILE, state, lay, parts, 2, NULL, err);
+      rc = atoll_ckpt_read_verified(dir, OPTIM_FILE, state, lay, buffers, 2, NULL, err);
   }
   cJSON_Delete(state);
   return rc;
 }
 
 int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *file,
-                          const atoll_st_read_part *parts, int nparts, atoll_err *err) {
+                          const atoll_st_read_buffer *buffers, int nbuffers, atoll_err *err) {
   char path[CK_PATH];
   cJSON *state = NULL;
   if (atoll_ckpt_join(path, sizeof path, dir, file, err) != 0) return -1;
   if (access(path, F_OK) != 0) return atoll_fail(err, "%s: checkpoint has no %s", dir, file);
   if (atoll_ckpt_read_state(dir, &state, err) != 0) return -1;
-  int rc = atoll_ckpt_read_verified(dir, file, state, lay, parts, nparts, NULL, err);
+  int rc = atoll_ckpt_read_verified(dir, file, state, lay, buffers, nbuffers, NULL, err);
   cJSON_Delete(state);
   return rc;
 }

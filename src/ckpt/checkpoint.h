@@ -44,19 +44,19 @@ int atoll_ckpt_save(const char *dir, const atoll_layout *lay, const float *param
 
 /* Further tensor files in the same atomic directory (DiLoCo keeps the islands' own
  * weights and moments, and the outer momentum, this way). Each file holds one or
- * more copies of the layout, tensor names prefixed by their part's prefix. */
+ * more copies of the layout, tensor names prefixed by their buffer's prefix. */
 typedef struct {
   const char *file; /* e.g. "outer.safetensors"; a plain name, no slashes */
-  const atoll_st_part *parts;
-  int nparts;
+  const atoll_st_buffer *buffers;
+  int nbuffers;
 } atoll_ckpt_extra;
 
 int atoll_ckpt_save_ex(const char *dir, const atoll_layout *lay, const float *params,
                        const float *exp_avg, const float *exp_avg_sq, const atoll_ckpt_extra *extras,
                        int nextras, const cJSON *state, atoll_err *err);
-/* Reads one extra file written by atoll_ckpt_save_ex into the parts' buffers. */
+/* Reads one extra file written by atoll_ckpt_save_ex into the buffers' data. */
 int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *file,
-                          const atoll_st_read_part *parts, int nparts, atoll_err *err);
+                          const atoll_st_read_buffer *buffers, int nbuffers, atoll_err *err);
 
 /* Reads and validates dir/state.json (format, version, step). On success *state is a
  * new object the caller deletes with cJSON_Delete. */

@@ -14,7 +14,7 @@
 
 #define HASH_KEY "file_hashes"
 
-uint64_t atoll_ckpt_parts_hash(const float *const *bufs, int nbufs, size_t nparams) {
+uint64_t atoll_ckpt_buffers_hash(const float *const *bufs, int nbufs, size_t nparams) {
   uint64_t h = 0;
   for (int i = 0; i < nbufs; i++)
     h = atoll_hash64(h, atoll_hash_floats(bufs[i], nparams), (uint64_t)i, (uint64_t)nbufs);
@@ -31,21 +31,21 @@ int atoll_ckpt_record_hash(cJSON *hashes, const char *file, uint64_t hash, atoll
 
 typedef struct {
   size_t nparams;
-  int nparts;
+  int nbuffers;
   int ok; /* the data section had the expected size and alignment */
   uint64_t hash;
 } data_hash;
 
-/* atoll_st_data_fn: hashes the data section cut into nparts flat buffers. */
+/* atoll_st_data_fn: hashes the data section cut into nbuffers flat buffers. */
 static void hash_data(const uint8_t *data, uint64_t size, void *ctx) {
   data_hash *d = ctx;
-  const float *bufs[ATOLL_ST_MAX_PARTS];
-  d->ok = d->nparts <= ATOLL_ST_MAX_PARTS &&
-          size == (uint64_t)d->nparts * d->nparams * sizeof(float) &&
+  const float *bufs[ATOLL_ST_MAX_BUFFERS];
+  d->ok = d->nbuffers <= ATOLL_ST_MAX_BUFFERS &&
+          size == (uint64_t)d->nbuffers * d->nparams * sizeof(float) &&
           (uintptr_t)data % _Alignof(float) == 0;
   if (!d->ok) return; /* not laid out as atoll writes: cannot match */
-  for (int i = 0; i < d->nparts; i++) bufs[i] = (const float *)(const void *)data + (size_t)i * d->nparams;
-  d->hash = atoll_ckpt_parts_hash(bufs, d->nparts, d->nparams);
+  for (int i = 0; i < d->nbuffers; i++) bufs[i] = (const float *)(const void *)data + (size_t)i * d->nparams;
+  d->hash = atoll_ckpt_buffers_hash(bufs, d->nbuffers, d->nparams);
 }
 
 /* The expected hash of file from state's "file_hashes" into *want; *have is 0 when
@@ -70,7 +70,7 @@ static int expected_hash(const cJSON *state, const char *path, const char *file,
 }
 
 int atoll_ckpt_read_verified(const char *dir, const char *file, const cJSON *state,
-                             const atoll_layout *lay, const atoll_st_read_part *parts, int nparts,
+                             const atoll_layout *lay, const atoll_st_read_buffer *buffers, int nbuffers,
                              cJSON **metadata, atoll_err *err) {
   char path[ATOLL_CKPT_PATH];
   int have;
@@ -78,8 +78,8 @@ int atoll_ckpt_read_verified(const char *dir, const char *file, const cJSON *sta
   if (metadata) *metadata = NULL;
   if (atoll_ckpt_join(path, sizeof path, dir, file, err) != 0) return -1;
   if (expected_hash(state, path, file, &have, &want, err) != 0) return -1;
-  data_hash d = {lay->nparams, nparts, 0, 0};
-  if (atoll_st_read_parts_ex(path, lay, parts, nparts, metadata, have ? hash_data : NULL, &d,
+  data_hash d = {lay->nparams, nbuffers, 0, 0};
+  if (atoll_st_read_buffers_ex(path, lay, buffers, nbuffers, metadata, have ? hash_data : NULL, &d,
                              err) != 0)
     return -1;
   if (have && (!d.ok || d.hash != want)) {

@@ -21,13 +21,13 @@ int atoll_ckpt_has_state(const char *dir);
 
 /* The hash of a tensor file's data section: its flat buffers of nparams floats each,
  * in file order (docs/formats.md, "file_hashes"). */
-uint64_t atoll_ckpt_parts_hash(const float *const *bufs, int nbufs, size_t nparams);
+uint64_t atoll_ckpt_buffers_hash(const float *const *bufs, int nbufs, size_t nparams);
 /* Adds file's hash (16 hex digits) to the object hashes. */
 int atoll_ckpt_record_hash(cJSON *hashes, const char *file, uint64_t hash, atoll_err *err);
-/* atoll_st_read_parts of dir/file, then, if state (the checkpoint's state.json) holds
+/* atoll_st_read_buffers of dir/file, then, if state (the checkpoint's state.json) holds
  * "file_hashes", a check of the file's data section against its entry. */
 int atoll_ckpt_read_verified(const char *dir, const char *file, const cJSON *state,
-                             const atoll_layout *lay, const atoll_st_read_part *parts, int nparts,
+                             const atoll_layout *lay, const atoll_st_read_buffer *buffers, int nbuffers,
                              cJSON **metadata, atoll_err *err);
 
 #endif

@@ -77,12 +77,12 @@ const atoll_st_tensor *atoll_st_file_find(const atoll_st_file *f, const char *na
 typedef struct {
   const char *prefix;
   const float *data;
-} atoll_st_part;
+} atoll_st_buffer;
 
 typedef struct {
   const char *prefix;
   float *data;
-} atoll_st_read_part;
+} atoll_st_read_buffer;
 
 /* Writes every tensor of the layout as F32 named prefix + name, with the data of
  * `data` (lay->nparams floats). metadata: NULL or a cJSON object whose values are
@@ -93,8 +93,8 @@ int atoll_st_write(const char *path, const atoll_layout *lay, const char *prefix
                    const cJSON *metadata, atoll_err *err);
 /* The same for several flat buffers in one file, one after the other in the data
  * section (e.g. "exp_avg." and "exp_avg_sq."). Prefixes must differ. */
-int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_st_part *parts,
-                         int nparts, const cJSON *metadata, atoll_err *err);
+int atoll_st_write_buffers(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers,
+                           int nbuffers, const cJSON *metadata, atoll_err *err);
 
 /* Reads a file into the flat buffer `data`: every layout tensor must be present
  * as prefix + name with dtype F32 and exactly the layout's shape, no other tensor
@@ -105,16 +105,16 @@ int atoll_st_read(const char *path, const atoll_layout *lay, const char *prefix,
                   cJSON **metadata, atoll_err *err);
 /* The same for a file holding several flat buffers (all of them must be present,
  * and nothing else). */
-int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
-                        int nparts, cJSON **metadata, atoll_err *err);
+int atoll_st_read_buffers(const char *path, const atoll_layout *lay, const atoll_st_read_buffer *buffers,
+                          int nbuffers, cJSON **metadata, atoll_err *err);
 
 /* The same, and then, once the file has been read without error, on_data (if
  * non-NULL) sees the file's whole data section as it lies in the file (the
  * checkpoint code hashes it). */
 typedef void (*atoll_st_data_fn)(const uint8_t *data, uint64_t size, void *ctx);
-int atoll_st_read_parts_ex(const char *path, const atoll_layout *lay,
-                           const atoll_st_read_part *parts, int nparts, cJSON **metadata,
-                           atoll_st_data_fn on_data, void *ctx, atoll_err *err);
+int atoll_st_read_buffers_ex(const char *path, const atoll_layout *lay,
+                             const atoll_st_read_buffer *buffers, int nbuffers, cJSON **metadata,
+                             atoll_st_data_fn on_data, void *ctx, atoll_err *err);
 
 /* Checks that the layout's views are contiguous, in order and cover nparams
  * exactly (what atoll_st_write and atoll_st_read rely on). `what` names the file in

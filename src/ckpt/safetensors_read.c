@@ -394,13 +394,13 @@ int atoll_st_layout_check(const atoll_layout *lay, const char *what, atoll_err *
 
 /* ------------------------------------------------------- buffers to move --- */
 
-int atoll_st_check_parts(const char *path, const atoll_layout *lay, const char *const *prefixes,
-                         const void *const *datas, int nparts, atoll_err *err) {
+int atoll_st_check_buffers(const char *path, const atoll_layout *lay, const char *const *prefixes,
+                           const void *const *datas, int nbuffers, atoll_err *err) {
   if (atoll_st_layout_check(lay, path, err) != 0) return -1;
-  if (nparts > ATOLL_ST_MAX_PARTS)
-    return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nparts);
-  if (nparts < 1) return atoll_fail(err, "%s: no tensor buffers given", path);
-  for (int p = 0; p < nparts; p++) {
+  if (nbuffers > ATOLL_ST_MAX_BUFFERS)
+    return atoll_fail(err, "%s: too many tensor buffers (%d)", path, nbuffers);
+  if (nbuffers < 1) return atoll_fail(err, "%s: no tensor buffers given", path);
+  for (int p = 0; p < nbuffers; p++) {
     if (!prefixes[p]) return atoll_fail(err, "%s: buffer %d has no name prefix", path, p);
     if (!datas[p] && lay->nparams > 0) return atoll_fail(err, "%s: buffer %d is NULL", path, p);
     if (!atoll_st_utf8_valid((const uint8_t *)prefixes[p], strlen(prefixes[p])))
@@ -410,7 +410,7 @@ int atoll_st_check_parts(const char *path, const atoll_layout *lay, const char *
         return atoll_fail(err, "%s: prefix \"%s\" given twice", path, prefixes[p]);
   }
   for (int i = 0; i < lay->ntensors; i++)
-    for (int p = 0; p < nparts; p++)
+    for (int p = 0; p < nbuffers; p++)
       if (prefixes[p][0] == 0 && strcmp(lay->tensors[i].name, "__metadata__") == 0)
         return atoll_fail(err, "%s: a tensor cannot be named __metadata__", path);
   return 0;
@@ -491,18 +491,18 @@ static const atoll_st_tensor *match_tensor(const atoll_st_file *f, const char *p
   return s;
 }
 
-static int copy_part(const atoll_st_file *f, const char *path, const atoll_layout *lay,
-                     const atoll_st_read_part *part, atoll_err *err) {
+static int copy_buffer(const atoll_st_file *f, const char *path, const atoll_layout *lay,
+                       const atoll_st_read_buffer *buffer, atoll_err *err) {
   for (int i = 0; i < lay->ntensors; i++) {
     const atoll_tensor *t = &lay->tensors[i];
-    const atoll_st_tensor *s = match_tensor(f, path, part->prefix, t, err);
+    const atoll_st_tensor *s = match_tensor(f, path, buffer->prefix, t, err);
     if (!s) return -1;
     if (t->numel == 0) continue;
-    float *dst = part->data + t->offset;
+    float *dst = buffer->data + t->offset;
     memcpy(dst, s->data, t->numel * sizeof(float));
     size_t at = atoll_st_first_nonfinite(dst, t->numel);
     if (at < t->numel)
-      return atoll_fail(err, "%s: tensor %s%s: element %zu is %s", path, part->prefix, t->name, at,
+      return atoll_fail(err, "%s: tensor %s%s: element %zu is %s", path, buffer->prefix, t->name, at,
                         isnan(dst[at]) ? "NaN" : "Inf");
   }
   return 0;
@@ -514,14 +514,14 @@ static int layout_has(const atoll_layout *lay, const char *name) {
   return 0;
 }
 
-/* Names the first file tensor that no part/layout tensor accounts for. */
+/* Names the first file tensor that no buffer/layout tensor accounts for. */
 static int report_extra(const atoll_st_file *f, const char *path, const atoll_layout *lay,
-                        const atoll_st_read_part *parts, int nparts, atoll_err *err) {
+                        const atoll_st_read_buffer *buffers, int nbuffers, atoll_err *err) {
   for (int k = 0; k < f->ntensors; k++) {
     int known = 0;
-    for (int p = 0; p < nparts && !known; p++) {
-      size_t plen = strlen(parts[p].prefix);
-      if (strncmp(f->tensors[k].name, parts[p].prefix, plen) == 0)
+    for (int p = 0; p < nbuffers && !known; p++) {
+      size_t plen = strlen(buffers[p].prefix);
+      if (strncmp(f->tensors[k].name, buffers[p].prefix, plen) == 0)
         known = layout_has(lay, f->tensors[k].name + plen);
     }
     if (!known)
@@ -531,29 +531,29 @@ static int report_extra(const atoll_st_file *f, const char *path, const atoll_la
   return atoll_fail(err, "%s: extra tensors in the file", path);
 }
 
-int atoll_st_read_parts(const char *path, const atoll_layout *lay, const atoll_st_read_part *parts,
-                        int nparts, cJSON **metadata, atoll_err *err) {
-  return atoll_st_read_parts_ex(path, lay, parts, nparts, metadata, NULL, NULL, err);
+int atoll_st_read_buffers(const char *path, const atoll_layout *lay, const atoll_st_read_buffer *buffers,
+                          int nbuffers, cJSON **metadata, atoll_err *err) {
+  return atoll_st_read_buffers_ex(path, lay, buffers, nbuffers, metadata, NULL, NULL, err);
 }
 
-int atoll_st_read_parts_ex(const char *path, const atoll_layout *lay,
-                           const atoll_st_read_part *parts, int nparts, cJSON **metadata,
-                           atoll_st_data_fn on_data, void *ctx, atoll_err *err) {
+int atoll_st_read_buffers_ex(const char *path, const atoll_layout *lay,
+                             const atoll_st_read_buffer *buffers, int nbuffers, cJSON **metadata,
+                             atoll_st_data_fn on_data, void *ctx, atoll_err *err) {
   if (metadata) *metadata = NULL;
-  const char *prefixes[ATOLL_ST_MAX_PARTS];
-  const void *datas[ATOLL_ST_MAX_PARTS];
-  for (int p = 0; p < nparts && p < ATOLL_ST_MAX_PARTS; p++)
-    prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
-  if (atoll_st_check_parts(path, lay, prefixes, datas, nparts, err) != 0) return -1;
+  const char *prefixes[ATOLL_ST_MAX_BUFFERS];
+  const void *datas[ATOLL_ST_MAX_BUFFERS];
+  for (int p = 0; p < nbuffers && p < ATOLL_ST_MAX_BUFFERS; p++)
+    prefixes[p] = buffers[p].prefix, datas[p] = buffers[p].data;
+  if (atoll_st_check_buffers(path, lay, prefixes, datas, nbuffers, err) != 0) return -1;
 
   mapped_file m;
   if (map_file(path, &m, err) != 0) return -1;
   atoll_st_file f;
   int rc = atoll_st_parse(m.buf, m.size, path, &f, err);
-  for (int p = 0; p < nparts && rc == 0; p++) rc = copy_part(&f, path, lay, &parts[p], err);
+  for (int p = 0; p < nbuffers && rc == 0; p++) rc = copy_buffer(&f, path, lay, &buffers[p], err);
   /* Names are unique and every expected one was found: any surplus is extra. */
-  if (rc == 0 && (size_t)f.ntensors != (size_t)nparts * (size_t)lay->ntensors)
-    rc = report_extra(&f, path, lay, parts, nparts, err);
+  if (rc == 0 && (size_t)f.ntensors != (size_t)nbuffers * (size_t)lay->ntensors)
+    rc = report_extra(&f, path, lay, buffers, nbuffers, err);
   if (rc == 0 && metadata && f.metadata) {
     *metadata = cJSON_Duplicate(f.metadata, 1);
     if (!*metadata) rc = atoll_fail(err, "%s: out of memory copying metadata", path);
@@ -566,6 +566,6 @@ int atoll_st_read_parts_ex(const char *path, const atoll_layout *lay,
 
 int atoll_st_read(const char *path, const atoll_layout *lay, const char *prefix, float *data,
                   cJSON **metadata, atoll_err *err) {
-  atoll_st_read_part part = {prefix ? prefix : "", data};
-  return atoll_st_read_parts(path, lay, &part, 1, metadata, err);
+  atoll_st_read_buffer buffer = {prefix ? prefix : "", data};
+  return atoll_st_read_buffers(path, lay, &buffer, 1, metadata, err);
 }

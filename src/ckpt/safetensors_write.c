@@ -122,20 +122,20 @@ static void header_tensor(strbuf *b, const char *name, const atoll_tensor *t, ui
 }
 
 /* The header JSON padded with spaces to a multiple of 8 bytes, in *out. */
-static int build_header(const char *path, const atoll_layout *lay, const atoll_st_part *parts,
-                        int nparts, const cJSON *metadata, strbuf *out, atoll_err *err) {
+static int build_header(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers,
+                        int nbuffers, const cJSON *metadata, strbuf *out, atoll_err *err) {
   strbuf b = {0};
   int first = !metadata;
   sb_puts(&b, "{");
   header_metadata(&b, metadata);
-  for (int p = 0; p < nparts; p++) {
+  for (int p = 0; p < nbuffers; p++) {
     uint64_t base = (uint64_t)p * lay->nparams * 4;
     for (int i = 0; i < lay->ntensors; i++) {
       const atoll_tensor *t = &lay->tensors[i];
       char name[ATOLL_ST_NAME_MAX];
-      if (atoll_st_full_name(name, sizeof name, parts[p].prefix, t->name) != 0) {
+      if (atoll_st_full_name(name, sizeof name, buffers[p].prefix, t->name) != 0) {
         free(b.p);
-        return atoll_fail(err, "%s: tensor name %s%s is too long", path, parts[p].prefix, t->name);
+        return atoll_fail(err, "%s: tensor name %s%s is too long", path, buffers[p].prefix, t->name);
       }
       if (!first) sb_puts(&b, ",");
       first = 0;
@@ -152,15 +152,15 @@ static int build_header(const char *path, const atoll_layout *lay, const atoll_s
   return 0;
 }
 
-static int check_finite_out(const char *path, const atoll_layout *lay, const atoll_st_part *part,
+static int check_finite_out(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffer,
                             atoll_err *err) {
   for (int i = 0; i < lay->ntensors; i++) {
     const atoll_tensor *t = &lay->tensors[i];
-    size_t at = atoll_st_first_nonfinite(part->data + t->offset, t->numel);
+    size_t at = atoll_st_first_nonfinite(buffer->data + t->offset, t->numel);
     if (at < t->numel)
       return atoll_fail(err, "%s: refusing to write tensor %s%s: element %zu is %s", path,
-                        part->prefix, t->name, at,
-                        isnan(part->data[t->offset + at]) ? "NaN" : "Inf");
+                        buffer->prefix, t->name, at,
+                        isnan(buffer->data[t->offset + at]) ? "NaN" : "Inf");
   }
   return 0;
 }
@@ -168,14 +168,14 @@ static int check_finite_out(const char *path, const atoll_layout *lay, const ato
 static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
 
 static int write_file(const char *path, const strbuf *hdr, const atoll_layout *lay,
-                      const atoll_st_part *parts, int nparts, atoll_err *err) {
+                      const atoll_st_buffer *buffers, int nbuffers, atoll_err *err) {
   FILE *f = fopen(path, "wb");
   if (!f) return atoll_fail(err, "%s: cannot create: %s", path, strerror(errno));
   uint8_t len[8];
   write_le64(len, hdr->len);
   int bad = write_all(f, len, 8) || write_all(f, hdr->p, hdr->len);
-  for (int p = 0; p < nparts && !bad; p++)
-    bad = write_all(f, parts[p].data, lay->nparams * sizeof(float));
+  for (int p = 0; p < nbuffers && !bad; p++)
+    bad = write_all(f, buffers[p].data, lay->nparams * sizeof(float));
   bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
   int saved = errno;
   if (fclose(f) != 0 && !bad) bad = 1, saved = errno;
@@ -186,26 +186,26 @@ static int write_file(const char *path, const strbuf *hdr, const atoll_layout *l
   return 0;
 }
 
-int atoll_st_write_parts(const char *path, const atoll_layout *lay, const atoll_st_part *parts,
-                         int nparts, const cJSON *metadata, atoll_err *err) {
-  const char *prefixes[ATOLL_ST_MAX_PARTS];
-  const void *datas[ATOLL_ST_MAX_PARTS];
-  for (int p = 0; p < nparts && p < ATOLL_ST_MAX_PARTS; p++)
-    prefixes[p] = parts[p].prefix, datas[p] = parts[p].data;
-  if (atoll_st_check_parts(path, lay, prefixes, datas, nparts, err) != 0) return -1;
+int atoll_st_write_buffers(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers,
+                           int nbuffers, const cJSON *metadata, atoll_err *err) {
+  const char *prefixes[ATOLL_ST_MAX_BUFFERS];
+  const void *datas[ATOLL_ST_MAX_BUFFERS];
+  for (int p = 0; p < nbuffers && p < ATOLL_ST_MAX_BUFFERS; p++)
+    prefixes[p] = buffers[p].prefix, datas[p] = buffers[p].data;
+  if (atoll_st_check_buffers(path, lay, prefixes, datas, nbuffers, err) != 0) return -1;
   if (check_metadata_in(metadata, path, err) != 0) return -1;
-  for (int p = 0; p < nparts; p++)
-    if (check_finite_out(path, lay, &parts[p], err) != 0) return -1;
+  for (int p = 0; p < nbuffers; p++)
+    if (check_finite_out(path, lay, &buffers[p], err) != 0) return -1;
   strbuf hdr;
-  if (build_header(path, lay, parts, nparts, metadata, &hdr, err) != 0) return -1;
-  int rc = write_file(path, &hdr, lay, parts, nparts, err);
+  if (build_header(path, lay, buffers, nbuffers, metadata, &hdr, err) != 0) return -1;
+  int rc = write_file(path, &hdr, lay, buffers, nbuffers, err);
   free(hdr.p);
   return rc;
 }
 
 int atoll_st_write(const char *path, const atoll_layout *lay, const char *prefix, const float *data,
                    const cJSON *metadata, atoll_err *err) {
-  atoll_st_part part = {prefix ? prefix : "", data};
-  return atoll_st_write_parts(path, lay, &part, 1, metadata, err);
+  atoll_st_buffer buffer = {prefix ? prefix : "", data};
+  return atoll_st_write_buffers(path, lay, &buffer, 1, metadata, err);
 }
 

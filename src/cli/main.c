@@ -76,37 +76,66 @@ static int resolve_checkpoint(const char *path, char *out, size_t outsz, atoll_e
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* The listing expand_inputs grows; every allocation checked. */
+typedef struct {
+  char **names;
+  int n, cap;
+} name_list;
+
+static void name_list_free(name_list *l) {
+  for (int i = 0; i < l->n; i++) free(l->names[i]);
+  free(l->names);
+  *l = (name_list){0};
+}
+
+static int name_list_add(name_list *l, const char *name, atoll_err *err) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    char **grown = realloc(l->names, sizeof(char *) * (size_t)cap);
+    if (!grown) return atoll_fail(err, "out of memory listing the input files");
+    l->names = grown;
+    l->cap = cap;
+  }
+  if (!(l->names[l->n] = strdup(name))) return atoll_fail(err, "out of memory listing the input files");
+  l->n++;
+  return 0;
+}
+
+/* Adds directory dir's text files, sorted. */
+static int add_dir(name_list *l, const char *dir, atoll_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) return atoll_fail(err, "%s: cannot read directory: %s", dir, strerror(errno));
+  int first = l->n, rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || (len > 4 && strcmp(e->d_name + len - 4, ".dat") == 0)) continue;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) || !S_ISREG(st.st_mode)) continue;
+    rc = name_list_add(l, path, err);
+  }
+  closedir(d);
+  if (rc) return -1;
+  if (l->n == first) return atoll_fail(err, "%s: directory holds no text files", dir);
+  qsort(l->names + first, (size_t)(l->n - first), sizeof(char *), cmp_str);
+  return 0;
+}
+
 /* A directory stands for its regular, non-hidden files, sorted, leaving out symlinks
  * and fortune's *.dat index files. */
 static int expand_inputs(char **args, int nargs, char ***files, int *nfiles, atoll_err *err) {
-  int cap = 64, n = 0;
-  char **out = malloc(sizeof(char *) * cap);
+  name_list l = {0};
   for (int i = 0; i < nargs; i++) {
-    if (!is_dir(args[i])) {
-      if (n == cap) out = realloc(out, sizeof(char *) * (cap *= 2));
-      out[n++] = strdup(args[i]);
-      continue;
+    int rc = is_dir(args[i]) ? add_dir(&l, args[i], err) : name_list_add(&l, args[i], err);
+    if (rc) {
+      name_list_free(&l);
+      return -1;
     }
-    DIR *d = opendir(args[i]);
-    if (!d) return atoll_fail(err, "%s: cannot read directory: %s", args[i], strerror(errno));
-    int first = n;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-      size_t len = strlen(e->d_name);
-      if (e->d_name[0] == '.' || (len > 4 && strcmp(e->d_name + len - 4, ".dat") == 0)) continue;
-      char path[2048];
-      snprintf(path, sizeof path, "%s/%s", args[i], e->d_name);
-      struct stat st;
-      if (lstat(path, &st) || !S_ISREG(st.st_mode)) continue;
-      if (n == cap) out = realloc(out, sizeof(char *) * (cap *= 2));
-      out[n++] = strdup(path);
-    }
-    closedir(d);
-    if (n == first) return atoll_fail(err, "%s: directory holds no text files", args[i]);
-    qsort(out + first, (size_t)(n - first), sizeof(char *), cmp_str);
   }
-  *files = out;
-  *nfiles = n;
+  *files = l.names;
+  *nfiles = l.n;
   return 0;
 }
 
@@ -124,6 +153,10 @@ static int prepare_files(char **args, int nargs, const char *outdir, double val_
 static int cmd_prepare(int argc, char **argv) {
   atoll_err err = {{0}};
   char **texts = malloc(sizeof(char *) * (size_t)(argc + 1));
+  if (!texts) {
+    atoll_fail(&err, "out of memory reading the flags");
+    return die(&err);
+  }
   int ntexts = 0;
   const char *out = NULL;
   double val_fraction = 0.05;

@@ -1,5 +1,6 @@
 /* The GPT model: parameters, gradients, activations, forward and backward passes, and the
- * hook seams through which parallel strategies act (src/model/gpt.c). Internal. */
+ * hook seams through which parallel strategies act (src/model/gpt_create.c makes it,
+ * src/model/gpt.c runs the passes). Internal. */
 #ifndef ATOLL_MODEL_MODEL_H
 #define ATOLL_MODEL_MODEL_H
 

@@ -135,15 +135,11 @@ static void divisors_upto(int n, int cap, int *out, int *k) {
     if (n % d == 0) out[(*k)++] = d;
 }
 
-int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, atoll_plan_ranking *out, atoll_err *err) {
-  memset(out, 0, sizeof *out);
+/* Refuses fixed sizes (--dp --tp --pp --cp) that no layout of the cluster can have. */
+static int check_fixed(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, int islands, int island_gpus,
+                       atoll_err *err) {
   const atoll_plan_model *m = ctx->model;
   const atoll_plan_cluster *c = ctx->cluster;
-  int islands = c->islands > 0 ? c->islands : 1;
-  if (c->gpus < 1) return atoll_fail(err, "--gpus: need at least 1 device, got %d", c->gpus);
-  if (c->gpus % islands)
-    return atoll_fail(err, "--islands %d: the cluster's %d devices do not split into equal islands", islands, c->gpus);
-  int island_gpus = c->gpus / islands; /* devices per island */
   if (fix->pp > m->layers)
     return atoll_fail(err, "--pp %d: more pipeline stages than the model's %d layers", fix->pp, m->layers);
   if (fix->tp && m->heads % fix->tp)
@@ -169,7 +165,20 @@ int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, at
                       "the fixed sizes (product %.0f) do not divide the %d devices%s; fix all of --dp --tp --pp --cp "
                       "to use part of the cluster",
                       fixed_prod, island_gpus, islands > 1 ? " of an island" : "");
+  return 0;
+}
 
+int atoll_plan_search(const atoll_plan_ctx *ctx, const atoll_plan_fixed *fix, atoll_plan_ranking *out, atoll_err *err) {
+  memset(out, 0, sizeof *out);
+  const atoll_plan_model *m = ctx->model;
+  const atoll_plan_cluster *c = ctx->cluster;
+  int islands = c->islands > 0 ? c->islands : 1;
+  if (c->gpus < 1) return atoll_fail(err, "--gpus: need at least 1 device, got %d", c->gpus);
+  if (c->gpus % islands)
+    return atoll_fail(err, "--islands %d: the cluster's %d devices do not split into equal islands", islands, c->gpus);
+  int island_gpus = c->gpus / islands; /* devices per island */
+  if (check_fixed(ctx, fix, islands, island_gpus, err)) return -1;
+  int all_fixed = fix->dp && fix->tp && fix->pp && fix->cp;
   searcher S = {ctx, fix, out, 0, "", 0};
   int tps[64], ntp, cps[8], ncp = 0, pps[256], npp;
   if (fix->tp)

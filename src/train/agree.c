@@ -65,6 +65,7 @@ static void add_data_identity(cJSON *o, const char *data) {
  * and the checkpoint resumed from. */
 static cJSON *settings_json(const atoll_config *cfg, const char *resume_dir) {
   cJSON *o = atoll_config_to_json(cfg);
+  if (!o) return NULL;
   cJSON_DeleteItemFromObjectCaseSensitive(o, "threads");
   cJSON_AddNumberToObject(o, "stop-after", cfg->stop_after);
   add_data_identity(o, cfg->data);
@@ -124,7 +125,9 @@ int atoll_train_check_same(atoll_comm *world, const atoll_config *cfg, const cha
   cJSON *theirs = rank == 0 ? NULL : cJSON_Parse(text);
   int rc = 0;
   if (rank != 0)
-    rc = theirs ? first_difference(mine, theirs, rank, err) : atoll_fail(err, "rank 0's settings do not parse");
+    rc = !mine    ? atoll_fail(err, "out of memory building the settings")
+         : theirs ? first_difference(mine, theirs, rank, err)
+                  : atoll_fail(err, "rank 0's settings do not parse");
   cJSON_Delete(theirs);
   cJSON_Delete(mine);
   free(text);

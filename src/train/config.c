@@ -312,22 +312,27 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
 
 cJSON *atoll_config_to_json(const atoll_config *c) {
   cJSON *o = cJSON_CreateObject();
-  for (int i = 0; i < NKEYS; i++) {
+  for (int i = 0; o && i < NKEYS; i++) {
     const key_spec *k = &KEYS[i];
     const void *field = (const char *)c + k->offset;
     /* how this invocation runs, not what the run is: not carried into a resume */
     if (strcmp(k->key, "resume") == 0 || strcmp(k->key, "stop-after") == 0 || strcmp(k->key, "move-newer") == 0)
       continue;
+    const cJSON *added = NULL;
     switch (k->type) {
-    case K_INT: cJSON_AddNumberToObject(o, k->key, *(const int *)field); break;
-    case K_FLOAT: cJSON_AddNumberToObject(o, k->key, (double)*(const float *)field); break;
+    case K_INT: added = cJSON_AddNumberToObject(o, k->key, *(const int *)field); break;
+    case K_FLOAT: added = cJSON_AddNumberToObject(o, k->key, (double)*(const float *)field); break;
     case K_U64: {
       char buf[32];
       snprintf(buf, sizeof buf, "%llu", (unsigned long long)*(const uint64_t *)field);
-      cJSON_AddStringToObject(o, k->key, buf);
+      added = cJSON_AddStringToObject(o, k->key, buf);
       break;
     }
-    case K_STR: cJSON_AddStringToObject(o, k->key, (const char *)field); break;
+    case K_STR: added = cJSON_AddStringToObject(o, k->key, (const char *)field); break;
+    }
+    if (!added) { /* out of memory: no half a configuration (a checkpoint's would not resume) */
+      cJSON_Delete(o);
+      o = NULL;
     }
   }
   return o;

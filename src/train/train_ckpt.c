@@ -24,10 +24,15 @@
 
 static cJSON *rng_to_json(const atoll_rng *r) {
   cJSON *a = cJSON_CreateArray();
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; a && i < 4; i++) {
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->s[i]);
-    cJSON_AddItemToArray(a, cJSON_CreateString(buf));
+    cJSON *x = cJSON_CreateString(buf);
+    if (!x || !cJSON_AddItemToArray(a, x)) {
+      cJSON_Delete(x);
+      cJSON_Delete(a);
+      a = NULL;
+    }
   }
   return a;
 }
@@ -239,24 +244,36 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
   return atoll_fail(err, "rank %d: %s", bad, why);
 }
 
+/* Adds item to o under key; on failure deletes item and returns 0. */
+static int add_item(cJSON *o, const char *key, cJSON *item) {
+  if (item && cJSON_AddItemToObject(o, key, item)) return 1;
+  cJSON_Delete(item);
+  return 0;
+}
+
+/* state.json's content, or NULL when out of memory (never a partial state: it would
+ * not resume). */
 static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int step, uint64_t hash) {
   cJSON *state = cJSON_CreateObject();
-  cJSON_AddNumberToObject(state, "step", step);
-  cJSON_AddItemToObject(state, "config", atoll_config_to_json(r->cfg));
-  cJSON_AddItemToObject(state, "rng", rng_to_json(&st->rng));
-  cJSON *data = cJSON_AddObjectToObject(state, "data");
-  char buf[32];
-  snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->cfg->seed);
-  cJSON_AddStringToObject(data, "seed", buf);
-  cJSON_AddNumberToObject(data, "next_step", step); /* step s's batch is window set (seed, s) */
-  cJSON_AddNumberToObject(state, "train_loss", st->last_loss);
-  cJSON_AddNumberToObject(state, "world_size", r->world_size);
-  cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r));
-  cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage); /* the key before "zero_stage"; kept for readers */
-  cJSON_AddNumberToObject(state, "zero_stage", r->cfg->zero_stage);
-  cJSON_AddNumberToObject(state, "islands", r->mesh.islands);
-  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)hash);
-  cJSON_AddStringToObject(state, "weights_hash", buf);
+  int ok = state && cJSON_AddNumberToObject(state, "step", step) &&
+           add_item(state, "config", atoll_config_to_json(r->cfg)) && add_item(state, "rng", rng_to_json(&st->rng));
+  cJSON *data = ok ? cJSON_AddObjectToObject(state, "data") : NULL;
+  char seed[32], weights_hash[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->cfg->seed);
+  snprintf(weights_hash, sizeof weights_hash, "%016llx", (unsigned long long)hash);
+  ok = data && cJSON_AddStringToObject(data, "seed", seed) &&
+       cJSON_AddNumberToObject(data, "next_step", step) && /* step s's batch is window set (seed, s) */
+       cJSON_AddNumberToObject(state, "train_loss", st->last_loss) &&
+       cJSON_AddNumberToObject(state, "world_size", r->world_size) &&
+       cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r)) &&
+       cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage) && /* the key before "zero_stage"; kept for readers */
+       cJSON_AddNumberToObject(state, "zero_stage", r->cfg->zero_stage) &&
+       cJSON_AddNumberToObject(state, "islands", r->mesh.islands) &&
+       cJSON_AddStringToObject(state, "weights_hash", weights_hash);
+  if (!ok) {
+    cJSON_Delete(state);
+    return NULL;
+  }
   return state;
 }
 
@@ -269,8 +286,8 @@ typedef struct {
   float *main[3];                /* model weights, exp_avg, exp_avg_sq */
   int nfiles;                    /* further files */
   char names[MAX_FILES][32];
-  atoll_st_part parts[MAX_FILES][3];
-  int nparts[MAX_FILES];
+  atoll_st_buffer buffers[MAX_FILES][3];
+  int nbuffers[MAX_FILES];
   int failed;                    /* rank 0: out of memory or too many files */
 } ckpt_writer;
 
@@ -283,11 +300,11 @@ static float **writer_slot(ckpt_writer *w, const char *file, const char *prefix)
     if (f == MAX_FILES || strlen(file) >= sizeof w->names[f]) return NULL;
     snprintf(w->names[w->nfiles++], sizeof w->names[f], "%s", file);
   }
-  if (w->nparts[f] == 3) return NULL;
-  atoll_st_part *part = &w->parts[f][w->nparts[f]++];
-  part->prefix = prefix;
-  part->data = NULL;
-  return (float **)&part->data;
+  if (w->nbuffers[f] == 3) return NULL;
+  atoll_st_buffer *buf = &w->buffers[f][w->nbuffers[f]++];
+  buf->prefix = prefix;
+  buf->data = NULL;
+  return (float **)&buf->data;
 }
 
 static void writer_put(void *ctx, const char *file, const char *prefix, int island, const float *src, size_t begin) {
@@ -307,7 +324,7 @@ static void writer_put(void *ctx, const char *file, const char *prefix, int isla
 static void writer_free(ckpt_writer *w) {
   for (int i = 0; i < 3; i++) atoll_mem_free(w->main[i]);
   for (int f = 0; f < w->nfiles; f++)
-    for (int i = 0; i < w->nparts[f]; i++) atoll_mem_free((void *)w->parts[f][i].data);
+    for (int i = 0; i < w->nbuffers[f]; i++) atoll_mem_free((void *)w->buffers[f][i].data);
 }
 
 /* Rank 0 writes what was gathered, and prunes old checkpoints. */
@@ -316,10 +333,11 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
   if (w->failed || !w->main[0] || !w->main[1] || !w->main[2])
     return atoll_fail(err, "out of memory gathering the checkpoint");
   atoll_ckpt_extra extras[MAX_FILES];
-  for (int f = 0; f < w->nfiles; f++) extras[f] = (atoll_ckpt_extra){w->names[f], w->parts[f], w->nparts[f]};
+  for (int f = 0; f < w->nfiles; f++) extras[f] = (atoll_ckpt_extra){w->names[f], w->buffers[f], w->nbuffers[f]};
   char dir[1200];
   atoll_ckpt_dirname(r->ckpt_root, step, dir, sizeof dir);
   cJSON *state = state_json(r, st, step, hash);
+  if (!state) return atoll_fail(err, "out of memory building the checkpoint's state.json");
   int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, w->nfiles, state, err);
   cJSON_Delete(state);
   /* the checkpoint just written survives whatever else is there */
@@ -395,8 +413,8 @@ typedef struct {
 static int reader_get(void *ctx, const char *file, const char *prefix, float *dst, size_t begin, size_t end,
                       atoll_err *err) {
   ckpt_reader *rd = ctx;
-  atoll_st_read_part part = {prefix, rd->whole};
-  int rc = file ? atoll_ckpt_load_extra(rd->dir, &rd->r->whole, file, &part, 1, err)
+  atoll_st_read_buffer buffer = {prefix, rd->whole};
+  int rc = file ? atoll_ckpt_load_extra(rd->dir, &rd->r->whole, file, &buffer, 1, err)
                 : atoll_ckpt_load(rd->dir, &rd->r->whole, rd->whole, NULL, NULL, err); /* the model's weights */
   if (rc) return -1;
   extract_part(rd->r, rd->part, rd->whole);
@@ -443,7 +461,7 @@ int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *st
   } else {
     char file[64];
     snprintf(file, sizeof file, "island_%d.safetensors", r->mesh.island);
-    atoll_st_read_part island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
+    atoll_st_read_buffer island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
     if (atoll_ckpt_load_extra(dir, &r->whole, file, island, 3, err)) goto done;
   }
   extract_part(r, atoll_model_params(r->model), wp);

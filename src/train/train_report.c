@@ -363,9 +363,10 @@ int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, 
   int rc = 0;
   if (r->rank == 0) {
     rc = write_files(rep, s, r, err);
-    double peak = cJSON_GetObjectItemCaseSensitive(s, "peak_rss_bytes")->valuedouble;
-    if (rc == 0)
-      fprintf(stderr, "peak memory (RSS): %.1f MiB%s\n", peak / (1 << 20), r->world_size > 1 ? " (largest rank)" : "");
+    const cJSON *peak = cJSON_GetObjectItemCaseSensitive(s, "peak_rss_bytes"); /* missing if out of memory */
+    if (rc == 0 && cJSON_IsNumber(peak))
+      fprintf(stderr, "peak memory (RSS): %.1f MiB%s\n", peak->valuedouble / (1 << 20),
+              r->world_size > 1 ? " (largest rank)" : "");
   }
   cJSON_Delete(s);
   return rc;

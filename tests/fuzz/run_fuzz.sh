@@ -84,8 +84,8 @@ static void gen(void) {
   cJSON_AddStringToObject(meta, "config", "{\"layers\":1}");
   if (atoll_st_write(at("meta.safetensors"), &lay, "", a, meta, &e)) die("atoll_st_write", &e);
   cJSON_Delete(meta);
-  atoll_st_part parts[2] = {{"exp_avg.", a}, {"exp_avg_sq.", b}};
-  if (atoll_st_write_parts(at("parts.safetensors"), &lay, parts, 2, NULL, &e)) die("atoll_st_write", &e);
+  atoll_st_buffer parts[2] = {{"exp_avg.", a}, {"exp_avg_sq.", b}};
+  if (atoll_st_write_buffers(at("parts.safetensors"), &lay, parts, 2, NULL, &e)) die("atoll_st_write", &e);
   raw("dtypes.safetensors",
       "{\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
       "\"b\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[8,10]},"

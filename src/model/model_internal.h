@@ -1,0 +1,63 @@
+/* The model's internals, shared only by the model's own files: src/model/gpt_create.c
+ * (creation, allocation, counting, initial weights, accessors) and src/model/gpt.c (the
+ * forward and backward passes). Nothing outside src/model/ includes it: the rest of
+ * atoll sees the opaque atoll_model of model.h. */
+#ifndef ATOLL_MODEL_MODEL_INTERNAL_H
+#define ATOLL_MODEL_MODEL_INTERNAL_H
+
+#include "model/model.h"
+#include "ops/ops.h"
+
+typedef struct {
+  float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+  float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} block_params;
+
+typedef struct {
+  float *res_in; /* [N,C] block input (aliases the previous block's res_out) */
+  float *ln1, *ln1_mean, *ln1_rstd;
+  float *qkv;  /* [N,3C/tp] */
+  float *atty; /* [N,C/tp] */
+  float *lse;  /* [B,NH/tp,T] */
+  float *res_mid; /* [N,C] after attention */
+  float *ln2, *ln2_mean, *ln2_rstd;
+  float *fch, *fch_gelu; /* [N,4C/tp] */
+  float *res_out;        /* [N,C] block output */
+} block_acts;
+
+/* The activations of one micro-batch between its forward and its backward. */
+typedef struct {
+  float *encoded; /* [N,C] embedding output, or the stage's input */
+  float *chunk_in[ATOLL_MAX_CHUNKS]; /* input of chunk c (chunk 0: encoded) */
+  block_acts *acts; /* one per block of the part */
+  float *lnf, *lnf_mean, *lnf_rstd;
+  float *logits, *xent_lse, *losses; /* logits [N, V/tp] */
+  int32_t *inputs, *targets;
+  int B, T, have_targets;
+} slot_acts;
+
+struct atoll_model {
+  atoll_shape s;
+  atoll_layout lay;
+  const atoll_ops *ops;
+  int max_B, max_T, nslots, nblocks, tp, tp_rank;
+  int Cl, NHl, Vl; /* local widths: C/tp, heads/tp, vocab/tp */
+  int sp;          /* sequence parallel */
+  float *params, *grads;
+  slot_acts *slots;
+  /* backward scratch */
+  float *dres, *dC, *d3C, *d4C;
+  float *dfull; /* sequence parallel: a gathered output gradient [N,C] */
+  float *xent_mine, *xent_all; /* tensor-parallel cross-entropy: [2N], [tp, 2N] */
+  atoll_model_hooks hooks; /* all NULL unless a strategy set them */
+  atoll_model_tp tpc;      /* collectives of the tensor-parallel group */
+  /* all allocations, freed together */
+  void **allocs;
+  int nallocs;
+  /* atoll_model_bytes: alloc_f only adds up the bytes, so the estimate is the
+   * allocation code itself and cannot drift from it */
+  int count_only;
+  size_t counted;
+};
+
+#endif
