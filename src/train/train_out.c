@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "core/fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,6 +24,31 @@
 static int same_dir(const char *a, const char *b) {
   struct stat sa, sb;
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* An existing --out that is not empty must look like a run directory (one of the
+ * names a run writes), so that a slip such as --out / or --out ~/project does not
+ * scatter a run's files among someone else's. A run directory may hold other files
+ * too. Fills *stranger with one of the names found when it fails. */
+static int foreign_dir(const char *dir, char *stranger, size_t sz) {
+  static const char *const run_names[] = {".lock", "metrics.jsonl", "summary.json", "checkpoints"};
+  DIR *d = opendir(dir);
+  if (!d) return 0; /* missing (made later) or not a directory (the lock names it) */
+  int foreign = 0, run = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    int known = 0;
+    for (size_t i = 0; i < sizeof run_names / sizeof run_names[0]; i++)
+      if (strcmp(e->d_name, run_names[i]) == 0) known = 1;
+    if (known) run = 1;
+    else if (!foreign) {
+      foreign = 1;
+      snprintf(stranger, sz, "%s", e->d_name);
+    }
+  }
+  closedir(d);
+  return foreign && !run;
 }
 
 /* The directory that holds path (its last component cut off). */
@@ -129,6 +155,10 @@ static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *re
   if (same_dir(c->out, c->data) || access(manifest, F_OK) == 0)
     return atoll_fail(err, "--out %s: is a data directory (holds manifest.json or is --data); choose another --out for the run",
                       c->out);
+  char stranger[256];
+  if (foreign_dir(c->out, stranger, sizeof stranger))
+    return atoll_fail(err, "--out %s: not empty and not a run directory (it holds '%s' but no metrics.jsonl, summary.json or checkpoints/); choose a new or empty directory",
+                      c->out, stranger);
   if (atoll_run_dir_lock(c->out, &o->lock_fd, err)) return -1;
   /* under the lock no other process saves here: whatever a killed save or prune
    * left is an orphan */

@@ -19,6 +19,14 @@ expect_error "--out is another data directory" "$TMP/data2: is a data directory"
   || fail "the data directory changed: $(ls -a "$TMP/data")"
 echo x >"$TMP/afile"
 expect_error "--out is a regular file" "$TMP/afile: not a directory" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/afile"
+# --out that is neither new, empty nor a run (a slip such as --out / or --out ~/project):
+# refused, nothing written there; a run directory with a user's extra file still works
+mkdir -p "$TMP/project" && echo notes >"$TMP/project/notes.txt"
+expect_error "--out holds someone else's files" "not empty and not a run directory" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/project"
+[ "$(ls -A "$TMP/project")" = "notes.txt" ] && pass "--out refused: nothing written there" || fail "--out refused but written: $(ls -A "$TMP/project")"
+$TO $ATOLL train $TINY $D --steps 2 --out "$TMP/mine" >/dev/null 2>&1 && echo notes >"$TMP/mine/notes.txt" \
+  && $TO $ATOLL train --resume "$TMP/mine" --steps 3 >/dev/null 2>&1 \
+  && pass "a run directory with an extra file resumes" || fail "a run directory with an extra file does not resume"
 
 # prepare: a FIFO hung in open(); a token file was prepared as if it were text
 mkfifo "$TMP/fifo.txt"
