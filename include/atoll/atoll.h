@@ -136,6 +136,9 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
 /* root: a checkpoint directory (returned as is) or a run's checkpoints folder: the
  * step_NNNNNNNN subdirectory with the highest step that holds a state.json. */
 int atoll_ckpt_find_latest(const char *root, char *out, size_t outsz, atoll_err *err);
+/* What a user may name as a checkpoint: a checkpoint directory, a checkpoints folder
+ * (its latest) or a run directory (the latest under its checkpoints/). */
+int atoll_ckpt_resolve(const char *path, char *out, size_t outsz, atoll_err *err);
 
 /* ---------------------------------------------------------------- sampling --- */
 

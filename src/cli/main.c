@@ -60,18 +60,6 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* A checkpoint directory, a checkpoints/ root (its latest step) or a run directory
- * (the latest step under its checkpoints/). */
-static int resolve_checkpoint(const char *path, char *out, size_t outsz, atoll_err *err) {
-  if (atoll_ckpt_find_latest(path, out, outsz, err) == 0) return 0;
-  atoll_err first = *err;
-  char root[1200];
-  snprintf(root, sizeof root, "%s/checkpoints", path);
-  if (is_dir(root) && atoll_ckpt_find_latest(root, out, outsz, err) == 0) return 0;
-  *err = first;
-  return -1;
-}
-
 /* ------------------------------------------------------------------ prepare --- */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -254,7 +242,7 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
                           char *ckpt_dir, size_t ckpt_dir_size, atoll_err *err) {
   atoll_config from_ckpt = *cfg;
   if (resume) {
-    if (resolve_checkpoint(resume, ckpt_dir, ckpt_dir_size, err)) return -1;
+    if (atoll_ckpt_resolve(resume, ckpt_dir, ckpt_dir_size, err)) return -1;
     cJSON *state = NULL;
     if (atoll_ckpt_read_state(ckpt_dir, &state, err)) return -1;
     char source[1300];
@@ -419,7 +407,7 @@ static int cmd_sample(int argc, char **argv) {
     return die(&err);
   }
   char dir[1200];
-  if (resolve_checkpoint(o.ckpt, dir, sizeof dir, &err)) return die(&err);
+  if (atoll_ckpt_resolve(o.ckpt, dir, sizeof dir, &err)) return die(&err);
   o.ckpt = dir;
   if (atoll_sample(&o, stdout, &err)) return die(&err);
   return 0;

@@ -78,7 +78,7 @@ static int draw(const float *logits, int vocab, float temperature, int top_k, at
 
 int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   char dir[1200];
-  if (atoll_ckpt_find_latest(o->ckpt, dir, sizeof dir, err)) return -1;
+  if (atoll_ckpt_resolve(o->ckpt, dir, sizeof dir, err)) return -1;
   if (o->tokens < 0) return atoll_fail(err, "--tokens: must be >= 0, got %d", o->tokens);
   if (o->top_k < 0) return atoll_fail(err, "--top-k: must be >= 0, got %d", o->top_k);
   if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))

@@ -25,7 +25,8 @@
 
 typedef struct {
   const atoll_config *cfg;
-  const atoll_test_hooks *hooks;
+  const atoll_test_hooks *hooks; /* never NULL: no_hooks when the caller gave none */
+  atoll_test_hooks no_hooks;
   atoll_comm *world;
   int rank, world_size;
   atoll_mesh mesh;         /* islands x pipeline x data x tensor parallel */

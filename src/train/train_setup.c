@@ -130,7 +130,8 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
                     atoll_err *err) {
   memset(r, 0, sizeof *r);
   r->cfg = c;
-  r->hooks = hooks;
+  r->no_hooks = atoll_test_hooks_none();
+  r->hooks = hooks ? hooks : &r->no_hooks; /* a library caller may pass NULL */
   r->world = world;
   r->rank = atoll_comm_rank(world);
   r->world_size = atoll_comm_size(world);
@@ -139,7 +140,7 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   if (setup_mesh(r, err)) return -1;
   atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
                               .batch = c->batch, .seq = r->seq, .max_steps = c->steps,
-                              .test_forward_ms = hooks->stage_forward_ms, .test_backward_ms = hooks->stage_backward_ms};
+                              .test_forward_ms = r->hooks->stage_forward_ms, .test_backward_ms = r->hooks->stage_backward_ms};
   int slots;
   if (atoll_pipeline_slots(&pc, &r->mesh, &slots, err)) return -1;
   /* this rank's part: pp_stage s of pp holds chunks s, s + pp, ... of the chunks x pp
