@@ -61,7 +61,9 @@ for delay in 0.31 0.33 0.35 0.37 0.4 0.43 0.47 0.5; do
   kill -KILL $pid 2>/dev/null
   wait $pid 2>/dev/null
 done
-$TO $ATOLL train --resume "$TMP/kill" >/dev/null 2>"$TMP/err" || fail "final resume: $(tail -1 "$TMP/err")"
+# (on a fast machine the kills may come after the last step: then nothing is left to resume)
+[ -d "$TMP/kill/checkpoints/step_00000060" ] \
+  || $TO $ATOLL train --resume "$TMP/kill" >/dev/null 2>"$TMP/err" || fail "final resume: $(tail -1 "$TMP/err")"
 left=$(ls -a "$TMP/kill/checkpoints" | tr '\n' ' ')
 [ "$left" = ". .. step_00000059 step_00000060 " ] && pass "no orphans after the kills ($left)" || fail "after kills: $left"
 $PY "$SRC/tests/cli/st_equal.py" "$TMP/ref/checkpoints/step_00000060/model.safetensors" "$TMP/kill/checkpoints/step_00000060/model.safetensors" >/dev/null \
