@@ -1,5 +1,6 @@
 /* Every kernel of the CPU ops table (src/ops/ops.h) against a naive double-precision
- * reference written here.
+ * reference written here. (Over 1000 lines on purpose: one file per ops table, so
+ * that every kernel shares the same reference helpers and finite-difference driver.)
  *
  *  forward   the float kernel and the double reference on the same random inputs;
  *            error = max |got - ref| / max |ref| (norm-wise, max-abs scaled).
