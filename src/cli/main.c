@@ -393,6 +393,7 @@ static int cmd_sample(int argc, char **argv) {
       o.top_k = (int)strtol(v, &end, 10);
     } else if (strcmp(a, "--seed") == 0) {
       o.seed = strtoull(v, &end, 10);
+      if (v[0] == '-') errno = ERANGE; /* strtoull would wrap a negative seed */
     } else {
       atoll_fail(&err, "%s: unknown flag for sample (see atoll sample --help)", a);
       return die(&err);

@@ -64,12 +64,12 @@ int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
     if (!p) free(buf);
     buf = p, cap *= 2;
   }
-  int bad = ferror(f);
+  int bad = ferror(f), why = errno; /* e.g. EISDIR: fopen opens a directory, fread fails */
   fclose(f);
   if (!buf) return atoll_fail(err, "%s: out of memory", path);
   if (bad) {
     free(buf);
-    return atoll_fail(err, "%s: read failed", path);
+    return atoll_fail(err, "%s: cannot read: %s", path, strerror(why));
   }
   buf[n] = 0;
   *out = buf, *len = n;

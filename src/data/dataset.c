@@ -217,6 +217,11 @@ static int manifest_matches(const cJSON *root, const atoll_dataset *ds, const ch
   int version = cJSON_IsNumber(ver) ? ver->valueint : 0;
   if (version != 1 && version != 2)
     return atoll_fail(err, "%s: unsupported manifest version (this build reads 1 and 2)", path);
+  /* ids from another tokenizer would be trained on as bytes: silent garbage */
+  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+  if (tok && !(cJSON_IsString(tok) && strcmp(tok->valuestring, "bytes") == 0))
+    return atoll_fail(err, "%s: tokenizer %s is not one this build reads (only \"bytes\")", path,
+                      cJSON_IsString(tok) ? tok->valuestring : "(not a string)");
   char files[64], tokens[64];
   snprintf(files, sizeof files, version == 1 ? "%s_shards" : "%s_files", split);
   snprintf(tokens, sizeof tokens, "%s_tokens", split);

@@ -86,4 +86,12 @@ if [ $rc -eq 1 ] && tail -1 "$TMP/err" | grep -q "shrink/train_000.bin: token fi
 else
   fail "token file truncated during training: status $rc: $(tail -1 "$TMP/err")"
 fi
+# a manifest that names another tokenizer: its ids would be trained on as bytes
+cp -r "$TMP/data" "$TMP/bpe"
+sed -i 's/"tokenizer":[[:space:]]*"bytes"/"tokenizer": "bpe"/' "$TMP/bpe/manifest.json"
+expect_error "manifest of another tokenizer" "tokenizer bpe" $TO $ATOLL train $TINY --data "$TMP/bpe" --steps 1 --out "$TMP/bpe_run"
+# a directory as --config: the reason, not a bare "read failed"
+expect_error "--config is a directory" "Is a directory" $TO $ATOLL train $TINY $D --config "$TMP/data" --out "$TMP/cfgdir"
+# a negative sample seed is refused, not wrapped to 2^64 - 1 as train would refuse it too
+expect_error "sample --seed -1" "--seed" $TO $ATOLL sample --ckpt "$TMP/mine" --seed -1
 finish
