@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -256,6 +257,29 @@ static int write_manifest(const char *dir, const source *src, int n, double vf,
   return rc;
 }
 
+/* Two prepares writing the same DIR would trip over each other's DIR.atoll-new: each
+ * takes an exclusive lock on the directory that holds DIR (no file of its own to leave
+ * behind) and waits for an earlier one to finish; then the later set replaces the
+ * earlier, whole. Returns the locked descriptor, or -1 with err set. */
+static int lock_parent(const char *out, atoll_err *err) {
+  char parent[1000];
+  snprintf(parent, sizeof parent, "%s", out);
+  char *slash = strrchr(parent, '/');
+  if (!slash) snprintf(parent, sizeof parent, ".");
+  else if (slash == parent) parent[1] = 0;
+  else *slash = 0;
+  if (atoll_mkdir_p(parent, err) != 0) return -1;
+  int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return atoll_fail(err, "--out %s: cannot open %s: %s", out, parent, strerror(errno));
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    int why = errno;
+    close(fd);
+    return atoll_fail(err, "--out %s: cannot lock %s: %s", out, parent, strerror(why));
+  }
+  return fd;
+}
+
 /* ----------------------------------------------------------------- entry --- */
 
 /* ------------------------------------------------------------ the swap --- */
@@ -384,15 +408,20 @@ int atoll_prepare(const char *const *files, int nfiles, const char *outdir, doub
     return atoll_fail(err, "prepare: val_fraction %g outside [0, 0.5]", val_fraction);
   if (nfiles <= 0) return atoll_fail(err, "prepare: no input files");
   char out[1000], tmp[1040], old[1040];
-  if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(files, nfiles, out, err) ||
-      clear_prepare_dir(out, 0, err) != 0 || clear_prepare_dir(tmp, 1, err) != 0 ||
-      clear_prepare_dir(old, 1, err) != 0)
+  if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(files, nfiles, out, err))
     return -1;
+  int lock = lock_parent(out, err);
+  if (lock < 0) return -1;
   source *src = NULL;
-  int rc = load_sources(&src, files, nfiles, val_fraction, err);
-  if (rc == 0) rc = write_set(tmp, src, nfiles, val_fraction, err);
-  if (rc == 0) rc = swap_in(tmp, out, old, err);
-  if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
+  int rc = -1;
+  if (clear_prepare_dir(out, 0, err) == 0 && clear_prepare_dir(tmp, 1, err) == 0 &&
+      clear_prepare_dir(old, 1, err) == 0) {
+    rc = load_sources(&src, files, nfiles, val_fraction, err);
+    if (rc == 0) rc = write_set(tmp, src, nfiles, val_fraction, err);
+    if (rc == 0) rc = swap_in(tmp, out, old, err);
+    if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
+  }
   if (src) free_sources(src, nfiles);
+  close(lock); /* releases the lock */
   return rc;
 }

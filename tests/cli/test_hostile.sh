@@ -94,4 +94,18 @@ expect_error "manifest of another tokenizer" "tokenizer bpe" $TO $ATOLL train $T
 expect_error "--config is a directory" "Is a directory" $TO $ATOLL train $TINY $D --config "$TMP/data" --out "$TMP/cfgdir"
 # a negative sample seed is refused, not wrapped to 2^64 - 1 as train would refuse it too
 expect_error "sample --seed -1" "--seed" $TO $ATOLL sample --ckpt "$TMP/mine" --seed -1
+# two prepares writing one --out at once: the later waits for the earlier (a lock on
+# the parent directory), both succeed, and the set that lands is whole
+F=/usr/share/games/fortunes
+$TO $ATOLL prepare --text $F/art $F/science --out "$TMP/race/d" >/dev/null 2>"$TMP/race1.err" &
+p1=$!
+$TO $ATOLL prepare --text $F/science --out "$TMP/race/d" >/dev/null 2>"$TMP/race2.err" &
+p2=$!
+wait $p1; r1=$?; wait $p2; r2=$?
+if [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && $TO $ATOLL train $TINY --data "$TMP/race/d" --steps 1 --out "$TMP/race_run" >/dev/null 2>&1 \
+   && [ -z "$(ls -a "$TMP/race" | grep atoll-)" ]; then
+  pass "two prepares on one --out: both done, the set trains, nothing left over"
+else
+  fail "two prepares on one --out: status $r1 / $r2: $(cat "$TMP/race1.err" "$TMP/race2.err")"
+fi
 finish
