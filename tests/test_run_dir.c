@@ -152,8 +152,8 @@ static void test_prune_protect(void) {
   bufs_free(&b);
 }
 
-/* Clean at start: a checkpoint left only as a hidden copy comes back, every other
- * leftover goes, whatever its pid (pid 1 is alive: prune would keep those). */
+/* Clean at start: a published checkpoint left only as a hidden .old- copy comes back,
+ * every other leftover goes (unpublished .tmp- saves too), whatever its pid (pid 1 is alive: prune would keep those). */
 static void test_clean(void) {
   test_layout tl;
   layout4(&tl);
@@ -168,6 +168,11 @@ static void test_clean(void) {
   /* step 8 killed between the fallback's two renames: only .old- remains. */
   atoll_ckpt_dirname(root, 8, p, sizeof p);
   snprintf(from, sizeof from, "%s/.old-step_00000008-1", root);
+  CHECK(rename(p, from) == 0);
+  /* step 10's save complete but killed before its rename: never published, so it goes */
+  save_step(root, 10, &tl, &b);
+  atoll_ckpt_dirname(root, 10, p, sizeof p);
+  snprintf(from, sizeof from, "%s/.tmp-step_00000010-1", root);
   CHECK(rename(p, from) == 0);
   snprintf(p, sizeof p, "%s/.tmp-step_00000009-1", root); /* incomplete save */
   write_state_file(p, "{\"format\": \"atoll-checkpoint\", \"version\": 1, \"step\": 9}");
@@ -185,6 +190,8 @@ static void test_clean(void) {
   CHECK(bufs_equal(&b, &c));
   atoll_ckpt_dirname(root, 9, p, sizeof p);
   CHECK(!exists(p)); /* no weights: not a checkpoint to bring back */
+  atoll_ckpt_dirname(root, 10, p, sizeof p);
+  CHECK(!exists(p)); /* complete but unpublished */
   atoll_ckpt_dirname(root, 7, p, sizeof p);
   CHECK(exists(p));
   bufs_free(&b), bufs_free(&c);

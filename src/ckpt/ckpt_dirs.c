@@ -176,14 +176,17 @@ static int doom(const char *root, const char *name, atoll_err *err) {
   return 0;
 }
 
-/* A left-over sibling at path: with recover, a complete .tmp- or .old- copy whose
- * checkpoint root/base is missing (a save killed between its two renames) is put
- * back under that name; anything else is deleted. */
+/* A left-over sibling at path: with recover, a complete .old- copy whose checkpoint
+ * root/base is missing (a save killed between the fallback's two renames) is put back
+ * under that name: it was published before. Anything else is deleted, .tmp- copies
+ * too even when complete: their save never returned, and publishing them here would
+ * make a checkpoint newer than the one a resume already chose (atoll train --resume
+ * OUT picks the newest before the run directory is cleaned). */
 static int settle(const char *root, const char *path, const char *base, int k, int recover,
                   atoll_err *err) {
   char target[CK_PATH], model[CK_PATH];
   struct stat st;
-  if (recover && k < 2 && atoll_ckpt_join(target, sizeof target, root, base, NULL) == 0 &&
+  if (recover && strcmp(KINDS[k], "old") == 0 && atoll_ckpt_join(target, sizeof target, root, base, NULL) == 0 &&
       lstat(target, &st) != 0 && errno == ENOENT && atoll_ckpt_has_state(path) &&
       atoll_ckpt_join(model, sizeof model, path, "model.safetensors", NULL) == 0 &&
       access(model, F_OK) == 0) {
@@ -196,7 +199,7 @@ static int settle(const char *root, const char *path, const char *base, int k, i
 }
 
 /* Settles hidden siblings under root: those whose process is gone, or (all) every
- * one. Unfinished saves first, so that a complete new copy wins over the old one. */
+ * one. */
 static int sweep_siblings(const char *root, int all, atoll_err *err) {
   int rc = 0;
   for (int k = 0; k < NKINDS; k++) {

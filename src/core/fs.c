@@ -87,6 +87,26 @@ static int write_all(int fd, const char *buf, size_t len) {
   return 0;
 }
 
+void atoll_parent_dir(const char *path, char *out, size_t outsz) {
+  snprintf(out, outsz, "%s", path);
+  size_t n = strlen(out);
+  while (n > 1 && out[n - 1] == '/') out[--n] = 0;
+  char *slash = strrchr(out, '/');
+  if (!slash) snprintf(out, outsz, ".");
+  else if (slash == out) out[1] = 0;
+  else *slash = 0;
+}
+
+void atoll_sync_parent_dir(const char *path) {
+  char dir[4096];
+  atoll_parent_dir(path, dir, sizeof dir);
+  int fd = open(dir, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
 int atoll_write_file_atomic(const char *path, const char *text, size_t len, atoll_err *err) {
   char dir[4096], tmp[4096 + 64];
   const char *slash = strrchr(path, '/');

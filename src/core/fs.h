@@ -23,6 +23,12 @@ int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
  * directory fsynced. Every write is checked; on failure path is as it was and the
  * temporary file is removed. */
 int atoll_write_file_atomic(const char *path, const char *text, size_t len, atoll_err *err);
+/* The directory that holds path: its last component cut off (trailing slashes
+ * ignored), "." for a bare name, "/" at the root. */
+void atoll_parent_dir(const char *path, char *out, size_t outsz);
+/* fsyncs the directory holding path, so that a rename into it is durable. Best effort:
+ * some file systems refuse fsync on directories. */
+void atoll_sync_parent_dir(const char *path);
 /* rm -r: removes path and everything below it; symbolic links are removed, not
  * followed. A missing path is not an error. Returns 0, or -1 with errno set. */
 int atoll_rm_tree(const char *path);

@@ -222,22 +222,6 @@ static int manifest_fill(cJSON *root, const source *src, int n, double vf, const
 }
 
 /* Writes text to path atomically (path.tmp, fsync, rename). */
-static int write_text_atomic(const char *path, const char *text, atoll_err *err) {
-  char tmp[1040];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return atoll_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
-  int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int e = errno;
-  if (fclose(f) != 0 && ok) ok = 0, e = errno;
-  if (!ok || rename(tmp, path) != 0) {
-    if (ok) e = errno;
-    unlink(tmp);
-    return atoll_fail(err, "%s: cannot write: %s", path, strerror(e));
-  }
-  return 0;
-}
-
 static int write_manifest(const char *dir, const source *src, int n, double vf,
                           const split_out *train, const split_out *val, atoll_err *err) {
   char path[1024];
@@ -252,7 +236,7 @@ static int write_manifest(const char *dir, const source *src, int n, double vf,
   }
   cJSON_Delete(root);
   if (!text) return -1;
-  int rc = write_text_atomic(path, text, err);
+  int rc = atoll_write_file_atomic(path, text, strlen(text), err);
   cJSON_free(text);
   return rc;
 }
@@ -263,11 +247,7 @@ static int write_manifest(const char *dir, const source *src, int n, double vf,
  * earlier, whole. Returns the locked descriptor, or -1 with err set. */
 static int lock_parent(const char *out, atoll_err *err) {
   char parent[1000];
-  snprintf(parent, sizeof parent, "%s", out);
-  char *slash = strrchr(parent, '/');
-  if (!slash) snprintf(parent, sizeof parent, ".");
-  else if (slash == parent) parent[1] = 0;
-  else *slash = 0;
+  atoll_parent_dir(out, parent, sizeof parent);
   if (atoll_mkdir_p(parent, err) != 0) return -1;
   int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return atoll_fail(err, "--out %s: cannot open %s: %s", out, parent, strerror(errno));
@@ -285,8 +265,16 @@ static int lock_parent(const char *out, atoll_err *err) {
 /* ------------------------------------------------------------ the swap --- */
 
 /* Whether name is one prepare writes: train_NNN.bin, val_NNN.bin, manifest.json, or
- * one of those plus ".tmp" (left by a killed writer). */
+ * one of those plus ".tmp", or the manifest's ".manifest.json.tmp-PID" (left by a
+ * killed writer). */
 static int is_prepare_output(const char *name) {
+  /* ".NAME.tmp-PID": atoll_write_file_atomic's temporary, left by a killed writer */
+  const char *t = name[0] == '.' ? strstr(name, ".tmp-") : NULL;
+  if (t && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)) {
+    char base[256];
+    snprintf(base, sizeof base, "%.*s", (int)(t - name - 1), name + 1);
+    return is_prepare_output(base);
+  }
   size_t len = strlen(name);
   if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) len -= 4;
   if (len == 13 && strncmp(name, "manifest.json", 13) == 0) return 1;

@@ -20,6 +20,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "data/token_file.h"
 
+#include "core/fs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -363,19 +365,6 @@ static void encode_header(uint8_t *h, uint32_t vocab, uint64_t ntokens, uint32_t
 
 /* After rename, the directory entry itself must reach the disk too. Best effort:
  * some file systems refuse fsync on directories. */
-void atoll_sync_parent_dir(const char *path) {
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash == dir) slash[1] = '\0';
-  else if (slash) *slash = '\0';
-  else snprintf(dir, sizeof dir, ".");
-  int fd = open(dir, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-}
 
 void atoll_token_file_writer_abort(atoll_token_file_writer *w) {
   if (w->fd >= 0) {

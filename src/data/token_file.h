@@ -47,9 +47,6 @@ uint64_t atoll_token_file_hash(const uint8_t *p, uint64_t n);
 int atoll_token_file_path(char *buf, size_t cap, const char *dir, const char *split, int n,
                           atoll_err *err);
 
-/* fsyncs the directory holding path, so a rename into it is durable. Best effort:
- * some file systems refuse fsync on directories. */
-void atoll_sync_parent_dir(const char *path);
 
 /* Smallest token width in bytes (1, 2 or 4) that holds vocab - 1. */
 uint32_t atoll_token_file_width_for(uint32_t vocab);

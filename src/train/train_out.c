@@ -51,17 +51,6 @@ static int foreign_dir(const char *dir, char *stranger, size_t sz) {
   return foreign && !run;
 }
 
-/* The directory that holds path (its last component cut off). */
-static void parent_of(const char *path, char *out, size_t outsz) {
-  snprintf(out, outsz, "%s", path);
-  size_t n = strlen(out);
-  while (n > 1 && out[n - 1] == '/') out[--n] = 0;
-  char *slash = strrchr(out, '/');
-  if (!slash) snprintf(out, outsz, ".");
-  else if (slash == out) out[1] = 0;
-  else *slash = 0;
-}
-
 /* A checkpoint's step and weights hash (its state.json). */
 static int read_step(const char *dir, int *step, char *hash, size_t hashsz, atoll_err *err) {
   cJSON *state = NULL;
@@ -80,7 +69,7 @@ static int read_step(const char *dir, int *step, char *hash, size_t hashsz, atol
  * the run, e.g. to be repaired). */
 static int same_run(const char *root, const char *resume_dir, int step, const char *hash) {
   char parent[OUT_PATH], twin[OUT_PATH], twin_hash[32];
-  parent_of(resume_dir, parent, sizeof parent);
+  atoll_parent_dir(resume_dir, parent, sizeof parent);
   if (same_dir(parent, root)) return 1;
   atoll_ckpt_dirname(root, step, twin, sizeof twin);
   int twin_step;
