@@ -147,13 +147,19 @@ static int write_files(const char *dir, const atoll_layout *whole, const float *
   return rc;
 }
 
-int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float *params, atoll_err *err) {
+int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float *params, atoll_err *err) {
+  char out_dir[1024], parent[1100], tmp[2200];
+  size_t n = strlen(out_arg);
+  while (n > 1 && out_arg[n - 1] == '/') n--; /* "hf/" is "hf" */
+  if (n == 0 || n >= sizeof out_dir) return atoll_fail(err, "--out '%s': not a usable directory name", out_arg);
+  memcpy(out_dir, out_arg, n);
+  out_dir[n] = 0;
   if (check_out(out_dir, err)) return -1;
-  char parent[1100], tmp[1300];
   atoll_parent_dir(out_dir, parent, sizeof parent);
   const char *base = strrchr(out_dir, '/');
   base = base ? base + 1 : out_dir;
-  if (!*base) return atoll_fail(err, "--out %s: name a directory without a trailing slash", out_dir);
+  if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+    return atoll_fail(err, "--out %s: name the new directory itself", out_arg);
   snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", parent, base, (long)getpid());
   atoll_rm_tree(tmp); /* a leftover of this pid's earlier life */
   if (atoll_mkdir_p(tmp, err)) return -1;
