@@ -118,7 +118,7 @@ static int check_out(const char *out_dir, atoll_err *err) {
 }
 
 static int write_text(const char *dir, const char *name, const char *text, atoll_err *err) {
-  char path[1400];
+  char path[2300];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   return atoll_write_file_atomic(path, text, strlen(text), err);
 }
@@ -131,7 +131,7 @@ static int write_files(const char *dir, const atoll_layout *whole, const float *
   atoll_layout view = {0};
   float *data = NULL;
   int rc = -1;
-  char path[1400];
+  char path[2300];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   if (!cfg_text || !tok || !meta || !cJSON_AddStringToObject(meta, "format", "pt"))
     atoll_fail(err, "out of memory writing %s", dir);
