@@ -37,7 +37,7 @@ if $CHECK same hfm exp2 >"$TMP/out" 2>&1; then pass "round trip: $(tail -1 "$TMP
 mkdir dump2
 "$HF_LOGITS" r2 dump2 || fail "hf_logits r2"
 if $CHECK logits hfm dump2 >"$TMP/out" 2>&1; then pass "transformers' model in atoll: $(quiet "$TMP/out" | tail -1)"; else fail "logits of hfm: $(tail -3 "$TMP/out")"; fi
-grep -q '"init-from-hf":[[:space:]]*"hfm"' r2/checkpoints/step_00000001/state.json || fail "state.json does not record --init-from-hf"
+grep -q '"init-from-hf":[[:space:]]*"hfm"' r2/checkpoints/step_00000001/state.json && pass "state.json records --init-from-hf" || fail "state.json does not record --init-from-hf"
 # a tied head saved as a copy of wte is accepted; BF16 weights are read as their values
 $CHECK edit hfm tied tie >/dev/null 2>&1
 "$ATOLL" train $TINY --data data --out r3 --steps 1 --lr 0 --init-from-hf tied >/dev/null 2>&1 && pass "lm_head.weight equal to wte accepted" || fail "tied copy refused"
