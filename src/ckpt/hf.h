@@ -38,6 +38,8 @@ typedef struct {
 
 /* The table for config.json's "model_type", or NULL. */
 const atoll_hf_arch *atoll_hf_arch_find(const char *model_type);
+/* The known model_type values, for messages ("gpt2"). */
+void atoll_hf_known(char *out, size_t outsz);
 /* The table of a run's model (today every atoll model is GPT-2). */
 const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
 /* The Hugging Face name of layout tensor t into out, and whether it is stored

@@ -130,9 +130,11 @@ static int read_config(const char *dir, const atoll_layout *whole, const atoll_h
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
   *arch = atoll_hf_arch_find(cJSON_IsString(type) ? type->valuestring : NULL);
   int rc = 0;
+  char known[128];
+  atoll_hf_known(known, sizeof known);
   if (!*arch)
-    rc = atoll_fail(err, "%s: model_type %s%s%s is not one atoll reads (known: gpt2)", path, cJSON_IsString(type) ? "'" : "",
-                    cJSON_IsString(type) ? type->valuestring : "missing", cJSON_IsString(type) ? "'" : "");
+    rc = atoll_fail(err, "%s: model_type %s%s%s is not one atoll reads (known: %s)", path, cJSON_IsString(type) ? "'" : "",
+                    cJSON_IsString(type) ? type->valuestring : "missing", cJSON_IsString(type) ? "'" : "", known);
   else if (*arch != atoll_hf_arch_of(&whole->shape))
     rc = atoll_fail(err, "%s: model_type '%s' is not this run's architecture", path, (*arch)->model_type);
   else

@@ -113,6 +113,13 @@ const atoll_hf_arch *atoll_hf_arch_find(const char *model_type) {
   return NULL;
 }
 
+void atoll_hf_known(char *out, size_t outsz) {
+  size_t at = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0] && at < outsz; i++)
+    at += (size_t)snprintf(out + at, outsz - at, "%s%s", i ? ", " : "", ARCHS[i].model_type);
+}
+
 const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s) {
   (void)s; /* one architecture today */
   return &ARCHS[0];
