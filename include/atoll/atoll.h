@@ -95,6 +95,10 @@ typedef struct {
   char outer_optimizer[16]; /* "nesterov" or "sgd" */
   char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
   char island_data[8];      /* "iid" or "files" */
+  /* a new run's starting point (src/train/init_from.c); ignored by a resumed run */
+  char init_from[1024];     /* a checkpoint (or run directory): its weights */
+  int init_optim;           /* 1: also its AdamW moments */
+  char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -3,11 +3,13 @@
  *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
  *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F]
  *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+ *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "cli/export_cli.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
 #include "comm/comm.h"
@@ -52,7 +54,8 @@ static void usage(FILE *f) {
           "  train     train a GPT-style model (atoll train --help)\n"
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
-          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n");
+          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
+          "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n");
 }
 
 static int is_dir(const char *p) {
@@ -312,6 +315,9 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
     i++;
   }
   if (*resume) *data_given = 1; /* the checkpoint names its data */
+  for (int i = 0; *resume && i + 1 < argc; i += 2) /* a resumed run continues its own weights */
+    if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0)
+      return atoll_fail(err, "%s: conflicts with --resume (a resumed run continues from its checkpoint)", argv[i]);
   return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, err);
 }
 
@@ -424,10 +430,11 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "export") == 0) return atoll_export_main(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export)\n", cmd);
   return 2;
 }

@@ -93,6 +93,9 @@ static const key_spec KEYS[] = {
     {"wan-latency-ms", K_FLOAT, F(wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
     {"island-data", STR(island_data), "DiLoCo data per island: iid (all files) or files (island k takes source files k, k+K, ...: non-i.i.d.)"},
     {"throttle", K_INT, F(throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
+    {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero"},
+    {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
+    {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
@@ -305,6 +308,12 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if ((long)c->pp * c->virtual_stages > c->model.layers)
     return atoll_fail(err, "--virtual-stages %d: --pp %d x %d chunks is more than the model's %d layers", c->virtual_stages,
                       c->pp, c->virtual_stages, c->model.layers);
+  if (c->init_from[0] && c->init_from_hf[0])
+    return atoll_fail(err, "--init-from-hf: conflicts with --init-from (a run starts from one set of weights)");
+  if (c->init_optim && !c->init_from[0])
+    return atoll_fail(err, "--init-optim 1: needs --init-from CKPT (the AdamW moments come from an atoll checkpoint)");
+  if (c->init_optim && strcmp(c->optimizer, "adamw") != 0)
+    return atoll_fail(err, "--init-optim 1: needs --optimizer adamw (the checkpoint's moments are AdamW's)");
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
   return 0;
