@@ -8,11 +8,8 @@
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
 # the venv with transformers (scripts/venv.sh makes it from PyPI when missing)
-HPY=${ATOLL_PYTHON:-}
-if [ -z "$HPY" ] && [ -f "$SRC/scripts/venv.sh" ]; then HPY=$(bash "$SRC/scripts/venv.sh") || HPY=; fi
-if [ -z "$HPY" ] || ! "$HPY" -c "import transformers, tokenizers, safetensors" 2>/dev/null; then
-  echo "SKIP: no python with transformers (set ATOLL_PYTHON or add scripts/venv.sh)"; exit 77
-fi
+HPY=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || { echo "FAIL: scripts/venv.sh could not make the PyPI venv"; exit 1; }
+"$HPY" -c "import transformers, tokenizers, safetensors" || { echo "FAIL: $HPY lacks transformers/tokenizers/safetensors"; exit 1; }
 CHECK="$HPY $SRC/tests/hf/check_hf.py"
 small_data
 cd "$TMP"
