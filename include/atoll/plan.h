@@ -326,6 +326,10 @@ void atoll_plan_print_table(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan
 void atoll_plan_print_detail(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *r);
 void atoll_plan_print_assumptions(FILE *f, const atoll_plan_ctx *ctx);
 void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_ranking *rk);
+/* Why the planner's first (w) beats a given layout (r, e.g. a published one): the
+ * ratio of time per token and the step's parts that differ most, with their settings. */
+void atoll_plan_print_versus(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w,
+                             const atoll_plan_result *r);
 cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result *r);
 cJSON *atoll_plan_context_json(const atoll_plan_ctx *ctx);
 

@@ -45,6 +45,8 @@ static int plan_run_eval(const plan_run *w, double clock_eff, double k_over, int
   if (atoll_plan_accel_find(w->accel, &a, err)) return -1;
   if (clock_eff >= 0) a.clock_eff = clock_eff;
   if (k_over >= 0) a.mm_k_over = k_over;
+  if (w->hbm_tbs > 0) a.hbm_bw = w->hbm_tbs * 1e12, a.elem_bw = 0.8 * a.hbm_bw; /* elem_bw: 0.8 x HBM (catalog.c) */
+  if (w->mem_gib > 0) a.mem_bytes = w->mem_gib * 1024.0 * 1024 * 1024;
   atoll_plan_cluster c;
   atoll_plan_cluster_default(&c, &a, w->gpus);
   atoll_plan_train t = {w->seq, (double)w->seqs * w->seq, 1e12, ATOLL_PREC_BF16};
