@@ -106,18 +106,24 @@ static int parse_versus(const char *spec, atoll_plan_fixed *f, atoll_err *err) {
   return 0;
 }
 
-/* The first against the --versus layout, after --explain. */
-static int explain_versus(const char *spec, const atoll_plan_ctx *ctx, const atoll_plan_ranking *rk, atoll_err *err) {
+/* The --versus layout with its best settings (before anything is printed, so that a
+ * bad one is one error line). */
+static int versus_layout(const char *spec, const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_err *err) {
   atoll_plan_fixed f;
   if (parse_versus(spec, &f, err)) return -1;
   atoll_plan_ranking vr;
-  if (atoll_plan_search(ctx, &f, &vr, err)) return atoll_fail(err, "--versus: %s", err->msg);
+  if (atoll_plan_search(ctx, &f, &vr, err)) {
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return atoll_fail(err, "--versus %s: %s", spec, why);
+  }
   if (vr.nbest < 1) {
+    double need = vr.smallest.mem_total;
     atoll_plan_ranking_free(&vr);
     return atoll_fail(err, "--versus %s: that layout does not fit in memory (it needs %.1f GiB per device)", spec,
-                      vr.smallest.mem_total / (1024.0 * 1024 * 1024));
+                      need / (1024.0 * 1024 * 1024));
   }
-  atoll_plan_print_versus(stdout, ctx, &rk->best[0], &vr.best[0]);
+  *out = vr.best[0];
   atoll_plan_ranking_free(&vr);
   return 0;
 }
@@ -135,6 +141,11 @@ static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
     return rc;
   }
   int n = rk.nbest < top ? rk.nbest : top, rc = 0;
+  atoll_plan_result versus;
+  if (get(o, "versus") && versus_layout(get(o, "versus"), &ctx, &versus, err)) {
+    atoll_plan_ranking_free(&rk);
+    return -1;
+  }
   if (get(o, "json")) {
     cJSON *j = atoll_plan_context_json(&ctx);
     cJSON *arr = cJSON_AddArrayToObject(j, "layouts");
@@ -155,10 +166,7 @@ static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
     atoll_plan_print_table(stdout, &ctx, rk.best, n);
     atoll_plan_print_detail(stdout, &ctx, &rk.best[0]);
     if (get(o, "explain")) atoll_plan_print_explain(stdout, &ctx, &rk);
-    if (get(o, "versus") && explain_versus(get(o, "versus"), &ctx, &rk, err)) {
-      atoll_plan_ranking_free(&rk);
-      return -1;
-    }
+    if (get(o, "versus")) atoll_plan_print_versus(stdout, &ctx, &rk.best[0], &versus);
     atoll_plan_print_assumptions(stdout, &ctx);
   }
   atoll_plan_ranking_free(&rk);
