@@ -53,6 +53,40 @@ static void test_gemm_shapes(void) {
   CHECK_NEAR(atoll_plan_gemm_seconds(&c, 1000, 1000, 1000, 1, 4), 2e9 / (c.peak_flops * c.eta_mm), 1e-15);
 }
 
+/* Materialized-score attention (attn_fused 0) by hand: six batched products per
+ * sequence and head over every key, and 10 score-sized tensors streamed; without
+ * sequence parallel the elementwise work is tp times larger. */
+static void test_stack_flags(void) {
+  atoll_plan_model m;
+  atoll_err err;
+  CHECK_OK(atoll_plan_model_find("gpt2-large", &m, &err), &err);
+  atoll_plan_accel a;
+  CHECK_OK(atoll_plan_accel_find("a100-80gb", &a, &err), &err);
+  atoll_plan_cluster c;
+  atoll_plan_cluster_default(&c, &a, 8);
+  atoll_plan_train t = {1024, 64.0 * 1024, 1e12, ATOLL_PREC_BF16};
+  atoll_plan_assume as;
+  atoll_plan_assume_defaults(&as);
+  atoll_plan_ctx ctx = {&m, &c, &t, &as};
+  atoll_plan_layout L = {4, 2, 1, 1, 1, 2, 1, ATOLL_RECOMPUTE_NONE, 0};
+  atoll_plan_result fused, unfused, sp, nosp;
+  atoll_plan_evaluate(&ctx, &L, &fused);
+  sp = fused;
+  as.attn_fused = 0;
+  atoll_plan_evaluate(&ctx, &L, &unfused);
+  CHECK(fused.valid && unfused.valid);
+  double s = 1024, hd = 64, heads = 20.0 / 2, b = 2 * heads; /* 20 heads over tp 2, 2 sequences */
+  double want = 2 * atoll_plan_gemm_seconds(&a, s, s, hd, b, 2) + 2 * atoll_plan_gemm_seconds(&a, s, hd, s, b, 2) +
+                2 * atoll_plan_gemm_seconds(&a, s, hd, s, b, 2) + 20.0 * s * s * b / a.elem_bw;
+  CHECK_NEAR(unfused.t_layer_attn / want, 1.0, 1e-12);
+  CHECK(unfused.t_layer_attn > fused.t_layer_attn);
+  as.attn_fused = 1, as.seq_par = 0;
+  atoll_plan_evaluate(&ctx, &L, &nosp);
+  /* GPT-2: norms, residuals and biases (39 h per token) run on all tokens, not half */
+  double tok = 2 * 1024, h = 1280;
+  CHECK_NEAR((nosp.t_layer_elem - sp.t_layer_elem) / (39 * h / 2 * tok * 2 / a.elem_bw), 1.0, 1e-9);
+}
+
 static void test_rows(void) {
   double worst[2] = {0, 0}, sum2[2] = {0, 0};
   int n[2] = {0, 0}, within[2] = {0, 0};
@@ -115,6 +149,7 @@ static void test_rows(void) {
 int main(void) {
   test_fitted_constants();
   test_gemm_shapes();
+  test_stack_flags();
   test_rows();
   CHECK_DONE();
 }
