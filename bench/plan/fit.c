@@ -10,33 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static double worst_fit(double clock, double k, double *rms) {
-  double worst = 0, sum = 0;
-  int n = 0;
-  for (int i = 0; i < PLAN_NRUNS; i++) {
-    if (!PLAN_RUNS[i].fit) continue;
-    plan_run_outcome o;
-    atoll_err err;
-    if (plan_run_eval(&PLAN_RUNS[i], clock, k, 0, &o, &err)) return INFINITY;
-    if (fabs(o.err) > worst) worst = fabs(o.err);
-    sum += o.err * o.err, n++;
-  }
-  *rms = sqrt(sum / n);
-  return worst;
-}
-
 int main(int argc, char **argv) {
   double best_clock = -1, best_k = -1, best = INFINITY, rms = 0;
-  if (argc == 3) {
+  if (argc == 3)
     best_clock = atof(argv[1]), best_k = atof(argv[2]);
-  } else {
-    for (double k = 0; k <= 256; k += 16)
-      for (double clock = 0.60; clock <= 1.0001; clock += 0.01) {
-        double r, w = worst_fit(clock, k, &r);
-        if (w < best - 1e-12) best = w, best_clock = clock, best_k = k;
-      }
-  }
-  best = worst_fit(best_clock, best_k, &rms);
+  else
+    plan_fit(&best_clock, &best_k);
+  best = plan_fit_worst(best_clock, best_k, &rms);
   printf("clock_eff %.2f  mm_k_over %.0f  fit rows: worst |error| %.1f%%, rms %.1f%%\n", best_clock, best_k,
          100 * best, 100 * rms);
   for (int pass = 1; pass >= 0; pass--) {

@@ -152,6 +152,12 @@ static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, atoll_plan_result_json(&ctx, &rk.best[i]));
     cJSON_AddNumberToObject(j, "meshes_that_fit", rk.nbest);
     cJSON_AddNumberToObject(j, "layouts_evaluated", (double)rk.evaluated);
+    if (get(o, "versus")) {
+      cJSON *v = atoll_plan_result_json(&ctx, &versus);
+      cJSON_AddNumberToObject(v, "time_per_token_vs_first", (versus.step_s / versus.batch_tokens) /
+                                                                 (rk.best[0].step_s / rk.best[0].batch_tokens));
+      cJSON_AddItemToObject(j, "versus", v);
+    }
     if (p->cpu_note[0]) cJSON_AddStringToObject(j, "cpu", p->cpu_note);
     rc = print_json(j, err);
   } else {

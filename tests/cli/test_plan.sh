@@ -91,6 +91,9 @@ grep -q "Against the given layout dp 32 x tp 8 x pp 1 x cp 1" "$TMP/versus.txt" 
   && grep -q "the time per token of the first" "$TMP/versus.txt" && grep -q "recompute full vs" "$TMP/versus.txt" \
   && pass "--versus: $(grep -A1 'Against the given' "$TMP/versus.txt" | tail -1 | sed 's/^ *//')" \
   || fail "--versus: $(grep -A4 'Against' "$TMP/versus.txt")"
+$ATOLL plan $MEG18 --json --versus dp=32,tp=8,pp=1,cp=1,recompute=full >"$TMP/versus.json" 2>"$TMP/err" \
+  && $PY -c "import json,sys; v=json.load(open(sys.argv[1]))['versus']; sys.exit(0 if v['tp'] == 8 and v['recompute'] == 'full' and v['time_per_token_vs_first'] > 1 else 1)" "$TMP/versus.json" \
+  && pass "--versus in --json" || fail "--versus in --json: $(cat "$TMP/err")"
 expect_error "versus without all four sizes" "give all of dp, tp, pp and cp" $ATOLL plan $MEG18 --explain --versus dp=32,tp=8
 expect_error "versus with an unknown key" "unknown key 'ep'" $ATOLL plan $MEG18 --explain --versus dp=32,tp=8,pp=1,cp=1,ep=2
 expect_error "versus larger than the cluster" "devices" $ATOLL plan $MEG18 --explain --versus dp=64,tp=8,pp=1,cp=1

@@ -6,6 +6,8 @@
 
 #include "runs.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Published tokens per second per GPU, from the paper's own convention. */
@@ -83,6 +85,34 @@ static int plan_run_eval(const plan_run *w, double clock_eff, double k_over, int
   }
   o->ok = 1;
   return 0;
+}
+
+/* The largest |error| (and the rms) over the fit rows at these constants. */
+static double plan_fit_worst(double clock, double k, double *rms) {
+  double worst = 0, sum = 0;
+  int n = 0;
+  for (int i = 0; i < PLAN_NRUNS; i++) {
+    if (!PLAN_RUNS[i].fit) continue;
+    plan_run_outcome o;
+    atoll_err err;
+    if (plan_run_eval(&PLAN_RUNS[i], clock, k, 0, &o, &err)) return 1e30;
+    if (fabs(o.err) > worst) worst = fabs(o.err);
+    sum += o.err * o.err, n++;
+  }
+  *rms = n ? sqrt(sum / n) : 0;
+  return worst;
+}
+
+/* The fit: the grid point (clock_eff 0.60..1.00 by 0.01, mm_k_over 0..256 by 16) with
+ * the smallest largest |error| on the fit rows (the first such point on ties). */
+static double plan_fit(double *clock, double *k) {
+  double best = 1e30, rms;
+  for (int ki = 0; ki <= 16; ki++)
+    for (int ci = 60; ci <= 100; ci++) {
+      double w = plan_fit_worst(ci / 100.0, 16.0 * ki, &rms);
+      if (w < best - 1e-12) best = w, *clock = ci / 100.0, *k = 16.0 * ki;
+    }
+  return best;
 }
 
 #endif
