@@ -3,14 +3,44 @@
  * validation rows marked `fit` in tests/plan/runs.h, and prints every row's error with
  * the fitted values: the fit rows and the held-out rows separately. Minimizes the
  * largest |error| on the fit rows over a grid. Build: cmake target atoll_plan_fit
- * (bench/plan/run.sh); usage: atoll_plan_fit [clock_eff k_over] (given: no fit). */
+ * (CMakeLists.txt); usage: atoll_plan_fit [clock_eff k_over] (given: no fit), or
+ * atoll_plan_fit ablation (the seed's one-constant model on the same rows). */
 #include "../../tests/plan/validate.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* The same rows under the seed's model, with and without each row's software. */
+static void ablation(void) {
+  const char *names[3] = {"the seed's (eta_mm only, today's software)", "the seed's + each row's software",
+                          "this model (catalog)"};
+  plan_run_mode modes[3] = {{1, 1}, {1, 0}, {0, 0}};
+  for (int k = 0; k < 3; k++) {
+    double worst[2] = {0, 0}, sum[2] = {0, 0};
+    int n[2] = {0, 0}, in[2] = {0, 0};
+    for (int i = 0; i < PLAN_NRUNS; i++) {
+      plan_run_outcome o;
+      atoll_err err;
+      if (plan_run_eval_mode(&PLAN_RUNS[i], -1, -1, 0, modes[k], &o, &err)) continue;
+      int h = !PLAN_RUNS[i].fit;
+      double e = fabs(o.err);
+      n[h]++, sum[h] += e * e, in[h] += e <= (h ? 0.15 : 0.10);
+      if (e > worst[h]) worst[h] = e;
+    }
+    printf("%-44s fit: %d of %d within 10%%, worst %.1f%%, rms %.1f%% | held out: %d of %d within 15%%, worst %.1f%%, "
+           "rms %.1f%%\n",
+           names[k], in[0], n[0], 100 * worst[0], 100 * sqrt(sum[0] / n[0]), in[1], n[1], 100 * worst[1],
+           100 * sqrt(sum[1] / n[1]));
+  }
+}
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "ablation") == 0) {
+    ablation();
+    return 0;
+  }
   double best_clock = -1, best_k = -1, best = INFINITY, rms = 0;
   if (argc == 3)
     best_clock = atof(argv[1]), best_k = atof(argv[2]);

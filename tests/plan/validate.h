@@ -34,9 +34,26 @@ typedef struct {
   int ok;                         /* both plans exist */
 } plan_run_outcome;
 
+/* How a row is planned: the catalog's model, or (for the ablation in docs/plan.md) the
+ * seed's: one eta_mm per accelerator (0.60 H100, 0.65 A100), no shape model; with or
+ * without the row's software flags. */
+typedef struct {
+  int seed_model; /* 1: the seed's one-constant model */
+  int no_stack;   /* 1: every row on today's software (STACK_2023) */
+} plan_run_mode;
+
+static int plan_run_eval_mode(const plan_run *w, double clock_eff, double k_over, int search, plan_run_mode mode,
+                              plan_run_outcome *o, atoll_err *err);
+
 /* clock_eff, k_over < 0: the catalog's values. */
 static int plan_run_eval(const plan_run *w, double clock_eff, double k_over, int search, plan_run_outcome *o,
                          atoll_err *err) {
+  plan_run_mode mode = {0, 0};
+  return plan_run_eval_mode(w, clock_eff, k_over, search, mode, o, err);
+}
+
+static int plan_run_eval_mode(const plan_run *w, double clock_eff, double k_over, int search, plan_run_mode mode,
+                              plan_run_outcome *o, atoll_err *err) {
   memset(o, 0, sizeof *o);
   atoll_plan_model m;
   memset(&m, 0, sizeof m);
@@ -47,6 +64,7 @@ static int plan_run_eval(const plan_run *w, double clock_eff, double k_over, int
   if (atoll_plan_accel_find(w->accel, &a, err)) return -1;
   if (clock_eff >= 0) a.clock_eff = clock_eff;
   if (k_over >= 0) a.mm_k_over = k_over;
+  if (mode.seed_model) a.sms = 0, a.clock_eff = 1, a.eta_mm = strstr(w->accel, "a100") ? 0.65 : 0.60;
   if (w->hbm_tbs > 0) a.hbm_bw = w->hbm_tbs * 1e12, a.elem_bw = 0.8 * a.hbm_bw; /* elem_bw: 0.8 x HBM (catalog.c) */
   if (w->mem_gib > 0) a.mem_bytes = w->mem_gib * 1024.0 * 1024 * 1024;
   atoll_plan_cluster c;
@@ -54,7 +72,7 @@ static int plan_run_eval(const plan_run *w, double clock_eff, double k_over, int
   atoll_plan_train t = {w->seq, (double)w->seqs * w->seq, 1e12, ATOLL_PREC_BF16};
   atoll_plan_assume as;
   atoll_plan_assume_defaults(&as);
-  if (w->stack == STACK_2021) as.attn_fused = 0, as.seq_par = 0, as.tp_regather = 0, as.tp_overlap = 0;
+  if (w->stack == STACK_2021 && !mode.no_stack) as.attn_fused = 0, as.seq_par = 0, as.tp_regather = 0, as.tp_overlap = 0;
   atoll_plan_ctx ctx = {&m, &c, &t, &as};
   atoll_plan_fixed f;
   atoll_plan_fixed_none(&f);
