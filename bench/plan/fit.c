@@ -47,8 +47,8 @@ int main(int argc, char **argv) {
   else
     plan_fit(&best_clock, &best_k);
   best = plan_fit_worst(best_clock, best_k, &rms);
-  printf("clock_eff %.2f  mm_k_over %.0f  fit rows: worst |error| %.1f%%, rms %.1f%%\n", best_clock, best_k,
-         100 * best, 100 * rms);
+  printf("clock_eff %.2f  mm_k_over %.0f  fit rows: worst |error| %.1f%%, rms %.1f%%\n", best_clock, best_k, 100 * best,
+         100 * rms);
   for (int pass = 1; pass >= 0; pass--) {
     double sum = 0, worst = 0;
     int n = 0;

@@ -83,8 +83,12 @@ static int parse_versus(const char *spec, atoll_plan_fixed *f, atoll_err *err) {
     struct {
       const char *key;
       int *field, min, max, bit;
-    } K[] = {{"dp", &f->dp, 1, 1 << 24, 1},     {"tp", &f->tp, 1, 1 << 16, 2},          {"pp", &f->pp, 1, 1 << 16, 4},
-             {"cp", &f->cp, 1, 1 << 16, 8},     {"zero", &f->zero_stage, 0, 3, 16},    {"microbatch", &f->mb, 1, 1 << 20, 32},
+    } K[] = {{"dp", &f->dp, 1, 1 << 24, 1},
+             {"tp", &f->tp, 1, 1 << 16, 2},
+             {"pp", &f->pp, 1, 1 << 16, 4},
+             {"cp", &f->cp, 1, 1 << 16, 8},
+             {"zero", &f->zero_stage, 0, 3, 16},
+             {"microbatch", &f->mb, 1, 1 << 20, 32},
              {"interleave", &f->chunks, 1, 1 << 16, 64}};
     int found = 0;
     for (size_t i = 0; i < sizeof K / sizeof K[0] && !found; i++)
@@ -100,7 +104,9 @@ static int parse_versus(const char *spec, atoll_plan_fixed *f, atoll_err *err) {
         if (strcmp(v, names[r]) == 0) f->recompute = r, found = 1;
       if (!found) return atoll_fail(err, "--versus recompute=%s: expected none, selective or full", v);
     }
-    if (!found) return atoll_fail(err, "--versus: unknown key '%s' (dp, tp, pp, cp, zero, microbatch, interleave, recompute)", kv);
+    if (!found)
+      return atoll_fail(err, "--versus: unknown key '%s' (dp, tp, pp, cp, zero, microbatch, interleave, recompute)",
+                        kv);
   }
   if ((seen & 15) != 15) return atoll_fail(err, "--versus %s: give all of dp, tp, pp and cp", spec);
   return 0;

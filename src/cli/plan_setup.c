@@ -146,7 +146,8 @@ int atoll_plan_setup_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, con
   for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
     if (strcmp(T[i].name, name) == 0) {
       if (v > T[i].max) return atoll_fail(err, "--set %s: must be at most %g", kv, T[i].max);
-      if ((T[i].p == &c->acc.eta_mm || T[i].p == &c->acc.eta_attn || T[i].p == &c->acc.elem_bw || T[i].p == &c->acc.clock_eff ||
+      if ((T[i].p == &c->acc.eta_mm || T[i].p == &c->acc.eta_attn || T[i].p == &c->acc.elem_bw ||
+           T[i].p == &c->acc.clock_eff ||
            T[i].p == &a->link_eff || T[i].p == &a->diloco_util) &&
           v <= 0)
         return atoll_fail(err, "--set %s: must be positive", kv);
@@ -154,7 +155,8 @@ int atoll_plan_setup_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, con
       return 0;
     }
   return atoll_fail(err,
-                    "--set %s: unknown assumption '%s' (eta_mm, clock_eff, mm_k_over, attn_fused, seq_par, eta_attn, attn_hd_half, attn_block, elem_bw, "
+                    "--set %s: unknown assumption '%s' (eta_mm, clock_eff, mm_k_over, attn_fused, seq_par, eta_attn, "
+                    "attn_hd_half, attn_block, elem_bw, "
                     "layer_overhead, reserved, link_eff, tp_overlap, cp_overlap, dp_overlap, adam_bytes, "
                     "diloco_bytes, diloco_util, tp_regather)",
                     kv, name);

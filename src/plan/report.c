@@ -452,7 +452,9 @@ void atoll_plan_print_versus(FILE *f, const atoll_plan_ctx *ctx, const atoll_pla
     fprintf(f, "  - it is as fast as the first (%s): %.3fx its time per token.\n", wn, ratio);
     return;
   }
-  fprintf(f, "  - it takes %.3fx the time per token of the first (%s, ZeRO-%d, recompute %s). Per token, it spends more on:\n",
+  fprintf(f,
+          "  - it takes %.3fx the time per token of the first (%s, ZeRO-%d, recompute %s). Per token, it spends "
+          "more on:\n",
           ratio, wn, w->lay.zero_stage, rw);
   double k = w->batch_tokens / r->batch_tokens, step = w->step_s;
   char why[8][200];
