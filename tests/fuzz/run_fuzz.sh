@@ -171,7 +171,7 @@ targets=(
   "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
-  "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
+  "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
 )
 
 build_target() { # name gendef sources libs
