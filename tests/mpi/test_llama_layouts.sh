@@ -59,4 +59,6 @@ expect_error "tp not dividing kv-heads" "kv-heads" $MPIRUN -np 4 $ATOLL train $M
 expect_error "kv-heads not dividing heads" "kv-heads" $ATOLL train $M --kv-heads 3 --out "$TMP/x"
 expect_error "untied gpt2" "--tie 0" $ATOLL train --tie 0 --data "$TMP/data" --out "$TMP/x"
 expect_error "unknown arch" "arch" $ATOLL train --arch llama3 --data "$TMP/data" --out "$TMP/x"
+expect_error "resume with another rope-theta" "rope-theta" $ATOLL train --resume "$TMP/cut" --rope-theta 500 --steps 14
+expect_error "resume as gpt2" "arch" $ATOLL train --resume "$TMP/cut" --arch gpt2 --steps 14
 finish
