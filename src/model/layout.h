@@ -69,8 +69,8 @@ float atoll_shape_rope_theta(const atoll_shape *s);
 
 /* The whole model (tp 1, every block). */
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err);
-/* One part: the embeddings (wte, wpe) on the first stage, wte again on the last (the
- * tied LM head), the blocks of its chunks in order, ln_f on the last stage, each
+/* One part: the embeddings (wte, gpt2's wpe) on the first stage, wte again on the last
+ * when the LM head is tied (else lm_head.weight there), the blocks of its chunks in order, ln_f on the last stage, each
  * matrix cut for tensor parallelism (src/model/layout.c). Fails, naming the flag
  * (--tp, --pp, --virtual-stages), when tp_size does not divide heads or vocabulary or
  * a chunk would be empty. */
