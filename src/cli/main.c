@@ -14,6 +14,7 @@
 #include "cli/test_hooks.h"
 #include "comm/comm.h"
 #include "core/fs.h"
+#include "model/layout.h"
 #include "train/agree.h"
 #include "train/config.h"
 
@@ -214,6 +215,22 @@ static void train_help(void) {
          DEFAULT_CORPUS);
 }
 
+/* With --resume, the block design cannot change either: another arch's tensors would not
+ * fit, another epsilon, rotary base or head tie would silently change the function. */
+static int check_resume_arch(const atoll_shape *c, const atoll_shape *k, const char *dir, atoll_err *err) {
+  const char *ca = c->arch[0] ? c->arch : "gpt2", *ka = k->arch[0] ? k->arch : "gpt2";
+  if (strcmp(ca, ka) != 0)
+    return atoll_fail(err, "--arch %s: the checkpoint %s has arch=%s; a resumed run keeps the model's shape", ca, dir, ka);
+  if (!atoll_shape_llama(c)) return 0;
+  if (atoll_shape_kv_heads(c) != atoll_shape_kv_heads(k) || atoll_shape_hidden(c) != atoll_shape_hidden(k) ||
+      atoll_shape_tied(c) != atoll_shape_tied(k) || atoll_shape_norm_eps(c) != atoll_shape_norm_eps(k) ||
+      atoll_shape_rope_theta(c) != atoll_shape_rope_theta(k))
+    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta: differ from the checkpoint %s's "
+                      "(kv-heads=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g); a resumed run keeps the model's shape",
+                      dir, k->kv_heads, k->multiple_of, k->tie, k->norm_eps, k->rope_theta);
+  return 0;
+}
+
 /* With --resume, the shape cannot change: the weights would not fit. */
 static int check_resume_shape(const atoll_config *c, const atoll_config *ck, const char *dir, atoll_err *err) {
   const char *names[] = {"layers", "heads", "dim", "context", "vocab"};
@@ -223,7 +240,7 @@ static int check_resume_shape(const atoll_config *c, const atoll_config *ck, con
     if (a[i] != b[i])
       return atoll_fail(err, "--%s %d: the checkpoint %s has %s=%d; a resumed run keeps the model's shape",
                         names[i], a[i], dir, names[i], b[i]);
-  return 0;
+  return check_resume_arch(&c->model, &ck->model, dir, err);
 }
 
 /* Prepares the default corpus on first use, so `atoll train` works with no data. */

@@ -44,6 +44,12 @@ static const key_spec KEYS[] = {
     {"dim", K_INT, F(model.dim), 1, 65536, "model width"},
     {"context", K_INT, F(model.context), 1, MAX_SEQ, "maximum sequence length of the model"},
     {"vocab", K_INT, F(model.vocab), 2, MAX_VOCAB, "vocabulary size (256: byte tokenizer)"},
+    {"arch", STR(model.arch), "block design: gpt2 (LayerNorm, learned positions, GELU, tied head) or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases)"},
+    {"kv-heads", K_INT, F(model.kv_heads), 0, MAX_LAYERS, "llama: key/value heads, dividing --heads (0: --heads, plain multi-head attention)"},
+    {"multiple-of", K_INT, F(model.multiple_of), 1, 65536, "llama: SwiGLU width = multiple-of x ceil(floor(8 dim / 3) / multiple-of)"},
+    {"norm-eps", K_FLOAT, F(model.norm_eps), 1e-12, 1, "llama: RMSNorm epsilon"},
+    {"rope-theta", K_FLOAT, F(model.rope_theta), 1, 1e9, "llama: rotary embedding base"},
+    {"tie", K_INT, F(model.tie), -1, 1, "1: LM head tied to the token embedding, 0: its own lm_head (llama only), -1: the arch's default (gpt2 1, llama 0)"},
     {"batch", K_INT, F(batch), 1, MAX_COUNT, "sequences per micro-batch"},
     {"seq", K_INT, F(seq), 0, MAX_SEQ, "tokens per sequence (0: the context length)"},
     {"accum", K_INT, F(accum), 1, ATOLL_MAX_MICRO_BATCHES, "micro-batches per optimizer step"},
@@ -102,7 +108,9 @@ static const key_spec KEYS[] = {
 
 void atoll_config_defaults(atoll_config *c) {
   memset(c, 0, sizeof *c);
-  c->model = (atoll_shape){.layers = 4, .heads = 4, .dim = 256, .context = 128, .vocab = ATOLL_BYTE_VOCAB};
+  c->model = (atoll_shape){.layers = 4, .heads = 4, .dim = 256, .context = 128, .vocab = ATOLL_BYTE_VOCAB,
+                           .arch = "gpt2", .kv_heads = 0, .multiple_of = 256, .tie = -1, .norm_eps = 1e-5f,
+                           .rope_theta = 10000.0f};
   c->batch = 16;
   c->seq = 0;
   c->accum = 1;
@@ -275,6 +283,8 @@ int atoll_config_apply_text(atoll_config *c, const char *text, size_t len, const
 
 int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (atoll_shape_check(&c->model, err)) return -1;
+  if (strcmp(c->model.arch, "llama") != 0 && c->model.tie == 0)
+    return atoll_fail(err, "--tie 0: GPT-2's LM head is always tied to wte (an untied head needs --arch llama)");
   int seq = c->seq ? c->seq : c->model.context;
   if (seq > c->model.context)
     return atoll_fail(err, "seq: %d is longer than the model's context %d", seq, c->model.context);
