@@ -144,7 +144,10 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   if (setup_mesh(r, err)) return -1;
   atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
                               .batch = c->batch, .seq = r->seq, .max_steps = c->steps,
-                              .test_forward_ms = r->hooks->stage_forward_ms, .test_backward_ms = r->hooks->stage_backward_ms};
+                              .test_forward_ms = r->hooks->stage_forward_ms,
+                              .test_backward_ms = r->hooks->stage_backward_ms,
+                              .test_forward_units = r->hooks->stage_forward_units,
+                              .test_backward_units = r->hooks->stage_backward_units};
   int slots;
   if (atoll_pipeline_slots(&pc, &r->mesh, &slots, err)) return -1;
   /* this rank's part: pp_stage s of pp holds chunks s, s + pp, ... of the chunks x pp
