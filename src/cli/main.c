@@ -10,6 +10,7 @@
 #include "ckpt/checkpoint.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
+#include "cli/tokenizer_cli.h"
 #include "comm/comm.h"
 #include "core/fs.h"
 #include "train/agree.h"
@@ -52,7 +53,8 @@ static void usage(FILE *f) {
           "  train     train a GPT-style model (atoll train --help)\n"
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
-          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n");
+          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
+          "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n");
 }
 
 static int is_dir(const char *p) {
@@ -424,10 +426,11 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "tokenizer") == 0) return atoll_cli_tokenizer(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, tokenizer)\n", cmd);
   return 2;
 }
