@@ -234,8 +234,10 @@ static int cmd_decode(const flags *f, atoll_tokenizer *t, atoll_err *err) {
     errno = 0;
     long v = strtol(p, &end, 10);
     if (end == p || errno || v < 0 || v >= atoll_tokenizer_vocab(t)) {
-      rc = atoll_fail(err, "%s: '%.20s' at byte %zu is not a token id of this tokenizer (0..%d)",
-                      f->ids ? f->ids : "stdin", p, (size_t)(p - text), atoll_tokenizer_vocab(t) - 1);
+      size_t word = strcspn(p, " \n\t\r");
+      rc = atoll_fail(err, "%s: '%.*s' at byte %zu is not a token id of this tokenizer (0..%d)",
+                      f->ids ? f->ids : "stdin", (int)(word < 20 ? word : 20), p, (size_t)(p - text),
+                      atoll_tokenizer_vocab(t) - 1);
       break;
     }
     if (ids.n == ids.cap) {
