@@ -112,6 +112,19 @@ static long symbols_to_bytes(const char *s, uint8_t *out) {
   return (long)k;
 }
 
+/* s for a one-line message: at most 40 bytes, control bytes as \xNN. */
+static const char *quote(const char *s, char out[200]) {
+  size_t k = 0;
+  for (size_t i = 0; s[i] && i < 40; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c < 0x20 || c == 0x7F) k += (size_t)snprintf(out + k, 5, "\\x%02X", c);
+    else out[k++] = (char)c;
+  }
+  if (strlen(s) > 40) k += (size_t)snprintf(out + k, 4, "...");
+  out[k] = 0;
+  return out;
+}
+
 static int is_null_or_absent(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return !v || cJSON_IsNull(v);
@@ -184,17 +197,18 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
     goto done;
   }
   const cJSON *e;
+  char q[200];
   /* ids first (lengths), then offsets in id order, then bytes */
   for (e = vocab->child; e; e = e->next) {
     double id = e->valuedouble;
     if (!cJSON_IsNumber(e) || !(id >= 0 && id < n) || id != (double)(int)id) {
-      atoll_fail(err, "%s: model.vocab: token \"%.40s\" has id %s, expected an integer in [0, %d)", name,
-                 e->string, cJSON_IsNumber(e) ? "out of range" : "that is not a number", n);
+      atoll_fail(err, "%s: model.vocab: token \"%s\" has id %s, expected an integer in [0, %d)", name,
+                 quote(e->string, q), cJSON_IsNumber(e) ? "out of range" : "that is not a number", n);
       goto done;
     }
     long k = symbols_to_bytes(e->string, buf);
     if (k <= 0) {
-      atoll_fail(err, "%s: model.vocab: token %d \"%.40s\" is %s", name, (int)id, e->string,
+      atoll_fail(err, "%s: model.vocab: token %d \"%s\" is %s", name, (int)id, quote(e->string, q),
                  k == 0 ? "empty" : "not made of byte-level symbols");
       goto done;
     }
@@ -216,7 +230,7 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
       goto done;
     }
     if (!added) {
-      atoll_fail(err, "%s: model.vocab: token \"%.40s\" is listed twice (ids %d and %d)", name, e->string,
+      atoll_fail(err, "%s: model.vocab: token \"%s\" is listed twice (ids %d and %d)", name, quote(e->string, q),
                  (int)map->val[m], id);
       goto done;
     }
