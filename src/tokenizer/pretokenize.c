@@ -116,3 +116,13 @@ size_t atoll_pretoken_end(const uint8_t *text, size_t n, size_t pos) {
   if (end == n || last == start) return end;
   return last;
 }
+
+/* A newline preceded by a printable, non-space ASCII byte starts a pre-token, and the
+ * pre-token before it ends the same with or without what follows (it holds no
+ * whitespace, so no look-ahead decides its end). */
+size_t atoll_tokenizer_safe_cut(const uint8_t *text, size_t n, size_t want) {
+  if (want == 0) want = 1;
+  for (size_t p = want; p < n; p++)
+    if (text[p] == '\n' && text[p - 1] > 0x20 && text[p - 1] < 0x7F) return p;
+  return n;
+}

@@ -36,6 +36,9 @@ void atoll_tokenizer_free(atoll_tokenizer *t);
 /* Appends the ids of text[0..n) (any bytes, invalid UTF-8 included) to out. */
 int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
                            atoll_err *err);
+/* A point >= want (or n) where text[0..n) may be cut and its two sides encoded
+ * apart with the same ids as the whole: lets long texts be encoded in pieces. */
+size_t atoll_tokenizer_safe_cut(const uint8_t *text, size_t n, size_t want);
 /* The bytes of token id (NULL for an id outside the vocabulary) and their count. */
 const uint8_t *atoll_tokenizer_token(const atoll_tokenizer *t, int32_t id, size_t *len);
 /* Writes the bytes of ids[0..n) to buf (grown with realloc; *len set). */
