@@ -247,6 +247,51 @@ static void test_encode_roundtrip(atoll_tokenizer *t) {
   atoll_tokens_free(&ref);
 }
 
+/* Encoding in pieces cut at atoll_tokenizer_safe_cut gives the whole's ids. */
+static void test_safe_cut(atoll_tokenizer *t, const char *text, size_t n) {
+  atoll_tokens whole = {0}, pieces = {0};
+  atoll_err err;
+  CHECK_OK(atoll_tokenizer_encode(t, (const uint8_t *)text, n, &whole, &err), &err);
+  size_t cuts = 0;
+  for (size_t at = 0; at < n;) {
+    size_t cut = atoll_tokenizer_safe_cut((const uint8_t *)text + at, n - at, 1 + (at * 7919) % 3000);
+    CHECK(cut > 0 && cut <= n - at);
+    CHECK_OK(atoll_tokenizer_encode(t, (const uint8_t *)text + at, cut, &pieces, &err), &err);
+    at += cut;
+    cuts++;
+  }
+  CHECK(cuts > 20);
+  CHECK(whole.n == pieces.n && memcmp(whole.ids, pieces.ids, whole.n * sizeof *whole.ids) == 0);
+  /* every cut it offers in a text dense with newlines and whitespace */
+  static const char *bits[] = {"a", " ", "\n", "\n\n", " \n", "\t", "x'", "'s", "9", "\xc3\xa9", "\xc2\xa0", "\xff", "!"};
+  char dense[3000];
+  size_t dn = 0;
+  atoll_rng rng;
+  atoll_rng_seed(&rng, 3);
+  while (dn < sizeof dense - 4) {
+    const char *b = bits[atoll_rng_next(&rng) % (sizeof bits / sizeof *bits)];
+    memcpy(dense + dn, b, strlen(b));
+    dn += strlen(b);
+  }
+  /* the pre-tokens, not only the ids (a cut could split what no merge joins) */
+  uint8_t ends[3000] = {0};
+  const uint8_t *d = (const uint8_t *)dense;
+  for (size_t pos = 0; pos < dn;) ends[pos = atoll_pretoken_end(d, dn, pos)] = 1;
+  int bad = 0;
+  for (size_t want = 0; want < dn; want++) {
+    size_t cut = atoll_tokenizer_safe_cut(d, dn, want), pos = 0;
+    if (cut == dn) continue;
+    bad += !ends[cut];
+    while (pos < cut) { /* the first piece alone ends where the whole's pre-tokens do */
+      pos = atoll_pretoken_end(d, cut, pos);
+      bad += !ends[pos];
+    }
+  }
+  CHECK(bad == 0);
+  atoll_tokens_free(&whole);
+  atoll_tokens_free(&pieces);
+}
+
 static void test_json_roundtrip(atoll_tokenizer *t) {
   atoll_err err;
   CHECK_OK(atoll_tokenizer_write_json(t, tmp_path("tok.json"), &err), &err);
@@ -371,6 +416,7 @@ int main(void) {
     CHECK(again && atoll_tokenizer_hash(again) == atoll_tokenizer_hash(t)); /* deterministic */
     atoll_tokenizer_free(again);
     test_encode_roundtrip(t);
+    test_safe_cut(t, text, n);
     test_json_roundtrip(t);
     test_corrupt(t);
   }
