@@ -12,6 +12,7 @@
 #define CACHE_WORD 64
 #define CACHE_MAX_WORDS (1u << 20)
 #define SMALL 128 /* words this long use stack buffers */
+#define SHORT 24  /* words this long merge by scanning: cheaper than the heap */
 
 typedef struct {
   int32_t rank;
@@ -93,6 +94,48 @@ static size_t merge_word(const atoll_tokenizer *t, const uint8_t *w, size_t n, i
   return k;
 }
 
+/* merge_word for short words: the lowest-ranked pair found by a scan each time. */
+static size_t merge_short(const atoll_tokenizer *t, const uint8_t *w, size_t n, int32_t *ids) {
+  int32_t rank[SHORT];
+  for (size_t i = 0; i < n; i++) ids[i] = t->byte_id[w[i]];
+  for (size_t i = 0; i + 1 < n; i++) rank[i] = atoll_pair_rank(t, ids[i], ids[i + 1]);
+  while (n > 1) {
+    size_t at = 0;
+    int32_t best = -1;
+    for (size_t i = 0; i + 1 < n; i++)
+      if (rank[i] >= 0 && (best < 0 || rank[i] < best)) best = rank[i], at = i;
+    if (best < 0) break;
+    ids[at] = t->merge_result[best];
+    for (size_t i = at + 1; i + 1 < n; i++) ids[i] = ids[i + 1], rank[i] = rank[i + 1];
+    n--;
+    if (at > 0) rank[at - 1] = atoll_pair_rank(t, ids[at - 1], ids[at]);
+    if (at + 1 < n) rank[at] = atoll_pair_rank(t, ids[at], ids[at + 1]);
+  }
+  return n;
+}
+
+/* Puts word w (hash h) and its k ids into the cache; a full cache starts over. */
+static int remember(atoll_tokenizer *t, const uint8_t *w, size_t n, uint64_t h, const int32_t *ids, size_t k) {
+  if (n > CACHE_WORD || t->nmerges == 0) return 0;
+  if (t->cache.n >= CACHE_MAX_WORDS) {
+    atoll_bytemap_clear(&t->cache);
+    t->cache_n = 0;
+  }
+  if (t->cache_n + k + 1 > t->cache_cap) {
+    size_t cap = t->cache_cap ? 2 * t->cache_cap : 65536;
+    int32_t *c = realloc(t->cache_ids, cap * sizeof *c);
+    if (!c) return 0; /* the cache is an optimization */
+    t->cache_ids = c;
+    t->cache_cap = cap;
+  }
+  int64_t e = atoll_bytemap_put(&t->cache, w, n, h, (int64_t)t->cache_n, NULL);
+  if (e < 0) return 0;
+  t->cache_ids[t->cache_n] = (int32_t)k;
+  memcpy(t->cache_ids + t->cache_n + 1, ids, k * sizeof *ids);
+  t->cache_n += k + 1;
+  return 0;
+}
+
 static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens *out, atoll_err *err) {
   if (reserve(out, n, err) != 0) return -1;
   if (n == 1) {
@@ -109,6 +152,12 @@ static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tok
       out->n += (size_t)c[0];
       return 0;
     }
+  }
+  if (n <= SHORT) {
+    int32_t *ids = out->ids + out->n;
+    size_t k = merge_short(t, w, n, ids);
+    out->n += k;
+    return remember(t, w, n, h, ids, k);
   }
   int32_t snext[SMALL], sprev[SMALL];
   heap_item sheap[SMALL];
@@ -133,25 +182,7 @@ static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tok
     free(prev);
     free(heap);
   }
-  if (n > CACHE_WORD || t->nmerges == 0) return 0;
-  /* remember the word; a full cache starts over */
-  if (t->cache.n >= CACHE_MAX_WORDS) {
-    atoll_bytemap_clear(&t->cache);
-    t->cache_n = 0;
-  }
-  if (t->cache_n + k + 1 > t->cache_cap) {
-    size_t cap = t->cache_cap ? 2 * t->cache_cap : 65536;
-    int32_t *c = realloc(t->cache_ids, cap * sizeof *c);
-    if (!c) return 0; /* the cache is an optimization */
-    t->cache_ids = c;
-    t->cache_cap = cap;
-  }
-  int64_t e = atoll_bytemap_put(&t->cache, w, n, h, (int64_t)t->cache_n, NULL);
-  if (e < 0) return 0;
-  t->cache_ids[t->cache_n] = (int32_t)k;
-  memcpy(t->cache_ids + t->cache_n + 1, ids, k * sizeof *ids);
-  t->cache_n += k + 1;
-  return 0;
+  return remember(t, w, n, h, ids, k);
 }
 
 int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
