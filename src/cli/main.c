@@ -249,7 +249,7 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
 static int adopt_data_vocab(atoll_config *c, int vocab_flag, const char *resume, atoll_err *err) {
   atoll_tokenizer_record rec;
   if (resume || !is_dir(c->data) || atoll_data_tokenizer(c->data, &rec, err)) return resume || !is_dir(c->data) ? 0 : -1;
-  if (rec.vocab <= c->model.vocab) return 0;
+  if (strcmp(rec.kind, "bytes") == 0 || rec.vocab <= c->model.vocab) return 0; /* bytes: as before */
   if (vocab_flag || c->model.vocab != ATOLL_BYTE_VOCAB)
     return atoll_fail(err, "--vocab %d: smaller than the vocabulary of --data %s's tokenizer (%s, %d ids); pass --vocab %d or more",
                       c->model.vocab, c->data, rec.kind, rec.vocab, rec.vocab);

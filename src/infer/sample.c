@@ -52,11 +52,12 @@ static int load_tokenizer(const char *dir, const char *given, const atoll_tokeni
 
 /* Every prompt id must be inside the model's vocabulary, or its embedding row would be
  * read out of bounds. */
-static int check_prompt(const int32_t *ids, size_t n, int given, int vocab, atoll_err *err) {
+static int check_prompt(const int32_t *ids, size_t n, int bytes, int given, int vocab, atoll_err *err) {
   for (size_t i = 0; i < n; i++)
     if (ids[i] >= vocab)
-      return atoll_fail(err, "--prompt: token %d at position %zu%s is not a token of this model (vocabulary %d: ids 0..%d)",
-                        ids[i], i, given ? "" : " (the default prompt, a newline)", vocab, vocab - 1);
+      return atoll_fail(err, "--prompt: %s %d at %s %zu%s is not a token of this model (vocabulary %d: ids 0..%d)",
+                        bytes ? "byte" : "token", ids[i], bytes ? "offset" : "position", i,
+                        given ? "" : " (the default prompt, a newline)", vocab, vocab - 1);
   return 0;
 }
 
@@ -115,7 +116,8 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   size_t plen = strlen(prompt);
   atoll_tokens ids = {0};
   if (atoll_tokenizer_encode(tok, (const uint8_t *)prompt, plen, &ids, err) ||
-      check_prompt(ids.ids, ids.n, o->prompt && o->prompt[0], shape.vocab, err)) {
+      check_prompt(ids.ids, ids.n, strcmp(atoll_tokenizer_kind(tok), "bytes") == 0, o->prompt && o->prompt[0],
+                   shape.vocab, err)) {
     atoll_tokens_free(&ids);
     atoll_tokenizer_free(tok);
     return -1;
