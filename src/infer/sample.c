@@ -40,9 +40,12 @@ static int load_tokenizer(const char *dir, const char *given, const atoll_tokeni
     if (atoll_tokenizer_load(t, given, err)) return -1;
     atoll_tokenizer_record mine;
     atoll_tokenizer_record_of(*t, &mine);
-    if (strcmp(mine.hash, rec->hash) != 0)
+    if (strcmp(mine.hash, rec->hash) != 0) {
+      atoll_tokenizer_free(*t);
+      *t = NULL;
       return atoll_fail(err, "--tokenizer %s: tokenizer %s %s is not the one the checkpoint %s was trained with (%s %s)",
                         given, mine.kind, mine.hash, dir, rec->kind, rec->hash);
+    }
     return 0;
   }
   if (strcmp(rec->kind, "bytes") == 0) return atoll_tokenizer_bytes(t, err);
