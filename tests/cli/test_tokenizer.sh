@@ -4,19 +4,17 @@
 # corpus and on a non-ASCII text (accents, CJK, emoji, digits, whitespace runs); the
 # byte tokenizer's file too; decode(encode(x)) == x for arbitrary bytes, invalid UTF-8
 # included; corrupt files and bad flags refused with one line.
-# Needs the venv's tokenizers (scripts/venv.sh, or ATOLL_PYTHON); skips (77) without it.
+# Needs the venv's tokenizers (scripts/venv.sh, or ATOLL_PYTHON).
 # usage: test_tokenizer.sh ATOLL SRC
 ATOLL=$1
 SRC=$2
 . "$SRC/tests/cli/common.sh"
 CORPUS=/usr/share/games/fortunes
 
-PYV=${ATOLL_PYTHON:-}
-if [ -z "$PYV" ] && [ -f "$SRC/scripts/venv.sh" ]; then PYV=$(bash "$SRC/scripts/venv.sh" 2>/dev/null); fi
-if [ -z "$PYV" ] || ! "$PYV" -c "import tokenizers" 2>/dev/null; then
-  echo "skipped: no python with Hugging Face tokenizers (scripts/venv.sh or ATOLL_PYTHON)"
-  exit 77
-fi
+# the venv with tokenizers (scripts/venv.sh makes it from PyPI when missing); without it
+# the test fails, it does not skip
+PYV=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || { echo "FAIL: scripts/venv.sh could not make the PyPI venv"; exit 1; }
+"$PYV" -c "import tokenizers" || { echo "FAIL: $PYV lacks Hugging Face tokenizers"; exit 1; }
 [ -d "$CORPUS" ] || { echo "skipped: the default corpus $CORPUS is missing"; exit 77; }
 
 FILES=$(for f in "$CORPUS"/*; do case $f in *.dat) ;; *) [ -f "$f" ] && [ ! -L "$f" ] && echo "$f";; esac; done)
