@@ -13,6 +13,7 @@ PKGS=(
   fortunes                 # default corpus: /usr/share/games/fortunes
   clang libclang-rt-14-dev # libFuzzer targets
   python3-torch python3-numpy  # PyTorch reference check and benchmark (/usr/bin/python3)
+  python3-venv             # scripts/venv.sh: PyTorch 2.x, transformers, tokenizers from PyPI
 )
 missing=()
 for p in "${PKGS[@]}"; do

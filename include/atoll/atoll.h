@@ -35,6 +35,13 @@ typedef struct {
   int dim;     /* model width C */
   int context; /* maximum sequence length (position embeddings) */
   int vocab;   /* vocabulary size (256 for the built-in byte tokenizer) */
+  /* the block design (zero fields keep GPT-2 and the defaults below) */
+  char arch[8];     /* "gpt2" (also when empty) or "llama" */
+  int kv_heads;     /* llama: key/value heads, dividing heads (0: heads) */
+  int multiple_of;  /* llama: the SwiGLU width is rounded up to a multiple of it (0: 256) */
+  int tie;          /* llama: 1 ties the LM head to wte, else it has its own; GPT-2: always tied */
+  float norm_eps;   /* llama: RMSNorm epsilon (0: 1e-5) */
+  float rope_theta; /* llama: rotary embedding base (0: 10000) */
 } atoll_shape;
 
 /* Checks that a shape is possible; the message names the offending key. */
@@ -95,6 +102,10 @@ typedef struct {
   char outer_optimizer[16]; /* "nesterov" or "sgd" */
   char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
   char island_data[8];      /* "iid" or "files" */
+  /* a new run's starting point (src/train/init_from.c); ignored by a resumed run */
+  char init_from[1024];     /* a checkpoint (or run directory): its weights */
+  int init_optim;           /* 1: also its AdamW moments */
+  char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -3,11 +3,13 @@
  *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
  *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F]
  *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+ *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "cli/export_cli.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
 #include "cli/tokenizer_cli.h"
@@ -15,6 +17,7 @@
 #include "core/fs.h"
 #include "data/data_tokenizer.h"
 #include "data/prepare.h"
+#include "model/layout.h"
 #include "train/agree.h"
 #include "train/config.h"
 
@@ -56,6 +59,7 @@ static void usage(FILE *f) {
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
           "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
+          "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n"
           "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n");
 }
 
@@ -219,6 +223,22 @@ static void train_help(void) {
          DEFAULT_CORPUS);
 }
 
+/* With --resume, the block design cannot change either: another arch's tensors would not
+ * fit, another epsilon, rotary base or head tie would silently change the function. */
+static int check_resume_arch(const atoll_shape *c, const atoll_shape *k, const char *dir, atoll_err *err) {
+  const char *ca = c->arch[0] ? c->arch : "gpt2", *ka = k->arch[0] ? k->arch : "gpt2";
+  if (strcmp(ca, ka) != 0)
+    return atoll_fail(err, "--arch %s: the checkpoint %s has arch=%s; a resumed run keeps the model's shape", ca, dir, ka);
+  if (!atoll_shape_llama(c)) return 0;
+  if (atoll_shape_kv_heads(c) != atoll_shape_kv_heads(k) || atoll_shape_hidden(c) != atoll_shape_hidden(k) ||
+      atoll_shape_tied(c) != atoll_shape_tied(k) || atoll_shape_norm_eps(c) != atoll_shape_norm_eps(k) ||
+      atoll_shape_rope_theta(c) != atoll_shape_rope_theta(k))
+    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta: differ from the checkpoint %s's "
+                      "(kv-heads=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g); a resumed run keeps the model's shape",
+                      dir, k->kv_heads, k->multiple_of, k->tie, k->norm_eps, k->rope_theta);
+  return 0;
+}
+
 /* With --resume, the shape cannot change: the weights would not fit. */
 static int check_resume_shape(const atoll_config *c, const atoll_config *ck, const char *dir, atoll_err *err) {
   const char *names[] = {"layers", "heads", "dim", "context", "vocab"};
@@ -228,7 +248,7 @@ static int check_resume_shape(const atoll_config *c, const atoll_config *ck, con
     if (a[i] != b[i])
       return atoll_fail(err, "--%s %d: the checkpoint %s has %s=%d; a resumed run keeps the model's shape",
                         names[i], a[i], dir, names[i], b[i]);
-  return 0;
+  return check_resume_arch(&c->model, &ck->model, dir, err);
 }
 
 /* Prepares the default corpus on first use, so `atoll train` works with no data. */
@@ -334,6 +354,9 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
     i++;
   }
   if (*resume) *data_given = 1; /* the checkpoint names its data */
+  for (int i = 0; *resume && i + 1 < argc; i += 2) /* a resumed run continues its own weights */
+    if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0)
+      return atoll_fail(err, "%s: conflicts with --resume (a resumed run continues from its checkpoint)", argv[i]);
   return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, err);
 }
 
@@ -456,11 +479,12 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "export") == 0) return atoll_export_main(argc - 2, argv + 2);
   if (strcmp(cmd, "tokenizer") == 0) return atoll_cli_tokenizer(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, tokenizer)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export, tokenizer)\n", cmd);
   return 2;
 }

@@ -1,12 +1,15 @@
 /* Text generation: the model's forward pass over the last `context` tokens, then a
- * draw from the softmax of the last position's logits (temperature, top-k). No KV
- * cache: each new token recomputes the window, which is fine at these model sizes.
- * The prompt is encoded, and the tokens decoded, with the checkpoint's tokenizer
- * (state.json's record; CKPT/tokenizer.json unless it is the byte tokenizer). */
+ * draw from the softmax of the last position's logits (temperature, top-k). A key/value
+ * cache (src/model/decode.c) runs only each new token's row while the text fits the
+ * context; past it the window slides, every position changes, and each token re-reads
+ * the last `context` tokens, as without a cache. The prompt is encoded, and the tokens
+ * decoded, with the checkpoint's tokenizer (state.json's record; CKPT/tokenizer.json
+ * unless it is the byte tokenizer). */
 
 #include "ckpt/checkpoint.h"
 #include "data/data_tokenizer.h"
 #include "core/rng.h"
+#include "model/decode.h"
 #include "model/model.h"
 #include "train/config.h"
 
@@ -127,7 +130,7 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   }
   plen = ids.n;
   atoll_model *m = NULL;
-  if (atoll_model_create(&m, &shape, 1, shape.context, err) ||
+  if (atoll_model_create(&m, &shape, 1, 1, err) || /* the passes run in the decoder */
       atoll_ckpt_load(dir, atoll_model_layout(m), atoll_model_params(m), NULL, NULL, err)) {
     atoll_model_destroy(m);
     atoll_tokens_free(&ids);
@@ -150,11 +153,20 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   if (o->prompt && o->prompt[0]) fputs(prompt, out);
   atoll_rng rng;
   atoll_rng_seed(&rng, o->seed);
+  atoll_decoder *dec = NULL;
+  if (atoll_decoder_create(&dec, m, err)) {
+    free(seq);
+    free(probs);
+    atoll_model_destroy(m);
+    atoll_tokenizer_free(tok);
+    return -1;
+  }
   size_t n = plen;
   for (int k = 0; k < o->tokens; k++) {
     size_t win = n < (size_t)shape.context ? n : (size_t)shape.context;
-    atoll_model_forward(m, seq + (n - win), NULL, 1, (int)win);
-    const float *logits = atoll_model_logits(m) + (win - 1) * (size_t)shape.vocab;
+    if (n > (size_t)shape.context) atoll_decoder_reset(dec); /* the window slid: positions changed */
+    size_t cached = (size_t)atoll_decoder_pos(dec);
+    const float *logits = atoll_decoder_step(dec, seq + (n - win) + cached, (int)(win - cached));
     int id = draw(logits, shape.vocab, o->temperature, o->top_k, &rng, probs);
     seq[n++] = id;
     size_t len = 0;
@@ -164,6 +176,7 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     fflush(out);
   }
   fputc('\n', out);
+  atoll_decoder_destroy(dec);
   free(seq);
   free(probs);
   atoll_model_destroy(m);

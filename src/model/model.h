@@ -1,4 +1,4 @@
-/* The GPT model: parameters, gradients, activations, forward and backward passes, and the
+/* The model (--arch gpt2 or llama): parameters, gradients, activations, forward and backward passes, and the
  * hook seams through which parallel strategies act (src/model/gpt_create.c makes it,
  * src/model/gpt.c runs the passes). Internal. */
 #ifndef ATOLL_MODEL_MODEL_H
@@ -32,7 +32,9 @@ typedef struct {
  * same bad sizes, without allocating any of it. */
 int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq, int slots,
                       atoll_model_mem *out, atoll_err *err);
-/* GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L). A part
+/* GPT-2 initialisation (both archs): N(0, 0.02) for matrices and embeddings, residual
+ * projections (attn.proj / mlp.proj, llama's attn.o / mlp.down) scaled by 1/sqrt(2L), norm
+ * gains 1, biases 0. A part
  * takes its piece of the whole model's initial weights (the same at every layout).
  * Fails only when out of memory. */
 int atoll_model_init_weights(atoll_model *m, uint64_t seed);

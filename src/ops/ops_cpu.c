@@ -6,6 +6,7 @@
  * gradients) are split across threads by channel, never by row, so no two threads
  * add into the same float. */
 #include "ops/ops.h"
+#include "ops/ops_llama_cpu.h"
 
 #include "core/fatal.h"
 #include "core/mem.h"
@@ -464,6 +465,13 @@ static const atoll_ops cpu_ops = {
     .gelu_backward = gelu_backward,
     .xent_forward = xent_forward,
     .xent_backward = xent_backward,
+    .rmsnorm_forward = atoll_llama_rmsnorm_forward,
+    .rmsnorm_backward = atoll_llama_rmsnorm_backward,
+    .rope = atoll_llama_rope,
+    .swiglu_forward = atoll_llama_swiglu_forward,
+    .swiglu_backward = atoll_llama_swiglu_backward,
+    .gqa_forward = atoll_llama_gqa_forward,
+    .gqa_backward = atoll_llama_gqa_backward,
 };
 
 const atoll_ops *atoll_ops_cpu(void) { return &cpu_ops; }

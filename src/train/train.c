@@ -31,6 +31,7 @@
 #include "train/agree.h"
 #include "train/report.h"
 #include "train/run.h"
+#include "train/init_from.h"
 #include "train/train_out.h"
 
 #include <math.h>
@@ -198,6 +199,7 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
                       c->out, latest, c->out);
   if (atoll_model_init_weights(r->model, c->seed)) return atoll_fail(err, "out of memory initialising the weights");
   atoll_rng_seed(&l->state.rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
+  if (atoll_run_init_from(r, &l->state, err)) return -1; /* --init-from, --init-from-hf */
   if (r->diloco) atoll_diloco_reset_global(r->diloco);
   return 0;
 }

@@ -26,6 +26,10 @@ static int setup_mesh(atoll_run *r, atoll_err *err) {
     return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
                       c->tp, c->pp);
   if (atoll_mesh_create(&r->mesh, r->world, c->islands, c->tp, c->pp, err)) return -1;
+  if (!atoll_shape_tied(&c->model)) { /* an untied LM head: no wte on the last pp_stage to keep equal */
+    atoll_comm_free(r->mesh.tie_comm);
+    r->mesh.tie_comm = NULL;
+  }
   if (c->zero_stage > 0 && r->mesh.dp == 1)
     return atoll_fail(err, "--zero %d (--shard): ZeRO needs several data-parallel ranks per island (ranks / (tp x pp) > 1); launch with more ranks",
                       c->zero_stage);
