@@ -70,6 +70,21 @@ for tok in tok uni bytes; do
   fi
 done
 
+# --- a BPE checkpoint exported for Hugging Face carries its tokenizer ---
+"$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/uni.json" --out "$TMP/data" >/dev/null 2>&1 &&
+  "$ATOLL" train $TINY --data "$TMP/data" --steps 2 --out "$TMP/run" >/dev/null 2>&1 &&
+  "$ATOLL" export --ckpt "$TMP/run" --to hf --out "$TMP/hf" 2>/dev/null
+if "$PYV" - "$TMP/hf" "$TMP/uni.json" "$TMP/unicode.txt" <<'PYEOF'
+import json, sys
+from tokenizers import Tokenizer
+hf, mine, text = sys.argv[1], sys.argv[2], open(sys.argv[3], encoding="utf-8").read()
+a, b = Tokenizer.from_file(hf + "/tokenizer.json"), Tokenizer.from_file(mine)
+ok = a.encode(text).ids == b.encode(text).ids and json.load(open(hf + "/config.json"))["vocab_size"] == b.get_vocab_size()
+sys.exit(0 if ok else 1)
+PYEOF
+then pass "export of a BPE checkpoint: its tokenizer.json gives the tokenizer's ids, config vocab_size matches"
+else fail "export of a BPE checkpoint: tokenizer.json or vocab_size wrong"; fi
+
 # --- refused with one line ---
 head -c 3000 "$TMP/tok.json" >"$TMP/cut.json"
 expect_error "truncated tokenizer.json" "cut.json: not valid JSON" "$ATOLL" tokenizer info --tokenizer "$TMP/cut.json"
