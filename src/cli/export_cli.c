@@ -5,6 +5,7 @@
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "data/data_tokenizer.h"
 #include "core/mem.h"
 #include "train/config.h"
 
@@ -29,6 +30,14 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "config");
   int rc = saved ? atoll_config_apply_json(&cfg, saved, source, err)
                  : atoll_fail(err, "%s: holds no config (the model's shape)", source);
+  /* a BPE checkpoint exports its own tokenizer.json (checked against state.json) */
+  atoll_tokenizer_record rec;
+  atoll_tokenizer *tok = NULL;
+  char tok_path[1300];
+  snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
+  if (rc == 0)
+    rc = atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), source, &rec, err);
+  if (rc == 0 && strcmp(rec.kind, "bytes") != 0) rc = atoll_tokenizer_load_checked(tok_path, &rec, source, &tok, err);
   cJSON_Delete(state);
   if (rc) return -1;
   atoll_layout lay;
@@ -37,6 +46,12 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   if (!params) rc = atoll_fail(err, "out of memory for %zu parameters", lay.nparams);
   if (rc == 0) rc = atoll_ckpt_load(dir, &lay, params, NULL, NULL, err);
   if (rc == 0) rc = atoll_hf_export(out, &lay, params, err);
+  if (rc == 0 && tok) { /* replaces the byte tokenizer's file written by atoll_hf_export */
+    char path[1300];
+    snprintf(path, sizeof path, "%s/tokenizer.json", out);
+    rc = atoll_tokenizer_write_json(tok, path, err);
+  }
+  atoll_tokenizer_free(tok);
   if (rc == 0) fprintf(stderr, "atoll export: %s (%zu parameters) -> %s\n", dir, lay.nparams, out);
   atoll_mem_free(params);
   atoll_layout_free(&lay);

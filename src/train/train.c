@@ -211,7 +211,7 @@ static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hook
   if (atoll_config_check(c, err) || atoll_run_setup(r, c, hooks, world, err)) return -1;
   if (atoll_dataset_open(&l->train, c->data, "train", r->seq, err)) return -1;
   if (atoll_dataset_open(&l->val, c->data, "val", r->seq, err)) return -1;
-  if (atoll_dataset_check_vocab(&l->train, c->model.vocab, err) ||
+  if (atoll_run_tokenizer(r, err) || atoll_dataset_check_vocab(&l->train, c->model.vocab, err) ||
       atoll_dataset_check_vocab(&l->val, c->model.vocab, err))
     return -1;
   if (alloc_buffers(l, err)) return -1;

@@ -165,4 +165,6 @@ void atoll_run_free(atoll_run *r) {
   atoll_layout_free(&r->whole);
   atoll_mesh_free(&r->mesh);
   atoll_model_destroy(r->model);
+  free(r->tokenizer_json);
+  r->tokenizer_json = NULL;
 }
