@@ -95,6 +95,7 @@ typedef struct {
   char outer_optimizer[16]; /* "nesterov" or "sgd" */
   char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
   char island_data[8];      /* "iid" or "files" */
+  char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);
