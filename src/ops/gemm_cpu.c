@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifdef ATOLL_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -70,9 +71,11 @@ static int generic_core(const char *name) {
   return 0;
 }
 
-const char *atoll_openblas_better_core(void) {
+const char *atoll_openblas_better_core(void) { return atoll_openblas_better_core_for(atoll_openblas_core()); }
+
+const char *atoll_openblas_better_core_for(const char *core) {
   const atoll_cpu_features *f = atoll_cpu();
-  if (!generic_core(atoll_openblas_core())) return NULL;
+  if (!generic_core(core)) return NULL;
   if (f->avx512) return "SkylakeX";
   if (f->avx2) return "Haswell";
   return NULL;
