@@ -7,7 +7,9 @@
  *  - the fp32 engines (OpenBLAS and oneDNN sgemm) agree to fp32 error;
  *  - the bf16 ops table: matmul forward/backward within bf16 tolerance of the fp32
  *    table (and not equal to it: bf16 is really used), every other kernel the fp32 one;
- *  - a whole model's loss and gradients at bf16 against fp32.
+ *  - a whole model's loss and gradients at bf16 against fp32;
+ *  - the choices for other processors (atoll_cpu_override): bf16 refused in one line
+ *    without AVX512_BF16/AMX, OPENBLAS_CORETYPE SkylakeX / Haswell / none.
  * Where bf16 cannot run (no oneDNN, or no AVX512_BF16/AMX) the bf16 parts are skipped
  * (exit 77 after the fp32 checks). */
 #include "check.h"
@@ -169,6 +171,27 @@ static void test_model(void) {
   atoll_model_destroy(m);
 }
 
+/* choices for processors this one is not: the refusal, the OpenBLAS core type */
+static void test_other_cpus(void) {
+  atoll_cpu_features none = {.model = "Test CPU without bf16", .avx2 = 1, .fma = 1, .avx512 = 1};
+  atoll_cpu_override(&none);
+  atoll_err err = {{0}};
+  CHECK(atoll_gemm_bf16_check(&err) != 0);
+  CHECK(strstr(err.msg, "--precision bf16") && strstr(err.msg, "Test CPU without bf16") && !strchr(err.msg, '\n'));
+  printf("refusal: %s\n", err.msg);
+  CHECK(atoll_openblas_better_core_for("Prescott") && !strcmp(atoll_openblas_better_core_for("Prescott"), "SkylakeX"));
+  CHECK(atoll_openblas_better_core_for("SkylakeX") == NULL);
+  atoll_cpu_features avx2 = {.model = "AVX2 only", .avx2 = 1, .fma = 1};
+  atoll_cpu_override(&avx2);
+  CHECK(atoll_openblas_better_core_for("Nehalem") && !strcmp(atoll_openblas_better_core_for("Nehalem"), "Haswell"));
+  CHECK(atoll_openblas_better_core_for("Haswell") == NULL);
+  atoll_cpu_features old = {.model = "SSE only"};
+  atoll_cpu_override(&old);
+  CHECK(atoll_openblas_better_core_for("Prescott") == NULL); /* generic is right there */
+  CHECK(atoll_gemm_bf16_check(NULL) != 0);
+  atoll_cpu_override(NULL);
+}
+
 int main(void) {
   atoll_rng_seed(&rng, 20261201);
   const atoll_cpu_features *f = atoll_cpu();
@@ -177,6 +200,7 @@ int main(void) {
   printf("CPU %s: %s; OpenBLAS kernels %s; fp32 engine %s\n", f->model, feats, atoll_openblas_core(),
          atoll_gemm_engine_name(atoll_gemm_engine()));
   test_rounding();
+  test_other_cpus();
   atoll_engine def = atoll_gemm_engine();
   CHECK(atoll_gemm_set_engine(ATOLL_ENGINE_OPENBLAS, NULL) == 0);
   test_gemm("OpenBLAS sgemm", atoll_gemm_f32, 0, 1e-5);

@@ -90,10 +90,14 @@ static void detect(void) {
 #endif
 }
 
+static const atoll_cpu_features *override;
+
 const atoll_cpu_features *atoll_cpu(void) {
   pthread_once(&once, detect);
-  return &features;
+  return override ? override : &features;
 }
+
+void atoll_cpu_override(const atoll_cpu_features *f) { override = f; }
 
 void atoll_cpu_feature_list(const atoll_cpu_features *f, char *buf, int n) {
   snprintf(buf, (size_t)n, "%s%s%s%s", f->avx2 ? "avx2" : "sse", f->avx512 ? " avx512" : "",

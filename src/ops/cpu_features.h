@@ -18,6 +18,10 @@ typedef struct {
 /* The features of this machine (computed once, thread-safe). */
 const atoll_cpu_features *atoll_cpu(void);
 
+/* Tests: replaces what atoll_cpu() returns (NULL: back to the detected features), to
+ * check the choices made for processors this machine is not. */
+void atoll_cpu_override(const atoll_cpu_features *f);
+
 /* A short list of the instruction sets found, e.g. "avx2 avx512 avx512_bf16 amx_bf16". */
 void atoll_cpu_feature_list(const atoll_cpu_features *f, char *buf, int n);
 

@@ -101,7 +101,6 @@ typedef struct {
   float alpha;
   dnnl_primitive_t prim;
   dnnl_memory_t a, b, c;
-  const char *impl;
 } bf16_plan;
 
 #define MAX_PLANS 64
@@ -110,7 +109,6 @@ static int nplans;
 static pthread_mutex_t bf16_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint16_t *conv_a, *conv_b; /* bf16 copies of A and B, grown as needed */
 static size_t cap_a, cap_b;
-static const char *last_impl = "";
 
 #define DNNL_CHECK(call)                                                                  \
   do {                                                                                    \
@@ -160,9 +158,6 @@ static bf16_plan *plan_for(int ta, int tb, int M, int N, int K, int ldc, float a
   dnnl_primitive_desc_t pd;
   DNNL_CHECK(dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL));
   dnnl_primitive_attr_destroy(attr);
-  const char *impl = NULL;
-  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-  p->impl = impl ? strdup(impl) : "?";
   DNNL_CHECK(dnnl_primitive_create(&p->prim, pd));
   dnnl_primitive_desc_destroy(pd);
   DNNL_CHECK(dnnl_memory_create(&p->a, &da, dnnl_eng, DNNL_MEMORY_NONE));
@@ -212,6 +207,11 @@ void atoll_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const flo
                      int ldb, float beta, float *C, int ldc) {
 #ifdef ATOLL_HAVE_DNNL
   if (M == 0 || N == 0) return;
+  if (K == 0) { /* an empty sum: C = beta C */
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+    return;
+  }
   pthread_once(&dnnl_once, dnnl_start);
   if (!dnnl_ok) atoll_fatal("oneDNN: no CPU engine");
   pthread_mutex_lock(&bf16_lock);
@@ -224,7 +224,6 @@ void atoll_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const flo
   dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
   DNNL_CHECK(dnnl_primitive_execute(p->prim, dnnl_strm, 3, args));
   DNNL_CHECK(dnnl_stream_wait(dnnl_strm));
-  last_impl = p->impl;
   pthread_mutex_unlock(&bf16_lock);
 #else
   (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
