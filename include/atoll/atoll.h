@@ -106,6 +106,7 @@ typedef struct {
   char init_from[1024];     /* a checkpoint (or run directory): its weights */
   int init_optim;           /* 1: also its AdamW moments */
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
+  char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -10,6 +10,7 @@
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
 #include "cli/export_cli.h"
+#include "cli/openblas_core.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
 #include "cli/tokenizer_cli.h"
@@ -474,6 +475,8 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
+  atoll_cli_report_openblas_core();
   const char *cmd = argv[1];
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
