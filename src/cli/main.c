@@ -8,6 +8,7 @@
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "cli/net_cli.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
 #include "comm/comm.h"
@@ -52,7 +53,9 @@ static void usage(FILE *f) {
           "  train     train a GPT-style model (atoll train --help)\n"
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
-          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n");
+          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
+          "  coordinator  coordinate islands that train as separate jobs (docs/islands.md)\n"
+          "  keys      make a CURVE keypair for an island or a coordinator\n");
 }
 
 static int is_dir(const char *p) {
@@ -424,10 +427,12 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "coordinator") == 0) return atoll_coordinator_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "keys") == 0) return atoll_keys_main(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, coordinator, keys)\n", cmd);
   return 2;
 }
