@@ -290,6 +290,10 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   static atoll_wire_member scratch[4];
   char why[200], who[200];
   name_of(c, keyz, addr, who, sizeof who);
+  if (n == -2) {
+    fprintf(stderr, "coordinator: dropped a message from %s: more than one frame\n", who);
+    return;
+  }
   if (n > (long)ATOLL_WIRE_MAX_CONTROL) {
     fprintf(stderr, "coordinator: dropped a message from %s: oversized (%ld bytes; at most %u)\n", who, n, ATOLL_WIRE_MAX_CONTROL);
     return;
@@ -402,7 +406,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
     route from;
     char keyz[64], addr[64];
     long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
-    if (n >= 0) handle(c, n, &from, keyz, addr);
+    if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     expire(c);
   }
   rc = 0;

@@ -107,6 +107,7 @@ long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t 
   }
   long n = (long)zmq_msg_size(&msg);
   memcpy(buf, zmq_msg_data(&msg), (size_t)n < cap ? (size_t)n : cap);
+  if ((size_t)n > cap) n = (long)cap + 1;
   const char *u = zmq_msg_gets(&msg, "User-Id"), *a = zmq_msg_gets(&msg, "Peer-Address");
   if (user) snprintf(user, 64, "%s", u ? u : "?");
   if (addr) snprintf(addr, 64, "%s", a ? a : "?");
@@ -117,7 +118,7 @@ long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t 
     zmq_msg_recv(&msg, sock, 0);
     zmq_msg_close(&msg);
     zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
-    n = (long)cap + 1; /* refused as malformed */
+    n = -2; /* refused as malformed */
   }
   return n;
 }

@@ -30,7 +30,8 @@ int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *
 
 /* One received frame (after a ROUTER's routing id, when rid is not NULL) into buf;
  * user: the peer's key as Z85 (ZAP User-Id), addr: its address. Returns the frame's
- * length (> cap: truncated, to be refused) or -1 on timeout (timeout_ms) / error. */
+ * length (cap + 1: longer than cap, to be refused), -2 for a message of several frames
+ * (dropped), or -1 on timeout (timeout_ms) / error. */
 long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
                      char addr[64], int timeout_ms);
 

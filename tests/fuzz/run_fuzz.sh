@@ -4,7 +4,8 @@
 #   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
 #
 # Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_token_file
-# (token file parser), fuzz_plan_config (atoll plan --config text). Each is compiled with
+# (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_wire (the islands'
+# wire parser, src/net/wire.c). Each is compiled with
 # clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
@@ -157,6 +158,40 @@ static void gen(void) {
   text("cpu.json", "{\"model\": \"gpt2\", \"accel\": \"cpu\", \"threads\": 2, \"cpu-gflops\": 100}");
 }
 #endif
+#ifdef GEN_WIRE
+#include "net/wire.h"
+static void put(const char *name, atoll_wire_msg *m) {
+  static uint8_t buf[1 << 16];
+  size_t n = atoll_wire_encode(m, buf, sizeof buf);
+  FILE *f = fopen(at(name), "wb");
+  fwrite(buf, 1, n, f);
+  fclose(f);
+}
+static void gen(void) {
+  atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO, .session = 42, .seq = 7};
+  m.u.hello.island = 3;
+  m.u.hello.step = 100;
+  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "tcp://10.0.0.1:5555");
+  put("hello.bin", &m);
+  m.type = ATOLL_WIRE_READY;
+  m.u.sync = (atoll_wire_sync){100, 1, 9, {1, 2, 3}};
+  put("ready.bin", &m);
+  m.type = ATOLL_WIRE_COMMIT;
+  put("commit.bin", &m);
+  atoll_wire_member mem[3] = {{0, {1}, "tcp://a:1"}, {2, {2}, "tcp://b:2"}, {5, {3}, "tcp://c:3"}};
+  m.type = ATOLL_WIRE_QUORUM;
+  m.u.quorum = (atoll_wire_quorum){100, 1, 9, 3, mem};
+  put("quorum.bin", &m);
+  m.type = ATOLL_WIRE_WAIT;
+  snprintf(m.u.text, sizeof m.u.text, "waiting for islands");
+  put("wait.bin", &m);
+  uint8_t bytes[64];
+  for (int i = 0; i < 64; i++) bytes[i] = (uint8_t)(i * 13);
+  m.type = ATOLL_WIRE_DATA;
+  m.u.data = (atoll_wire_data){100, 1, 2, 1, 3, 64, 256, 64, bytes};
+  put("data.bin", &m);
+}
+#endif
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -171,6 +206,7 @@ targets=(
   "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
+  "wire|GEN_WIRE|src/net/wire.c|"
   "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
 )
 
