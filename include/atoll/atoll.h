@@ -95,6 +95,14 @@ typedef struct {
   char outer_optimizer[16]; /* "nesterov" or "sgd" */
   char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
   char island_data[8];      /* "iid" or "files" */
+  /* islands as separate jobs (docs/islands.md, src/parallel/islands_net.c) */
+  char join[256];            /* the coordinator's endpoint; "": islands inside this job */
+  char island_key[1024];     /* this island's secret key file (atoll keys) */
+  char coordinator_key[1024]; /* the coordinator's public key file */
+  char island_listen[256];   /* where this island's data socket listens (peers connect there) */
+  int island_id;             /* this island's slot of --islands (its data and its place in the sum) */
+  int net_streams;           /* parallel streams (TCP connections) per peer */
+  float net_timeout;         /* seconds any network wait may take before the exchange fails */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -292,7 +292,7 @@ static void keep_tie_equal(atoll_diloco *d, int f) {
 }
 
 /* Outer step on fragment f's part of this rank's slice. */
-static void sync_fragment(atoll_diloco *d, int f, int step) {
+static int sync_fragment(atoll_diloco *d, int f, int step, atoll_err *err) {
   size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
   size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
   size_t n = e > b ? e - b : 0, o = b - d->slice_begin;
@@ -300,7 +300,15 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   double t0 = atoll_seconds();
   atoll_comm_stats before = atoll_comm_get_stats(d->mesh->cross);
   for (size_t i = 0; i < n; i++) delta[i] = g[i] - w[i];
-  if (d->mesh->islands > 1) islands_mean(d, delta, n, b);
+  const atoll_outer_link *link = d->cfg.link;
+  uint64_t link_before = link ? link->bytes_sent(link->ctx) : 0;
+  if (link) {
+    size_t bad;
+    if (link->mean(link->ctx, d->cfg.dtype, delta, n, step, f, &bad, err)) return -1;
+    if (bad != SIZE_MAX && d->bad_at == SIZE_MAX) d->bad_at = b + bad;
+  } else if (d->mesh->islands > 1) {
+    islands_mean(d, delta, n, b);
+  }
   float lr = d->cfg.outer_lr, mu = d->cfg.outer_momentum;
   for (size_t i = 0; i < n; i++) {
     u[i] = mu * u[i] + delta[i];
@@ -313,6 +321,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   atoll_comm_stats after = atoll_comm_get_stats(d->mesh->cross);
   uint64_t bytes = 0;
   for (int op = 0; op < ATOLL_OP_COUNT; op++) bytes += after.bytes_sent[op] - before.bytes_sent[op];
+  if (link) bytes += link->bytes_sent(link->ctx) - link_before;
   double modelled = wan_time(d, bytes), took = atoll_seconds() - t0;
   if (d->cfg.throttle && modelled > took) {
     double rest = modelled - took;
@@ -334,6 +343,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   } else {
     d->merge_due[f] = step + d->cfg.overlap;
   }
+  return 0;
 }
 
 static void merge_fragment(atoll_diloco *d, int f) {
@@ -353,12 +363,14 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
     if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
   for (int f = 0; f < frags; f++) {
     if (step % H == fragment_offset(d, f) || last) {
-      sync_fragment(d, f, step);
+      if (sync_fragment(d, f, step, err)) return -1;
       if (last && d->merge_due[f]) merge_fragment(d, f);
       synced = 1;
     }
   }
-  return synced ? check_sync(d, step, err) : 0;
+  if (!synced) return 0;
+  if (check_sync(d, step, err)) return -1;
+  return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;
 }
 
 void atoll_diloco_swap_global(atoll_diloco *d) {

@@ -35,6 +35,21 @@
 #include "parallel/quant.h"
 #include "parallel/strategy.h"
 
+/* The outer exchange between islands that are separate jobs (islands_net.c): when a
+ * DiLoCo object has one, its mean over islands and its agreement check go over it
+ * instead of the mesh's cross-island communicator. */
+typedef struct {
+  void *ctx;
+  /* mean over the islands of exchange (step, fragment) of x[0, n), in place, encoded as
+   * dtype; *bad: index of the first NaN or Inf of this island's x, or SIZE_MAX */
+  int (*mean)(void *ctx, atoll_qtype dtype, float *x, size_t n, int step, int fragment, size_t *bad, atoll_err *err);
+  /* after the step's syncs: the islands agree on the global weights (this rank's
+   * slice of them) */
+  int (*commit)(void *ctx, int step, const float *global, size_t n, atoll_err *err);
+  /* bytes this rank sent to other islands so far */
+  uint64_t (*bytes_sent)(void *ctx);
+} atoll_outer_link;
+
 typedef struct {
   int sync_every;       /* H */
   float outer_lr, outer_momentum;
@@ -49,6 +64,7 @@ typedef struct {
   const atoll_layout *whole; /* the whole model's layout, on which fragments are cut
                                 (NULL: the layout given is the whole model) */
   const atoll_test_hooks *hooks; /* desync_island (NULL: none) */
+  const atoll_outer_link *link;  /* islands as separate jobs (NULL: the mesh's islands) */
 } atoll_diloco_config;
 
 typedef struct {

@@ -63,7 +63,7 @@ static void load_micro(void *ctx, int micro, int32_t *inputs, int32_t *targets) 
   const micro_source *src = ctx;
   const atoll_run *r = &src->l->run;
   int seq = r->seq, batch = r->cfg->batch;
-  uint64_t global = src->eval_count ? (uint64_t)micro : (uint64_t)micro * r->replicas + r->replica;
+  uint64_t global = src->eval_count ? (uint64_t)micro : (uint64_t)micro * r->data_replicas + r->data_replica;
   for (int b = 0; b < batch; b++) {
     int32_t *w = src->l->tokens;
     uint64_t index = global * batch + b;

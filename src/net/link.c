@@ -1,0 +1,396 @@
+/* An island's network link (link.h). */
+#include "net/link.h"
+
+#include "net/keys.h"
+#include "net/sock.h"
+#include "net/wire.h"
+#include "net/zap.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define CHUNK (1u << 20)
+#define MAX_PEERS 256
+#define MAX_STREAMS 64
+
+typedef struct {
+  int used;
+  uint32_t island;
+  uint8_t key[ATOLL_KEY_BYTES];
+  char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
+  void *push[MAX_STREAMS];
+  atoll_sender tx;
+} peer;
+
+struct atoll_link {
+  atoll_link_config cfg;
+  char join[256], listen[256];
+  void *ctx, *coord, *pull;
+  atoll_zap *zap;
+  atoll_sender coord_tx;
+  uint8_t pub[ATOLL_KEY_BYTES], sec[ATOLL_KEY_BYTES], cpub[ATOLL_KEY_BYTES];
+  pthread_t hb;
+  int hb_started;
+  atomic_int hb_stop;
+  atomic_uint step;
+  uint64_t revision;
+  atoll_link_stats stats;
+  uint64_t hb_bytes;
+  peer peers[MAX_PEERS];
+  atoll_wire_member members[MAX_PEERS];
+  uint8_t *rbuf;
+  /* exchange scratch */
+  size_t cap;
+  uint8_t *send, *recv1, *recv2, *mine2, *got;
+  float *sum, *decoded;
+  int waited_told;
+};
+
+/* ---------------------------------------------------------------- heartbeat --- */
+
+static void *heartbeat_main(void *arg) {
+  atoll_link *l = arg;
+  atoll_err err;
+  void *s = atoll_sock_client(l->ctx, ZMQ_DEALER, l->pub, l->sec, l->cpub, &err);
+  if (!s) return NULL;
+  if (zmq_connect(s, l->join)) {
+    zmq_close(s);
+    return NULL;
+  }
+  atoll_sender tx;
+  atoll_sender_init(&tx);
+  uint8_t junk[4096];
+  double next = 0;
+  while (!atomic_load(&l->hb_stop)) {
+    if (atoll_net_now() >= next) {
+      atoll_wire_msg m = {.type = ATOLL_WIRE_HEARTBEAT};
+      m.u.hello.island = l->cfg.island;
+      m.u.hello.step = atomic_load(&l->step);
+      snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
+      atoll_sock_send(s, &tx, &m, NULL, 0);
+      next = atoll_net_now() + l->cfg.heartbeat;
+    }
+    atoll_sock_recv(s, junk, sizeof junk, NULL, NULL, NULL, NULL, 50); /* nothing is sent back; drain */
+  }
+  l->hb_bytes = tx.bytes;
+  zmq_close(s);
+  return NULL;
+}
+
+/* --------------------------------------------------------------- open/close --- */
+
+int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err) {
+  *out = NULL;
+  if (cfg->streams < 1 || cfg->streams > MAX_STREAMS) return atoll_fail(err, "--net-streams %d: must be in [1, %d]", cfg->streams, MAX_STREAMS);
+  atoll_link *l = calloc(1, sizeof *l);
+  if (!l) return atoll_fail(err, "out of memory");
+  l->cfg = *cfg;
+  snprintf(l->join, sizeof l->join, "%s", cfg->join);
+  snprintf(l->listen, sizeof l->listen, "%s", cfg->listen);
+  l->rbuf = malloc(ATOLL_WIRE_MAX_DATA + 1);
+  if (!l->rbuf) goto oom;
+  if (atoll_key_read_secret(cfg->key_file, l->sec, l->pub, err) || atoll_key_read_public(cfg->coordinator_key, l->cpub, err))
+    goto fail;
+  l->ctx = zmq_ctx_new();
+  zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, cfg->streams < 4 ? cfg->streams : 4);
+  if (atoll_zap_start(&l->zap, l->ctx, "island", 2.0, err)) goto fail;
+  l->pull = atoll_sock_server(l->ctx, ZMQ_PULL, l->sec, err);
+  if (!l->pull) goto fail;
+  if (zmq_bind(l->pull, cfg->listen)) {
+    atoll_fail(err, "--island-listen %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  l->coord = atoll_sock_client(l->ctx, ZMQ_DEALER, l->pub, l->sec, l->cpub, err);
+  if (!l->coord) goto fail;
+  if (zmq_connect(l->coord, cfg->join)) {
+    atoll_fail(err, "--join %s: %s", cfg->join, zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  atoll_sender_init(&l->coord_tx);
+  atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
+  m.u.hello.island = cfg->island;
+  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", cfg->listen);
+  atoll_sock_send(l->coord, &l->coord_tx, &m, NULL, 0);
+  if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
+    atoll_fail(err, "cannot start the heartbeat thread");
+    goto fail;
+  }
+  l->hb_started = 1;
+  *out = l;
+  return 0;
+oom:
+  atoll_fail(err, "out of memory");
+fail:
+  atoll_link_close(l);
+  return -1;
+}
+
+void atoll_link_close(atoll_link *l) {
+  if (!l) return;
+  if (l->hb_started) {
+    atomic_store(&l->hb_stop, 1);
+    pthread_join(l->hb, NULL);
+  }
+  for (int i = 0; i < MAX_PEERS; i++)
+    for (int s = 0; s < MAX_STREAMS; s++)
+      if (l->peers[i].push[s]) zmq_close(l->peers[i].push[s]);
+  if (l->pull) zmq_close(l->pull);
+  if (l->coord) zmq_close(l->coord);
+  atoll_zap_stop(l->zap);
+  if (l->ctx) zmq_ctx_term(l->ctx);
+  free(l->rbuf);
+  free(l->send);
+  free(l->recv1);
+  free(l->recv2);
+  free(l->mine2);
+  free(l->got);
+  free(l->sum);
+  free(l->decoded);
+  free(l);
+}
+
+void atoll_link_progress(atoll_link *l, uint32_t step) { atomic_store(&l->step, step); }
+
+atoll_link_stats atoll_link_get_stats(const atoll_link *l) {
+  atoll_link_stats s = l->stats;
+  s.wire_bytes = l->coord_tx.bytes + l->hb_bytes;
+  for (int i = 0; i < MAX_PEERS; i++) s.wire_bytes += l->peers[i].tx.bytes;
+  return s;
+}
+
+/* ------------------------------------------------------------- coordinator --- */
+
+/* Waits for a reply of one of the wanted types to the last request, up to `limit` s. */
+static int coord_reply(atoll_link *l, atoll_wire_msg *m, atoll_wire_type a, atoll_wire_type b, uint32_t step,
+                       uint32_t fragment, double limit, const char *what, atoll_err *err) {
+  double t0 = atoll_net_now();
+  char why[200];
+  while (atoll_net_now() - t0 < limit) {
+    long n = atoll_sock_recv(l->coord, l->rbuf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, 100);
+    if (n == -1) continue;
+    if (n < 0 || n > (long)ATOLL_WIRE_MAX_CONTROL ||
+        atoll_wire_parse(l->rbuf, (size_t)n, m, l->members, MAX_PEERS, why, sizeof why)) {
+      fprintf(stderr, "island %u: dropped a message from the coordinator: %s\n", l->cfg.island,
+              n < 0 ? "more than one frame" : n > (long)ATOLL_WIRE_MAX_CONTROL ? "oversized" : why);
+      continue;
+    }
+    if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
+    if (m->type == ATOLL_WIRE_WAIT) {
+      if (!l->waited_told) fprintf(stderr, "island %u: %s: %s\n", l->cfg.island, what, m->u.text);
+      l->waited_told = 1;
+      limit = l->cfg.wait_timeout; /* waiting for islands is allowed to take longer */
+      continue;
+    }
+    uint32_t s = m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.step : m->u.sync.step;
+    uint32_t f = m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.fragment : m->u.sync.fragment;
+    if ((m->type == a || m->type == b) && s == step && f == fragment) return 0;
+    fprintf(stderr, "island %u: dropped a stale %s from the coordinator (step %u, fragment %u)\n", l->cfg.island,
+            atoll_wire_type_name(m->type), s, f);
+  }
+  return atoll_fail(err, "%s: no answer from the coordinator %s within %g s", what, l->join, limit);
+}
+
+/* ---------------------------------------------------------------- exchange --- */
+
+static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err) {
+  peer *free_slot = NULL;
+  for (int i = 0; i < MAX_PEERS; i++) {
+    peer *p = &l->peers[i];
+    if (p->used && p->island == mb->island) {
+      if (memcmp(p->key, mb->key, ATOLL_KEY_BYTES) == 0 && strcmp(p->endpoint, mb->endpoint) == 0) return p;
+      for (int s = 0; s < MAX_STREAMS; s++)
+        if (p->push[s]) zmq_close(p->push[s]), p->push[s] = NULL;
+      p->used = 0;
+    }
+    if (!p->used && !free_slot) free_slot = p;
+  }
+  peer *p = free_slot;
+  if (!p) {
+    atoll_fail(err, "too many peers");
+    return NULL;
+  }
+  uint64_t bytes = p->tx.bytes;
+  memset(p, 0, sizeof *p);
+  p->island = mb->island;
+  memcpy(p->key, mb->key, ATOLL_KEY_BYTES);
+  snprintf(p->endpoint, sizeof p->endpoint, "%s", mb->endpoint);
+  atoll_sender_init(&p->tx);
+  p->tx.bytes = bytes;
+  for (int s = 0; s < l->cfg.streams; s++) {
+    p->push[s] = atoll_sock_client(l->ctx, ZMQ_PUSH, l->pub, l->sec, p->key, err);
+    if (!p->push[s] || zmq_connect(p->push[s], p->endpoint)) {
+      atoll_fail(err, "island %u: cannot connect to %s: %s", p->island, p->endpoint, zmq_strerror(zmq_errno()));
+      return NULL;
+    }
+  }
+  p->used = 1;
+  return p;
+}
+
+static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch) {
+  size_t need = qb * (size_t)members + 1;
+  size_t want = need + sizeof(float) * (piece + 1) * 2 + 2 * (size_t)members * nch + 1;
+  if (want <= l->cap) return 0;
+  free(l->send), free(l->recv1), free(l->recv2), free(l->mine2), free(l->got), free(l->sum), free(l->decoded);
+  l->send = malloc(need), l->recv1 = malloc(need), l->recv2 = malloc(need), l->mine2 = malloc(qb + 1);
+  l->got = malloc(2 * (size_t)members * nch + 1);
+  l->sum = malloc(sizeof(float) * (piece + 1)), l->decoded = malloc(sizeof(float) * (piece + 1));
+  if (!l->send || !l->recv1 || !l->recv2 || !l->mine2 || !l->got || !l->sum || !l->decoded) {
+    l->cap = 0;
+    return -1;
+  }
+  l->cap = want;
+  return 0;
+}
+
+static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint8_t phase, uint32_t piece,
+                       const uint8_t *bytes, size_t qb) {
+  int s = 0;
+  for (size_t off = 0; off < qb; off += CHUNK) {
+    atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
+    size_t len = qb - off < CHUNK ? qb - off : CHUNK;
+    m.u.data = (atoll_wire_data){step, frag, l->cfg.island, phase, piece, off, qb, (uint32_t)len, bytes + off};
+    atoll_sock_send(p->push[s], &p->tx, &m, NULL, 0);
+    s = (s + 1) % l->cfg.streams;
+  }
+}
+
+int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, size_t *bad,
+                    atoll_err *err) {
+  double t0 = atoll_net_now();
+  char what[96];
+  snprintf(what, sizeof what, "outer exchange at step %u (fragment %u)", step, frag);
+  atoll_link_progress(l, step);
+  atoll_wire_msg m = {.type = ATOLL_WIRE_READY};
+  m.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
+  l->waited_told = 0;
+  if (atoll_sock_send(l->coord, &l->coord_tx, &m, NULL, 0)) return atoll_fail(err, "%s: cannot reach the coordinator", what);
+  if (coord_reply(l, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, step, frag, l->cfg.timeout, what, err)) return -1;
+  int K = (int)m.u.quorum.n, k = -1;
+  peer *peers[MAX_PEERS] = {0};
+  for (int i = 0; i < K; i++) {
+    if (l->members[i].island == l->cfg.island && memcmp(l->members[i].key, l->pub, ATOLL_KEY_BYTES) == 0) {
+      k = i;
+      continue;
+    }
+    atoll_zap_allow(l->zap, l->members[i].key);
+  }
+  if (k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", what);
+  for (int i = 0; i < K; i++)
+    if (i != k && !(peers[i] = peer_for(l, &l->members[i], err))) return -1;
+  l->stats.members = K;
+  size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece);
+  size_t nch = (qb + CHUNK - 1) / CHUNK;
+  if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
+  /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */
+  *bad = SIZE_MAX;
+  memset(l->send, 0, qb * (size_t)K);
+  for (int c = 0; c < K; c++) {
+    size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n, b;
+    if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && *bad == SIZE_MAX) *bad = lo + b;
+  }
+  for (int c = 0; c < K; c++)
+    if (c != k) send_piece(l, peers[c], step, frag, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
+  memcpy(l->recv1 + qb * (size_t)k, l->send + qb * (size_t)k, qb);
+  memset(l->got, 0, 2 * (size_t)K * nch);
+  size_t need = (size_t)(K - 1) * nch, have1 = 0, have2 = 0;
+  int sent2 = 0;
+  size_t lo_k = (size_t)k * piece < n ? (size_t)k * piece : n, hi_k = lo_k + piece < n ? lo_k + piece : n;
+  double last_progress = atoll_net_now();
+  for (;;) {
+    if (have1 == need && !sent2) { /* my piece from every island, summed in quorum order */
+      size_t len = hi_k - lo_k;
+      memset(l->sum, 0, sizeof(float) * (len + 1));
+      for (int i = 0; i < K; i++) {
+        atoll_q_decode(q, l->recv1 + qb * (size_t)i, len, l->decoded);
+        for (size_t t = 0; t < len; t++) l->sum[t] += l->decoded[t];
+      }
+      for (size_t t = 0; t < len; t++) l->sum[t] /= (float)K;
+      memset(l->mine2, 0, qb);
+      atoll_q_encode(q, l->sum, len, l->mine2);
+      for (int c = 0; c < K; c++)
+        if (c != k) send_piece(l, peers[c], step, frag, 2, (uint32_t)k, l->mine2, qb);
+      memcpy(l->recv2 + qb * (size_t)k, l->mine2, qb);
+      sent2 = 1;
+    }
+    if (sent2 && have2 == need) break;
+    char keyz[64], addr[64], why[200];
+    long len = atoll_sock_recv(l->pull, l->rbuf, ATOLL_WIRE_MAX_DATA, NULL, NULL, keyz, addr, 100);
+    if (len == -1) {
+      if (atoll_net_now() - last_progress > l->cfg.timeout) {
+        char missing[256] = "";
+        for (int i = 0; i < K; i++) {
+          size_t got = 0;
+          for (size_t c = 0; c < nch; c++) got += l->got[(size_t)i * nch + c] + l->got[((size_t)K + i) * nch + c];
+          if (i != k && got < 2 * nch)
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %u", l->members[i].island);
+        }
+        return atoll_fail(err, "%s: no data for %g s; waiting for island(s)%s", what, l->cfg.timeout, missing);
+      }
+      continue;
+    }
+    atoll_wire_msg d;
+    uint8_t key[ATOLL_KEY_BYTES];
+    int from = -1;
+    if (len < 0 || len > (long)ATOLL_WIRE_MAX_DATA)
+      snprintf(why, sizeof why, "%s", len < 0 ? "more than one frame" : "oversized");
+    else if (atoll_wire_parse(l->rbuf, (size_t)len, &d, NULL, 0, why, sizeof why) == 0) {
+      why[0] = 0;
+      const atoll_wire_data *w = &d.u.data;
+      for (int i = 0; i < K; i++)
+        if (l->members[i].island == w->from) from = i;
+      if (d.type != ATOLL_WIRE_DATA) snprintf(why, sizeof why, "%s is not sent between islands", atoll_wire_type_name(d.type));
+      else if (from < 0 || from == k) snprintf(why, sizeof why, "island %u is not a peer of this exchange", w->from);
+      else if (!zmq_z85_decode(key, keyz) || memcmp(key, l->members[from].key, ATOLL_KEY_BYTES) != 0)
+        snprintf(why, sizeof why, "claims to be island %u, whose key differs", w->from);
+      else if (w->step != step || w->fragment != frag)
+        snprintf(why, sizeof why, "stale (step %u, fragment %u)", w->step, w->fragment);
+      else if (w->piece != (w->phase == 1 ? (uint32_t)k : (uint32_t)from) || w->total != qb || w->offset % CHUNK ||
+               w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK))
+        snprintf(why, sizeof why, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
+                 (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
+      else {
+        uint8_t *seen = &l->got[((size_t)(w->phase - 1) * K + from) * nch + w->offset / CHUNK];
+        if (*seen) snprintf(why, sizeof why, "replayed (phase %u, offset %llu already received)", w->phase,
+                            (unsigned long long)w->offset);
+        else {
+          *seen = 1;
+          memcpy((w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)from + w->offset, w->bytes, w->len);
+          if (w->phase == 1) have1++;
+          else have2++;
+          last_progress = atoll_net_now();
+        }
+      }
+    }
+    if (why[0])
+      fprintf(stderr, "island %u: dropped a data message from %s (key %.8s..., %s): %s\n", l->cfg.island,
+              from >= 0 ? "a member" : "a peer", keyz, addr, why);
+  }
+  for (int c = 0; c < K; c++) {
+    size_t clo = (size_t)c * piece < n ? (size_t)c * piece : n, chi = clo + piece < n ? clo + piece : n;
+    atoll_q_decode(q, l->recv2 + qb * (size_t)c, chi - clo, x + clo);
+  }
+  l->stats.exchanges++;
+  l->stats.exchange_seconds += atoll_net_now() - t0;
+  return 0;
+}
+
+int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err) {
+  double t0 = atoll_net_now();
+  char what[64];
+  snprintf(what, sizeof what, "commit of step %u", step);
+  atoll_wire_msg m = {.type = ATOLL_WIRE_COMMIT};
+  m.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}};
+  memcpy(m.u.sync.hash, hash, ATOLL_WIRE_HASH);
+  if (atoll_sock_send(l->coord, &l->coord_tx, &m, NULL, 0)) return atoll_fail(err, "%s: cannot reach the coordinator", what);
+  if (coord_reply(l, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, step, 0, l->cfg.timeout, what, err)) return -1;
+  if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)
+    return atoll_fail(err, "%s: the coordinator committed another hash than this island's", what);
+  l->revision = m.u.sync.revision;
+  l->stats.exchange_seconds += atoll_net_now() - t0;
+  return 0;
+}
