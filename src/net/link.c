@@ -13,7 +13,15 @@
 #include <string.h>
 #include <zmq.h>
 
-#define CHUNK (1u << 20)
+#define MAX_CHUNK (1u << 20)
+
+/* Chunk size of a piece of qb bytes: about a sixteenth of it (so that even small
+ * pieces spread over the streams), whole 4 KiB, at most 1 MiB. Sender and receiver
+ * derive it alike. */
+static size_t chunk_of(size_t qb) {
+  size_t c = ((qb + 15) / 16 + 4095) / 4096 * 4096;
+  return c < MAX_CHUNK ? c : MAX_CHUNK;
+}
 #define MAX_PEERS 256
 #define MAX_STREAMS 64
 
@@ -250,6 +258,7 @@ static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch)
 static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint8_t phase, uint32_t piece,
                        const uint8_t *bytes, size_t qb) {
   int s = 0;
+  size_t CHUNK = chunk_of(qb);
   for (size_t off = 0; off < qb; off += CHUNK) {
     atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
     size_t len = qb - off < CHUNK ? qb - off : CHUNK;
@@ -283,7 +292,7 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
   for (int i = 0; i < K; i++)
     if (i != k && !(peers[i] = peer_for(l, &l->members[i], err))) return -1;
   l->stats.members = K;
-  size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece);
+  size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece), CHUNK = chunk_of(qb);
   size_t nch = (qb + CHUNK - 1) / CHUNK;
   if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
   /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */

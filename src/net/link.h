@@ -10,7 +10,7 @@
  *   decodes the K encodings of piece k it holds (its own included) and sums them in
  *   quorum order, divides by K, encodes the mean and sends it to every island
  *   (phase 2); every island decodes all K means into x.
- * Each piece travels in chunks of at most 1 MiB spread over `streams` CURVE
+ * Each piece travels in chunks (about 1/16 of it, at most 1 MiB) spread over `streams` CURVE
  * connections per peer (PUSH sockets into the peer's PULL socket), so that one slow
  * TCP stream does not bound a high-latency link. Every wait is bounded by timeout. */
 #ifndef ATOLL_NET_LINK_H

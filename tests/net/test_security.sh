@@ -16,7 +16,7 @@ $ATOLL keys --out "$T/coord" >/dev/null || fail "keys"
 for k in good bad stranger; do $ATOLL keys --out "$T/$k" >/dev/null || fail "keys $k"; done
 cp "$T/good/key.pub" "$T/coord/allowed/good.pub"
 cp "$T/bad/key.pub" "$T/coord/allowed/bad.pub"
-PORT=$((20000 + $$ % 20000))
+PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 EP=tcp://127.0.0.1:$PORT
 timeout 60 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 2 --island-timeout 30 >"$T/coord.log" 2>&1 &
 COORD_PID=$!
