@@ -40,7 +40,20 @@ typedef struct {
   uint8_t commit_hash[ATOLL_WIRE_HASH];
   route commit_to;
   int waiting_told;       /* told to wait for this READY */
+  uint64_t gen;           /* registration number: a slot reused by another island differs */
 } member;
+
+/* A set of members (slot and registration), in island order. */
+typedef struct {
+  int slot[MAX_MEMBERS];
+  uint64_t gen[MAX_MEMBERS];
+  int done[MAX_MEMBERS];
+  int n;
+  uint32_t step, frag;
+  uint64_t id;
+  double opened;
+  int open;
+} group;
 
 typedef struct {
   const atoll_coordinator_config *cfg;
@@ -52,9 +65,13 @@ typedef struct {
   uint64_t revision;
   uint8_t hash[ATOLL_WIRE_HASH];
   uint32_t last_step;
-  int quorum[MAX_MEMBERS], quorum_n; /* member slots of the last quorum */
-  uint32_t quorum_step;
-  int quorum_open;                   /* waiting for its commits */
+  group xq;        /* the exchange in flight (open: waiting for DONE from every member) */
+  group cq;        /* the members that applied the last exchange: they commit its step */
+  uint64_t next_id, go_id;
+  uint64_t gens;
+  int restored_members; /* members in the state file: wait for them (or the grace) after a restart */
+  double started;
+  atoll_wire_member qmem[MAX_MEMBERS]; /* the open exchange's QUORUM, resent on a repeated READY */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;
 
@@ -109,6 +126,7 @@ static int load_state(coord *c, atoll_err *err) {
     return atoll_fail(err, "%s: not a coordinator state file (revision, hash, step)", c->state_path);
   }
   c->revision = (uint64_t)rev->valuedouble;
+  c->restored_members = cJSON_GetArraySize(mem);
   c->last_step = (uint32_t)st->valuedouble;
   for (int i = 0; i < ATOLL_WIRE_HASH; i++) {
     unsigned v;
@@ -152,8 +170,46 @@ static void send_text(coord *c, const route *r, atoll_wire_type type, const char
   send_to(c, r, &msg);
 }
 
+static int in_group(const coord *c, const group *g, const member *m) {
+  for (int j = 0; j < g->n; j++)
+    if (&c->m[g->slot[j]] == m && m->gen == g->gen[j]) return j;
+  return -1;
+}
+static member *group_member(coord *c, const group *g, int j) {
+  member *m = &c->m[g->slot[j]];
+  return m->used && m->gen == g->gen[j] ? m : NULL;
+}
+
+static void send_sync(coord *c, const route *r, atoll_wire_type type, uint32_t step, uint32_t frag, uint64_t v,
+                      const uint8_t *hash) {
+  atoll_wire_msg msg = {.type = type};
+  msg.u.sync = (atoll_wire_sync){step, frag, v, {0}};
+  if (hash) memcpy(msg.u.sync.hash, hash, ATOLL_WIRE_HASH);
+  send_to(c, r, &msg);
+}
+
+/* The exchange in flight is abandoned: every member still alive is told to discard
+ * what it received and retry (its input is untouched until GO). */
+static void abort_exchange(coord *c, const char *why) {
+  if (!c->xq.open) return;
+  for (int j = 0; j < c->xq.n; j++) {
+    member *m = group_member(c, &c->xq, j);
+    if (m) send_sync(c, &m->ready_to, ATOLL_WIRE_ABORT, c->xq.step, c->xq.frag, c->xq.id, NULL);
+  }
+  fprintf(stderr, "coordinator: step %u fragment %u: exchange %llu aborted (%s); the others retry\n", c->xq.step,
+          c->xq.frag, (unsigned long long)c->xq.id, why);
+  c->xq.open = 0;
+}
+
+static void send_quorum(coord *c, member *m) {
+  atoll_wire_msg msg = {.type = ATOLL_WIRE_QUORUM};
+  msg.u.quorum = (atoll_wire_quorum){c->xq.step, c->xq.frag, c->revision, c->xq.id, (uint32_t)c->xq.n, c->qmem};
+  send_to(c, &m->ready_to, &msg);
+}
+
 /* Forms the quorum when every live member is ready for the same exchange. */
 static void try_quorum(coord *c) {
+  if (c->xq.open) return;
   int n = 0, ready = 0;
   uint32_t step = 0, frag = 0;
   for (int i = 0; i < MAX_MEMBERS; i++) {
@@ -164,6 +220,8 @@ static void try_quorum(coord *c) {
     else if (c->m[i].ready_step != step || c->m[i].ready_frag != frag) return;
   }
   if (n == 0) return;
+  /* after a restart, the islands of the state file get a grace to re-register */
+  if (n < c->restored_members && atoll_net_now() - c->started < c->cfg->island_timeout) return;
   if (n < c->cfg->min_islands) {
     char text[200];
     snprintf(text, sizeof text, "waiting for islands: %d present, at least %d needed (--min-islands)", n, c->cfg->min_islands);
@@ -176,74 +234,92 @@ static void try_quorum(coord *c) {
     if (told) fprintf(stderr, "coordinator: step %u: %s\n", step, text);
     return;
   }
-  atoll_wire_member mem[MAX_MEMBERS];
-  int slot[MAX_MEMBERS];
+  group *g = &c->xq;
+  memset(g, 0, sizeof *g);
   int k = 0;
   for (uint32_t id = 0; id < ATOLL_WIRE_MAX_MEMBERS && k < n; id++)
     for (int i = 0; i < MAX_MEMBERS; i++)
       if (c->m[i].used && c->m[i].island == id) {
-        mem[k].island = id;
-        memcpy(mem[k].key, c->m[i].key, ATOLL_KEY_BYTES);
-        snprintf(mem[k].endpoint, sizeof mem[k].endpoint, "%s", c->m[i].endpoint);
-        slot[k++] = i;
+        c->qmem[k].island = id;
+        memcpy(c->qmem[k].key, c->m[i].key, ATOLL_KEY_BYTES);
+        snprintf(c->qmem[k].endpoint, sizeof c->qmem[k].endpoint, "%s", c->m[i].endpoint);
+        g->slot[k] = i;
+        g->gen[k++] = c->m[i].gen;
       }
-  atoll_wire_msg msg = {.type = ATOLL_WIRE_QUORUM};
-  msg.u.quorum = (atoll_wire_quorum){step, frag, c->revision, (uint32_t)k, mem};
+  g->n = k;
+  g->step = step;
+  g->frag = frag;
+  g->id = ++c->next_id;
+  g->opened = atoll_net_now();
+  g->open = 1;
   for (int j = 0; j < k; j++) {
-    member *m = &c->m[slot[j]];
-    send_to(c, &m->ready_to, &msg);
+    member *m = &c->m[g->slot[j]];
+    send_quorum(c, m);
     m->ready = m->waiting_told = 0;
-    c->quorum[j] = slot[j];
   }
-  c->quorum_n = k;
-  c->quorum_step = step;
-  c->quorum_open = 1;
 }
 
-/* Commits the step when every member of its quorum sent its hash. */
-static void try_commit(coord *c) {
-  if (!c->quorum_open) return;
-  for (int j = 0; j < c->quorum_n; j++) {
-    member *m = &c->m[c->quorum[j]];
-    if (!m->used) { /* a member left: the islands' exchange times out and retries */
-      c->quorum_open = 0;
-      return;
-    }
-    if (!m->committed || m->commit_step != c->quorum_step) return;
+/* Every member of the exchange holds every piece: each may apply it (GO). */
+static void try_go(coord *c) {
+  if (!c->xq.open) return;
+  for (int j = 0; j < c->xq.n; j++)
+    if (!c->xq.done[j]) return;
+  for (int j = 0; j < c->xq.n; j++) {
+    member *m = group_member(c, &c->xq, j);
+    if (m) send_sync(c, &m->ready_to, ATOLL_WIRE_GO, c->xq.step, c->xq.frag, c->xq.id, NULL);
   }
-  member *first = &c->m[c->quorum[0]];
+  c->go_id = c->xq.id;
+  c->xq.open = 0;
+  if (c->cq.step != c->xq.step || c->cq.n != c->xq.n) fprintf(stderr, "coordinator: step %u: %d islands in the exchange\n", c->xq.step, c->xq.n);
+  c->cq = c->xq; /* its members commit the step */
+}
+
+/* Commits the step when every live member that applied it sent its hash. */
+static void try_commit(coord *c) {
+  group *g = &c->cq;
+  int n = 0;
+  member *first = NULL;
+  for (int j = 0; j < g->n; j++) {
+    member *m = group_member(c, g, j);
+    if (!m) continue; /* left after applying: the others commit without it */
+    if (!m->committed || m->commit_step != g->step) return;
+    if (!first) first = m;
+    n++;
+  }
+  if (!first) return;
   int same = 1;
-  for (int j = 1; j < c->quorum_n; j++) same &= memcmp(c->m[c->quorum[j]].commit_hash, first->commit_hash, ATOLL_WIRE_HASH) == 0;
+  for (int j = 0; j < g->n; j++) {
+    member *m = group_member(c, g, j);
+    if (m) same &= memcmp(m->commit_hash, first->commit_hash, ATOLL_WIRE_HASH) == 0;
+  }
   char text[300], h[17];
   if (same) {
     c->revision++;
-    c->last_step = c->quorum_step;
+    c->last_step = g->step;
     memcpy(c->hash, first->commit_hash, ATOLL_WIRE_HASH);
     save_state(c);
   }
   hex(first->commit_hash, h);
-  atoll_wire_msg ok = {.type = ATOLL_WIRE_COMMITTED};
-  ok.u.sync = (atoll_wire_sync){c->quorum_step, 0, c->revision, {0}};
-  memcpy(ok.u.sync.hash, c->hash, ATOLL_WIRE_HASH);
-  for (int j = 0; j < c->quorum_n; j++) {
-    member *m = &c->m[c->quorum[j]];
+  for (int j = 0; j < g->n; j++) {
+    member *m = group_member(c, g, j);
+    if (!m) continue;
     if (same) {
-      send_to(c, &m->commit_to, &ok);
+      send_sync(c, &m->commit_to, ATOLL_WIRE_COMMITTED, g->step, 0, c->revision, c->hash);
     } else {
       char mh[17];
       hex(m->commit_hash, mh);
       snprintf(text, sizeof text, "step %u: the islands' global weights differ (island %u holds %s, island %u %s)",
-               c->quorum_step, m->island, mh, first->island, h);
+               g->step, m->island, mh, first->island, h);
       send_text(c, &m->commit_to, ATOLL_WIRE_ERROR, text);
     }
     m->committed = 0;
   }
   if (same)
-    fprintf(stderr, "coordinator: step %u committed: revision %llu, %d islands, hash %s\n", c->quorum_step,
-            (unsigned long long)c->revision, c->quorum_n, h);
+    fprintf(stderr, "coordinator: step %u committed: revision %llu, %d islands, hash %s\n", g->step,
+            (unsigned long long)c->revision, n, h);
   else
-    fprintf(stderr, "coordinator: step %u: hash mismatch between islands; nothing committed\n", c->quorum_step);
-  c->quorum_open = 0;
+    fprintf(stderr, "coordinator: step %u: hash mismatch between islands; nothing committed\n", g->step);
+  g->n = 0;
 }
 
 /* Replays: a (session, seq) at or below the last one seen from that session. */
@@ -272,6 +348,7 @@ static member *register_island(coord *c, const char *keyz, const atoll_wire_hell
     member *m = &c->m[i];
     memset(m, 0, sizeof *m);
     m->used = 1;
+    m->gen = ++c->gens;
     snprintf(m->keyz, sizeof m->keyz, "%.40s", keyz);
     zmq_z85_decode(m->key, m->keyz);
     m->island = h->island;
@@ -310,7 +387,7 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
               msg.u.hello.island);
       return;
     }
-  } else if (msg.type != ATOLL_WIRE_READY && msg.type != ATOLL_WIRE_COMMIT) {
+  } else if (msg.type != ATOLL_WIRE_READY && msg.type != ATOLL_WIRE_COMMIT && msg.type != ATOLL_WIRE_DONE) {
     fprintf(stderr, "coordinator: dropped a message from %s: %s is not sent to a coordinator\n", who,
             atoll_wire_type_name(msg.type));
     return;
@@ -330,19 +407,48 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
     m->step = msg.u.hello.step;
     snprintf(m->endpoint, sizeof m->endpoint, "%s", msg.u.hello.endpoint);
     break;
-  case ATOLL_WIRE_READY:
+  case ATOLL_WIRE_READY: /* islands repeat READY until they get an answer */
+    m->ready_to = *from;
+    if (c->xq.open && in_group(c, &c->xq, m) >= 0 && c->xq.step == msg.u.sync.step && c->xq.frag == msg.u.sync.fragment) {
+      send_quorum(c, m); /* its QUORUM was lost (a restart of the island's socket) */
+      break;
+    }
+    if (!(m->ready && m->ready_step == msg.u.sync.step && m->ready_frag == msg.u.sync.fragment)) m->waiting_told = 0;
     m->ready = 1;
     m->ready_step = msg.u.sync.step;
     m->ready_frag = msg.u.sync.fragment;
-    m->ready_to = *from;
-    m->waiting_told = 0;
     try_quorum(c);
     break;
+  case ATOLL_WIRE_DONE: {
+    m->ready_to = *from;
+    int j = c->xq.open && c->xq.id == msg.u.sync.revision ? in_group(c, &c->xq, m) : -1;
+    if (j >= 0) {
+      c->xq.done[j] = 1;
+      try_go(c);
+    } else if (msg.u.sync.revision == c->go_id && c->go_id) {
+      send_sync(c, from, ATOLL_WIRE_GO, msg.u.sync.step, msg.u.sync.fragment, c->go_id, NULL); /* GO was lost */
+    } else { /* an exchange this coordinator does not know (it restarted, or aborted it) */
+      send_sync(c, from, ATOLL_WIRE_ABORT, msg.u.sync.step, msg.u.sync.fragment, msg.u.sync.revision, NULL);
+    }
+    break;
+  }
   case ATOLL_WIRE_COMMIT:
+    m->commit_to = *from;
+    if (msg.u.sync.step == c->last_step && c->revision > 0 && memcmp(msg.u.sync.hash, c->hash, ATOLL_WIRE_HASH) == 0 &&
+        !(c->cq.n > 0 && c->cq.step == msg.u.sync.step)) {
+      send_sync(c, from, ATOLL_WIRE_COMMITTED, c->last_step, 0, c->revision, c->hash); /* already committed */
+      break;
+    }
     m->committed = 1;
     m->commit_step = msg.u.sync.step;
     memcpy(m->commit_hash, msg.u.sync.hash, ATOLL_WIRE_HASH);
-    m->commit_to = *from;
+    if (c->cq.n == 0 || c->cq.step != msg.u.sync.step) { /* e.g. after a restart: the members that commit */
+      group *g = &c->cq;
+      memset(g, 0, sizeof *g);
+      g->step = msg.u.sync.step;
+      for (int i = 0; i < MAX_MEMBERS; i++)
+        if (c->m[i].used) g->slot[g->n] = i, g->gen[g->n++] = c->m[i].gen;
+    }
     try_commit(c);
     break;
   default: break;
@@ -360,6 +466,32 @@ static void expire(coord *c) {
     changed = 1;
     fprintf(stderr, "coordinator: island %u left (silent for %.1f s, key %.8s...); %d members\n", m->island,
             now - m->last_heard, m->keyz, live(c));
+    if (c->xq.open && in_group(c, &c->xq, m) < 0) continue;
+    char why[96];
+    snprintf(why, sizeof why, "island %u left", m->island);
+    m->used = 1; /* still a member while the abort is sent to the others */
+    abort_exchange(c, why);
+    m->used = 0;
+  }
+  /* a member that is alive but does not finish the exchange in time stalls it: it is
+   * dropped (its heartbeats bring it back as a new member) and the others retry */
+  if (c->xq.open && now - c->xq.opened > c->cfg->island_timeout) {
+    char why[160] = "stalled:";
+    for (int j = 0; j < c->xq.n; j++) {
+      member *m = group_member(c, &c->xq, j);
+      if (m && !c->xq.done[j])
+        snprintf(why + strlen(why), sizeof why - strlen(why), " island %u", m->island);
+    }
+    abort_exchange(c, why);
+    for (int j = 0; j < c->xq.n; j++) {
+      member *m = group_member(c, &c->xq, j);
+      if (m && !c->xq.done[j]) {
+        m->used = 0;
+        changed = 1;
+        fprintf(stderr, "coordinator: island %u left (stalled in exchange %llu for %.1f s); %d members\n", m->island,
+                (unsigned long long)c->xq.id, now - c->xq.opened, live(c));
+      }
+    }
   }
   if (changed) {
     save_state(c);
@@ -402,6 +534,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   fprintf(stderr, "coordinator: listening on %s (key %s), %d island keys allowed, min islands %d, island timeout %g s\n",
           cfg->listen, pz, allowed, cfg->min_islands, cfg->island_timeout);
   double start = atoll_net_now();
+  c->started = start;
   while (!(stop && *stop) && !(cfg->run_seconds > 0 && atoll_net_now() - start > cfg->run_seconds)) {
     route from;
     char keyz[64], addr[64];

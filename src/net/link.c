@@ -172,20 +172,38 @@ atoll_link_stats atoll_link_get_stats(const atoll_link *l) {
 
 /* ------------------------------------------------------------- coordinator --- */
 
-/* Waits for a reply of one of the wanted types to the last request, up to `limit` s. */
-static int coord_reply(atoll_link *l, atoll_wire_msg *m, atoll_wire_type a, atoll_wire_type b, uint32_t step,
-                       uint32_t fragment, double limit, const char *what, atoll_err *err) {
-  double t0 = atoll_net_now();
+/* One message from the coordinator, if one arrives within timeout_ms: 1, else 0. */
+static int coord_poll(atoll_link *l, atoll_wire_msg *m, int timeout_ms) {
   char why[200];
+  long n = atoll_sock_recv(l->coord, l->rbuf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, timeout_ms);
+  if (n == -1) return 0;
+  if (n < 0 || n > (long)ATOLL_WIRE_MAX_CONTROL || atoll_wire_parse(l->rbuf, (size_t)n, m, l->members, MAX_PEERS, why, sizeof why)) {
+    fprintf(stderr, "island %u: dropped a message from the coordinator: %s\n", l->cfg.island,
+            n < 0 ? "more than one frame" : n > (long)ATOLL_WIRE_MAX_CONTROL ? "oversized" : why);
+    return 0;
+  }
+  return 1;
+}
+
+static uint32_t msg_step(const atoll_wire_msg *m) { return m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.step : m->u.sync.step; }
+static uint32_t msg_frag(const atoll_wire_msg *m) {
+  return m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.fragment : m->u.sync.fragment;
+}
+
+/* Sends `req` and waits for a reply of type a or b about (step, fragment), repeating
+ * the request every second (a restarted coordinator never saw it), up to `limit` s
+ * (WAIT extends it to wait_timeout). Returns 0, or -1 with err. */
+static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atoll_wire_type a, atoll_wire_type b,
+                     double limit, const char *what, atoll_err *err) {
+  double t0 = atoll_net_now(), sent = -1;
+  uint32_t step = req->u.sync.step, fragment = req->u.sync.fragment;
   while (atoll_net_now() - t0 < limit) {
-    long n = atoll_sock_recv(l->coord, l->rbuf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, 100);
-    if (n == -1) continue;
-    if (n < 0 || n > (long)ATOLL_WIRE_MAX_CONTROL ||
-        atoll_wire_parse(l->rbuf, (size_t)n, m, l->members, MAX_PEERS, why, sizeof why)) {
-      fprintf(stderr, "island %u: dropped a message from the coordinator: %s\n", l->cfg.island,
-              n < 0 ? "more than one frame" : n > (long)ATOLL_WIRE_MAX_CONTROL ? "oversized" : why);
-      continue;
+    if (atoll_net_now() - sent >= 1.0) {
+      atoll_wire_msg copy = *req;
+      if (atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0)) return atoll_fail(err, "%s: cannot reach the coordinator", what);
+      sent = atoll_net_now();
     }
+    if (!coord_poll(l, m, 100)) continue;
     if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
     if (m->type == ATOLL_WIRE_WAIT) {
       if (!l->waited_told) fprintf(stderr, "island %u: %s: %s\n", l->cfg.island, what, m->u.text);
@@ -193,11 +211,8 @@ static int coord_reply(atoll_link *l, atoll_wire_msg *m, atoll_wire_type a, atol
       limit = l->cfg.wait_timeout; /* waiting for islands is allowed to take longer */
       continue;
     }
-    uint32_t s = m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.step : m->u.sync.step;
-    uint32_t f = m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.fragment : m->u.sync.fragment;
-    if ((m->type == a || m->type == b) && s == step && f == fragment) return 0;
-    fprintf(stderr, "island %u: dropped a stale %s from the coordinator (step %u, fragment %u)\n", l->cfg.island,
-            atoll_wire_type_name(m->type), s, f);
+    if ((m->type == a || m->type == b) && msg_step(m) == step && msg_frag(m) == fragment) return 0;
+    /* an answer to an earlier request (repeated, or of an aborted attempt): not this one */
   }
   return atoll_fail(err, "%s: no answer from the coordinator %s within %g s", what, l->join, limit);
 }
@@ -255,31 +270,24 @@ static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch)
   return 0;
 }
 
-static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint8_t phase, uint32_t piece,
+static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
                        const uint8_t *bytes, size_t qb) {
   int s = 0;
   size_t CHUNK = chunk_of(qb);
   for (size_t off = 0; off < qb; off += CHUNK) {
     atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
     size_t len = qb - off < CHUNK ? qb - off : CHUNK;
-    m.u.data = (atoll_wire_data){step, frag, l->cfg.island, phase, piece, off, qb, (uint32_t)len, bytes + off};
+    m.u.data = (atoll_wire_data){step, frag, qid, l->cfg.island, phase, piece, off, qb, (uint32_t)len, bytes + off};
     atoll_sock_send(p->push[s], &p->tx, &m, NULL, 0);
     s = (s + 1) % l->cfg.streams;
   }
 }
 
-int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, size_t *bad,
-                    atoll_err *err) {
-  double t0 = atoll_net_now();
-  char what[96];
-  snprintf(what, sizeof what, "outer exchange at step %u (fragment %u)", step, frag);
-  atoll_link_progress(l, step);
-  atoll_wire_msg m = {.type = ATOLL_WIRE_READY};
-  m.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
-  l->waited_told = 0;
-  if (atoll_sock_send(l->coord, &l->coord_tx, &m, NULL, 0)) return atoll_fail(err, "%s: cannot reach the coordinator", what);
-  if (coord_reply(l, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, step, frag, l->cfg.timeout, what, err)) return -1;
-  int K = (int)m.u.quorum.n, k = -1;
+/* One attempt of the exchange with the quorum in l->members; 0: done (x written),
+ * 1: aborted (retry; x untouched), -1: failed. */
+static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, uint64_t qid, int K,
+                   size_t *bad, const char *what, atoll_err *err) {
+  int k = -1;
   peer *peers[MAX_PEERS] = {0};
   for (int i = 0; i < K; i++) {
     if (l->members[i].island == l->cfg.island && memcmp(l->members[i].key, l->pub, ATOLL_KEY_BYTES) == 0) {
@@ -303,13 +311,14 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
     if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && *bad == SIZE_MAX) *bad = lo + b;
   }
   for (int c = 0; c < K; c++)
-    if (c != k) send_piece(l, peers[c], step, frag, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
+    if (c != k) send_piece(l, peers[c], step, frag, qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
   memcpy(l->recv1 + qb * (size_t)k, l->send + qb * (size_t)k, qb);
   memset(l->got, 0, 2 * (size_t)K * nch);
   size_t need = (size_t)(K - 1) * nch, have1 = 0, have2 = 0;
   int sent2 = 0;
   size_t lo_k = (size_t)k * piece < n ? (size_t)k * piece : n, hi_k = lo_k + piece < n ? lo_k + piece : n;
   double last_progress = atoll_net_now();
+  atoll_wire_msg cm;
   for (;;) {
     if (have1 == need && !sent2) { /* my piece from every island, summed in quorum order */
       size_t len = hi_k - lo_k;
@@ -322,26 +331,27 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
       memset(l->mine2, 0, qb);
       atoll_q_encode(q, l->sum, len, l->mine2);
       for (int c = 0; c < K; c++)
-        if (c != k) send_piece(l, peers[c], step, frag, 2, (uint32_t)k, l->mine2, qb);
+        if (c != k) send_piece(l, peers[c], step, frag, qid, 2, (uint32_t)k, l->mine2, qb);
       memcpy(l->recv2 + qb * (size_t)k, l->mine2, qb);
       sent2 = 1;
     }
     if (sent2 && have2 == need) break;
-    char keyz[64], addr[64], why[200];
-    long len = atoll_sock_recv(l->pull, l->rbuf, ATOLL_WIRE_MAX_DATA, NULL, NULL, keyz, addr, 100);
-    if (len == -1) {
-      if (atoll_net_now() - last_progress > l->cfg.timeout) {
-        char missing[256] = "";
-        for (int i = 0; i < K; i++) {
-          size_t got = 0;
-          for (size_t c = 0; c < nch; c++) got += l->got[(size_t)i * nch + c] + l->got[((size_t)K + i) * nch + c];
-          if (i != k && got < 2 * nch)
-            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %u", l->members[i].island);
-        }
-        return atoll_fail(err, "%s: no data for %g s; waiting for island(s)%s", what, l->cfg.timeout, missing);
+    /* the coordinator may abort the attempt meanwhile (a member died or stalled) */
+    if (coord_poll(l, &cm, 0) && cm.type == ATOLL_WIRE_ABORT && cm.u.sync.revision == qid) return 1;
+    if (atoll_net_now() - last_progress > 2 * l->cfg.timeout) {
+      char missing[256] = "";
+      for (int i = 0; i < K; i++) {
+        size_t got = 0;
+        for (size_t c = 0; c < nch; c++) got += l->got[(size_t)i * nch + c] + l->got[((size_t)K + i) * nch + c];
+        if (i != k && got < 2 * nch)
+          snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %u", l->members[i].island);
       }
-      continue;
+      return atoll_fail(err, "%s: no data for %g s and no abort from the coordinator; waiting for island(s)%s", what,
+                        2 * l->cfg.timeout, missing);
     }
+    char keyz[64], addr[64], why[200];
+    long len = atoll_sock_recv(l->pull, l->rbuf, ATOLL_WIRE_MAX_DATA, NULL, NULL, keyz, addr, 50);
+    if (len == -1) continue;
     atoll_wire_msg d;
     uint8_t key[ATOLL_KEY_BYTES];
     int from = -1;
@@ -353,11 +363,13 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
       for (int i = 0; i < K; i++)
         if (l->members[i].island == w->from) from = i;
       if (d.type != ATOLL_WIRE_DATA) snprintf(why, sizeof why, "%s is not sent between islands", atoll_wire_type_name(d.type));
+      else if (w->quorum < qid) continue; /* an aborted attempt's data, still in flight: expected */
       else if (from < 0 || from == k) snprintf(why, sizeof why, "island %u is not a peer of this exchange", w->from);
       else if (!zmq_z85_decode(key, keyz) || memcmp(key, l->members[from].key, ATOLL_KEY_BYTES) != 0)
         snprintf(why, sizeof why, "claims to be island %u, whose key differs", w->from);
-      else if (w->step != step || w->fragment != frag)
-        snprintf(why, sizeof why, "stale (step %u, fragment %u)", w->step, w->fragment);
+      else if (w->step != step || w->fragment != frag || w->quorum != qid)
+        snprintf(why, sizeof why, "not of this exchange (step %u, fragment %u, quorum %llu)", w->step, w->fragment,
+                 (unsigned long long)w->quorum);
       else if (w->piece != (w->phase == 1 ? (uint32_t)k : (uint32_t)from) || w->total != qb || w->offset % CHUNK ||
                w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK))
         snprintf(why, sizeof why, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
@@ -379,9 +391,36 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
       fprintf(stderr, "island %u: dropped a data message from %s (key %.8s..., %s): %s\n", l->cfg.island,
               from >= 0 ? "a member" : "a peer", keyz, addr, why);
   }
+  /* every piece is here: apply only once every member has them too (all or nothing) */
+  atoll_wire_msg req = {.type = ATOLL_WIRE_DONE};
+  req.u.sync = (atoll_wire_sync){step, frag, qid, {0}};
+  if (coord_ask(l, &req, &cm, ATOLL_WIRE_GO, ATOLL_WIRE_ABORT, 2 * l->cfg.timeout, what, err)) return -1;
+  if (cm.type == ATOLL_WIRE_ABORT || cm.u.sync.revision != qid) return 1;
   for (int c = 0; c < K; c++) {
     size_t clo = (size_t)c * piece < n ? (size_t)c * piece : n, chi = clo + piece < n ? clo + piece : n;
     atoll_q_decode(q, l->recv2 + qb * (size_t)c, chi - clo, x + clo);
+  }
+  return 0;
+}
+
+int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, size_t *bad,
+                    atoll_err *err) {
+  double t0 = atoll_net_now();
+  char what[96];
+  snprintf(what, sizeof what, "outer exchange at step %u (fragment %u)", step, frag);
+  atoll_link_progress(l, step);
+  for (int tries = 0;; tries++) {
+    atoll_wire_msg req = {.type = ATOLL_WIRE_READY}, m;
+    req.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
+    l->waited_told = 0;
+    if (coord_ask(l, &req, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, l->cfg.timeout, what, err)) return -1;
+    int rc = attempt(l, q, x, n, step, frag, m.u.quorum.id, (int)m.u.quorum.n, bad, what, err);
+    if (rc < 0) return -1;
+    if (rc == 0) break;
+    l->stats.retries++;
+    fprintf(stderr, "island %u: %s: aborted by the coordinator (a member left or stalled); retrying with the others\n",
+            l->cfg.island, what);
+    if (tries > 1000) return atoll_fail(err, "%s: aborted 1000 times; giving up", what);
   }
   l->stats.exchanges++;
   l->stats.exchange_seconds += atoll_net_now() - t0;
@@ -392,11 +431,10 @@ int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atol
   double t0 = atoll_net_now();
   char what[64];
   snprintf(what, sizeof what, "commit of step %u", step);
-  atoll_wire_msg m = {.type = ATOLL_WIRE_COMMIT};
-  m.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}};
-  memcpy(m.u.sync.hash, hash, ATOLL_WIRE_HASH);
-  if (atoll_sock_send(l->coord, &l->coord_tx, &m, NULL, 0)) return atoll_fail(err, "%s: cannot reach the coordinator", what);
-  if (coord_reply(l, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, step, 0, l->cfg.timeout, what, err)) return -1;
+  atoll_wire_msg req = {.type = ATOLL_WIRE_COMMIT}, m;
+  req.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}};
+  memcpy(req.u.sync.hash, hash, ATOLL_WIRE_HASH);
+  if (coord_ask(l, &req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, what, err)) return -1;
   if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)
     return atoll_fail(err, "%s: the coordinator committed another hash than this island's", what);
   l->revision = m.u.sync.revision;

@@ -37,6 +37,7 @@ typedef struct {
 typedef struct {
   uint64_t wire_bytes;     /* sent by this island: frames, with ZMTP and CURVE overhead */
   uint64_t exchanges;
+  uint64_t retries;        /* attempts aborted by the coordinator */
   double exchange_seconds; /* in exchanges and commits, waits included */
   int members;             /* of the last quorum */
 } atoll_link_stats;

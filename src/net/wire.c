@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT",
-                              "COMMIT", "COMMITTED", "ERROR", "DATA"};
+static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT", "COMMIT",
+                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT"};
 
 const char *atoll_wire_type_name(int type) {
   return type >= 1 && type <= ATOLL_WIRE_TYPE_MAX ? NAMES[type] : "unknown";
@@ -106,6 +106,9 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
   case ATOLL_WIRE_READY:
   case ATOLL_WIRE_COMMIT:
   case ATOLL_WIRE_COMMITTED:
+  case ATOLL_WIRE_DONE:
+  case ATOLL_WIRE_GO:
+  case ATOLL_WIRE_ABORT:
     get_sync(&r, &m->u.sync);
     break;
   case ATOLL_WIRE_QUORUM: {
@@ -113,6 +116,7 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
     q->step = (uint32_t)get_le(&r, 4);
     q->fragment = (uint32_t)get_le(&r, 4);
     q->revision = get_le(&r, 8);
+    q->id = get_le(&r, 8);
     q->n = (uint32_t)get_le(&r, 4);
     if (r.bad) break;
     if (q->n < 1 || q->n > max_members || q->n > ATOLL_WIRE_MAX_MEMBERS)
@@ -136,6 +140,7 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
     atoll_wire_data *d = &m->u.data;
     d->step = (uint32_t)get_le(&r, 4);
     d->fragment = (uint32_t)get_le(&r, 4);
+    d->quorum = get_le(&r, 8);
     d->from = (uint32_t)get_le(&r, 4);
     d->phase = (uint8_t)get_le(&r, 1);
     d->piece = (uint32_t)get_le(&r, 4);
@@ -203,8 +208,8 @@ static void put_sync(wr *w, const atoll_wire_sync *s) {
 
 size_t atoll_wire_size(const atoll_wire_msg *m) {
   switch (m->type) {
-  case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 37 + m->u.data.len;
-  case ATOLL_WIRE_QUORUM: return ATOLL_WIRE_HEADER + 20 + (size_t)m->u.quorum.n * (4 + ATOLL_WIRE_KEY + 2 + ATOLL_WIRE_MAX_ENDPOINT);
+  case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 45 + m->u.data.len;
+  case ATOLL_WIRE_QUORUM: return ATOLL_WIRE_HEADER + 28 + (size_t)m->u.quorum.n * (4 + ATOLL_WIRE_KEY + 2 + ATOLL_WIRE_MAX_ENDPOINT);
   default: return ATOLL_WIRE_HEADER + 50 + ATOLL_WIRE_MAX_TEXT + 2;
   }
 }
@@ -228,11 +233,15 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
     break;
   case ATOLL_WIRE_READY:
   case ATOLL_WIRE_COMMIT:
-  case ATOLL_WIRE_COMMITTED: put_sync(&w, &m->u.sync); break;
+  case ATOLL_WIRE_COMMITTED:
+  case ATOLL_WIRE_DONE:
+  case ATOLL_WIRE_GO:
+  case ATOLL_WIRE_ABORT: put_sync(&w, &m->u.sync); break;
   case ATOLL_WIRE_QUORUM:
     put_le(&w, m->u.quorum.step, 4);
     put_le(&w, m->u.quorum.fragment, 4);
     put_le(&w, m->u.quorum.revision, 8);
+    put_le(&w, m->u.quorum.id, 8);
     put_le(&w, m->u.quorum.n, 4);
     for (uint32_t i = 0; i < m->u.quorum.n; i++) {
       put_le(&w, m->u.quorum.members[i].island, 4);
@@ -245,6 +254,7 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
   case ATOLL_WIRE_DATA:
     put_le(&w, m->u.data.step, 4);
     put_le(&w, m->u.data.fragment, 4);
+    put_le(&w, m->u.data.quorum, 8);
     put_le(&w, m->u.data.from, 4);
     put_le(&w, m->u.data.phase, 1);
     put_le(&w, m->u.data.piece, 4);

@@ -40,7 +40,10 @@ typedef enum {
   ATOLL_WIRE_COMMITTED = 7, /* coordinator -> island: every member agrees (revision, hash) */
   ATOLL_WIRE_ERROR = 8,     /* coordinator -> island: the exchange failed (text) */
   ATOLL_WIRE_DATA = 9,      /* island -> island: a range of an encoded outer gradient piece */
-  ATOLL_WIRE_TYPE_MAX = 9
+  ATOLL_WIRE_DONE = 10,     /* island -> coordinator: it holds every piece of quorum `revision` */
+  ATOLL_WIRE_GO = 11,       /* coordinator -> island: every member is done: apply the result */
+  ATOLL_WIRE_ABORT = 12,    /* coordinator -> island: a member died or stalled: discard, retry */
+  ATOLL_WIRE_TYPE_MAX = 12
 } atoll_wire_type;
 
 /* HELLO and HEARTBEAT */
@@ -52,7 +55,8 @@ typedef struct {
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1]; /* where its data socket listens */
 } atoll_wire_hello;
 
-/* READY, COMMIT, COMMITTED: one exchange is (step, fragment) */
+/* READY, COMMIT, COMMITTED, DONE, GO, ABORT: one exchange is (step, fragment); in
+ * DONE, GO and ABORT `revision` holds the quorum's id */
 typedef struct {
   uint32_t step, fragment;
   uint64_t revision;
@@ -69,6 +73,7 @@ typedef struct {
 typedef struct {
   uint32_t step, fragment;
   uint64_t revision;
+  uint64_t id;                /* this quorum's number: a retry gets a new one */
   uint32_t n;
   atoll_wire_member *members; /* points into storage the caller gives (max members) */
 } atoll_wire_quorum;
@@ -78,6 +83,7 @@ typedef struct {
  * piece) */
 typedef struct {
   uint32_t step, fragment;
+  uint64_t quorum; /* the quorum's id: data of an aborted attempt is stale */
   uint32_t from;  /* sender's island */
   uint8_t phase;  /* 1 or 2 */
   uint32_t piece;

@@ -180,7 +180,7 @@ static void gen(void) {
   put("commit.bin", &m);
   atoll_wire_member mem[3] = {{0, {1}, "tcp://a:1"}, {2, {2}, "tcp://b:2"}, {5, {3}, "tcp://c:3"}};
   m.type = ATOLL_WIRE_QUORUM;
-  m.u.quorum = (atoll_wire_quorum){100, 1, 9, 3, mem};
+  m.u.quorum = (atoll_wire_quorum){100, 1, 9, 4, 3, mem};
   put("quorum.bin", &m);
   m.type = ATOLL_WIRE_WAIT;
   snprintf(m.u.text, sizeof m.u.text, "waiting for islands");
@@ -188,8 +188,11 @@ static void gen(void) {
   uint8_t bytes[64];
   for (int i = 0; i < 64; i++) bytes[i] = (uint8_t)(i * 13);
   m.type = ATOLL_WIRE_DATA;
-  m.u.data = (atoll_wire_data){100, 1, 2, 1, 3, 64, 256, 64, bytes};
+  m.u.data = (atoll_wire_data){100, 1, 4, 2, 1, 3, 64, 256, 64, bytes};
   put("data.bin", &m);
+  m.type = ATOLL_WIRE_ABORT;
+  m.u.sync = (atoll_wire_sync){100, 1, 4, {0}};
+  put("abort.bin", &m);
 }
 #endif
 int main(int argc, char **argv) {

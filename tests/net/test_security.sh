@@ -45,8 +45,9 @@ grep -q "dropped HELLO from island 3 (key .*): replayed" "$T/coord.log" || fail 
 
 # 4. the coordinator carries on: a good island joins, and with island 3 forms a quorum
 #    (--min-islands 2: whichever is ready first is told to wait)
-$PEER $EP "$CPUB" "$T/bad/key.secret" 3 ready 3 >"$T/bad.out" 2>&1 &
+$PEER $EP "$CPUB" "$T/bad/key.secret" 3 ready 4 >"$T/bad.out" 2>&1 &
 P1=$!
+sleep 1
 $PEER $EP "$CPUB" "$T/good/key.secret" 5 ready 3 >"$T/good.out" 2>&1
 wait $P1
 grep -q "island 5 joined" "$T/coord.log" || fail "a good island could not join after the garbage"
