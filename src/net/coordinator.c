@@ -41,6 +41,8 @@ typedef struct {
   route commit_to;
   int waiting_told;       /* told to wait for this READY */
   uint64_t gen;           /* registration number: a slot reused by another island differs */
+  int joining;            /* 1: behind, fetches the state at the next commit; 2: told where */
+  uint64_t hello_session; /* the session of its HELLO: another one is a restarted process */
 } member;
 
 /* A set of members (slot and registration), in island order. */
@@ -69,6 +71,7 @@ typedef struct {
   group cq;        /* the members that applied the last exchange: they commit its step */
   uint64_t next_id, go_id;
   uint64_t gens;
+  int last_members; /* islands in the last exchange applied */
   int restored_members; /* members in the state file: wait for them (or the grace) after a restart */
   double started;
   atoll_wire_member qmem[MAX_MEMBERS]; /* the open exchange's QUORUM, resent on a repeated READY */
@@ -203,23 +206,39 @@ static void abort_exchange(coord *c, const char *why) {
 
 static void send_quorum(coord *c, member *m) {
   atoll_wire_msg msg = {.type = ATOLL_WIRE_QUORUM};
-  msg.u.quorum = (atoll_wire_quorum){c->xq.step, c->xq.frag, c->revision, c->xq.id, (uint32_t)c->xq.n, c->qmem};
+  msg.u.quorum = (atoll_wire_quorum){c->xq.step, c->xq.frag, c->revision, c->xq.id, {0}, (uint32_t)c->xq.n, c->qmem};
+  memcpy(msg.u.quorum.hash, c->hash, ATOLL_WIRE_HASH);
   send_to(c, &m->ready_to, &msg);
 }
 
 /* Forms the quorum when every live member is ready for the same exchange. */
 static void try_quorum(coord *c) {
   if (c->xq.open) return;
-  int n = 0, ready = 0;
-  uint32_t step = 0, frag = 0;
+  int n = 0, ready = 0, differ = 0;
+  uint32_t step = 0, frag = 0, hi_step = 0, hi_frag = 0;
   for (int i = 0; i < MAX_MEMBERS; i++) {
-    if (!c->m[i].used) continue;
+    if (c->m[i].used && c->m[i].joining == 2) return; /* fetching the state: it is about to be a member */
+    if (!c->m[i].used || c->m[i].joining) continue;
     n++;
     if (!c->m[i].ready) return;
-    if (ready++ == 0) step = c->m[i].ready_step, frag = c->m[i].ready_frag;
-    else if (c->m[i].ready_step != step || c->m[i].ready_frag != frag) return;
+    uint32_t s = c->m[i].ready_step, f = c->m[i].ready_frag;
+    if (ready++ == 0) step = hi_step = s, frag = hi_frag = f;
+    else if (s != step || f != frag) differ = 1;
+    if (s > hi_step || (s == hi_step && f > hi_frag)) hi_step = s, hi_frag = f;
   }
   if (n == 0) return;
+  if (differ) { /* those behind the most advanced fetch the state at the next commit */
+    for (int i = 0; i < MAX_MEMBERS; i++) {
+      member *m = &c->m[i];
+      if (!m->used || m->joining || (m->ready_step == hi_step && m->ready_frag == hi_frag)) continue;
+      m->joining = 1;
+      send_text(c, &m->ready_to, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
+      fprintf(stderr, "coordinator: island %u is behind (ready for step %u, the others for step %u): it joins at the next commit\n",
+              m->island, m->ready_step, hi_step);
+    }
+    try_quorum(c);
+    return;
+  }
   /* after a restart, the islands of the state file get a grace to re-register */
   if (n < c->restored_members && atoll_net_now() - c->started < c->cfg->island_timeout) return;
   if (n < c->cfg->min_islands) {
@@ -239,7 +258,7 @@ static void try_quorum(coord *c) {
   int k = 0;
   for (uint32_t id = 0; id < ATOLL_WIRE_MAX_MEMBERS && k < n; id++)
     for (int i = 0; i < MAX_MEMBERS; i++)
-      if (c->m[i].used && c->m[i].island == id) {
+      if (c->m[i].used && !c->m[i].joining && c->m[i].island == id) {
         c->qmem[k].island = id;
         memcpy(c->qmem[k].key, c->m[i].key, ATOLL_KEY_BYTES);
         snprintf(c->qmem[k].endpoint, sizeof c->qmem[k].endpoint, "%s", c->m[i].endpoint);
@@ -270,7 +289,9 @@ static void try_go(coord *c) {
   }
   c->go_id = c->xq.id;
   c->xq.open = 0;
-  if (c->cq.step != c->xq.step || c->cq.n != c->xq.n) fprintf(stderr, "coordinator: step %u: %d islands in the exchange\n", c->xq.step, c->xq.n);
+  if (c->last_members != c->xq.n)
+    fprintf(stderr, "coordinator: step %u: %d islands in the exchange (were %d)\n", c->xq.step, c->xq.n, c->last_members);
+  c->last_members = c->xq.n;
   c->cq = c->xq; /* its members commit the step */
 }
 
@@ -300,11 +321,45 @@ static void try_commit(coord *c) {
     save_state(c);
   }
   hex(first->commit_hash, h);
+  /* joining islands that asked (READY) fetch this commit's state from the first member */
+  atoll_wire_member joiners[MAX_MEMBERS], donor;
+  int njoin = 0;
+  for (uint32_t id = 0; same && id < ATOLL_WIRE_MAX_MEMBERS; id++) /* in island order */
+    for (int i = 0; i < MAX_MEMBERS; i++) {
+    member *m = &c->m[i];
+    if (!m->used || m->joining != 1 || !m->ready || m->island != id) continue;
+    joiners[njoin].island = m->island;
+    memcpy(joiners[njoin].key, m->key, ATOLL_KEY_BYTES);
+    snprintf(joiners[njoin++].endpoint, sizeof joiners[0].endpoint, "%s", m->endpoint);
+  }
+  if (njoin) {
+    donor.island = first->island;
+    memcpy(donor.key, first->key, ATOLL_KEY_BYTES);
+    snprintf(donor.endpoint, sizeof donor.endpoint, "%s", first->endpoint);
+    for (int i = 0; i < MAX_MEMBERS; i++) {
+      member *m = &c->m[i];
+      if (!m->used || m->joining != 1 || !m->ready) continue;
+      atoll_wire_msg sf = {.type = ATOLL_WIRE_STATE_FROM};
+      sf.u.quorum = (atoll_wire_quorum){g->step, 0, c->revision, c->revision, {0}, 1, &donor};
+      memcpy(sf.u.quorum.hash, c->hash, ATOLL_WIRE_HASH);
+      send_to(c, &m->ready_to, &sf);
+      m->joining = 2;
+      m->ready = 0;
+      fprintf(stderr, "coordinator: island %u joins at step %u: fetches revision %llu (hash %s) from island %u\n", m->island,
+              g->step, (unsigned long long)c->revision, h, donor.island);
+    }
+  }
   for (int j = 0; j < g->n; j++) {
     member *m = group_member(c, g, j);
     if (!m) continue;
     if (same) {
-      send_sync(c, &m->commit_to, ATOLL_WIRE_COMMITTED, g->step, 0, c->revision, c->hash);
+      send_sync(c, &m->commit_to, ATOLL_WIRE_COMMITTED, g->step, m == first ? (uint32_t)njoin : 0, c->revision, c->hash);
+      if (m == first && njoin) {
+        atoll_wire_msg feed = {.type = ATOLL_WIRE_FEED};
+        feed.u.quorum = (atoll_wire_quorum){g->step, 0, c->revision, c->revision, {0}, (uint32_t)njoin, joiners};
+        memcpy(feed.u.quorum.hash, c->hash, ATOLL_WIRE_HASH);
+        send_to(c, &m->commit_to, &feed);
+      }
     } else {
       char mh[17];
       hex(m->commit_hash, mh);
@@ -401,10 +456,32 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
     return;
   }
   m->last_heard = atoll_net_now();
+  if (msg.type == ATOLL_WIRE_HELLO) {
+    if (m->hello_session && m->hello_session != msg.session) { /* the island's process was restarted */
+      fprintf(stderr, "coordinator: island %u restarted (a new process with the same key); it joins anew\n", m->island);
+      int in_exchange = c->xq.open && in_group(c, &c->xq, m) >= 0;
+      char why[96];
+      snprintf(why, sizeof why, "island %u restarted", m->island);
+      if (in_exchange) abort_exchange(c, why);
+      m->gen = ++c->gens; /* no longer the member of any exchange or commit in flight */
+      m->ready = m->committed = m->joining = 0;
+      try_commit(c);
+    }
+    m->hello_session = msg.session;
+  }
   switch (msg.type) {
   case ATOLL_WIRE_HELLO:
   case ATOLL_WIRE_HEARTBEAT:
     m->step = msg.u.hello.step;
+    /* more than one revision behind (a restarted island, or one still fetching when
+     * this coordinator restarted): not waited for; it joins when it asks (READY) */
+    if (!m->joining && msg.u.hello.revision + 1 < c->revision) {
+      m->joining = 1;
+      m->ready = 0;
+      fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins when it asks\n", m->island,
+              (unsigned long long)msg.u.hello.revision, (unsigned long long)c->revision);
+      try_quorum(c);
+    }
     snprintf(m->endpoint, sizeof m->endpoint, "%s", msg.u.hello.endpoint);
     break;
   case ATOLL_WIRE_READY: /* islands repeat READY until they get an answer */
@@ -414,6 +491,16 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
       break;
     }
     if (!(m->ready && m->ready_step == msg.u.sync.step && m->ready_frag == msg.u.sync.fragment)) m->waiting_told = 0;
+    if (c->revision > 0 && msg.u.sync.revision != c->revision) {
+      if (!m->joining) {
+        fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins at the next commit\n", m->island,
+                (unsigned long long)msg.u.sync.revision, (unsigned long long)c->revision);
+        send_text(c, from, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
+      }
+      if (m->joining != 2) m->joining = 1;
+    } else {
+      m->joining = 0;
+    }
     m->ready = 1;
     m->ready_step = msg.u.sync.step;
     m->ready_frag = msg.u.sync.fragment;
@@ -447,7 +534,7 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
       memset(g, 0, sizeof *g);
       g->step = msg.u.sync.step;
       for (int i = 0; i < MAX_MEMBERS; i++)
-        if (c->m[i].used) g->slot[g->n] = i, g->gen[g->n++] = c->m[i].gen;
+        if (c->m[i].used && !c->m[i].joining) g->slot[g->n] = i, g->gen[g->n++] = c->m[i].gen;
     }
     try_commit(c);
     break;
@@ -475,7 +562,9 @@ static void expire(coord *c) {
   }
   /* a member that is alive but does not finish the exchange in time stalls it: it is
    * dropped (its heartbeats bring it back as a new member) and the others retry */
-  if (c->xq.open && now - c->xq.opened > c->cfg->island_timeout) {
+  /* (twice the silence limit: a member waiting for a dead one is not itself stalled,
+   * and the dead one's silence is noticed first) */
+  if (c->xq.open && now - c->xq.opened > 2 * c->cfg->island_timeout) {
     char why[160] = "stalled:";
     for (int j = 0; j < c->xq.n; j++) {
       member *m = group_member(c, &c->xq, j);

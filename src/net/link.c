@@ -7,6 +7,7 @@
 #include "net/zap.h"
 
 #include <pthread.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,18 +46,30 @@ struct atoll_link {
   int hb_started;
   atomic_int hb_stop;
   atomic_uint step;
+  atomic_ullong hb_revision; /* what heartbeats report */
   uint64_t revision;
   atoll_link_stats stats;
   uint64_t hb_bytes;
   peer peers[MAX_PEERS];
   atoll_wire_member members[MAX_PEERS];
   uint8_t *rbuf;
-  /* exchange scratch */
-  size_t cap;
+  /* exchange scratch, each with its capacity */
+  size_t cap_bytes, cap_mine, cap_got, cap_floats;
   uint8_t *send, *recv1, *recv2, *mine2, *got;
   float *sum, *decoded;
   int waited_told;
+  float *global, *momentum; /* the island's outer state (atoll_link_bind) */
+  size_t state_n;
+  uint32_t joined_step;
 };
+
+void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n) {
+  l->global = global;
+  l->momentum = momentum;
+  l->state_n = n;
+}
+
+uint32_t atoll_link_joined_step(const atoll_link *l) { return l->joined_step; }
 
 /* ---------------------------------------------------------------- heartbeat --- */
 
@@ -78,6 +91,7 @@ static void *heartbeat_main(void *arg) {
       atoll_wire_msg m = {.type = ATOLL_WIRE_HEARTBEAT};
       m.u.hello.island = l->cfg.island;
       m.u.hello.step = atomic_load(&l->step);
+      m.u.hello.revision = atomic_load(&l->hb_revision);
       snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
       atoll_sock_send(s, &tx, &m, NULL, 0);
       next = atoll_net_now() + l->cfg.heartbeat;
@@ -105,7 +119,9 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
     goto fail;
   l->ctx = zmq_ctx_new();
   zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, cfg->streams < 4 ? cfg->streams : 4);
-  if (atoll_zap_start(&l->zap, l->ctx, "island", 2.0, err)) goto fail;
+  char label[32];
+  snprintf(label, sizeof label, "island %u", cfg->island);
+  if (atoll_zap_start(&l->zap, l->ctx, label, 0.0, err)) goto fail;
   l->pull = atoll_sock_server(l->ctx, ZMQ_PULL, l->sec, err);
   if (!l->pull) goto fail;
   if (zmq_bind(l->pull, cfg->listen)) {
@@ -211,7 +227,10 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
       limit = l->cfg.wait_timeout; /* waiting for islands is allowed to take longer */
       continue;
     }
-    if ((m->type == a || m->type == b) && msg_step(m) == step && msg_frag(m) == fragment) return 0;
+    /* (COMMITTED's fragment field counts the joining islands this one is to feed) */
+    if ((m->type == a || m->type == b) && msg_step(m) == step && (msg_frag(m) == fragment || m->type == ATOLL_WIRE_COMMITTED))
+      return 0;
+    if (m->type == ATOLL_WIRE_STATE_FROM && a == ATOLL_WIRE_QUORUM) return 0; /* this island is behind: it joins */
     /* an answer to an earlier request (repeated, or of an aborted attempt): not this one */
   }
   return atoll_fail(err, "%s: no answer from the coordinator %s within %g s", what, l->join, limit);
@@ -254,19 +273,19 @@ static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err
   return p;
 }
 
+/* Scratch for an exchange of K pieces of qb bytes (piece floats, nch chunks each);
+ * each buffer grows on its own (K changes between exchanges). */
 static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch) {
-  size_t need = qb * (size_t)members + 1;
-  size_t want = need + sizeof(float) * (piece + 1) * 2 + 2 * (size_t)members * nch + 1;
-  if (want <= l->cap) return 0;
+  size_t need = qb * (size_t)members + 1, gotn = 2 * (size_t)members * nch + 1, fl = sizeof(float) * (piece + 1);
+  if (need <= l->cap_bytes && qb + 1 <= l->cap_mine && gotn <= l->cap_got && fl <= l->cap_floats) return 0;
   free(l->send), free(l->recv1), free(l->recv2), free(l->mine2), free(l->got), free(l->sum), free(l->decoded);
-  l->send = malloc(need), l->recv1 = malloc(need), l->recv2 = malloc(need), l->mine2 = malloc(qb + 1);
-  l->got = malloc(2 * (size_t)members * nch + 1);
-  l->sum = malloc(sizeof(float) * (piece + 1)), l->decoded = malloc(sizeof(float) * (piece + 1));
-  if (!l->send || !l->recv1 || !l->recv2 || !l->mine2 || !l->got || !l->sum || !l->decoded) {
-    l->cap = 0;
-    return -1;
-  }
-  l->cap = want;
+  size_t nb = need > l->cap_bytes ? need : l->cap_bytes, nm = qb + 1 > l->cap_mine ? qb + 1 : l->cap_mine;
+  size_t ng = gotn > l->cap_got ? gotn : l->cap_got, nf = fl > l->cap_floats ? fl : l->cap_floats;
+  l->send = malloc(nb), l->recv1 = malloc(nb), l->recv2 = malloc(nb), l->mine2 = malloc(nm), l->got = malloc(ng);
+  l->sum = malloc(nf), l->decoded = malloc(nf);
+  l->cap_bytes = l->cap_mine = l->cap_got = l->cap_floats = 0;
+  if (!l->send || !l->recv1 || !l->recv2 || !l->mine2 || !l->got || !l->sum || !l->decoded) return -1;
+  l->cap_bytes = nb, l->cap_mine = nm, l->cap_got = ng, l->cap_floats = nf;
   return 0;
 }
 
@@ -317,7 +336,7 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
   size_t need = (size_t)(K - 1) * nch, have1 = 0, have2 = 0;
   int sent2 = 0;
   size_t lo_k = (size_t)k * piece < n ? (size_t)k * piece : n, hi_k = lo_k + piece < n ? lo_k + piece : n;
-  double last_progress = atoll_net_now();
+  double last_progress = atoll_net_now(), last_ask = last_progress;
   atoll_wire_msg cm;
   for (;;) {
     if (have1 == need && !sent2) { /* my piece from every island, summed in quorum order */
@@ -336,8 +355,19 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
       sent2 = 1;
     }
     if (sent2 && have2 == need) break;
-    /* the coordinator may abort the attempt meanwhile (a member died or stalled) */
-    if (coord_poll(l, &cm, 0) && cm.type == ATOLL_WIRE_ABORT && cm.u.sync.revision == qid) return 1;
+    /* the coordinator may abort the attempt meanwhile (a member died or stalled), or,
+     * restarted, know nothing of it: asked again (READY) it forms a new quorum */
+    if (coord_poll(l, &cm, 0)) {
+      if (cm.type == ATOLL_WIRE_ABORT && cm.u.sync.revision == qid) return 1;
+      if (cm.type == ATOLL_WIRE_QUORUM && cm.u.quorum.step == step && cm.u.quorum.fragment == frag && cm.u.quorum.id != qid)
+        return 1;
+    }
+    if (atoll_net_now() - last_progress > 1.0 && atoll_net_now() - last_ask > 1.0) {
+      atoll_wire_msg again = {.type = ATOLL_WIRE_READY};
+      again.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
+      atoll_sock_send(l->coord, &l->coord_tx, &again, NULL, 0);
+      last_ask = atoll_net_now();
+    }
     if (atoll_net_now() - last_progress > 2 * l->cfg.timeout) {
       char missing[256] = "";
       for (int i = 0; i < K; i++) {
@@ -403,6 +433,99 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
   return 0;
 }
 
+/* A joining island fetches the committed state (global weights, outer momentum) from
+ * the member named in STATE_FROM, checks its hash and adopts it. */
+static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) {
+  const atoll_wire_member *donor = &sf->u.quorum.members[0];
+  uint32_t step = sf->u.quorum.step;
+  uint64_t id = sf->u.quorum.id;
+  uint8_t want[ATOLL_WIRE_HASH], key[ATOLL_KEY_BYTES];
+  memcpy(want, sf->u.quorum.hash, ATOLL_WIRE_HASH);
+  atoll_zap_allow(l->zap, donor->key);
+  size_t qb = l->state_n * sizeof(float), CHUNK = chunk_of(qb), nch = (qb + CHUNK - 1) / CHUNK;
+  uint8_t *buf = malloc(2 * qb + 1), *got = calloc(2 * nch + 1, 1);
+  if (!buf || !got) {
+    free(buf), free(got);
+    return atoll_fail(err, "out of memory for the joining state");
+  }
+  fprintf(stderr, "island %u: joining at step %u: fetching revision %llu from island %u\n", l->cfg.island, step,
+          (unsigned long long)sf->u.quorum.revision, donor->island);
+  size_t have = 0;
+  double last = atoll_net_now();
+  while (have < 2 * nch) {
+    if (atoll_net_now() - last > 2 * l->cfg.timeout) {
+      free(buf), free(got);
+      fprintf(stderr, "island %u: joining at step %u: no state from island %u for %g s; asking again\n", l->cfg.island, step,
+              donor->island, 2 * l->cfg.timeout);
+      return 1;
+    }
+    char keyz[64], addr[64], why[200];
+    long len = atoll_sock_recv(l->pull, l->rbuf, ATOLL_WIRE_MAX_DATA, NULL, NULL, keyz, addr, 100);
+    if (len == -1) continue;
+    atoll_wire_msg d;
+    if (len < 0 || len > (long)ATOLL_WIRE_MAX_DATA || atoll_wire_parse(l->rbuf, (size_t)len, &d, NULL, 0, why, sizeof why))
+      continue; /* the exchange's checks name such peers; here only the donor's state counts */
+    const atoll_wire_data *w = &d.u.data;
+    if (d.type != ATOLL_WIRE_DATA || w->phase < 3 || w->quorum != id || w->step != step) continue; /* earlier traffic */
+    if (!zmq_z85_decode(key, keyz) || memcmp(key, donor->key, ATOLL_KEY_BYTES) || w->from != donor->island ||
+        w->total != qb || w->offset % CHUNK || w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK)) {
+      fprintf(stderr, "island %u: dropped a state message from key %.8s... (%s): not the donor's, or the model's size differs\n",
+              l->cfg.island, keyz, addr);
+      continue;
+    }
+    uint8_t *seen = &got[(size_t)(w->phase - 3) * nch + w->offset / CHUNK];
+    if (*seen) continue;
+    *seen = 1;
+    memcpy(buf + (size_t)(w->phase - 3) * qb + w->offset, w->bytes, w->len);
+    have++;
+    last = atoll_net_now();
+  }
+  uint8_t hash[ATOLL_WIRE_HASH];
+  crypto_generichash(hash, sizeof hash, buf, qb, NULL, 0);
+  if (memcmp(hash, want, ATOLL_WIRE_HASH) != 0) {
+    free(buf), free(got);
+    return atoll_fail(err, "joining at step %u: the weights fetched from island %u do not match the quorum's hash; refusing them",
+                      step, donor->island);
+  }
+  memcpy(l->global, buf, qb);
+  memcpy(l->momentum, buf + qb, qb);
+  free(buf), free(got);
+  l->revision = sf->u.quorum.revision;
+  atomic_store(&l->hb_revision, l->revision);
+  l->joined_step = step;
+  fprintf(stderr, "island %u: joined at step %u (revision %llu, hash checked)\n", l->cfg.island, step,
+          (unsigned long long)l->revision);
+  return 0;
+}
+
+/* The first member of a commit sends the committed state to the joining islands. */
+static int feed_state(atoll_link *l, int expect, atoll_err *err) {
+  atoll_wire_msg m;
+  double t0 = atoll_net_now();
+  while (!coord_poll(l, &m, 100) || m.type != ATOLL_WIRE_FEED) {
+    if (atoll_net_now() - t0 > l->cfg.timeout) {
+      fprintf(stderr, "island %u: %d joining island(s) announced, but no FEED arrived; they will time out\n", l->cfg.island, expect);
+      return 0;
+    }
+  }
+  size_t qb = l->state_n * sizeof(float);
+  for (uint32_t i = 0; i < m.u.quorum.n; i++) {
+    for (int j = 0; j < MAX_PEERS; j++) /* a joining island is a new process: no stale connection */
+      if (l->peers[j].used && l->peers[j].island == m.u.quorum.members[i].island) {
+        for (int st = 0; st < MAX_STREAMS; st++)
+          if (l->peers[j].push[st]) zmq_close(l->peers[j].push[st]), l->peers[j].push[st] = NULL;
+        l->peers[j].used = 0;
+      }
+    peer *p = peer_for(l, &m.u.quorum.members[i], err);
+    if (!p) return -1;
+    send_piece(l, p, m.u.quorum.step, 0, m.u.quorum.id, 3, 0, (const uint8_t *)l->global, qb);
+    send_piece(l, p, m.u.quorum.step, 0, m.u.quorum.id, 4, 0, (const uint8_t *)l->momentum, qb);
+    fprintf(stderr, "island %u: sent the state of step %u to joining island %u\n", l->cfg.island, m.u.quorum.step,
+            m.u.quorum.members[i].island);
+  }
+  return 0;
+}
+
 int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, size_t *bad,
                     atoll_err *err) {
   double t0 = atoll_net_now();
@@ -414,10 +537,21 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
     req.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
     l->waited_told = 0;
     if (coord_ask(l, &req, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, l->cfg.timeout, what, err)) return -1;
+    if (m.type == ATOLL_WIRE_STATE_FROM) {
+      if (!l->global) return atoll_fail(err, "%s: this island is behind, and has no state to adopt", what);
+      int rc = fetch_state(l, &m, err);
+      if (rc < 0) return -1;
+      if (rc == 0) return 2;
+      if (atoll_net_now() - t0 > l->cfg.wait_timeout)
+        return atoll_fail(err, "%s: could not fetch the state to join within %g s", what, l->cfg.wait_timeout);
+      continue; /* the donor died or the coordinator restarted: ask again */
+    }
     int rc = attempt(l, q, x, n, step, frag, m.u.quorum.id, (int)m.u.quorum.n, bad, what, err);
     if (rc < 0) return -1;
     if (rc == 0) break;
     l->stats.retries++;
+    if (atoll_net_now() - t0 > l->cfg.wait_timeout)
+      return atoll_fail(err, "%s: no exchange succeeded within %g s (%d attempts aborted)", what, l->cfg.wait_timeout, tries + 1);
     fprintf(stderr, "island %u: %s: aborted by the coordinator (a member left or stalled); retrying with the others\n",
             l->cfg.island, what);
     if (tries > 1000) return atoll_fail(err, "%s: aborted 1000 times; giving up", what);
@@ -438,6 +572,8 @@ int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atol
   if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)
     return atoll_fail(err, "%s: the coordinator committed another hash than this island's", what);
   l->revision = m.u.sync.revision;
+  atomic_store(&l->hb_revision, l->revision);
+  if (m.u.sync.fragment > 0 && l->global && feed_state(l, (int)m.u.sync.fragment, err)) return -1;
   l->stats.exchange_seconds += atoll_net_now() - t0;
   return 0;
 }

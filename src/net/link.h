@@ -46,10 +46,17 @@ typedef struct atoll_link atoll_link;
 
 int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err);
 void atoll_link_close(atoll_link *l);
+/* The island's outer state (global weights, outer momentum, n floats each): what it
+ * sends to joining islands, and what it replaces when it joins. */
+void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n);
+/* The step after which this island joined (0: it did not). */
+uint32_t atoll_link_joined_step(const atoll_link *l);
 /* What the heartbeats report: inner steps done, last committed revision and hash. */
 void atoll_link_progress(atoll_link *l, uint32_t step);
 /* The mean over the quorum of x[0, n) (see above), in place. *bad: index of the
- * first NaN or Inf in this island's x, or SIZE_MAX. */
+ * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), or 2: this
+ * island was behind and joined instead: the bound state is the committed one after
+ * step atoll_link_joined_step, x is untouched. */
 int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t fragment, size_t *bad,
                     atoll_err *err);
 /* After the step's exchanges: every member's hash of its global weights must agree;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT", "COMMIT",
-                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT"};
+                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM"};
 
 const char *atoll_wire_type_name(int type) {
   return type >= 1 && type <= ATOLL_WIRE_TYPE_MAX ? NAMES[type] : "unknown";
@@ -111,12 +111,15 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
   case ATOLL_WIRE_ABORT:
     get_sync(&r, &m->u.sync);
     break;
-  case ATOLL_WIRE_QUORUM: {
+  case ATOLL_WIRE_QUORUM:
+  case ATOLL_WIRE_FEED:
+  case ATOLL_WIRE_STATE_FROM: {
     atoll_wire_quorum *q = &m->u.quorum;
     q->step = (uint32_t)get_le(&r, 4);
     q->fragment = (uint32_t)get_le(&r, 4);
     q->revision = get_le(&r, 8);
     q->id = get_le(&r, 8);
+    take(&r, q->hash, ATOLL_WIRE_HASH);
     q->n = (uint32_t)get_le(&r, 4);
     if (r.bad) break;
     if (q->n < 1 || q->n > max_members || q->n > ATOLL_WIRE_MAX_MEMBERS)
@@ -148,7 +151,7 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
     d->total = get_le(&r, 8);
     d->len = (uint32_t)get_le(&r, 4);
     if (r.bad) break;
-    if (d->phase != 1 && d->phase != 2) return fail(why, whysz, "%s: phase %u", name, d->phase);
+    if (d->phase < 1 || d->phase > 4) return fail(why, whysz, "%s: phase %u", name, d->phase);
     if (d->from >= ATOLL_WIRE_MAX_MEMBERS || d->piece >= ATOLL_WIRE_MAX_MEMBERS)
       return fail(why, whysz, "%s: island %u / piece %u out of range", name, d->from, d->piece);
     if (d->total > ((uint64_t)1 << 40) || d->offset > d->total || d->len > d->total - d->offset)
@@ -209,7 +212,9 @@ static void put_sync(wr *w, const atoll_wire_sync *s) {
 size_t atoll_wire_size(const atoll_wire_msg *m) {
   switch (m->type) {
   case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 45 + m->u.data.len;
-  case ATOLL_WIRE_QUORUM: return ATOLL_WIRE_HEADER + 28 + (size_t)m->u.quorum.n * (4 + ATOLL_WIRE_KEY + 2 + ATOLL_WIRE_MAX_ENDPOINT);
+  case ATOLL_WIRE_QUORUM:
+  case ATOLL_WIRE_FEED:
+  case ATOLL_WIRE_STATE_FROM: return ATOLL_WIRE_HEADER + 28 + ATOLL_WIRE_HASH + (size_t)m->u.quorum.n * (4 + ATOLL_WIRE_KEY + 2 + ATOLL_WIRE_MAX_ENDPOINT);
   default: return ATOLL_WIRE_HEADER + 50 + ATOLL_WIRE_MAX_TEXT + 2;
   }
 }
@@ -238,10 +243,13 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
   case ATOLL_WIRE_GO:
   case ATOLL_WIRE_ABORT: put_sync(&w, &m->u.sync); break;
   case ATOLL_WIRE_QUORUM:
+  case ATOLL_WIRE_FEED:
+  case ATOLL_WIRE_STATE_FROM:
     put_le(&w, m->u.quorum.step, 4);
     put_le(&w, m->u.quorum.fragment, 4);
     put_le(&w, m->u.quorum.revision, 8);
     put_le(&w, m->u.quorum.id, 8);
+    put(&w, m->u.quorum.hash, ATOLL_WIRE_HASH);
     put_le(&w, m->u.quorum.n, 4);
     for (uint32_t i = 0; i < m->u.quorum.n; i++) {
       put_le(&w, m->u.quorum.members[i].island, 4);

@@ -43,7 +43,9 @@ typedef enum {
   ATOLL_WIRE_DONE = 10,     /* island -> coordinator: it holds every piece of quorum `revision` */
   ATOLL_WIRE_GO = 11,       /* coordinator -> island: every member is done: apply the result */
   ATOLL_WIRE_ABORT = 12,    /* coordinator -> island: a member died or stalled: discard, retry */
-  ATOLL_WIRE_TYPE_MAX = 12
+  ATOLL_WIRE_FEED = 13,     /* coordinator -> island: send your state to these joining islands */
+  ATOLL_WIRE_STATE_FROM = 14, /* coordinator -> joining island: fetch the state from this member */
+  ATOLL_WIRE_TYPE_MAX = 14
 } atoll_wire_type;
 
 /* HELLO and HEARTBEAT */
@@ -69,23 +71,27 @@ typedef struct {
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
 } atoll_wire_member;
 
-/* QUORUM: members in island order (the order of the sum) */
+/* QUORUM: members in island order (the order of the sum); FEED: the joining islands
+ * to send state to; STATE_FROM: the member to fetch it from. hash: the committed
+ * global weights' hash of `revision`, after step `step` (FEED, STATE_FROM) */
 typedef struct {
   uint32_t step, fragment;
   uint64_t revision;
   uint64_t id;                /* this quorum's number: a retry gets a new one */
+  uint8_t hash[ATOLL_WIRE_HASH];
   uint32_t n;
   atoll_wire_member *members; /* points into storage the caller gives (max members) */
 } atoll_wire_quorum;
 
 /* DATA: bytes [offset, offset + len) of `total` of piece `piece`, phase 1 (the
- * sender's encoding of the receiver's piece) or 2 (the sender's encoded mean of its
- * piece) */
+ * sender's encoding of the receiver's piece), 2 (the sender's encoded mean of its
+ * piece), 3 (a joining island's state: global weights, fp32) or 4 (its outer
+ * momentum, fp32) */
 typedef struct {
   uint32_t step, fragment;
   uint64_t quorum; /* the quorum's id: data of an aborted attempt is stale */
   uint32_t from;  /* sender's island */
-  uint8_t phase;  /* 1 or 2 */
+  uint8_t phase;  /* 1 to 4 */
   uint32_t piece;
   uint64_t offset, total;
   uint32_t len;

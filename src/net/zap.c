@@ -19,6 +19,8 @@ struct atoll_zap {
   atomic_int stop, refused;
   pthread_cond_t changed;
   double grace; /* seconds to wait for an unknown key to be added */
+  uint8_t last_refused[ATOLL_KEY_BYTES]; /* log a retrying peer's refusals once per 10 s */
+  double last_logged;
   char label[64];
   int n;
   uint8_t keys[MAX_KEYS][ATOLL_KEY_BYTES];
@@ -118,8 +120,17 @@ static void *zap_main(void *arg) {
     int ok = nf == 7 && strcmp(f[5], "CURVE") == 0 && len[6] == ATOLL_KEY_BYTES && allowed(z, (uint8_t *)f[6], z->grace);
     char who[ATOLL_KEY_Z85 + 1] = "";
     if (nf == 7 && len[6] == ATOLL_KEY_BYTES) atoll_key_z85((uint8_t *)f[6], who);
-    if (!ok) {
-      atomic_fetch_add(&z->refused, 1);
+    struct timespec now_ts;
+    clock_gettime(CLOCK_MONOTONIC, &now_ts);
+    double now = (double)now_ts.tv_sec + now_ts.tv_nsec * 1e-9;
+    int quiet = !ok && nf == 7 && len[6] == ATOLL_KEY_BYTES && memcmp(z->last_refused, f[6], ATOLL_KEY_BYTES) == 0 &&
+                now - z->last_logged < 10;
+    if (!ok && nf == 7 && len[6] == ATOLL_KEY_BYTES && !quiet) {
+      memcpy(z->last_refused, f[6], ATOLL_KEY_BYTES);
+      z->last_logged = now;
+    }
+    if (!ok) atomic_fetch_add(&z->refused, 1);
+    if (!ok && !quiet) {
       fprintf(stderr, "%s: refused a connection from %s: %s key %s is not in the allow-list\n", z->label, f[3], f[5],
               who[0] ? who : "(none)");
     }

@@ -33,7 +33,14 @@ struct atoll_diloco {
   size_t bad_at;             /* first non-finite outer gradient value this sync (flat index), or SIZE_MAX */
   int64_t *verdicts;         /* [world size][3]: every rank's view of the sync */
   float *tie_global, *tie_momentum; /* [wte] with an embedding tie */
+  int jump_to;               /* with a link: the step this island joined at, for the loop */
 };
+
+int atoll_diloco_take_jump(atoll_diloco *d) {
+  int j = d->jump_to;
+  d->jump_to = 0;
+  return j;
+}
 
 /* Fragments: contiguous runs of units (embeddings, blocks, final LayerNorm), cut on
  * the whole model where the running size passes p/F of it (F fragments), so that every layout (any
@@ -119,6 +126,7 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
     return atoll_fail(err, "out of memory for the outer state");
   }
   plan_fragments(d);
+  if (cfg->link && cfg->link->bind) cfg->link->bind(cfg->link->ctx, d->global, d->momentum, n);
   *out = d;
   return 0;
 }
@@ -304,7 +312,16 @@ static int sync_fragment(atoll_diloco *d, int f, int step, atoll_err *err) {
   uint64_t link_before = link ? link->bytes_sent(link->ctx) : 0;
   if (link) {
     size_t bad;
-    if (link->mean(link->ctx, d->cfg.dtype, delta, n, step, f, &bad, err)) return -1;
+    int rc = link->mean(link->ctx, d->cfg.dtype, delta, n, step, f, &bad, err);
+    if (rc < 0) return -1;
+    if (rc == 2) { /* this island was behind: it adopted the committed global weights and momentum */
+      int at = link->joined_step(link->ctx);
+      memcpy(d->params + d->slice_begin, d->global, sizeof(float) * (d->slice_end - d->slice_begin));
+      island_gather(d, 0, d->lay->nparams);
+      atoll_diloco_resume_at(d, at);
+      d->jump_to = at;
+      return 2;
+    }
     if (bad != SIZE_MAX && d->bad_at == SIZE_MAX) d->bad_at = b + bad;
   } else if (d->mesh->islands > 1) {
     islands_mean(d, delta, n, b);
@@ -363,7 +380,9 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
     if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
   for (int f = 0; f < frags; f++) {
     if (step % H == fragment_offset(d, f) || last) {
-      if (sync_fragment(d, f, step, err)) return -1;
+      int rc = sync_fragment(d, f, step, err);
+      if (rc < 0) return -1;
+      if (rc == 2) return 0; /* joined: the loop continues from the joined step */
       if (last && d->merge_due[f]) merge_fragment(d, f);
       synced = 1;
     }

@@ -48,6 +48,11 @@ typedef struct {
   int (*commit)(void *ctx, int step, const float *global, size_t n, atoll_err *err);
   /* bytes this rank sent to other islands so far */
   uint64_t (*bytes_sent)(void *ctx);
+  /* this rank's outer state, given once: sent to joining islands, replaced on joining */
+  void (*bind)(void *ctx, float *global, float *momentum, size_t n);
+  /* after mean returned 2 (this island was behind and adopted the committed state):
+   * the step that state is after */
+  int (*joined_step)(void *ctx);
 } atoll_outer_link;
 
 typedef struct {
@@ -102,6 +107,10 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
 /* Inner compute time of the step just done, for the link model: an overlapped
  * exchange is exposed only where its modelled time exceeds the compute it overlapped. */
 void atoll_diloco_add_compute(atoll_diloco *d, double seconds);
+
+/* With an outer link: the step the island jumped to by joining after the last
+ * after_step (the loop continues from there), or 0; reading it clears it. */
+int atoll_diloco_take_jump(atoll_diloco *d);
 
 /* This rank's slice and its global weights and outer momentum (for checkpoints). */
 void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end);

@@ -349,6 +349,9 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
   while (step < cfg->steps && !stopped) {
     if ((rc = one_step(l, step, start, run_start, err))) goto done;
     step++;
+    /* islands as separate jobs: an island that was behind joined the run at a later step */
+    int joined = l->run.diloco ? atoll_diloco_take_jump(l->run.diloco) : 0;
+    if (joined > step) step = joined;
     stopped = save_or_stop(l, step, stop, err);
     if (stopped < 0) {
       rc = failed_alike(l);

@@ -180,7 +180,7 @@ static void gen(void) {
   put("commit.bin", &m);
   atoll_wire_member mem[3] = {{0, {1}, "tcp://a:1"}, {2, {2}, "tcp://b:2"}, {5, {3}, "tcp://c:3"}};
   m.type = ATOLL_WIRE_QUORUM;
-  m.u.quorum = (atoll_wire_quorum){100, 1, 9, 4, 3, mem};
+  m.u.quorum = (atoll_wire_quorum){100, 1, 9, 4, {7}, 3, mem};
   put("quorum.bin", &m);
   m.type = ATOLL_WIRE_WAIT;
   snprintf(m.u.text, sizeof m.u.text, "waiting for islands");

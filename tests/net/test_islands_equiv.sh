@@ -43,7 +43,7 @@ run_case() {
   start_coordinator "$D" $cport $K --island-timeout 20
   pids=""; i=0
   while [ $i -lt $K ]; do
-    timeout 300 $ATOLL train $M --islands $K $flags $(island_flags "$D" $cport $i $1) --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
+    timeout -k 5 300 $ATOLL train $M --islands $K $flags $(island_flags "$D" $cport $i $1) --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
     pids="$pids $!"; i=$((i + 1)); shift
   done
   ok=1
