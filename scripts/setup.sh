@@ -10,6 +10,7 @@ PKGS=(
   libomp-dev               # OpenMP runtime for clang builds (gcc brings libgomp)
   libcjson-dev             # JSON headers, configs, metrics
   libdnnl-dev              # oneDNN: fp32 engine on AVX-512, bf16 products (AMX, AVX512_BF16)
+  libzmq3-dev libsodium-dev iperf3 iproute2  # islands over a network: ZeroMQ CURVE, BLAKE2b, WAN test
   libopenmpi-dev openmpi-bin  # MPI between ranks (MPICH works too)
   fortunes                 # default corpus: /usr/share/games/fortunes
   clang libclang-rt-14-dev # libFuzzer targets

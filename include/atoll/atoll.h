@@ -107,6 +107,14 @@ typedef struct {
   int init_optim;           /* 1: also its AdamW moments */
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
   char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
+  /* islands as separate jobs (docs/islands.md, src/parallel/islands_net.c) */
+  char join[256];            /* the coordinator's endpoint; "": islands inside this job */
+  char island_key[1024];     /* this island's secret key file (atoll keys) */
+  char coordinator_key[1024]; /* the coordinator's public key file */
+  char island_listen[256];   /* where this island's data socket listens (peers connect there) */
+  int island_id;             /* this island's slot of --islands (its data and its place in the sum) */
+  int net_streams;           /* parallel streams (TCP connections) per peer */
+  float net_timeout;         /* seconds any network wait may take before the exchange fails */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -11,6 +11,7 @@
 #include "ckpt/checkpoint.h"
 #include "cli/export_cli.h"
 #include "cli/openblas_core.h"
+#include "cli/net_cli.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
 #include "cli/tokenizer_cli.h"
@@ -61,7 +62,9 @@ static void usage(FILE *f) {
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
           "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
           "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n"
-          "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n");
+          "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n"
+          "  coordinator  coordinate islands that train as separate jobs (docs/islands.md)\n"
+          "  keys      make a CURVE keypair for an island or a coordinator\n");
 }
 
 static int is_dir(const char *p) {
@@ -484,10 +487,12 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
   if (strcmp(cmd, "export") == 0) return atoll_export_main(argc - 2, argv + 2);
   if (strcmp(cmd, "tokenizer") == 0) return atoll_cli_tokenizer(argc - 2, argv + 2);
+  if (strcmp(cmd, "coordinator") == 0) return atoll_coordinator_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "keys") == 0) return atoll_keys_main(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export, tokenizer)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export, tokenizer, coordinator, keys)\n", cmd);
   return 2;
 }
