@@ -43,6 +43,7 @@ typedef struct {
   uint64_t gen;           /* registration number: a slot reused by another island differs */
   int joining;            /* 1: behind, fetches the state at the next commit; 2: told where */
   uint64_t hello_session; /* the session of its HELLO: another one is a restarted process */
+  double state_sent;      /* when it was told where to fetch the state (joining 2) */
 } member;
 
 /* A set of members (slot and registration), in island order. */
@@ -204,6 +205,16 @@ static void abort_exchange(coord *c, const char *why) {
   c->xq.open = 0;
 }
 
+/* A member ready for an exchange at or before the step the others committed (or are
+ * committing) did not apply that step: it is behind and joins at the next commit. */
+static void mark_behind(coord *c, member *m, uint32_t step) {
+  if (m->joining) return;
+  m->joining = 1;
+  send_text(c, &m->ready_to, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
+  fprintf(stderr, "coordinator: island %u is behind (ready for step %u, step %u is committed or committing): it joins at the next commit\n",
+          m->island, m->ready_step, step);
+}
+
 static void send_quorum(coord *c, member *m) {
   atoll_wire_msg msg = {.type = ATOLL_WIRE_QUORUM};
   msg.u.quorum = (atoll_wire_quorum){c->xq.step, c->xq.frag, c->revision, c->xq.id, {0}, (uint32_t)c->xq.n, c->qmem};
@@ -217,7 +228,17 @@ static void try_quorum(coord *c) {
   int n = 0, ready = 0, differ = 0;
   uint32_t step = 0, frag = 0, hi_step = 0, hi_frag = 0;
   for (int i = 0; i < MAX_MEMBERS; i++) {
-    if (c->m[i].used && c->m[i].joining == 2) return; /* fetching the state: it is about to be a member */
+    if (c->m[i].used && c->m[i].joining == 2) { /* fetching the state: it is about to be a member */
+      /* the ready ones wait for it, told so (a WAIT extends their bound on the wait) */
+      char text[120];
+      snprintf(text, sizeof text, "waiting for island %u to fetch the committed state", c->m[i].island);
+      for (int j = 0; j < MAX_MEMBERS; j++)
+        if (c->m[j].used && c->m[j].ready && !c->m[j].joining && !c->m[j].waiting_told) {
+          send_text(c, &c->m[j].ready_to, ATOLL_WIRE_WAIT, text);
+          c->m[j].waiting_told = 1;
+        }
+      return;
+    }
     if (!c->m[i].used || c->m[i].joining) continue;
     n++;
     if (!c->m[i].ready) return;
@@ -303,7 +324,15 @@ static void try_commit(coord *c) {
   for (int j = 0; j < g->n; j++) {
     member *m = group_member(c, g, j);
     if (!m) continue; /* left after applying: the others commit without it */
-    if (!m->committed || m->commit_step != g->step) return;
+    if (m->joining) continue; /* behind (it did not apply the exchange): it fetches this commit's state */
+    if (!m->committed || m->commit_step != g->step) {
+      if (!(m->ready && m->ready_step <= g->step)) return;
+      /* ready for an exchange of this step or before: it never got the GO of this
+       * step's exchange (a coordinator restart between the GO messages), so it is
+       * behind the members that applied it, and joins with this commit's state */
+      mark_behind(c, m, g->step);
+      continue;
+    }
     if (!first) first = m;
     n++;
   }
@@ -311,7 +340,7 @@ static void try_commit(coord *c) {
   int same = 1;
   for (int j = 0; j < g->n; j++) {
     member *m = group_member(c, g, j);
-    if (m) same &= memcmp(m->commit_hash, first->commit_hash, ATOLL_WIRE_HASH) == 0;
+    if (m && !m->joining) same &= memcmp(m->commit_hash, first->commit_hash, ATOLL_WIRE_HASH) == 0;
   }
   char text[300], h[17];
   if (same) {
@@ -344,6 +373,7 @@ static void try_commit(coord *c) {
       memcpy(sf.u.quorum.hash, c->hash, ATOLL_WIRE_HASH);
       send_to(c, &m->ready_to, &sf);
       m->joining = 2;
+      m->state_sent = atoll_net_now();
       m->ready = 0;
       fprintf(stderr, "coordinator: island %u joins at step %u: fetches revision %llu (hash %s) from island %u\n", m->island,
               g->step, (unsigned long long)c->revision, h, donor.island);
@@ -351,7 +381,7 @@ static void try_commit(coord *c) {
   }
   for (int j = 0; j < g->n; j++) {
     member *m = group_member(c, g, j);
-    if (!m) continue;
+    if (!m || m->joining) continue;
     if (same) {
       send_sync(c, &m->commit_to, ATOLL_WIRE_COMMITTED, g->step, m == first ? (uint32_t)njoin : 0, c->revision, c->hash);
       if (m == first && njoin) {
@@ -435,6 +465,9 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
     return;
   }
   member *m = by_key(c, keyz);
+  if (getenv("ATOLL_NET_TRACE"))
+    fprintf(stderr, "TRACE %.3f coordinator: got %s from %s step %u\n", atoll_net_now(), atoll_wire_type_name(msg.type), who,
+            msg.type == ATOLL_WIRE_HELLO || msg.type == ATOLL_WIRE_HEARTBEAT ? msg.u.hello.step : msg.u.sync.step);
   if (msg.type == ATOLL_WIRE_HELLO || msg.type == ATOLL_WIRE_HEARTBEAT) {
     if (!m && !(m = register_island(c, keyz, &msg.u.hello, addr))) return;
     if (m->island != msg.u.hello.island) {
@@ -491,13 +524,19 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
       break;
     }
     if (!(m->ready && m->ready_step == msg.u.sync.step && m->ready_frag == msg.u.sync.fragment)) m->waiting_told = 0;
-    if (c->revision > 0 && msg.u.sync.revision != c->revision) {
+    if (c->revision > 0 && (msg.u.sync.revision != c->revision || msg.u.sync.step <= c->last_step ||
+                            (c->cq.n > 0 && msg.u.sync.step <= c->cq.step && m->joining))) {
       if (!m->joining) {
-        fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins at the next commit\n", m->island,
-                (unsigned long long)msg.u.sync.revision, (unsigned long long)c->revision);
+        if (msg.u.sync.revision != c->revision)
+          fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins at the next commit\n", m->island,
+                  (unsigned long long)msg.u.sync.revision, (unsigned long long)c->revision);
+        else
+          fprintf(stderr, "coordinator: island %u is behind (ready for step %u, step %u is committed): it joins at the next commit\n",
+                  m->island, msg.u.sync.step, c->last_step);
         send_text(c, from, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
       }
-      if (m->joining != 2) m->joining = 1;
+      /* told where to fetch the state, it asks again: the fetch failed (the donor died) */
+      if (m->joining != 2 || atoll_net_now() - m->state_sent > 2.0) m->joining = 1;
     } else {
       m->joining = 0;
     }
@@ -533,8 +572,12 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
       group *g = &c->cq;
       memset(g, 0, sizeof *g);
       g->step = msg.u.sync.step;
-      for (int i = 0; i < MAX_MEMBERS; i++)
-        if (c->m[i].used && !c->m[i].joining) g->slot[g->n] = i, g->gen[g->n++] = c->m[i].gen;
+      for (int i = 0; i < MAX_MEMBERS; i++) {
+        member *o = &c->m[i];
+        if (o->used && !o->joining && o != m && o->ready && o->ready_step <= msg.u.sync.step)
+          mark_behind(c, o, msg.u.sync.step);
+        if (o->used && !o->joining) g->slot[g->n] = i, g->gen[g->n++] = o->gen;
+      }
     }
     try_commit(c);
     break;
@@ -627,9 +670,15 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   while (!(stop && *stop) && !(cfg->run_seconds > 0 && atoll_net_now() - start > cfg->run_seconds)) {
     route from;
     char keyz[64], addr[64];
+    double tt = atoll_net_now();
     long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
+    double t1 = atoll_net_now();
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
+    double t2 = atoll_net_now();
     expire(c);
+    double t3 = atoll_net_now();
+    if (getenv("ATOLL_NET_TRACE") && t3 - tt > 0.3)
+      fprintf(stderr, "TRACE %.3f coordinator: slow loop: recv %.3f handle %.3f expire %.3f\n", t3, t1 - tt, t2 - t1, t3 - t2);
   }
   rc = 0;
 done:

@@ -33,6 +33,7 @@ typedef struct {
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
   void *push[MAX_STREAMS];
   atoll_sender tx;
+  int broken; /* a send failed: its sockets are made anew before the next use */
 } peer;
 
 struct atoll_link {
@@ -93,7 +94,7 @@ static void *heartbeat_main(void *arg) {
       m.u.hello.step = atomic_load(&l->step);
       m.u.hello.revision = atomic_load(&l->hb_revision);
       snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
-      atoll_sock_send(s, &tx, &m, NULL, 0);
+      atoll_sock_send_within(s, &tx, &m, NULL, 0, 200); /* the coordinator may be down: the next one follows */
       next = atoll_net_now() + l->cfg.heartbeat;
     }
     atoll_sock_recv(s, junk, sizeof junk, NULL, NULL, NULL, NULL, 50); /* nothing is sent back; drain */
@@ -121,7 +122,8 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, cfg->streams < 4 ? cfg->streams : 4);
   char label[32];
   snprintf(label, sizeof label, "island %u", cfg->island);
-  if (atoll_zap_start(&l->zap, l->ctx, label, 0.0, err)) goto fail;
+  /* a 2 s grace: a peer may connect before this island has read the quorum naming it */
+  if (atoll_zap_start(&l->zap, l->ctx, label, 2.0, err)) goto fail;
   l->pull = atoll_sock_server(l->ctx, ZMQ_PULL, l->sec, err);
   if (!l->pull) goto fail;
   if (zmq_bind(l->pull, cfg->listen)) {
@@ -138,7 +140,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = cfg->island;
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", cfg->listen);
-  atoll_sock_send(l->coord, &l->coord_tx, &m, NULL, 0);
+  atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, (int)(1000 * cfg->timeout));
   if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
     atoll_fail(err, "cannot start the heartbeat thread");
     goto fail;
@@ -216,7 +218,8 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
   while (atoll_net_now() - t0 < limit) {
     if (atoll_net_now() - sent >= 1.0) {
       atoll_wire_msg copy = *req;
-      if (atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0)) return atoll_fail(err, "%s: cannot reach the coordinator", what);
+      /* not sent (the coordinator is down, or restarting): tried again in a second */
+      atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0);
       sent = atoll_net_now();
     }
     if (!coord_poll(l, m, 100)) continue;
@@ -243,7 +246,7 @@ static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err
   for (int i = 0; i < MAX_PEERS; i++) {
     peer *p = &l->peers[i];
     if (p->used && p->island == mb->island) {
-      if (memcmp(p->key, mb->key, ATOLL_KEY_BYTES) == 0 && strcmp(p->endpoint, mb->endpoint) == 0) return p;
+      if (!p->broken && memcmp(p->key, mb->key, ATOLL_KEY_BYTES) == 0 && strcmp(p->endpoint, mb->endpoint) == 0) return p;
       for (int s = 0; s < MAX_STREAMS; s++)
         if (p->push[s]) zmq_close(p->push[s]), p->push[s] = NULL;
       p->used = 0;
@@ -293,11 +296,21 @@ static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uin
                        const uint8_t *bytes, size_t qb) {
   int s = 0;
   size_t CHUNK = chunk_of(qb);
+  if (p->broken) return;
   for (size_t off = 0; off < qb; off += CHUNK) {
     atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
     size_t len = qb - off < CHUNK ? qb - off : CHUNK;
     m.u.data = (atoll_wire_data){step, frag, qid, l->cfg.island, phase, piece, off, qb, (uint32_t)len, bytes + off};
-    atoll_sock_send(p->push[s], &p->tx, &m, NULL, 0);
+    /* A socket that cannot take data within 2 s has no connection and will not get
+     * one: its peer died, or refused the handshake (ZeroMQ does not reconnect after a
+     * refused handshake). The data is lost (the coordinator aborts the attempt), and
+     * the peer's sockets are made anew for the next attempt. */
+    if (atoll_sock_send_within(p->push[s], &p->tx, &m, NULL, 0, l->cfg.timeout < 2 ? (int)(1000 * l->cfg.timeout) : 2000)) {
+      fprintf(stderr, "island %u: cannot send to island %u (%s): no connection; reconnecting for the next attempt\n",
+              l->cfg.island, p->island, p->endpoint);
+      p->broken = 1;
+      return;
+    }
     s = (s + 1) % l->cfg.streams;
   }
 }

@@ -68,6 +68,10 @@ void atoll_sender_init(atoll_sender *s) {
 }
 
 int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len) {
+  return atoll_sock_send_within(sock, s, m, rid, rid_len, 1000);
+}
+
+int atoll_sock_send_within(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len, int timeout_ms) {
   m->session = s->session;
   m->seq = ++s->seq;
   size_t cap = atoll_wire_size(m);
@@ -75,7 +79,14 @@ int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *
   if (!buf) return -1;
   size_t n = atoll_wire_encode(m, buf, cap);
   int rc = -1;
-  if (n > 0 && (!rid || zmq_send(sock, rid, rid_len, ZMQ_SNDMORE) >= 0) && zmq_send(sock, buf, n, 0) >= 0) {
+  /* Never block for ever: a PUSH or DEALER socket whose only peer died (or refused the
+   * handshake, and is being reconnected) has no pipe to queue on, and a blocking send
+   * would wait until one comes back: for a dead peer, for ever, and the island falls
+   * silent in the middle of an exchange. Wait at most timeout_ms for a pipe, then give
+   * up: the message is lost, as it would be on the way to a dead peer. */
+  zmq_pollitem_t it = {sock, 0, ZMQ_POLLOUT, 0};
+  if (n > 0 && zmq_poll(&it, 1, timeout_ms) == 1 && (it.revents & ZMQ_POLLOUT) &&
+      (!rid || zmq_send(sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) && zmq_send(sock, buf, n, ZMQ_DONTWAIT) >= 0) {
     s->bytes += n + WIRE_OVERHEAD;
     rc = 0;
   }

@@ -27,6 +27,9 @@ void atoll_sender_init(atoll_sender *s);
 /* Encodes and sends m (flags: ZMQ_SNDMORE etc. for the frames before it are the
  * caller's); returns 0 or -1. A ROUTER passes the routing id first. */
 int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len);
+/* As atoll_sock_send, waiting at most timeout_ms for the socket to take the message
+ * (atoll_sock_send waits 1 s): -1 when it cannot, e.g. its only peer is dead. */
+int atoll_sock_send_within(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len, int timeout_ms);
 
 /* One received frame (after a ROUTER's routing id, when rid is not NULL) into buf;
  * user: the peer's key as Z85 (ZAP User-Id), addr: its address. Returns the frame's

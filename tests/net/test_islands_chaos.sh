@@ -8,7 +8,8 @@
 # bit-identical global weights; at every committed step all members agreed on the
 # global-weights hash (the coordinator commits only then, and logs no mismatch); a
 # restarted island joined with the quorum's hash checked; the final validation loss
-# is within 5% of the fault-free run. Replay a failure with ATOLL_CHAOS_SEED=N.
+# is within 5% of the fault-free run. Replay a failure with ATOLL_CHAOS_SEED=N; keep
+# the chaos run's logs with ATOLL_CHAOS_KEEP=DIR.
 #   usage: test_islands_chaos.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -37,7 +38,8 @@ val_loss() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]+"/summary
 start_all "$TMP/clean"
 ok=1; i=0; while [ $i -lt $K ]; do eval "wait \$PID$i" || ok=0; i=$((i + 1)); done
 kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
-[ $ok -eq 1 ] && pass "fault-free: $K islands finished" || { fail "fault-free run failed"; tail -n 3 "$TMP"/clean/*.err "$TMP/clean/coord.log"; finish; }
+[ $ok -eq 1 ] && pass "fault-free: $K islands finished" || { fail "fault-free run failed"; tail -n 3 "$TMP"/clean/*.err "$TMP/clean/coord.log"
+  [ -n "${ATOLL_CHAOS_KEEP:-}" ] && rm -rf "$ATOLL_CHAOS_KEEP" && cp -r "$TMP/clean" "$ATOLL_CHAOS_KEEP"; finish; }
 clean_loss=$(val_loss "$TMP/clean/n0")
 
 # --- chaos ---
@@ -90,5 +92,6 @@ done
 chaos_loss=$(val_loss "$first")
 $PY -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 0.05 * b else 1)' "$chaos_loss" "$clean_loss" \
   && pass "chaos: final validation loss $chaos_loss within 5% of the fault-free $clean_loss" || fail "chaos: val loss $chaos_loss vs fault-free $clean_loss"
+[ -n "${ATOLL_CHAOS_KEEP:-}" ] && rm -rf "$ATOLL_CHAOS_KEEP" && cp -r "$D" "$ATOLL_CHAOS_KEEP" && echo "kept the chaos run's logs in $ATOLL_CHAOS_KEEP"
 echo "membership changes:"; grep -E "joined|left|aborted|restored|joins at|behind" "$D/coord.log" | sed 's/^/  /' | head -30
 finish
