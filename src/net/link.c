@@ -34,6 +34,7 @@ typedef struct {
   void *push[MAX_STREAMS];
   atoll_sender tx;
   int broken; /* a send failed: its sockets are made anew before the next use */
+  uint64_t qid; /* the last quorum this peer was used in */
 } peer;
 
 struct atoll_link {
@@ -62,6 +63,7 @@ struct atoll_link {
   float *global, *momentum; /* the island's outer state (atoll_link_bind) */
   size_t state_n;
   uint32_t joined_step;
+  uint64_t last_qid; /* this island's previous quorum */
 };
 
 void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n) {
@@ -329,8 +331,18 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
     atoll_zap_allow(l->zap, l->members[i].key);
   }
   if (k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", what);
-  for (int i = 0; i < K; i++)
-    if (i != k && !(peers[i] = peer_for(l, &l->members[i], err))) return -1;
+  /* A peer that was not in this island's previous quorum may be a restarted process
+   * at the same endpoint, whose handshake with the old sockets was refused while it
+   * did not know this island yet (ZeroMQ then gives up on that connection): its
+   * sockets are made anew. Members of consecutive quorums keep their connections. */
+  for (int i = 0; i < MAX_PEERS; i++)
+    if (l->peers[i].used && l->peers[i].qid != l->last_qid) l->peers[i].broken = 1;
+  for (int i = 0; i < K; i++) {
+    if (i == k) continue;
+    if (!(peers[i] = peer_for(l, &l->members[i], err))) return -1;
+    peers[i]->qid = qid;
+  }
+  l->last_qid = qid;
   l->stats.members = K;
   size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece), CHUNK = chunk_of(qb);
   size_t nch = (qb + CHUNK - 1) / CHUNK;
