@@ -533,7 +533,10 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
         else
           fprintf(stderr, "coordinator: island %u is behind (ready for step %u, step %u is committed): it joins at the next commit\n",
                   m->island, msg.u.sync.step, c->last_step);
+      }
+      if (!m->joining || !m->waiting_told) { /* (a WAIT extends the island's bound on its wait) */
         send_text(c, from, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
+        m->waiting_told = 1;
       }
       /* told where to fetch the state, it asks again: the fetch failed (the donor died) */
       if (m->joining != 2 || atoll_net_now() - m->state_sent > 2.0) m->joining = 1;

@@ -22,6 +22,12 @@ struct atoll_zap {
   uint8_t last_refused[ATOLL_KEY_BYTES]; /* log a retrying peer's refusals once per 10 s */
   double last_logged;
   char label[64];
+  /* keys refused after their grace, and when: a key refused in the last 10 s gets no
+   * grace again (a dead peer's sockets reconnect every 100 ms, and each grace would
+   * hold this one thread, and every other peer's handshake behind it) */
+  uint8_t graceless[16][ATOLL_KEY_BYTES];
+  double graceless_at[16];
+  int graceless_next;
   int n;
   uint8_t keys[MAX_KEYS][ATOLL_KEY_BYTES];
 };
@@ -117,12 +123,21 @@ static void *zap_main(void *arg) {
     }
     if (nf < 6) continue;
     /* frames: version, request id, domain, address, identity, mechanism, credentials */
-    int ok = nf == 7 && strcmp(f[5], "CURVE") == 0 && len[6] == ATOLL_KEY_BYTES && allowed(z, (uint8_t *)f[6], z->grace);
-    char who[ATOLL_KEY_Z85 + 1] = "";
-    if (nf == 7 && len[6] == ATOLL_KEY_BYTES) atoll_key_z85((uint8_t *)f[6], who);
     struct timespec now_ts;
     clock_gettime(CLOCK_MONOTONIC, &now_ts);
-    double now = (double)now_ts.tv_sec + now_ts.tv_nsec * 1e-9;
+    double now = (double)now_ts.tv_sec + now_ts.tv_nsec * 1e-9, grace = z->grace;
+    int keyed = nf == 7 && len[6] == ATOLL_KEY_BYTES;
+    for (int i = 0; keyed && i < 16; i++)
+      if (z->graceless_at[i] > 0 && now - z->graceless_at[i] < 10 && memcmp(z->graceless[i], f[6], ATOLL_KEY_BYTES) == 0)
+        grace = 0;
+    int ok = keyed && strcmp(f[5], "CURVE") == 0 && allowed(z, (uint8_t *)f[6], grace);
+    if (!ok && keyed && grace > 0) {
+      memcpy(z->graceless[z->graceless_next], f[6], ATOLL_KEY_BYTES);
+      z->graceless_at[z->graceless_next] = now;
+      z->graceless_next = (z->graceless_next + 1) % 16;
+    }
+    char who[ATOLL_KEY_Z85 + 1] = "";
+    if (keyed) atoll_key_z85((uint8_t *)f[6], who);
     int quiet = !ok && nf == 7 && len[6] == ATOLL_KEY_BYTES && memcmp(z->last_refused, f[6], ATOLL_KEY_BYTES) == 0 &&
                 now - z->last_logged < 10;
     if (!ok && nf == 7 && len[6] == ATOLL_KEY_BYTES && !quiet) {
