@@ -465,9 +465,6 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
     return;
   }
   member *m = by_key(c, keyz);
-  if (getenv("ATOLL_NET_TRACE"))
-    fprintf(stderr, "TRACE %.3f coordinator: got %s from %s step %u\n", atoll_net_now(), atoll_wire_type_name(msg.type), who,
-            msg.type == ATOLL_WIRE_HELLO || msg.type == ATOLL_WIRE_HEARTBEAT ? msg.u.hello.step : msg.u.sync.step);
   if (msg.type == ATOLL_WIRE_HELLO || msg.type == ATOLL_WIRE_HEARTBEAT) {
     if (!m && !(m = register_island(c, keyz, &msg.u.hello, addr))) return;
     if (m->island != msg.u.hello.island) {
@@ -673,15 +670,9 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   while (!(stop && *stop) && !(cfg->run_seconds > 0 && atoll_net_now() - start > cfg->run_seconds)) {
     route from;
     char keyz[64], addr[64];
-    double tt = atoll_net_now();
     long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
-    double t1 = atoll_net_now();
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
-    double t2 = atoll_net_now();
     expire(c);
-    double t3 = atoll_net_now();
-    if (getenv("ATOLL_NET_TRACE") && t3 - tt > 0.3)
-      fprintf(stderr, "TRACE %.3f coordinator: slow loop: recv %.3f handle %.3f expire %.3f\n", t3, t1 - tt, t2 - t1, t3 - t2);
   }
   rc = 0;
 done:
