@@ -520,6 +520,7 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   l->revision = sf->u.quorum.revision;
   atomic_store(&l->hb_revision, l->revision);
   l->joined_step = step;
+  l->stats.joins++;
   fprintf(stderr, "island %u: joined at step %u (revision %llu, hash checked)\n", l->cfg.island, step,
           (unsigned long long)l->revision);
   return 0;
@@ -584,6 +585,8 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
     if (tries > 1000) return atoll_fail(err, "%s: aborted 1000 times; giving up", what);
   }
   l->stats.exchanges++;
+  if (l->stats.members_min == 0 || l->stats.members < l->stats.members_min) l->stats.members_min = l->stats.members;
+  if (l->stats.members > l->stats.members_max) l->stats.members_max = l->stats.members;
   l->stats.exchange_seconds += atoll_net_now() - t0;
   return 0;
 }

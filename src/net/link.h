@@ -40,6 +40,8 @@ typedef struct {
   uint64_t retries;        /* attempts aborted by the coordinator */
   double exchange_seconds; /* in exchanges and commits, waits included */
   int members;             /* of the last quorum */
+  int members_min, members_max; /* over the exchanges applied */
+  uint64_t joins;          /* times this island fetched the committed state and joined */
 } atoll_link_stats;
 
 typedef struct atoll_link atoll_link;

@@ -5,6 +5,7 @@
 #include "core/fatal.h"
 #include "core/fs.h"
 #include "model/model.h"
+#include "parallel/islands_net.h"
 
 #include <errno.h>
 #include <math.h>
@@ -142,6 +143,10 @@ static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_rep
     for (int op = 0; op < ATOLL_OP_COUNT; op++) intra += (double)rep->step_comm.bytes_sent[op];
     ok = fprintf(f, ", \"outer_syncs\": %llu, \"inter_island_bytes\": %llu, \"intra_island_bytes\": %.0f",
                  (unsigned long long)d.outer_syncs, (unsigned long long)d.inter_island_bytes, intra) >= 0 && ok;
+    if (r->net) { /* islands as separate jobs: members of the last exchange, retries so far */
+      atoll_link_stats n = atoll_islands_net_stats(r->net);
+      ok = fprintf(f, ", \"members\": %d, \"retries\": %llu", n.members, (unsigned long long)n.retries) >= 0 && ok;
+    }
   }
   ok = fprintf(f, "}\n") >= 0 && ok;
   metrics_check(rep, ok && fflush(f) == 0); /* a full disk shows here at the latest */
@@ -334,6 +339,18 @@ static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r
   cJSON_AddItemToObject(s, "compute_seconds", per_rank(r, rep->compute_seconds, &compute_max));
   /* what the run would take if the islands were joined by the modelled WAN */
   cJSON_AddNumberToObject(s, "estimated_seconds_over_wan", compute_max + exposed_max);
+  if (r->net) { /* islands as separate jobs: this island's link (docs/islands.md) */
+    atoll_link_stats n = atoll_islands_net_stats(r->net);
+    cJSON *o = cJSON_AddObjectToObject(s, "net");
+    cJSON_AddNumberToObject(o, "wire_bytes", (double)n.wire_bytes);
+    cJSON_AddNumberToObject(o, "exchanges", (double)n.exchanges);
+    cJSON_AddNumberToObject(o, "retries", (double)n.retries);
+    cJSON_AddNumberToObject(o, "exchange_seconds", n.exchange_seconds);
+    cJSON_AddNumberToObject(o, "members_last", n.members);
+    cJSON_AddNumberToObject(o, "members_min", n.members_min);
+    cJSON_AddNumberToObject(o, "members_max", n.members_max);
+    cJSON_AddNumberToObject(o, "joins", (double)n.joins);
+  }
 }
 
 /* metrics.jsonl made durable (an error some file systems report only now), then

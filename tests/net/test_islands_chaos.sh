@@ -89,6 +89,29 @@ while [ $i -lt $K ]; do
   fi
   i=$((i + 1))
 done
+# accounting (summary.json "net"): bytes on the wire, members per exchange, joins
+i=0
+while [ $i -lt $K ]; do
+  if [ $i -ne $victim2 ]; then
+    eval "o=\$OUT$i"
+    want_joins=0; [ $i -eq $victim1 ] && want_joins=1
+    out=$($PY - "$o/summary.json" "$want_joins" "$K" <<'PYEOF'
+import json, sys
+n = json.load(open(sys.argv[1]))["net"]
+joins, K = int(sys.argv[2]), int(sys.argv[3])
+bad = []
+if n["wire_bytes"] < n["exchanges"] * 1000: bad.append("wire_bytes %d for %d exchanges" % (n["wire_bytes"], n["exchanges"]))
+if n["members_last"] != K - 1: bad.append("last exchange had %d members, not %d" % (n["members_last"], K - 1))
+if not (2 <= n["members_min"] <= n["members_max"] <= K): bad.append("members %d..%d" % (n["members_min"], n["members_max"]))
+if n["joins"] < joins: bad.append("joins %d" % n["joins"])
+print("; ".join(bad) if bad else "%d bytes on the wire, %d exchanges, %d retries, members %d..%d, last %d, joins %d" % (
+    n["wire_bytes"], n["exchanges"], n["retries"], n["members_min"], n["members_max"], n["members_last"], n["joins"]))
+sys.exit(1 if bad else 0)
+PYEOF
+) && pass "chaos: island $i's accounting: $out" || fail "chaos: island $i's accounting: $out"
+  fi
+  i=$((i + 1))
+done
 chaos_loss=$(val_loss "$first")
 $PY -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 0.05 * b else 1)' "$chaos_loss" "$clean_loss" \
   && pass "chaos: final validation loss $chaos_loss within 5% of the fault-free $clean_loss" || fail "chaos: val loss $chaos_loss vs fault-free $clean_loss"
