@@ -24,7 +24,7 @@ typedef struct {
 } atoll_hf_name;
 
 typedef struct {
-  const char *model_type;      /* config.json's "model_type": "gpt2" */
+  const char *model_type;      /* config.json's "model_type": "gpt2", "llama" */
   const atoll_hf_name *names;
   int nnames;
   const char *tied_head;       /* the LM head a loader may find as a copy of the embedding, or NULL */
@@ -38,9 +38,9 @@ typedef struct {
 
 /* The table for config.json's "model_type", or NULL. */
 const atoll_hf_arch *atoll_hf_arch_find(const char *model_type);
-/* The known model_type values, for messages ("gpt2"). */
+/* The known model_type values, for messages ("gpt2, llama"). */
 void atoll_hf_known(char *out, size_t outsz);
-/* The table of a run's model (today every atoll model is GPT-2). */
+/* The table of a run's model: "gpt2" or "llama" (--arch). */
 const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
 /* The Hugging Face name of layout tensor t into out, and whether it is stored
  * transposed; -1 if the table has no entry for it. */
