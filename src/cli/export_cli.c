@@ -37,7 +37,9 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   if (!params) rc = atoll_fail(err, "out of memory for %zu parameters", lay.nparams);
   if (rc == 0) rc = atoll_ckpt_load(dir, &lay, params, NULL, NULL, err);
   if (rc == 0) rc = atoll_hf_export(out, &lay, params, err);
-  if (rc == 0) fprintf(stderr, "atoll export: %s (%zu parameters) -> %s\n", dir, lay.nparams, out);
+  if (rc == 0)
+    fprintf(stderr, "atoll export: %s (%s, %zu parameters) -> %s\n", dir, atoll_hf_arch_of(&lay.shape)->model_type,
+            lay.nparams, out);
   atoll_mem_free(params);
   atoll_layout_free(&lay);
   return rc;
@@ -51,6 +53,7 @@ int atoll_export_main(int argc, char **argv) {
       printf("usage: atoll export --ckpt DIR --to hf --out DIR\n"
              "  --ckpt  a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
              "  --to    hf: config.json, model.safetensors and tokenizer.json for Hugging Face transformers\n"
+             "          (GPT2LMHeadModel or LlamaForCausalLM, after the checkpoint's --arch)\n"
              "  --out   a new (or empty) directory, written atomically\n");
       return 0;
     }
