@@ -9,6 +9,7 @@ PKGS=(
   libopenblas-dev libopenblas-openmp-dev  # CBLAS sgemm; the OpenMP build shares atoll's threads
   libomp-dev               # OpenMP runtime for clang builds (gcc brings libgomp)
   libcjson-dev             # JSON headers, configs, metrics
+  libdnnl-dev              # oneDNN: fp32 engine on AVX-512, bf16 products (AMX, AVX512_BF16)
   libopenmpi-dev openmpi-bin  # MPI between ranks (MPICH works too)
   fortunes                 # default corpus: /usr/share/games/fortunes
   clang libclang-rt-14-dev # libFuzzer targets

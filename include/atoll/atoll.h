@@ -106,6 +106,7 @@ typedef struct {
   char init_from[1024];     /* a checkpoint (or run directory): its weights */
   int init_optim;           /* 1: also its AdamW moments */
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
+  char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);
@@ -155,11 +156,13 @@ int atoll_ckpt_resolve(const char *path, char *out, size_t outsz, atoll_err *err
 
 typedef struct {
   const char *ckpt;   /* checkpoint directory (or a run directory: its latest) */
-  const char *prompt; /* bytes fed before generation ("" starts from a newline) */
+  const char *prompt; /* text fed before generation ("" starts from a newline), encoded
+                         with the checkpoint's tokenizer */
   int tokens;         /* tokens to generate */
   float temperature;  /* 0: greedy */
   int top_k;          /* 0: the whole vocabulary */
   uint64_t seed;
+  const char *tokenizer; /* NULL: the checkpoint's; else a tokenizer.json that must be it */
 } atoll_sample_opts;
 
 /* Writes the prompt followed by the generated text to out. */

@@ -124,10 +124,12 @@ static int write_text(const char *dir, const char *name, const char *text, atoll
 }
 
 /* The three files into dir. */
-static int write_files(const char *dir, const atoll_layout *whole, const float *params, atoll_err *err) {
+static int write_files(const char *dir, const atoll_layout *whole, const float *params, const char *tokenizer_json,
+                       atoll_err *err) {
   const atoll_hf_arch *a = atoll_hf_arch_of(&whole->shape);
   cJSON *cfg = a->config_json(&whole->shape), *meta = cJSON_CreateObject();
-  char *cfg_text = cfg ? cJSON_Print(cfg) : NULL, *tok = atoll_hf_byte_tokenizer_json();
+  char *cfg_text = cfg ? cJSON_Print(cfg) : NULL, *tok = tokenizer_json ? strdup(tokenizer_json)
+                                                                         : atoll_hf_byte_tokenizer_json();
   atoll_layout view = {0};
   float *data = NULL;
   int rc = -1;
@@ -147,7 +149,8 @@ static int write_files(const char *dir, const atoll_layout *whole, const float *
   return rc;
 }
 
-int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float *params, atoll_err *err) {
+int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float *params, const char *tokenizer_json,
+                    atoll_err *err) {
   char out_dir[1024], parent[1100], tmp[2200];
   size_t n = strlen(out_arg);
   while (n > 1 && out_arg[n - 1] == '/') n--; /* "hf/" is "hf" */
@@ -163,7 +166,7 @@ int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float 
   snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", parent, base, (long)getpid());
   atoll_rm_tree(tmp); /* a leftover of this pid's earlier life */
   if (atoll_mkdir_p(tmp, err)) return -1;
-  int rc = write_files(tmp, whole, params, err);
+  int rc = write_files(tmp, whole, params, tokenizer_json, err);
   if (rc == 0 && atoll_fsync_path(tmp, O_DIRECTORY, err)) rc = -1;
   if (rc == 0 && rename(tmp, out_dir) != 0) rc = atoll_fail(err, "--out %s: cannot rename %s into place: %s", out_dir, tmp, strerror(errno));
   if (rc) {

@@ -5,10 +5,12 @@
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "data/data_tokenizer.h"
 #include "core/mem.h"
 #include "train/config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int fail(const atoll_err *err) {
@@ -29,14 +31,30 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "config");
   int rc = saved ? atoll_config_apply_json(&cfg, saved, source, err)
                  : atoll_fail(err, "%s: holds no config (the model's shape)", source);
+  /* a BPE checkpoint exports its own tokenizer.json (checked against state.json) */
+  atoll_tokenizer_record rec;
+  atoll_tokenizer *tok = NULL;
+  char tok_path[1300];
+  snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
+  if (rc == 0)
+    rc = atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), source, &rec, err);
+  if (rc == 0 && strcmp(rec.kind, "bytes") != 0) rc = atoll_tokenizer_load_checked(tok_path, &rec, source, &tok, err);
   cJSON_Delete(state);
   if (rc) return -1;
   atoll_layout lay;
-  if (atoll_layout_init(&lay, &cfg.model, err)) return -1;
+  if (atoll_layout_init(&lay, &cfg.model, err)) {
+    atoll_tokenizer_free(tok);
+    return -1;
+  }
   float *params = atoll_mem_alloc(lay.nparams * sizeof(float));
   if (!params) rc = atoll_fail(err, "out of memory for %zu parameters", lay.nparams);
   if (rc == 0) rc = atoll_ckpt_load(dir, &lay, params, NULL, NULL, err);
-  if (rc == 0) rc = atoll_hf_export(out, &lay, params, err);
+  /* a BPE checkpoint's tokenizer.json goes into the directory with the rest (NULL: bytes) */
+  char *tok_json = tok ? atoll_tokenizer_to_json(tok) : NULL;
+  if (rc == 0 && tok && !tok_json) rc = atoll_fail(err, "out of memory writing %s's tokenizer.json", dir);
+  if (rc == 0) rc = atoll_hf_export(out, &lay, params, tok_json, err);
+  atoll_tokenizer_free(tok);
+  free(tok_json);
   if (rc == 0)
     fprintf(stderr, "atoll export: %s (%s, %zu parameters) -> %s\n", dir, atoll_hf_arch_of(&lay.shape)->model_type,
             lay.nparams, out);

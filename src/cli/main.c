@@ -10,10 +10,14 @@
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
 #include "cli/export_cli.h"
+#include "cli/openblas_core.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
+#include "cli/tokenizer_cli.h"
 #include "comm/comm.h"
 #include "core/fs.h"
+#include "data/data_tokenizer.h"
+#include "data/prepare.h"
 #include "model/layout.h"
 #include "train/agree.h"
 #include "train/config.h"
@@ -56,7 +60,8 @@ static void usage(FILE *f) {
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
           "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
-          "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n");
+          "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n"
+          "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n");
 }
 
 static int is_dir(const char *p) {
@@ -131,11 +136,12 @@ static int expand_inputs(char **args, int nargs, char ***files, int *nfiles, ato
   return 0;
 }
 
-static int prepare_files(char **args, int nargs, const char *outdir, double val_fraction, atoll_err *err) {
+static int prepare_files(char **args, int nargs, const char *outdir, double val_fraction, const char *tokenizer,
+                         atoll_err *err) {
   char **files = NULL;
   int nfiles = 0;
   int rc = expand_inputs(args, nargs, &files, &nfiles, err);
-  if (rc == 0) rc = atoll_prepare((const char *const *)files, nfiles, outdir, val_fraction, err);
+  if (rc == 0) rc = atoll_prepare_ex((const char *const *)files, nfiles, outdir, val_fraction, tokenizer, err);
   if (rc == 0) fprintf(stderr, "atoll prepare: %d file(s) -> %s\n", nfiles, outdir);
   for (int i = 0; i < nfiles; i++) free(files[i]);
   free(files);
@@ -150,14 +156,15 @@ static int cmd_prepare(int argc, char **argv) {
     return die(&err);
   }
   int ntexts = 0;
-  const char *out = NULL;
+  const char *out = NULL, *tokenizer = NULL;
   double val_fraction = 0.05;
   int in_text = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      printf("usage: atoll prepare --text FILE|DIR... --out DIR [--val-fraction F]\n"
-             "  byte-level tokenizer (vocabulary 256); writes DIR/train_NNN.bin, DIR/val_NNN.bin\n"
+      printf("usage: atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--tokenizer FILE]\n"
+             "  byte-level tokenizer (vocabulary 256), or --tokenizer's tokenizer.json (atoll tokenizer\n"
+             "  train; kept as DIR/tokenizer.json); writes DIR/train_NNN.bin, DIR/val_NNN.bin\n"
              "  and DIR/manifest.json (format: docs/formats.md). The last F (default 0.05)\n"
              "  of each file goes to the validation split.\n");
       free(texts);
@@ -165,7 +172,7 @@ static int cmd_prepare(int argc, char **argv) {
     }
     if (strcmp(a, "--text") == 0) {
       in_text = 1;
-    } else if (strcmp(a, "--out") == 0 || strcmp(a, "--val-fraction") == 0) {
+    } else if (strcmp(a, "--out") == 0 || strcmp(a, "--val-fraction") == 0 || strcmp(a, "--tokenizer") == 0) {
       in_text = 0;
       if (i + 1 >= argc) {
         atoll_fail(&err, "%s: missing value", a);
@@ -174,6 +181,8 @@ static int cmd_prepare(int argc, char **argv) {
       }
       if (a[2] == 'o') {
         out = argv[++i];
+      } else if (a[2] == 't') {
+        tokenizer = argv[++i];
       } else {
         char *end;
         val_fraction = strtod(argv[++i], &end);
@@ -196,7 +205,7 @@ static int cmd_prepare(int argc, char **argv) {
     free(texts);
     return die(&err);
   }
-  int rc = prepare_files(texts, ntexts, out, val_fraction, &err);
+  int rc = prepare_files(texts, ntexts, out, val_fraction, tokenizer, &err);
   free(texts);
   if (rc) return die(&err);
   fprintf(stderr, "atoll prepare: done (see %s/manifest.json)\n", out);
@@ -252,7 +261,21 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
                       c->data, DEFAULT_CORPUS);
   fprintf(stderr, "atoll train: preparing the default corpus %s into %s\n", DEFAULT_CORPUS, c->data);
   char *arg = DEFAULT_CORPUS;
-  return prepare_files(&arg, 1, c->data, 0.05, err);
+  return prepare_files(&arg, 1, c->data, 0.05, NULL, err);
+}
+
+/* --vocab follows the data's tokenizer: a BPE data directory raises the default (256)
+ * to its vocabulary; a --vocab given that is smaller is refused. A resumed run keeps
+ * its checkpoint's (training checks it against the data). */
+static int adopt_data_vocab(atoll_config *c, int vocab_flag, const char *resume, atoll_err *err) {
+  atoll_tokenizer_record rec;
+  if (resume || !is_dir(c->data) || atoll_data_tokenizer(c->data, &rec, err)) return resume || !is_dir(c->data) ? 0 : -1;
+  if (strcmp(rec.kind, "bytes") == 0 || rec.vocab <= c->model.vocab) return 0; /* bytes: as before */
+  if (vocab_flag || c->model.vocab != ATOLL_BYTE_VOCAB)
+    return atoll_fail(err, "--vocab %d: smaller than the vocabulary of --data %s's tokenizer (%s, %d ids); pass --vocab %d or more",
+                      c->model.vocab, c->data, rec.kind, rec.vocab, rec.vocab);
+  c->model.vocab = rec.vocab;
+  return atoll_config_check(c, err);
 }
 
 /* The settings, later ones overriding: the checkpoint's (--resume), --config FILE's,
@@ -361,6 +384,10 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);
   if (prep) return die_on(rank, &err);
+  int vocab_flag = 0;
+  for (int i = 0; i < argc; i++) vocab_flag |= strcmp(argv[i], "--vocab") == 0;
+  if ((rc = atoll_train_agree(world, adopt_data_vocab(&cfg, vocab_flag, resume, &err), &err)))
+    return agreed_exit(rc, &err);
   if ((rc = atoll_train_check_same(world, &cfg, resume ? ckpt_dir : NULL, &err))) return agreed_exit(rc, &err);
 
   if (cfg.threads > 0) {
@@ -391,7 +418,10 @@ static int cmd_sample(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll sample --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+             "                    [--tokenizer FILE]\n"
              "  DIR: a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
+             "  the prompt is encoded and the output decoded with the checkpoint's tokenizer\n"
+             "  (DIR/tokenizer.json; --tokenizer FILE must be that same tokenizer)\n"
              "  defaults: --tokens 200 --temperature 0.8 --top-k 40 --seed 1\n");
       return 0;
     }
@@ -407,6 +437,9 @@ static int cmd_sample(int argc, char **argv) {
       continue;
     } else if (strcmp(a, "--prompt") == 0) {
       o.prompt = v;
+      continue;
+    } else if (strcmp(a, "--tokenizer") == 0) {
+      o.tokenizer = v;
       continue;
     } else if (strcmp(a, "--tokens") == 0) {
       o.tokens = (int)strtol(v, &end, 10);
@@ -442,16 +475,19 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
+  atoll_cli_report_openblas_core();
   const char *cmd = argv[1];
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
   if (strcmp(cmd, "export") == 0) return atoll_export_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "tokenizer") == 0) return atoll_cli_tokenizer(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export, tokenizer)\n", cmd);
   return 2;
 }

@@ -1,5 +1,6 @@
 /* atoll prepare: turns text files into token files with the byte-level tokenizer
- * (token = byte value, vocabulary 256).
+ * (token = byte value, vocabulary 256), or with a tokenizer.json (--tokenizer: its
+ * ids, a copy of it in DIR, its kind and hash in the manifest).
  *
  * Each input's last val_fraction of bytes, moved forward to the start of the next
  * line when there is one, goes to the validation split and the rest to training;
@@ -13,9 +14,11 @@
  * either the old set or the new one, never a mix. DIR may only hold prepare's own
  * files, and no input may lie inside DIR. */
 #define _GNU_SOURCE /* renameat2 */
+#include "data/prepare.h"
 #include "data/token_file.h"
 
 #include "core/fs.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -32,6 +35,7 @@
 
 #define FILE_TOKENS ((uint64_t)64 << 20) /* 64 Mi tokens per token file at most */
 #define CHUNK 4096                         /* bytes converted to tokens per writer call */
+#define ENCODE_PIECE ((size_t)1 << 20)     /* text encoded at once by a tokenizer (about) */
 
 typedef struct {
   const char *path;
@@ -48,6 +52,9 @@ typedef struct {
   int open;     /* whether w holds an unfinished token file */
   atoll_token_file_writer w;
   uint64_t tokens;
+  atoll_tokenizer *tok; /* NULL: bytes */
+  uint32_t vocab;
+  atoll_tokens ids;     /* a piece's ids */
 } split_out;
 
 /* ------------------------------------------------------------- sources --- */
@@ -123,31 +130,50 @@ static int load_sources(source **out, const char *const *files, int nfiles, doub
 
 /* ---------------------------------------------------------------- output --- */
 
-static int split_put(split_out *o, const uint8_t *bytes, size_t n, atoll_err *err) {
+/* Appends tokens (ids, or with bytes set, the byte values of bytes) to the split. */
+static int split_put_tokens(split_out *o, const int32_t *ids, const uint8_t *bytes, size_t n, atoll_err *err) {
   int32_t tok[CHUNK];
   while (n > 0) {
     if (!o->open) {
       char path[1024];
       if (atoll_token_file_path(path, sizeof path, o->dir, o->split, o->nfiles, err) != 0) return -1;
-      if (atoll_token_file_writer_open(&o->w, path, ATOLL_BYTE_VOCAB, err) != 0) return -1;
+      if (atoll_token_file_writer_open(&o->w, path, o->vocab, err) != 0) return -1;
       o->open = 1;
       o->nfiles++;
     }
     uint64_t room = FILE_TOKENS - o->w.ntokens;
     size_t take = n < CHUNK ? n : CHUNK;
     if (take > room) take = (size_t)room;
-    for (size_t i = 0; i < take; i++) tok[i] = bytes[i];
-    if (atoll_token_file_writer_put(&o->w, tok, take, err) != 0) {
+    if (bytes)
+      for (size_t i = 0; i < take; i++) tok[i] = bytes[i];
+    if (atoll_token_file_writer_put(&o->w, bytes ? tok : ids, take, err) != 0) {
       o->open = 0; /* the writer aborted itself */
       return -1;
     }
     o->tokens += take;
-    bytes += take;
+    if (bytes) bytes += take;
+    else ids += take;
     n -= take;
     if (o->w.ntokens == FILE_TOKENS) {
       o->open = 0;
       if (atoll_token_file_writer_finish(&o->w, err) != 0) return -1;
     }
+  }
+  return 0;
+}
+
+/* Encodes text with the split's tokenizer, a piece at a time (cut where encoding apart
+ * gives the same ids as encoding the whole), and appends the ids. */
+static int split_put(split_out *o, const uint8_t *text, size_t n, atoll_err *err) {
+  if (!o->tok) return split_put_tokens(o, NULL, text, n, err);
+  while (n > 0) {
+    size_t cut = n > ENCODE_PIECE ? atoll_tokenizer_safe_cut(text, n, ENCODE_PIECE) : n;
+    o->ids.n = 0;
+    if (atoll_tokenizer_encode(o->tok, text, cut, &o->ids, err) != 0 ||
+        split_put_tokens(o, o->ids.ids, NULL, o->ids.n, err) != 0)
+      return -1;
+    text += cut;
+    n -= cut;
   }
   return 0;
 }
@@ -205,9 +231,12 @@ static int add_source(cJSON *files, const source *s) {
 /* Fills root; -1 when an allocation failed (err is set by add_hashes only). */
 static int manifest_fill(cJSON *root, const source *src, int n, double vf, const split_out *train,
                          const split_out *val, atoll_err *err) {
+  char hash[17];
+  if (train->tok) atoll_tokenizer_hash_hex(train->tok, hash);
   int ok = cJSON_AddNumberToObject(root, "version", 2) &&
-           cJSON_AddStringToObject(root, "tokenizer", "bytes") &&
-           cJSON_AddNumberToObject(root, "vocab", ATOLL_BYTE_VOCAB) &&
+           cJSON_AddStringToObject(root, "tokenizer", train->tok ? atoll_tokenizer_kind(train->tok) : "bytes") &&
+           (!train->tok || cJSON_AddStringToObject(root, "tokenizer_hash", hash)) &&
+           cJSON_AddNumberToObject(root, "vocab", train->vocab) &&
            cJSON_AddNumberToObject(root, "val_fraction", vf) &&
            cJSON_AddNumberToObject(root, "train_tokens", (double)train->tokens) &&
            cJSON_AddNumberToObject(root, "train_files", train->nfiles) &&
@@ -278,6 +307,7 @@ static int is_prepare_output(const char *name) {
   size_t len = strlen(name);
   if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) len -= 4;
   if (len == 13 && strncmp(name, "manifest.json", 13) == 0) return 1;
+  if (len == 14 && strncmp(name, "tokenizer.json", 14) == 0) return 1;
   const char *rest = strncmp(name, "train_", 6) == 0 ? name + 6
                      : strncmp(name, "val_", 4) == 0  ? name + 4
                                                       : NULL;
@@ -378,38 +408,56 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
 
 /* ----------------------------------------------------------------- entry --- */
 
-static int write_set(const char *dir, const source *src, int n, double vf, atoll_err *err) {
-  split_out train = {.dir = dir, .split = "train"};
-  split_out val = {.dir = dir, .split = "val"};
+static int write_set(const char *dir, const source *src, int n, double vf, atoll_tokenizer *tok,
+                     atoll_err *err) {
+  uint32_t vocab = tok ? (uint32_t)atoll_tokenizer_vocab(tok) : ATOLL_BYTE_VOCAB;
+  split_out train = {.dir = dir, .split = "train", .tok = tok, .vocab = vocab};
+  split_out val = {.dir = dir, .split = "val", .tok = tok, .vocab = vocab};
+  char path[1100];
   int rc = -1;
+  if (tok && snprintf(path, sizeof path, "%s/tokenizer.json", dir) >= (int)sizeof path)
+    return atoll_fail(err, "%.200s: path too long", dir);
   if (atoll_mkdir_p(dir, err) == 0 && write_split(&train, src, n, 0, err) == 0 &&
-      write_split(&val, src, n, 1, err) == 0)
+      write_split(&val, src, n, 1, err) == 0 && (!tok || atoll_tokenizer_write_json(tok, path, err) == 0))
     rc = write_manifest(dir, src, n, vf, &train, &val, err);
   if (train.open) atoll_token_file_writer_abort(&train.w);
   if (val.open) atoll_token_file_writer_abort(&val.w);
+  atoll_tokens_free(&train.ids);
+  atoll_tokens_free(&val.ids);
   return rc;
 }
 
 int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
                   atoll_err *err) {
+  return atoll_prepare_ex(files, nfiles, outdir, val_fraction, NULL, err);
+}
+
+int atoll_prepare_ex(const char *const *files, int nfiles, const char *outdir, double val_fraction,
+                     const char *tokenizer, atoll_err *err) {
   if (!(val_fraction >= 0.0 && val_fraction <= 0.5)) /* also rejects NaN */
     return atoll_fail(err, "prepare: val_fraction %g outside [0, 0.5]", val_fraction);
   if (nfiles <= 0) return atoll_fail(err, "prepare: no input files");
   char out[1000], tmp[1040], old[1040];
   if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(files, nfiles, out, err))
     return -1;
+  atoll_tokenizer *tok = NULL;
+  if (tokenizer && atoll_tokenizer_load(&tok, tokenizer, err) != 0) return -1;
   int lock = lock_parent(out, err);
-  if (lock < 0) return -1;
+  if (lock < 0) {
+    atoll_tokenizer_free(tok);
+    return -1;
+  }
   source *src = NULL;
   int rc = -1;
   if (clear_prepare_dir(out, 0, err) == 0 && clear_prepare_dir(tmp, 1, err) == 0 &&
       clear_prepare_dir(old, 1, err) == 0) {
     rc = load_sources(&src, files, nfiles, val_fraction, err);
-    if (rc == 0) rc = write_set(tmp, src, nfiles, val_fraction, err);
+    if (rc == 0) rc = write_set(tmp, src, nfiles, val_fraction, tok, err);
     if (rc == 0) rc = swap_in(tmp, out, old, err);
     if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
   }
   if (src) free_sources(src, nfiles);
+  atoll_tokenizer_free(tok);
   close(lock); /* releases the lock */
   return rc;
 }

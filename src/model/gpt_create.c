@@ -24,6 +24,8 @@ static float *alloc_f(atoll_model *m, size_t n) {
   return p;
 }
 
+void atoll_model_set_ops(atoll_model *m, const atoll_ops *ops) { m->ops = ops; }
+
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
   atoll_part whole = atoll_part_whole();

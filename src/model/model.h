@@ -21,6 +21,9 @@ int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, i
 int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
                             int max_batch, int max_seq, int slots, atoll_err *err);
 void atoll_model_destroy(atoll_model *m);
+/* Replaces the kernel table (the CPU one by default), e.g. by atoll_ops_cpu_bf16 for
+ * --precision bf16; the buffers stay those of the default table's allocator. */
+void atoll_model_set_ops(atoll_model *m, const struct atoll_ops *ops);
 /* The bytes a part allocates, counted by the allocation code itself, so that a run
  * can be refused before it allocates (src/train/train_memory.c). */
 typedef struct {

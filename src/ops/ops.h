@@ -82,5 +82,8 @@ typedef struct atoll_ops {
 } atoll_ops;
 
 const atoll_ops *atoll_ops_cpu(void);
+/* The same kernels with bf16 matrix products (fp32 accumulation and outputs); check
+ * atoll_gemm_bf16_check (src/ops/gemm_cpu.h) before using it. */
+const atoll_ops *atoll_ops_cpu_bf16(void);
 
 #endif

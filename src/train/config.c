@@ -102,6 +102,7 @@ static const key_spec KEYS[] = {
     {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero"},
     {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
     {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
+    {"precision", STR(precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
@@ -148,6 +149,7 @@ void atoll_config_defaults(atoll_config *c) {
   c->merge_alpha = 0.5f;
   snprintf(c->outer_dtype, sizeof c->outer_dtype, "fp32");
   snprintf(c->island_data, sizeof c->island_data, "iid");
+  snprintf(c->precision, sizeof c->precision, "fp32");
 }
 
 /* Old names still accepted: "shard" was the ZeRO stage's key before "zero", and
@@ -301,6 +303,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (strcmp(c->outer_dtype, "fp32") && strcmp(c->outer_dtype, "bf16") && strcmp(c->outer_dtype, "int8") &&
       strcmp(c->outer_dtype, "fp4"))
     return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->outer_dtype);
+  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
+    return atoll_fail(err, "--precision: unknown '%s' (known: fp32, bf16)", c->precision);
   if (strcmp(c->schedule, "1f1b") != 0 && strcmp(c->schedule, "gpipe") != 0)
     return atoll_fail(err, "--schedule: unknown pipeline schedule '%s' (known: 1f1b, gpipe)", c->schedule);
   if (c->microbatches > 0 && c->accum != 1 && c->accum != c->microbatches)

@@ -5,7 +5,8 @@
 # LlamaForCausalLM with atoll's logits (within 1e-4), while the same weights with q/k
 # rows in the interleaved rotary order do not (so no permutation is needed); Llamas made
 # and saved by transformers come back unchanged through --init-from-hf and export;
-# config.json keys that differ from the run are refused with one line.
+# a BPE checkpoint's tokenizer.json goes with it; config.json keys that differ from
+# the run are refused with one line.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -38,6 +39,15 @@ grep -q '"rms_norm_eps":[[:space:]]*1e-06,' exp_u/config.json && grep -q '"rope_
 logits "untied GQA export" u exp_u
 logits "tied MQA export" t exp_t
 if $CHECK tokenizer exp_u >"$TMP/out" 2>&1; then pass "$(tail -1 "$TMP/out")"; else fail "tokenizer: $(tail -3 "$TMP/out")"; fi
+# a Llama trained on BPE tokens (vocabulary 320) exports its tokenizer with the model
+"$ATOLL" tokenizer train --text /usr/share/games/fortunes/art --vocab-size 320 --out bpe.json >/dev/null 2>&1 &&
+  "$ATOLL" prepare --text /usr/share/games/fortunes/art --tokenizer bpe.json --out bdata >/dev/null 2>&1 &&
+  "$ATOLL" train $LL --data bdata --out b --steps 20 --lr 1e-2 --warmup 2 >/dev/null 2>&1 &&
+  "$ATOLL" export --ckpt b --to hf --out exp_b >/dev/null 2>&1 || fail "BPE Llama: tokenizer, prepare, train or export"
+logits "BPE Llama export" b exp_b
+printf 'The art of science: naïve café, 日本語 🙂\n  two  spaces\tand a tab\n' >text.txt
+"$ATOLL" tokenizer encode --tokenizer bpe.json --text text.txt >text.ids || fail "atoll tokenizer encode"
+if $CHECK tokens exp_b text.txt text.ids >"$TMP/out" 2>&1; then pass "BPE Llama export: $(tail -1 "$TMP/out")"; else fail "BPE tokenizer.json: $(tail -3 "$TMP/out")"; fi
 
 # 2. transformers -> atoll -> transformers, untied and tied
 $CHECK make_llama hfu 2 4 2 32 96 32 256 0 1e-5 10000 >/dev/null 2>&1 || fail "make an untied Llama with transformers"

@@ -4,6 +4,7 @@
   check_hf.py logits EXPORT_DIR DUMP_DIR   transformers' logits == atoll's (hf_logits) within 1e-4; for a
                                            Llama also: q/k rows interleaved give other logits
   check_hf.py tokenizer EXPORT_DIR         tokenizer.json loads; encode(x) == x's bytes, decode inverts
+  check_hf.py tokens EXPORT_DIR TEXT IDS   a BPE tokenizer.json gives atoll's ids (IDS) for TEXT
   check_hf.py make OUT_DIR L H C CTX V     a tiny GPT-2 made by transformers, save_pretrained
   check_hf.py make_llama OUT L H KV C I CTX V TIE EPS THETA   the same for a tiny Llama
   check_hf.py same DIR_A DIR_B             model.safetensors tensor-by-tensor equal, same config shape
@@ -80,6 +81,22 @@ def tokenizer(export_dir):
         assert ids == want, (t, ids[:20], want[:20])
         assert tok.decode(ids) == t, (t, tok.decode(ids))
     print(f"tokenizer: {len(texts)} texts encode to their UTF-8 bytes and decode back")
+
+
+def tokens(export_dir, text_file, ids_file):
+    """The exported tokenizer.json (a BPE checkpoint's) gives atoll's ids for the text,
+    covers config.json's vocabulary and decodes back to the text."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(export_dir, "tokenizer.json"))
+    cfg = json.load(open(os.path.join(export_dir, "config.json")))
+    text = open(text_file, encoding="utf-8").read()
+    want = [int(x) for x in open(ids_file).read().split()]
+    ids = tok.encode(text).ids
+    assert ids == want, (ids[:20], want[:20])
+    assert tok.get_vocab_size() == cfg["vocab_size"], (tok.get_vocab_size(), cfg["vocab_size"])
+    assert tok.decode(ids) == text
+    print(f"tokenizer.json: {len(ids)} ids for {len(text.encode())} bytes equal atoll's, "
+          f"vocabulary {tok.get_vocab_size()} = config.json's vocab_size, decodes back")
 
 
 def make(out, L, H, C, ctx, V):
@@ -184,5 +201,5 @@ def same_bf16(a, b):
 
 
 if __name__ == "__main__":
-    {"logits": logits, "tokenizer": tokenizer, "make": make, "make_llama": make_llama, "same": same, "edit": edit,
+    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "make_llama": make_llama, "same": same, "edit": edit,
      "same_bf16": same_bf16}[sys.argv[1]](*sys.argv[2:])
