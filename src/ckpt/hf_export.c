@@ -34,7 +34,8 @@ static void byte_symbol(int b, char *out) {
 
 static cJSON *byte_level(int prefix_space) {
   cJSON *o = cJSON_CreateObject();
-  if (o && cJSON_AddStringToObject(o, "type", "ByteLevel") && cJSON_AddBoolToObject(o, "add_prefix_space", prefix_space) &&
+  if (o && cJSON_AddStringToObject(o, "type", "ByteLevel") &&
+      cJSON_AddBoolToObject(o, "add_prefix_space", prefix_space) &&
       cJSON_AddTrueToObject(o, "trim_offsets") && cJSON_AddTrueToObject(o, "use_regex"))
     return o;
   cJSON_Delete(o);
@@ -168,7 +169,8 @@ int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float 
   if (atoll_mkdir_p(tmp, err)) return -1;
   int rc = write_files(tmp, whole, params, tokenizer_json, err);
   if (rc == 0 && atoll_fsync_path(tmp, O_DIRECTORY, err)) rc = -1;
-  if (rc == 0 && rename(tmp, out_dir) != 0) rc = atoll_fail(err, "--out %s: cannot rename %s into place: %s", out_dir, tmp, strerror(errno));
+  if (rc == 0 && rename(tmp, out_dir) != 0)
+    rc = atoll_fail(err, "--out %s: cannot rename %s into place: %s", out_dir, tmp, strerror(errno));
   if (rc) {
     atoll_rm_tree(tmp);
     return -1;

@@ -133,8 +133,9 @@ static int read_config(const char *dir, const atoll_layout *whole, const atoll_h
   char known[128];
   atoll_hf_known(known, sizeof known);
   if (!*arch)
-    rc = atoll_fail(err, "%s: model_type %s%s%s is not one atoll reads (known: %s)", path, cJSON_IsString(type) ? "'" : "",
-                    cJSON_IsString(type) ? type->valuestring : "missing", cJSON_IsString(type) ? "'" : "", known);
+    rc = atoll_fail(err, "%s: model_type %s%s%s is not one atoll reads (known: %s)", path,
+                    cJSON_IsString(type) ? "'" : "", cJSON_IsString(type) ? type->valuestring : "missing",
+                    cJSON_IsString(type) ? "'" : "", known);
   else if (*arch != atoll_hf_arch_of(&whole->shape))
     rc = atoll_fail(err, "%s: model_type '%s' is not this run's architecture (--arch %s; pass --arch %s)", path,
                     (*arch)->model_type, atoll_hf_arch_of(&whole->shape)->model_type, (*arch)->model_type);

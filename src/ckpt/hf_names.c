@@ -158,7 +158,8 @@ static cJSON *llama_config_json(const atoll_shape *s) {
   double eps = float_decimal(atoll_shape_norm_eps(s)), theta = float_decimal(atoll_shape_rope_theta(s));
   /* rope_theta twice: top-level for transformers 4.x, in rope_parameters for 5.x */
   cJSON *rope = cJSON_CreateObject();
-  int ok = rope && cJSON_AddStringToObject(rope, "rope_type", "default") && cJSON_AddNumberToObject(rope, "rope_theta", theta);
+  int ok = rope && cJSON_AddStringToObject(rope, "rope_type", "default") &&
+           cJSON_AddNumberToObject(rope, "rope_theta", theta);
   ok = ok && cJSON_AddStringToObject(o, "model_type", "llama") && cJSON_AddNumberToObject(o, "vocab_size", s->vocab) &&
        cJSON_AddNumberToObject(o, "hidden_size", s->dim) &&
        cJSON_AddNumberToObject(o, "intermediate_size", atoll_shape_hidden(s)) &&
@@ -226,18 +227,22 @@ static int llama_config_check(const cJSON *cfg, const atoll_shape *s, const char
   if (check_ints(cfg, 1, kv_key, kv_flag, kv_want, kv_dflt, path, err)) return -1;
   const cJSON *inter = cJSON_GetObjectItemCaseSensitive(cfg, "intermediate_size");
   int H = atoll_shape_hidden(s), least = 8 * s->dim / 3;
-  if (!cJSON_IsNumber(inter) || inter->valuedouble != floor(inter->valuedouble) || inter->valuedouble < 1)
-    return atoll_fail(err, "%s: intermediate_size is missing or not an integer", path);
+  if (!cJSON_IsNumber(inter) || inter->valuedouble != floor(inter->valuedouble) || inter->valuedouble < 1 ||
+      inter->valuedouble > 1e9)
+    return atoll_fail(err, "%s: intermediate_size is missing or not a positive integer", path);
   double I = inter->valuedouble;
   if (I != H && I >= least && I <= 65536) /* multiple-of I gives I x ceil(least / I) = I */
-    return atoll_fail(err, "%s: intermediate_size is %.0f, this run's SwiGLU width is %d (pass --multiple-of %.0f)", path,
-                      I, H, I);
+    return atoll_fail(err, "%s: intermediate_size is %.0f, this run's SwiGLU width is %d (pass --multiple-of %.0f)",
+                      path, I, H, I);
   if (I != H)
-    return atoll_fail(err, "%s: intermediate_size is %.0f; atoll's SwiGLU width is multiple-of x ceil(%d / multiple-of) "
-                      "for --dim %d, at least %d", path, I, least, s->dim, least);
+    return atoll_fail(err,
+                      "%s: intermediate_size is %.0f; atoll's SwiGLU width is multiple-of x ceil(%d / multiple-of) "
+                      "for --dim %d, at least %d",
+                      path, I, least, s->dim, least);
   const cJSON *hd = cJSON_GetObjectItemCaseSensitive(cfg, "head_dim");
   if (hd && !cJSON_IsNull(hd) && !(cJSON_IsNumber(hd) && hd->valuedouble == s->dim / s->heads))
-    return atoll_fail(err, "%s: head_dim must be null or hidden_size / num_attention_heads = %d", path, s->dim / s->heads);
+    return atoll_fail(err, "%s: head_dim must be null or hidden_size / num_attention_heads = %d", path,
+                      s->dim / s->heads);
   const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
   int tied = atoll_shape_tied(s);
   if (tie && !cJSON_IsBool(tie)) return atoll_fail(err, "%s: tie_word_embeddings must be true or false", path);
