@@ -1,18 +1,21 @@
-/* atoll prepare: turns text files into token files with the byte-level tokenizer
+/* atoll prepare: turns text into token files with the byte-level tokenizer
  * (token = byte value, vocabulary 256).
  *
- * Each input's last val_fraction of bytes, moved forward to the start of the next
- * line when there is one, goes to the validation split and the rest to training;
- * inputs are concatenated in the order given. Every split is written as
- * DIR/<split>_000.bin, _001.bin, ... of at most FILE_TOKENS tokens each, then
- * DIR/manifest.json describes the result. All inputs are checked before anything
- * is written.
+ * The inputs are the sources FILE_OR_DIR arguments stand for, read by
+ * src/data/text_input.h (plain text, gzip, JSON Lines) in two streaming passes, so
+ * memory stays bounded whatever their size: the first counts and checks every source
+ * before anything is written, the second writes. Each source's last val_fraction of
+ * bytes of text, moved forward to the start of the next line when there is one, goes
+ * to the validation split and the rest to training; sources are concatenated in the
+ * order given. Every split is written as DIR/<split>_000.bin, _001.bin, ... of at
+ * most FILE_TOKENS tokens each, then DIR/manifest.json describes the result.
  *
  * The whole set is written into DIR.atoll-new next to DIR and swapped in at the end
  * (rename with RENAME_EXCHANGE, then the old set removed), so a killed prepare leaves
  * either the old set or the new one, never a mix. DIR may only hold prepare's own
  * files, and no input may lie inside DIR. */
 #define _GNU_SOURCE /* renameat2 */
+#include "data/text_input.h"
 #include "data/token_file.h"
 
 #include "core/fs.h"
@@ -26,18 +29,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define FILE_TOKENS ((uint64_t)64 << 20) /* 64 Mi tokens per token file at most */
 #define CHUNK 4096                         /* bytes converted to tokens per writer call */
 
+/* One source: what the first pass found, and where the second cut it. */
 typedef struct {
-  const char *path;
-  const uint8_t *data; /* mapped file, NULL when empty */
-  size_t size;
-  size_t cut; /* [0, cut) trains, [cut, size) validates */
+  atoll_text_source in;
+  uint64_t cut; /* [0, cut) of its text trains, [cut, text_bytes) validates */
 } source;
 
 /* One split being written: rolls over to a new token file every FILE_TOKENS tokens. */
@@ -52,72 +53,19 @@ typedef struct {
 
 /* ------------------------------------------------------------- sources --- */
 
-static size_t cut_point(const uint8_t *data, size_t size, double val_fraction) {
-  size_t nval = (size_t)((double)size * val_fraction);
-  if (nval == 0) return size;
-  size_t cut = size - nval;
-  if (data[cut - 1] == '\n') return cut; /* already at a line start */
-  const uint8_t *nl = memchr(data + cut, '\n', size - cut);
-  return nl ? (size_t)(nl - data) + 1 : cut;
-}
-
-static int load_source(source *s, const char *path, double val_fraction, atoll_err *err) {
-  memset(s, 0, sizeof *s);
-  s->path = path;
-  /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return atoll_fail(err, "%s: cannot read: %s", path, strerror(errno));
-  struct stat st;
-  int rc = fstat(fd, &st);
-  if (rc != 0 || !S_ISREG(st.st_mode)) {
-    int e = errno;
-    close(fd);
-    if (rc != 0) return atoll_fail(err, "%s: cannot read: %s", path, strerror(e));
-    if (S_ISDIR(st.st_mode))
-      return atoll_fail(err, "%s: is a directory, expected a text file", path);
-    return atoll_fail(err, "%s: not a regular file%s", path, S_ISFIFO(st.st_mode) ? " (a FIFO)" : "");
-  }
-  s->size = (size_t)st.st_size;
-  if (s->size > 0) {
-    void *map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      int e = errno;
-      close(fd);
-      return atoll_fail(err, "%s: cannot read: %s", path, strerror(e));
-    }
-    s->data = map;
-  }
-  close(fd);
-  if (s->size >= 8 && memcmp(s->data, ATOLL_TOKEN_FILE_MAGIC, 8) == 0) {
-    munmap((void *)s->data, s->size);
-    s->data = NULL;
-    return atoll_fail(err, "%s: is a token file (prepare's output), not text; pass the text it was made from", path);
-  }
-  s->cut = s->size ? cut_point(s->data, s->size, val_fraction) : 0;
-  return 0;
-}
-
-static void free_sources(source *src, int n) {
-  for (int i = 0; i < n; i++)
-    if (src[i].data) munmap((void *)src[i].data, src[i].size);
-  free(src);
-}
-
-/* Loads every input and checks the totals; *out holds n sources even on failure. */
-static int load_sources(source **out, const char *const *files, int nfiles, double vf,
-                        atoll_err *err) {
+/* The first pass: every source scanned (and so checked) before anything is written;
+ * *out holds n sources even on failure. */
+static int scan_sources(source **out, const char *const *files, int nfiles, const char *field,
+                        atoll_text_progress *pg, atoll_err *err) {
   *out = calloc((size_t)nfiles, sizeof **out);
   if (!*out) return atoll_fail(err, "prepare: out of memory");
-  uint64_t total = 0, val = 0;
+  uint64_t total = 0;
   for (int i = 0; i < nfiles; i++) {
-    if (load_source(&(*out)[i], files[i], vf, err) != 0) return -1;
-    total += (*out)[i].size;
-    val += (*out)[i].size - (*out)[i].cut;
+    if (atoll_text_scan(&(*out)[i].in, files[i], field, atoll_text_progress_add, pg, err) != 0)
+      return -1;
+    total += (*out)[i].in.text_bytes;
   }
   if (total == 0) return atoll_fail(err, "prepare: input is empty (%d file(s), 0 bytes)", nfiles);
-  if (val == 0)
-    return atoll_fail(err, "prepare: validation split would be empty (val_fraction %g of %" PRIu64
-                      " bytes); raise val_fraction or add text", vf, total);
   return 0;
 }
 
@@ -158,14 +106,71 @@ static int split_finish(split_out *o, atoll_err *err) {
   return atoll_token_file_writer_finish(&o->w, err);
 }
 
-static int write_split(split_out *o, const source *src, int n, int val, atoll_err *err) {
-  for (int i = 0; i < n; i++) {
-    const source *s = &src[i];
-    const uint8_t *p = val ? s->data + s->cut : s->data;
-    size_t len = val ? s->size - s->cut : s->cut;
-    if (len > 0 && split_put(o, p, len, err) != 0) return -1;
+/* Sends one source's text to the splits: its last val_fraction of bytes, moved forward
+ * to just after the next newline when there is one, to val, the rest to train. The
+ * cut is found while streaming: the first pass told where the text's last newline is. */
+static int write_source(source *s, const char *field, double vf, split_out *train, split_out *val,
+                        atoll_text_progress *pg, atoll_err *err) {
+  uint64_t size = s->in.text_bytes, nval = (uint64_t)((double)size * vf);
+  uint64_t nominal = size - nval, pos = 0;
+  int seek_nl = 0, in_val = 0; /* past nominal, looking for a newline; cut found */
+  uint8_t prev = 0;
+  s->cut = size;
+  atoll_text_reader *r = NULL;
+  if (atoll_text_reader_open(&r, &s->in, field, err) != 0) return -1;
+  int rc = 0;
+  for (;;) {
+    const uint8_t *p;
+    size_t n;
+    if ((rc = atoll_text_reader_next(r, &p, &n, err)) != 0) break;
+    atoll_text_progress_add(pg, atoll_text_reader_take_read(r));
+    if (n == 0) break;
+    while (n > 0 && rc == 0) {
+      size_t take = n;
+      if (in_val) {
+        rc = split_put(val, p, n, err);
+      } else if (seek_nl) {
+        const uint8_t *nl = memchr(p, '\n', n);
+        if (nl) take = (size_t)(nl - p) + 1, in_val = 1;
+        rc = split_put(train, p, take, err);
+      } else {
+        if (take > nominal - pos) take = (size_t)(nominal - pos);
+        rc = take ? split_put(train, p, take, err) : 0;
+        if (take) prev = p[take - 1];
+        if (pos + take == nominal && nval > 0) {
+          /* at a line start already, or no newline left: cut here */
+          if (prev == '\n' || s->in.newline_end <= nominal) in_val = 1;
+          else seek_nl = 1;
+        }
+      }
+      pos += take;
+      if (in_val && s->cut == size) s->cut = pos;
+      p += take;
+      n -= take;
+    }
+    if (rc != 0) break;
   }
-  return split_finish(o, err);
+  atoll_text_reader_close(r);
+  return rc;
+}
+
+/* The second pass: each source streamed into both splits, in the order given. */
+static int write_sources(source *src, int n, const char *field, double vf, split_out *train,
+                         split_out *val, atoll_text_progress *pg, atoll_err *err) {
+  pg->what = "writing";
+  uint64_t nval = 0;
+  for (int i = 0; i < n; i++) {
+    if (write_source(&src[i], field, vf, train, val, pg, err) != 0) return -1;
+    nval += src[i].in.text_bytes - src[i].cut;
+  }
+  if (nval == 0) {
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) total += src[i].in.text_bytes;
+    return atoll_fail(err, "prepare: validation split would be empty (val_fraction %g of %" PRIu64
+                      " bytes); raise val_fraction or add text", vf, total);
+  }
+  if (split_finish(train, err) != 0) return -1;
+  return split_finish(val, err);
 }
 
 /* ------------------------------------------------------------- manifest --- */
@@ -195,10 +200,16 @@ static int add_source(cJSON *files, const source *s) {
     cJSON_Delete(f);
     return -1;
   }
-  int ok = cJSON_AddStringToObject(f, "path", s->path) &&
-           cJSON_AddNumberToObject(f, "bytes", (double)s->size) &&
+  const atoll_text_source *in = &s->in;
+  int ok = cJSON_AddStringToObject(f, "path", in->path) &&
+           cJSON_AddNumberToObject(f, "bytes", (double)in->text_bytes) &&
            cJSON_AddNumberToObject(f, "train_bytes", (double)s->cut) &&
-           cJSON_AddNumberToObject(f, "val_bytes", (double)(s->size - s->cut));
+           cJSON_AddNumberToObject(f, "val_bytes", (double)(in->text_bytes - s->cut));
+  /* plain text keeps the entry it always had */
+  if (ok && atoll_text_source_streamed(in))
+    ok = cJSON_AddStringToObject(f, "format", in->jsonl ? (in->gzip ? "jsonl+gzip" : "jsonl") : "gzip") &&
+         cJSON_AddNumberToObject(f, "stored_bytes", (double)in->stored_bytes);
+  if (ok && in->jsonl) ok = cJSON_AddNumberToObject(f, "documents", (double)in->documents) != NULL;
   return ok ? 0 : -1;
 }
 
@@ -378,38 +389,64 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
 
 /* ----------------------------------------------------------------- entry --- */
 
-static int write_set(const char *dir, const source *src, int n, double vf, atoll_err *err) {
+static int write_set(const char *dir, source *src, int n, const char *field, double vf,
+                     atoll_text_progress *pg, atoll_err *err) {
   split_out train = {.dir = dir, .split = "train"};
   split_out val = {.dir = dir, .split = "val"};
   int rc = -1;
-  if (atoll_mkdir_p(dir, err) == 0 && write_split(&train, src, n, 0, err) == 0 &&
-      write_split(&val, src, n, 1, err) == 0)
+  if (atoll_mkdir_p(dir, err) == 0 && write_sources(src, n, field, vf, &train, &val, pg, err) == 0)
     rc = write_manifest(dir, src, n, vf, &train, &val, err);
   if (train.open) atoll_token_file_writer_abort(&train.w);
   if (val.open) atoll_token_file_writer_abort(&val.w);
   return rc;
 }
 
-int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
-                  atoll_err *err) {
+/* Reads the sources (first pass), writes the set into tmp (second) and swaps it in. */
+static int prepare_locked(const char *const *files, int nfiles, const atoll_prepare_input *in,
+                          const char *out, const char *tmp, const char *old, double vf,
+                          atoll_err *err) {
+  if (clear_prepare_dir(out, 0, err) != 0 || clear_prepare_dir(tmp, 1, err) != 0 ||
+      clear_prepare_dir(old, 1, err) != 0)
+    return -1;
+  const char *field = in && in->jsonl_field ? in->jsonl_field : "text";
+  uint64_t work = 0;
+  for (int i = 0; i < nfiles; i++) work += atoll_text_work_bytes(files[i]);
+  atoll_text_progress pg;
+  atoll_text_progress_start(&pg, in && in->progress, work);
+  source *src = NULL;
+  int rc = scan_sources(&src, files, nfiles, field, &pg, err);
+  if (rc == 0) rc = write_set(tmp, src, nfiles, field, vf, &pg, err);
+  if (rc == 0) rc = swap_in(tmp, out, old, err);
+  if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
+  atoll_text_progress_end(&pg, rc == 0);
+  free(src);
+  return rc;
+}
+
+int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepare_input *in,
+                         const char *outdir, double val_fraction, atoll_err *err) {
   if (!(val_fraction >= 0.0 && val_fraction <= 0.5)) /* also rejects NaN */
     return atoll_fail(err, "prepare: val_fraction %g outside [0, 0.5]", val_fraction);
-  if (nfiles <= 0) return atoll_fail(err, "prepare: no input files");
+  if (npaths <= 0) return atoll_fail(err, "prepare: no input files");
   char out[1000], tmp[1040], old[1040];
-  if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(files, nfiles, out, err))
+  if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(paths, npaths, out, err))
     return -1;
-  int lock = lock_parent(out, err);
-  if (lock < 0) return -1;
-  source *src = NULL;
-  int rc = -1;
-  if (clear_prepare_dir(out, 0, err) == 0 && clear_prepare_dir(tmp, 1, err) == 0 &&
-      clear_prepare_dir(old, 1, err) == 0) {
-    rc = load_sources(&src, files, nfiles, val_fraction, err);
-    if (rc == 0) rc = write_set(tmp, src, nfiles, val_fraction, err);
-    if (rc == 0) rc = swap_in(tmp, out, old, err);
-    if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
+  atoll_text_list files = {0};
+  int rc = atoll_text_list_expand(&files, paths, npaths, out, err);
+  if (rc == 0) rc = check_inputs_outside((const char *const *)files.paths, files.n, out, err);
+  int lock = rc == 0 ? lock_parent(out, err) : -1;
+  if (lock >= 0) {
+    rc = prepare_locked((const char *const *)files.paths, files.n, in, out, tmp, old, val_fraction, err);
+    close(lock); /* releases the lock */
+  } else {
+    rc = -1;
   }
-  if (src) free_sources(src, nfiles);
-  close(lock); /* releases the lock */
+  if (rc == 0 && in && in->nfiles_read) *in->nfiles_read = files.n;
+  atoll_text_list_free(&files);
   return rc;
+}
+
+int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
+                  atoll_err *err) {
+  return atoll_prepare_inputs(files, nfiles, NULL, outdir, val_fraction, err);
 }
