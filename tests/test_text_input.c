@@ -135,9 +135,10 @@ static void test_jsonl_errors(void) {
   expect_error("{\"text\": 5}\n", "holds a number");
   expect_error("{\"text\": -1}\n", "holds a number");
   expect_error("{\"text\": null}\n", "holds null");
+  expect_error("{\"text\": nul}\n", "not JSON: expected true, false or null");
   expect_error("{\"text\": {}}\n", "holds an object");
   expect_error("{\"text\": [\"a\"]}\n", "holds an array");
-  expect_error("{\"text\": true}\n", "holds a boolean");
+  expect_error("{\"text\": true}\n", "holds true");
   expect_error("{\"text\":\"a\",\"text\":\"b\"}\n", "appears twice");
   expect_error("[{\"text\":\"a\"}]\n", "f.jsonl:1: not JSON: expected a JSON object");
   expect_error("\"text\"\n", "expected a JSON object");

@@ -139,17 +139,17 @@ static int end_line(atoll_jsonl *p, uint8_t *out, size_t *o, atoll_err *err) {
 static const char *kind_of(int c) {
   if (c == '{') return "an object";
   if (c == '[') return "an array";
-  if (c == 't' || c == 'f') return "a boolean";
-  if (c == 'n') return "null";
   return "a number";
 }
 
 static int start_value(atoll_jsonl *p, int c, atoll_err *err) {
-  if (p->value_is_field && c != '"' && c && strchr("{[tfn-0123456789", c))
+  /* true, false and null are named once read whole (so "text": two is not JSON) */
+  if (p->value_is_field && c != '"' && c && strchr("{[-0123456789", c))
     return atoll_fail(err, "%s:%" PRIu64 ": \"%s\" holds %s, expected a string", p->name, p->line,
                       p->field, kind_of(c));
   int field = p->value_is_field;
   p->value_is_field = 0;
+  p->field_literal = field;
   switch (c) {
     case '"':
       p->state = S_STRING;
@@ -300,7 +300,11 @@ static int step(atoll_jsonl *p, int c, uint8_t *out, size_t *o, atoll_err *err) 
       return number_byte(p, c, err);
     case S_LIT:
       if (p->literal[p->lit_pos] != c) return bad(p, err, "expected true, false or null", c);
-      if (p->literal[++p->lit_pos] == 0) value_done(p);
+      if (p->literal[++p->lit_pos] != 0) return CONSUMED;
+      if (p->field_literal)
+        return atoll_fail(err, "%s:%" PRIu64 ": \"%s\" holds %s, expected a string", p->name,
+                          p->line, p->field, p->literal);
+      value_done(p);
       return CONSUMED;
   }
   if (is_ws(c)) return CONSUMED;

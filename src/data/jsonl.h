@@ -37,6 +37,7 @@ typedef struct {
   int found;          /* the field was seen on this line */
   const char *literal; /* the literal being matched (true, false, null) */
   int lit_pos;
+  int field_literal;  /* the literal is the field's value (an error once read) */
   int hex_left;       /* hex digits left in a \u escape */
   uint32_t code;      /* code unit being read */
   uint32_t high;      /* a pending high surrogate, 0 when none */

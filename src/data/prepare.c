@@ -124,6 +124,7 @@ static int write_source(source *s, const char *field, double vf, split_out *trai
     size_t n;
     if ((rc = atoll_text_reader_next(r, &p, &n, err)) != 0) break;
     atoll_text_progress_add(pg, atoll_text_reader_take_read(r));
+    atoll_text_progress_text(pg, n);
     if (n == 0) break;
     while (n > 0 && rc == 0) {
       size_t take = n;

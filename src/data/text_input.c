@@ -427,10 +427,10 @@ static void show(atoll_text_progress *p, double now) {
     double left = (double)(p->total - p->done) / 1e6 / rate;
     snprintf(eta, sizeof eta, ", ETA %d:%02d", (int)left / 60, (int)left % 60);
   }
-  fprintf(stderr, "%satoll prepare: %s, %.1f of %.1f MB read (%.0f%%), %.1f MB/s%s%s",
+  fprintf(stderr, "%satoll prepare: %s: %.1f of %.1f MB read (%.0f%%), %.1f MB/s, %.1f MB of text%s%s",
           p->tty ? "\r" : "", p->what, mb, (double)p->total / 1e6,
-          p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, rate, eta,
-          p->tty ? "\033[K" : "\n");
+          p->total ? 100.0 * (double)p->done / (double)p->total : 100.0, rate,
+          (double)p->text / 1e6, eta, p->tty ? "\033[K" : "\n");
   fflush(stderr);
   p->shown = 1;
   p->last = now;
@@ -441,6 +441,8 @@ void atoll_text_progress_start(atoll_text_progress *p, int on, uint64_t total) {
                              .what = "checking"};
   p->start = p->last = atoll_seconds();
 }
+
+void atoll_text_progress_text(atoll_text_progress *p, uint64_t bytes) { p->text += bytes; }
 
 void atoll_text_progress_add(void *ctx, uint64_t bytes) {
   atoll_text_progress *p = ctx;
@@ -455,7 +457,8 @@ void atoll_text_progress_end(atoll_text_progress *p, int ok) {
   if (p->tty && p->shown) fputs("\r\033[K", stderr); /* an error line takes its place */
   if (ok && p->shown) {
     double secs = atoll_seconds() - p->start;
-    fprintf(stderr, "atoll prepare: read %.1f MB in %.1f s (%.1f MB/s)\n", (double)p->done / 1e6,
-            secs, secs > 0 ? (double)p->done / 1e6 / secs : 0.0);
+    fprintf(stderr, "atoll prepare: read %.1f MB in %.1f s (%.1f MB/s), wrote %.1f MB of text\n",
+            (double)p->done / 1e6, secs, secs > 0 ? (double)p->done / 1e6 / secs : 0.0,
+            (double)p->text / 1e6);
   }
 }

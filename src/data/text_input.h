@@ -79,12 +79,14 @@ void atoll_text_reader_close(atoll_text_reader *r);
 typedef struct {
   int on, tty, shown;
   uint64_t total, done;
+  uint64_t text;    /* bytes of text written (second pass) */
   double start, last;
   const char *what; /* "checking" (first pass) or "writing" (second) */
 } atoll_text_progress;
 
 void atoll_text_progress_start(atoll_text_progress *p, int on, uint64_t total);
 void atoll_text_progress_add(void *p, uint64_t bytes); /* an atoll_text_on_read */
+void atoll_text_progress_text(atoll_text_progress *p, uint64_t bytes);
 /* Ends the live line; with ok, prints the totals. */
 void atoll_text_progress_end(atoll_text_progress *p, int ok);
 
