@@ -11,6 +11,7 @@ PKGS=(
   libcjson-dev             # JSON headers, configs, metrics
   libopenmpi-dev openmpi-bin  # MPI between ranks (MPICH works too)
   fortunes                 # default corpus: /usr/share/games/fortunes
+  zlib1g-dev linux-doc-6.1 # gzip input for atoll prepare; the larger corpus (scripts/corpus.sh, tested)
   clang libclang-rt-14-dev # libFuzzer targets
   python3-torch python3-numpy  # PyTorch reference check and benchmark (/usr/bin/python3)
 )

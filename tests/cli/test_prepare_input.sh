@@ -72,6 +72,21 @@ mkdir -p "$TMP/empties"
 printf '\n\r\n' >"$TMP/empties/b.jsonl"
 expect_error "prepare: only empty files" "input is empty" $ATOLL prepare --text "$TMP/empties" --out "$TMP/refused/e6"
 
+# --- the larger corpus (scripts/corpus.sh): Debian's kernel docs, gzipped, as shipped ---
+DOCS=/usr/share/doc/linux-doc-6.1/Documentation
+if [ -d "$DOCS" ]; then
+  bash "$SRC/scripts/corpus.sh" "$TMP/kernel-docs" "$ATOLL" >/dev/null 2>"$TMP/kd.err" || fail "scripts/corpus.sh: $(cat "$TMP/kd.err")"
+  $PY - "$TMP/kernel-docs/manifest.json" <<'EOF' && pass "kernel-docs corpus: every file's text, decompressed by Python's gzip, is in the token counts" || fail "kernel-docs corpus: counts differ from Python's gzip"
+import gzip, json, sys
+m = json.load(open(sys.argv[1]))
+src = m["sources"]
+ok = len(src) > 4000 and all(s["bytes"] == len(gzip.open(s["path"]).read()) and s["format"] == "gzip" for s in src)
+sys.exit(0 if ok and m["train_tokens"] + m["val_tokens"] == sum(s["bytes"] for s in src) > 20e6 else 1)
+EOF
+else
+  echo "skip: kernel-docs corpus ($DOCS missing: scripts/setup.sh installs linux-doc-6.1)"
+fi
+
 # --- bounded memory on big input, and the progress line --------------------------------
 # AddressSanitizer reserves terabytes of shadow address space, which ulimit -v forbids,
 # and would take minutes here: skipped under it (scripts/test_sanitize.sh)
