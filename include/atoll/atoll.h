@@ -170,7 +170,8 @@ typedef struct {
 } atoll_prepare_input;
 
 /* atoll prepare over files and directories (walked), plain text, gzip and JSON Lines,
- * streamed; in may be NULL. atoll_prepare is this with in = NULL. */
+ * streamed; in may be NULL. atoll_prepare is this with in = NULL for files only (a
+ * directory is refused there). */
 int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepare_input *in,
                          const char *outdir, double val_fraction, atoll_err *err);
 

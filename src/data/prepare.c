@@ -449,5 +449,10 @@ int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepa
 
 int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
                   atoll_err *err) {
+  for (int i = 0; i < nfiles; i++) { /* files only, as this function always took */
+    struct stat st;
+    if (stat(files[i], &st) == 0 && S_ISDIR(st.st_mode))
+      return atoll_fail(err, "%s: is a directory, expected a text file", files[i]);
+  }
   return atoll_prepare_inputs(files, nfiles, NULL, outdir, val_fraction, err);
 }
