@@ -1,36 +1,41 @@
 #!/usr/bin/env bash
-# atoll against PyTorch on the same GPT in one run (see bench/README.md).
+# atoll against PyTorch on the same GPT, in one run, at both precisions (bench/README.md).
 #
-#   bench/run.sh [--quick] [--rounds N] [--steps N] [--torch-threads "1 2 default"]
+#   bench/run.sh [--quick] [--rounds N] [--steps N] [--threads N] [--shapes "bench gpt2 tiny"]
 #                [--results FILE] [--keep]
 #
-# Builds atoll and bench_sgemm if needed, prepares the default corpus, then runs
-# N interleaved rounds of: the OpenBLAS sgemm peak, atoll train, PyTorch at each thread
-# setting. Reports the medians over rounds, PyTorch at its best thread setting, the ratio
-# and model FLOP/s as a fraction of the sgemm peak; writes bench/results.json and prints a
-# Markdown table on stdout (progress goes to stderr).
+# Shapes: bench (L6 H6 C384 T256 B8 V256), gpt2 (GPT-2 124M: L12 H12 C768 V50257 at
+# T256 B8), tiny (L4 H4 C128 T256 B8 V256). Peers at each shape, every one on the same
+# --threads (default: all cores): atoll --precision fp32 and bf16; Debian's PyTorch 1.13
+# (/usr/bin/python3, fp32); PyTorch 2.x from PyPI (scripts/venv.sh or ATOLL_PYTHON):
+# eager with F.scaled_dot_product_attention in fp32 and with bf16 autocast, and
+# torch.compile of both. Each round also measures every matrix engine's peak per
+# precision (build/bench_engines: OpenBLAS, oneDNN, BLIS sgemm; oneDNN bf16).
+# N interleaved rounds (each round runs every peer once, so a shared machine slows all
+# alike); medians over steps after the first 3, then over rounds. Writes bench/results.json
+# and prints a Markdown table per shape on stdout (progress on stderr).
+# --quick: 1 round, 5 steps, gpt2 at batch 1: a smoke run, not a result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 ROUNDS=3
-STEPS=30
-SGEMM_REPS=9
-TORCH_THREADS=""
+STEPS=20
+THREADS=$(nproc)
+SHAPES="bench gpt2 tiny"
 RESULTS="$ROOT/bench/results.json"
 KEEP=0
 QUICK=0
-PY=/usr/bin/python3
-# The model of the issue's benchmark (fixed: the table compares this shape only).
-L=6 H=6 C=384 T=256 B=8 V=256
+PY1=/usr/bin/python3
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) QUICK=1; ROUNDS=1; STEPS=8; SGEMM_REPS=3 ;;
+    --quick) QUICK=1; ROUNDS=1; STEPS=5 ;;
     --rounds) ROUNDS="$2"; shift ;;
     --steps) STEPS="$2"; shift ;;
-    --torch-threads) TORCH_THREADS="$2"; shift ;;
+    --threads) THREADS="$2"; shift ;;
+    --shapes) SHAPES="$2"; shift ;;
     --results) RESULTS="$2"; shift ;;
     --keep) KEEP=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -38,222 +43,167 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ROUNDS$STEPS" in *[!0-9]*|"") echo "run.sh: --rounds and --steps take integers" >&2; exit 2 ;; esac
-if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ]; then
-  echo "run.sh: need --rounds >= 1 and --steps >= 5 (the first 3 steps are warm-up)" >&2; exit 2
+case "$ROUNDS$STEPS$THREADS" in *[!0-9]*|"") echo "run.sh: --rounds, --steps and --threads take integers" >&2; exit 2 ;; esac
+if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ] || [ "$THREADS" -lt 1 ]; then
+  echo "run.sh: need --rounds >= 1, --steps >= 5 (the first 3 steps are warm-up), --threads >= 1" >&2; exit 2
 fi
-[ -x "$PY" ] || { echo "run.sh: $PY not found (Debian's python3 with python3-torch)" >&2; exit 1; }
-"$PY" -c "import torch" 2>/dev/null || { echo "run.sh: $PY cannot import torch (apt install python3-torch)" >&2; exit 1; }
+for s in $SHAPES; do
+  case "$s" in bench|gpt2|tiny) ;; *) echo "run.sh: --shapes: unknown shape '$s' (known: bench gpt2 tiny)" >&2; exit 2 ;; esac
+done
 
 log() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 
-# (a) build what is missing or stale; only the two targets needed here.
-log "building atoll and bench_sgemm"
+# PyTorch 1.13 (Debian) and 2.x (PyPI venv); a missing one is left out with a note.
+HAVE1=0; "$PY1" -c "import torch" 2>/dev/null && HAVE1=1
+PY2=${ATOLL_PYTHON:-}
+if [ -z "$PY2" ] && [ -f scripts/venv.sh ]; then PY2=$(bash scripts/venv.sh 2>/dev/null || true); fi
+HAVE2=0; [ -n "$PY2" ] && "$PY2" -c "import torch; assert int(torch.__version__.split('.')[0]) >= 2" 2>/dev/null && HAVE2=1
+[ $HAVE1 = 1 ] || log "no Debian PyTorch ($PY1 cannot import torch): left out"
+[ $HAVE2 = 1 ] || log "no PyTorch 2 (set ATOLL_PYTHON or provide scripts/venv.sh): left out"
+
+log "building atoll and bench_engines"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build --target atoll bench_sgemm -j"$(nproc)" >/dev/null
+cmake --build build --target atoll bench_engines -j"$(nproc)" >/dev/null
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/atoll-bench.XXXXXX")
 cleanup() { if [ "$KEEP" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi; }
 trap cleanup EXIT
 log "work directory $TMP"
-
 log "preparing the default corpus (/usr/share/games/fortunes)"
 build/atoll prepare --text /usr/share/games/fortunes --out "$TMP/data" >"$TMP/prepare.log" 2>&1 \
   || { cat "$TMP/prepare.log" >&2; exit 1; }
 
-NPROC=$(nproc)
-# PyTorch's thread settings: 1 and 2, and torch's default when it is a different setting:
-# its intra-op count outside {1, 2}, or one below the core count (then its OpenBLAS,
-# which reads no torch setting, still runs on every core: a mixed setting of its own).
-if [ -z "$TORCH_THREADS" ]; then
-  TORCH_DEFAULT=$("$PY" -c "import torch; print(torch.get_num_threads())")
-  TORCH_THREADS="1 2"
-  if { [ "$TORCH_DEFAULT" != 1 ] && [ "$TORCH_DEFAULT" != 2 ]; } || [ "$TORCH_DEFAULT" != "$NPROC" ]; then
-    TORCH_THREADS="$TORCH_THREADS default"
-  fi
-fi
-log "rounds $ROUNDS, steps $STEPS, PyTorch thread settings: $TORCH_THREADS"
+shape_args() { # L H C T B V
+  case "$1" in
+    bench) echo "6 6 384 256 8 256" ;;
+    gpt2) if [ $QUICK = 1 ]; then echo "12 12 768 256 1 50257"; else echo "12 12 768 256 8 50257"; fi ;;
+    tiny) echo "4 4 128 256 8 256" ;;
+  esac
+}
 
-# (e) interleaved rounds: the machine may be shared, so each peer sees the same noise.
+ATOLL_BF16=1
+build/atoll train --layers 1 --heads 1 --dim 8 --context 8 --batch 1 --steps 1 --eval-every 0 --save-every 0 \
+  --precision bf16 --data "$TMP/data" --out "$TMP/probe" >/dev/null 2>"$TMP/probe.err" || { ATOLL_BF16=0; log "atoll bf16 left out: $(tail -1 "$TMP/probe.err")"; }
+
+run_peer() { # round shape peer L H C T B V
+  local r=$1 shape=$2 peer=$3 L=$4 H=$5 C=$6 T=$7 B=$8 V=$9 out="$TMP/${2}_${3}_$1.json"
+  case "$peer" in
+    atoll_fp32|atoll_bf16)
+      build/atoll train --layers $L --heads $H --dim $C --context $T --vocab $V --batch $B --threads $THREADS \
+        --precision "${peer#atoll_}" --steps "$STEPS" --warmup 2 --eval-every 0 --save-every 0 \
+        --data "$TMP/data" --out "$TMP/run_${shape}_${peer}_$r" >"$TMP/${shape}_${peer}_$r.log" 2>&1 \
+        || { tail -5 "$TMP/${shape}_${peer}_$r.log" >&2; return 1; }
+      cp "$TMP/run_${shape}_${peer}_$r/summary.json" "$out"; rm -rf "$TMP/run_${shape}_${peer}_$r" ;;
+    *)
+      local py=$PY2 extra=()
+      case "$peer" in
+        torch1_fp32) py=$PY1 ;;
+        torch2_eager_fp32) extra=(--attention sdpa) ;;
+        torch2_eager_bf16) extra=(--attention sdpa --precision bf16) ;;
+        torch2_compile_fp32) extra=(--attention sdpa --compile) ;;
+        torch2_compile_bf16) extra=(--attention sdpa --compile --precision bf16) ;;
+      esac
+      "$py" bench/torch_gpt.py --threads $THREADS --steps "$STEPS" --layers $L --heads $H --dim $C --context $T \
+        --batch $B --vocab $V "${extra[@]}" >"$out" 2>"$TMP/${shape}_${peer}_$r.log" \
+        || { tail -5 "$TMP/${shape}_${peer}_$r.log" >&2; return 1; } ;;
+  esac
+}
+
+PEERS="atoll_fp32"
+[ $ATOLL_BF16 = 1 ] && PEERS="$PEERS atoll_bf16"
+[ $HAVE1 = 1 ] && PEERS="$PEERS torch1_fp32"
+[ $HAVE2 = 1 ] && PEERS="$PEERS torch2_eager_fp32 torch2_eager_bf16 torch2_compile_fp32 torch2_compile_bf16"
+log "rounds $ROUNDS, steps $STEPS, threads $THREADS, shapes: $SHAPES; peers: $PEERS"
+
 for r in $(seq 1 "$ROUNDS"); do
-  log "round $r/$ROUNDS: sgemm peak"
-  build/bench_sgemm --reps "$SGEMM_REPS" --batch $B --seq $T --dim $C --vocab $V --layers $L \
-    >"$TMP/sgemm_$r.json" 2>"$TMP/sgemm_$r.log" || { cat "$TMP/sgemm_$r.log" >&2; exit 1; }
-
-  log "round $r/$ROUNDS: atoll train ($STEPS steps)"
-  build/atoll train --layers $L --heads $H --dim $C --context $T --vocab $V --batch $B \
-    --steps "$STEPS" --warmup 5 --eval-every 0 --save-every 0 \
-    --data "$TMP/data" --out "$TMP/atoll_$r" >"$TMP/atoll_$r.log" 2>&1 \
-    || { tail -20 "$TMP/atoll_$r.log" >&2; exit 1; }
-  cp "$TMP/atoll_$r/summary.json" "$TMP/atoll_$r.json"
-  rm -rf "$TMP/atoll_$r/checkpoints"
-
-  for th in $TORCH_THREADS; do
-    log "round $r/$ROUNDS: PyTorch, threads $th ($STEPS steps)"
-    arg=()
-    [ "$th" = default ] || arg=(--threads "$th")
-    "$PY" bench/torch_gpt.py "${arg[@]}" --steps "$STEPS" --layers $L --heads $H --dim $C \
-      --context $T --batch $B --vocab $V >"$TMP/torch_${th}_$r.json" 2>"$TMP/torch_${th}_$r.log" \
-      || { tail -20 "$TMP/torch_${th}_$r.log" >&2; exit 1; }
+  log "round $r/$ROUNDS: matrix engines"
+  OMP_NUM_THREADS=$THREADS build/bench_engines --threads $THREADS --rounds 5 >"$TMP/engines_$r.json" 2>"$TMP/engines_$r.log" \
+    || { cat "$TMP/engines_$r.log" >&2; exit 1; }
+  for shape in $SHAPES; do
+    for peer in $PEERS; do
+      log "round $r/$ROUNDS: $shape: $peer"
+      # shellcheck disable=SC2046
+      run_peer "$r" "$shape" "$peer" $(shape_args "$shape") || echo "$peer failed" >"$TMP/${shape}_${peer}_$r.failed"
+    done
   done
 done
 
-# (f) medians, the best PyTorch setting, results.json and the Markdown table.
-OPENBLAS_ATOLL=$(grep -m1 'OPENBLAS_LDFLAGS:INTERNAL' build/CMakeCache.txt | sed 's/.*=//' || true)
 CPU_MODEL=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
-TORCH_PKG=$(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || true)
-"$PY" - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$NPROC" "$CPU_MODEL" "$OPENBLAS_ATOLL" \
-  "$TORCH_PKG" "$QUICK" $TORCH_THREADS <<'EOF'
+T1=$([ $HAVE1 = 1 ] && "$PY1" -c "import torch; print(torch.__version__)" || echo none)
+T2=$([ $HAVE2 = 1 ] && "$PY2" -c "import torch; print(torch.__version__)" || echo none)
+/usr/bin/python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$QUICK" "$T1" "$T2" "$SHAPES" "$PEERS" <<'PYEOF'
 import datetime, json, os, statistics, sys
-
-tmp, results, rounds, steps, nproc, cpu, ob_link, torch_pkg, quick = sys.argv[1:10]
-rounds, steps, nproc, quick = int(rounds), int(steps), int(nproc), quick == "1"
-settings = sys.argv[10:]
-L, H, C, T, B, V = 6, 6, 384, 256, 8, 256
-fpt = 6.0 * (12.0 * L * C * C + V * C) + 6.0 * L * C * T  # atoll_flops_per_token
-
-def load(name):
-    with open(os.path.join(tmp, name)) as f:
-        return json.load(f)
-
+tmp, results, rounds, steps, threads, cpu, quick, t1, t2, shapes, peers = sys.argv[1:12]
+rounds, steps, threads, quick = int(rounds), int(steps), int(threads), quick == "1"
+shapes, peers = shapes.split(), peers.split()
 med = statistics.median
-sg = [load(f"sgemm_{r}.json") for r in range(1, rounds + 1)]
-at = [load(f"atoll_{r}.json") for r in range(1, rounds + 1)]
-tc = {s: [load(f"torch_{s}_{r}.json") for r in range(1, rounds + 1)] for s in settings}
+dims = {"bench": (6, 6, 384, 256, 8, 256), "gpt2": (12, 12, 768, 256, 1 if quick else 8, 50257), "tiny": (4, 4, 128, 256, 8, 256)}
+def load(name):
+    p = os.path.join(tmp, name)
+    return json.load(open(p)) if os.path.exists(p) else None
 
-peak = med([x["square_gflops"] for x in sg]) * 1e9
-model_shapes = med([x["model_shapes_gflops"] for x in sg]) * 1e9
-
-def summarize(runs, label, threads, flops_from_tps):
-    tps = med([x["tokens_per_second"] for x in runs])
-    # model FLOP/s: the same count for both peers, atoll's flops_per_token x tokens/s
-    mflops = med([x["tokens_per_second"] * fpt for x in runs])
-    if not flops_from_tps:
-        reported = med([x["model_flops_per_second"] for x in runs])
-        assert abs(reported - mflops) <= 1e-6 * max(1.0, mflops), (reported, mflops)
-    return {
-        "peer": label,
-        "threads": threads,
-        "tokens_per_second": tps,
-        "tokens_per_second_rounds": [x["tokens_per_second"] for x in runs],
-        "model_flops_per_second": mflops,
-        "fraction_of_sgemm_peak": mflops / peak if peak > 0 else None,
-        "peak_rss_bytes": med([x["peak_rss_bytes"] for x in runs]),
-        "median_step_seconds": med([x["median_step_seconds"] for x in runs]),
-    }
-
-for x in at:
-    assert abs(x["flops_per_token"] - fpt) < 1e-6 * fpt, ("flops_per_token differs", x["flops_per_token"], fpt)
-atoll = summarize(at, "atoll", nproc, False)
-atoll["threads_note"] = "--threads 0: all cores (OpenMP + OpenBLAS)"
-torch_rows = {}
-for s, runs in tc.items():
-    row = summarize(runs, "PyTorch", runs[0]["threads"], True)
-    row["setting"] = s
-    row["interop_threads"] = runs[0]["interop_threads"]
-    row["blas_libraries"] = runs[0]["blas_libraries"]
-    if s == "default":
-        row["threads_note"] = (f"torch default: {runs[0]['threads']} intra-op thread(s); "
-                               "BLAS threads from its own default")
-    torch_rows[s] = row
-best_setting = max(torch_rows, key=lambda s: torch_rows[s]["tokens_per_second"])
-best = torch_rows[best_setting]
-ratio = atoll["tokens_per_second"] / best["tokens_per_second"]
-for row in [atoll] + list(torch_rows.values()):
-    row["ratio_vs_pytorch_best"] = row["tokens_per_second"] / best["tokens_per_second"]
-
-t0 = tc[settings[0]][0]
-ob_cfg = sg[0].get("openblas_config", "")
-variant = "openmp" if "openblas-openmp" in ob_link else ("pthread" if "openblas-pthread" in ob_link else ob_link)
-torch_blas = ", ".join(os.path.basename(p) + " (" + os.path.basename(os.path.dirname(p)) + ")"
-                       for p in t0["blas_libraries"] if "blas" in os.path.basename(p))
-info = {
-    "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-    "cpu_model": cpu,
-    "cores": nproc,
-    "openblas_atoll": f"{ob_cfg.split(' NO_')[0].strip()} ({variant}); config: {ob_cfg}; core: {sg[0].get('openblas_core')}",
-    "torch_version": t0["torch_version"],
-    "torch_package": torch_pkg,
-    "torch_blas": torch_blas,
-}
-targets = {
-    "ratio_at_least_1.5": ratio >= 1.5,
-    "sgemm_fraction_at_least_0.75": atoll["fraction_of_sgemm_peak"] >= 0.75,
-}
-
-def mib(b):
-    return b / (1 << 20)
-
-def thr(row):
-    if row["peer"] == "atoll":
-        return f"{row['threads']} (all cores)"
-    if row.get("setting") == "default":
-        return f"{row['threads']} (torch default)"
-    return str(row["threads"])
-
-lines = []
-lines.append(f"Model: L={L}, H={H}, C={C}, T={T}, B={B}, V={V}; full training step (forward, backward, AdamW); "
-             f"{steps} steps per run, median over steps after the first 3, then median over {rounds} interleaved round(s)"
-             + (" — QUICK SMOKE RUN, not a benchmark result" if quick else "") + ".")
-lines.append("")
-lines.append("| peer | threads | tokens/s | ratio vs PyTorch | model GFLOP/s | % of sgemm peak | peak RSS MiB |")
-lines.append("|---|---|---:|---:|---:|---:|---:|")
-rows = [atoll, best] + [torch_rows[s] for s in settings if s != best_setting]
-for row in rows:
-    name = row["peer"]
-    if row is best:
-        name += " (best thread setting)"
-    elif row["peer"] == "PyTorch":
-        name += " (other setting)"
-    lines.append(f"| {name} | {thr(row)} | {row['tokens_per_second']:.0f} | {row['ratio_vs_pytorch_best']:.2f}x | "
-                 f"{row['model_flops_per_second'] / 1e9:.1f} | {100 * row['fraction_of_sgemm_peak']:.1f}% | "
-                 f"{mib(row['peak_rss_bytes']):.0f} |")
-lines.append("")
-lines.append(f"sgemm peak (OpenBLAS cblas_sgemm, square 2048, {sg[0]['threads']} threads, median over rounds): "
-             f"{peak / 1e9:.1f} GFLOP/s; on the model's own matrix shapes: {model_shapes / 1e9:.1f} GFLOP/s. "
-             f"Model FLOPs per token (atoll's count, both peers): {fpt:.0f}.")
-lines.append(f"PyTorch at its best thread setting: {best_setting} "
-             f"({best['threads']} intra-op thread(s); settings tried: {', '.join(settings)}).")
-lines.append(f"Targets: atoll/PyTorch {ratio:.2f}x (>= 1.5x: {'met' if targets['ratio_at_least_1.5'] else 'NOT met'}); "
-             f"atoll at {100 * atoll['fraction_of_sgemm_peak']:.1f}% of the sgemm peak "
-             f"(>= 75%: {'met' if targets['sgemm_fraction_at_least_0.75'] else 'NOT met'}).")
-lines.append(f"Run {info['date']} on {info['cpu_model']}, {nproc} cores; OpenBLAS (atoll): {info['openblas_atoll'].split(';')[0]}; "
-             f"torch {info['torch_version']} (Debian python3-torch {torch_pkg}; BLAS: {torch_blas}).")
-over = [r for r in rows if r["fraction_of_sgemm_peak"] > 1.0]
-sq = [x["square_gflops"] for x in sg]
-if over or (len(sq) > 1 and max(sq) > 1.2 * min(sq)):
-    lines.append("Warning: " + ("a peer ran above 100% of the sgemm peak, " if over else "")
-                 + f"sgemm peak per round {', '.join(f'{v:.1f}' for v in sq)} GFLOP/s: "
-                 "the machine was busy and these numbers are noisy; rerun on a quiet machine.")
-markdown = "\n".join(lines)
-
-out = {
-    "quick": quick,
-    "model": {"layers": L, "heads": H, "dim": C, "context": T, "batch": B, "vocab": V},
-    "flops_per_token": fpt,
-    "rounds": rounds,
-    "steps": steps,
-    "machine": info,
-    "sgemm": {
-        "peak_gflops": peak / 1e9,
-        "peak_definition": sg[0]["sgemm_peak_definition"],
-        "model_shapes_gflops": model_shapes / 1e9,
-        "threads": sg[0]["threads"],
-        "rounds": [{"square_gflops": x["square_gflops"], "model_shapes_gflops": x["model_shapes_gflops"]} for x in sg],
-        "shapes_first_round": sg[0]["shapes"],
-    },
-    "atoll": atoll,
-    "pytorch": {"best_setting": best_setting, "best": best, "settings": torch_rows},
-    "ratio_atoll_vs_pytorch": ratio,
-    "atoll_fraction_of_sgemm_peak": atoll["fraction_of_sgemm_peak"],
-    "targets": targets,
-    "markdown": markdown,
-}
+eng = [load(f"engines_{r}.json") for r in range(1, rounds + 1)]
+names = list(eng[0]["engines"])
+engines = {e: {"square_gflops": med([x["engines"][e]["square_2048"] for x in eng]),
+               "model_shapes_gflops": med([x["engines"][e]["model_shapes_gflops"] for x in eng])} for e in names}
+peak = {"fp32": max(v["square_gflops"] for e, v in engines.items() if e != "onednn_bf16"),
+        "bf16": engines.get("onednn_bf16", {}).get("square_gflops")}
+labels = {"atoll_fp32": "atoll fp32", "atoll_bf16": "atoll bf16", "torch1_fp32": f"PyTorch {t1} (Debian) fp32",
+          "torch2_eager_fp32": f"PyTorch {t2} eager+SDPA fp32", "torch2_eager_bf16": f"PyTorch {t2} eager+SDPA bf16 autocast",
+          "torch2_compile_fp32": f"PyTorch {t2} compile fp32", "torch2_compile_bf16": f"PyTorch {t2} compile bf16 autocast"}
+out = {"quick": quick, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "cpu_model": cpu,
+       "cpu_features": eng[0]["features"], "openblas_core": eng[0]["openblas_core"], "threads": threads,
+       "rounds": rounds, "steps": steps, "torch1": t1, "torch2": t2, "engines": engines, "peak_gflops": peak, "shapes": {}}
+md = [f"Run {out['date']} on {cpu} ({eng[0]['features']}), {threads} threads; {rounds} interleaved round(s), {steps} steps per run"
+      + (" — QUICK SMOKE RUN, not a benchmark result" if quick else "") + ".", "",
+      "Matrix engine peaks (square 2048, GFLOP/s; model shapes in brackets): "
+      + ", ".join(f"{e} {v['square_gflops']:.0f} [{v['model_shapes_gflops']:.0f}]" for e, v in engines.items()), ""]
+for s in shapes:
+    L, H, C, T, B, V = dims[s]
+    fpt = 6.0 * (12.0 * L * C * C + V * C) + 6.0 * L * C * T
+    rows = {}
+    for p in peers:
+        runs = [load(f"{s}_{p}_{r}.json") for r in range(1, rounds + 1)]
+        runs = [x for x in runs if x]
+        if not runs:
+            continue
+        tps = med([x["tokens_per_second"] for x in runs])
+        prec = "bf16" if p.endswith("bf16") else "fp32"
+        rows[p] = {"label": labels[p], "precision": prec, "tokens_per_second": tps,
+                   "tokens_per_second_rounds": [x["tokens_per_second"] for x in runs], "model_gflops": tps * fpt / 1e9,
+                   "fraction_of_peak": (tps * fpt / 1e9 / peak[prec]) if peak.get(prec) else None,
+                   "peak_rss_mib": med([x["peak_rss_bytes"] for x in runs]) / 2**20}
+    def best(keys):
+        ks = [k for k in keys if k in rows]
+        return max(ks, key=lambda k: rows[k]["tokens_per_second"]) if ks else None
+    ref = {"fp32": best(["torch2_eager_fp32", "torch2_compile_fp32"]), "bf16": best(["torch2_eager_bf16", "torch2_compile_bf16"])}
+    md += [f"**{s}**: L={L} H={H} C={C} T={T} B={B} V={V}, {fpt / 1e6:.1f} MFLOP/token", "",
+           "| peer | tokens/s | vs best PyTorch 2 (same precision) | model GFLOP/s | % of peak (same precision) | peak RSS MiB |",
+           "|---|---:|---:|---:|---:|---:|"]
+    for p, row in rows.items():
+        rp = ref[row["precision"]]
+        row["ratio_vs_torch2"] = row["tokens_per_second"] / rows[rp]["tokens_per_second"] if rp else None
+        md.append(f"| {row['label']} | {row['tokens_per_second']:.0f} | "
+                  + (f"{row['ratio_vs_torch2']:.2f}x" if row["ratio_vs_torch2"] else "-") + f" | {row['model_gflops']:.1f} | "
+                  + (f"{100 * row['fraction_of_peak']:.0f}%" if row["fraction_of_peak"] else "-") + f" | {row['peak_rss_mib']:.0f} |")
+    targets = {}
+    if "atoll_fp32" in rows and ref["fp32"]:
+        targets["fp32_at_least_1.0x_torch2"] = rows["atoll_fp32"]["ratio_vs_torch2"] >= 1.0
+    if "atoll_bf16" in rows and ref["bf16"]:
+        targets["bf16_at_least_1.5x_torch2_autocast"] = rows["atoll_bf16"]["ratio_vs_torch2"] >= 1.5
+    for p in ("atoll_fp32", "atoll_bf16"):
+        if p in rows and rows[p]["fraction_of_peak"] is not None:
+            targets[f"{p}_at_least_70pct_of_peak"] = rows[p]["fraction_of_peak"] >= 0.7
+    md += ["", "Targets: " + (", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in targets.items()) or "none measurable"), ""]
+    out["shapes"][s] = {"dims": dict(zip("L H C T B V".split(), dims[s])), "flops_per_token": fpt, "peers": rows,
+                        "reference": ref, "targets": targets}
+failed = sorted(f for f in os.listdir(tmp) if f.endswith(".failed"))
+if failed:
+    md.append("Failed runs: " + ", ".join(f[:-7] for f in failed))
+out["markdown"] = "\n".join(md)
 os.makedirs(os.path.dirname(os.path.abspath(results)), exist_ok=True)
-with open(results + ".tmp", "w") as f:
-    json.dump(out, f, indent=2)
-    f.write("\n")
+json.dump(out, open(results + ".tmp", "w"), indent=2)
 os.replace(results + ".tmp", results)
-print(markdown)
-EOF
+print(out["markdown"])
+PYEOF
 log "wrote $RESULTS"

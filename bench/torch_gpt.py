@@ -1,8 +1,14 @@
 #!/usr/bin/python3
 """PyTorch peer for bench/run.sh: atoll's GPT-2 architecture, trained in float32.
 
-usage: /usr/bin/python3 bench/torch_gpt.py [--threads N] [--steps S] [--layers 6] [--heads 6]
-                                           [--dim 384] [--context 256] [--batch 8] [--vocab 256]
+usage: PYTHON bench/torch_gpt.py [--threads N] [--steps S] [--layers 6] [--heads 6]
+                                 [--dim 384] [--context 256] [--batch 8] [--vocab 256]
+                                 [--attention manual|sdpa] [--precision fp32|bf16] [--compile]
+
+PYTHON is Debian's /usr/bin/python3 (torch 1.13) or a PyPI venv's (torch 2.x): --attention
+sdpa (F.scaled_dot_product_attention), --precision bf16 (torch.autocast on the CPU: bf16
+matrix products, fp32 weights and optimizer) and --compile (torch.compile of the model)
+need torch 2.
 
 The model is the one in tests/torch/ref_gpt.py (pre-LayerNorm blocks, fused qkv, causal
 softmax attention, tanh-GELU MLP, final LayerNorm, LM head tied to wte), here in float32
@@ -156,7 +162,12 @@ def main():
     ap.add_argument("--attention", choices=["manual", "sdpa"] if HAS_SDPA else ["manual"],
                     default="manual",
                     help="sdpa: F.scaled_dot_product_attention (only offered where torch has it)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: torch.autocast(device_type='cpu', dtype=torch.bfloat16) around forward and loss")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch 2)")
     args = ap.parse_args()
+    if args.compile and not hasattr(torch, "compile"):
+        ap.error("--compile needs torch 2 (this is torch " + torch.__version__ + ")")
     if args.steps <= args.skip:
         ap.error(f"--steps must be larger than --skip ({args.skip})")
     if args.dim % args.heads:
@@ -176,6 +187,7 @@ def main():
     L, NH, C, T, B, V = args.layers, args.heads, args.dim, args.context, args.batch, args.vocab
     model = GPT(L, NH, C, T, V, args.attention)
     params = list(model.parameters())
+    run_model = torch.compile(model) if args.compile else model
     decay = [p for p in params if p.dim() == 2]
     no_decay = [p for p in params if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -192,8 +204,9 @@ def main():
         idx, tgt = tok[:, :-1], tok[:, 1:]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(idx)
-        loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            logits = run_model(idx)
+            loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -217,6 +230,8 @@ def main():
         "interop_threads": torch.get_num_interop_threads(),
         "interop_threads_note": interop_note,
         "attention": args.attention,
+        "precision": args.precision,
+        "compiled": args.compile,
         "sdpa_available": HAS_SDPA,
         "blas_libraries": blas_libraries(),
         "params": nparams,

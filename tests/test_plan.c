@@ -47,7 +47,7 @@ static void test_params(void) {
   CHECK_NEAR(atoll_plan_params(&l70) / 1e9, 70.55, 0.01);
   CHECK_NEAR(atoll_plan_params(&l405) / 1e9, 405.85, 0.01);
   /* a GPT-2 shape's FLOPs are exactly atoll's own count */
-  atoll_shape s = {12, 12, 768, 1024, 50257};
+  atoll_shape s = {.layers = 12, .heads = 12, .dim = 768, .context = 1024, .vocab = 50257};
   CHECK(atoll_plan_flops_per_token(&g, 1024) == atoll_flops_per_token(&s, 1024));
   /* Llama 3 405B at 8192: 6 x (126 x matmul weights + V d) + 6 x 126 x d x 8192 */
   double mm = 2.0 * 16384 * 16384 + 2.0 * 16384 * 1024 + 3.0 * 16384 * 53248;

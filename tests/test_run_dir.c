@@ -280,7 +280,7 @@ static void test_hashes(void) {
   char dir[512], want[1024];
   path_in(dir, sizeof dir, "hash/step_00000003");
   atoll_st_buffer outer[1] = {{"outer_momentum.", b.m}};
-  atoll_ckpt_extra extra = {"outer.safetensors", outer, 1};
+  atoll_ckpt_extra extra = {"outer.safetensors", outer, 1, NULL};
   cJSON *state = make_state(3);
   CHECK_OK(atoll_ckpt_save_ex(dir, &tl.lay, b.p, b.m, b.v, &extra, 1, state, &err), &err);
   cJSON *got = NULL;

@@ -35,6 +35,13 @@ typedef struct {
   int dim;     /* model width C */
   int context; /* maximum sequence length (position embeddings) */
   int vocab;   /* vocabulary size (256 for the built-in byte tokenizer) */
+  /* the block design (zero fields keep GPT-2 and the defaults below) */
+  char arch[8];     /* "gpt2" (also when empty) or "llama" */
+  int kv_heads;     /* llama: key/value heads, dividing heads (0: heads) */
+  int multiple_of;  /* llama: the SwiGLU width is rounded up to a multiple of it (0: 256) */
+  int tie;          /* llama: 1 ties the LM head to wte, else it has its own; GPT-2: always tied */
+  float norm_eps;   /* llama: RMSNorm epsilon (0: 1e-5) */
+  float rope_theta; /* llama: rotary embedding base (0: 10000) */
 } atoll_shape;
 
 /* Checks that a shape is possible; the message names the offending key. */
@@ -95,6 +102,11 @@ typedef struct {
   char outer_optimizer[16]; /* "nesterov" or "sgd" */
   char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
   char island_data[8];      /* "iid" or "files" */
+  /* a new run's starting point (src/train/init_from.c); ignored by a resumed run */
+  char init_from[1024];     /* a checkpoint (or run directory): its weights */
+  int init_optim;           /* 1: also its AdamW moments */
+  char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
+  char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);
@@ -144,11 +156,13 @@ int atoll_ckpt_resolve(const char *path, char *out, size_t outsz, atoll_err *err
 
 typedef struct {
   const char *ckpt;   /* checkpoint directory (or a run directory: its latest) */
-  const char *prompt; /* bytes fed before generation ("" starts from a newline) */
+  const char *prompt; /* text fed before generation ("" starts from a newline), encoded
+                         with the checkpoint's tokenizer */
   int tokens;         /* tokens to generate */
   float temperature;  /* 0: greedy */
   int top_k;          /* 0: the whole vocabulary */
   uint64_t seed;
+  const char *tokenizer; /* NULL: the checkpoint's; else a tokenizer.json that must be it */
 } atoll_sample_opts;
 
 /* Writes the prompt followed by the generated text to out. */
@@ -167,6 +181,7 @@ typedef struct {
   const char *jsonl_field; /* JSON Lines key holding the text; NULL: "text" */
   int progress;            /* 1: a progress line on stderr (live on a terminal, else every 10 s) */
   int *nfiles_read;        /* if not NULL, receives the number of files read */
+  const char *tokenizer;   /* a tokenizer.json (kept as DIR/tokenizer.json); NULL: bytes */
 } atoll_prepare_input;
 
 /* atoll prepare over files and directories (walked), plain text, gzip and JSON Lines,

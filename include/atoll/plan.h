@@ -81,6 +81,10 @@ typedef struct {
   double layer_overhead; /* fixed seconds per block per micro-batch (launches, syncs) */
   double reserved;       /* bytes per device not available to training (runtime, NCCL, fragmentation) */
   const char *source;
+  /* matrix-product shape model (src/plan/gemm.c; 0 sms: no tiles, the CPU) */
+  int sms;           /* streaming multiprocessors: one output tile each per wave */
+  double mm_k_over;  /* fixed cost of one output tile, in elements of K (pipeline fill, epilogue) */
+  double clock_eff;  /* sustained share of the boost clock in a training step (power cap); fitted, see docs/plan.md */
 } atoll_plan_accel;
 
 typedef struct {
@@ -114,6 +118,10 @@ typedef struct {
   double diloco_util;  /* utilization target for the WAN bandwidth figure */
   double tp_regather;  /* 1: sequence-parallel backward re-gathers the column-parallel
                           inputs (Megatron, saves memory); 0: keeps them (atoll) */
+  double attn_fused;   /* 1: fused (flash) attention; 0: scores materialized (QK^T and PV as batched
+                          products, softmax and dropout streamed through HBM: Megatron-LM before 2023) */
+  double seq_par;      /* 1: sequence parallel (norms and residuals on 1/tp of the tokens); 0: every
+                          TP rank runs them on all tokens (Megatron-LM before 2022) */
 } atoll_plan_assume;
 
 void atoll_plan_assume_defaults(atoll_plan_assume *a);
@@ -211,6 +219,14 @@ typedef struct {
 /* Evaluates one layout: fills r (r->valid = 0 with r->why for an impossible layout,
  * r->fits = 0 when it does not fit in memory). Never fails otherwise. */
 void atoll_plan_evaluate(const atoll_plan_ctx *ctx, const atoll_plan_layout *lay, atoll_plan_result *r);
+
+/* Seconds of `batch` independent matrix products [M x K] @ [K x N] with elements of
+ * `elem` bytes on accelerator x: tile and wave quantization over the SMs, a fixed
+ * cost per tile, the ceiling eta_mm x clock_eff of peak, and the HBM roofline
+ * (src/plan/gemm.c). On a CPU (sms 0): max(FLOPs / (peak x eta_mm), bytes / bw). */
+double atoll_plan_gemm_seconds(const atoll_plan_accel *x, double M, double N, double K, double batch, double elem);
+/* The share of the ceiling that shape reaches (tile x wave x K efficiency, at most 1). */
+double atoll_plan_gemm_shape_eff(const atoll_plan_accel *x, double M, double N, double K, double batch);
 
 /* Ring collective cost (alpha-beta): seconds for n ranks on data of `bytes` (the
  * whole buffer), per-rank bandwidth bw and per-step latency lat. */
@@ -310,6 +326,10 @@ void atoll_plan_print_table(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan
 void atoll_plan_print_detail(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *r);
 void atoll_plan_print_assumptions(FILE *f, const atoll_plan_ctx *ctx);
 void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_ranking *rk);
+/* Why the planner's first (w) beats a given layout (r, e.g. a published one): the
+ * ratio of time per token and the step's parts that differ most, with their settings. */
+void atoll_plan_print_versus(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w,
+                             const atoll_plan_result *r);
 cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result *r);
 cJSON *atoll_plan_context_json(const atoll_plan_ctx *ctx);
 

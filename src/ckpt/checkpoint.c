@@ -237,8 +237,15 @@ static int write_contents(const char *tmp, const atoll_layout *lay, const float 
     atoll_st_buffer buffers[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
     rc = write_tensors(tmp, OPTIM_FILE, lay, buffers, 2, NULL, hashes, err);
   }
-  for (int i = 0; rc == 0 && i < nextras; i++)
-    rc = write_tensors(tmp, extras[i].file, lay, extras[i].buffers, extras[i].nbuffers, NULL, hashes, err);
+  for (int i = 0; rc == 0 && i < nextras; i++) {
+    char path[CK_PATH];
+    if (!extras[i].text)
+      rc = write_tensors(tmp, extras[i].file, lay, extras[i].buffers, extras[i].nbuffers, NULL, hashes, err);
+    else if (strchr(extras[i].file, '/'))
+      rc = atoll_fail(err, "%s: bad file name %s", tmp, extras[i].file);
+    else if ((rc = atoll_ckpt_join(path, sizeof path, tmp, extras[i].file, err)) == 0)
+      rc = atoll_write_file_atomic(path, extras[i].text, strlen(extras[i].text), err);
+  }
   if (rc == 0) rc = write_state(tmp, state, hashes, err);
   if (rc == 0) rc = atoll_fsync_path(tmp, O_DIRECTORY, err);
   cJSON_Delete(meta);

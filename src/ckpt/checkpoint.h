@@ -49,6 +49,7 @@ typedef struct {
   const char *file; /* e.g. "outer.safetensors"; a plain name, no slashes */
   const atoll_st_buffer *buffers;
   int nbuffers;
+  const char *text; /* instead of buffers (NULL, 0): a text file written as is (tokenizer.json) */
 } atoll_ckpt_extra;
 
 int atoll_ckpt_save_ex(const char *dir, const atoll_layout *lay, const float *params,

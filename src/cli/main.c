@@ -1,17 +1,23 @@
 /* atoll: the command-line tool.
  *
  *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
- *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY]
+ *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY] [--tokenizer FILE]
  *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+ *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "cli/export_cli.h"
+#include "cli/openblas_core.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
+#include "cli/tokenizer_cli.h"
 #include "comm/comm.h"
 #include "core/fs.h"
+#include "data/data_tokenizer.h"
+#include "model/layout.h"
 #include "train/agree.h"
 #include "train/config.h"
 
@@ -52,7 +58,9 @@ static void usage(FILE *f) {
           "  train     train a GPT-style model (atoll train --help)\n"
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
-          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n");
+          "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
+          "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n"
+          "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n");
 }
 
 static int is_dir(const char *p) {
@@ -62,11 +70,13 @@ static int is_dir(const char *p) {
 
 /* ------------------------------------------------------------------ prepare --- */
 
-/* Files and directories (walked: src/data/text_input.h) into outdir. */
+/* Files and directories (walked: src/data/text_input.h) into outdir; tokenizer: a
+ * tokenizer.json, or NULL for bytes. */
 static int prepare_files(char **args, int nargs, const char *outdir, double val_fraction,
-                         const char *field, atoll_err *err) {
+                         const char *field, const char *tokenizer, atoll_err *err) {
   int nfiles = 0;
-  atoll_prepare_input in = {.jsonl_field = field, .progress = 1, .nfiles_read = &nfiles};
+  atoll_prepare_input in = {.jsonl_field = field, .progress = 1, .nfiles_read = &nfiles,
+                            .tokenizer = tokenizer};
   int rc = atoll_prepare_inputs((const char *const *)args, nargs, &in, outdir, val_fraction, err);
   if (rc == 0) fprintf(stderr, "atoll prepare: %d file(s) -> %s\n", nfiles, outdir);
   return rc;
@@ -80,14 +90,16 @@ static int cmd_prepare(int argc, char **argv) {
     return die(&err);
   }
   int ntexts = 0;
-  const char *out = NULL, *field = "text";
+  const char *out = NULL, *field = "text", *tokenizer = NULL;
   double val_fraction = 0.05;
   int in_text = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY]\n"
-             "  byte-level tokenizer (vocabulary 256); writes DIR/train_NNN.bin, DIR/val_NNN.bin\n"
+             "                     [--tokenizer FILE]\n"
+             "  byte-level tokenizer (vocabulary 256), or --tokenizer's tokenizer.json (atoll tokenizer\n"
+             "  train; kept as DIR/tokenizer.json); writes DIR/train_NNN.bin, DIR/val_NNN.bin\n"
              "  and DIR/manifest.json (format: docs/formats.md). The last F (default 0.05)\n"
              "  of each file goes to the validation split. A directory stands for the files\n"
              "  below it (sorted, depth first); gzip files are decompressed; *.jsonl and\n"
@@ -105,7 +117,8 @@ static int cmd_prepare(int argc, char **argv) {
         return die(&err);
       }
       field = argv[++i];
-    } else if (strcmp(a, "--out") == 0 || strcmp(a, "--val-fraction") == 0) {
+    } else if (strcmp(a, "--out") == 0 || strcmp(a, "--val-fraction") == 0 ||
+               strcmp(a, "--tokenizer") == 0) {
       in_text = 0;
       if (i + 1 >= argc) {
         atoll_fail(&err, "%s: missing value", a);
@@ -114,6 +127,8 @@ static int cmd_prepare(int argc, char **argv) {
       }
       if (a[2] == 'o') {
         out = argv[++i];
+      } else if (a[2] == 't') {
+        tokenizer = argv[++i];
       } else {
         char *end;
         val_fraction = strtod(argv[++i], &end);
@@ -136,7 +151,7 @@ static int cmd_prepare(int argc, char **argv) {
     free(texts);
     return die(&err);
   }
-  int rc = prepare_files(texts, ntexts, out, val_fraction, field, &err);
+  int rc = prepare_files(texts, ntexts, out, val_fraction, field, tokenizer, &err);
   free(texts);
   if (rc) return die(&err);
   fprintf(stderr, "atoll prepare: done (see %s/manifest.json)\n", out);
@@ -155,6 +170,22 @@ static void train_help(void) {
          DEFAULT_CORPUS);
 }
 
+/* With --resume, the block design cannot change either: another arch's tensors would not
+ * fit, another epsilon, rotary base or head tie would silently change the function. */
+static int check_resume_arch(const atoll_shape *c, const atoll_shape *k, const char *dir, atoll_err *err) {
+  const char *ca = c->arch[0] ? c->arch : "gpt2", *ka = k->arch[0] ? k->arch : "gpt2";
+  if (strcmp(ca, ka) != 0)
+    return atoll_fail(err, "--arch %s: the checkpoint %s has arch=%s; a resumed run keeps the model's shape", ca, dir, ka);
+  if (!atoll_shape_llama(c)) return 0;
+  if (atoll_shape_kv_heads(c) != atoll_shape_kv_heads(k) || atoll_shape_hidden(c) != atoll_shape_hidden(k) ||
+      atoll_shape_tied(c) != atoll_shape_tied(k) || atoll_shape_norm_eps(c) != atoll_shape_norm_eps(k) ||
+      atoll_shape_rope_theta(c) != atoll_shape_rope_theta(k))
+    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta: differ from the checkpoint %s's "
+                      "(kv-heads=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g); a resumed run keeps the model's shape",
+                      dir, k->kv_heads, k->multiple_of, k->tie, k->norm_eps, k->rope_theta);
+  return 0;
+}
+
 /* With --resume, the shape cannot change: the weights would not fit. */
 static int check_resume_shape(const atoll_config *c, const atoll_config *ck, const char *dir, atoll_err *err) {
   const char *names[] = {"layers", "heads", "dim", "context", "vocab"};
@@ -164,7 +195,7 @@ static int check_resume_shape(const atoll_config *c, const atoll_config *ck, con
     if (a[i] != b[i])
       return atoll_fail(err, "--%s %d: the checkpoint %s has %s=%d; a resumed run keeps the model's shape",
                         names[i], a[i], dir, names[i], b[i]);
-  return 0;
+  return check_resume_arch(&c->model, &ck->model, dir, err);
 }
 
 /* Prepares the default corpus on first use, so `atoll train` works with no data. */
@@ -176,7 +207,21 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
                       c->data, DEFAULT_CORPUS);
   fprintf(stderr, "atoll train: preparing the default corpus %s into %s\n", DEFAULT_CORPUS, c->data);
   char *arg = DEFAULT_CORPUS;
-  return prepare_files(&arg, 1, c->data, 0.05, NULL, err);
+  return prepare_files(&arg, 1, c->data, 0.05, NULL, NULL, err);
+}
+
+/* --vocab follows the data's tokenizer: a BPE data directory raises the default (256)
+ * to its vocabulary; a --vocab given that is smaller is refused. A resumed run keeps
+ * its checkpoint's (training checks it against the data). */
+static int adopt_data_vocab(atoll_config *c, int vocab_flag, const char *resume, atoll_err *err) {
+  atoll_tokenizer_record rec;
+  if (resume || !is_dir(c->data) || atoll_data_tokenizer(c->data, &rec, err)) return resume || !is_dir(c->data) ? 0 : -1;
+  if (strcmp(rec.kind, "bytes") == 0 || rec.vocab <= c->model.vocab) return 0; /* bytes: as before */
+  if (vocab_flag || c->model.vocab != ATOLL_BYTE_VOCAB)
+    return atoll_fail(err, "--vocab %d: smaller than the vocabulary of --data %s's tokenizer (%s, %d ids); pass --vocab %d or more",
+                      c->model.vocab, c->data, rec.kind, rec.vocab, rec.vocab);
+  c->model.vocab = rec.vocab;
+  return atoll_config_check(c, err);
 }
 
 /* The settings, later ones overriding: the checkpoint's (--resume), --config FILE's,
@@ -256,6 +301,9 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
     i++;
   }
   if (*resume) *data_given = 1; /* the checkpoint names its data */
+  for (int i = 0; *resume && i + 1 < argc; i += 2) /* a resumed run continues its own weights */
+    if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0)
+      return atoll_fail(err, "%s: conflicts with --resume (a resumed run continues from its checkpoint)", argv[i]);
   return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, err);
 }
 
@@ -282,6 +330,10 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);
   if (prep) return die_on(rank, &err);
+  int vocab_flag = 0;
+  for (int i = 0; i < argc; i++) vocab_flag |= strcmp(argv[i], "--vocab") == 0;
+  if ((rc = atoll_train_agree(world, adopt_data_vocab(&cfg, vocab_flag, resume, &err), &err)))
+    return agreed_exit(rc, &err);
   if ((rc = atoll_train_check_same(world, &cfg, resume ? ckpt_dir : NULL, &err))) return agreed_exit(rc, &err);
 
   if (cfg.threads > 0) {
@@ -312,7 +364,10 @@ static int cmd_sample(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll sample --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+             "                    [--tokenizer FILE]\n"
              "  DIR: a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
+             "  the prompt is encoded and the output decoded with the checkpoint's tokenizer\n"
+             "  (DIR/tokenizer.json; --tokenizer FILE must be that same tokenizer)\n"
              "  defaults: --tokens 200 --temperature 0.8 --top-k 40 --seed 1\n");
       return 0;
     }
@@ -328,6 +383,9 @@ static int cmd_sample(int argc, char **argv) {
       continue;
     } else if (strcmp(a, "--prompt") == 0) {
       o.prompt = v;
+      continue;
+    } else if (strcmp(a, "--tokenizer") == 0) {
+      o.tokenizer = v;
       continue;
     } else if (strcmp(a, "--tokens") == 0) {
       o.tokens = (int)strtol(v, &end, 10);
@@ -363,15 +421,19 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
+  atoll_cli_report_openblas_core();
   const char *cmd = argv[1];
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "export") == 0) return atoll_export_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "tokenizer") == 0) return atoll_cli_tokenizer(argc - 2, argv + 2);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export, tokenizer)\n", cmd);
   return 2;
 }

@@ -66,6 +66,74 @@ static int nothing_fits(const atoll_plan_setup *p, const atoll_plan_ctx *ctx, co
       atoll_plan_fmt_bytes(p->cluster.acc.mem_bytes, b, sizeof b), extra);
 }
 
+/* --versus dp=N,tp=N,pp=N,cp=N[,zero=N][,microbatch=N][,interleave=N][,recompute=NAME]:
+ * a layout to compare the first with (e.g. a published one); the four sizes are needed,
+ * what is not given is chosen as for any mesh. */
+static int parse_versus(const char *spec, atoll_plan_fixed *f, atoll_err *err) {
+  atoll_plan_fixed_none(f);
+  char buf[256];
+  if (strlen(spec) >= sizeof buf) return atoll_fail(err, "--versus: too long");
+  snprintf(buf, sizeof buf, "%s", spec);
+  int seen = 0;
+  for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    if (!eq) return atoll_fail(err, "--versus %s: expected key=value pairs separated by commas, got '%s'", spec, kv);
+    *eq = 0;
+    const char *v = eq + 1;
+    struct {
+      const char *key;
+      int *field, min, max, bit;
+    } K[] = {{"dp", &f->dp, 1, 1 << 24, 1},
+             {"tp", &f->tp, 1, 1 << 16, 2},
+             {"pp", &f->pp, 1, 1 << 16, 4},
+             {"cp", &f->cp, 1, 1 << 16, 8},
+             {"zero", &f->zero_stage, 0, 3, 16},
+             {"microbatch", &f->mb, 1, 1 << 20, 32},
+             {"interleave", &f->chunks, 1, 1 << 16, 64}};
+    int found = 0;
+    for (size_t i = 0; i < sizeof K / sizeof K[0] && !found; i++)
+      if (strcmp(kv, K[i].key) == 0) {
+        char key[64];
+        snprintf(key, sizeof key, "versus %s", K[i].key);
+        if (atoll_plan_parse_int(key, v, K[i].min, K[i].max, K[i].field, err)) return -1;
+        seen |= K[i].bit, found = 1;
+      }
+    if (!found && strcmp(kv, "recompute") == 0) {
+      const char *names[] = {"none", "selective", "full"};
+      for (int r = 0; r < 3; r++)
+        if (strcmp(v, names[r]) == 0) f->recompute = r, found = 1;
+      if (!found) return atoll_fail(err, "--versus recompute=%s: expected none, selective or full", v);
+    }
+    if (!found)
+      return atoll_fail(err, "--versus: unknown key '%s' (dp, tp, pp, cp, zero, microbatch, interleave, recompute)",
+                        kv);
+  }
+  if ((seen & 15) != 15) return atoll_fail(err, "--versus %s: give all of dp, tp, pp and cp", spec);
+  return 0;
+}
+
+/* The --versus layout with its best settings (before anything is printed, so that a
+ * bad one is one error line). */
+static int versus_layout(const char *spec, const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_err *err) {
+  atoll_plan_fixed f;
+  if (parse_versus(spec, &f, err)) return -1;
+  atoll_plan_ranking vr;
+  if (atoll_plan_search(ctx, &f, &vr, err)) {
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return atoll_fail(err, "--versus %s: %s", spec, why);
+  }
+  if (vr.nbest < 1) {
+    double need = vr.smallest.mem_total;
+    atoll_plan_ranking_free(&vr);
+    return atoll_fail(err, "--versus %s: that layout does not fit in memory (it needs %.1f GiB per device)", spec,
+                      need / (1024.0 * 1024 * 1024));
+  }
+  *out = vr.best[0];
+  atoll_plan_ranking_free(&vr);
+  return 0;
+}
+
 static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *err) {
   atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume};
   int top = 5;
@@ -79,12 +147,23 @@ static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
     return rc;
   }
   int n = rk.nbest < top ? rk.nbest : top, rc = 0;
+  atoll_plan_result versus;
+  if (get(o, "versus") && versus_layout(get(o, "versus"), &ctx, &versus, err)) {
+    atoll_plan_ranking_free(&rk);
+    return -1;
+  }
   if (get(o, "json")) {
     cJSON *j = atoll_plan_context_json(&ctx);
     cJSON *arr = cJSON_AddArrayToObject(j, "layouts");
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, atoll_plan_result_json(&ctx, &rk.best[i]));
     cJSON_AddNumberToObject(j, "meshes_that_fit", rk.nbest);
     cJSON_AddNumberToObject(j, "layouts_evaluated", (double)rk.evaluated);
+    if (get(o, "versus")) {
+      cJSON *v = atoll_plan_result_json(&ctx, &versus);
+      cJSON_AddNumberToObject(v, "time_per_token_vs_first", (versus.step_s / versus.batch_tokens) /
+                                                                 (rk.best[0].step_s / rk.best[0].batch_tokens));
+      cJSON_AddItemToObject(j, "versus", v);
+    }
     if (p->cpu_note[0]) cJSON_AddStringToObject(j, "cpu", p->cpu_note);
     rc = print_json(j, err);
   } else {
@@ -99,6 +178,7 @@ static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
     atoll_plan_print_table(stdout, &ctx, rk.best, n);
     atoll_plan_print_detail(stdout, &ctx, &rk.best[0]);
     if (get(o, "explain")) atoll_plan_print_explain(stdout, &ctx, &rk);
+    if (get(o, "versus")) atoll_plan_print_versus(stdout, &ctx, &rk.best[0], &versus);
     atoll_plan_print_assumptions(stdout, &ctx);
   }
   atoll_plan_ranking_free(&rk);

@@ -58,6 +58,8 @@ static const opt_spec OPTS[] = {
     {"recompute", OPT_VALUE, "none|selective|full", "fix the activation recomputation"},
     {"top", OPT_VALUE, "N", "layouts shown (default 5)"},
     {"explain", OPT_FLAG, "", "say in plain words why the best layout wins"},
+    {"versus", OPT_VALUE, "dp=N,tp=N,pp=N,cp=N[,...]",
+     "why the first beats this layout (also zero=, microbatch=, interleave=, recompute=)"},
     {"json", OPT_FLAG, "", "print JSON instead of tables"},
     {"fewest", OPT_FLAG, "", "fewest devices that hold the model (DP 1, one sequence per step)"},
     {"sweep", OPT_VALUE, "auto|N,N,...", "best layout and days to train by device count"},

@@ -125,6 +125,10 @@ int atoll_plan_setup_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, con
   } T[] = {
       {"eta_mm", &c->acc.eta_mm, 1, 1},
       {"eta_attn", &c->acc.eta_attn, 1, 1},
+      {"clock_eff", &c->acc.clock_eff, 1, 1},
+      {"mm_k_over", &c->acc.mm_k_over, 1, 1e6},
+      {"attn_fused", &a->attn_fused, 1, 1},
+      {"seq_par", &a->seq_par, 1, 1},
       {"attn_hd_half", &c->acc.attn_hd_half, 1, 1e6},
       {"attn_block", &c->acc.attn_block, 1, 1e6},
       {"elem_bw", &c->acc.elem_bw, 1e9, 1e9},
@@ -143,6 +147,7 @@ int atoll_plan_setup_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, con
     if (strcmp(T[i].name, name) == 0) {
       if (v > T[i].max) return atoll_fail(err, "--set %s: must be at most %g", kv, T[i].max);
       if ((T[i].p == &c->acc.eta_mm || T[i].p == &c->acc.eta_attn || T[i].p == &c->acc.elem_bw ||
+           T[i].p == &c->acc.clock_eff ||
            T[i].p == &a->link_eff || T[i].p == &a->diloco_util) &&
           v <= 0)
         return atoll_fail(err, "--set %s: must be positive", kv);
@@ -150,7 +155,8 @@ int atoll_plan_setup_assumption(atoll_plan_cluster *c, atoll_plan_assume *a, con
       return 0;
     }
   return atoll_fail(err,
-                    "--set %s: unknown assumption '%s' (eta_mm, eta_attn, attn_hd_half, attn_block, elem_bw, "
+                    "--set %s: unknown assumption '%s' (eta_mm, clock_eff, mm_k_over, attn_fused, seq_par, eta_attn, "
+                    "attn_hd_half, attn_block, elem_bw, "
                     "layer_overhead, reserved, link_eff, tp_overlap, cp_overlap, dp_overlap, adam_bytes, "
                     "diloco_bytes, diloco_util, tp_regather)",
                     kv, name);

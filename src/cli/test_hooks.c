@@ -53,5 +53,16 @@ int atoll_test_hooks_from_env(atoll_test_hooks *h, atoll_err *err) {
         h->stage_forward_ms < 0 || h->stage_backward_ms < 0)
       return atoll_fail(err, "ATOLL_TEST_STAGE_MS: expected two numbers F,B (milliseconds), got '%s'", ms);
   }
+  const char *units = getenv("ATOLL_TEST_STAGE_UNITS");
+  if (units) {
+    char *mid, *end;
+    errno = 0;
+    long f = strtol(units, &mid, 10), b = *mid == ',' ? strtol(mid + 1, &end, 10) : 0;
+    if (errno || mid == units || *mid != ',' || end == mid + 1 || *end || f < 1 || b < 1 || f > 1000000 || b > 1000000)
+      return atoll_fail(err, "ATOLL_TEST_STAGE_UNITS: expected two whole numbers F,B from 1 to 1000000, got '%s'",
+                        units);
+    h->stage_forward_units = (int)f;
+    h->stage_backward_units = (int)b;
+  }
   return 0;
 }

@@ -18,6 +18,8 @@ typedef struct atoll_test_hooks {
   int desync_island;        /* ATOLL_FAULT_DESYNC_ISLAND=K: island K's global weights drift at step 2, in its last slice (-1: none) */
   double stage_forward_ms;  /* ATOLL_TEST_STAGE_MS=F,B: sleep F ms in every pipeline forward */
   double stage_backward_ms; /* ... and B ms in every backward */
+  int stage_forward_units;  /* ATOLL_TEST_STAGE_UNITS=F,B: the pipeline's logical clock adds F per forward */
+  int stage_backward_units; /* ... and B per backward (0,0: no logical clock) */
   size_t comm_segment;      /* ATOLL_COMM_SEGMENT: ring segment in floats (0: default) */
   int comm_window;          /* ATOLL_COMM_WINDOW: ring segments in flight (0: default) */
   int cuda_sync;            /* ATOLL_CUDA_SYNC=1: synchronise after every CUDA kernel */

@@ -217,10 +217,13 @@ static int manifest_matches(const cJSON *root, const atoll_dataset *ds, const ch
   int version = cJSON_IsNumber(ver) ? ver->valueint : 0;
   if (version != 1 && version != 2)
     return atoll_fail(err, "%s: unsupported manifest version (this build reads 1 and 2)", path);
-  /* ids from another tokenizer would be trained on as bytes: silent garbage */
+  /* ids of an unknown tokenizer would be trained on without meaning: "bytes", or
+   * "bpe" with the hash of the tokenizer.json kept beside (data/data_tokenizer.c) */
   const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
-  if (tok && !(cJSON_IsString(tok) && strcmp(tok->valuestring, "bytes") == 0))
-    return atoll_fail(err, "%s: tokenizer %s is not one this build reads (only \"bytes\")", path,
+  int bpe = cJSON_IsString(tok) && strcmp(tok->valuestring, "bpe") == 0 &&
+            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "tokenizer_hash"));
+  if (tok && !bpe && !(cJSON_IsString(tok) && strcmp(tok->valuestring, "bytes") == 0))
+    return atoll_fail(err, "%s: tokenizer %s is not one this build reads (\"bytes\", or \"bpe\" with a tokenizer_hash)", path,
                       cJSON_IsString(tok) ? tok->valuestring : "(not a string)");
   char files[64], tokens[64];
   snprintf(files, sizeof files, version == 1 ? "%s_shards" : "%s_files", split);

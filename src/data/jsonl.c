@@ -129,6 +129,7 @@ static int end_line(atoll_jsonl *p, uint8_t *out, size_t *o, atoll_err *err) {
     return atoll_fail(err, "%s:%" PRIu64 ": no \"%s\" field in this line's object (--jsonl-field)",
                       p->name, p->line, p->field);
   if (p->doc_bytes > 0 && p->last != '\n') out[(*o)++] = '\n'; /* documents end with a newline */
+  if (p->doc_bytes > 0) p->doc_ended = 1; /* an empty one adds no text, so no boundary */
   p->documents++;
   p->found = 0;
   p->doc_bytes = 0;
@@ -375,6 +376,7 @@ int atoll_jsonl_feed(atoll_jsonl *p, const uint8_t *in, size_t n, size_t *used, 
       break;
     }
     if (r == CONSUMED) i++;
+    if (p->stop_at_doc && p->doc_ended) break;
   }
   *used = i;
   *out_len = o;

@@ -43,6 +43,10 @@ typedef struct {
   uint32_t high;      /* a pending high surrogate, 0 when none */
   uint8_t last;       /* last byte emitted for this document */
   uint64_t doc_bytes; /* bytes emitted for this document */
+  /* set by the caller: atoll_jsonl_feed returns just after a document that added text
+   * ends, with doc_ended set (the caller clears it) */
+  int stop_at_doc;
+  int doc_ended;
 } atoll_jsonl;
 
 /* field: the object key holding the text (at most ATOLL_JSONL_MAX_FIELD bytes). */
@@ -50,7 +54,8 @@ int atoll_jsonl_init(atoll_jsonl *p, const char *name, const char *field, atoll_
 
 /* Parses in[0, n) and appends the text it yields to out[*out_len, cap). Stops early
  * when fewer than ATOLL_JSONL_SLACK bytes of room are left; *used says how many input
- * bytes were taken. -1 with err set ("PATH:LINE: ...") on bad input. */
+ * bytes were taken; with stop_at_doc, also just after a document's end. -1 with err
+ * set ("PATH:LINE: ...") on bad input. */
 int atoll_jsonl_feed(atoll_jsonl *p, const uint8_t *in, size_t n, size_t *used, uint8_t *out,
                      size_t cap, size_t *out_len, atoll_err *err);
 

@@ -1,5 +1,6 @@
 /* atoll prepare: turns text into token files with the byte-level tokenizer
- * (token = byte value, vocabulary 256).
+ * (token = byte value, vocabulary 256), or with a tokenizer.json (--tokenizer: its
+ * ids, a copy of it in DIR, its kind and hash in the manifest).
  *
  * The inputs are the sources FILE_OR_DIR arguments stand for, read by
  * src/data/text_input.h (plain text, gzip, JSON Lines) in two streaming passes, so
@@ -10,6 +11,12 @@
  * order given. Every split is written as DIR/<split>_000.bin, _001.bin, ... of at
  * most FILE_TOKENS tokens each, then DIR/manifest.json describes the result.
  *
+ * A tokenizer encodes passages (docs/glossary.md), each as if alone: a source's
+ * training part, its validation part, and with JSON Lines each document (its part on
+ * each side of the cut). The reader's pieces end anywhere: a split holds the passage's
+ * bytes it has not encoded yet and encodes up to a safe cut (atoll_tokenizer_safe_cut)
+ * once it holds over ENCODE_PIECE bytes, the rest when the passage ends.
+ *
  * The whole set is written into DIR.atoll-new next to DIR and swapped in at the end
  * (rename with RENAME_EXCHANGE, then the old set removed), so a killed prepare leaves
  * either the old set or the new one, never a mix. DIR may only hold prepare's own
@@ -19,6 +26,7 @@
 #include "data/token_file.h"
 
 #include "core/fs.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -34,6 +42,7 @@
 
 #define FILE_TOKENS ((uint64_t)64 << 20) /* 64 Mi tokens per token file at most */
 #define CHUNK 4096                         /* bytes converted to tokens per writer call */
+#define ENCODE_PIECE ((size_t)1 << 20)     /* text encoded at once by a tokenizer (about) */
 
 /* One source: what the first pass found, and where the second cut it. */
 typedef struct {
@@ -49,6 +58,12 @@ typedef struct {
   int open;     /* whether w holds an unfinished token file */
   atoll_token_file_writer w;
   uint64_t tokens;
+  atoll_tokenizer *tok; /* NULL: bytes */
+  uint32_t vocab;
+  atoll_tokens ids;     /* a piece's ids */
+  uint8_t *text;        /* the current passage's bytes not encoded yet */
+  size_t text_n, text_cap;
+  size_t scanned;       /* text[0, scanned) holds no safe cut at or past ENCODE_PIECE */
 } split_out;
 
 /* ------------------------------------------------------------- sources --- */
@@ -71,26 +86,29 @@ static int scan_sources(source **out, const char *const *files, int nfiles, cons
 
 /* ---------------------------------------------------------------- output --- */
 
-static int split_put(split_out *o, const uint8_t *bytes, size_t n, atoll_err *err) {
+/* Appends tokens (ids, or with bytes set, the byte values of bytes) to the split. */
+static int split_put_tokens(split_out *o, const int32_t *ids, const uint8_t *bytes, size_t n, atoll_err *err) {
   int32_t tok[CHUNK];
   while (n > 0) {
     if (!o->open) {
       char path[1024];
       if (atoll_token_file_path(path, sizeof path, o->dir, o->split, o->nfiles, err) != 0) return -1;
-      if (atoll_token_file_writer_open(&o->w, path, ATOLL_BYTE_VOCAB, err) != 0) return -1;
+      if (atoll_token_file_writer_open(&o->w, path, o->vocab, err) != 0) return -1;
       o->open = 1;
       o->nfiles++;
     }
     uint64_t room = FILE_TOKENS - o->w.ntokens;
     size_t take = n < CHUNK ? n : CHUNK;
     if (take > room) take = (size_t)room;
-    for (size_t i = 0; i < take; i++) tok[i] = bytes[i];
-    if (atoll_token_file_writer_put(&o->w, tok, take, err) != 0) {
+    if (bytes)
+      for (size_t i = 0; i < take; i++) tok[i] = bytes[i];
+    if (atoll_token_file_writer_put(&o->w, bytes ? tok : ids, take, err) != 0) {
       o->open = 0; /* the writer aborted itself */
       return -1;
     }
     o->tokens += take;
-    bytes += take;
+    if (bytes) bytes += take;
+    else ids += take;
     n -= take;
     if (o->w.ntokens == FILE_TOKENS) {
       o->open = 0;
@@ -98,6 +116,50 @@ static int split_put(split_out *o, const uint8_t *bytes, size_t n, atoll_err *er
     }
   }
   return 0;
+}
+
+/* Encodes text[0, n) of the current passage and drops it from what is held. */
+static int encode_head(split_out *o, size_t n, atoll_err *err) {
+  o->ids.n = 0;
+  if (atoll_tokenizer_encode(o->tok, o->text, n, &o->ids, err) != 0 ||
+      split_put_tokens(o, o->ids.ids, NULL, o->ids.n, err) != 0)
+    return -1;
+  memmove(o->text, o->text + n, o->text_n - n);
+  o->text_n -= n;
+  o->scanned = 0;
+  return 0;
+}
+
+/* Appends n bytes of the current passage: bytes go out as they are; with a tokenizer
+ * they are held, and encoded up to a safe cut once over ENCODE_PIECE bytes are held.
+ * Text without a safe cut is held until one comes or the passage ends. */
+static int split_put(split_out *o, const uint8_t *p, size_t n, atoll_err *err) {
+  if (!o->tok) return split_put_tokens(o, NULL, p, n, err);
+  if (o->text_cap - o->text_n < n) {
+    size_t cap = o->text_cap ? o->text_cap : ENCODE_PIECE;
+    while (cap - o->text_n < n) cap *= 2;
+    uint8_t *grown = realloc(o->text, cap);
+    if (!grown) return atoll_fail(err, "prepare: out of memory holding %zu bytes of text to encode", cap);
+    o->text = grown;
+    o->text_cap = cap;
+  }
+  memcpy(o->text + o->text_n, p, n);
+  o->text_n += n;
+  while (o->text_n > ENCODE_PIECE) {
+    size_t from = o->scanned > ENCODE_PIECE ? o->scanned : ENCODE_PIECE;
+    size_t cut = atoll_tokenizer_safe_cut(o->text, o->text_n, from);
+    if (cut >= o->text_n) {
+      o->scanned = o->text_n;
+      break;
+    }
+    if (encode_head(o, cut, err) != 0) return -1;
+  }
+  return 0;
+}
+
+/* The current passage ends: what is held is encoded. */
+static int split_end_passage(split_out *o, atoll_err *err) {
+  return o->tok && o->text_n > 0 ? encode_head(o, o->text_n, err) : 0;
 }
 
 static int split_finish(split_out *o, atoll_err *err) {
@@ -108,7 +170,9 @@ static int split_finish(split_out *o, atoll_err *err) {
 
 /* Sends one source's text to the splits: its last val_fraction of bytes, moved forward
  * to just after the next newline when there is one, to val, the rest to train. The
- * cut is found while streaming: the first pass told where the text's last newline is. */
+ * cut is found while streaming: the first pass told where the text's last newline is.
+ * With a tokenizer, the cut, each JSON Lines document's end and the source's end end
+ * a passage (the reader's pieces then stop at documents' ends). */
 static int write_source(source *s, const char *field, double vf, split_out *train, split_out *val,
                         atoll_text_progress *pg, atoll_err *err) {
   uint64_t size = s->in.text_bytes, nval = (uint64_t)((double)size * vf);
@@ -122,10 +186,12 @@ static int write_source(source *s, const char *field, double vf, split_out *trai
   for (;;) {
     const uint8_t *p;
     size_t n;
-    if ((rc = atoll_text_reader_next(r, &p, &n, err)) != 0) break;
+    int doc_end = 0;
+    rc = train->tok ? atoll_text_reader_next_doc(r, &p, &n, &doc_end, err) : atoll_text_reader_next(r, &p, &n, err);
+    if (rc != 0) break;
     atoll_text_progress_add(pg, atoll_text_reader_take_read(r));
     atoll_text_progress_text(pg, n);
-    if (n == 0) break;
+    if (n == 0 && !doc_end) break;
     while (n > 0 && rc == 0) {
       size_t take = n;
       if (in_val) {
@@ -145,13 +211,19 @@ static int write_source(source *s, const char *field, double vf, split_out *trai
         }
       }
       pos += take;
-      if (in_val && s->cut == size) s->cut = pos;
+      if (in_val && s->cut == size) {
+        s->cut = pos;
+        if (rc == 0) rc = split_end_passage(train, err);
+      }
       p += take;
       n -= take;
     }
+    if (rc == 0 && doc_end) rc = split_end_passage(in_val ? val : train, err);
     if (rc != 0) break;
   }
   atoll_text_reader_close(r);
+  if (rc == 0) rc = split_end_passage(train, err);
+  if (rc == 0) rc = split_end_passage(val, err);
   return rc;
 }
 
@@ -217,9 +289,12 @@ static int add_source(cJSON *files, const source *s) {
 /* Fills root; -1 when an allocation failed (err is set by add_hashes only). */
 static int manifest_fill(cJSON *root, const source *src, int n, double vf, const split_out *train,
                          const split_out *val, atoll_err *err) {
+  char hash[17];
+  if (train->tok) atoll_tokenizer_hash_hex(train->tok, hash);
   int ok = cJSON_AddNumberToObject(root, "version", 2) &&
-           cJSON_AddStringToObject(root, "tokenizer", "bytes") &&
-           cJSON_AddNumberToObject(root, "vocab", ATOLL_BYTE_VOCAB) &&
+           cJSON_AddStringToObject(root, "tokenizer", train->tok ? atoll_tokenizer_kind(train->tok) : "bytes") &&
+           (!train->tok || cJSON_AddStringToObject(root, "tokenizer_hash", hash)) &&
+           cJSON_AddNumberToObject(root, "vocab", train->vocab) &&
            cJSON_AddNumberToObject(root, "val_fraction", vf) &&
            cJSON_AddNumberToObject(root, "train_tokens", (double)train->tokens) &&
            cJSON_AddNumberToObject(root, "train_files", train->nfiles) &&
@@ -290,6 +365,7 @@ static int is_prepare_output(const char *name) {
   size_t len = strlen(name);
   if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) len -= 4;
   if (len == 13 && strncmp(name, "manifest.json", 13) == 0) return 1;
+  if (len == 14 && strncmp(name, "tokenizer.json", 14) == 0) return 1;
   const char *rest = strncmp(name, "train_", 6) == 0 ? name + 6
                      : strncmp(name, "val_", 4) == 0  ? name + 4
                                                       : NULL;
@@ -390,22 +466,33 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
 
 /* ----------------------------------------------------------------- entry --- */
 
+static void split_free(split_out *o) {
+  if (o->open) atoll_token_file_writer_abort(&o->w);
+  atoll_tokens_free(&o->ids);
+  free(o->text);
+}
+
 static int write_set(const char *dir, source *src, int n, const char *field, double vf,
-                     atoll_text_progress *pg, atoll_err *err) {
-  split_out train = {.dir = dir, .split = "train"};
-  split_out val = {.dir = dir, .split = "val"};
+                     atoll_tokenizer *tok, atoll_text_progress *pg, atoll_err *err) {
+  uint32_t vocab = tok ? (uint32_t)atoll_tokenizer_vocab(tok) : ATOLL_BYTE_VOCAB;
+  split_out train = {.dir = dir, .split = "train", .tok = tok, .vocab = vocab};
+  split_out val = {.dir = dir, .split = "val", .tok = tok, .vocab = vocab};
+  char path[1100];
+  if (tok && snprintf(path, sizeof path, "%s/tokenizer.json", dir) >= (int)sizeof path)
+    return atoll_fail(err, "%.200s: path too long", dir);
   int rc = -1;
-  if (atoll_mkdir_p(dir, err) == 0 && write_sources(src, n, field, vf, &train, &val, pg, err) == 0)
+  if (atoll_mkdir_p(dir, err) == 0 && write_sources(src, n, field, vf, &train, &val, pg, err) == 0 &&
+      (!tok || atoll_tokenizer_write_json(tok, path, err) == 0))
     rc = write_manifest(dir, src, n, vf, &train, &val, err);
-  if (train.open) atoll_token_file_writer_abort(&train.w);
-  if (val.open) atoll_token_file_writer_abort(&val.w);
+  split_free(&train);
+  split_free(&val);
   return rc;
 }
 
 /* Reads the sources (first pass), writes the set into tmp (second) and swaps it in. */
 static int prepare_locked(const char *const *files, int nfiles, const atoll_prepare_input *in,
                           const char *out, const char *tmp, const char *old, double vf,
-                          atoll_err *err) {
+                          atoll_tokenizer *tok, atoll_err *err) {
   if (clear_prepare_dir(out, 0, err) != 0 || clear_prepare_dir(tmp, 1, err) != 0 ||
       clear_prepare_dir(old, 1, err) != 0)
     return -1;
@@ -416,7 +503,7 @@ static int prepare_locked(const char *const *files, int nfiles, const atoll_prep
   atoll_text_progress_start(&pg, in && in->progress, work);
   source *src = NULL;
   int rc = scan_sources(&src, files, nfiles, field, &pg, err);
-  if (rc == 0) rc = write_set(tmp, src, nfiles, field, vf, &pg, err);
+  if (rc == 0) rc = write_set(tmp, src, nfiles, field, vf, tok, &pg, err);
   if (rc == 0) rc = swap_in(tmp, out, old, err);
   if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
   atoll_text_progress_end(&pg, rc == 0);
@@ -432,18 +519,22 @@ int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepa
   char out[1000], tmp[1040], old[1040];
   if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(paths, npaths, out, err))
     return -1;
+  atoll_tokenizer *tok = NULL;
+  if (in && in->tokenizer && atoll_tokenizer_load(&tok, in->tokenizer, err) != 0) return -1;
   atoll_text_list files = {0};
   int rc = atoll_text_list_expand(&files, paths, npaths, out, err);
   if (rc == 0) rc = check_inputs_outside((const char *const *)files.paths, files.n, out, err);
   int lock = rc == 0 ? lock_parent(out, err) : -1;
   if (lock >= 0) {
-    rc = prepare_locked((const char *const *)files.paths, files.n, in, out, tmp, old, val_fraction, err);
+    rc = prepare_locked((const char *const *)files.paths, files.n, in, out, tmp, old, val_fraction, tok,
+                        err);
     close(lock); /* releases the lock */
   } else {
     rc = -1;
   }
   if (rc == 0 && in && in->nfiles_read) *in->nfiles_read = files.n;
   atoll_text_list_free(&files);
+  atoll_tokenizer_free(tok);
   return rc;
 }
 

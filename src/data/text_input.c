@@ -278,7 +278,8 @@ static int bytes_next(atoll_text_reader *r, const uint8_t **p, size_t *n, atoll_
 /* JSON Lines text: fills the output buffer at least half before returning. */
 static int jsonl_next(atoll_text_reader *r, const uint8_t **p, size_t *n, atoll_err *err) {
   size_t len = 0;
-  while (!r->js_done && len < OUT_BYTES / 2) {
+  r->js.doc_ended = 0;
+  while (!r->js_done && len < OUT_BYTES / 2 && !(r->js.stop_at_doc && r->js.doc_ended)) {
     if (r->pend_n == 0) {
       if (bytes_next(r, &r->pend, &r->pend_n, err) != 0) return -1;
       if (r->pend_n == 0) {
@@ -297,16 +298,29 @@ static int jsonl_next(atoll_text_reader *r, const uint8_t **p, size_t *n, atoll_
   return 0;
 }
 
-int atoll_text_reader_next(atoll_text_reader *r, const uint8_t **data, size_t *n, atoll_err *err) {
+static int next_piece(atoll_text_reader *r, const uint8_t **data, size_t *n, int *doc_end, atoll_err *err) {
   *n = 0;
   int rc = r->jsonl ? jsonl_next(r, data, n, err) : bytes_next(r, data, n, err);
   if (rc != 0) return -1;
+  *doc_end = r->jsonl && r->js.stop_at_doc && r->js.doc_ended;
   r->produced += *n;
-  if (r->expect != UINT64_MAX && (r->produced > r->expect || (*n == 0 && r->produced != r->expect)))
+  if (r->expect != UINT64_MAX &&
+      (r->produced > r->expect || (*n == 0 && !*doc_end && r->produced != r->expect)))
     return atoll_fail(err, "%s: changed while prepare read it (%" PRIu64 " bytes of text at the "
                       "first pass, %" PRIu64 "%s now)", r->path, r->expect, r->produced,
                       *n ? " and more" : "");
   return 0;
+}
+
+int atoll_text_reader_next(atoll_text_reader *r, const uint8_t **data, size_t *n, atoll_err *err) {
+  int doc_end;
+  return next_piece(r, data, n, &doc_end, err);
+}
+
+int atoll_text_reader_next_doc(atoll_text_reader *r, const uint8_t **data, size_t *n, int *doc_end,
+                               atoll_err *err) {
+  r->js.stop_at_doc = 1;
+  return next_piece(r, data, n, doc_end, err);
 }
 
 /* ------------------------------------------------------------- the sources --- */

@@ -67,6 +67,12 @@ int atoll_text_reader_open(atoll_text_reader **r, const atoll_text_source *s, co
 /* The next piece of text: *data stays valid until the next call; *n is 0 at the end.
  * A source whose text differs in length from its scan is an error (changed meanwhile). */
 int atoll_text_reader_next(atoll_text_reader *r, const uint8_t **data, size_t *n, atoll_err *err);
+/* The same, with pieces that also end where a JSON Lines document ends (one that adds
+ * text): *doc_end is 1 when this piece ends one. Such a piece may be empty (*n = 0)
+ * where the piece before held the document's last byte; the end of the text is *n = 0
+ * with *doc_end = 0. A reader is read with one of the two functions only. */
+int atoll_text_reader_next_doc(atoll_text_reader *r, const uint8_t **data, size_t *n, int *doc_end,
+                               atoll_err *err);
 /* Stored bytes read from the file since the last call (for progress). */
 uint64_t atoll_text_reader_take_read(atoll_text_reader *r);
 void atoll_text_reader_close(atoll_text_reader *r);

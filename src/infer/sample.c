@@ -1,9 +1,15 @@
 /* Text generation: the model's forward pass over the last `context` tokens, then a
- * draw from the softmax of the last position's logits (temperature, top-k). No KV
- * cache: each new token recomputes the window, which is fine at these model sizes. */
+ * draw from the softmax of the last position's logits (temperature, top-k). A key/value
+ * cache (src/model/decode.c) runs only each new token's row while the text fits the
+ * context; past it the window slides, every position changes, and each token re-reads
+ * the last `context` tokens, as without a cache. The prompt is encoded, and the tokens
+ * decoded, with the checkpoint's tokenizer (state.json's record; CKPT/tokenizer.json
+ * unless it is the byte tokenizer). */
 
 #include "ckpt/checkpoint.h"
+#include "data/data_tokenizer.h"
 #include "core/rng.h"
+#include "model/decode.h"
 #include "model/model.h"
 #include "train/config.h"
 
@@ -11,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int load_shape(const char *dir, atoll_shape *shape, atoll_err *err) {
+static int load_shape(const char *dir, atoll_shape *shape, atoll_tokenizer_record *rec, atoll_err *err) {
   cJSON *state = NULL;
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   atoll_config c;
@@ -19,21 +25,45 @@ static int load_shape(const char *dir, atoll_shape *shape, atoll_err *err) {
   char source[1300];
   snprintf(source, sizeof source, "%s/state.json", dir);
   int rc = atoll_config_apply_json(&c, cJSON_GetObjectItemCaseSensitive(state, "config"), source, err);
+  if (rc == 0)
+    rc = atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), source, rec, err);
   cJSON_Delete(state);
   if (rc) return -1;
   *shape = c.model;
   return atoll_shape_check(shape, err);
 }
 
-/* The prompt's bytes are its token ids (byte tokenizer): each must be inside the
- * model's vocabulary, or its embedding row would be read out of bounds. */
-static int check_prompt(const char *prompt, int given, int vocab, atoll_err *err) {
-  for (size_t i = 0; prompt[i]; i++) {
-    unsigned char b = (unsigned char)prompt[i];
-    if (b >= (unsigned)vocab)
-      return atoll_fail(err, "--prompt: byte %u at offset %zu%s is not a token of this model (vocabulary %d: ids 0..%d)", b,
-                        i, given ? "" : " (the default prompt, a newline)", vocab, vocab - 1);
+/* The checkpoint's tokenizer: its copy (or the byte tokenizer), and --tokenizer, when
+ * given, must be the same one. */
+static int load_tokenizer(const char *dir, const char *given, const atoll_tokenizer_record *rec,
+                          atoll_tokenizer **t, atoll_err *err) {
+  char what[1300], path[1300];
+  snprintf(what, sizeof what, "the checkpoint %s (state.json)", dir);
+  if (given) {
+    if (atoll_tokenizer_load(t, given, err)) return -1;
+    atoll_tokenizer_record mine;
+    atoll_tokenizer_record_of(*t, &mine);
+    if (strcmp(mine.hash, rec->hash) != 0) {
+      atoll_tokenizer_free(*t);
+      *t = NULL;
+      return atoll_fail(err, "--tokenizer %s: tokenizer %s %s is not the one the checkpoint %s was trained with (%s %s)",
+                        given, mine.kind, mine.hash, dir, rec->kind, rec->hash);
+    }
+    return 0;
   }
+  if (strcmp(rec->kind, "bytes") == 0) return atoll_tokenizer_bytes(t, err);
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  return atoll_tokenizer_load_checked(path, rec, what, t, err);
+}
+
+/* Every prompt id must be inside the model's vocabulary, or its embedding row would be
+ * read out of bounds. */
+static int check_prompt(const int32_t *ids, size_t n, int bytes, int given, int vocab, atoll_err *err) {
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] >= vocab)
+      return atoll_fail(err, "--prompt: %s %d at %s %zu%s is not a token of this model (vocabulary %d: ids 0..%d)",
+                        bytes ? "byte" : "token", ids[i], bytes ? "offset" : "position", i,
+                        given ? "" : " (the default prompt, a newline)", vocab, vocab - 1);
   return 0;
 }
 
@@ -84,16 +114,29 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
     return atoll_fail(err, "--temperature: must be a finite number >= 0");
   atoll_shape shape;
-  if (load_shape(dir, &shape, err)) return -1;
+  atoll_tokenizer_record rec;
+  if (load_shape(dir, &shape, &rec, err)) return -1;
+  atoll_tokenizer *tok = NULL;
+  if (load_tokenizer(dir, o->tokenizer, &rec, &tok, err)) return -1;
   const char *prompt = o->prompt && o->prompt[0] ? o->prompt : "\n";
-  if (check_prompt(prompt, o->prompt && o->prompt[0], shape.vocab, err)) return -1;
-  atoll_model *m = NULL;
-  if (atoll_model_create(&m, &shape, 1, shape.context, err)) return -1;
-  if (atoll_ckpt_load(dir, atoll_model_layout(m), atoll_model_params(m), NULL, NULL, err)) {
-    atoll_model_destroy(m);
+  size_t plen = strlen(prompt);
+  atoll_tokens ids = {0};
+  if (atoll_tokenizer_encode(tok, (const uint8_t *)prompt, plen, &ids, err) ||
+      check_prompt(ids.ids, ids.n, strcmp(atoll_tokenizer_kind(tok), "bytes") == 0, o->prompt && o->prompt[0],
+                   shape.vocab, err)) {
+    atoll_tokens_free(&ids);
+    atoll_tokenizer_free(tok);
     return -1;
   }
-  size_t plen = strlen(prompt);
+  plen = ids.n;
+  atoll_model *m = NULL;
+  if (atoll_model_create(&m, &shape, 1, 1, err) || /* the passes run in the decoder */
+      atoll_ckpt_load(dir, atoll_model_layout(m), atoll_model_params(m), NULL, NULL, err)) {
+    atoll_model_destroy(m);
+    atoll_tokens_free(&ids);
+    atoll_tokenizer_free(tok);
+    return -1;
+  }
   size_t cap = plen + (size_t)o->tokens;
   int32_t *seq = malloc(sizeof(int32_t) * cap);
   float *probs = malloc(sizeof(float) * shape.vocab);
@@ -101,25 +144,42 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     free(seq);
     free(probs);
     atoll_model_destroy(m);
+    atoll_tokens_free(&ids);
+    atoll_tokenizer_free(tok);
     return atoll_fail(err, "out of memory");
   }
-  for (size_t i = 0; i < plen; i++) seq[i] = (unsigned char)prompt[i];
+  memcpy(seq, ids.ids, plen * sizeof *seq);
+  atoll_tokens_free(&ids);
   if (o->prompt && o->prompt[0]) fputs(prompt, out);
   atoll_rng rng;
   atoll_rng_seed(&rng, o->seed);
+  atoll_decoder *dec = NULL;
+  if (atoll_decoder_create(&dec, m, err)) {
+    free(seq);
+    free(probs);
+    atoll_model_destroy(m);
+    atoll_tokenizer_free(tok);
+    return -1;
+  }
   size_t n = plen;
   for (int k = 0; k < o->tokens; k++) {
     size_t win = n < (size_t)shape.context ? n : (size_t)shape.context;
-    atoll_model_forward(m, seq + (n - win), NULL, 1, (int)win);
-    const float *logits = atoll_model_logits(m) + (win - 1) * (size_t)shape.vocab;
-    int tok = draw(logits, shape.vocab, o->temperature, o->top_k, &rng, probs);
-    seq[n++] = tok;
-    fputc(tok < 256 ? tok : '?', out);
+    if (n > (size_t)shape.context) atoll_decoder_reset(dec); /* the window slid: positions changed */
+    size_t cached = (size_t)atoll_decoder_pos(dec);
+    const float *logits = atoll_decoder_step(dec, seq + (n - win) + cached, (int)(win - cached));
+    int id = draw(logits, shape.vocab, o->temperature, o->top_k, &rng, probs);
+    seq[n++] = id;
+    size_t len = 0;
+    const uint8_t *bytes = atoll_tokenizer_token(tok, id, &len);
+    if (bytes) fwrite(bytes, 1, len, out);
+    else fputc('?', out); /* an id of the model's vocabulary beyond the tokenizer's (--vocab padding) */
     fflush(out);
   }
   fputc('\n', out);
+  atoll_decoder_destroy(dec);
   free(seq);
   free(probs);
   atoll_model_destroy(m);
+  atoll_tokenizer_free(tok);
   return 0;
 }

@@ -51,7 +51,7 @@
 
 static block_params block_view(atoll_model *m, float *base, int l) {
   /* the 12 tensors of block l, in layout order */
-  const atoll_tensor *t = &m->lay.tensors[m->lay.t_block0 + 12 * m->lay.block_of[l]];
+  const atoll_tensor *t = &m->lay.tensors[m->lay.t_block0 + m->lay.per_block * m->lay.block_of[l]];
   block_params p;
   float **slots[12] = {&p.ln1w, &p.ln1b, &p.qkvw,   &p.qkvb, &p.attprojw, &p.attprojb,
                        &p.ln2w, &p.ln2b, &p.fcw,    &p.fcb,  &p.fcprojw,  &p.fcprojb};
@@ -62,11 +62,11 @@ static block_params block_view(atoll_model *m, float *base, int l) {
 static float *tensor_at(atoll_model *m, float *base, int idx) { return base + m->lay.tensors[idx].offset; }
 
 
-static void emit(atoll_model *m, atoll_event ev, int layer) {
+void atoll_model_emit(atoll_model *m, atoll_event ev, int layer) {
   if (m->hooks.event) m->hooks.event(m->hooks.ctx, ev, layer);
 }
 
-static void poll(atoll_model *m) {
+void atoll_model_poll(atoll_model *m) {
   if (m->hooks.poll) m->hooks.poll(m->hooks.ctx);
 }
 
@@ -98,7 +98,7 @@ static void embed_forward_tp(atoll_model *m, float *out, const int32_t *tok, con
     int mine = v >= 0 && v < m->Vl;
     for (int c = 0; c < C; c++) {
       float x = mine ? wte[(size_t)v * C + c] : 0.0f;
-      o[c] = m->tp_rank == 0 ? x + wpe[(size_t)t * C + c] : x;
+      o[c] = m->tp_rank == 0 && wpe ? x + wpe[(size_t)t * C + c] : x; /* llama: no wpe */
     }
   }
   if (allreduce) tp_allreduce(m, out, (size_t)B * T * C);
@@ -112,7 +112,8 @@ static void embed_backward_tp(atoll_model *m, float *dwte, float *dwpe, const fl
     int v = tok[n] - v0, t = (int)(n % (size_t)T);
     if (v >= 0 && v < m->Vl)
       for (int c = 0; c < C; c++) dwte[(size_t)v * C + c] += d[c];
-    for (int c = 0; c < C; c++) dwpe[(size_t)t * C + c] += d[c];
+    if (dwpe)
+      for (int c = 0; c < C; c++) dwpe[(size_t)t * C + c] += d[c];
   }
 }
 
@@ -165,14 +166,14 @@ static int micro_rows(int B, int T) { return (int)((int64_t)B * T); }
 int atoll_model_local_rows(const atoll_model *m, int n) { return m->sp ? n / m->tp : n; }
 
 int atoll_model_grad_is_partial(const atoll_model *m, const atoll_tensor *t) {
-  return m->sp && strstr(t->name, "ln_") != NULL;
+  return m->sp && (strstr(t->name, "ln_") != NULL || strstr(t->name, "norm") != NULL);
 }
 
 /* The first of this rank's rows in a micro-batch of N rows. */
 static size_t own_row(const atoll_model *m, int N) { return m->sp ? (size_t)m->tp_rank * (N / m->tp) : 0; }
 
 /* full [N,C] holds this rank's rows at their place; afterwards every rank's. */
-static void gather_rows(atoll_model *m, float *full, int N) {
+void atoll_model_gather_rows(atoll_model *m, float *full, int N) {
   if (m->sp) m->tpc.allgather_chunks(m->tpc.ctx, full, (size_t)N * m->s.dim);
 }
 
@@ -180,7 +181,7 @@ static void gather_rows(atoll_model *m, float *full, int N) {
  * row-parallel product (x [N, K] this rank's columns). Without sequence parallelism
  * "this rank's rows" are all N (rank 0 adds residual and bias; tp = 1: the fused
  * kernel alone). */
-static void row_parallel_out(atoll_model *m, float *out, const float *resid, const float *x,
+void atoll_model_row_parallel_out(atoll_model *m, float *out, const float *resid, const float *x,
                              const float *w, const float *bias, int N, int K) {
   const atoll_ops *o = m->ops;
   int C = m->s.dim;
@@ -200,24 +201,25 @@ static void row_parallel_out(atoll_model *m, float *out, const float *resid, con
   memset(full, 0, sizeof(float) * NC);
   memcpy(full + r0 * C, resid, sizeof(float) * n * C);
   o->matmul_forward(full, x, w, NULL, N, K, C, 1);
-  for (size_t i = r0; i < r0 + n; i++)
-    for (int c = 0; c < C; c++) full[i * C + c] += bias[c];
+  if (bias)
+    for (size_t i = r0; i < r0 + n; i++)
+      for (int c = 0; c < C; c++) full[i * C + c] += bias[c];
   m->tpc.reduce_scatter(m->tpc.ctx, full, NC);
   memcpy(out, full + r0 * C, sizeof(float) * n * C);
 }
 
 /* The output gradient of a row-parallel product, all rows: dres itself, or gathered. */
-static const float *full_dout(atoll_model *m, const float *dres, int N) {
+const float *atoll_model_full_dout(atoll_model *m, const float *dres, int N) {
   if (!m->sp) return dres;
   size_t n = (size_t)(N / m->tp);
   memcpy(m->dfull + own_row(m, N) * m->s.dim, dres, sizeof(float) * n * m->s.dim);
-  gather_rows(m, m->dfull, N);
+  atoll_model_gather_rows(m, m->dfull, N);
   return m->dfull;
 }
 
 /* The input gradient of a column-parallel product, partial on every rank in dC [N,C]:
  * summed over the group; returns this rank's rows of it. */
-static const float *sum_input_grad(atoll_model *m, int N) {
+const float *atoll_model_sum_input_grad(atoll_model *m, int N) {
   size_t NC = (size_t)N * m->s.dim;
   if (!m->sp) {
     tp_allreduce(m, m->dC, NC);
@@ -249,14 +251,14 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
   if (inputs && starts) memcpy(sl->inputs, inputs, sizeof(int32_t) * (size_t)N);
   if (ends && targets) memcpy(sl->targets, targets, sizeof(int32_t) * (size_t)N);
 
-  emit(m, ATOLL_EV_FORWARD_BEGIN, lay->chunk_begin[chunk]);
+  atoll_model_emit(m, ATOLL_EV_FORWARD_BEGIN, lay->chunk_begin[chunk]);
   if (starts) {
-    float *wte = tensor_at(m, m->params, lay->t_wte), *wpe = tensor_at(m, m->params, lay->t_wpe);
+    float *wte = tensor_at(m, m->params, lay->t_wte), *wpe = lay->t_wpe >= 0 ? tensor_at(m, m->params, lay->t_wpe) : NULL;
     if (m->sp) {
       embed_forward_tp(m, m->dC, sl->inputs, wte, wpe, B, T, 0);
       m->tpc.reduce_scatter(m->tpc.ctx, m->dC, (size_t)N * C);
       memcpy(sl->encoded, m->dC + r0, sizeof(float) * (size_t)Nl * C);
-    } else if (m->tp > 1) {
+    } else if (m->tp > 1 || !wpe) {
       embed_forward_tp(m, sl->encoded, sl->inputs, wte, wpe, B, T, 1);
     } else {
       o->embed_forward(sl->encoded, sl->inputs, wte, wpe, B, T, C);
@@ -264,28 +266,36 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
   }
   for (int l = lay->chunk_begin[chunk]; l < lay->chunk_end[chunk]; l++) {
     int i = lay->block_of[l];
-    emit(m, ATOLL_EV_BLOCK_FORWARD, l);
+    atoll_model_emit(m, ATOLL_EV_BLOCK_FORWARD, l);
+    if (m->llama) {
+      atoll_llama_block_forward(m, &sl->acts[i], l, B, T);
+      atoll_model_emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
+      continue;
+    }
     block_params p = block_view(m, m->params, l);
     block_acts *a = &sl->acts[i];
     o->layernorm_forward(a->ln1 + r0, a->ln1_mean, a->ln1_rstd, a->res_in, p.ln1w, p.ln1b, Nl, C);
-    gather_rows(m, a->ln1, N);
+    atoll_model_gather_rows(m, a->ln1, N);
     o->matmul_forward(a->qkv, a->ln1, p.qkvw, p.qkvb, N, C, 3 * Cl, 0);
     o->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NHl);
-    row_parallel_out(m, a->res_mid, a->res_in, a->atty, p.attprojw, p.attprojb, N, Cl);
+    atoll_model_row_parallel_out(m, a->res_mid, a->res_in, a->atty, p.attprojw, p.attprojb, N, Cl);
     o->layernorm_forward(a->ln2 + r0, a->ln2_mean, a->ln2_rstd, a->res_mid, p.ln2w, p.ln2b, Nl, C);
-    gather_rows(m, a->ln2, N);
+    atoll_model_gather_rows(m, a->ln2, N);
     o->matmul_forward(a->fch, a->ln2, p.fcw, p.fcb, N, C, 4 * Cl, 0);
     o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
-    row_parallel_out(m, a->res_out, a->res_mid, a->fch_gelu, p.fcprojw, p.fcprojb, N, 4 * Cl);
-    emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
+    atoll_model_row_parallel_out(m, a->res_out, a->res_mid, a->fch_gelu, p.fcprojw, p.fcprojb, N, 4 * Cl);
+    atoll_model_emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
   }
   if (!ends) return 0.0f;
-  emit(m, ATOLL_EV_HEAD_FORWARD, m->s.layers);
+  atoll_model_emit(m, ATOLL_EV_HEAD_FORWARD, m->s.layers);
   float *x = sl->acts[m->nblocks - 1].res_out;
-  o->layernorm_forward(sl->lnf + r0, sl->lnf_mean, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf),
-                       tensor_at(m, m->params, lay->t_lnf + 1), Nl, C);
-  gather_rows(m, sl->lnf, N);
-  o->matmul_forward(sl->logits, sl->lnf, tensor_at(m, m->params, lay->t_wte), NULL, N, C, Vl, 0);
+  if (m->llama)
+    o->rmsnorm_forward(sl->lnf + r0, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf), Nl, C, m->eps);
+  else
+    o->layernorm_forward(sl->lnf + r0, sl->lnf_mean, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf),
+                         tensor_at(m, m->params, lay->t_lnf + 1), Nl, C);
+  atoll_model_gather_rows(m, sl->lnf, N);
+  o->matmul_forward(sl->logits, sl->lnf, tensor_at(m, m->params, lay->t_head), NULL, N, C, Vl, 0);
   if (!sl->have_targets) return 0.0f;
   if (m->tp > 1)
     xent_forward_tp(m, sl, N);
@@ -310,21 +320,25 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
   int B = sl->B, T = sl->T, N = micro_rows(B, T), Nl = atoll_model_local_rows(m, N);
   float *P = m->params, *G = m->grads;
 
-  emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->chunk_end[chunk]);
+  atoll_model_emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->chunk_end[chunk]);
   if (ends) {
     /* loss -> logits (in place) -> ln_f -> residual stream */
     if (m->tp > 1)
       xent_backward_tp(m, sl, loss_scale / (float)N, N);
     else
       o->xent_backward(sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
-    o->matmul_backward(m->dC, tensor_at(m, G, lay->t_wte), NULL, sl->logits, sl->lnf,
-                       tensor_at(m, P, lay->t_wte), N, C, Vl, 0);
-    const float *dlnf = sum_input_grad(m, N);
-    poll(m);
+    o->matmul_backward(m->dC, tensor_at(m, G, lay->t_head), NULL, sl->logits, sl->lnf,
+                       tensor_at(m, P, lay->t_head), N, C, Vl, 0);
+    const float *dlnf = atoll_model_sum_input_grad(m, N);
+    atoll_model_poll(m);
     float *x = sl->acts[m->nblocks - 1].res_out; /* the last chunk ends the part */
     memset(m->dres, 0, sizeof(float) * (size_t)Nl * C);
-    o->layernorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), tensor_at(m, G, lay->t_lnf + 1), dlnf, x,
-                          tensor_at(m, P, lay->t_lnf), sl->lnf_mean, sl->lnf_rstd, Nl, C);
+    if (m->llama)
+      o->rmsnorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), dlnf, x, tensor_at(m, P, lay->t_lnf), sl->lnf_rstd,
+                          Nl, C);
+    else
+      o->layernorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), tensor_at(m, G, lay->t_lnf + 1), dlnf, x,
+                            tensor_at(m, P, lay->t_lnf), sl->lnf_mean, sl->lnf_rstd, Nl, C);
     grads_ready(m, L);
   } else {
     memcpy(m->dres, dout, sizeof(float) * (size_t)Nl * C);
@@ -332,39 +346,45 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
 
   for (int l = lay->chunk_end[chunk] - 1; l >= lay->chunk_begin[chunk]; l--) {
     int i = lay->block_of[l];
-    emit(m, ATOLL_EV_BLOCK_BACKWARD, l);
+    atoll_model_emit(m, ATOLL_EV_BLOCK_BACKWARD, l);
+    if (m->llama) {
+      atoll_llama_block_backward(m, &sl->acts[i], l, B, T);
+      atoll_model_emit(m, ATOLL_EV_BLOCK_BACKWARD_DONE, l);
+      grads_ready(m, l);
+      continue;
+    }
     block_params p = block_view(m, P, l), g = block_view(m, G, l);
     block_acts *a = &sl->acts[i];
     /* MLP half: res_out = res_mid + fcproj(gelu(fc(ln2(res_mid)))) */
-    o->matmul_backward(m->d4C, g.fcprojw, g.fcprojb, full_dout(m, m->dres, N), a->fch_gelu, p.fcprojw, N,
+    o->matmul_backward(m->d4C, g.fcprojw, g.fcprojb, atoll_model_full_dout(m, m->dres, N), a->fch_gelu, p.fcprojw, N,
                        4 * Cl, C, 0);
-    poll(m);
+    atoll_model_poll(m);
     o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
     o->matmul_backward(m->dC, g.fcw, g.fcb, m->d4C, a->ln2, p.fcw, N, C, 4 * Cl, 0);
-    const float *dln2 = sum_input_grad(m, N);
-    poll(m);
+    const float *dln2 = atoll_model_sum_input_grad(m, N);
+    atoll_model_poll(m);
     o->layernorm_backward(m->dres, g.ln2w, g.ln2b, dln2, a->res_mid, p.ln2w, a->ln2_mean, a->ln2_rstd, Nl, C);
     /* attention half: res_mid = res_in + attproj(attn(qkv(ln1(res_in)))) */
-    o->matmul_backward(m->dC, g.attprojw, g.attprojb, full_dout(m, m->dres, N), a->atty, p.attprojw, N, Cl,
+    o->matmul_backward(m->dC, g.attprojw, g.attprojb, atoll_model_full_dout(m, m->dres, N), a->atty, p.attprojw, N, Cl,
                        C, 0);
-    poll(m);
+    atoll_model_poll(m);
     o->attention_backward(m->d3C, m->dC, a->qkv, a->atty, a->lse, B, T, Cl, NHl);
-    poll(m);
+    atoll_model_poll(m);
     o->matmul_backward(m->dC, g.qkvw, g.qkvb, m->d3C, a->ln1, p.qkvw, N, C, 3 * Cl, 0);
-    const float *dln1 = sum_input_grad(m, N);
-    poll(m);
+    const float *dln1 = atoll_model_sum_input_grad(m, N);
+    atoll_model_poll(m);
     o->layernorm_backward(m->dres, g.ln1w, g.ln1b, dln1, a->res_in, p.ln1w, a->ln1_mean, a->ln1_rstd, Nl, C);
-    emit(m, ATOLL_EV_BLOCK_BACKWARD_DONE, l);
+    atoll_model_emit(m, ATOLL_EV_BLOCK_BACKWARD_DONE, l);
     grads_ready(m, l);
   }
   if (starts) {
-    float *dwte = tensor_at(m, G, lay->t_wte), *dwpe = tensor_at(m, G, lay->t_wpe);
-    if (m->tp > 1)
-      embed_backward_tp(m, dwte, dwpe, full_dout(m, m->dres, N), sl->inputs, B, T);
+    float *dwte = tensor_at(m, G, lay->t_wte), *dwpe = lay->t_wpe >= 0 ? tensor_at(m, G, lay->t_wpe) : NULL;
+    if (m->tp > 1 || !dwpe)
+      embed_backward_tp(m, dwte, dwpe, atoll_model_full_dout(m, m->dres, N), sl->inputs, B, T);
     else
       o->embed_backward(dwte, dwpe, m->dres, sl->inputs, B, T, C);
   }
   if (chunk == 0) grads_ready(m, -1); /* the part's last backward of a micro-batch */
-  emit(m, ATOLL_EV_BACKWARD_DONE, -1);
+  atoll_model_emit(m, ATOLL_EV_BACKWARD_DONE, -1);
   if (ends) sl->have_targets = 0; /* logits were overwritten by their gradient */
 }

@@ -24,6 +24,8 @@ static float *alloc_f(atoll_model *m, size_t n) {
   return p;
 }
 
+void atoll_model_set_ops(atoll_model *m, const atoll_ops *ops) { m->ops = ops; }
+
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
   atoll_part whole = atoll_part_whole();
@@ -45,6 +47,25 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
   for (int i = 0; i < m->nblocks; i++) {
     block_acts *a = &sl->acts[i];
     a->res_in = a->res_in ? a->res_in : prev;
+    if (m->llama) {
+      size_t KW = (size_t)m->KVl * m->hs, Hl = (size_t)m->Hl;
+      a->ln1 = alloc_f(m, N * C);
+      a->ln1_rstd = alloc_f(m, Nl);
+      a->q = alloc_f(m, N * Cl);
+      a->k = alloc_f(m, N * KW);
+      a->v = alloc_f(m, N * KW);
+      a->atty = alloc_f(m, N * Cl);
+      a->lse = alloc_f(m, (size_t)m->max_B * m->NHl * m->max_T);
+      a->res_mid = alloc_f(m, Nl * C);
+      a->ln2 = alloc_f(m, N * C);
+      a->ln2_rstd = alloc_f(m, Nl);
+      a->fch = alloc_f(m, N * Hl);
+      a->up = alloc_f(m, N * Hl);
+      a->fch_gelu = alloc_f(m, N * Hl);
+      a->res_out = alloc_f(m, Nl * C);
+      prev = a->res_out;
+      continue;
+    }
     a->ln1 = alloc_f(m, N * C);
     a->ln1_mean = alloc_f(m, Nl);
     a->ln1_rstd = alloc_f(m, Nl);
@@ -96,6 +117,12 @@ static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *p
   m->NHl = s->heads / m->tp;
   m->Vl = s->vocab / m->tp;
   m->sp = m->tp > 1 && part->sequence_parallel;
+  m->llama = atoll_shape_llama(s);
+  m->hs = s->dim / s->heads;
+  m->KVl = atoll_shape_kv_heads(s) / m->tp;
+  m->Hl = atoll_shape_hidden(s) / m->tp;
+  m->eps = atoll_shape_norm_eps(s);
+  m->theta = atoll_shape_rope_theta(s);
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
   return 0;
 }
@@ -110,7 +137,7 @@ static int alloc_buffers(atoll_model *m) {
   m->dres = alloc_f(m, N * C);
   m->dC = alloc_f(m, N * C);
   m->d3C = alloc_f(m, N * 3 * m->Cl);
-  m->d4C = alloc_f(m, N * 4 * m->Cl);
+  m->d4C = alloc_f(m, m->llama ? N * 2 * m->Hl : N * 4 * m->Cl); /* llama: dgate, dup */
   if (m->sp) m->dfull = alloc_f(m, N * C);
   m->xent_mine = alloc_f(m, 2 * N);
   m->xent_all = alloc_f(m, 2 * N * m->tp);
@@ -195,7 +222,8 @@ static void init_whole(const atoll_layout *lay, float *p0, uint64_t seed) {
       float v = (len > 7 && strcmp(n + len - 7, ".weight") == 0) ? 1.0f : 0.0f;
       for (size_t k = 0; k < t->numel; k++) p[k] = v;
     } else {
-      int is_resid = strstr(n, "attn.proj.weight") || strstr(n, "mlp.proj.weight");
+      int is_resid = strstr(n, "attn.proj.weight") || strstr(n, "mlp.proj.weight") || strstr(n, "attn.o.weight") ||
+                     strstr(n, "mlp.down.weight");
       float std = is_resid ? resid_std : 0.02f;
       for (size_t k = 0; k < t->numel; k++) p[k] = std * atoll_rng_normal(&rng);
     }

@@ -37,7 +37,27 @@
  *     mlp.proj.weight       cols   columns [r 4C/tp, (r+1) 4C/tp)
  *     wte.weight            rows   vocabulary rows [r V/tp, (r+1) V/tp)
  *     the rest              none   replicated (LayerNorms, wpe, projection biases)
- * Checkpoints always hold the whole model; atoll_layout_runs maps a part into it. */
+ * Checkpoints always hold the whole model; atoll_layout_runs maps a part into it.
+ *
+ * --arch llama (hs = dim / heads, KV = kv_heads, H = the SwiGLU width, no biases):
+ *   name                       shape        decay  tensor-parallel cut
+ *   wte.weight                 [V, C]       yes    rows (vocabulary); first stage (and the
+ *                                                  last when tied: --tie 1)
+ *   for each block l:
+ *   h.l.attn_norm.weight       [C]          no     replicated (RMSNorm gain)
+ *   h.l.attn.q.weight          [C, C]       yes    rows: query heads [r heads/tp, ...)
+ *   h.l.attn.k.weight          [KV hs, C]   yes    rows: key/value heads [r KV/tp, ...)
+ *   h.l.attn.v.weight          [KV hs, C]   yes    rows: the same key/value heads
+ *   h.l.attn.o.weight          [C, C]       yes    cols
+ *   h.l.mlp_norm.weight        [C]          no     replicated
+ *   h.l.mlp.gate.weight        [H, C]       yes    rows
+ *   h.l.mlp.up.weight          [H, C]       yes    rows
+ *   h.l.mlp.down.weight        [C, H]       yes    cols
+ *   norm.weight                [C]          no     replicated; last stage
+ *   lm_head.weight             [V, C]       yes    rows; last stage, untied only
+ * Query head h reads key/value head h / (heads / KV); a rank's heads/tp query heads read
+ * exactly its KV/tp key/value heads, so tp must divide KV. Rotary embeddings have no
+ * parameters. */
 #include "atoll/atoll.h"
 #include "model/model.h"
 
@@ -56,8 +76,40 @@ int atoll_shape_check(const atoll_shape *s, atoll_err *err) {
     return atoll_fail(err, "context: must be in [1, 1048576], got %d", s->context);
   if (s->vocab < 2 || s->vocab > 1 << 24)
     return atoll_fail(err, "vocab: must be in [2, 16777216], got %d", s->vocab);
+  if (s->arch[0] && strcmp(s->arch, "gpt2") != 0 && strcmp(s->arch, "llama") != 0)
+    return atoll_fail(err, "arch: unknown block design '%.8s' (known: gpt2, llama)", s->arch);
+  if (!atoll_shape_llama(s)) {
+    if (s->kv_heads != 0 && s->kv_heads != s->heads)
+      return atoll_fail(err, "kv-heads: grouped-query attention needs --arch llama (GPT-2 has one key/value head per head)");
+    return 0;
+  }
+  int kv = atoll_shape_kv_heads(s);
+  if (kv < 1 || s->heads % kv)
+    return atoll_fail(err, "kv-heads: %d key/value heads do not divide the %d attention heads", kv, s->heads);
+  if ((s->dim / s->heads) % 2)
+    return atoll_fail(err, "heads: rotary embeddings need an even head size, dim / heads = %d", s->dim / s->heads);
+  if (s->multiple_of < 0 || s->multiple_of > 65536)
+    return atoll_fail(err, "multiple-of: must be in [1, 65536], got %d", s->multiple_of);
+  if (!(s->norm_eps >= 0.0f && s->norm_eps <= 1.0f))
+    return atoll_fail(err, "norm-eps: must be in [1e-12, 1]");
+  if (!(s->rope_theta >= 0.0f && s->rope_theta <= 1e9f))
+    return atoll_fail(err, "rope-theta: must be in [1, 1e9]");
   return 0;
 }
+
+int atoll_shape_llama(const atoll_shape *s) { return strcmp(s->arch, "llama") == 0; }
+int atoll_shape_tied(const atoll_shape *s) { return !atoll_shape_llama(s) || s->tie == 1; }
+int atoll_shape_kv_heads(const atoll_shape *s) {
+  return atoll_shape_llama(s) && s->kv_heads > 0 ? s->kv_heads : s->heads;
+}
+/* Llama's rule (Meta's reference code): floor(2/3 of 4 dim), rounded up to a multiple. */
+int atoll_shape_hidden(const atoll_shape *s) {
+  if (!atoll_shape_llama(s)) return 4 * s->dim;
+  long m = s->multiple_of > 0 ? s->multiple_of : 256, h = 8L * s->dim / 3;
+  return (int)(m * ((h + m - 1) / m));
+}
+float atoll_shape_norm_eps(const atoll_shape *s) { return s->norm_eps > 0.0f ? s->norm_eps : 1e-5f; }
+float atoll_shape_rope_theta(const atoll_shape *s) { return s->rope_theta > 0.0f ? s->rope_theta : 10000.0f; }
 
 /* Adds one tensor whose whole shape is [d0, d1] (d1 = 0: a vector), cut for tensor
  * parallelism along `split` in `groups` blocks (see atoll_tensor). */
@@ -110,6 +162,13 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
   if (s->vocab % tp)
     return atoll_fail(err, "--tp %d: does not divide the vocabulary (vocab=%d; pad it to a multiple of %d)", tp,
                       s->vocab, tp);
+  int llama = atoll_shape_llama(s), kv = atoll_shape_kv_heads(s), hidden = atoll_shape_hidden(s);
+  if (llama && kv % tp)
+    return atoll_fail(err, "--tp %d: does not divide the %d key/value heads (kv-heads=%d); each rank needs whole key/value heads",
+                      tp, kv, kv);
+  if (hidden % tp)
+    return atoll_fail(err, "--tp %d: does not divide the MLP width %d (choose --multiple-of as a multiple of %d)", tp,
+                      hidden, tp);
   if (part->tp_rank < 0 || part->tp_rank >= tp)
     return atoll_fail(err, "tensor-parallel rank %d is outside [0, %d)", part->tp_rank, tp);
   int P = part->stages, V = part->chunks;
@@ -133,25 +192,40 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
     for (int l = lay->chunk_begin[c]; l < lay->chunk_end[c]; l++) lay->block_of[l] = lay->nblocks++;
   }
   int nblocks = lay->nblocks;
-  lay->tensors = calloc((size_t)(4 + 12 * nblocks), sizeof(atoll_tensor));
+  lay->per_block = llama ? 9 : 12;
+  lay->tensors = calloc((size_t)(4 + lay->per_block * nblocks), sizeof(atoll_tensor));
   if (!lay->tensors) {
     atoll_layout_free(lay);
     return atoll_fail(err, "out of memory for the parameter layout");
   }
   size_t off = 0;
-  lay->t_wte = lay->t_wpe = lay->t_lnf = -1;
+  lay->t_wte = lay->t_wpe = lay->t_lnf = lay->t_head = -1;
   enum { N = ATOLL_SPLIT_NONE, R = ATOLL_SPLIT_ROWS, K = ATOLL_SPLIT_COLS };
-  if (lay->first_stage || lay->last_stage) {
+  int tied = atoll_shape_tied(s);
+  if (lay->first_stage || (lay->last_stage && tied)) {
     lay->t_wte = lay->ntensors;
     add(lay, &off, -1, "wte.weight", s->vocab, C, 1, R, 1);
   }
-  if (lay->first_stage) {
+  if (lay->first_stage && !llama) {
     lay->t_wpe = lay->ntensors;
     add(lay, &off, -1, "wpe.weight", s->context, C, 1, N, 1);
   }
   lay->t_block0 = lay->ntensors;
+  int64_t KVW = (int64_t)kv * (C / s->heads), H = hidden;
   for (int l = 0; l < s->layers; l++) {
     if (lay->block_of[l] < 0) continue;
+    if (llama) {
+      add(lay, &off, l, "attn_norm.weight", C, 0, 0, N, 1);
+      add(lay, &off, l, "attn.q.weight", C, C, 1, R, 1);
+      add(lay, &off, l, "attn.k.weight", KVW, C, 1, R, 1);
+      add(lay, &off, l, "attn.v.weight", KVW, C, 1, R, 1);
+      add(lay, &off, l, "attn.o.weight", C, C, 1, K, 1);
+      add(lay, &off, l, "mlp_norm.weight", C, 0, 0, N, 1);
+      add(lay, &off, l, "mlp.gate.weight", H, C, 1, R, 1);
+      add(lay, &off, l, "mlp.up.weight", H, C, 1, R, 1);
+      add(lay, &off, l, "mlp.down.weight", C, H, 1, K, 1);
+      continue;
+    }
     add(lay, &off, l, "ln_1.weight", C, 0, 0, N, 1);
     add(lay, &off, l, "ln_1.bias", C, 0, 0, N, 1);
     add(lay, &off, l, "attn.qkv.weight", 3 * C, C, 1, R, 3);
@@ -167,8 +241,18 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
   }
   if (lay->last_stage) {
     lay->t_lnf = lay->ntensors;
-    add(lay, &off, -1, "ln_f.weight", C, 0, 0, N, 1);
-    add(lay, &off, -1, "ln_f.bias", C, 0, 0, N, 1);
+    if (llama) {
+      add(lay, &off, -1, "norm.weight", C, 0, 0, N, 1);
+    } else {
+      add(lay, &off, -1, "ln_f.weight", C, 0, 0, N, 1);
+      add(lay, &off, -1, "ln_f.bias", C, 0, 0, N, 1);
+    }
+    if (tied) {
+      lay->t_head = lay->t_wte;
+    } else {
+      lay->t_head = lay->ntensors;
+      add(lay, &off, -1, "lm_head.weight", s->vocab, C, 1, R, 1);
+    }
   }
   lay->nparams = off;
   return 0;
@@ -198,15 +282,16 @@ void atoll_layout_unit(const atoll_layout *lay, int layer, size_t *begin, size_t
     *begin = blocks_end;
     *end = lay->nparams;
   } else if (lay->block_of[layer] >= 0) {
-    const atoll_tensor *first = &t[lay->t_block0 + 12 * lay->block_of[layer]];
+    const atoll_tensor *first = &t[lay->t_block0 + lay->per_block * lay->block_of[layer]];
+    const atoll_tensor *last = &first[lay->per_block - 1];
     *begin = first->offset;
-    *end = first[11].offset + first[11].numel;
+    *end = last->offset + last->numel;
   } else {
     /* not held: empty, where the next held block starts */
     *begin = *end = blocks_end;
     for (int l = layer + 1; l < L; l++)
       if (lay->block_of[l] >= 0) {
-        *begin = *end = t[lay->t_block0 + 12 * lay->block_of[l]].offset;
+        *begin = *end = t[lay->t_block0 + lay->per_block * lay->block_of[l]].offset;
         break;
       }
   }
@@ -248,9 +333,13 @@ int atoll_layout_owns(const atoll_layout *lay, const atoll_tensor *t) {
 }
 
 double atoll_flops_per_token(const atoll_shape *s, int T) {
-  /* Parameters in matrix products: blocks' matrices and the tied LM head (wte);
-   * position embeddings, biases and LayerNorms are lookups or elementwise. */
+  /* Parameters in matrix products: blocks' matrices and the LM head; embeddings,
+   * biases and norms are lookups or elementwise. */
   double C = s->dim, L = s->layers;
   double matmul_params = L * 12.0 * C * C + (double)s->vocab * C;
+  if (atoll_shape_llama(s)) {
+    double kvw = (double)atoll_shape_kv_heads(s) * (C / s->heads);
+    matmul_params = L * (2.0 * C * C + 2.0 * kvw * C + 3.0 * C * atoll_shape_hidden(s)) + (double)s->vocab * C;
+  }
   return 6.0 * matmul_params + 6.0 * L * C * T;
 }

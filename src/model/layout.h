@@ -53,14 +53,24 @@ typedef struct {
   atoll_tensor *tensors;
   size_t nparams; /* total floats (of this part) */
   /* tensor indices: -1 where this part does not hold the tensor */
-  int t_wte, t_wpe, t_block0, t_lnf; /* t_block0: the first block's ln_1.weight; 12 per block,
-                                        block l at t_block0 + 12 block_of[l] */
+  int t_wte, t_wpe, t_block0, t_lnf; /* t_block0: the first block's first tensor; per_block
+                                        per block, block l at t_block0 + per_block block_of[l] */
+  int t_head;    /* the LM head's matrix on the last stage: t_wte when tied, else lm_head.weight */
+  int per_block; /* tensors per block: 12 (gpt2) or 9 (llama) */
 } atoll_layout;
+
+/* The block design's derived sizes (zero fields of atoll_shape take their defaults). */
+int atoll_shape_llama(const atoll_shape *s);   /* 1 for arch "llama" */
+int atoll_shape_tied(const atoll_shape *s);    /* 1 if the LM head is wte */
+int atoll_shape_kv_heads(const atoll_shape *s);
+int atoll_shape_hidden(const atoll_shape *s);  /* MLP width: 4 dim (gpt2) or the SwiGLU rule */
+float atoll_shape_norm_eps(const atoll_shape *s);
+float atoll_shape_rope_theta(const atoll_shape *s);
 
 /* The whole model (tp 1, every block). */
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err);
-/* One part: the embeddings (wte, wpe) on the first stage, wte again on the last (the
- * tied LM head), the blocks of its chunks in order, ln_f on the last stage, each
+/* One part: the embeddings (wte, gpt2's wpe) on the first stage, wte again on the last
+ * when the LM head is tied (else lm_head.weight there), the blocks of its chunks in order, ln_f on the last stage, each
  * matrix cut for tensor parallelism (src/model/layout.c). Fails, naming the flag
  * (--tp, --pp, --virtual-stages), when tp_size does not divide heads or vocabulary or
  * a chunk would be empty. */

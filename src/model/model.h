@@ -1,4 +1,4 @@
-/* The GPT model: parameters, gradients, activations, forward and backward passes, and the
+/* The model (--arch gpt2 or llama): parameters, gradients, activations, forward and backward passes, and the
  * hook seams through which parallel strategies act (src/model/gpt_create.c makes it,
  * src/model/gpt.c runs the passes). Internal. */
 #ifndef ATOLL_MODEL_MODEL_H
@@ -21,6 +21,9 @@ int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, i
 int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
                             int max_batch, int max_seq, int slots, atoll_err *err);
 void atoll_model_destroy(atoll_model *m);
+/* Replaces the kernel table (the CPU one by default), e.g. by atoll_ops_cpu_bf16 for
+ * --precision bf16; the buffers stay those of the default table's allocator. */
+void atoll_model_set_ops(atoll_model *m, const struct atoll_ops *ops);
 /* The bytes a part allocates, counted by the allocation code itself, so that a run
  * can be refused before it allocates (src/train/train_memory.c). */
 typedef struct {
@@ -32,7 +35,9 @@ typedef struct {
  * same bad sizes, without allocating any of it. */
 int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq, int slots,
                       atoll_model_mem *out, atoll_err *err);
-/* GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2L). A part
+/* GPT-2 initialisation (both archs): N(0, 0.02) for matrices and embeddings, residual
+ * projections (attn.proj / mlp.proj, llama's attn.o / mlp.down) scaled by 1/sqrt(2L), norm
+ * gains 1, biases 0. A part
  * takes its piece of the whole model's initial weights (the same at every layout).
  * Fails only when out of memory. */
 int atoll_model_init_weights(atoll_model *m, uint64_t seed);

@@ -23,6 +23,10 @@ typedef struct {
   float *ln2, *ln2_mean, *ln2_rstd;
   float *fch, *fch_gelu; /* [N,4C/tp] */
   float *res_out;        /* [N,C] block output */
+  /* llama: q, k, v after the rotary embedding [N, heads/tp hs], [N, kv_heads/tp hs] x 2;
+   * the gate uses fch, up its own buffer, silu(gate) up fch_gelu [N, hidden/tp];
+   * the norms keep only rstd (ln1_rstd, ln2_rstd) */
+  float *q, *k, *v, *up;
 } block_acts;
 
 /* The activations of one micro-batch between its forward and its backward. */
@@ -43,6 +47,9 @@ struct atoll_model {
   int max_B, max_T, nslots, nblocks, tp, tp_rank;
   int Cl, NHl, Vl; /* local widths: C/tp, heads/tp, vocab/tp */
   int sp;          /* sequence parallel */
+  int llama;       /* arch llama: the passes of src/model/llama.c */
+  int KVl, hs, Hl; /* llama: local key/value heads, head size, local SwiGLU width */
+  float eps, theta; /* llama: RMSNorm epsilon, rotary base */
   float *params, *grads;
   slot_acts *slots;
   /* backward scratch */
@@ -59,5 +66,18 @@ struct atoll_model {
   int count_only;
   size_t counted;
 };
+
+/* Shared by the passes of gpt.c and llama.c (src/model/gpt.c documents the tensor- and
+ * sequence-parallel seams). */
+void atoll_model_emit(atoll_model *m, atoll_event ev, int layer);
+void atoll_model_poll(atoll_model *m);
+void atoll_model_gather_rows(atoll_model *m, float *full, int N);
+void atoll_model_row_parallel_out(atoll_model *m, float *out, const float *resid, const float *x,
+                                  const float *w, const float *bias, int N, int K);
+const float *atoll_model_full_dout(atoll_model *m, const float *dres, int N);
+const float *atoll_model_sum_input_grad(atoll_model *m, int N);
+/* One Llama block's passes (src/model/llama.c) on activations a of block l. */
+void atoll_llama_block_forward(atoll_model *m, block_acts *a, int l, int B, int T);
+void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int T);
 
 #endif

@@ -55,8 +55,35 @@ typedef struct atoll_ops {
   /* logits are overwritten by dlogits = dloss * (softmax - onehot(target)). */
   void (*xent_backward)(float *logits, const float *lse, const int32_t *targets, float dloss,
                         int N, int V);
+
+  /* --arch llama (src/ops/ops_llama_cpu.c) */
+  /* out = x * rstd * w per row, rstd = 1 / sqrt(mean(x^2) + eps); saves rstd [N] */
+  void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
+  /* dx += ..., dw += ... */
+  void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                           const float *rstd, int N, int C);
+  /* Rotary embedding in place on x [B,T,H*hs] at positions pos0 .. pos0+T-1 (Hugging Face's
+   * half split: pairs (i, i + hs/2) of each head, frequency theta^(-2i/hs)). inverse = 1
+   * rotates back: the backward pass on a gradient. */
+  void (*rope)(float *x, int B, int T, int H, int hs, float theta, int pos0, int inverse);
+  /* out = silu(gate) * up */
+  void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
+  /* dgate, dup = (overwritten); dgate may be dout itself */
+  void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                          size_t n);
+  /* Causal attention with grouped key/value heads: q [B,T,NH*hs], k and v [B,Tk,NKV*hs]
+   * (Tk >= T keys; query row t sits at position Tk - T + t); query head h reads key/value
+   * head h / (NH/NKV). out [B,T,NH*hs]; lse [B,NH,T] saved for backward. */
+  void (*gqa_forward)(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                      int Tk, int NH, int NKV, int hs);
+  /* Backward with Tk = T: dq, dk, dv are overwritten. */
+  void (*gqa_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                       const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV, int hs);
 } atoll_ops;
 
 const atoll_ops *atoll_ops_cpu(void);
+/* The same kernels with bf16 matrix products (fp32 accumulation and outputs); check
+ * atoll_gemm_bf16_check (src/ops/gemm_cpu.h) before using it. */
+const atoll_ops *atoll_ops_cpu_bf16(void);
 
 #endif

@@ -1,4 +1,4 @@
-/* CPU kernels: matrix products through CBLAS sgemm (OpenBLAS), everything else as
+/* CPU kernels: matrix products through the CPU matrix engine (gemm_cpu.h), everything else as
  * OpenMP-threaded loops written so the compiler vectorizes them.
  *
  * Determinism: every kernel gives bit-identical results for the same inputs and
@@ -6,13 +6,15 @@
  * gradients) are split across threads by channel, never by row, so no two threads
  * add into the same float. */
 #include "ops/ops.h"
+#include "ops/ops_llama_cpu.h"
 
 #include "core/fatal.h"
 #include "core/mem.h"
+#include "ops/gemm_cpu.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,21 +174,33 @@ static void add_bias(float *out, const float *bias, int N, int OC) {
   }
 }
 
-static void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N,
-                           int C, int OC, int accumulate) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x, C, w, C,
-              accumulate ? 1.0f : 0.0f, out, OC);
+/* The matrix products' precision: fp32 (atoll_gemm_f32) or bf16 inputs with fp32
+ * accumulation (atoll_gemm_bf16, the table of atoll_ops_cpu_bf16). */
+typedef void (*gemm_fn)(int, int, int, int, int, float, const float *, int, const float *, int, float,
+                        float *, int);
+
+static void matmul_forward_with(gemm_fn gemm, float *out, const float *x, const float *w, const float *bias,
+                                int N, int C, int OC, int accumulate) {
+  gemm(0, 1, N, OC, C, 1.0f, x, C, w, C, accumulate ? 1.0f : 0.0f, out, OC);
   if (bias) add_bias(out, bias, N, OC);
 }
 
-static void matmul_backward(float *dx, float *dw, float *dbias, const float *dout, const float *x,
-                            const float *w, int N, int C, int OC, int accumulate_dx) {
+static void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N,
+                           int C, int OC, int accumulate) {
+  matmul_forward_with(atoll_gemm_f32, out, x, w, bias, N, C, OC, accumulate);
+}
+
+static void matmul_forward_bf16(float *out, const float *x, const float *w, const float *bias, int N,
+                                int C, int OC, int accumulate) {
+  matmul_forward_with(atoll_gemm_bf16, out, x, w, bias, N, C, OC, accumulate);
+}
+
+static void matmul_backward_with(gemm_fn gemm, float *dx, float *dw, float *dbias, const float *dout,
+                                 const float *x, const float *w, int N, int C, int OC, int accumulate_dx) {
   /* dx[N,C] = dout[N,OC] @ w[OC,C] */
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
-              accumulate_dx ? 1.0f : 0.0f, dx, C);
+  gemm(0, 0, N, C, OC, 1.0f, dout, OC, w, C, accumulate_dx ? 1.0f : 0.0f, dx, C);
   /* dw[OC,C] += dout^T @ x */
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, x, C, 1.0f, dw,
-              C);
+  gemm(1, 0, OC, C, N, 1.0f, dout, OC, x, C, 1.0f, dw, C);
   if (dbias) {
     int nchunks = (OC + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static)
@@ -201,6 +215,16 @@ static void matmul_backward(float *dx, float *dw, float *dbias, const float *dou
       for (int j = j0; j < j1; j++) dbias[j] += acc[j - j0];
     }
   }
+}
+
+static void matmul_backward(float *dx, float *dw, float *dbias, const float *dout, const float *x,
+                            const float *w, int N, int C, int OC, int accumulate_dx) {
+  matmul_backward_with(atoll_gemm_f32, dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
+}
+
+static void matmul_backward_bf16(float *dx, float *dw, float *dbias, const float *dout, const float *x,
+                                 const float *w, int N, int C, int OC, int accumulate_dx) {
+  matmul_backward_with(atoll_gemm_bf16, dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
 }
 
 /* ---------------------------------------------------------------- attention --- */
@@ -240,8 +264,8 @@ static head_view head_at(const float *qkv, int b, int h, int T, int C, int NH) {
 
 /* S[rows r0..r1, cols 0..r1) = scale * Q K^T, row stride r1 */
 static void block_scores(float *S, const head_view *hv, int r0, int r1) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hv->hs, hv->scale,
-              hv->q + (size_t)r0 * hv->ld, hv->ld, hv->k, hv->ld, 0.0f, S, r1);
+  atoll_gemm_f32(0, 1, r1 - r0, r1, hv->hs, hv->scale, hv->q + (size_t)r0 * hv->ld, hv->ld, hv->k, hv->ld,
+                 0.0f, S, r1);
 }
 
 /* Scratch of per_thread floats for each of *threads threads, allocated before the
@@ -295,8 +319,7 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
             lse_h[i] = mx + logf(sum);
           }
           /* out[rows] = P V */
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hv.hs, r1, 1.0f, S, r1,
-                      hv.v, hv.ld, 0.0f, out_h + (size_t)r0 * C, C);
+          atoll_gemm_f32(0, 0, r1 - r0, hv.hs, r1, 1.0f, S, r1, hv.v, hv.ld, 0.0f, out_h + (size_t)r0 * C, C);
         }
       }
   }
@@ -345,8 +368,7 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
             D[i - r0] = d;
           }
           /* dP = dO V^T, then dS = P (dP - D) * scale, in place */
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f,
-                      dout_h + (size_t)r0 * C, C, hv.v, ld, 0.0f, dS, r1);
+          atoll_gemm_f32(0, 1, rows, r1, hs, 1.0f, dout_h + (size_t)r0 * C, C, hv.v, ld, 0.0f, dS, r1);
           for (int i = 0; i < rows; i++) {
             float *ds = dS + (size_t)i * r1;
             const float *p = P + (size_t)i * r1;
@@ -355,12 +377,9 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
             for (int j = 0; j < r1; j++) ds[j] = p[j] * (ds[j] - d) * hv.scale;
           }
           /* dQ[rows] = dS K;  dK += dS^T Q[rows];  dV += P^T dO[rows] */
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, dS, r1, hv.k,
-                      ld, 0.0f, dq + (size_t)r0 * ld, ld);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, dS, r1,
-                      hv.q + (size_t)r0 * ld, ld, 1.0f, dk, ld);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, P, r1,
-                      dout_h + (size_t)r0 * C, C, 1.0f, dv, ld);
+          atoll_gemm_f32(0, 0, rows, hs, r1, 1.0f, dS, r1, hv.k, ld, 0.0f, dq + (size_t)r0 * ld, ld);
+          atoll_gemm_f32(1, 0, r1, hs, rows, 1.0f, dS, r1, hv.q + (size_t)r0 * ld, ld, 1.0f, dk, ld);
+          atoll_gemm_f32(1, 0, r1, hs, rows, 1.0f, P, r1, dout_h + (size_t)r0 * C, C, 1.0f, dv, ld);
         }
       }
   }
@@ -464,6 +483,30 @@ static const atoll_ops cpu_ops = {
     .gelu_backward = gelu_backward,
     .xent_forward = xent_forward,
     .xent_backward = xent_backward,
+    .rmsnorm_forward = atoll_llama_rmsnorm_forward,
+    .rmsnorm_backward = atoll_llama_rmsnorm_backward,
+    .rope = atoll_llama_rope,
+    .swiglu_forward = atoll_llama_swiglu_forward,
+    .swiglu_backward = atoll_llama_swiglu_backward,
+    .gqa_forward = atoll_llama_gqa_forward,
+    .gqa_backward = atoll_llama_gqa_backward,
 };
 
 const atoll_ops *atoll_ops_cpu(void) { return &cpu_ops; }
+
+/* The bf16 table: the fp32 table with bf16 matrix products, copied at first use so
+ * that every other kernel stays the fp32 one. */
+static atoll_ops cpu_bf16_ops;
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+
+static void make_bf16_ops(void) {
+  cpu_bf16_ops = cpu_ops;
+  cpu_bf16_ops.name = "cpu-bf16";
+  cpu_bf16_ops.matmul_forward = matmul_forward_bf16;
+  cpu_bf16_ops.matmul_backward = matmul_backward_bf16;
+}
+
+const atoll_ops *atoll_ops_cpu_bf16(void) {
+  pthread_once(&bf16_once, make_bf16_ops);
+  return &cpu_bf16_ops;
+}

@@ -28,7 +28,20 @@
  *
  * For tests, the test hooks' stage_forward_ms / stage_backward_ms (ATOLL_TEST_STAGE_MS)
  * add a sleep to every forward and backward, so that the schedule's timing shows even
- * on an oversubscribed machine. */
+ * on an oversubscribed machine.
+ *
+ * Logical clock. A wall clock on a loaded machine is not a test, so with the test hook
+ * ATOLL_TEST_STAGE_UNITS=F,B each pp_stage also keeps a logical clock t: 0 at the start
+ * of each step, + F units per forward pass, + B per backward. Every activation or
+ * gradient message is followed by a second one of 8 bytes (same peer and tag: MPI keeps
+ * their order) holding the sender's t after the pass; the receiver sets
+ * t = max(t, t_msg) before its pass. t is then the finish time of each pass when passes
+ * cost exactly F and B and messages take no time. The logical bubble is the wall-clock
+ * bubble's formula in these units: (the pipeline's logical time, the largest t at the
+ * end of the step over its pp_stages, - this pp_stage's busy units) / its busy units.
+ * It depends only on the schedule, so it is the same every step, and a schedule that
+ * waits more than it must shows as a bubble above (P - 1) / (V M). Without the hook no
+ * clock message is sent: normal runs are unchanged. */
 #include "parallel/pipeline.h"
 
 #include "core/clock.h"
@@ -49,6 +62,11 @@ struct atoll_pipeline {
   int pp, pp_rank, gpipe;
   int micro_batches, chunks, slots, batch, seq;
   double forward_ms, backward_ms; /* test hooks */
+  int forward_units, backward_units; /* test hooks: the logical clock, on when both > 0 */
+  double clock, busy;             /* logical time and busy units of this step so far */
+  double *clock_send;             /* [2 x slots x chunks] clock messages in flight: activations, then gradients */
+  atoll_req **clock_req;          /* their sends, same index */
+  double *logical;                /* per run: [2k] logical finish, [2k+1] busy units */
   size_t act_bytes;               /* one micro-batch's rows of activations */
   float *dout, **dx_send;         /* [slots x chunks] gradient sends in flight */
   atoll_req **act_req, **dx_req;  /* sends in flight, per slot and chunk */
@@ -102,6 +120,9 @@ static void pipe_destroy(atoll_strategy *s) {
   free(p->inputs);
   free(p->targets);
   free(p->times);
+  free(p->clock_send);
+  free(p->clock_req);
+  free(p->logical);
   free(p);
 }
 
@@ -124,6 +145,11 @@ static int alloc_messages(atoll_pipeline *p) {
   if (!p->dout || !p->dx_send || !p->act_req || !p->dx_req) return -1;
   for (size_t i = 0; i < nb; i++)
     if (!(p->dx_send[i] = malloc(p->act_bytes))) return -1;
+  if (p->forward_units > 0) {
+    p->clock_send = calloc(2 * nb, sizeof(double));
+    p->clock_req = calloc(2 * nb, sizeof(atoll_req *));
+    if (!p->clock_send || !p->clock_req) return -1;
+  }
   return 0;
 }
 
@@ -145,6 +171,10 @@ int atoll_pipeline_create(atoll_pipeline **out, const atoll_pipeline_config *pc,
   p->seq = pc->seq;
   p->forward_ms = pc->test_forward_ms;
   p->backward_ms = pc->test_backward_ms;
+  if (pc->test_forward_units > 0 && pc->test_backward_units > 0) {
+    p->forward_units = pc->test_forward_units;
+    p->backward_units = pc->test_backward_units;
+  }
   p->max_runs = pc->max_steps;
   if (atoll_pipeline_slots(pc, mesh, &p->slots, err)) {
     pipe_destroy(&p->base);
@@ -154,7 +184,8 @@ int atoll_pipeline_create(atoll_pipeline **out, const atoll_pipeline_config *pc,
   p->inputs = malloc(sizeof(int32_t) * rows);
   p->targets = malloc(sizeof(int32_t) * rows);
   p->times = calloc(2 * (size_t)(p->max_runs > 0 ? p->max_runs : 1), sizeof(double));
-  if (!p->inputs || !p->targets || !p->times || (p->pp > 1 && alloc_messages(p))) {
+  p->logical = calloc(2 * (size_t)(p->max_runs > 0 ? p->max_runs : 1), sizeof(double));
+  if (!p->inputs || !p->targets || !p->times || !p->logical || (p->pp > 1 && alloc_messages(p))) {
     pipe_destroy(&p->base);
     return atoll_fail(err, "out of memory for pipeline buffers");
   }
@@ -176,9 +207,23 @@ int atoll_pipeline_tie_range(const atoll_pipeline *p, size_t *begin, size_t *end
   return p->has_tie;
 }
 
-/* Waits for a receive; the time is idle time of the pp_stage. */
+/* Waits for a receive; the time is idle time of the pp_stage. With the logical clock,
+ * the sender's clock message follows (same peer and tag) and moves t forward. */
 static void recv_wait(atoll_pipeline *p, void *buf, int peer, int tag) {
   atoll_req_wait(atoll_irecv(p->mesh->pp_comm, buf, p->act_bytes, peer, tag));
+  if (p->forward_units > 0) {
+    double sent;
+    atoll_req_wait(atoll_irecv(p->mesh->pp_comm, &sent, sizeof sent, peer, tag));
+    if (sent > p->clock) p->clock = sent;
+  }
+}
+
+/* After a message's send has started: its clock message (index k of clock_send). */
+static void send_clock(atoll_pipeline *p, int k, int peer, int tag) {
+  if (p->forward_units <= 0) return;
+  atoll_req_wait(p->clock_req[k]); /* this buffer's last clock message has left */
+  p->clock_send[k] = p->clock;
+  p->clock_req[k] = atoll_isend(p->mesh->pp_comm, &p->clock_send[k], sizeof(double), peer, tag);
 }
 
 /* Message tags name the sender's pass (i x chunks + c) and its direction in the low
@@ -211,10 +256,14 @@ static void forward_one(atoll_pipeline *p, const atoll_micro_source *src, int i,
   float loss = atoll_model_forward_slot(p->model, slot, c, p->inputs, p->targets, p->batch, p->seq);
   sleep_ms(p->forward_ms);
   *compute += atoll_seconds() - t0;
+  p->clock += p->forward_units;
+  p->busy += p->forward_units;
   if (ends) *loss_sum += loss;
-  if (pp > 1 && !ends)
+  if (pp > 1 && !ends) {
     p->act_req[k] = atoll_isend(p->mesh->pp_comm, atoll_model_slot_output(p->model, slot, c), p->act_bytes,
                                 s < pp - 1 ? s + 1 : 0, tag_of(p, i, c, 0));
+    send_clock(p, k, s < pp - 1 ? s + 1 : 0, tag_of(p, i, c, 0));
+  }
 }
 
 static void backward_one(atoll_pipeline *p, const atoll_micro_source *src, int i, int c, float scale,
@@ -230,10 +279,13 @@ static void backward_one(atoll_pipeline *p, const atoll_micro_source *src, int i
   atoll_model_backward_slot(p->model, slot, c, scale, ends ? NULL : p->dout);
   sleep_ms(p->backward_ms);
   *compute += atoll_seconds() - t0;
+  p->clock += p->backward_units;
+  p->busy += p->backward_units;
   if (!starts && pp > 1) {
     atoll_req_wait(p->dx_req[k]);
     memcpy(p->dx_send[k], atoll_model_input_grad(p->model), p->act_bytes);
     p->dx_req[k] = atoll_isend(p->mesh->pp_comm, p->dx_send[k], p->act_bytes, s > 0 ? s - 1 : pp - 1, tag_of(p, i, c, 1));
+    send_clock(p, p->slots * p->chunks + k, s > 0 ? s - 1 : pp - 1, tag_of(p, i, c, 1));
   }
 }
 
@@ -244,6 +296,11 @@ static void finish_sends(atoll_pipeline *p) {
     atoll_req_wait(p->dx_req[k]);
     p->act_req[k] = p->dx_req[k] = NULL;
   }
+  if (p->forward_units > 0)
+    for (int k = 0; k < 2 * p->slots * p->chunks; k++) {
+      atoll_req_wait(p->clock_req[k]);
+      p->clock_req[k] = NULL;
+    }
 }
 
 /* The n-th forward (or backward) pass of a pp_stage: groups of P micro-batches go
@@ -283,6 +340,7 @@ static void run_schedule(atoll_pipeline *p, const atoll_micro_source *src, float
 double atoll_pipeline_run(atoll_pipeline *p, const atoll_micro_source *src, float scale) {
   if (p->pp > 1) atoll_barrier(p->mesh->pp_comm); /* a common start for the bubble (no bytes) */
   double loss_sum = 0.0, compute = 0.0, t0 = atoll_seconds();
+  p->clock = p->busy = 0; /* the logical clock's common start */
   if (p->pp == 1) { /* no pipeline: accumulation over micro-batches, one slot */
     for (int i = 0; i < p->micro_batches; i++) {
       forward_one(p, src, i, 0, &loss_sum, &compute);
@@ -295,6 +353,8 @@ double atoll_pipeline_run(atoll_pipeline *p, const atoll_micro_source *src, floa
   if (p->runs < p->max_runs) {
     p->times[2 * p->runs] = atoll_seconds() - t0;
     p->times[2 * p->runs + 1] = compute;
+    p->logical[2 * p->runs] = p->clock;
+    p->logical[2 * p->runs + 1] = p->busy;
     p->runs++;
   }
   return loss_sum;
@@ -331,4 +391,28 @@ double atoll_pipeline_bubble(atoll_pipeline *p, int skip) {
   free(v);
   free(all);
   return mine;
+}
+
+/* The logical bubble of each step, from every pp_stage's logical finish: the largest
+ * over the steps (they are all equal, see the header comment). */
+int atoll_pipeline_bubble_logical(atoll_pipeline *p, double *bubble) {
+  *bubble = 0;
+  if (p->forward_units <= 0) return 0;
+  int n = p->runs, world = atoll_comm_size(p->mesh->world);
+  double *all = malloc(sizeof(double) * 2 * (size_t)(n ? n : 1) * world);
+  if (!all) atoll_fatal("out of memory for the logical bubble (%d steps x %d ranks)", n, world);
+  atoll_allgather_bytes(p->mesh->world, p->logical, all, sizeof(double) * 2 * (size_t)n);
+  const atoll_mesh *mh = p->mesh;
+  for (int k = 0; k < n; k++) {
+    double end = 0, busy = p->logical[2 * k + 1];
+    for (int s = 0; s < p->pp; s++) {
+      int w = atoll_mesh_world_rank(mh, mh->island, s, mh->dp_rank, mh->tp_rank);
+      double e = all[(size_t)w * 2 * n + 2 * k];
+      end = e > end ? e : end;
+    }
+    double b = busy > 0 ? (end - busy) / busy : 0;
+    if (k == 0 || b > *bubble) *bubble = b;
+  }
+  free(all);
+  return 1;
 }

@@ -27,6 +27,7 @@ typedef struct {
   int batch, seq;       /* one micro-batch: batch rows of seq tokens */
   int max_steps;        /* steps this process may run (the per-step timings) */
   double test_forward_ms, test_backward_ms; /* test hooks: sleeps in every pass */
+  int test_forward_units, test_backward_units; /* test hooks: the logical clock (0: off) */
 } atoll_pipeline_config;
 
 /* Where the micro-batches come from. */
@@ -62,5 +63,9 @@ double atoll_pipeline_forward_eval(atoll_pipeline *p, const atoll_micro_source *
 /* Collective over the world: this pp_stage's median bubble over the steps this process
  * ran after the first `skip` ((pipeline time - its compute) / its compute). */
 double atoll_pipeline_bubble(atoll_pipeline *p, int skip);
+/* Collective over the world, only with the logical clock on (test hook
+ * ATOLL_TEST_STAGE_UNITS; returns 0 at once without it on every rank): this pp_stage's
+ * logical bubble, the largest over the steps run (see pipeline.c). */
+int atoll_pipeline_bubble_logical(atoll_pipeline *p, double *bubble);
 
 #endif

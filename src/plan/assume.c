@@ -13,6 +13,8 @@ void atoll_plan_assume_defaults(atoll_plan_assume *a) {
   a->diloco_bytes = 4;   /* fp32 outer gradient (DiLoCo; quantized variants send less) */
   a->diloco_util = 0.95; /* the target */
   a->tp_regather = 1;    /* Megatron-LM's sequence parallel; atoll keeps the gathered inputs */
+  a->attn_fused = 1;     /* FlashAttention-style kernels (and atoll's own blocked CPU kernel) */
+  a->seq_par = 1;        /* Megatron-LM's sequence parallel with TP (atoll's TP too) */
 }
 
 const char *atoll_plan_recompute_name(int r) {
@@ -32,7 +34,10 @@ const char *atoll_plan_link_name(int kind) {
 int atoll_plan_assumptions(const atoll_plan_cluster *c, const atoll_plan_assume *a, atoll_plan_named *out, int cap) {
   const atoll_plan_accel *x = &c->acc;
   atoll_plan_named all[] = {
-      {"eta_mm", x->eta_mm, "of peak", "achievable fraction of peak FLOP/s in large matrix products"},
+      {"eta_mm", x->eta_mm, "of peak", "fraction of peak a large matrix product reaches in isolation (cuBLAS)"},
+      {"clock_eff", x->sms > 0 ? x->clock_eff : 1.0, "of clock",
+       "sustained share of the boost clock in a training step (fitted on the validation rows)"},
+      {"mm_k_over", x->mm_k_over, "K elements", "fixed cost of one matrix-product output tile (small K)"},
       {"eta_attn", x->eta_attn, "of peak", "same for fused attention, times hd/(hd+attn_hd_half)"},
       {"attn_hd_half", x->attn_hd_half, "head dim", "head dim at which attention runs at half of eta_attn"},
       {"attn_block", x->attn_block, "tokens", "attention tile; causal masking wastes block/seq"},
@@ -50,6 +55,8 @@ int atoll_plan_assumptions(const atoll_plan_cluster *c, const atoll_plan_assume 
       {"diloco_util", a->diloco_util, "fraction", "utilization target for the WAN bandwidth needed"},
       {"tp_regather", a->tp_regather, "0 or 1",
        "sequence-parallel backward re-gathers column-parallel inputs (1, Megatron) or keeps them (0, atoll)"},
+      {"attn_fused", a->attn_fused, "0 or 1", "fused (flash) attention (1) or scores materialized in HBM (0)"},
+      {"seq_par", a->seq_par, "0 or 1", "sequence parallel with TP (1) or norms and residuals on every TP rank (0)"},
   };
   int n = (int)(sizeof all / sizeof all[0]);
   if (n > cap) n = cap;

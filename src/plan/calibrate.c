@@ -1,11 +1,12 @@
 /* Calibration against atoll itself: read a finished run's summary.json (its "config"
  * and the measured median step time), plan the same run on the "cpu" accelerator and
- * compare. The model is atoll's GPT-2 (tied head, learned positions, 4x GELU MLP),
+ * compare. The model is the run's: atoll's GPT-2 (tied head, learned positions, 4x GELU MLP) or Llama block (--arch),
  * trained in fp32, every activation kept; the layout is the summary's "layout" (data x
  * tensor x pipeline; a run from before model parallelism: data parallel over the
  * world), its micro-batches per step the layout's (or the config's "microbatches" or
  * "accum" for an older summary). */
 #include "atoll/plan.h"
+#include "model/layout.h"
 
 #include <errno.h>
 #include <math.h>
@@ -69,9 +70,19 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
   if (micro > 0) accum = micro;
   atoll_plan_model *m = &cal->model;
   snprintf(m->name, sizeof m->name, "atoll run L%d H%d C%d T%d", layers, heads, dim, seq ? seq : context);
-  m->arch = ATOLL_ARCH_GPT2;
-  m->layers = layers, m->dim = dim, m->heads = heads, m->kv_heads = heads, m->ffn = 4 * dim, m->vocab = vocab;
-  m->context = context, m->seq = seq ? seq : context, m->tied = 1;
+  /* the run's own block design, with the model's own derived sizes (src/model/layout.c) */
+  atoll_shape shape = {.layers = layers, .heads = heads, .dim = dim, .context = context, .vocab = vocab};
+  const cJSON *arch = cJSON_GetObjectItemCaseSensitive(cfg, "arch");
+  if (cJSON_IsString(arch)) snprintf(shape.arch, sizeof shape.arch, "%s", arch->valuestring);
+  const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie"); /* -1: the arch's default */
+  shape.tie = cJSON_IsNumber(tie) && tie->valuedouble == 1 ? 1 : 0;
+  if (get_int(cfg, "kv-heads", 0, &shape.kv_heads, path, err) || get_int(cfg, "multiple-of", 256, &shape.multiple_of, path, err) ||
+      atoll_shape_check(&shape, err))
+    goto done;
+  m->arch = atoll_shape_llama(&shape) ? ATOLL_ARCH_LLAMA : ATOLL_ARCH_GPT2;
+  m->layers = layers, m->dim = dim, m->heads = heads, m->kv_heads = atoll_shape_kv_heads(&shape);
+  m->ffn = atoll_shape_hidden(&shape), m->vocab = vocab;
+  m->context = context, m->seq = seq ? seq : context, m->tied = atoll_shape_tied(&shape);
   m->source = path;
   if (atoll_plan_model_check(m, err)) goto done;
   if (batch < 1 || accum < 1 || world < 1 || shard > 3 || dp < 1 || tp < 1 || pp < 1 || v < 1) {

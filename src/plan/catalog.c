@@ -59,6 +59,12 @@ const atoll_plan_model *atoll_plan_model_at(int i) { return i >= 0 && i < NMODEL
  *     gaps are not hidden (matters only for small models).
  *   reserved 3 GiB: CUDA context, NCCL buffers, cuBLAS workspace and allocator
  *     fragmentation. */
+/* The matrix-product shape model's constants (gemm.c), shared by the GPUs:
+ *   MM_K_OVER: fixed cost of an output tile in elements of K (fitted, docs/plan.md);
+ *   CLOCK_EFF: sustained share of the boost clock in training (fitted, docs/plan.md). */
+#define MM_K_OVER 176.0
+#define CLOCK_EFF 0.76
+
 static const atoll_plan_accel ACCELS[] = {
     /* NVIDIA A100 datasheet: 312 TFLOP/s BF16 dense, 1555 GB/s (40 GB) / 2039 GB/s
      * (80 GB), NVLink 3 600 GB/s total (300 each way); DGX A100: 8 GPUs, one 200 Gb/s
@@ -67,9 +73,9 @@ static const atoll_plan_accel ACCELS[] = {
      * peak in hardware FLOPs after bubbles and communication (Narayanan et al. 2021).
      * eta_attn 0.65: FlashAttention-2 reaches 50-70% of peak. */
     {"a100-40gb", "NVIDIA A100 SXM 40 GB", 0, 312e12, 40 * GIB, 1555e9, 8, 300e9, 5e-6, 25e9, 10e-6,
-     0.65, 0.65, 32, 128, 0.8 * 1555e9, 50e-6, 3 * GIB, "NVIDIA A100 datasheet; DGX A100"},
+     0.85, 0.65, 32, 128, 0.8 * 1555e9, 50e-6, 3 * GIB, "NVIDIA A100 datasheet; DGX A100", 108, MM_K_OVER, CLOCK_EFF},
     {"a100-80gb", "NVIDIA A100 SXM 80 GB", 0, 312e12, 80 * GIB, 2039e9, 8, 300e9, 5e-6, 25e9, 10e-6,
-     0.65, 0.65, 32, 128, 0.8 * 2039e9, 50e-6, 3 * GIB, "NVIDIA A100 datasheet; DGX A100"},
+     0.85, 0.65, 32, 128, 0.8 * 2039e9, 50e-6, 3 * GIB, "NVIDIA A100 datasheet; DGX A100", 108, MM_K_OVER, CLOCK_EFF},
     /* NVIDIA H100 SXM5 datasheet: 989 TFLOP/s BF16 dense, 80 GB HBM3 at 3.35 TB/s,
      * NVLink 4 900 GB/s total (450 each way); DGX H100: 8 GPUs, one 400 Gb/s ConnectX-7
      * per GPU (Llama 3's RoCE fabric: 400 Gb/s per GPU as well). eta_mm 0.60: large
@@ -82,16 +88,16 @@ static const atoll_plan_accel ACCELS[] = {
      * between FlashAttention-2 (~335 TFLOP/s forward+backward, Dao 2023) and
      * FlashAttention-3 (Shah et al. 2024). */
     {"h100", "NVIDIA H100 SXM 80 GB", 0, 989e12, 80 * GIB, 3.35e12, 8, 450e9, 5e-6, 50e9, 10e-6,
-     0.60, 0.55, 32, 128, 0.8 * 3.35e12, 50e-6, 3 * GIB, "NVIDIA H100 datasheet; DGX H100"},
+     0.75, 0.55, 32, 128, 0.8 * 3.35e12, 50e-6, 3 * GIB, "NVIDIA H100 datasheet; DGX H100", 132, MM_K_OVER, CLOCK_EFF},
     /* NVIDIA H200 datasheet: H100's compute with 141 GB HBM3e at 4.8 TB/s. */
     {"h200", "NVIDIA H200 SXM 141 GB", 0, 989e12, 141 * GIB, 4.8e12, 8, 450e9, 5e-6, 50e9, 10e-6,
-     0.60, 0.55, 32, 128, 0.8 * 4.8e12, 50e-6, 3 * GIB, "NVIDIA H200 datasheet; HGX H200"},
+     0.75, 0.55, 32, 128, 0.8 * 4.8e12, 50e-6, 3 * GIB, "NVIDIA H200 datasheet; HGX H200", 132, MM_K_OVER, CLOCK_EFF},
     /* NVIDIA DGX/HGX B200: 2.25 PFLOP/s BF16 dense per GPU (36 PFLOP/s sparse per 8),
      * 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s total (900 each way), 400 Gb/s
      * ConnectX-7 per GPU. Efficiencies: no sustained public figure atoll trusts, so
      * H100's are assumed. */
     {"b200", "NVIDIA B200 180 GB", 0, 2.25e15, 180 * GIB, 8e12, 8, 900e9, 5e-6, 50e9, 10e-6,
-     0.60, 0.55, 32, 128, 0.8 * 8e12, 50e-6, 3 * GIB, "NVIDIA DGX B200 datasheet"},
+     0.75, 0.55, 32, 128, 0.8 * 8e12, 50e-6, 3 * GIB, "NVIDIA DGX B200 datasheet", 148, MM_K_OVER, CLOCK_EFF},
     /* This machine's CPU running atoll's own trainer (fp32). The peak is a measurement:
      * --measure, --cpu-gflops or bench/results.json; without one, the value below was
      * measured on atoll's development machine (2 AMD EPYC cores, OpenBLAS sgemm about
@@ -105,7 +111,7 @@ static const atoll_plan_accel ACCELS[] = {
      * atoll_plan_cpu_set). Memory: set from /proc/meminfo by the CLI. Links: the
      * shared-memory MPI all-reduce measured 2-3.5 GB/s; 10 GbE between machines. */
     {"cpu", "this machine's CPU (atoll's fp32 trainer)", 1, 200e9, 8 * GIB, 20e9, 1, 2.5e9, 5e-6, 1.25e9, 50e-6,
-     1.00, 1.00, 64, 64, 25e9, 20e-6, 1 * GIB, "measured: bench/sgemm_peak.c, atoll plan --measure"},
+     1.00, 1.00, 64, 64, 25e9, 20e-6, 1 * GIB, "measured: bench/sgemm_peak.c, atoll plan --measure", 0, 0, 1.0},
 };
 #define NACCELS (int)(sizeof ACCELS / sizeof ACCELS[0])
 

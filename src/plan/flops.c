@@ -16,11 +16,26 @@ atoll_plan_widths atoll_plan_local_widths(const atoll_plan_model *m, int tp) {
   return w;
 }
 
-/* One matrix product [rows x inner] @ [inner x cols] as a roofline; elem: bytes per element. */
+/* One matrix product [rows x inner] @ [inner x cols]: its shape's time (gemm.c). */
 static double gemm_s(const atoll_plan_accel *x, double rows, double cols, double inner, double elem) {
-  double t_compute = 2.0 * rows * cols * inner / (x->peak_flops * x->eta_mm);
-  double t_memory = elem * (rows * inner + inner * cols + rows * cols) / x->hbm_bw;
-  return t_compute > t_memory ? t_compute : t_memory;
+  return atoll_plan_gemm_seconds(x, rows, cols, inner, 1, elem);
+}
+
+/* Attention with the scores materialized (Megatron-LM before fused attention): per
+ * sequence and local head, QK^T [sq x s] and PV forward, four products backward
+ * (dP, dV, dQ, dK), all as batched products of the shape model over every key
+ * (masking does not save work); softmax and dropout stream the scores: forward
+ * softmax reads and writes (2 elements), dropout reads, writes and writes a 1-byte
+ * mask; backward dropout reads grad and mask, writes; softmax reads P and dP,
+ * writes dS: 10 elements of `elem` bytes per score (20 bytes in BF16). */
+static double attn_unfused_s(const atoll_plan_accel *x, double nseq, double heads, double sq, double s, double hd,
+                             double elem) {
+  double b = nseq * heads;
+  double t = 2 * atoll_plan_gemm_seconds(x, sq, s, hd, b, elem)   /* QK^T, dP = dO V^T */
+             + 2 * atoll_plan_gemm_seconds(x, sq, hd, s, b, elem) /* PV, dQ = dS K */
+             + 2 * atoll_plan_gemm_seconds(x, s, hd, sq, b, elem); /* dV = P^T dO, dK = dS^T Q */
+  t += 10.0 * elem * sq * s * b / x->elem_bw;
+  return t;
 }
 
 /* Elements streamed by elementwise kernels per token per block, forward and backward:
@@ -28,8 +43,8 @@ static double gemm_s(const atoll_plan_accel *x, double rows, double cols, double
  * adds (3 x 2 forward and backward), GPT-2 biases (5 vectors, add and reduce) and GELU
  * (2 forward, 3 backward), Llama's rotary embedding on Q and K (4) and SwiGLU (3
  * forward, 5 backward). */
-static double elem_per_token(const atoll_plan_model *m, const atoll_plan_widths *w, int tp) {
-  double hs = w->h / tp; /* sequence-parallel shard of the residual stream */
+static double elem_per_token(const atoll_plan_model *m, const atoll_plan_widths *w, int tp, int seq_par) {
+  double hs = seq_par ? w->h / tp : w->h; /* sequence-parallel shard of the residual stream, or all of it */
   if (m->arch == ATOLL_ARCH_LLAMA) return 12 * hs + 12 * hs + 4 * (w->hq + w->kv) + 8 * w->f;
   return 12 * hs + 12 * hs + 15 * hs + 3 * w->f + 5 * w->f;
 }
@@ -69,9 +84,12 @@ void atoll_plan_block_compute(atoll_plan_eval *e) {
   block_matmuls(e, &w, &t_mm, &fl_mm, &b->col_bwd);
   /* fused causal attention: 6 hq seq FLOPs per token forward+backward */
   double fl_attn = 6.0 * w.hq * seq * tok;
-  double eff = x->eta_attn * w.hd / (w.hd + x->attn_hd_half) / (1.0 + x->attn_block / seq);
+  double clock = !x->is_cpu && x->clock_eff > 0 ? x->clock_eff : 1.0;
+  double eff = clock * x->eta_attn * w.hd / (w.hd + x->attn_hd_half) / (1.0 + x->attn_block / seq);
   double t_attn = fl_attn / (x->peak_flops * eff);
-  double t_elem = elem_per_token(m, &w, tp) * tok * elem / x->elem_bw;
+  if (e->ctx->assume->attn_fused < 0.5)
+    t_attn = attn_unfused_s(x, lay->mb, w.heads, tok / lay->mb, seq, w.hd, elem);
+  double t_elem = elem_per_token(m, &w, tp, e->ctx->assume->seq_par > 0.5) * tok * elem / x->elem_bw;
   /* selective recomputation repeats the forward's norms and activation functions:
    * about a third of the elementwise traffic */
   double t_sel = lay->recompute == ATOLL_RECOMPUTE_SELECTIVE ? t_elem / 3 : 0;

@@ -435,6 +435,56 @@ static void explain_alternatives(FILE *f, const atoll_plan_ctx *ctx, const atoll
     explain_alt(f, ctx, w, "fully sharded (ZeRO-3)", w->lay.dp, w->lay.tp, w->lay.pp, w->lay.cp, 3);
 }
 
+/* The planner's first against a given layout (--versus): how much slower the given
+ * one is per token and which parts of its step make the difference, largest first,
+ * each with the settings behind it. */
+void atoll_plan_print_versus(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *w,
+                             const atoll_plan_result *r) {
+  (void)ctx;
+  char wn[96], rn[96];
+  layout_name(w, wn, sizeof wn);
+  layout_name(r, rn, sizeof rn);
+  double ratio = (r->step_s / r->batch_tokens) / (w->step_s / w->batch_tokens);
+  const char *rw = atoll_plan_recompute_name(w->lay.recompute), *rr = atoll_plan_recompute_name(r->lay.recompute);
+  fprintf(f, "  * Against the given layout %s (ZeRO-%d, micro-batch %d, interleave %d, recompute %s):\n", rn,
+          r->lay.zero_stage, r->lay.mb, r->lay.chunks, rr);
+  if (ratio <= 1.002) {
+    fprintf(f, "  - it is as fast as the first (%s): %.3fx its time per token.\n", wn, ratio);
+    return;
+  }
+  fprintf(f,
+          "  - it takes %.3fx the time per token of the first (%s, ZeRO-%d, recompute %s). Per token, it spends "
+          "more on:\n",
+          ratio, wn, w->lay.zero_stage, rw);
+  double k = w->batch_tokens / r->batch_tokens, step = w->step_s;
+  char why[8][200];
+  snprintf(why[0], sizeof why[0],
+           "compute (recompute %s vs %s; matrix products on 1/%d of the width vs 1/%d, micro-batch %d vs %d)", rr, rw,
+           r->lay.tp, w->lay.tp, r->lay.mb, w->lay.mb);
+  snprintf(why[1], sizeof why[1], "the pipeline bubble (%.1f%% vs %.1f%%: pp %d with %d micro-batches, interleave %d)",
+           100 * r->bubble, 100 * w->bubble, r->lay.pp, r->micro_batches, r->lay.chunks);
+  snprintf(why[2], sizeof why[2], "exposed tensor-parallel traffic (tp %d over %s vs tp %d)", r->lay.tp,
+           atoll_plan_link_name(r->link_tp), w->lay.tp);
+  snprintf(why[3], sizeof why[3], "exposed context-parallel traffic (cp %d vs %d)", r->lay.cp, w->lay.cp);
+  snprintf(why[4], sizeof why[4], "pipeline sends (pp %d vs %d)", r->lay.pp, w->lay.pp);
+  snprintf(why[5], sizeof why[5], "exposed data-parallel traffic (ZeRO-%d over dp %d vs ZeRO-%d over dp %d)",
+           r->lay.zero_stage, r->lay.dp, w->lay.zero_stage, w->lay.dp);
+  snprintf(why[6], sizeof why[6], "the optimizer step");
+  snprintf(why[7], sizeof why[7], "the sync across islands");
+  double d[8] = {r->t_compute * k - w->t_compute, r->t_bubble * k - w->t_bubble, r->x_tp * k - w->x_tp,
+                 r->x_cp * k - w->x_cp,           r->x_pp * k - w->x_pp,         r->x_dp * k - w->x_dp,
+                 r->t_optim * k - w->t_optim,     r->t_outer_step * k - w->t_outer_step};
+  int used[8] = {0};
+  for (int n = 0; n < 3; n++) {
+    int best = -1;
+    for (int i = 0; i < 8; i++)
+      if (!used[i] && d[i] > 0.002 * step && (best < 0 || d[i] > d[best])) best = i;
+    if (best < 0) break;
+    used[best] = 1;
+    fprintf(f, "    %s: +%.1f%% of the first's step\n", why[best], 100 * d[best] / step);
+  }
+}
+
 void atoll_plan_print_explain(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_ranking *rk) {
   if (!rk->nbest) return;
   const atoll_plan_result *w = &rk->best[0];

@@ -44,6 +44,12 @@ static const key_spec KEYS[] = {
     {"dim", K_INT, F(model.dim), 1, 65536, "model width"},
     {"context", K_INT, F(model.context), 1, MAX_SEQ, "maximum sequence length of the model"},
     {"vocab", K_INT, F(model.vocab), 2, MAX_VOCAB, "vocabulary size (256: byte tokenizer)"},
+    {"arch", STR(model.arch), "block design: gpt2 (LayerNorm, learned positions, GELU, tied head) or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases)"},
+    {"kv-heads", K_INT, F(model.kv_heads), 0, MAX_LAYERS, "llama: key/value heads, dividing --heads (0: --heads, plain multi-head attention)"},
+    {"multiple-of", K_INT, F(model.multiple_of), 1, 65536, "llama: SwiGLU width = multiple-of x ceil(floor(8 dim / 3) / multiple-of)"},
+    {"norm-eps", K_FLOAT, F(model.norm_eps), 1e-12, 1, "llama: RMSNorm epsilon"},
+    {"rope-theta", K_FLOAT, F(model.rope_theta), 1, 1e9, "llama: rotary embedding base"},
+    {"tie", K_INT, F(model.tie), -1, 1, "1: LM head tied to the token embedding, 0: its own lm_head (llama only), -1: the arch's default (gpt2 1, llama 0)"},
     {"batch", K_INT, F(batch), 1, MAX_COUNT, "sequences per micro-batch"},
     {"seq", K_INT, F(seq), 0, MAX_SEQ, "tokens per sequence (0: the context length)"},
     {"accum", K_INT, F(accum), 1, ATOLL_MAX_MICRO_BATCHES, "micro-batches per optimizer step"},
@@ -93,13 +99,19 @@ static const key_spec KEYS[] = {
     {"wan-latency-ms", K_FLOAT, F(wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
     {"island-data", STR(island_data), "DiLoCo data per island: iid (all files) or files (island k takes source files k, k+K, ...: non-i.i.d.)"},
     {"throttle", K_INT, F(throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
+    {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero"},
+    {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
+    {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
+    {"precision", STR(precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
 
 void atoll_config_defaults(atoll_config *c) {
   memset(c, 0, sizeof *c);
-  c->model = (atoll_shape){.layers = 4, .heads = 4, .dim = 256, .context = 128, .vocab = ATOLL_BYTE_VOCAB};
+  c->model = (atoll_shape){.layers = 4, .heads = 4, .dim = 256, .context = 128, .vocab = ATOLL_BYTE_VOCAB,
+                           .arch = "gpt2", .kv_heads = 0, .multiple_of = 256, .tie = -1, .norm_eps = 1e-5f,
+                           .rope_theta = 10000.0f};
   c->batch = 16;
   c->seq = 0;
   c->accum = 1;
@@ -137,6 +149,7 @@ void atoll_config_defaults(atoll_config *c) {
   c->merge_alpha = 0.5f;
   snprintf(c->outer_dtype, sizeof c->outer_dtype, "fp32");
   snprintf(c->island_data, sizeof c->island_data, "iid");
+  snprintf(c->precision, sizeof c->precision, "fp32");
 }
 
 /* Old names still accepted: "shard" was the ZeRO stage's key before "zero", and
@@ -272,6 +285,8 @@ int atoll_config_apply_text(atoll_config *c, const char *text, size_t len, const
 
 int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (atoll_shape_check(&c->model, err)) return -1;
+  if (strcmp(c->model.arch, "llama") != 0 && c->model.tie == 0)
+    return atoll_fail(err, "--tie 0: GPT-2's LM head is always tied to wte (an untied head needs --arch llama)");
   int seq = c->seq ? c->seq : c->model.context;
   if (seq > c->model.context)
     return atoll_fail(err, "seq: %d is longer than the model's context %d", seq, c->model.context);
@@ -288,6 +303,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (strcmp(c->outer_dtype, "fp32") && strcmp(c->outer_dtype, "bf16") && strcmp(c->outer_dtype, "int8") &&
       strcmp(c->outer_dtype, "fp4"))
     return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->outer_dtype);
+  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
+    return atoll_fail(err, "--precision: unknown '%s' (known: fp32, bf16)", c->precision);
   if (strcmp(c->schedule, "1f1b") != 0 && strcmp(c->schedule, "gpipe") != 0)
     return atoll_fail(err, "--schedule: unknown pipeline schedule '%s' (known: 1f1b, gpipe)", c->schedule);
   if (c->microbatches > 0 && c->accum != 1 && c->accum != c->microbatches)
@@ -305,6 +322,12 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if ((long)c->pp * c->virtual_stages > c->model.layers)
     return atoll_fail(err, "--virtual-stages %d: --pp %d x %d chunks is more than the model's %d layers", c->virtual_stages,
                       c->pp, c->virtual_stages, c->model.layers);
+  if (c->init_from[0] && c->init_from_hf[0])
+    return atoll_fail(err, "--init-from-hf: conflicts with --init-from (a run starts from one set of weights)");
+  if (c->init_optim && !c->init_from[0])
+    return atoll_fail(err, "--init-optim 1: needs --init-from CKPT (the AdamW moments come from an atoll checkpoint)");
+  if (c->init_optim && strcmp(c->optimizer, "adamw") != 0)
+    return atoll_fail(err, "--init-optim 1: needs --optimizer adamw (the checkpoint's moments are AdamW's)");
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
   return 0;

@@ -12,6 +12,7 @@
 #include "comm/comm.h"
 #include "core/hooks.h"
 #include "core/rng.h"
+#include "data/data_tokenizer.h"
 #include "data/dataset.h"
 #include "model/model.h"
 #include "parallel/diloco.h"
@@ -43,6 +44,8 @@ typedef struct {
   atoll_dp *dp;
   atoll_diloco *diloco;    /* NULL with one island */
   char ckpt_root[1100];    /* OUT/checkpoints */
+  atoll_tokenizer_record tokenizer; /* the data's (data/data_tokenizer.h) */
+  char *tokenizer_json;    /* its tokenizer.json, copied into checkpoints; NULL for bytes */
 } atoll_run;
 
 /* What a checkpoint holds besides the weights and the strategies' state. */
@@ -65,6 +68,9 @@ double atoll_run_global_batch(const atoll_run *r);
 /* train_ckpt.c */
 int atoll_run_save(atoll_run *r, const atoll_train_state *st, int step, atoll_err *err);
 int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *start_step, atoll_err *err);
+/* The data's tokenizer (record and tokenizer.json) into r; fails when the model's
+ * vocabulary cannot hold its ids. */
+int atoll_run_tokenizer(atoll_run *r, atoll_err *err);
 /* 64-bit hash of the weights; fails if the ranks' copies differ. */
 int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err);
 

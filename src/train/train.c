@@ -27,13 +27,17 @@
 #include "core/rng.h"
 #include "data/dataset.h"
 #include "model/model.h"
+#include "ops/cpu_features.h"
+#include "ops/gemm_cpu.h"
 #include "optim/optim.h"
 #include "train/agree.h"
 #include "train/report.h"
 #include "train/run.h"
+#include "train/init_from.h"
 #include "train/train_out.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -198,6 +202,7 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
                       c->out, latest, c->out);
   if (atoll_model_init_weights(r->model, c->seed)) return atoll_fail(err, "out of memory initialising the weights");
   atoll_rng_seed(&l->state.rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
+  if (atoll_run_init_from(r, &l->state, err)) return -1; /* --init-from, --init-from-hf */
   if (r->diloco) atoll_diloco_reset_global(r->diloco);
   return 0;
 }
@@ -209,7 +214,7 @@ static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hook
   if (atoll_config_check(c, err) || atoll_run_setup(r, c, hooks, world, err)) return -1;
   if (atoll_dataset_open(&l->train, c->data, "train", r->seq, err)) return -1;
   if (atoll_dataset_open(&l->val, c->data, "val", r->seq, err)) return -1;
-  if (atoll_dataset_check_vocab(&l->train, c->model.vocab, err) ||
+  if (atoll_run_tokenizer(r, err) || atoll_dataset_check_vocab(&l->train, c->model.vocab, err) ||
       atoll_dataset_check_vocab(&l->val, c->model.vocab, err))
     return -1;
   if (alloc_buffers(l, err)) return -1;
@@ -243,6 +248,20 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   return atoll_train_agree(world, rc, err);
 }
 
+/* What the run computes on: CPU, instruction sets, matrix engine, kernel family,
+ * threads; a warning when OpenBLAS runs generic kernels on a better processor. */
+static void print_engine_line(const atoll_config *c) {
+  char line[512];
+  int threads = c->threads > 0 ? c->threads : omp_get_max_threads();
+  atoll_gemm_describe(line, sizeof line, strcmp(c->precision, "bf16") == 0, threads);
+  fprintf(stderr, "atoll train: %s; precision %s\n", line, c->precision);
+  const char *better = atoll_openblas_better_core();
+  if (better)
+    fprintf(stderr, "atoll train: warning: OpenBLAS runs its generic '%s' kernels on a CPU with %s; "
+            "set OPENBLAS_CORETYPE=%s for its fast ones\n", atoll_openblas_core(), atoll_cpu()->avx512 ? "AVX-512" : "AVX2",
+            better);
+}
+
 static void print_banner(const atoll_run *r) {
   const atoll_config *c = r->cfg;
   const atoll_mesh *mh = &r->mesh;
@@ -260,6 +279,7 @@ static void print_banner(const atoll_run *r) {
             c->islands, mh->island_size, c->sync_every, c->outer_optimizer, c->outer_lr, c->outer_momentum,
             c->fragments, c->fragments > 1 ? "s" : "", c->overlap, c->outer_dtype);
   fputc('\n', stderr);
+  print_engine_line(c);
 }
 
 /* A loss or norm that is not finite stops the run, naming the last good checkpoint. */

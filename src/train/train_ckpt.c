@@ -269,7 +269,8 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
        cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage) && /* the key before "zero_stage"; kept for readers */
        cJSON_AddNumberToObject(state, "zero_stage", r->cfg->zero_stage) &&
        cJSON_AddNumberToObject(state, "islands", r->mesh.islands) &&
-       cJSON_AddStringToObject(state, "weights_hash", weights_hash);
+       cJSON_AddStringToObject(state, "weights_hash", weights_hash) &&
+       add_item(state, "tokenizer", atoll_tokenizer_record_json(&r->tokenizer));
   if (!ok) {
     cJSON_Delete(state);
     return NULL;
@@ -332,13 +333,16 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
   atoll_run *r = w->r;
   if (w->failed || !w->main[0] || !w->main[1] || !w->main[2])
     return atoll_fail(err, "out of memory gathering the checkpoint");
-  atoll_ckpt_extra extras[MAX_FILES];
-  for (int f = 0; f < w->nfiles; f++) extras[f] = (atoll_ckpt_extra){w->names[f], w->buffers[f], w->nbuffers[f]};
+  atoll_ckpt_extra extras[MAX_FILES + 1];
+  int nextras = w->nfiles;
+  for (int f = 0; f < w->nfiles; f++) extras[f] = (atoll_ckpt_extra){w->names[f], w->buffers[f], w->nbuffers[f], NULL};
+  if (r->tokenizer_json) /* the tokenizer travels with the weights (sample, export) */
+    extras[nextras++] = (atoll_ckpt_extra){"tokenizer.json", NULL, 0, r->tokenizer_json};
   char dir[1200];
   atoll_ckpt_dirname(r->ckpt_root, step, dir, sizeof dir);
   cJSON *state = state_json(r, st, step, hash);
   if (!state) return atoll_fail(err, "out of memory building the checkpoint's state.json");
-  int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, w->nfiles, state, err);
+  int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, nextras, state, err);
   cJSON_Delete(state);
   /* the checkpoint just written survives whatever else is there */
   return rc ? rc : atoll_ckpt_prune_ex(r->ckpt_root, r->cfg->keep, step, err);
@@ -403,6 +407,37 @@ static int check_global_batch(atoll_run *r, const cJSON *state, const char *dir,
                     dir, saved->valuedouble, now, r->cfg->batch, r->micro_batches, r->replicas, saved->valuedouble, now);
 }
 
+/* A checkpoint trained on one tokenizer's ids resumes only on data of the same
+ * tokenizer (a checkpoint without a record is a byte-token one). */
+static int check_tokenizer(atoll_run *r, const cJSON *state, const char *dir, atoll_err *err) {
+  char what[1300];
+  snprintf(what, sizeof what, "%s/state.json", dir);
+  atoll_tokenizer_record saved;
+  if (atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), what, &saved, err))
+    return -1;
+  if (strcmp(saved.hash, r->tokenizer.hash) == 0) return 0;
+  return atoll_fail(err, "--resume %s: the checkpoint was trained on tokenizer %s %s (vocabulary %d), but --data %s holds ids of tokenizer %s %s (vocabulary %d); prepare the data with the checkpoint's tokenizer",
+                    dir, saved.kind, saved.hash, saved.vocab, r->cfg->data, r->tokenizer.kind, r->tokenizer.hash,
+                    r->tokenizer.vocab);
+}
+
+int atoll_run_tokenizer(atoll_run *r, atoll_err *err) {
+  const atoll_config *c = r->cfg;
+  if (atoll_data_tokenizer(c->data, &r->tokenizer, err)) return -1;
+  if (strcmp(r->tokenizer.kind, "bytes") == 0) return 0; /* token files' own vocabulary is checked */
+  if (r->tokenizer.vocab > c->model.vocab)
+    return atoll_fail(err, "--vocab %d: smaller than the vocabulary of --data %s's tokenizer (%s, %d ids); pass --vocab %d or more",
+                      c->model.vocab, c->data, r->tokenizer.kind, r->tokenizer.vocab, r->tokenizer.vocab);
+  char path[1100], what[1100];
+  snprintf(path, sizeof path, "%s/tokenizer.json", c->data);
+  snprintf(what, sizeof what, "%s/manifest.json", c->data);
+  atoll_tokenizer *t = NULL;
+  if (atoll_tokenizer_load_checked(path, &r->tokenizer, what, &t, err)) return -1;
+  r->tokenizer_json = atoll_tokenizer_to_json(t);
+  atoll_tokenizer_free(t);
+  return r->tokenizer_json ? 0 : atoll_fail(err, "%s: out of memory", path);
+}
+
 /* A checkpoint being read (atoll_ckpt_io's get), with whole-model and part scratch. */
 typedef struct {
   atoll_run *r;
@@ -433,6 +468,7 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
     return atoll_fail(err, "--islands %d: the checkpoint %s was saved with %d island%s (each island's own state is in it)",
                       islands, dir, saved_islands, saved_islands == 1 ? "" : "s");
   if (rng_from_json(&st->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) return -1;
+  if (check_tokenizer(r, state, dir, err)) return -1;
   *step = saved_step->valueint;
   return check_global_batch(r, state, dir, err);
 }

@@ -301,7 +301,8 @@ static double summary_comm(cJSON *s, const atoll_report *rep, const atoll_run *r
   return total;
 }
 
-/* The measured bubble, the mean of the pp_stages' medians, against (P - 1) / (V M). */
+/* The measured bubble, the mean of the pp_stages' medians, against (P - 1) / (V M); with
+ * the logical clock on, also its bubble (pipeline.c), the same mean over the ranks. */
 static void summary_pipeline(cJSON *s, const atoll_report *rep, const atoll_run *r) {
   double mine = atoll_pipeline_bubble(r->pipe, warmup_steps(rep->nsteps_timed)), mx;
   cJSON *pipe = cJSON_AddObjectToObject(s, "pipeline");
@@ -311,6 +312,14 @@ static void summary_pipeline(cJSON *s, const atoll_report *rep, const atoll_run 
   cJSON_AddNumberToObject(pipe, "bubble_measured", mean);
   cJSON_AddNumberToObject(pipe, "bubble_theory", (double)(r->mesh.pp - 1) / ((double)r->chunks * r->micro_batches));
   cJSON_AddItemToObject(pipe, "bubble_per_rank", each);
+  double logical; /* the logical clock's bubble (test hook ATOLL_TEST_STAGE_UNITS), exact */
+  if (atoll_pipeline_bubble_logical(r->pipe, &logical)) {
+    cJSON *lo = per_rank(r, logical, NULL);
+    double lmean = 0;
+    for (int i = 0; i < r->world_size; i++) lmean += cJSON_GetArrayItem(lo, i)->valuedouble / r->world_size;
+    cJSON_AddNumberToObject(pipe, "bubble_logical", lmean);
+    cJSON_AddItemToObject(pipe, "bubble_logical_per_rank", lo);
+  }
 }
 
 static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r) {

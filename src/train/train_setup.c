@@ -9,6 +9,8 @@
 #include "core/fs.h"
 #include "data/dataset.h"
 #include "model/model.h"
+#include "ops/gemm_cpu.h"
+#include "ops/ops.h"
 #include "parallel/tp.h"
 #include "train/train_memory.h"
 
@@ -26,6 +28,10 @@ static int setup_mesh(atoll_run *r, atoll_err *err) {
     return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
                       c->tp, c->pp);
   if (atoll_mesh_create(&r->mesh, r->world, c->islands, c->tp, c->pp, err)) return -1;
+  if (!atoll_shape_tied(&c->model)) { /* an untied LM head: no wte on the last pp_stage to keep equal */
+    atoll_comm_free(r->mesh.tie_comm);
+    r->mesh.tie_comm = NULL;
+  }
   if (c->zero_stage > 0 && r->mesh.dp == 1)
     return atoll_fail(err, "--zero %d (--shard): ZeRO needs several data-parallel ranks per island (ranks / (tp x pp) > 1); launch with more ranks",
                       c->zero_stage);
@@ -137,10 +143,14 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   r->world_size = atoll_comm_size(world);
   r->seq = c->seq ? c->seq : c->model.context;
   snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->out);
+  if (strcmp(c->precision, "bf16") == 0 && atoll_gemm_bf16_check(err)) return -1;
   if (setup_mesh(r, err)) return -1;
   atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
                               .batch = c->batch, .seq = r->seq, .max_steps = c->steps,
-                              .test_forward_ms = r->hooks->stage_forward_ms, .test_backward_ms = r->hooks->stage_backward_ms};
+                              .test_forward_ms = r->hooks->stage_forward_ms,
+                              .test_backward_ms = r->hooks->stage_backward_ms,
+                              .test_forward_units = r->hooks->stage_forward_units,
+                              .test_backward_units = r->hooks->stage_backward_units};
   int slots;
   if (atoll_pipeline_slots(&pc, &r->mesh, &slots, err)) return -1;
   /* this rank's part: pp_stage s of pp holds chunks s, s + pp, ... of the chunks x pp
@@ -149,6 +159,7 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   if (atoll_run_check_memory(c, &part, r->mesh.dp, slots, r->seq, err)) return -1; /* before allocating */
   if (atoll_layout_init(&r->whole, &c->model, err)) return -1;
   if (atoll_model_create_part(&r->model, &c->model, &part, c->batch, r->seq, slots, err)) return -1;
+  if (strcmp(c->precision, "bf16") == 0) atoll_model_set_ops(r->model, atoll_ops_cpu_bf16());
   r->lay = atoll_model_layout(r->model);
   return setup_strategies(r, &pc, err);
 }
@@ -158,4 +169,6 @@ void atoll_run_free(atoll_run *r) {
   atoll_layout_free(&r->whole);
   atoll_mesh_free(&r->mesh);
   atoll_model_destroy(r->model);
+  free(r->tokenizer_json);
+  r->tokenizer_json = NULL;
 }

@@ -55,7 +55,9 @@ R="$ATOLL train $TINY $D --steps 60 --eval-every 10 --save-every 1 --keep 2"
 $TO $R --out "$TMP/ref" >/dev/null 2>&1 || fail "reference run"
 $TO $R --out "$TMP/kill" --stop-after 1 >/dev/null 2>&1 || fail "run to kill"
 for delay in 0.31 0.33 0.35 0.37 0.4 0.43 0.47 0.5; do
-  $TO $ATOLL train --resume "$TMP/kill" >/dev/null 2>&1 &
+  # atoll itself in the background (not under timeout: a SIGKILL to the timeout
+  # wrapper would leave atoll running, holding the run's lock for the next resume)
+  $ATOLL train --resume "$TMP/kill" >/dev/null 2>&1 &
   pid=$!
   sleep $delay
   kill -KILL $pid 2>/dev/null

@@ -81,6 +81,22 @@ row 16384 8 16 16 8 131072 128 380
 $ATOLL plan --model llama3-405b --gpus 16384 --explain >"$TMP/explain.txt" 2>"$TMP/err" || fail "explain: $(cat "$TMP/err")"
 grep -q "stays inside a node" "$TMP/explain.txt" && grep -q "bubble" "$TMP/explain.txt" && grep -q "^assumptions" "$TMP/explain.txt" \
   && grep -q "Alternatives" "$TMP/explain.txt" && pass "--explain says why in words" || fail "--explain: $(head -40 "$TMP/explain.txt")"
+# --versus: why the first beats a published layout (Megatron-LM's 18.4B row, Narayanan
+# et al. 2021 Table 1, with that paper's software: docs/plan.md "Validation")
+MEG18="--arch gpt2 --layers 40 --dim 6144 --heads 48 --vocab 51200 --seq 2048 --accel a100-80gb --gpus 256 --batch 1024
+  --set attn_fused=0 --set seq_par=0 --set tp_regather=0 --set tp_overlap=0"
+$ATOLL plan $MEG18 --explain --versus dp=32,tp=8,pp=1,cp=1,recompute=full >"$TMP/versus.txt" 2>"$TMP/err" \
+  || fail "versus: $(cat "$TMP/err")"
+grep -q "Against the given layout dp 32 x tp 8 x pp 1 x cp 1" "$TMP/versus.txt" \
+  && grep -q "the time per token of the first" "$TMP/versus.txt" && grep -q "recompute full vs" "$TMP/versus.txt" \
+  && pass "--versus: $(grep -A1 'Against the given' "$TMP/versus.txt" | tail -1 | sed 's/^ *//')" \
+  || fail "--versus: $(grep -A4 'Against' "$TMP/versus.txt")"
+$ATOLL plan $MEG18 --json --versus dp=32,tp=8,pp=1,cp=1,recompute=full >"$TMP/versus.json" 2>"$TMP/err" \
+  && $PY -c "import json,sys; v=json.load(open(sys.argv[1]))['versus']; sys.exit(0 if v['tp'] == 8 and v['recompute'] == 'full' and v['time_per_token_vs_first'] > 1 else 1)" "$TMP/versus.json" \
+  && pass "--versus in --json" || fail "--versus in --json: $(cat "$TMP/err")"
+expect_error "versus without all four sizes" "give all of dp, tp, pp and cp" $ATOLL plan $MEG18 --explain --versus dp=32,tp=8
+expect_error "versus with an unknown key" "unknown key 'ep'" $ATOLL plan $MEG18 --explain --versus dp=32,tp=8,pp=1,cp=1,ep=2
+expect_error "versus larger than the cluster" "devices" $ATOLL plan $MEG18 --explain --versus dp=64,tp=8,pp=1,cp=1
 $ATOLL plan --model llama3-405b --accel h100 --fewest >"$TMP/fewest.txt" 2>"$TMP/err" || fail "fewest: $(cat "$TMP/err")"
 n=$(sed -n 's/^fewest .*: \([0-9]*\)$/\1/p' "$TMP/fewest.txt")
 [ -n "$n" ] && [ "$n" -gt 75 ] && [ "$n" -le 150 ] && pass "fewest H100s for 405B: $n ($(sed -n 2p "$TMP/fewest.txt" | sed 's/^ *//'))" \

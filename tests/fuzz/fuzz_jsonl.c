@@ -1,7 +1,9 @@
 /* libFuzzer target: the JSON Lines parser (src/data/jsonl.c) on any bytes. The input is
  * parsed twice, whole into a large output and in pieces of 1 to 16 bytes (sizes drawn
  * from the input) into the smallest output allowed; both must agree on the text, the
- * document count and, on a rejection, the message, which must not be empty. Built by
+ * document count and, on a rejection, the message, which must not be empty. The pieces
+ * run also stops at documents' ends (stop_at_doc, as prepare --tokenizer reads): each
+ * stop must follow a newline, and there are no more stops than documents. Built by
  * tests/fuzz/run_fuzz.sh. */
 #include "data/jsonl.h"
 
@@ -13,6 +15,8 @@ static long parse(const uint8_t *in, size_t n, int pieces, uint8_t **text, uint6
                   atoll_err *err) {
   atoll_jsonl p;
   if (atoll_jsonl_init(&p, "fuzz", "text", err) != 0) abort();
+  p.stop_at_doc = pieces;
+  uint64_t stops = 0;
   size_t cap = pieces ? ATOLL_JSONL_SLACK : 1 << 16, len = 0, pos = 0, k = 0;
   uint8_t *out = malloc(cap);
   *text = malloc(8 * n + 16);
@@ -31,9 +35,15 @@ static long parse(const uint8_t *in, size_t n, int pieces, uint8_t **text, uint6
     if (len + olen > 8 * n + 16) abort(); /* output is bounded by the input */
     memcpy(*text + len, out, olen);
     len += olen;
+    if (pieces && p.doc_ended) {
+      if (len == 0 || (*text)[len - 1] != '\n') abort(); /* a document ends after its newline */
+      stops++;
+      p.doc_ended = 0;
+    }
     if (rc != 0) break;
   }
   free(out);
+  if (stops > p.documents) abort();
   *docs = p.documents;
   return rc ? -1 : (long)len;
 }

@@ -5,7 +5,8 @@
 #
 # Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_token_file
 # (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_jsonl (prepare's
-# JSON Lines parser, whole against in pieces). Each is compiled with
+# JSON Lines parser, whole against in pieces), fuzz_tokenizer (tokenizer.json reader,
+# encode/decode round trip). Each is compiled with
 # clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
@@ -44,7 +45,8 @@ if ! "$CC" "${FLAGS[@]}" "$WORK/probe.c" -o "$WORK/probe" >"$WORK/probe.log" 2>&
 fi
 
 # --- seed generator ---------------------------------------------------------------
-# One C file; -DGEN_ST / -DGEN_TOKEN_FILE / -DGEN_CONFIG / -DGEN_PLAN_CONFIG / -DGEN_JSONL select what
+# One C file; -DGEN_ST / -DGEN_TOKEN_FILE / -DGEN_CONFIG / -DGEN_PLAN_CONFIG / -DGEN_JSONL /
+# -DGEN_TOKENIZER select what
 # it writes into the directory given as its argument.
 cat >"$WORK/gen_seeds.c" <<'EOF'
 #include "atoll/atoll.h"
@@ -171,6 +173,27 @@ static void gen(void) {
   text("bad.jsonl", "{\"text\": 5}\n{\"text\":\"a\",\"text\":\"b\"}\n[1]\n{\"text\":\"a\"");
 }
 #endif
+#ifdef GEN_TOKENIZER
+#include "tokenizer/tokenizer.h"
+static void gen(void) {
+  atoll_tokenizer *t = NULL;
+  atoll_err e;
+  if (atoll_tokenizer_bytes(&t, &e)) die("bytes tokenizer", &e);
+  if (atoll_tokenizer_write_json(t, at("bytes.json"), &e)) die("bytes tokenizer", &e);
+  atoll_tokenizer_free(t);
+  FILE *f = fopen(at("text.txt"), "w");
+  fputs("the cat's hat, the cat sat; the hat sat on 42 cats.\n caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac", f);
+  fclose(f);
+  const char *files[] = {at("text.txt")};
+  static char path[8192];
+  snprintf(path, sizeof path, "%s", files[0]);
+  files[0] = path;
+  if (atoll_bpe_train(&t, files, 1, 300, NULL, &e)) die("bpe train", &e);
+  if (atoll_tokenizer_write_json(t, at("bpe.json"), &e)) die("bpe tokenizer", &e);
+  atoll_tokenizer_free(t);
+  remove(path);
+}
+#endif
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -186,7 +209,8 @@ targets=(
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
   "jsonl|GEN_JSONL|src/data/jsonl.c src/core/err.c|"
-  "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
+  "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lm"
+  "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
 )
 
 build_target() { # name gendef sources libs

@@ -3,8 +3,8 @@
 # TP x PP, DP x TP with ZeRO-1, DP x PP, sequence parallel, interleaved) equals one
 # process accumulating the same micro-batches, GPipe and 1F1B leave identical weights,
 # a checkpoint saved at TP 2 x PP 2 resumes at DP 4 with ZeRO-3, the bytes of each mesh
-# axis match the collective formulas and atoll plan's, the pipeline bubble matches
-# (P-1)/(V M), and bad layouts fail with one line.
+# axis match the collective formulas and atoll plan's, the pipeline's logical bubble
+# equals (P-1)/(V M) exactly, and bad layouts fail with one line.
 # usage: test_mp.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -129,19 +129,17 @@ $MPIRUN -np 4 $ATOLL train --resume "$TMP/moved" --tp 1 --pp 1 --microbatches 1 
 out=$($CLOSE "$TMP/moved" "$TMP/single4" 1e-5 11) && pass "TP 2 x PP 2 -> DP 4 ZeRO-3 resume matches the single process: $out" \
   || fail "TP 2 x PP 2 -> DP 4 ZeRO-3 resume: $out"
 
-# 5. pipeline bubble. ATOLL_TEST_STAGE_MS sleeps F ms per forward and B ms per backward
-# of each micro-batch, so the schedule's timing shows on an oversubscribed machine
-# (60/120 ms: long enough that scheduling delays on a loaded 2-core machine stay small).
-# The stages start each step together and the pipeline's time is the last finish, so
-# every stage's idle fraction is (P-1)/M for both schedules. Load only adds idle time,
-# so each rank and their mean must lie in [theory - 0.03, theory + 0.08]: measured
-# 0.004-0.03 above theory on an idle machine, 0.03-0.06 above with two busy loops
-# competing for the 2 cores; a stage whose clock missed part of the step reads low.
-B="--layers 4 --heads 4 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --steps 6 --warmup 2 --lr 3e-3 --eval-every 0 --eval-batches 1 --save-every 0"
+# 5. pipeline bubble, exactly: ATOLL_TEST_STAGE_UNITS=1,2 runs the pipeline's logical
+# clock (src/parallel/pipeline.c): a forward costs 1 unit, a backward 2, every message
+# carries its sender's clock. The stages start each step together and the pipeline's
+# time is the last finish, so every stage's logical bubble must be (P-1)/(V M) to 1e-9
+# for both schedules and interleaved. No sleeps, and no machine load can move it; the
+# wall-clock bubble (bubble_per_rank) is only printed: a timing is never a test.
+B="--layers 4 --heads 4 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --steps 3 --warmup 1 --lr 3e-3 --eval-every 0 --eval-batches 1 --save-every 0"
 for lay in "2 2 4 gpipe 1" "2 2 4 1f1b 1" "2 2 8 1f1b 1" "4 4 4 1f1b 1" "2 2 4 1f1b 2"; do
   set -- $lay; np=$1; P=$2; mb=$3; sch=$4; V=$5
   rm -rf "$TMP/bubble"
-  if ! ATOLL_TEST_STAGE_MS=60,120 $MPIRUN -np "$np" $ATOLL train $B --pp "$P" --microbatches "$mb" --schedule "$sch" --virtual-stages "$V" --out "$TMP/bubble" >/dev/null 2>"$TMP/err"; then
+  if ! ATOLL_TEST_STAGE_UNITS=1,2 $MPIRUN -np "$np" $ATOLL train $B --pp "$P" --microbatches "$mb" --schedule "$sch" --virtual-stages "$V" --out "$TMP/bubble" >/dev/null 2>"$TMP/err"; then
     fail "bubble run pp $P M $mb $sch: $(tail -1 "$TMP/err")"; continue
   fi
   $PY - "$TMP" <<'PYEOF' && pass "bubble pp $P M $mb V $V $sch: $(cat "$TMP/verdict")" || fail "bubble pp $P M $mb V $V $sch: $(cat "$TMP/verdict")"
@@ -150,11 +148,18 @@ t = sys.argv[1]
 s = json.load(open(f"{t}/bubble/summary.json"))
 p, lay = s["pipeline"], s["layout"]
 theory = (lay["pp"] - 1) / (lay["virtual_stages"] * lay["microbatches"])
-ranks, mean = p["bubble_per_rank"], p["bubble_measured"]
-ok = abs(p["bubble_theory"] - theory) < 1e-12 and all(theory - 0.03 <= x <= theory + 0.08 for x in ranks + [mean])
-open(f"{t}/verdict", "w").write(f"measured {mean:.3f} (per rank {' '.join(f'{x:.3f}' for x in ranks)}) vs theory (P-1)/(V M) = {p['bubble_theory']:.3f}")
+ranks = p.get("bubble_logical_per_rank", [])
+ok = (abs(p["bubble_theory"] - theory) < 1e-12 and len(ranks) == s["world_size"]
+      and all(abs(x - theory) <= 1e-9 for x in ranks + [p.get("bubble_logical", -1)]))
+open(f"{t}/verdict", "w").write(f"logical {' '.join(f'{x:.12g}' for x in ranks) or 'missing'} per rank vs theory (P-1)/(V M) = "
+                                f"{theory:.12g}; wall clock (not asserted) {' '.join(f'{x:.3f}' for x in p['bubble_per_rank'])}")
 sys.exit(0 if ok else 1)
 PYEOF
+done
+
+# 5b. the hook's bad values: one line naming the variable
+for v in "1" "0,2" "1,2,3" "a,b" "1,99999999999999999999"; do
+  expect_error "ATOLL_TEST_STAGE_UNITS=$v" "ATOLL_TEST_STAGE_UNITS" env ATOLL_TEST_STAGE_UNITS=$v $ATOLL train $M --out "$TMP/eu"
 done
 
 # 6. bad layouts: one line on stderr, non-zero exit

@@ -85,7 +85,9 @@ def lr_at(cfg, step):
     return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
 
 
-def main():
+def main(model_class=None):
+    """model_class(cfg, weights): GPT here, Llama in ref_llama.py."""
+    model_class = model_class or GPT
     d = sys.argv[1]
     cfg = json.load(open(f"{d}/config.json"))
     weights = read_safetensors(f"{d}/weights.safetensors")
@@ -96,7 +98,7 @@ def main():
     c_losses = np.fromfile(f"{d}/losses.bin", dtype="<f4")
 
     torch.manual_seed(0)
-    model = GPT(cfg, weights)
+    model = model_class(cfg, weights)
     failures = 0
 
     # 1. logits, loss and gradients at the initial weights (reference in float64)

@@ -5,7 +5,7 @@
  *   logits.bin           float32 [B, T, V] of the first batch at the initial weights
  *   grads.bin            float32 flat gradient (layout order) of the first batch's loss
  *   losses.bin           float32 [STEPS]: the loss before each of STEPS AdamW steps
- * usage: torch_dump DIR */
+ * usage: torch_dump DIR [llama]   (llama: the Llama block, checked by ref_llama.py) */
 #include "atoll/atoll.h"
 #include "ckpt/safetensors.h"
 #include "core/rng.h"
@@ -32,13 +32,19 @@ static int write_raw(const char *dir, const char *name, const void *p, size_t by
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: torch_dump DIR\n");
+  if (argc != 2 && !(argc == 3 && strcmp(argv[2], "llama") == 0)) {
+    fprintf(stderr, "usage: torch_dump DIR [llama]\n");
     return 2;
   }
   const char *dir = argv[1];
   /* T > 64 spans several attention blocks (ATT_BLOCK in src/ops/ops_cpu.c) */
   atoll_shape s = {.layers = 2, .heads = 4, .dim = 64, .context = 160, .vocab = 256};
+  /* llama: grouped queries (2 per key/value head), an untied head, a SwiGLU width that
+   * is rounded up (floor(8 64 / 3) = 170 -> 192), eps and theta off their defaults */
+  int llama = argc == 3;
+  if (llama)
+    s = (atoll_shape){.layers = 2, .heads = 4, .dim = 64, .context = 160, .vocab = 256, .arch = "llama",
+                      .kv_heads = 2, .multiple_of = 64, .tie = 0, .norm_eps = 1e-6f, .rope_theta = 5000.0f};
   int B = 2, T = 150;
   atoll_adamw_config opt = {.lr = 3e-3f, .min_lr_ratio = 0.1f, .warmup = 3, .total_steps = STEPS,
                             .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
@@ -97,6 +103,13 @@ int main(int argc, char **argv) {
   cJSON_AddNumberToObject(c, "dim", s.dim);
   cJSON_AddNumberToObject(c, "context", s.context);
   cJSON_AddNumberToObject(c, "vocab", s.vocab);
+  if (llama) {
+    cJSON_AddStringToObject(c, "arch", s.arch);
+    cJSON_AddNumberToObject(c, "kv_heads", s.kv_heads);
+    cJSON_AddNumberToObject(c, "hidden", atoll_shape_hidden(&s));
+    cJSON_AddNumberToObject(c, "norm_eps", s.norm_eps);
+    cJSON_AddNumberToObject(c, "rope_theta", s.rope_theta);
+  }
   cJSON_AddNumberToObject(c, "batch", B);
   cJSON_AddNumberToObject(c, "seq", T);
   cJSON_AddNumberToObject(c, "steps", STEPS);

@@ -1,0 +1,65 @@
+/* Hugging Face interop: a model directory that transformers loads (config.json,
+ * model.safetensors with metadata {"format": "pt"}, tokenizer.json), written by
+ * `atoll export --to hf` and read by `atoll train --init-from-hf`. docs/formats.md
+ * ("Export to Hugging Face").
+ *
+ * Each architecture is one table (src/ckpt/hf_names.c) that maps atoll's layout names
+ * (src/model/layout.c) to Hugging Face's, says which matrices Hugging Face stores
+ * transposed, and writes and checks config.json. hf_export.c writes a directory,
+ * hf_import.c reads one. */
+#ifndef ATOLL_CKPT_HF_H
+#define ATOLL_CKPT_HF_H
+
+#include "atoll/atoll.h"
+#include "model/layout.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+/* One tensor: names with "%d" standing for the block index (none for the others). */
+typedef struct {
+  const char *atoll;  /* e.g. "h.%d.attn.qkv.weight" */
+  const char *hf;     /* e.g. "transformer.h.%d.attn.c_attn.weight" */
+  int transpose;      /* 1: stored [in, out] (GPT-2's Conv1D), atoll's [out, in] transposed */
+} atoll_hf_name;
+
+typedef struct {
+  const char *model_type;      /* config.json's "model_type": "gpt2" */
+  const atoll_hf_name *names;
+  int nnames;
+  const char *tied_head;       /* the LM head a loader may find as a copy of the embedding, or NULL */
+  const char *tied_to;         /* the HF name it must equal */
+  /* config.json for a model of this shape (NULL when out of memory) */
+  cJSON *(*config_json)(const atoll_shape *s);
+  /* 0 if config.json (read from `path`) describes a model of shape s, else one line
+   * naming the first key that differs and the flag that sets it */
+  int (*config_check)(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err);
+} atoll_hf_arch;
+
+/* The table for config.json's "model_type", or NULL. */
+const atoll_hf_arch *atoll_hf_arch_find(const char *model_type);
+/* The known model_type values, for messages ("gpt2"). */
+void atoll_hf_known(char *out, size_t outsz);
+/* The table of a run's model (today every atoll model is GPT-2). */
+const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
+/* The Hugging Face name of layout tensor t into out, and whether it is stored
+ * transposed; -1 if the table has no entry for it. */
+int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, size_t outsz, int *transpose);
+
+/* tokenizer.json of atoll's byte tokenizer: a BPE model without merges whose 256
+ * symbols are the bytes in the ByteLevel byte-to-character mapping, id = byte value,
+ * with ByteLevel pre-tokenizer and decoder. Caller frees. (The BPE tokenizer will
+ * write its own.) */
+char *atoll_hf_byte_tokenizer_json(void);
+
+/* Writes the directory out_dir (which must not exist, or be an empty directory)
+ * atomically: everything goes into a hidden sibling first, which is then renamed. */
+int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float *params, atoll_err *err);
+
+/* Reads a directory written by atoll_hf_export or by transformers' save_pretrained
+ * (one model.safetensors, F32, F16 or BF16) into the whole model's flat buffer:
+ * config.json must describe the layout's shape, every tensor must be there with its
+ * shape, and no other (a tied LM head equal to the embedding excepted). */
+int atoll_hf_import(const char *dir, const atoll_layout *whole, float *params, atoll_err *err);
+
+#endif

@@ -1,0 +1,95 @@
+/* atoll export --ckpt DIR --to hf --out DIR: a checkpoint as a Hugging Face model
+ * directory (src/ckpt/hf.h; docs/formats.md "Export to Hugging Face"). */
+#include "cli/export_cli.h"
+
+#include "atoll/atoll.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
+#include "data/data_tokenizer.h"
+#include "core/mem.h"
+#include "train/config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int fail(const atoll_err *err) {
+  fprintf(stderr, "atoll: error: %s\n", err->msg);
+  return 1;
+}
+
+/* The checkpoint's weights (hash-checked) in the whole model's layout. */
+static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
+  char dir[1200];
+  if (atoll_ckpt_resolve(ckpt, dir, sizeof dir, err)) return -1;
+  cJSON *state = NULL;
+  if (atoll_ckpt_read_state(dir, &state, err)) return -1;
+  atoll_config cfg;
+  atoll_config_defaults(&cfg);
+  char source[1300];
+  snprintf(source, sizeof source, "%s/state.json", dir);
+  const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "config");
+  int rc = saved ? atoll_config_apply_json(&cfg, saved, source, err)
+                 : atoll_fail(err, "%s: holds no config (the model's shape)", source);
+  /* a BPE checkpoint exports its own tokenizer.json (checked against state.json) */
+  atoll_tokenizer_record rec;
+  atoll_tokenizer *tok = NULL;
+  char tok_path[1300];
+  snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
+  if (rc == 0)
+    rc = atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), source, &rec, err);
+  if (rc == 0 && strcmp(rec.kind, "bytes") != 0) rc = atoll_tokenizer_load_checked(tok_path, &rec, source, &tok, err);
+  cJSON_Delete(state);
+  if (rc) return -1;
+  atoll_layout lay;
+  if (atoll_layout_init(&lay, &cfg.model, err)) return -1;
+  float *params = atoll_mem_alloc(lay.nparams * sizeof(float));
+  if (!params) rc = atoll_fail(err, "out of memory for %zu parameters", lay.nparams);
+  if (rc == 0) rc = atoll_ckpt_load(dir, &lay, params, NULL, NULL, err);
+  if (rc == 0) rc = atoll_hf_export(out, &lay, params, err);
+  if (rc == 0 && tok) { /* replaces the byte tokenizer's file written by atoll_hf_export */
+    char path[1300];
+    snprintf(path, sizeof path, "%s/tokenizer.json", out);
+    rc = atoll_tokenizer_write_json(tok, path, err);
+  }
+  atoll_tokenizer_free(tok);
+  if (rc == 0) fprintf(stderr, "atoll export: %s (%zu parameters) -> %s\n", dir, lay.nparams, out);
+  atoll_mem_free(params);
+  atoll_layout_free(&lay);
+  return rc;
+}
+
+int atoll_export_main(int argc, char **argv) {
+  atoll_err err = {{0}};
+  const char *ckpt = NULL, *to = NULL, *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: atoll export --ckpt DIR --to hf --out DIR\n"
+             "  --ckpt  a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
+             "  --to    hf: config.json, model.safetensors and tokenizer.json for Hugging Face transformers\n"
+             "  --out   a new (or empty) directory, written atomically\n");
+      return 0;
+    }
+    const char **slot = strcmp(argv[i], "--ckpt") == 0 ? &ckpt
+                        : strcmp(argv[i], "--to") == 0 ? &to
+                        : strcmp(argv[i], "--out") == 0 ? &out
+                                                        : NULL;
+    if (!slot) {
+      atoll_fail(&err, "%s: unknown flag for export (see atoll export --help)", argv[i]);
+      return fail(&err);
+    }
+    if (i + 1 >= argc) {
+      atoll_fail(&err, "%s: missing value", argv[i]);
+      return fail(&err);
+    }
+    *slot = argv[++i];
+  }
+  if (!ckpt || !to || !out) {
+    atoll_fail(&err, "%s: export needs --ckpt DIR --to hf --out DIR", !ckpt ? "--ckpt" : !to ? "--to" : "--out");
+    return fail(&err);
+  }
+  if (strcmp(to, "hf") != 0) {
+    atoll_fail(&err, "--to %s: unknown export format (known: hf)", to);
+    return fail(&err);
+  }
+  return export_hf(ckpt, out, &err) ? fail(&err) : 0;
+}

@@ -1,0 +1,309 @@
+/* atoll tokenizer: train, inspect and run tokenizers from the command line.
+ *
+ *   atoll tokenizer train  --text FILE|DIR... --vocab-size N --out tokenizer.json
+ *   atoll tokenizer bytes  --out tokenizer.json
+ *   atoll tokenizer info   --tokenizer FILE
+ *   atoll tokenizer encode --tokenizer FILE [--text FILE] [--stats]
+ *   atoll tokenizer decode --tokenizer FILE [--ids FILE]
+ */
+#include "cli/tokenizer_cli.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "tokenizer/tokenizer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int fail(const atoll_err *err) {
+  fprintf(stderr, "atoll: error: %s\n", err->msg);
+  return 1;
+}
+
+static void help(FILE *f) {
+  fprintf(f,
+          "usage: atoll tokenizer <train|bytes|info|encode|decode> [options]\n\n"
+          "  train  --text FILE|DIR... --vocab-size N --out FILE\n"
+          "         byte-level BPE with GPT-2's pre-tokenization, written as Hugging Face\n"
+          "         tokenizer.json (a DIR stands for its regular non-hidden files but *.dat)\n"
+          "  bytes  --out FILE          the byte tokenizer (256 ids = bytes) as tokenizer.json\n"
+          "  info   --tokenizer FILE    kind, vocabulary, merges and hash\n"
+          "  encode --tokenizer FILE [--text FILE] [--stats]\n"
+          "         ids of the file (default stdin), space-separated; --stats prints only\n"
+          "         bytes, tokens and encoding speed\n"
+          "  decode --tokenizer FILE [--ids FILE]\n"
+          "         the bytes of whitespace-separated ids (default stdin)\n");
+}
+
+/* Reads all of path ("-" or NULL: stdin). */
+static int slurp(const char *path, char **out, size_t *len, atoll_err *err) {
+  if (path && strcmp(path, "-") != 0) return atoll_read_file(path, (size_t)1 << 40, out, len, err);
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  for (;;) {
+    if (!b) return atoll_fail(err, "stdin: out of memory");
+    size_t got = fread(b + n, 1, cap - n - 1, stdin);
+    n += got;
+    if (got == 0) break;
+    if (n + 1 == cap) {
+      char *g = realloc(b, cap *= 2);
+      if (!g) free(b);
+      b = g;
+    }
+  }
+  if (ferror(stdin)) {
+    free(b);
+    return atoll_fail(err, "stdin: cannot read: %s", strerror(errno));
+  }
+  b[n] = 0;
+  *out = b;
+  *len = n;
+  return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Appends path, or a directory's regular non-hidden files but *.dat (sorted). */
+static int add_input(char ***list, int *n, int *cap, const char *path, atoll_err *err) {
+  struct stat st;
+  if (stat(path, &st) != 0) return atoll_fail(err, "--text %s: %s", path, strerror(errno));
+  DIR *d = S_ISDIR(st.st_mode) ? opendir(path) : NULL;
+  if (S_ISDIR(st.st_mode) && !d) return atoll_fail(err, "--text %s: cannot read directory: %s", path, strerror(errno));
+  int first = *n;
+  for (struct dirent *e = NULL;;) {
+    char full[4096];
+    if (d) {
+      if (!(e = readdir(d))) break;
+      size_t l = strlen(e->d_name);
+      if (e->d_name[0] == '.' || (l > 4 && strcmp(e->d_name + l - 4, ".dat") == 0)) continue;
+      snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+      struct stat fs;
+      if (lstat(full, &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
+    } else {
+      snprintf(full, sizeof full, "%s", path);
+    }
+    if (*n == *cap) {
+      *cap = *cap ? 2 * *cap : 64;
+      char **g = realloc(*list, sizeof(char *) * (size_t)*cap);
+      if (!g) {
+        if (d) closedir(d);
+        return atoll_fail(err, "out of memory listing the input files");
+      }
+      *list = g;
+    }
+    if (!((*list)[*n] = strdup(full))) {
+      if (d) closedir(d);
+      return atoll_fail(err, "out of memory listing the input files");
+    }
+    (*n)++;
+    if (!d) break;
+  }
+  if (d) {
+    closedir(d);
+    if (*n == first) return atoll_fail(err, "--text %s: directory holds no text files", path);
+    qsort(*list + first, (size_t)(*n - first), sizeof(char *), cmp_str);
+  }
+  return 0;
+}
+
+static int cmd_train(int argc, char **argv) {
+  atoll_err err = {{0}};
+  char **files = NULL;
+  int nfiles = 0, cap = 0, in_text = 0, rc = 1;
+  long vocab = -1;
+  const char *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--text") == 0) {
+      in_text = 1;
+    } else if (strcmp(a, "--vocab-size") == 0 || strcmp(a, "--out") == 0) {
+      in_text = 0;
+      if (i + 1 >= argc) {
+        atoll_fail(&err, "%s: missing value", a);
+        goto done;
+      }
+      if (a[2] == 'o') {
+        out = argv[++i];
+      } else {
+        char *end;
+        errno = 0;
+        vocab = strtol(argv[++i], &end, 10);
+        if (*end || end == argv[i] || errno || vocab < 256 || vocab > ATOLL_TOKENIZER_MAX_VOCAB) {
+          atoll_fail(&err, "--vocab-size: expected an integer in [256, %d], got '%s'", ATOLL_TOKENIZER_MAX_VOCAB,
+                     argv[i]);
+          goto done;
+        }
+      }
+    } else if (in_text && strncmp(a, "--", 2) != 0) {
+      if (add_input(&files, &nfiles, &cap, a, &err) != 0) goto done;
+    } else {
+      atoll_fail(&err, "%s: unknown flag for tokenizer train (see atoll tokenizer --help)", a);
+      goto done;
+    }
+  }
+  if (!nfiles || vocab < 0 || !out) {
+    atoll_fail(&err, "%s: tokenizer train needs --text FILE|DIR..., --vocab-size N and --out FILE",
+               !nfiles ? "--text" : vocab < 0 ? "--vocab-size" : "--out");
+    goto done;
+  }
+  atoll_tokenizer *t = NULL;
+  atoll_bpe_train_stats st;
+  double t0 = atoll_seconds();
+  if (atoll_bpe_train(&t, (const char *const *)files, nfiles, (int)vocab, &st, &err) != 0) goto done;
+  double secs = atoll_seconds() - t0;
+  if (atoll_tokenizer_write_json(t, out, &err) == 0) {
+    char hex[17];
+    atoll_tokenizer_hash_hex(t, hex);
+    fprintf(stderr,
+            "atoll tokenizer train: %d file(s), %.1f MB, %llu distinct words; vocabulary %d (%d merges) -> %s\n"
+            "  %.2f s (read %.2f, count words %.2f, merge %.2f): %.2f MB/s; hash %s\n",
+            nfiles, st.bytes / 1e6, (unsigned long long)st.words, atoll_tokenizer_vocab(t),
+            atoll_tokenizer_merges(t), out, secs, st.read_s, st.count_s, st.merge_s,
+            secs > 0 ? st.bytes / 1e6 / secs : 0.0, hex);
+    rc = 0;
+  }
+  atoll_tokenizer_free(t);
+done:
+  for (int i = 0; i < nfiles; i++) free(files[i]);
+  free(files);
+  return rc ? fail(&err) : 0;
+}
+
+/* Flags of the other subcommands: --tokenizer, --text, --ids, --out, --stats. */
+typedef struct {
+  const char *tokenizer, *text, *ids, *out;
+  int stats;
+} flags;
+
+static int parse_flags(const char *cmd, int argc, char **argv, flags *f, atoll_err *err) {
+  memset(f, 0, sizeof *f);
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char **slot = strcmp(a, "--tokenizer") == 0 ? &f->tokenizer
+                        : strcmp(a, "--text") == 0    ? &f->text
+                        : strcmp(a, "--ids") == 0     ? &f->ids
+                        : strcmp(a, "--out") == 0     ? &f->out
+                                                      : NULL;
+    if (strcmp(a, "--stats") == 0) {
+      f->stats = 1;
+    } else if (!slot) {
+      return atoll_fail(err, "%s: unknown flag for tokenizer %s (see atoll tokenizer --help)", a, cmd);
+    } else if (i + 1 >= argc) {
+      return atoll_fail(err, "%s: missing value", a);
+    } else {
+      *slot = argv[++i];
+    }
+  }
+  return 0;
+}
+
+static int cmd_encode(const flags *f, atoll_tokenizer *t, atoll_err *err) {
+  char *text = NULL;
+  size_t len = 0;
+  if (slurp(f->text, &text, &len, err) != 0) return -1;
+  atoll_tokens ids = {0};
+  double t0 = atoll_seconds();
+  int rc = atoll_tokenizer_encode(t, (const uint8_t *)text, len, &ids, err);
+  double secs = atoll_seconds() - t0;
+  free(text);
+  if (rc == 0 && f->stats) {
+    printf("bytes %zu tokens %zu seconds %.6f MB/s %.3f\n", len, ids.n, secs, secs > 0 ? len / 1e6 / secs : 0.0);
+  } else if (rc == 0) {
+    for (size_t i = 0; i < ids.n; i++) printf(i ? " %d" : "%d", ids.ids[i]);
+    printf("\n");
+  }
+  atoll_tokens_free(&ids);
+  if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+    rc = atoll_fail(err, "stdout: cannot write: %s", strerror(errno));
+  return rc;
+}
+
+static int cmd_decode(const flags *f, atoll_tokenizer *t, atoll_err *err) {
+  char *text = NULL;
+  size_t len = 0;
+  if (slurp(f->ids, &text, &len, err) != 0) return -1;
+  atoll_tokens ids = {0};
+  int rc = 0;
+  for (char *p = text; rc == 0;) {
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+    if (!*p) break;
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < 0 || v >= atoll_tokenizer_vocab(t)) {
+      size_t word = strcspn(p, " \n\t\r");
+      rc = atoll_fail(err, "%s: '%.*s' at byte %zu is not a token id of this tokenizer (0..%d)",
+                      f->ids ? f->ids : "stdin", (int)(word < 20 ? word : 20), p, (size_t)(p - text),
+                      atoll_tokenizer_vocab(t) - 1);
+      break;
+    }
+    if (ids.n == ids.cap) {
+      size_t cap = ids.cap ? 2 * ids.cap : 1024;
+      int32_t *g = realloc(ids.ids, cap * sizeof *g);
+      if (!g) {
+        rc = atoll_fail(err, "decode: out of memory");
+        break;
+      }
+      ids.ids = g;
+      ids.cap = cap;
+    }
+    ids.ids[ids.n++] = (int32_t)v;
+    p = end;
+  }
+  free(text);
+  uint8_t *bytes = NULL;
+  size_t n = 0;
+  if (rc == 0) rc = atoll_tokenizer_decode(t, ids.ids, ids.n, &bytes, &n, err);
+  if (rc == 0 && (fwrite(bytes, 1, n, stdout) != n || fflush(stdout) != 0))
+    rc = atoll_fail(err, "stdout: cannot write: %s", strerror(errno));
+  free(bytes);
+  atoll_tokens_free(&ids);
+  return rc;
+}
+
+int atoll_cli_tokenizer(int argc, char **argv) {
+  atoll_err err = {{0}};
+  if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+    help(argc < 1 ? stderr : stdout);
+    return argc < 1 ? 2 : 0;
+  }
+  const char *cmd = argv[0];
+  if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1);
+  int known = strcmp(cmd, "bytes") == 0 || strcmp(cmd, "info") == 0 || strcmp(cmd, "encode") == 0 ||
+              strcmp(cmd, "decode") == 0;
+  if (!known) {
+    atoll_fail(&err, "tokenizer %s: unknown subcommand (train, bytes, info, encode, decode)", cmd);
+    return fail(&err);
+  }
+  flags f;
+  if (parse_flags(cmd, argc - 1, argv + 1, &f, &err) != 0) return fail(&err);
+  atoll_tokenizer *t = NULL;
+  int rc = 0;
+  if (strcmp(cmd, "bytes") == 0) {
+    if (!f.out) {
+      atoll_fail(&err, "--out: tokenizer bytes needs --out FILE");
+      return fail(&err);
+    }
+    rc = atoll_tokenizer_bytes(&t, &err);
+    if (rc == 0) rc = atoll_tokenizer_write_json(t, f.out, &err);
+  } else if (!f.tokenizer) {
+    atoll_fail(&err, "--tokenizer: tokenizer %s needs --tokenizer FILE", cmd);
+    return fail(&err);
+  } else if ((rc = atoll_tokenizer_load(&t, f.tokenizer, &err)) == 0) {
+    if (strcmp(cmd, "info") == 0) {
+      char hex[17];
+      atoll_tokenizer_hash_hex(t, hex);
+      printf("kind %s vocab %d merges %d hash %s\n", atoll_tokenizer_kind(t), atoll_tokenizer_vocab(t),
+             atoll_tokenizer_merges(t), hex);
+    } else if (strcmp(cmd, "encode") == 0) {
+      rc = cmd_encode(&f, t, &err);
+    } else {
+      rc = cmd_decode(&f, t, &err);
+    }
+  }
+  atoll_tokenizer_free(t);
+  return rc ? fail(&err) : 0;
+}

@@ -1,0 +1,135 @@
+/* The forward pass of src/model/gpt.c and src/model/llama.c for generation: rows of new
+ * tokens only, with every layer's keys and values of earlier positions kept in a cache
+ * ([context, kv width] per layer), so a token costs one row of every matrix product and
+ * one attention row instead of a pass over the whole window. Same kernels as training
+ * (src/ops/ops.h); attention is the grouped-query kernel for both archs (GPT-2: as many
+ * key/value heads as heads), whose queries sit at the end of the cached keys. */
+#include "model/decode.h"
+
+#include "model/model_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct atoll_decoder {
+  atoll_model *m;
+  int pos, cap, KW; /* positions cached, capacity (context), key/value row width */
+  float *kc, *vc;   /* [layers, cap, KW] */
+  float *x, *h, *mean, *rstd, *q, *qkv, *att, *lse, *a, *b, *c, *logits;
+};
+
+int atoll_decoder_create(atoll_decoder **out, atoll_model *m, atoll_err *err) {
+  *out = NULL;
+  const atoll_part *p = &m->lay.part;
+  if (p->tp_size != 1 || p->stages != 1 || p->chunks != 1)
+    return atoll_fail(err, "key/value cache: needs the whole model on one rank");
+  atoll_decoder *d = calloc(1, sizeof *d);
+  if (!d) return atoll_fail(err, "out of memory for the key/value cache");
+  size_t C = m->s.dim, T = m->s.context, L = m->s.layers, H = atoll_shape_hidden(&m->s);
+  d->m = m;
+  d->cap = (int)T;
+  d->KW = atoll_shape_kv_heads(&m->s) * (m->s.dim / m->s.heads);
+  size_t kv = L * T * d->KW;
+  float **bufs[] = {&d->kc, &d->vc, &d->x, &d->h, &d->mean, &d->rstd, &d->q, &d->qkv, &d->att, &d->lse,
+                    &d->a, &d->b, &d->c, &d->logits};
+  size_t sizes[] = {kv, kv, T * C, T * C, T, T, T * C, T * 3 * C, T * C, T * m->s.heads, T * H, T * H, T * H,
+                    (size_t)m->s.vocab};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    if (!(*bufs[i] = malloc(sizeof(float) * sizes[i]))) {
+      atoll_decoder_destroy(d);
+      return atoll_fail(err, "out of memory for the key/value cache (%zu floats)", sizes[i]);
+    }
+  *out = d;
+  return 0;
+}
+
+void atoll_decoder_destroy(atoll_decoder *d) {
+  if (!d) return;
+  float *bufs[] = {d->kc, d->vc, d->x, d->h, d->mean, d->rstd, d->q, d->qkv, d->att, d->lse, d->a, d->b, d->c,
+                   d->logits};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+  free(d);
+}
+
+int atoll_decoder_pos(const atoll_decoder *d) { return d->pos; }
+void atoll_decoder_reset(atoll_decoder *d) { d->pos = 0; }
+
+static float *param(atoll_model *m, const char *name, int layer) {
+  char full[64];
+  if (layer >= 0)
+    snprintf(full, sizeof full, "h.%d.%s", layer, name);
+  else
+    snprintf(full, sizeof full, "%s", name);
+  return m->params + atoll_layout_find(&m->lay, full)->offset;
+}
+
+/* One GPT-2 block on rows x [n, C] at positions pos..pos+n-1; kc, vc: this layer's cache. */
+static void gpt2_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
+  atoll_model *m = d->m;
+  const atoll_ops *o = m->ops;
+  int C = m->s.dim, NH = m->s.heads, hs = C / NH, pos = d->pos;
+  o->layernorm_forward(d->h, d->mean, d->rstd, d->x, param(m, "ln_1.weight", l), param(m, "ln_1.bias", l), n, C);
+  o->matmul_forward(d->qkv, d->h, param(m, "attn.qkv.weight", l), param(m, "attn.qkv.bias", l), n, C, 3 * C, 0);
+  for (int i = 0; i < n; i++) {
+    const float *r = d->qkv + (size_t)i * 3 * C;
+    memcpy(d->q + (size_t)i * C, r, sizeof(float) * C);
+    memcpy(kc + (size_t)(pos + i) * C, r + C, sizeof(float) * C);
+    memcpy(vc + (size_t)(pos + i) * C, r + 2 * C, sizeof(float) * C);
+  }
+  o->gqa_forward(d->att, d->lse, d->q, kc, vc, 1, n, pos + n, NH, NH, hs);
+  o->matmul_forward(d->x, d->att, param(m, "attn.proj.weight", l), param(m, "attn.proj.bias", l), n, C, C, 1);
+  o->layernorm_forward(d->h, d->mean, d->rstd, d->x, param(m, "ln_2.weight", l), param(m, "ln_2.bias", l), n, C);
+  o->matmul_forward(d->a, d->h, param(m, "mlp.fc.weight", l), param(m, "mlp.fc.bias", l), n, C, 4 * C, 0);
+  o->gelu_forward(d->b, d->a, (size_t)n * 4 * C);
+  o->matmul_forward(d->x, d->b, param(m, "mlp.proj.weight", l), param(m, "mlp.proj.bias", l), n, 4 * C, C, 1);
+}
+
+static void llama_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
+  atoll_model *m = d->m;
+  const atoll_ops *o = m->ops;
+  int C = m->s.dim, NH = m->s.heads, hs = C / NH, KV = d->KW / hs, H = atoll_shape_hidden(&m->s), pos = d->pos;
+  float *knew = kc + (size_t)pos * d->KW, *vnew = vc + (size_t)pos * d->KW;
+  o->rmsnorm_forward(d->h, d->rstd, d->x, param(m, "attn_norm.weight", l), n, C, m->eps);
+  o->matmul_forward(d->q, d->h, param(m, "attn.q.weight", l), NULL, n, C, C, 0);
+  o->matmul_forward(knew, d->h, param(m, "attn.k.weight", l), NULL, n, C, d->KW, 0);
+  o->matmul_forward(vnew, d->h, param(m, "attn.v.weight", l), NULL, n, C, d->KW, 0);
+  o->rope(d->q, 1, n, NH, hs, m->theta, pos, 0);
+  o->rope(knew, 1, n, KV, hs, m->theta, pos, 0);
+  o->gqa_forward(d->att, d->lse, d->q, kc, vc, 1, n, pos + n, NH, KV, hs);
+  o->matmul_forward(d->x, d->att, param(m, "attn.o.weight", l), NULL, n, C, C, 1);
+  o->rmsnorm_forward(d->h, d->rstd, d->x, param(m, "mlp_norm.weight", l), n, C, m->eps);
+  o->matmul_forward(d->a, d->h, param(m, "mlp.gate.weight", l), NULL, n, C, H, 0);
+  o->matmul_forward(d->b, d->h, param(m, "mlp.up.weight", l), NULL, n, C, H, 0);
+  o->swiglu_forward(d->c, d->a, d->b, (size_t)n * H);
+  o->matmul_forward(d->x, d->c, param(m, "mlp.down.weight", l), NULL, n, H, C, 1);
+}
+
+const float *atoll_decoder_step(atoll_decoder *d, const int32_t *tokens, int n) {
+  atoll_model *m = d->m;
+  const atoll_ops *o = m->ops;
+  const atoll_layout *lay = &m->lay;
+  int C = m->s.dim;
+  if (n < 1 || d->pos + n > d->cap) return NULL;
+  const float *wte = m->params + lay->tensors[lay->t_wte].offset;
+  const float *wpe = lay->t_wpe >= 0 ? m->params + lay->tensors[lay->t_wpe].offset : NULL;
+  for (int i = 0; i < n; i++)
+    for (int c = 0; c < C; c++)
+      d->x[(size_t)i * C + c] = wte[(size_t)tokens[i] * C + c] + (wpe ? wpe[(size_t)(d->pos + i) * C + c] : 0.0f);
+  size_t per_layer = (size_t)d->cap * d->KW;
+  for (int l = 0; l < m->s.layers; l++) {
+    float *kc = d->kc + l * per_layer, *vc = d->vc + l * per_layer;
+    if (m->llama)
+      llama_block(d, l, n, kc, vc);
+    else
+      gpt2_block(d, l, n, kc, vc);
+  }
+  const float *last = d->x + (size_t)(n - 1) * C;
+  if (m->llama)
+    o->rmsnorm_forward(d->h, d->rstd, last, m->params + lay->tensors[lay->t_lnf].offset, 1, C, m->eps);
+  else
+    o->layernorm_forward(d->h, d->mean, d->rstd, last, m->params + lay->tensors[lay->t_lnf].offset,
+                         m->params + lay->tensors[lay->t_lnf + 1].offset, 1, C);
+  o->matmul_forward(d->logits, d->h, m->params + lay->tensors[lay->t_head].offset, NULL, 1, C, m->s.vocab, 0);
+  d->pos += n;
+  return d->logits;
+}

@@ -1,0 +1,85 @@
+/* The Llama block's forward and backward passes (--arch llama), over the same flat
+ * buffer, slots and tensor-/sequence-parallel seams as the GPT-2 block of src/model/gpt.c:
+ *
+ *   x1 = x  + o(attn(rope(q(n1)), rope(k(n1)), v(n1))),  n1 = rmsnorm_1(x)
+ *   x2 = x1 + down(silu(gate(n2)) * up(n2)),              n2 = rmsnorm_2(x1)
+ *
+ * without biases; attention groups the query heads over kv_heads key/value heads. Under
+ * tensor parallelism q, k, v, gate and up are column-parallel (a rank holds heads/tp
+ * query heads and the kv_heads/tp key/value heads they read, hidden/tp of the SwiGLU
+ * width), o and down row-parallel, exactly like qkv/fc and the projections of GPT-2.
+ * The rotary embedding is applied in place to q and k after their products; its backward
+ * rotates their gradients back. Layout and names: src/model/layout.c. */
+#include "model/model_internal.h"
+
+#include <string.h>
+
+typedef struct {
+  float *n1, *wq, *wk, *wv, *wo, *n2, *wg, *wu, *wd;
+} llama_params;
+
+/* The 9 tensors of block l, in layout order. */
+static llama_params view(atoll_model *m, float *base, int l) {
+  const atoll_tensor *t = &m->lay.tensors[m->lay.t_block0 + m->lay.per_block * m->lay.block_of[l]];
+  llama_params p;
+  float **slots[9] = {&p.n1, &p.wq, &p.wk, &p.wv, &p.wo, &p.n2, &p.wg, &p.wu, &p.wd};
+  for (int i = 0; i < 9; i++) *slots[i] = base + t[i].offset;
+  return p;
+}
+
+void atoll_llama_block_forward(atoll_model *m, block_acts *a, int l, int B, int T) {
+  const atoll_ops *o = m->ops;
+  int C = m->s.dim, Cl = m->Cl, KW = m->KVl * m->hs, Hl = m->Hl;
+  int N = B * T, Nl = atoll_model_local_rows(m, N);
+  size_t r0 = m->sp ? (size_t)m->tp_rank * Nl * C : 0;
+  llama_params p = view(m, m->params, l);
+  o->rmsnorm_forward(a->ln1 + r0, a->ln1_rstd, a->res_in, p.n1, Nl, C, m->eps);
+  atoll_model_gather_rows(m, a->ln1, N);
+  o->matmul_forward(a->q, a->ln1, p.wq, NULL, N, C, Cl, 0);
+  o->matmul_forward(a->k, a->ln1, p.wk, NULL, N, C, KW, 0);
+  o->matmul_forward(a->v, a->ln1, p.wv, NULL, N, C, KW, 0);
+  o->rope(a->q, B, T, m->NHl, m->hs, m->theta, 0, 0);
+  o->rope(a->k, B, T, m->KVl, m->hs, m->theta, 0, 0);
+  o->gqa_forward(a->atty, a->lse, a->q, a->k, a->v, B, T, T, m->NHl, m->KVl, m->hs);
+  atoll_model_row_parallel_out(m, a->res_mid, a->res_in, a->atty, p.wo, NULL, N, Cl);
+  o->rmsnorm_forward(a->ln2 + r0, a->ln2_rstd, a->res_mid, p.n2, Nl, C, m->eps);
+  atoll_model_gather_rows(m, a->ln2, N);
+  o->matmul_forward(a->fch, a->ln2, p.wg, NULL, N, C, Hl, 0);
+  o->matmul_forward(a->up, a->ln2, p.wu, NULL, N, C, Hl, 0);
+  o->swiglu_forward(a->fch_gelu, a->fch, a->up, (size_t)N * Hl);
+  atoll_model_row_parallel_out(m, a->res_out, a->res_mid, a->fch_gelu, p.wd, NULL, N, Hl);
+}
+
+/* m->dres holds the gradient of the block's output rows on entry and of its input rows
+ * on return (the residual passes it through; the norms' backward adds their part). */
+void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int T) {
+  const atoll_ops *o = m->ops;
+  int C = m->s.dim, Cl = m->Cl, KW = m->KVl * m->hs, Hl = m->Hl;
+  int N = B * T, Nl = atoll_model_local_rows(m, N);
+  llama_params p = view(m, m->params, l), g = view(m, m->grads, l);
+  size_t NH = (size_t)N * Hl;
+  float *dgate = m->d4C, *dup = m->d4C + NH;
+  /* MLP half */
+  o->matmul_backward(dgate, g.wd, NULL, atoll_model_full_dout(m, m->dres, N), a->fch_gelu, p.wd, N, Hl, C, 0);
+  atoll_model_poll(m);
+  o->swiglu_backward(dgate, dup, dgate, a->fch, a->up, NH);
+  o->matmul_backward(m->dC, g.wg, NULL, dgate, a->ln2, p.wg, N, C, Hl, 0);
+  o->matmul_backward(m->dC, g.wu, NULL, dup, a->ln2, p.wu, N, C, Hl, 1);
+  const float *dn2 = atoll_model_sum_input_grad(m, N);
+  atoll_model_poll(m);
+  o->rmsnorm_backward(m->dres, g.n2, dn2, a->res_mid, p.n2, a->ln2_rstd, Nl, C);
+  /* attention half: dC = gradient of the attention output */
+  o->matmul_backward(m->dC, g.wo, NULL, atoll_model_full_dout(m, m->dres, N), a->atty, p.wo, N, Cl, C, 0);
+  atoll_model_poll(m);
+  float *dq = m->d3C, *dk = dq + (size_t)N * Cl, *dv = dk + (size_t)N * KW;
+  o->gqa_backward(dq, dk, dv, m->dC, a->q, a->k, a->v, a->atty, a->lse, B, T, m->NHl, m->KVl, m->hs);
+  atoll_model_poll(m);
+  o->rope(dq, B, T, m->NHl, m->hs, m->theta, 0, 1);
+  o->rope(dk, B, T, m->KVl, m->hs, m->theta, 0, 1);
+  o->matmul_backward(m->dC, g.wq, NULL, dq, a->ln1, p.wq, N, C, Cl, 0);
+  o->matmul_backward(m->dC, g.wk, NULL, dk, a->ln1, p.wk, N, C, KW, 1);
+  o->matmul_backward(m->dC, g.wv, NULL, dv, a->ln1, p.wv, N, C, KW, 1);
+  const float *dn1 = atoll_model_sum_input_grad(m, N);
+  atoll_model_poll(m);
+  o->rmsnorm_backward(m->dres, g.n1, dn1, a->res_in, p.n1, a->ln1_rstd, Nl, C);
+}

@@ -1,0 +1,249 @@
+/* CPU kernels of the Llama block: RMSNorm, rotary position embeddings (Hugging Face's
+ * half-split convention), the SwiGLU gate and causal attention with grouped key/value
+ * heads. Contracts: src/ops/ops.h. Same determinism rule as src/ops/ops_cpu.c: reductions
+ * over rows are split across threads by channel, and every output float is written by
+ * one thread, so results are bit-identical for a given thread count. */
+#include "ops/ops_llama_cpu.h"
+
+#include "core/fatal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK 64 /* channels per task in reductions over rows */
+
+/* ------------------------------------------------------------------ RMSNorm --- */
+
+void atoll_llama_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C;
+    float *o = out + (size_t)n * C;
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int c = 0; c < C; c++) ss += xr[c] * xr[c];
+    float r = 1.0f / sqrtf(ss / C + eps);
+#pragma omp simd
+    for (int c = 0; c < C; c++) o[c] = xr[c] * r * w[c];
+    rstd[n] = r;
+  }
+}
+
+/* With y = w x r, r = (mean(x^2) + eps)^(-1/2):
+ *   dx_j = r (w_j g_j - x_j r^2 mean_i(w_i g_i x_i)),  dw_j = sum over rows of g_j x_j r. */
+void atoll_llama_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                                  const float *rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *d = dout + (size_t)n * C, *xr = x + (size_t)n * C;
+    float *dxr = dx + (size_t)n * C;
+    float r = rstd[n], dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int c = 0; c < C; c++) dot += w[c] * d[c] * xr[c];
+    float k = dot / C * r * r;
+#pragma omp simd
+    for (int c = 0; c < C; c++) dxr[c] += r * (w[c] * d[c] - xr[c] * k);
+  }
+  int nchunks = (C + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+  for (int ch = 0; ch < nchunks; ch++) {
+    int c0 = ch * CHUNK, c1 = c0 + CHUNK < C ? c0 + CHUNK : C;
+    float acc[CHUNK] = {0};
+    for (int n = 0; n < N; n++) {
+      const float *d = dout + (size_t)n * C, *xr = x + (size_t)n * C;
+      float r = rstd[n];
+#pragma omp simd
+      for (int c = c0; c < c1; c++) acc[c - c0] += d[c] * xr[c] * r;
+    }
+    for (int c = c0; c < c1; c++) dw[c] += acc[c - c0];
+  }
+}
+
+/* --------------------------------------------------------------------- RoPE --- */
+
+/* Each head's pair (i, i + hs/2) turns by the angle pos theta^(-2i/hs); backward turns the
+ * gradient by the opposite angle (the rotation's transpose). The angles are formed in
+ * double and rounded once. */
+void atoll_llama_rope(float *x, int B, int T, int H, int hs, float theta, int pos0, int inverse) {
+  int half = hs / 2;
+  float *cs = malloc(sizeof(float) * 2 * (size_t)T * half);
+  if (!cs) atoll_fatal("rope: out of memory for %d x %d angles", T, half);
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < half; i++) {
+      double a = (double)(pos0 + t) * pow((double)theta, -2.0 * i / hs);
+      cs[((size_t)t * half + i) * 2] = (float)cos(a);
+      cs[((size_t)t * half + i) * 2 + 1] = (float)(inverse ? -sin(a) : sin(a));
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      const float *ct = cs + (size_t)t * half * 2;
+      for (int h = 0; h < H; h++) {
+        float *v = x + (((size_t)b * T + t) * H + h) * hs;
+        for (int i = 0; i < half; i++) {
+          float c = ct[2 * i], s = ct[2 * i + 1], x1 = v[i], x2 = v[i + half];
+          v[i] = x1 * c - x2 * s;
+          v[i + half] = x2 * c + x1 * s;
+        }
+      }
+    }
+  free(cs);
+}
+
+/* ------------------------------------------------------------------- SwiGLU --- */
+
+#define BLOCK 4096
+
+void atoll_llama_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+  size_t nblocks = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; blk++) {
+    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+    for (size_t i = blk * BLOCK; i < i1; i++) {
+      float g = gate[i];
+      out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+  }
+}
+
+/* silu(g) = g s, s = sigmoid(g); silu'(g) = s (1 + g (1 - s)). */
+void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                                 size_t n) {
+  size_t nblocks = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; blk++) {
+    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+    for (size_t i = blk * BLOCK; i < i1; i++) {
+      float g = gate[i], d = dout[i], s = 1.0f / (1.0f + expf(-g));
+      dup[i] = d * g * s;
+      dgate[i] = d * up[i] * s * (1.0f + g * (1.0f - s));
+    }
+  }
+}
+
+/* ---------------------------------------------------- grouped-query attention --- */
+
+/* Blocks of ATT_BLOCK query rows against the keys they may see, as in ops_cpu.c's
+ * attention: scores by sgemm into per-thread scratch, softmax in place, times V; only the
+ * log-sum-exp is kept and backward recomputes the probabilities. Forward spreads
+ * (batch, query head) pairs over the threads; backward spreads (batch, key/value head)
+ * pairs, each thread summing its group's query heads into dk and dv alone. */
+#define ATT_BLOCK 64
+
+static float *scratch_for(size_t per_thread, int *threads) {
+  for (int nt = omp_get_max_threads(); nt >= 1; nt /= 2) {
+    float *s = malloc(sizeof(float) * per_thread * (size_t)nt);
+    if (s) {
+      *threads = nt;
+      return s;
+    }
+  }
+  atoll_fatal("attention: out of memory for %zu bytes of scratch", sizeof(float) * per_thread);
+}
+
+void atoll_llama_gqa_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                             int Tk, int NH, int NKV, int hs) {
+  size_t per_thread = (size_t)ATT_BLOCK * Tk;
+  int nt, group = NH / NKV, ldq = NH * hs, ldk = NKV * hs, p0 = Tk - T;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *scratch = scratch_for(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
+  {
+    float *S = scratch + (size_t)omp_get_thread_num() * per_thread;
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        const float *qh = q + (size_t)b * T * ldq + (size_t)h * hs;
+        const float *kh = k + (size_t)b * Tk * ldk + (size_t)(h / group) * hs;
+        const float *vh = v + (size_t)b * Tk * ldk + (size_t)(h / group) * hs;
+        float *oh = out + (size_t)b * T * ldq + (size_t)h * hs;
+        float *lh = lse + ((size_t)b * NH + h) * T;
+        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+          int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, cols = p0 + r1;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, cols, hs, scale, qh + (size_t)r0 * ldq, ldq,
+                      kh, ldk, 0.0f, S, cols);
+          for (int i = r0; i < r1; i++) {
+            float *row = S + (size_t)(i - r0) * cols;
+            int n = p0 + i + 1;
+            float mx = -INFINITY, sum = 0.0f;
+            for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+            for (int j = 0; j < n; j++) {
+              row[j] = expf(row[j] - mx);
+              sum += row[j];
+            }
+            float inv = 1.0f / sum;
+            for (int j = 0; j < n; j++) row[j] *= inv;
+            for (int j = n; j < cols; j++) row[j] = 0.0f;
+            lh[i] = mx + logf(sum);
+          }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, cols, 1.0f, S, cols, vh, ldk, 0.0f,
+                      oh + (size_t)r0 * ldq, ldq);
+        }
+      }
+  }
+  free(scratch);
+}
+
+void atoll_llama_gqa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                              const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
+                              int hs) {
+  size_t per_thread = 2 * (size_t)ATT_BLOCK * T;
+  int nt, group = NH / NKV, ldq = NH * hs, ldk = NKV * hs;
+  float scale = 1.0f / sqrtf((float)hs);
+  float *scratch = scratch_for(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
+  {
+    float *P = scratch + (size_t)omp_get_thread_num() * per_thread;
+    float *dS = P + (size_t)ATT_BLOCK * T;
+    float D[ATT_BLOCK];
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int kvh = 0; kvh < NKV; kvh++) {
+        const float *kh = k + (size_t)b * T * ldk + (size_t)kvh * hs, *vh = v + (size_t)b * T * ldk + (size_t)kvh * hs;
+        float *dkh = dk + (size_t)b * T * ldk + (size_t)kvh * hs, *dvh = dv + (size_t)b * T * ldk + (size_t)kvh * hs;
+        for (int t = 0; t < T; t++) {
+          memset(dkh + (size_t)t * ldk, 0, sizeof(float) * (size_t)hs);
+          memset(dvh + (size_t)t * ldk, 0, sizeof(float) * (size_t)hs);
+        }
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+          size_t at = (size_t)b * T * ldq + (size_t)h * hs;
+          const float *qh = q + at, *oh = out + at, *gh = dout + at;
+          float *dqh = dq + at;
+          const float *lh = lse + ((size_t)b * NH + h) * T;
+          for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+            int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, scale, qh + (size_t)r0 * ldq, ldq, kh,
+                        ldk, 0.0f, P, r1);
+            for (int i = r0; i < r1; i++) {
+              float *row = P + (size_t)(i - r0) * r1;
+              float l = lh[i], d = 0.0f;
+              for (int j = 0; j <= i; j++) row[j] = expf(row[j] - l);
+              for (int j = i + 1; j < r1; j++) row[j] = 0.0f;
+              const float *o = oh + (size_t)i * ldq, *g = gh + (size_t)i * ldq;
+              for (int c = 0; c < hs; c++) d += o[c] * g[c];
+              D[i - r0] = d;
+            }
+            /* dP = dO V^T; dS = P (dP - D) scale */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f, gh + (size_t)r0 * ldq, ldq, vh,
+                        ldk, 0.0f, dS, r1);
+            for (int i = 0; i < rows; i++) {
+              float *ds = dS + (size_t)i * r1;
+              const float *p = P + (size_t)i * r1;
+              for (int j = 0; j < r1; j++) ds[j] = p[j] * (ds[j] - D[i]) * scale;
+            }
+            /* dQ[rows] = dS K; dK += dS^T Q[rows]; dV += P^T dO[rows] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, dS, r1, kh, ldk, 0.0f,
+                        dqh + (size_t)r0 * ldq, ldq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, dS, r1, qh + (size_t)r0 * ldq,
+                        ldq, 1.0f, dkh, ldk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, P, r1, gh + (size_t)r0 * ldq, ldq,
+                        1.0f, dvh, ldk);
+          }
+        }
+      }
+  }
+  free(scratch);
+}

@@ -1,0 +1,71 @@
+/* Tokenizers: the built-in byte tokenizer ("bytes": id = byte value, vocabulary 256)
+ * and byte-level BPE with GPT-2's pre-tokenization, stored as Hugging Face's
+ * tokenizer.json (docs/formats.md, "Tokenizers"). A loaded tokenizer is immutable
+ * except for its encoder's word cache, so one tokenizer must not encode on two
+ * threads at once. */
+#ifndef ATOLL_TOKENIZER_H
+#define ATOLL_TOKENIZER_H
+
+#include "atoll/atoll.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATOLL_TOKENIZER_MAX_VOCAB (1 << 24)
+
+typedef struct atoll_tokenizer atoll_tokenizer;
+
+/* A growable array of token ids (encode appends to it). */
+typedef struct {
+  int32_t *ids;
+  size_t n, cap;
+} atoll_tokens;
+
+void atoll_tokens_free(atoll_tokens *t);
+
+/* The byte tokenizer. */
+int atoll_tokenizer_bytes(atoll_tokenizer **out, atoll_err *err);
+/* Reads a tokenizer.json; anything atoll cannot encode exactly as Hugging Face does is
+ * refused with one line naming the file and the problem. */
+int atoll_tokenizer_load(atoll_tokenizer **out, const char *path, atoll_err *err);
+/* The same from text already in memory (name is used in messages). */
+int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, const char *name,
+                          atoll_err *err);
+void atoll_tokenizer_free(atoll_tokenizer *t);
+
+/* Appends the ids of text[0..n) (any bytes, invalid UTF-8 included) to out. */
+int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
+                           atoll_err *err);
+/* A point >= want (or n) where text[0..n) may be cut and its two sides encoded
+ * apart with the same ids as the whole: lets long texts be encoded in pieces. */
+size_t atoll_tokenizer_safe_cut(const uint8_t *text, size_t n, size_t want);
+/* The bytes of token id (NULL for an id outside the vocabulary) and their count. */
+const uint8_t *atoll_tokenizer_token(const atoll_tokenizer *t, int32_t id, size_t *len);
+/* Writes the bytes of ids[0..n) to buf (grown with realloc; *len set). */
+int atoll_tokenizer_decode(const atoll_tokenizer *t, const int32_t *ids, size_t n, uint8_t **buf,
+                           size_t *len, atoll_err *err);
+
+int atoll_tokenizer_vocab(const atoll_tokenizer *t);
+int atoll_tokenizer_merges(const atoll_tokenizer *t);
+/* "bytes" or "bpe". */
+const char *atoll_tokenizer_kind(const atoll_tokenizer *t);
+/* 64-bit hash of the vocabulary and merges (what encoding depends on), as recorded in
+ * manifests and checkpoints; hex gets 16 lowercase hex digits and a NUL. */
+uint64_t atoll_tokenizer_hash(const atoll_tokenizer *t);
+void atoll_tokenizer_hash_hex(const atoll_tokenizer *t, char hex[17]);
+
+/* The tokenizer as Hugging Face tokenizer.json text (caller frees with free()). */
+char *atoll_tokenizer_to_json(const atoll_tokenizer *t);
+/* Writes it to path atomically. */
+int atoll_tokenizer_write_json(const atoll_tokenizer *t, const char *path, atoll_err *err);
+
+/* Trains byte-level BPE on files[0..nfiles) up to vocab_size tokens (256 bytes +
+ * merges). Ties between equally frequent pairs go to the smaller (left id, right id). */
+typedef struct {
+  double read_s, count_s, merge_s; /* seconds spent reading, counting words, merging */
+  uint64_t bytes, words;           /* input bytes, distinct pre-token words */
+} atoll_bpe_train_stats;
+int atoll_bpe_train(atoll_tokenizer **out, const char *const *files, int nfiles, int vocab_size,
+                    atoll_bpe_train_stats *stats, atoll_err *err);
+
+#endif

@@ -1,0 +1,50 @@
+/* The tokenizer's representation, shared by the files of src/tokenizer only. */
+#ifndef ATOLL_TOKENIZER_INTERNAL_H
+#define ATOLL_TOKENIZER_INTERNAL_H
+
+#include "tokenizer/bytemap.h"
+#include "tokenizer/tokenizer.h"
+
+struct atoll_tokenizer {
+  int vocab;
+  uint32_t *tok_off;  /* vocab + 1 offsets into tok_bytes */
+  uint8_t *tok_bytes;
+  int32_t byte_id[256]; /* the id of each single-byte token */
+  int nmerges;
+  int32_t *merge_left, *merge_right, *merge_result; /* merge r: (left, right) -> result */
+  /* (left, right) -> rank: open addressing on key (left << 32 | right) */
+  uint64_t *pair_keys;
+  int32_t *pair_rank;
+  size_t pair_mask;
+  int is_bytes;
+  uint64_t hash;
+  /* encoder's word cache: word bytes -> offset in cache_ids (count, then ids) */
+  atoll_bytemap cache;
+  int32_t *cache_ids;
+  size_t cache_n, cache_cap;
+};
+
+#define ATOLL_PAIR_EMPTY UINT64_MAX
+
+/* Builds the pair table, byte_id, is_bytes and hash from vocab/tokens/merges. */
+int atoll_tokenizer_finish(atoll_tokenizer *t, const char *name, atoll_err *err);
+/* Rank of merge (left, right), -1 when none. */
+static inline int32_t atoll_pair_rank(const atoll_tokenizer *t, int32_t left, int32_t right) {
+  if (!t->pair_keys) return -1;
+  uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+  size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & t->pair_mask;
+  for (;; i = (i + 1) & t->pair_mask) {
+    if (t->pair_keys[i] == key) return t->pair_rank[i];
+    if (t->pair_keys[i] == ATOLL_PAIR_EMPTY) return -1;
+  }
+}
+
+/* The end of the pre-token that starts at text[pos] (pos < n): GPT-2's rules. */
+size_t atoll_pretoken_end(const uint8_t *text, size_t n, size_t pos);
+
+/* Byte b's symbol in byte-level vocabularies (Hugging Face's ByteLevel), and back:
+ * a code point's byte, or -1 when it is no byte's symbol. */
+uint32_t atoll_byte_symbol(uint8_t b);
+int atoll_symbol_byte(uint32_t cp);
+
+#endif

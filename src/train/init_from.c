@@ -1,0 +1,112 @@
+/* --init-from and --init-from-hf (src/train/init_from.h). A checkpoint holds the whole
+ * model in the whole model's layout whatever layout wrote it, so every rank reads it
+ * and cuts its own part and ZeRO shard, as a resume does; unlike a resume nothing of
+ * the source's run comes along but the weights (and, asked for, the AdamW moments):
+ * a different island count, layout or ZeRO stage is fine, and the step is zero. */
+#include "train/init_from.h"
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
+#include "core/mem.h"
+#include "train/config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The source checkpoint's model shape must be the run's. */
+static int check_shape(const atoll_run *r, const char *dir, const cJSON *state, atoll_err *err) {
+  atoll_config src;
+  atoll_config_defaults(&src);
+  char source[1300];
+  snprintf(source, sizeof source, "%s/state.json", dir);
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(state, "config");
+  if (!cfg) return atoll_fail(err, "--init-from %s: state.json holds no config (the model's shape)", dir);
+  if (atoll_config_apply_json(&src, cfg, source, err)) return -1;
+  const atoll_shape *a = &src.model, *b = &r->cfg->model;
+  const char *names[] = {"layers", "heads", "dim", "context", "vocab"};
+  const int have[] = {a->layers, a->heads, a->dim, a->context, a->vocab};
+  const int want[] = {b->layers, b->heads, b->dim, b->context, b->vocab};
+  for (int i = 0; i < 5; i++)
+    if (have[i] != want[i])
+      return atoll_fail(err, "--init-from %s: the checkpoint's model has %s=%d, this run --%s %d (a run started from weights keeps their shape: pass --%s %d)",
+                        dir, names[i], have[i], names[i], want[i], names[i], have[i]);
+  return 0;
+}
+
+typedef struct {
+  float *part;
+  const float *whole;
+} cut_ctx;
+
+static void cut_run(void *ctx, const atoll_tensor *t, size_t part_off, size_t whole_off, size_t n) {
+  (void)t;
+  cut_ctx *c = ctx;
+  memcpy(c->part + part_off, c->whole + whole_off, n * sizeof(float));
+}
+
+/* This rank's part of a whole-model buffer into part. */
+static void cut_part(const atoll_run *r, float *part, const float *whole) {
+  cut_ctx c = {part, whole};
+  atoll_layout_runs(r->lay, &r->whole, cut_run, &c);
+}
+
+/* This rank's shard [begin, end) of a whole-model buffer of moments into dst. */
+static void cut_shard(const atoll_run *r, const atoll_train_state *st, float *dst, const float *whole, float *scratch) {
+  cut_part(r, scratch, whole);
+  memcpy(dst, scratch + st->begin, (st->end - st->begin) * sizeof(float));
+}
+
+static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float *wm, float *wv, float *px,
+                           atoll_err *err) {
+  const atoll_config *c = r->cfg;
+  char dir[1200];
+  cJSON *state = NULL;
+  if (atoll_ckpt_resolve(c->init_from, dir, sizeof dir, err)) {
+    atoll_err why = *err;
+    return atoll_fail(err, "--init-from %s: %s", c->init_from, why.msg);
+  }
+  if (atoll_ckpt_read_state(dir, &state, err)) return -1;
+  int rc = check_shape(r, dir, state, err);
+  cJSON_Delete(state);
+  if (rc) return -1;
+  /* a DiLoCo checkpoint's model.safetensors holds the global weights and
+   * optimizer.safetensors island 0's moments: both whole models */
+  if (atoll_ckpt_load(dir, &r->whole, wp, c->init_optim ? wm : NULL, c->init_optim ? wv : NULL, err)) return -1;
+  cut_part(r, atoll_model_params(r->model), wp);
+  if (c->init_optim) {
+    cut_shard(r, st, st->m, wm, px);
+    cut_shard(r, st, st->v, wv, px);
+  }
+  if (r->rank == 0)
+    fprintf(stderr, "atoll train: starting from the weights%s of %s\n", c->init_optim ? " and AdamW moments" : "", dir);
+  return 0;
+}
+
+int atoll_run_init_from(atoll_run *r, atoll_train_state *st, atoll_err *err) {
+  const atoll_config *c = r->cfg;
+  if (!c->init_from[0] && !c->init_from_hf[0]) return 0;
+  size_t whole_n = r->whole.nparams, part_n = r->lay->nparams;
+  int moments = c->init_from[0] && c->init_optim;
+  float *wp = atoll_mem_alloc(whole_n * sizeof(float));
+  float *wm = moments ? atoll_mem_alloc(whole_n * sizeof(float)) : NULL;
+  float *wv = moments ? atoll_mem_alloc(whole_n * sizeof(float)) : NULL;
+  float *px = moments ? atoll_mem_alloc(part_n * sizeof(float)) : NULL;
+  int rc = -1;
+  if (!wp || (moments && (!wm || !wv || !px))) {
+    atoll_fail(err, "out of memory reading the starting weights (%zu parameters)", whole_n);
+  } else if (c->init_from[0]) {
+    rc = from_checkpoint(r, st, wp, wm, wv, px, err);
+  } else if (atoll_hf_import(c->init_from_hf, &r->whole, wp, err) == 0) {
+    cut_part(r, atoll_model_params(r->model), wp);
+    if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init_from_hf);
+    rc = 0;
+  } else {
+    atoll_err why = *err;
+    atoll_fail(err, "--init-from-hf: %s", why.msg);
+  }
+  atoll_mem_free(wp);
+  atoll_mem_free(wm);
+  atoll_mem_free(wv);
+  atoll_mem_free(px);
+  return rc;
+}

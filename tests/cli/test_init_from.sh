@@ -1,0 +1,67 @@
+#!/bin/sh
+# --init-from CKPT [--init-optim 0|1] (src/train/init_from.c): a new run at any layout,
+# island count or ZeRO stage starts from a checkpoint's weights (and moments), with the
+# step, the schedule and DiLoCo's outer momentum at zero. At lr 0 one step changes no
+# weight, so the first checkpoint of the new run must hold the source's weights bit for
+# bit; the moments show in exp_avg (one step later: beta1 x the source's more).
+# usage: test_init_from.sh ATOLL SOURCE_DIR
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/mpi/mpi_common.sh"
+CK="/usr/bin/python3 $SRC/tests/hf/init_check.py"
+M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-batches 2 --save-every 0"
+ZERO="--steps 1 --lr 0" # one step that changes no weight
+last() { ls -d "$1"/checkpoints/step_* | tail -1; }
+check() { # NAME CMD...: CMD's output as the pass line
+  name=$1; shift
+  if out=$("$@" 2>&1); then pass "$name: $out"; else fail "$name: $out"; fi
+}
+
+# the source: one process, data parallel, 4 steps
+$ATOLL train $M --steps 4 --out "$TMP/src" >/dev/null 2>&1 || fail "source run"
+S=$(last "$TMP/src")
+
+# 1. DP checkpoint -> 2 DiLoCo islands, with the moments: first-step weights are the source's
+$MPIRUN -np 2 $ATOLL train $M $ZERO --islands 2 --sync-every 1 --init-from "$TMP/src" --init-optim 1 --out "$TMP/k2" \
+  >/dev/null 2>"$TMP/err" || fail "islands 2 from DP: $(tail -1 "$TMP/err")"
+K=$(last "$TMP/k2")
+check "DP -> 2 islands: global weights" $CK equal "$S/model.safetensors" "" "$K/model.safetensors" ""
+check "DP -> 2 islands: island 1's weights" $CK equal "$S/model.safetensors" "" "$K/island_1.safetensors" "weights."
+check "DP -> 2 islands: outer momentum starts at zero" $CK zero "$K/outer.safetensors"
+grep -q '"step":[[:space:]]*1,' "$K/state.json" && pass "the step counter starts at zero" || fail "step: $(grep step "$K/state.json" | head -1)"
+grep -q "\"init-from\":[[:space:]]*\"$TMP/src\"" "$K/state.json" && pass "state.json records --init-from" || fail "state.json lacks init-from"
+# without the moments: the same step from zero moments
+$MPIRUN -np 2 $ATOLL train $M $ZERO --islands 2 --sync-every 1 --init-from "$TMP/src" --out "$TMP/k2n" \
+  >/dev/null 2>"$TMP/err" || fail "islands 2 without moments: $(tail -1 "$TMP/err")"
+check "--init-optim 1" $CK moments "$S/optimizer.safetensors" "$K/optimizer.safetensors" "$(last "$TMP/k2n")/optimizer.safetensors" 0.9 0.95
+
+# 2. other layouts: ZeRO-3, tensor parallel, pipeline
+for layout in "--zero 3" "--tp 2" "--pp 2"; do
+  name=$(echo "$layout" | tr -d ' -')
+  $MPIRUN -np 2 $ATOLL train $M $ZERO $layout --init-from "$S" --out "$TMP/$name" >/dev/null 2>"$TMP/err" ||
+    fail "$layout: $(tail -1 "$TMP/err")"
+  check "DP -> $layout: weights" $CK equal "$S/model.safetensors" "" "$(last "$TMP/$name")/model.safetensors" ""
+done
+
+# 3. DiLoCo checkpoint (outer momentum not zero) -> 2 islands again and -> one process:
+#    the global weights come along, the momentum does not
+$MPIRUN -np 2 $ATOLL train $M --steps 4 --islands 2 --sync-every 2 --out "$TMP/d2" >/dev/null 2>&1 || fail "DiLoCo source"
+D=$(last "$TMP/d2")
+$CK zero "$D/outer.safetensors" >/dev/null 2>&1 && fail "the DiLoCo source's outer momentum is zero (test too weak)"
+$MPIRUN -np 2 $ATOLL train $M $ZERO --islands 2 --sync-every 1 --init-from "$D" --out "$TMP/d2b" >/dev/null 2>"$TMP/err" ||
+  fail "DiLoCo -> DiLoCo: $(tail -1 "$TMP/err")"
+check "DiLoCo -> 2 islands: global weights" $CK equal "$D/model.safetensors" "" "$(last "$TMP/d2b")/model.safetensors" ""
+check "DiLoCo -> 2 islands: outer momentum reset" $CK zero "$(last "$TMP/d2b")/outer.safetensors"
+$ATOLL train $M $ZERO --init-from "$TMP/d2" --out "$TMP/d1" >/dev/null 2>"$TMP/err" || fail "DiLoCo -> 1: $(tail -1 "$TMP/err")"
+check "DiLoCo (2 islands) -> one process: weights" $CK equal "$D/model.safetensors" "" "$(last "$TMP/d1")/model.safetensors" ""
+
+# 4. refusals, one line each
+expect_error "shape differs" "the checkpoint's model has dim=32, this run --dim 64" \
+  $ATOLL train $M --dim 64 --steps 1 --init-from "$S" --out "$TMP/e1"
+expect_error "no checkpoint" "--init-from $TMP/nothere" $ATOLL train $M --steps 1 --init-from "$TMP/nothere" --out "$TMP/e2"
+expect_error "--init-optim alone" "--init-optim 1: needs --init-from" $ATOLL train $M --steps 1 --init-optim 1 --out "$TMP/e3"
+expect_error "--init-optim with SGD" "needs --optimizer adamw" \
+  $ATOLL train $M --steps 1 --init-from "$S" --init-optim 1 --optimizer sgd --out "$TMP/e4"
+expect_error "--init-from with --resume" "--init-from: conflicts with --resume" $ATOLL train --resume "$TMP/src" --steps 8 --init-from "$S"
+expect_error "--init-from into a run directory in use" "already holds a run" $ATOLL train $M --steps 1 --init-from "$S" --out "$TMP/src"
+finish

@@ -1,0 +1,98 @@
+#!/bin/sh
+# The tokenizer from the command line: Hugging Face tokenizers (Tokenizer.from_file)
+# loads atoll's tokenizer.json and gives exactly atoll's ids on the whole default
+# corpus and on a non-ASCII text (accents, CJK, emoji, digits, whitespace runs); the
+# byte tokenizer's file too; decode(encode(x)) == x for arbitrary bytes, invalid UTF-8
+# included; corrupt files and bad flags refused with one line.
+# Needs the venv's tokenizers (scripts/venv.sh, or ATOLL_PYTHON).
+# usage: test_tokenizer.sh ATOLL SRC
+ATOLL=$1
+SRC=$2
+. "$SRC/tests/cli/common.sh"
+CORPUS=/usr/share/games/fortunes
+
+# the venv with tokenizers (scripts/venv.sh makes it from PyPI when missing); without it
+# the test fails, it does not skip
+PYV=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || { echo "FAIL: scripts/venv.sh could not make the PyPI venv"; exit 1; }
+"$PYV" -c "import tokenizers" || { echo "FAIL: $PYV lacks Hugging Face tokenizers"; exit 1; }
+[ -d "$CORPUS" ] || { echo "skipped: the default corpus $CORPUS is missing"; exit 77; }
+
+FILES=$(for f in "$CORPUS"/*; do case $f in *.dat) ;; *) [ -f "$f" ] && [ ! -L "$f" ] && echo "$f";; esac; done)
+"$PYV" "$SRC/tests/tokenizer/make_text.py" "$TMP/unicode.txt"
+
+# --- BPE trained on the whole corpus, checked against Hugging Face on all of it ---
+if "$ATOLL" tokenizer train --text "$CORPUS" --vocab-size 4000 --out "$TMP/tok.json" 2>"$TMP/train.log"; then
+  pass "train on $CORPUS: $(tail -1 "$TMP/train.log")"
+else
+  fail "train: $(cat "$TMP/train.log")"
+fi
+# shellcheck disable=SC2086
+if "$PYV" "$SRC/tests/tokenizer/hf_compare.py" "$ATOLL" "$TMP/tok.json" $FILES "$TMP/unicode.txt" >"$TMP/cmp.log" 2>&1; then
+  pass "Hugging Face = atoll on the corpus and the non-ASCII text: $(tail -1 "$TMP/cmp.log")"
+else
+  fail "Hugging Face differs: $(tail -5 "$TMP/cmp.log")"
+fi
+
+# --- trained with the non-ASCII text, so merges hold multibyte characters ---
+"$ATOLL" tokenizer train --text "$TMP/unicode.txt" "$CORPUS/art" --vocab-size 1500 --out "$TMP/uni.json" 2>/dev/null
+if "$PYV" "$SRC/tests/tokenizer/hf_compare.py" "$ATOLL" "$TMP/uni.json" "$TMP/unicode.txt" "$CORPUS/art" >"$TMP/cmp2.log" 2>&1; then
+  pass "Hugging Face = atoll, tokenizer trained on non-ASCII text: $(tail -1 "$TMP/cmp2.log")"
+else
+  fail "Hugging Face differs (non-ASCII tokenizer): $(tail -5 "$TMP/cmp2.log")"
+fi
+
+# --- the byte tokenizer: ids are the bytes ---
+"$ATOLL" tokenizer bytes --out "$TMP/bytes.json"
+if "$PYV" - "$TMP/bytes.json" "$TMP/unicode.txt" <<'PYEOF'
+import sys
+from tokenizers import Tokenizer
+raw = open(sys.argv[2], "rb").read()
+ids = Tokenizer.from_file(sys.argv[1]).encode(raw.decode("utf-8")).ids
+sys.exit(0 if ids == list(raw) else 1)
+PYEOF
+then pass "bytes tokenizer: Hugging Face gives ids = bytes"; else fail "bytes tokenizer: Hugging Face ids are not the bytes"; fi
+info=$("$ATOLL" tokenizer info --tokenizer "$TMP/bytes.json")
+case $info in "kind bytes vocab 256 merges 0 hash "*) pass "bytes info: $info";; *) fail "bytes info: $info";; esac
+
+# --- arbitrary bytes, invalid UTF-8 included, through encode and decode ---
+"$PYV" -c "
+import random, sys
+r = random.Random(5)
+alphabet = [bytes([b]) for b in range(256)] + [b' the', b'\xc3\xa9', b'\xe6\x97\xa5', b'\xf0\x9f\x99\x82', b'  ', b'\n']
+sys.stdout.buffer.write(b''.join(r.choice(alphabet) for _ in range(200000)))" >"$TMP/random.bin"
+for tok in tok uni bytes; do
+  "$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/random.bin" >"$TMP/random.ids" &&
+    "$ATOLL" tokenizer decode --tokenizer "$TMP/$tok.json" --ids "$TMP/random.ids" >"$TMP/random.back"
+  if cmp -s "$TMP/random.bin" "$TMP/random.back"; then
+    pass "decode(encode(x)) == x, $tok.json, $(wc -c <"$TMP/random.bin") random bytes -> $(wc -w <"$TMP/random.ids") tokens"
+  else
+    fail "decode(encode(x)) != x with $tok.json"
+  fi
+done
+
+# --- a BPE checkpoint exported for Hugging Face carries its tokenizer ---
+"$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/uni.json" --out "$TMP/data" >/dev/null 2>&1 &&
+  "$ATOLL" train $TINY --data "$TMP/data" --steps 2 --out "$TMP/run" >/dev/null 2>&1 &&
+  "$ATOLL" export --ckpt "$TMP/run" --to hf --out "$TMP/hf" 2>/dev/null
+if "$PYV" - "$TMP/hf" "$TMP/uni.json" "$TMP/unicode.txt" <<'PYEOF'
+import json, sys
+from tokenizers import Tokenizer
+hf, mine, text = sys.argv[1], sys.argv[2], open(sys.argv[3], encoding="utf-8").read()
+a, b = Tokenizer.from_file(hf + "/tokenizer.json"), Tokenizer.from_file(mine)
+ok = a.encode(text).ids == b.encode(text).ids and json.load(open(hf + "/config.json"))["vocab_size"] == b.get_vocab_size()
+sys.exit(0 if ok else 1)
+PYEOF
+then pass "export of a BPE checkpoint: its tokenizer.json gives the tokenizer's ids, config vocab_size matches"
+else fail "export of a BPE checkpoint: tokenizer.json or vocab_size wrong"; fi
+
+# --- refused with one line ---
+head -c 3000 "$TMP/tok.json" >"$TMP/cut.json"
+expect_error "truncated tokenizer.json" "cut.json: not valid JSON" "$ATOLL" tokenizer info --tokenizer "$TMP/cut.json"
+sed 's/"add_prefix_space":\tfalse/"add_prefix_space":\ttrue/' "$TMP/tok.json" >"$TMP/prefix.json"
+expect_error "add_prefix_space true" "prefix.json: pre_tokenizer: add_prefix_space" "$ATOLL" tokenizer encode --tokenizer "$TMP/prefix.json" --text "$CORPUS/art"
+expect_error "missing tokenizer" "nothere.json" "$ATOLL" tokenizer info --tokenizer "$TMP/nothere.json"
+expect_error "vocab too small" "--vocab-size" "$ATOLL" tokenizer train --text "$CORPUS/art" --vocab-size 100 --out "$TMP/x.json"
+expect_error "train without --out" "--out" "$ATOLL" tokenizer train --text "$CORPUS/art" --vocab-size 300
+expect_error "unknown subcommand" "unknown subcommand" "$ATOLL" tokenizer frobnicate
+expect_error "decode of an id outside the vocabulary" "not a token id" sh -c "echo 1 2 999999 | '$ATOLL' tokenizer decode --tokenizer '$TMP/bytes.json'"
+finish
