@@ -107,6 +107,14 @@ typedef struct {
   int init_optim;           /* 1: also its AdamW moments */
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
   char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
+  /* islands as separate jobs (docs/islands.md, src/parallel/islands_net.c) */
+  char join[256];            /* the coordinator's endpoint; "": islands inside this job */
+  char island_key[1024];     /* this island's secret key file (atoll keys) */
+  char coordinator_key[1024]; /* the coordinator's public key file */
+  char island_listen[256];   /* where this island's data socket listens (peers connect there) */
+  int island_id;             /* this island's slot of --islands (its data and its place in the sum) */
+  int net_streams;           /* parallel streams (TCP connections) per peer */
+  float net_timeout;         /* seconds any network wait may take before the exchange fails */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);
@@ -175,6 +183,20 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err);
 /* atoll prepare: tokenizes text files into DIR/train_NNN.bin and DIR/val_NNN.bin. */
 int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
                   atoll_err *err);
+
+/* What atoll prepare reads besides the paths (docs/formats.md, "What prepare reads"). */
+typedef struct {
+  const char *jsonl_field; /* JSON Lines key holding the text; NULL: "text" */
+  int progress;            /* 1: a progress line on stderr (live on a terminal, else every 10 s) */
+  int *nfiles_read;        /* if not NULL, receives the number of files read */
+  const char *tokenizer;   /* a tokenizer.json (kept as DIR/tokenizer.json); NULL: bytes */
+} atoll_prepare_input;
+
+/* atoll prepare over files and directories (walked), plain text, gzip and JSON Lines,
+ * streamed; in may be NULL. atoll_prepare is this with in = NULL for files only (a
+ * directory is refused there). */
+int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepare_input *in,
+                         const char *outdir, double val_fraction, atoll_err *err);
 
 #ifdef __cplusplus
 }

@@ -33,7 +33,14 @@ struct atoll_diloco {
   size_t bad_at;             /* first non-finite outer gradient value this sync (flat index), or SIZE_MAX */
   int64_t *verdicts;         /* [world size][3]: every rank's view of the sync */
   float *tie_global, *tie_momentum; /* [wte] with an embedding tie */
+  int jump_to;               /* with a link: the step this island joined at, for the loop */
 };
+
+int atoll_diloco_take_jump(atoll_diloco *d) {
+  int j = d->jump_to;
+  d->jump_to = 0;
+  return j;
+}
 
 /* Fragments: contiguous runs of units (embeddings, blocks, final LayerNorm), cut on
  * the whole model where the running size passes p/F of it (F fragments), so that every layout (any
@@ -119,6 +126,7 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
     return atoll_fail(err, "out of memory for the outer state");
   }
   plan_fragments(d);
+  if (cfg->link && cfg->link->bind) cfg->link->bind(cfg->link->ctx, d->global, d->momentum, n);
   *out = d;
   return 0;
 }
@@ -292,7 +300,7 @@ static void keep_tie_equal(atoll_diloco *d, int f) {
 }
 
 /* Outer step on fragment f's part of this rank's slice. */
-static void sync_fragment(atoll_diloco *d, int f, int step) {
+static int sync_fragment(atoll_diloco *d, int f, int step, atoll_err *err) {
   size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
   size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
   size_t n = e > b ? e - b : 0, o = b - d->slice_begin;
@@ -300,7 +308,24 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   double t0 = atoll_seconds();
   atoll_comm_stats before = atoll_comm_get_stats(d->mesh->cross);
   for (size_t i = 0; i < n; i++) delta[i] = g[i] - w[i];
-  if (d->mesh->islands > 1) islands_mean(d, delta, n, b);
+  const atoll_outer_link *link = d->cfg.link;
+  uint64_t link_before = link ? link->bytes_sent(link->ctx) : 0;
+  if (link) {
+    size_t bad;
+    int rc = link->mean(link->ctx, d->cfg.dtype, delta, n, step, f, &bad, err);
+    if (rc < 0) return -1;
+    if (rc == 2) { /* this island was behind: it adopted the committed global weights and momentum */
+      int at = link->joined_step(link->ctx);
+      memcpy(d->params + d->slice_begin, d->global, sizeof(float) * (d->slice_end - d->slice_begin));
+      island_gather(d, 0, d->lay->nparams);
+      atoll_diloco_resume_at(d, at);
+      d->jump_to = at;
+      return 2;
+    }
+    if (bad != SIZE_MAX && d->bad_at == SIZE_MAX) d->bad_at = b + bad;
+  } else if (d->mesh->islands > 1) {
+    islands_mean(d, delta, n, b);
+  }
   float lr = d->cfg.outer_lr, mu = d->cfg.outer_momentum;
   for (size_t i = 0; i < n; i++) {
     u[i] = mu * u[i] + delta[i];
@@ -313,6 +338,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   atoll_comm_stats after = atoll_comm_get_stats(d->mesh->cross);
   uint64_t bytes = 0;
   for (int op = 0; op < ATOLL_OP_COUNT; op++) bytes += after.bytes_sent[op] - before.bytes_sent[op];
+  if (link) bytes += link->bytes_sent(link->ctx) - link_before;
   double modelled = wan_time(d, bytes), took = atoll_seconds() - t0;
   if (d->cfg.throttle && modelled > took) {
     double rest = modelled - took;
@@ -334,6 +360,7 @@ static void sync_fragment(atoll_diloco *d, int f, int step) {
   } else {
     d->merge_due[f] = step + d->cfg.overlap;
   }
+  return 0;
 }
 
 static void merge_fragment(atoll_diloco *d, int f) {
@@ -353,12 +380,16 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
     if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
   for (int f = 0; f < frags; f++) {
     if (step % H == fragment_offset(d, f) || last) {
-      sync_fragment(d, f, step);
+      int rc = sync_fragment(d, f, step, err);
+      if (rc < 0) return -1;
+      if (rc == 2) return 0; /* joined: the loop continues from the joined step */
       if (last && d->merge_due[f]) merge_fragment(d, f);
       synced = 1;
     }
   }
-  return synced ? check_sync(d, step, err) : 0;
+  if (!synced) return 0;
+  if (check_sync(d, step, err)) return -1;
+  return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;
 }
 
 void atoll_diloco_swap_global(atoll_diloco *d) {

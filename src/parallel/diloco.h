@@ -35,6 +35,26 @@
 #include "parallel/quant.h"
 #include "parallel/strategy.h"
 
+/* The outer exchange between islands that are separate jobs (islands_net.c): when a
+ * DiLoCo object has one, its mean over islands and its agreement check go over it
+ * instead of the mesh's cross-island communicator. */
+typedef struct {
+  void *ctx;
+  /* mean over the islands of exchange (step, fragment) of x[0, n), in place, encoded as
+   * dtype; *bad: index of the first NaN or Inf of this island's x, or SIZE_MAX */
+  int (*mean)(void *ctx, atoll_qtype dtype, float *x, size_t n, int step, int fragment, size_t *bad, atoll_err *err);
+  /* after the step's syncs: the islands agree on the global weights (this rank's
+   * slice of them) */
+  int (*commit)(void *ctx, int step, const float *global, size_t n, atoll_err *err);
+  /* bytes this rank sent to other islands so far */
+  uint64_t (*bytes_sent)(void *ctx);
+  /* this rank's outer state, given once: sent to joining islands, replaced on joining */
+  void (*bind)(void *ctx, float *global, float *momentum, size_t n);
+  /* after mean returned 2 (this island was behind and adopted the committed state):
+   * the step that state is after */
+  int (*joined_step)(void *ctx);
+} atoll_outer_link;
+
 typedef struct {
   int sync_every;       /* H */
   float outer_lr, outer_momentum;
@@ -49,6 +69,7 @@ typedef struct {
   const atoll_layout *whole; /* the whole model's layout, on which fragments are cut
                                 (NULL: the layout given is the whole model) */
   const atoll_test_hooks *hooks; /* desync_island (NULL: none) */
+  const atoll_outer_link *link;  /* islands as separate jobs (NULL: the mesh's islands) */
 } atoll_diloco_config;
 
 typedef struct {
@@ -86,6 +107,10 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
 /* Inner compute time of the step just done, for the link model: an overlapped
  * exchange is exposed only where its modelled time exceeds the compute it overlapped. */
 void atoll_diloco_add_compute(atoll_diloco *d, double seconds);
+
+/* With an outer link: the step the island jumped to by joining after the last
+ * after_step (the loop continues from there), or 0; reading it clears it. */
+int atoll_diloco_take_jump(atoll_diloco *d);
 
 /* This rank's slice and its global weights and outer momentum (for checkpoints). */
 void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end);

@@ -103,6 +103,13 @@ static const key_spec KEYS[] = {
     {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
     {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
     {"precision", STR(precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},
+    {"join", STR(join), "islands as separate jobs: the coordinator's endpoint tcp://HOST:PORT (docs/islands.md)"},
+    {"island-key", STR(island_key), "with --join: this island's secret key file (atoll keys --out DIR: DIR/key.secret)"},
+    {"coordinator-key", STR(coordinator_key), "with --join: the coordinator's public key file (its key.pub)"},
+    {"island-listen", STR(island_listen), "with --join: this island's data endpoint tcp://ADDR:PORT, where the other islands connect"},
+    {"island-id", K_INT, F(island_id), 0, MAX_RANKS - 1, "with --join: this island's slot in [0, --islands): its data and its place in the sum"},
+    {"net-streams", K_INT, F(net_streams), 1, 64, "with --join: parallel streams (TCP connections) per peer"},
+    {"net-timeout", K_FLOAT, F(net_timeout), 0.1, 1e7, "with --join: seconds any network wait may take"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
@@ -150,6 +157,8 @@ void atoll_config_defaults(atoll_config *c) {
   snprintf(c->outer_dtype, sizeof c->outer_dtype, "fp32");
   snprintf(c->island_data, sizeof c->island_data, "iid");
   snprintf(c->precision, sizeof c->precision, "fp32");
+  c->net_streams = 4;
+  c->net_timeout = 60.0f;
 }
 
 /* Old names still accepted: "shard" was the ZeRO stage's key before "zero", and
@@ -330,6 +339,15 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--init-optim 1: needs --optimizer adamw (the checkpoint's moments are AdamW's)");
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
+  if (c->join[0]) {
+    if (!c->island_key[0] || !c->coordinator_key[0] || !c->island_listen[0])
+      return atoll_fail(err, "--join %s: needs --%s", c->join,
+                        !c->island_key[0] ? "island-key FILE" : !c->coordinator_key[0] ? "coordinator-key FILE" : "island-listen tcp://ADDR:PORT");
+    if (c->island_id >= c->islands)
+      return atoll_fail(err, "--island-id %d: must be below --islands %d (the island slots)", c->island_id, c->islands);
+    if (strcmp(c->island_data, "iid") != 0)
+      return atoll_fail(err, "--island-data %s: not yet supported with --join", c->island_data);
+  }
   return 0;
 }
 

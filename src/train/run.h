@@ -32,6 +32,9 @@ typedef struct {
   int rank, world_size;
   atoll_mesh mesh;         /* islands x pipeline x data x tensor parallel */
   int replicas, replica;   /* data-parallel replicas of the model over all islands; this rank's */
+  int data_replicas, data_replica; /* the training windows' split: as replicas, replica; with --join
+                                      over the island slots of --islands (docs/islands.md) */
+  struct atoll_islands_net *net; /* with --join (owned by the strategy list) */
   int seq, micro_batches;  /* micro_batches: per replica per step */
   int chunks;              /* --virtual-stages */
   atoll_model *model;

@@ -67,7 +67,7 @@ static void load_micro(void *ctx, int micro, int32_t *inputs, int32_t *targets) 
   const micro_source *src = ctx;
   const atoll_run *r = &src->l->run;
   int seq = r->seq, batch = r->cfg->batch;
-  uint64_t global = src->eval_count ? (uint64_t)micro : (uint64_t)micro * r->replicas + r->replica;
+  uint64_t global = src->eval_count ? (uint64_t)micro : (uint64_t)micro * r->data_replicas + r->data_replica;
   for (int b = 0; b < batch; b++) {
     int32_t *w = src->l->tokens;
     uint64_t index = global * batch + b;
@@ -369,6 +369,9 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
   while (step < cfg->steps && !stopped) {
     if ((rc = one_step(l, step, start, run_start, err))) goto done;
     step++;
+    /* islands as separate jobs: an island that was behind joined the run at a later step */
+    int joined = l->run.diloco ? atoll_diloco_take_jump(l->run.diloco) : 0;
+    if (joined > step) step = joined;
     stopped = save_or_stop(l, step, stop, err);
     if (stopped < 0) {
       rc = failed_alike(l);

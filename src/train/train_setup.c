@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "ops/gemm_cpu.h"
 #include "ops/ops.h"
+#include "parallel/islands_net.h"
 #include "parallel/tp.h"
 #include "train/train_memory.h"
 
@@ -22,12 +23,16 @@ double atoll_run_global_batch(const atoll_run *r) { return (double)r->cfg->batch
 /* The mesh, and the micro-batches per replica per step. */
 static int setup_mesh(atoll_run *r, atoll_err *err) {
   const atoll_config *c = r->cfg;
-  if (c->islands > 1 && r->world_size == 1)
+  int joined = c->join[0] != 0; /* islands as separate jobs: this job is one island */
+  if (joined && r->world_size > 1)
+    return atoll_fail(err, "--join %s: an island is one process for now (this job has %d ranks); launch each island as its own atoll train",
+                      c->join, r->world_size);
+  if (c->islands > 1 && r->world_size == 1 && !joined)
     return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands);
   if ((c->tp > 1 || c->pp > 1) && r->world_size == 1)
     return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
                       c->tp, c->pp);
-  if (atoll_mesh_create(&r->mesh, r->world, c->islands, c->tp, c->pp, err)) return -1;
+  if (atoll_mesh_create(&r->mesh, r->world, joined ? 1 : c->islands, c->tp, c->pp, err)) return -1;
   if (!atoll_shape_tied(&c->model)) { /* an untied LM head: no wte on the last pp_stage to keep equal */
     atoll_comm_free(r->mesh.tie_comm);
     r->mesh.tie_comm = NULL;
@@ -37,6 +42,8 @@ static int setup_mesh(atoll_run *r, atoll_err *err) {
                       c->zero_stage);
   r->replicas = r->mesh.islands * r->mesh.dp;
   r->replica = r->mesh.island * r->mesh.dp + r->mesh.dp_rank;
+  r->data_replicas = joined ? c->islands * r->mesh.dp : r->replicas;
+  r->data_replica = joined ? c->island_id * r->mesh.dp + r->mesh.dp_rank : r->replica;
   r->micro_batches = c->microbatches > 0 ? c->microbatches : c->accum;
   if (c->global_batch > 0) {
     long per_step = (long)c->batch * r->replicas;
@@ -106,6 +113,15 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
       .dtype = (atoll_qtype)atoll_qtype_parse(c->outer_dtype), .wan_gbps = c->wan_gbps,
       .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
       .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks};
+  if (c->join[0]) { /* islands as separate jobs: the outer exchange goes over the network */
+    atoll_link_config lc = {.join = c->join, .listen = c->island_listen, .key_file = c->island_key,
+                            .coordinator_key = c->coordinator_key, .island = (uint32_t)c->island_id,
+                            .streams = c->net_streams, .timeout = c->net_timeout, .wait_timeout = 10 * c->net_timeout,
+                            .heartbeat = 0.5};
+    if (atoll_islands_net_create(&r->net, &lc, err)) return -1;
+    atoll_strategies_add(&r->strategies, atoll_islands_net_strategy(r->net));
+    dc.link = atoll_islands_net_link(r->net);
+  }
   if (atoll_diloco_create(&r->diloco, &dc, &r->mesh, r->lay, atoll_model_params(r->model), err)) return -1;
   atoll_strategies_add(&r->strategies, atoll_diloco_strategy(r->diloco));
   return 0;
@@ -129,7 +145,7 @@ static int setup_strategies(atoll_run *r, const atoll_pipeline_config *pc, atoll
     if (atoll_tp_create(&tp, r->model, r->mesh.tp_comm, c->sequence_parallel, b, e, err)) return -1;
     atoll_strategies_add(&r->strategies, atoll_tp_strategy(tp));
   }
-  return c->islands > 1 ? setup_diloco(r, err) : 0;
+  return c->islands > 1 || c->join[0] ? setup_diloco(r, err) : 0;
 }
 
 int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,

@@ -4,8 +4,9 @@
 #   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
 #
 # Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_token_file
-# (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_tokenizer
-# (tokenizer.json reader, encode/decode round trip). Each is compiled with
+# (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_jsonl (prepare's
+# JSON Lines parser, whole against in pieces), fuzz_tokenizer (tokenizer.json reader,
+# encode/decode round trip), fuzz_wire (the islands' wire parser, src/net/wire.c). Each is compiled with
 # clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
@@ -44,7 +45,8 @@ if ! "$CC" "${FLAGS[@]}" "$WORK/probe.c" -o "$WORK/probe" >"$WORK/probe.log" 2>&
 fi
 
 # --- seed generator ---------------------------------------------------------------
-# One C file; -DGEN_ST / -DGEN_TOKEN_FILE / -DGEN_CONFIG / -DGEN_PLAN_CONFIG / -DGEN_TOKENIZER select what
+# One C file; -DGEN_ST / -DGEN_TOKEN_FILE / -DGEN_CONFIG / -DGEN_PLAN_CONFIG / -DGEN_JSONL /
+# -DGEN_TOKENIZER select what
 # it writes into the directory given as its argument.
 cat >"$WORK/gen_seeds.c" <<'EOF'
 #include "atoll/atoll.h"
@@ -158,6 +160,19 @@ static void gen(void) {
   text("cpu.json", "{\"model\": \"gpt2\", \"accel\": \"cpu\", \"threads\": 2, \"cpu-gflops\": 100}");
 }
 #endif
+#ifdef GEN_JSONL
+static void text(const char *name, const char *body) {
+  FILE *f = fopen(at(name), "w");
+  fputs(body, f);
+  fclose(f);
+}
+static void gen(void) {
+  text("plain.jsonl", "{\"text\": \"hello\\nworld\", \"id\": 1}\n{\"id\": 2, \"text\": \"\"}\n");
+  text("escapes.jsonl", "{\"text\":\"q\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\\ud800x\"}\r\n\n");
+  text("nested.jsonl", "{\"meta\":{\"text\":\"no\",\"a\":[1,-2.5e+3,0.5E-2,true,false,null,[],{}]},\"text\":\"yes\"}\n");
+  text("bad.jsonl", "{\"text\": 5}\n{\"text\":\"a\",\"text\":\"b\"}\n[1]\n{\"text\":\"a\"");
+}
+#endif
 #ifdef GEN_TOKENIZER
 #include "tokenizer/tokenizer.h"
 static void gen(void) {
@@ -177,6 +192,41 @@ static void gen(void) {
   if (atoll_tokenizer_write_json(t, at("bpe.json"), &e)) die("bpe tokenizer", &e);
   atoll_tokenizer_free(t);
   remove(path);
+#ifdef GEN_WIRE
+#include "net/wire.h"
+static void put(const char *name, atoll_wire_msg *m) {
+  static uint8_t buf[1 << 16];
+  size_t n = atoll_wire_encode(m, buf, sizeof buf);
+  FILE *f = fopen(at(name), "wb");
+  fwrite(buf, 1, n, f);
+  fclose(f);
+}
+static void gen(void) {
+  atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO, .session = 42, .seq = 7};
+  m.u.hello.island = 3;
+  m.u.hello.step = 100;
+  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "tcp://10.0.0.1:5555");
+  put("hello.bin", &m);
+  m.type = ATOLL_WIRE_READY;
+  m.u.sync = (atoll_wire_sync){100, 1, 9, {1, 2, 3}};
+  put("ready.bin", &m);
+  m.type = ATOLL_WIRE_COMMIT;
+  put("commit.bin", &m);
+  atoll_wire_member mem[3] = {{0, {1}, "tcp://a:1"}, {2, {2}, "tcp://b:2"}, {5, {3}, "tcp://c:3"}};
+  m.type = ATOLL_WIRE_QUORUM;
+  m.u.quorum = (atoll_wire_quorum){100, 1, 9, 4, {7}, 3, mem};
+  put("quorum.bin", &m);
+  m.type = ATOLL_WIRE_WAIT;
+  snprintf(m.u.text, sizeof m.u.text, "waiting for islands");
+  put("wait.bin", &m);
+  uint8_t bytes[64];
+  for (int i = 0; i < 64; i++) bytes[i] = (uint8_t)(i * 13);
+  m.type = ATOLL_WIRE_DATA;
+  m.u.data = (atoll_wire_data){100, 1, 4, 2, 1, 3, 64, 256, 64, bytes};
+  put("data.bin", &m);
+  m.type = ATOLL_WIRE_ABORT;
+  m.u.sync = (atoll_wire_sync){100, 1, 4, {0}};
+  put("abort.bin", &m);
 }
 #endif
 int main(int argc, char **argv) {
@@ -193,8 +243,10 @@ targets=(
   "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
+  "jsonl|GEN_JSONL|src/data/jsonl.c src/core/err.c|"
   "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lm"
   "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
+  "wire|GEN_WIRE|src/net/wire.c|"
 )
 
 build_target() { # name gendef sources libs

@@ -1,0 +1,76 @@
+/* atoll coordinator: the islands' coordinator process (src/net/coordinator.h). */
+#include "cli/net_cli.h"
+#include "net/coordinator.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t stop_flag = 0;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_flag = 1;
+}
+
+static int number(const char *flag, const char *v, double lo, double hi, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+    fprintf(stderr, "atoll: error: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+int atoll_coordinator_main(int argc, char **argv) {
+  atoll_coordinator_config c = {.min_islands = 1, .island_timeout = 10};
+  double v;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      printf("usage: atoll coordinator --listen tcp://ADDR:PORT --keys DIR [--min-islands M] [--island-timeout S] [--state FILE]\n"
+             "  DIR holds the coordinator's key.secret (atoll keys --out DIR) and allowed/*.pub, the islands' public keys\n");
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "atoll: error: %s: missing value or unknown flag for coordinator\n", a);
+      return 2;
+    }
+    const char *val = argv[++i];
+    if (strcmp(a, "--listen") == 0) c.listen = val;
+    else if (strcmp(a, "--keys") == 0) c.keys = val;
+    else if (strcmp(a, "--state") == 0) c.state = val;
+    else if (strcmp(a, "--min-islands") == 0) {
+      if (number(a, val, 1, 1024, &v) || v != (int)v) return 2;
+      c.min_islands = (int)v;
+    } else if (strcmp(a, "--island-timeout") == 0) {
+      if (number(a, val, 0.1, 86400, &v)) return 2;
+      c.island_timeout = v;
+    } else if (strcmp(a, "--run-seconds") == 0) {
+      if (number(a, val, 0, 1e6, &v)) return 2;
+      c.run_seconds = v;
+    } else {
+      fprintf(stderr, "atoll: error: %s: unknown flag for coordinator (see atoll coordinator --help)\n", a);
+      return 2;
+    }
+  }
+  if (!c.listen || !c.keys) {
+    fprintf(stderr, "atoll: error: %s: coordinator needs it (usage: atoll coordinator --listen tcp://ADDR:PORT --keys DIR)\n",
+            c.listen ? "--keys" : "--listen");
+    return 2;
+  }
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  atoll_err err;
+  if (atoll_coordinator_run(&c, &stop_flag, &err)) {
+    fprintf(stderr, "atoll: error: %s\n", err.msg);
+    return 1;
+  }
+  return 0;
+}

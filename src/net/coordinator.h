@@ -1,0 +1,29 @@
+/* The islands' coordinator (docs/islands.md): a small long-running process that never
+ * holds weights. It keeps the membership (islands that sent a HELLO or HEARTBEAT
+ * within --island-timeout), forms the quorum of each exchange (every live member,
+ * once all of them are ready and at least --min-islands are), collects the members'
+ * hashes of the global weights after it and commits a revision when they all agree.
+ * Its state (revision, hash, last step, members) is written atomically to a state
+ * file after each commit and membership change, and read back at start, so that a
+ * restarted coordinator continues the revision count; islands re-register by their
+ * heartbeats. */
+#ifndef ATOLL_NET_COORDINATOR_H
+#define ATOLL_NET_COORDINATOR_H
+
+#include "atoll/atoll.h"
+
+#include <signal.h>
+
+typedef struct {
+  const char *listen;     /* tcp://ADDR:PORT */
+  const char *keys;       /* DIR: key.secret, allowed/\*.pub */
+  const char *state;      /* state file (NULL: DIR/coordinator.json) */
+  int min_islands;
+  double island_timeout;  /* seconds of silence before an island is dropped */
+  double run_seconds;     /* > 0: stop after this long (tests) */
+} atoll_coordinator_config;
+
+/* Runs until *stop is set (or run_seconds pass). Returns 0, or -1 with err. */
+int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile sig_atomic_t *stop, atoll_err *err);
+
+#endif

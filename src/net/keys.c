@@ -1,0 +1,76 @@
+/* CURVE key files (keys.h). */
+#include "net/keys.h"
+
+#include "core/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+void atoll_key_z85(const uint8_t key[ATOLL_KEY_BYTES], char out[ATOLL_KEY_Z85 + 1]) {
+  if (!zmq_z85_encode(out, key, ATOLL_KEY_BYTES)) out[0] = 0;
+}
+
+static int write_new(const char *path, const char *text, atoll_err *err) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0)
+    return atoll_fail(err, "%s: %s", path, errno == EEXIST ? "exists; refusing to overwrite a key" : strerror(errno));
+  size_t n = strlen(text);
+  int rc = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0 ? 0 : -1;
+  if (close(fd) || rc) return atoll_fail(err, "%s: write failed: %s", path, strerror(errno));
+  return 0;
+}
+
+int atoll_keys_generate(const char *dir, atoll_err *err) {
+  char pub[ATOLL_KEY_Z85 + 1], sec[ATOLL_KEY_Z85 + 1], path[4200], text[64];
+  if (!zmq_has("curve")) return atoll_fail(err, "this libzmq was built without CURVE security");
+  if (zmq_curve_keypair(pub, sec)) return atoll_fail(err, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
+  if (atoll_mkdir_p(dir, err)) return -1;
+  snprintf(path, sizeof path, "%s/allowed", dir);
+  if (atoll_mkdir_p(path, err)) return -1;
+  snprintf(path, sizeof path, "%s/key.secret", dir);
+  snprintf(text, sizeof text, "%s\n", sec);
+  if (write_new(path, text, err)) return -1;
+  snprintf(path, sizeof path, "%s/key.pub", dir);
+  snprintf(text, sizeof text, "%s\n", pub);
+  if (write_new(path, text, err)) return -1;
+  atoll_sync_parent_dir(path);
+  return 0;
+}
+
+/* A key file: 40 Z85 characters, then optionally a newline, nothing else. */
+static int read_z85(const char *path, uint8_t key[ATOLL_KEY_BYTES], int secret, atoll_err *err) {
+  struct stat st;
+  if (stat(path, &st)) return atoll_fail(err, "%s: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return atoll_fail(err, "%s: not a regular file", path);
+  if (secret && (st.st_mode & 077))
+    return atoll_fail(err, "%s: a secret key readable by group or others (mode %04o); chmod 600 it", path,
+                      (unsigned)(st.st_mode & 07777));
+  char *text = NULL;
+  size_t len = 0;
+  if (atoll_read_file(path, 4096, &text, &len, err)) return -1;
+  if (len > 0 && text[len - 1] == '\n') text[--len] = 0;
+  int ok = len == ATOLL_KEY_Z85 && zmq_z85_decode(key, text) != NULL;
+  free(text);
+  if (!ok) return atoll_fail(err, "%s: not a CURVE key (expected 40 Z85 characters, as atoll keys writes)", path);
+  return 0;
+}
+
+int atoll_key_read_secret(const char *path, uint8_t secret[ATOLL_KEY_BYTES], uint8_t pub[ATOLL_KEY_BYTES],
+                          atoll_err *err) {
+  if (read_z85(path, secret, 1, err)) return -1;
+  char sz[ATOLL_KEY_Z85 + 1], pz[ATOLL_KEY_Z85 + 1];
+  atoll_key_z85(secret, sz);
+  if (zmq_curve_public(pz, sz) || !zmq_z85_decode(pub, pz))
+    return atoll_fail(err, "%s: cannot derive the public key", path);
+  return 0;
+}
+
+int atoll_key_read_public(const char *path, uint8_t pub[ATOLL_KEY_BYTES], atoll_err *err) {
+  return read_z85(path, pub, 0, err);
+}

@@ -1,0 +1,25 @@
+/* CURVE keys for islands and coordinators (ZeroMQ's CurveZMQ, Curve25519).
+ *
+ * `atoll keys --out DIR` writes DIR/key.pub (the public key) and DIR/key.secret (the
+ * secret key), each 40 Z85 characters and a newline, mode 0600, and an empty
+ * DIR/allowed/ (a coordinator's allow-list: copy islands' key.pub files there, any
+ * name ending in .pub). A secret key file readable by group or others is refused. */
+#ifndef ATOLL_NET_KEYS_H
+#define ATOLL_NET_KEYS_H
+
+#include "atoll/atoll.h"
+
+#include <stdint.h>
+
+#define ATOLL_KEY_BYTES 32
+#define ATOLL_KEY_Z85 40
+
+int atoll_keys_generate(const char *dir, atoll_err *err);
+/* The secret key in path and the public key derived from it. */
+int atoll_key_read_secret(const char *path, uint8_t secret[ATOLL_KEY_BYTES], uint8_t pub[ATOLL_KEY_BYTES],
+                          atoll_err *err);
+int atoll_key_read_public(const char *path, uint8_t pub[ATOLL_KEY_BYTES], atoll_err *err);
+/* Z85 text of a key (41 bytes with the NUL). */
+void atoll_key_z85(const uint8_t key[ATOLL_KEY_BYTES], char out[ATOLL_KEY_Z85 + 1]);
+
+#endif

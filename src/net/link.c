@@ -1,0 +1,579 @@
+/* An island's network link (link.h). */
+#include "net/link.h"
+
+#include "net/keys.h"
+#include "net/sock.h"
+#include "net/wire.h"
+#include "net/zap.h"
+
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define MAX_CHUNK (1u << 20)
+
+/* Chunk size of a piece of qb bytes: about a sixteenth of it (so that even small
+ * pieces spread over the streams), whole 4 KiB, at most 1 MiB. Sender and receiver
+ * derive it alike. */
+static size_t chunk_of(size_t qb) {
+  size_t c = ((qb + 15) / 16 + 4095) / 4096 * 4096;
+  return c < MAX_CHUNK ? c : MAX_CHUNK;
+}
+#define MAX_PEERS 256
+#define MAX_STREAMS 64
+
+typedef struct {
+  int used;
+  uint32_t island;
+  uint8_t key[ATOLL_KEY_BYTES];
+  char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
+  void *push[MAX_STREAMS];
+  atoll_sender tx;
+} peer;
+
+struct atoll_link {
+  atoll_link_config cfg;
+  char join[256], listen[256];
+  void *ctx, *coord, *pull;
+  atoll_zap *zap;
+  atoll_sender coord_tx;
+  uint8_t pub[ATOLL_KEY_BYTES], sec[ATOLL_KEY_BYTES], cpub[ATOLL_KEY_BYTES];
+  pthread_t hb;
+  int hb_started;
+  atomic_int hb_stop;
+  atomic_uint step;
+  atomic_ullong hb_revision; /* what heartbeats report */
+  uint64_t revision;
+  atoll_link_stats stats;
+  uint64_t hb_bytes;
+  peer peers[MAX_PEERS];
+  atoll_wire_member members[MAX_PEERS];
+  uint8_t *rbuf;
+  /* exchange scratch, each with its capacity */
+  size_t cap_bytes, cap_mine, cap_got, cap_floats;
+  uint8_t *send, *recv1, *recv2, *mine2, *got;
+  float *sum, *decoded;
+  int waited_told;
+  float *global, *momentum; /* the island's outer state (atoll_link_bind) */
+  size_t state_n;
+  uint32_t joined_step;
+};
+
+void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n) {
+  l->global = global;
+  l->momentum = momentum;
+  l->state_n = n;
+}
+
+uint32_t atoll_link_joined_step(const atoll_link *l) { return l->joined_step; }
+
+/* ---------------------------------------------------------------- heartbeat --- */
+
+static void *heartbeat_main(void *arg) {
+  atoll_link *l = arg;
+  atoll_err err;
+  void *s = atoll_sock_client(l->ctx, ZMQ_DEALER, l->pub, l->sec, l->cpub, &err);
+  if (!s) return NULL;
+  if (zmq_connect(s, l->join)) {
+    zmq_close(s);
+    return NULL;
+  }
+  atoll_sender tx;
+  atoll_sender_init(&tx);
+  uint8_t junk[4096];
+  double next = 0;
+  while (!atomic_load(&l->hb_stop)) {
+    if (atoll_net_now() >= next) {
+      atoll_wire_msg m = {.type = ATOLL_WIRE_HEARTBEAT};
+      m.u.hello.island = l->cfg.island;
+      m.u.hello.step = atomic_load(&l->step);
+      m.u.hello.revision = atomic_load(&l->hb_revision);
+      snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
+      atoll_sock_send(s, &tx, &m, NULL, 0);
+      next = atoll_net_now() + l->cfg.heartbeat;
+    }
+    atoll_sock_recv(s, junk, sizeof junk, NULL, NULL, NULL, NULL, 50); /* nothing is sent back; drain */
+  }
+  l->hb_bytes = tx.bytes;
+  zmq_close(s);
+  return NULL;
+}
+
+/* --------------------------------------------------------------- open/close --- */
+
+int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err) {
+  *out = NULL;
+  if (cfg->streams < 1 || cfg->streams > MAX_STREAMS) return atoll_fail(err, "--net-streams %d: must be in [1, %d]", cfg->streams, MAX_STREAMS);
+  atoll_link *l = calloc(1, sizeof *l);
+  if (!l) return atoll_fail(err, "out of memory");
+  l->cfg = *cfg;
+  snprintf(l->join, sizeof l->join, "%s", cfg->join);
+  snprintf(l->listen, sizeof l->listen, "%s", cfg->listen);
+  l->rbuf = malloc(ATOLL_WIRE_MAX_DATA + 1);
+  if (!l->rbuf) goto oom;
+  if (atoll_key_read_secret(cfg->key_file, l->sec, l->pub, err) || atoll_key_read_public(cfg->coordinator_key, l->cpub, err))
+    goto fail;
+  l->ctx = zmq_ctx_new();
+  zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, cfg->streams < 4 ? cfg->streams : 4);
+  char label[32];
+  snprintf(label, sizeof label, "island %u", cfg->island);
+  if (atoll_zap_start(&l->zap, l->ctx, label, 0.0, err)) goto fail;
+  l->pull = atoll_sock_server(l->ctx, ZMQ_PULL, l->sec, err);
+  if (!l->pull) goto fail;
+  if (zmq_bind(l->pull, cfg->listen)) {
+    atoll_fail(err, "--island-listen %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  l->coord = atoll_sock_client(l->ctx, ZMQ_DEALER, l->pub, l->sec, l->cpub, err);
+  if (!l->coord) goto fail;
+  if (zmq_connect(l->coord, cfg->join)) {
+    atoll_fail(err, "--join %s: %s", cfg->join, zmq_strerror(zmq_errno()));
+    goto fail;
+  }
+  atoll_sender_init(&l->coord_tx);
+  atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
+  m.u.hello.island = cfg->island;
+  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", cfg->listen);
+  atoll_sock_send(l->coord, &l->coord_tx, &m, NULL, 0);
+  if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
+    atoll_fail(err, "cannot start the heartbeat thread");
+    goto fail;
+  }
+  l->hb_started = 1;
+  *out = l;
+  return 0;
+oom:
+  atoll_fail(err, "out of memory");
+fail:
+  atoll_link_close(l);
+  return -1;
+}
+
+void atoll_link_close(atoll_link *l) {
+  if (!l) return;
+  if (l->hb_started) {
+    atomic_store(&l->hb_stop, 1);
+    pthread_join(l->hb, NULL);
+  }
+  for (int i = 0; i < MAX_PEERS; i++)
+    for (int s = 0; s < MAX_STREAMS; s++)
+      if (l->peers[i].push[s]) zmq_close(l->peers[i].push[s]);
+  if (l->pull) zmq_close(l->pull);
+  if (l->coord) zmq_close(l->coord);
+  atoll_zap_stop(l->zap);
+  if (l->ctx) zmq_ctx_term(l->ctx);
+  free(l->rbuf);
+  free(l->send);
+  free(l->recv1);
+  free(l->recv2);
+  free(l->mine2);
+  free(l->got);
+  free(l->sum);
+  free(l->decoded);
+  free(l);
+}
+
+void atoll_link_progress(atoll_link *l, uint32_t step) { atomic_store(&l->step, step); }
+
+atoll_link_stats atoll_link_get_stats(const atoll_link *l) {
+  atoll_link_stats s = l->stats;
+  s.wire_bytes = l->coord_tx.bytes + l->hb_bytes;
+  for (int i = 0; i < MAX_PEERS; i++) s.wire_bytes += l->peers[i].tx.bytes;
+  return s;
+}
+
+/* ------------------------------------------------------------- coordinator --- */
+
+/* One message from the coordinator, if one arrives within timeout_ms: 1, else 0. */
+static int coord_poll(atoll_link *l, atoll_wire_msg *m, int timeout_ms) {
+  char why[200];
+  long n = atoll_sock_recv(l->coord, l->rbuf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, timeout_ms);
+  if (n == -1) return 0;
+  if (n < 0 || n > (long)ATOLL_WIRE_MAX_CONTROL || atoll_wire_parse(l->rbuf, (size_t)n, m, l->members, MAX_PEERS, why, sizeof why)) {
+    fprintf(stderr, "island %u: dropped a message from the coordinator: %s\n", l->cfg.island,
+            n < 0 ? "more than one frame" : n > (long)ATOLL_WIRE_MAX_CONTROL ? "oversized" : why);
+    return 0;
+  }
+  return 1;
+}
+
+static uint32_t msg_step(const atoll_wire_msg *m) { return m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.step : m->u.sync.step; }
+static uint32_t msg_frag(const atoll_wire_msg *m) {
+  return m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.fragment : m->u.sync.fragment;
+}
+
+/* Sends `req` and waits for a reply of type a or b about (step, fragment), repeating
+ * the request every second (a restarted coordinator never saw it), up to `limit` s
+ * (WAIT extends it to wait_timeout). Returns 0, or -1 with err. */
+static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atoll_wire_type a, atoll_wire_type b,
+                     double limit, const char *what, atoll_err *err) {
+  double t0 = atoll_net_now(), sent = -1;
+  uint32_t step = req->u.sync.step, fragment = req->u.sync.fragment;
+  while (atoll_net_now() - t0 < limit) {
+    if (atoll_net_now() - sent >= 1.0) {
+      atoll_wire_msg copy = *req;
+      if (atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0)) return atoll_fail(err, "%s: cannot reach the coordinator", what);
+      sent = atoll_net_now();
+    }
+    if (!coord_poll(l, m, 100)) continue;
+    if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
+    if (m->type == ATOLL_WIRE_WAIT) {
+      if (!l->waited_told) fprintf(stderr, "island %u: %s: %s\n", l->cfg.island, what, m->u.text);
+      l->waited_told = 1;
+      limit = l->cfg.wait_timeout; /* waiting for islands is allowed to take longer */
+      continue;
+    }
+    /* (COMMITTED's fragment field counts the joining islands this one is to feed) */
+    if ((m->type == a || m->type == b) && msg_step(m) == step && (msg_frag(m) == fragment || m->type == ATOLL_WIRE_COMMITTED))
+      return 0;
+    if (m->type == ATOLL_WIRE_STATE_FROM && a == ATOLL_WIRE_QUORUM) return 0; /* this island is behind: it joins */
+    /* an answer to an earlier request (repeated, or of an aborted attempt): not this one */
+  }
+  return atoll_fail(err, "%s: no answer from the coordinator %s within %g s", what, l->join, limit);
+}
+
+/* ---------------------------------------------------------------- exchange --- */
+
+static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err) {
+  peer *free_slot = NULL;
+  for (int i = 0; i < MAX_PEERS; i++) {
+    peer *p = &l->peers[i];
+    if (p->used && p->island == mb->island) {
+      if (memcmp(p->key, mb->key, ATOLL_KEY_BYTES) == 0 && strcmp(p->endpoint, mb->endpoint) == 0) return p;
+      for (int s = 0; s < MAX_STREAMS; s++)
+        if (p->push[s]) zmq_close(p->push[s]), p->push[s] = NULL;
+      p->used = 0;
+    }
+    if (!p->used && !free_slot) free_slot = p;
+  }
+  peer *p = free_slot;
+  if (!p) {
+    atoll_fail(err, "too many peers");
+    return NULL;
+  }
+  uint64_t bytes = p->tx.bytes;
+  memset(p, 0, sizeof *p);
+  p->island = mb->island;
+  memcpy(p->key, mb->key, ATOLL_KEY_BYTES);
+  snprintf(p->endpoint, sizeof p->endpoint, "%s", mb->endpoint);
+  atoll_sender_init(&p->tx);
+  p->tx.bytes = bytes;
+  for (int s = 0; s < l->cfg.streams; s++) {
+    p->push[s] = atoll_sock_client(l->ctx, ZMQ_PUSH, l->pub, l->sec, p->key, err);
+    if (!p->push[s] || zmq_connect(p->push[s], p->endpoint)) {
+      atoll_fail(err, "island %u: cannot connect to %s: %s", p->island, p->endpoint, zmq_strerror(zmq_errno()));
+      return NULL;
+    }
+  }
+  p->used = 1;
+  return p;
+}
+
+/* Scratch for an exchange of K pieces of qb bytes (piece floats, nch chunks each);
+ * each buffer grows on its own (K changes between exchanges). */
+static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch) {
+  size_t need = qb * (size_t)members + 1, gotn = 2 * (size_t)members * nch + 1, fl = sizeof(float) * (piece + 1);
+  if (need <= l->cap_bytes && qb + 1 <= l->cap_mine && gotn <= l->cap_got && fl <= l->cap_floats) return 0;
+  free(l->send), free(l->recv1), free(l->recv2), free(l->mine2), free(l->got), free(l->sum), free(l->decoded);
+  size_t nb = need > l->cap_bytes ? need : l->cap_bytes, nm = qb + 1 > l->cap_mine ? qb + 1 : l->cap_mine;
+  size_t ng = gotn > l->cap_got ? gotn : l->cap_got, nf = fl > l->cap_floats ? fl : l->cap_floats;
+  l->send = malloc(nb), l->recv1 = malloc(nb), l->recv2 = malloc(nb), l->mine2 = malloc(nm), l->got = malloc(ng);
+  l->sum = malloc(nf), l->decoded = malloc(nf);
+  l->cap_bytes = l->cap_mine = l->cap_got = l->cap_floats = 0;
+  if (!l->send || !l->recv1 || !l->recv2 || !l->mine2 || !l->got || !l->sum || !l->decoded) return -1;
+  l->cap_bytes = nb, l->cap_mine = nm, l->cap_got = ng, l->cap_floats = nf;
+  return 0;
+}
+
+static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
+                       const uint8_t *bytes, size_t qb) {
+  int s = 0;
+  size_t CHUNK = chunk_of(qb);
+  for (size_t off = 0; off < qb; off += CHUNK) {
+    atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
+    size_t len = qb - off < CHUNK ? qb - off : CHUNK;
+    m.u.data = (atoll_wire_data){step, frag, qid, l->cfg.island, phase, piece, off, qb, (uint32_t)len, bytes + off};
+    atoll_sock_send(p->push[s], &p->tx, &m, NULL, 0);
+    s = (s + 1) % l->cfg.streams;
+  }
+}
+
+/* One attempt of the exchange with the quorum in l->members; 0: done (x written),
+ * 1: aborted (retry; x untouched), -1: failed. */
+static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, uint64_t qid, int K,
+                   size_t *bad, const char *what, atoll_err *err) {
+  int k = -1;
+  peer *peers[MAX_PEERS] = {0};
+  for (int i = 0; i < K; i++) {
+    if (l->members[i].island == l->cfg.island && memcmp(l->members[i].key, l->pub, ATOLL_KEY_BYTES) == 0) {
+      k = i;
+      continue;
+    }
+    atoll_zap_allow(l->zap, l->members[i].key);
+  }
+  if (k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", what);
+  for (int i = 0; i < K; i++)
+    if (i != k && !(peers[i] = peer_for(l, &l->members[i], err))) return -1;
+  l->stats.members = K;
+  size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece), CHUNK = chunk_of(qb);
+  size_t nch = (qb + CHUNK - 1) / CHUNK;
+  if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
+  /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */
+  *bad = SIZE_MAX;
+  memset(l->send, 0, qb * (size_t)K);
+  for (int c = 0; c < K; c++) {
+    size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n, b;
+    if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && *bad == SIZE_MAX) *bad = lo + b;
+  }
+  for (int c = 0; c < K; c++)
+    if (c != k) send_piece(l, peers[c], step, frag, qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
+  memcpy(l->recv1 + qb * (size_t)k, l->send + qb * (size_t)k, qb);
+  memset(l->got, 0, 2 * (size_t)K * nch);
+  size_t need = (size_t)(K - 1) * nch, have1 = 0, have2 = 0;
+  int sent2 = 0;
+  size_t lo_k = (size_t)k * piece < n ? (size_t)k * piece : n, hi_k = lo_k + piece < n ? lo_k + piece : n;
+  double last_progress = atoll_net_now(), last_ask = last_progress;
+  atoll_wire_msg cm;
+  for (;;) {
+    if (have1 == need && !sent2) { /* my piece from every island, summed in quorum order */
+      size_t len = hi_k - lo_k;
+      memset(l->sum, 0, sizeof(float) * (len + 1));
+      for (int i = 0; i < K; i++) {
+        atoll_q_decode(q, l->recv1 + qb * (size_t)i, len, l->decoded);
+        for (size_t t = 0; t < len; t++) l->sum[t] += l->decoded[t];
+      }
+      for (size_t t = 0; t < len; t++) l->sum[t] /= (float)K;
+      memset(l->mine2, 0, qb);
+      atoll_q_encode(q, l->sum, len, l->mine2);
+      for (int c = 0; c < K; c++)
+        if (c != k) send_piece(l, peers[c], step, frag, qid, 2, (uint32_t)k, l->mine2, qb);
+      memcpy(l->recv2 + qb * (size_t)k, l->mine2, qb);
+      sent2 = 1;
+    }
+    if (sent2 && have2 == need) break;
+    /* the coordinator may abort the attempt meanwhile (a member died or stalled), or,
+     * restarted, know nothing of it: asked again (READY) it forms a new quorum */
+    if (coord_poll(l, &cm, 0)) {
+      if (cm.type == ATOLL_WIRE_ABORT && cm.u.sync.revision == qid) return 1;
+      if (cm.type == ATOLL_WIRE_QUORUM && cm.u.quorum.step == step && cm.u.quorum.fragment == frag && cm.u.quorum.id != qid)
+        return 1;
+    }
+    if (atoll_net_now() - last_progress > 1.0 && atoll_net_now() - last_ask > 1.0) {
+      atoll_wire_msg again = {.type = ATOLL_WIRE_READY};
+      again.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
+      atoll_sock_send(l->coord, &l->coord_tx, &again, NULL, 0);
+      last_ask = atoll_net_now();
+    }
+    if (atoll_net_now() - last_progress > 2 * l->cfg.timeout) {
+      char missing[256] = "";
+      for (int i = 0; i < K; i++) {
+        size_t got = 0;
+        for (size_t c = 0; c < nch; c++) got += l->got[(size_t)i * nch + c] + l->got[((size_t)K + i) * nch + c];
+        if (i != k && got < 2 * nch)
+          snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %u", l->members[i].island);
+      }
+      return atoll_fail(err, "%s: no data for %g s and no abort from the coordinator; waiting for island(s)%s", what,
+                        2 * l->cfg.timeout, missing);
+    }
+    char keyz[64], addr[64], why[200];
+    long len = atoll_sock_recv(l->pull, l->rbuf, ATOLL_WIRE_MAX_DATA, NULL, NULL, keyz, addr, 50);
+    if (len == -1) continue;
+    atoll_wire_msg d;
+    uint8_t key[ATOLL_KEY_BYTES];
+    int from = -1;
+    if (len < 0 || len > (long)ATOLL_WIRE_MAX_DATA)
+      snprintf(why, sizeof why, "%s", len < 0 ? "more than one frame" : "oversized");
+    else if (atoll_wire_parse(l->rbuf, (size_t)len, &d, NULL, 0, why, sizeof why) == 0) {
+      why[0] = 0;
+      const atoll_wire_data *w = &d.u.data;
+      for (int i = 0; i < K; i++)
+        if (l->members[i].island == w->from) from = i;
+      if (d.type != ATOLL_WIRE_DATA) snprintf(why, sizeof why, "%s is not sent between islands", atoll_wire_type_name(d.type));
+      else if (w->quorum < qid) continue; /* an aborted attempt's data, still in flight: expected */
+      else if (from < 0 || from == k) snprintf(why, sizeof why, "island %u is not a peer of this exchange", w->from);
+      else if (!zmq_z85_decode(key, keyz) || memcmp(key, l->members[from].key, ATOLL_KEY_BYTES) != 0)
+        snprintf(why, sizeof why, "claims to be island %u, whose key differs", w->from);
+      else if (w->step != step || w->fragment != frag || w->quorum != qid)
+        snprintf(why, sizeof why, "not of this exchange (step %u, fragment %u, quorum %llu)", w->step, w->fragment,
+                 (unsigned long long)w->quorum);
+      else if (w->piece != (w->phase == 1 ? (uint32_t)k : (uint32_t)from) || w->total != qb || w->offset % CHUNK ||
+               w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK))
+        snprintf(why, sizeof why, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
+                 (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
+      else {
+        uint8_t *seen = &l->got[((size_t)(w->phase - 1) * K + from) * nch + w->offset / CHUNK];
+        if (*seen) snprintf(why, sizeof why, "replayed (phase %u, offset %llu already received)", w->phase,
+                            (unsigned long long)w->offset);
+        else {
+          *seen = 1;
+          memcpy((w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)from + w->offset, w->bytes, w->len);
+          if (w->phase == 1) have1++;
+          else have2++;
+          last_progress = atoll_net_now();
+        }
+      }
+    }
+    if (why[0])
+      fprintf(stderr, "island %u: dropped a data message from %s (key %.8s..., %s): %s\n", l->cfg.island,
+              from >= 0 ? "a member" : "a peer", keyz, addr, why);
+  }
+  /* every piece is here: apply only once every member has them too (all or nothing) */
+  atoll_wire_msg req = {.type = ATOLL_WIRE_DONE};
+  req.u.sync = (atoll_wire_sync){step, frag, qid, {0}};
+  if (coord_ask(l, &req, &cm, ATOLL_WIRE_GO, ATOLL_WIRE_ABORT, 2 * l->cfg.timeout, what, err)) return -1;
+  if (cm.type == ATOLL_WIRE_ABORT || cm.u.sync.revision != qid) return 1;
+  for (int c = 0; c < K; c++) {
+    size_t clo = (size_t)c * piece < n ? (size_t)c * piece : n, chi = clo + piece < n ? clo + piece : n;
+    atoll_q_decode(q, l->recv2 + qb * (size_t)c, chi - clo, x + clo);
+  }
+  return 0;
+}
+
+/* A joining island fetches the committed state (global weights, outer momentum) from
+ * the member named in STATE_FROM, checks its hash and adopts it. */
+static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) {
+  const atoll_wire_member *donor = &sf->u.quorum.members[0];
+  uint32_t step = sf->u.quorum.step;
+  uint64_t id = sf->u.quorum.id;
+  uint8_t want[ATOLL_WIRE_HASH], key[ATOLL_KEY_BYTES];
+  memcpy(want, sf->u.quorum.hash, ATOLL_WIRE_HASH);
+  atoll_zap_allow(l->zap, donor->key);
+  size_t qb = l->state_n * sizeof(float), CHUNK = chunk_of(qb), nch = (qb + CHUNK - 1) / CHUNK;
+  uint8_t *buf = malloc(2 * qb + 1), *got = calloc(2 * nch + 1, 1);
+  if (!buf || !got) {
+    free(buf), free(got);
+    return atoll_fail(err, "out of memory for the joining state");
+  }
+  fprintf(stderr, "island %u: joining at step %u: fetching revision %llu from island %u\n", l->cfg.island, step,
+          (unsigned long long)sf->u.quorum.revision, donor->island);
+  size_t have = 0;
+  double last = atoll_net_now();
+  while (have < 2 * nch) {
+    if (atoll_net_now() - last > 2 * l->cfg.timeout) {
+      free(buf), free(got);
+      fprintf(stderr, "island %u: joining at step %u: no state from island %u for %g s; asking again\n", l->cfg.island, step,
+              donor->island, 2 * l->cfg.timeout);
+      return 1;
+    }
+    char keyz[64], addr[64], why[200];
+    long len = atoll_sock_recv(l->pull, l->rbuf, ATOLL_WIRE_MAX_DATA, NULL, NULL, keyz, addr, 100);
+    if (len == -1) continue;
+    atoll_wire_msg d;
+    if (len < 0 || len > (long)ATOLL_WIRE_MAX_DATA || atoll_wire_parse(l->rbuf, (size_t)len, &d, NULL, 0, why, sizeof why))
+      continue; /* the exchange's checks name such peers; here only the donor's state counts */
+    const atoll_wire_data *w = &d.u.data;
+    if (d.type != ATOLL_WIRE_DATA || w->phase < 3 || w->quorum != id || w->step != step) continue; /* earlier traffic */
+    if (!zmq_z85_decode(key, keyz) || memcmp(key, donor->key, ATOLL_KEY_BYTES) || w->from != donor->island ||
+        w->total != qb || w->offset % CHUNK || w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK)) {
+      fprintf(stderr, "island %u: dropped a state message from key %.8s... (%s): not the donor's, or the model's size differs\n",
+              l->cfg.island, keyz, addr);
+      continue;
+    }
+    uint8_t *seen = &got[(size_t)(w->phase - 3) * nch + w->offset / CHUNK];
+    if (*seen) continue;
+    *seen = 1;
+    memcpy(buf + (size_t)(w->phase - 3) * qb + w->offset, w->bytes, w->len);
+    have++;
+    last = atoll_net_now();
+  }
+  uint8_t hash[ATOLL_WIRE_HASH];
+  crypto_generichash(hash, sizeof hash, buf, qb, NULL, 0);
+  if (memcmp(hash, want, ATOLL_WIRE_HASH) != 0) {
+    free(buf), free(got);
+    return atoll_fail(err, "joining at step %u: the weights fetched from island %u do not match the quorum's hash; refusing them",
+                      step, donor->island);
+  }
+  memcpy(l->global, buf, qb);
+  memcpy(l->momentum, buf + qb, qb);
+  free(buf), free(got);
+  l->revision = sf->u.quorum.revision;
+  atomic_store(&l->hb_revision, l->revision);
+  l->joined_step = step;
+  fprintf(stderr, "island %u: joined at step %u (revision %llu, hash checked)\n", l->cfg.island, step,
+          (unsigned long long)l->revision);
+  return 0;
+}
+
+/* The first member of a commit sends the committed state to the joining islands. */
+static int feed_state(atoll_link *l, int expect, atoll_err *err) {
+  atoll_wire_msg m;
+  double t0 = atoll_net_now();
+  while (!coord_poll(l, &m, 100) || m.type != ATOLL_WIRE_FEED) {
+    if (atoll_net_now() - t0 > l->cfg.timeout) {
+      fprintf(stderr, "island %u: %d joining island(s) announced, but no FEED arrived; they will time out\n", l->cfg.island, expect);
+      return 0;
+    }
+  }
+  size_t qb = l->state_n * sizeof(float);
+  for (uint32_t i = 0; i < m.u.quorum.n; i++) {
+    for (int j = 0; j < MAX_PEERS; j++) /* a joining island is a new process: no stale connection */
+      if (l->peers[j].used && l->peers[j].island == m.u.quorum.members[i].island) {
+        for (int st = 0; st < MAX_STREAMS; st++)
+          if (l->peers[j].push[st]) zmq_close(l->peers[j].push[st]), l->peers[j].push[st] = NULL;
+        l->peers[j].used = 0;
+      }
+    peer *p = peer_for(l, &m.u.quorum.members[i], err);
+    if (!p) return -1;
+    send_piece(l, p, m.u.quorum.step, 0, m.u.quorum.id, 3, 0, (const uint8_t *)l->global, qb);
+    send_piece(l, p, m.u.quorum.step, 0, m.u.quorum.id, 4, 0, (const uint8_t *)l->momentum, qb);
+    fprintf(stderr, "island %u: sent the state of step %u to joining island %u\n", l->cfg.island, m.u.quorum.step,
+            m.u.quorum.members[i].island);
+  }
+  return 0;
+}
+
+int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, size_t *bad,
+                    atoll_err *err) {
+  double t0 = atoll_net_now();
+  char what[96];
+  snprintf(what, sizeof what, "outer exchange at step %u (fragment %u)", step, frag);
+  atoll_link_progress(l, step);
+  for (int tries = 0;; tries++) {
+    atoll_wire_msg req = {.type = ATOLL_WIRE_READY}, m;
+    req.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
+    l->waited_told = 0;
+    if (coord_ask(l, &req, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, l->cfg.timeout, what, err)) return -1;
+    if (m.type == ATOLL_WIRE_STATE_FROM) {
+      if (!l->global) return atoll_fail(err, "%s: this island is behind, and has no state to adopt", what);
+      int rc = fetch_state(l, &m, err);
+      if (rc < 0) return -1;
+      if (rc == 0) return 2;
+      if (atoll_net_now() - t0 > l->cfg.wait_timeout)
+        return atoll_fail(err, "%s: could not fetch the state to join within %g s", what, l->cfg.wait_timeout);
+      continue; /* the donor died or the coordinator restarted: ask again */
+    }
+    int rc = attempt(l, q, x, n, step, frag, m.u.quorum.id, (int)m.u.quorum.n, bad, what, err);
+    if (rc < 0) return -1;
+    if (rc == 0) break;
+    l->stats.retries++;
+    if (atoll_net_now() - t0 > l->cfg.wait_timeout)
+      return atoll_fail(err, "%s: no exchange succeeded within %g s (%d attempts aborted)", what, l->cfg.wait_timeout, tries + 1);
+    fprintf(stderr, "island %u: %s: aborted by the coordinator (a member left or stalled); retrying with the others\n",
+            l->cfg.island, what);
+    if (tries > 1000) return atoll_fail(err, "%s: aborted 1000 times; giving up", what);
+  }
+  l->stats.exchanges++;
+  l->stats.exchange_seconds += atoll_net_now() - t0;
+  return 0;
+}
+
+int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err) {
+  double t0 = atoll_net_now();
+  char what[64];
+  snprintf(what, sizeof what, "commit of step %u", step);
+  atoll_wire_msg req = {.type = ATOLL_WIRE_COMMIT}, m;
+  req.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}};
+  memcpy(req.u.sync.hash, hash, ATOLL_WIRE_HASH);
+  if (coord_ask(l, &req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, what, err)) return -1;
+  if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)
+    return atoll_fail(err, "%s: the coordinator committed another hash than this island's", what);
+  l->revision = m.u.sync.revision;
+  atomic_store(&l->hb_revision, l->revision);
+  if (m.u.sync.fragment > 0 && l->global && feed_state(l, (int)m.u.sync.fragment, err)) return -1;
+  l->stats.exchange_seconds += atoll_net_now() - t0;
+  return 0;
+}

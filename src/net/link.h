@@ -1,0 +1,67 @@
+/* An island's network link (docs/islands.md): its session with the coordinator
+ * (HELLO, heartbeats from a thread of their own, READY / QUORUM / WAIT, COMMIT /
+ * COMMITTED) and the peer-to-peer exchange of outer gradients with the other members.
+ *
+ * The exchange of (step, fragment) computes the mean over the quorum's islands of a
+ * vector x, with exactly the arithmetic of DiLoCo inside one job (diloco.c,
+ * islands_mean), so that K separate jobs end bit-identical to --islands K in one:
+ *   x is cut into K pieces of ceil(n / K); the island at position k of the quorum
+ *   sends its encoding (quant.h) of piece c to the island at position c (phase 1),
+ *   decodes the K encodings of piece k it holds (its own included) and sums them in
+ *   quorum order, divides by K, encodes the mean and sends it to every island
+ *   (phase 2); every island decodes all K means into x.
+ * Each piece travels in chunks (about 1/16 of it, at most 1 MiB) spread over `streams` CURVE
+ * connections per peer (PUSH sockets into the peer's PULL socket), so that one slow
+ * TCP stream does not bound a high-latency link. Every wait is bounded by timeout. */
+#ifndef ATOLL_NET_LINK_H
+#define ATOLL_NET_LINK_H
+
+#include "atoll/atoll.h"
+#include "parallel/quant.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  const char *join;            /* coordinator endpoint */
+  const char *listen;          /* this island's data endpoint (bound, and told to peers) */
+  const char *key_file;        /* this island's secret key */
+  const char *coordinator_key; /* the coordinator's public key file */
+  uint32_t island;
+  int streams;
+  double timeout;              /* bound of every wait, seconds */
+  double wait_timeout;         /* bound of a wait for a quorum below --min-islands */
+  double heartbeat;            /* seconds between heartbeats */
+} atoll_link_config;
+
+typedef struct {
+  uint64_t wire_bytes;     /* sent by this island: frames, with ZMTP and CURVE overhead */
+  uint64_t exchanges;
+  uint64_t retries;        /* attempts aborted by the coordinator */
+  double exchange_seconds; /* in exchanges and commits, waits included */
+  int members;             /* of the last quorum */
+} atoll_link_stats;
+
+typedef struct atoll_link atoll_link;
+
+int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err);
+void atoll_link_close(atoll_link *l);
+/* The island's outer state (global weights, outer momentum, n floats each): what it
+ * sends to joining islands, and what it replaces when it joins. */
+void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n);
+/* The step after which this island joined (0: it did not). */
+uint32_t atoll_link_joined_step(const atoll_link *l);
+/* What the heartbeats report: inner steps done, last committed revision and hash. */
+void atoll_link_progress(atoll_link *l, uint32_t step);
+/* The mean over the quorum of x[0, n) (see above), in place. *bad: index of the
+ * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), or 2: this
+ * island was behind and joined instead: the bound state is the committed one after
+ * step atoll_link_joined_step, x is untouched. */
+int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t fragment, size_t *bad,
+                    atoll_err *err);
+/* After the step's exchanges: every member's hash of its global weights must agree;
+ * the coordinator commits the revision. */
+int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err);
+atoll_link_stats atoll_link_get_stats(const atoll_link *l);
+
+#endif

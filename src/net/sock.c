@@ -1,0 +1,124 @@
+/* ZeroMQ sockets (sock.h). */
+#include "net/sock.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+/* ZMTP frame header (up to 9 bytes) and a CURVE MESSAGE command (about 33 bytes:
+ * command name, nonce, MAC) around each message */
+#define WIRE_OVERHEAD 42
+
+double atoll_net_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *sock_common(void *ctx, int type, atoll_err *err) {
+  void *s = zmq_socket(ctx, type);
+  if (!s) {
+    atoll_fail(err, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    return NULL;
+  }
+  int linger = 0, hwm = 0;
+  int64_t maxsz = (int64_t)ATOLL_WIRE_MAX_DATA + 4096;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz);
+  return s;
+}
+
+void *atoll_sock_server(void *ctx, int type, const uint8_t secret[ATOLL_KEY_BYTES], atoll_err *err) {
+  void *s = sock_common(ctx, type, err);
+  if (!s) return NULL;
+  int one = 1;
+  if (zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof one) ||
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret, ATOLL_KEY_BYTES) ||
+      zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, "atoll", 5)) {
+    atoll_fail(err, "CURVE server socket: %s", zmq_strerror(zmq_errno()));
+    zmq_close(s);
+    return NULL;
+  }
+  return s;
+}
+
+void *atoll_sock_client(void *ctx, int type, const uint8_t pub[ATOLL_KEY_BYTES], const uint8_t secret[ATOLL_KEY_BYTES],
+                        const uint8_t server_key[ATOLL_KEY_BYTES], atoll_err *err) {
+  void *s = sock_common(ctx, type, err);
+  if (!s) return NULL;
+  if (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_key, ATOLL_KEY_BYTES) ||
+      zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, ATOLL_KEY_BYTES) ||
+      zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret, ATOLL_KEY_BYTES)) {
+    atoll_fail(err, "CURVE client socket: %s", zmq_strerror(zmq_errno()));
+    zmq_close(s);
+    return NULL;
+  }
+  return s;
+}
+
+void atoll_sender_init(atoll_sender *s) {
+  memset(s, 0, sizeof *s);
+  if (sodium_init() < 0) abort(); /* libsodium cannot start: nothing secure can follow */
+  randombytes_buf(&s->session, sizeof s->session);
+}
+
+int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len) {
+  m->session = s->session;
+  m->seq = ++s->seq;
+  size_t cap = atoll_wire_size(m);
+  uint8_t stackbuf[4096], *buf = cap <= sizeof stackbuf ? stackbuf : malloc(cap);
+  if (!buf) return -1;
+  size_t n = atoll_wire_encode(m, buf, cap);
+  int rc = -1;
+  if (n > 0 && (!rid || zmq_send(sock, rid, rid_len, ZMQ_SNDMORE) >= 0) && zmq_send(sock, buf, n, 0) >= 0) {
+    s->bytes += n + WIRE_OVERHEAD;
+    rc = 0;
+  }
+  if (buf != stackbuf) free(buf);
+  return rc;
+}
+
+long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
+                     char addr[64], int timeout_ms) {
+  zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+  if (zmq_poll(&it, 1, timeout_ms) <= 0) return -1;
+  zmq_msg_t msg;
+  int more = 0;
+  size_t sz = sizeof more;
+  if (rid) {
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, sock, 0) < 0) {
+      zmq_msg_close(&msg);
+      return -1;
+    }
+    *rid_len = zmq_msg_size(&msg) < 256 ? zmq_msg_size(&msg) : 256;
+    memcpy(rid, zmq_msg_data(&msg), *rid_len);
+    zmq_msg_close(&msg);
+  }
+  zmq_msg_init(&msg);
+  if (zmq_msg_recv(&msg, sock, 0) < 0) {
+    zmq_msg_close(&msg);
+    return -1;
+  }
+  long n = (long)zmq_msg_size(&msg);
+  memcpy(buf, zmq_msg_data(&msg), (size_t)n < cap ? (size_t)n : cap);
+  if ((size_t)n > cap) n = (long)cap + 1;
+  const char *u = zmq_msg_gets(&msg, "User-Id"), *a = zmq_msg_gets(&msg, "Peer-Address");
+  if (user) snprintf(user, 64, "%s", u ? u : "?");
+  if (addr) snprintf(addr, 64, "%s", a ? a : "?");
+  zmq_msg_close(&msg);
+  zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
+  while (more) { /* a well-formed peer sends one frame: drop the rest */
+    zmq_msg_init(&msg);
+    zmq_msg_recv(&msg, sock, 0);
+    zmq_msg_close(&msg);
+    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
+    n = -2; /* refused as malformed */
+  }
+  return n;
+}

@@ -1,0 +1,40 @@
+/* ZeroMQ sockets for islands and coordinators: CURVE servers and clients, sending a
+ * wire message, receiving one frame with the peer's identity. */
+#ifndef ATOLL_NET_SOCK_H
+#define ATOLL_NET_SOCK_H
+
+#include "atoll/atoll.h"
+#include "net/keys.h"
+#include "net/wire.h"
+
+#include <stdint.h>
+
+/* A socket of `type`; server: CURVE server with secret (ZAP domain "atoll");
+ * client: CURVE client of server_key with pub/secret. Linger 0, maximum message size
+ * ATOLL_WIRE_MAX_DATA + header. */
+void *atoll_sock_server(void *ctx, int type, const uint8_t secret[ATOLL_KEY_BYTES], atoll_err *err);
+void *atoll_sock_client(void *ctx, int type, const uint8_t pub[ATOLL_KEY_BYTES], const uint8_t secret[ATOLL_KEY_BYTES],
+                        const uint8_t server_key[ATOLL_KEY_BYTES], atoll_err *err);
+
+/* The sender side of a socket: a random session number, and a sequence. */
+typedef struct {
+  uint64_t session;
+  uint32_t seq;
+  uint64_t bytes; /* frames sent, with an estimate of ZMTP framing and CURVE boxes */
+} atoll_sender;
+
+void atoll_sender_init(atoll_sender *s);
+/* Encodes and sends m (flags: ZMQ_SNDMORE etc. for the frames before it are the
+ * caller's); returns 0 or -1. A ROUTER passes the routing id first. */
+int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len);
+
+/* One received frame (after a ROUTER's routing id, when rid is not NULL) into buf;
+ * user: the peer's key as Z85 (ZAP User-Id), addr: its address. Returns the frame's
+ * length (cap + 1: longer than cap, to be refused), -2 for a message of several frames
+ * (dropped), or -1 on timeout (timeout_ms) / error. */
+long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
+                     char addr[64], int timeout_ms);
+
+double atoll_net_now(void);
+
+#endif

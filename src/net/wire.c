@@ -1,0 +1,280 @@
+/* The islands' wire format (wire.h; payloads in docs/islands.md). The reader is a
+ * bounds-checked cursor: every read checks what is left before it copies. */
+#include "net/wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT", "COMMIT",
+                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM"};
+
+const char *atoll_wire_type_name(int type) {
+  return type >= 1 && type <= ATOLL_WIRE_TYPE_MAX ? NAMES[type] : "unknown";
+}
+
+/* ----------------------------------------------------------------- reading --- */
+
+typedef struct {
+  const uint8_t *p;
+  size_t left;
+  int bad;
+} rd;
+
+static int take(rd *r, void *out, size_t n) {
+  if (r->bad || r->left < n) {
+    r->bad = 1;
+    if (out) memset(out, 0, n);
+    return -1;
+  }
+  if (out) memcpy(out, r->p, n);
+  r->p += n;
+  r->left -= n;
+  return 0;
+}
+
+static uint64_t get_le(rd *r, int bytes) {
+  uint8_t b[8] = {0};
+  take(r, b, (size_t)bytes);
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; i--) v = v << 8 | b[i];
+  return v;
+}
+
+static int fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *why, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (why && n) vsnprintf(why, n, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* A length-prefixed string of printable ASCII: 1..max bytes (endpoints) or 0..max (text). */
+static int get_str(rd *r, char *out, size_t max, int allow_empty) {
+  size_t n = (size_t)get_le(r, 2);
+  if (r->bad || n > max || (n == 0 && !allow_empty) || r->left < n) return -1;
+  for (size_t i = 0; i < n; i++)
+    if (r->p[i] < 0x20 || r->p[i] > 0x7e) return -1;
+  take(r, out, n);
+  out[n] = 0;
+  return 0;
+}
+
+static void get_sync(rd *r, atoll_wire_sync *s) {
+  s->step = (uint32_t)get_le(r, 4);
+  s->fragment = (uint32_t)get_le(r, 4);
+  s->revision = get_le(r, 8);
+  take(r, s->hash, ATOLL_WIRE_HASH);
+}
+
+int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wire_member *members,
+                     uint32_t max_members, char *why, size_t whysz) {
+  memset(m, 0, sizeof *m);
+  if (len < ATOLL_WIRE_HEADER) return fail(why, whysz, "truncated: %zu bytes, shorter than the %d-byte header", len, ATOLL_WIRE_HEADER);
+  if (memcmp(buf, "ATIW", 4) != 0) return fail(why, whysz, "not an atoll islands message (bad magic)");
+  if (buf[4] != ATOLL_WIRE_VERSION)
+    return fail(why, whysz, "wire version %u, this build speaks %d", buf[4], ATOLL_WIRE_VERSION);
+  int type = buf[5];
+  if (type < 1 || type > ATOLL_WIRE_TYPE_MAX) return fail(why, whysz, "unknown message type %d", type);
+  if (buf[6] || buf[7]) return fail(why, whysz, "%s: reserved header bits set", atoll_wire_type_name(type));
+  rd r = {buf + 8, len - 8, 0};
+  m->type = (atoll_wire_type)type;
+  m->session = get_le(&r, 8);
+  m->seq = (uint32_t)get_le(&r, 4);
+  uint64_t plen = get_le(&r, 4);
+  size_t limit = type == ATOLL_WIRE_DATA ? ATOLL_WIRE_MAX_DATA : ATOLL_WIRE_MAX_CONTROL;
+  if (plen + ATOLL_WIRE_HEADER > limit || len > limit)
+    return fail(why, whysz, "%s: oversized (%llu bytes; at most %zu)", atoll_wire_type_name(type),
+                (unsigned long long)(plen + ATOLL_WIRE_HEADER > len ? plen + ATOLL_WIRE_HEADER : len), limit);
+  if (plen != r.left)
+    return fail(why, whysz, "%s: %s (header says %llu payload bytes, frame has %zu)", atoll_wire_type_name(type),
+                plen > r.left ? "truncated" : "trailing bytes", (unsigned long long)plen, r.left);
+  const char *name = atoll_wire_type_name(type);
+  switch (m->type) {
+  case ATOLL_WIRE_HELLO:
+  case ATOLL_WIRE_HEARTBEAT: {
+    atoll_wire_hello *h = &m->u.hello;
+    h->island = (uint32_t)get_le(&r, 4);
+    h->step = (uint32_t)get_le(&r, 4);
+    h->revision = get_le(&r, 8);
+    take(&r, h->hash, ATOLL_WIRE_HASH);
+    if (get_str(&r, h->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: bad endpoint", name);
+    if (h->island >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: island %u out of range", name, h->island);
+    break;
+  }
+  case ATOLL_WIRE_READY:
+  case ATOLL_WIRE_COMMIT:
+  case ATOLL_WIRE_COMMITTED:
+  case ATOLL_WIRE_DONE:
+  case ATOLL_WIRE_GO:
+  case ATOLL_WIRE_ABORT:
+    get_sync(&r, &m->u.sync);
+    break;
+  case ATOLL_WIRE_QUORUM:
+  case ATOLL_WIRE_FEED:
+  case ATOLL_WIRE_STATE_FROM: {
+    atoll_wire_quorum *q = &m->u.quorum;
+    q->step = (uint32_t)get_le(&r, 4);
+    q->fragment = (uint32_t)get_le(&r, 4);
+    q->revision = get_le(&r, 8);
+    q->id = get_le(&r, 8);
+    take(&r, q->hash, ATOLL_WIRE_HASH);
+    q->n = (uint32_t)get_le(&r, 4);
+    if (r.bad) break;
+    if (q->n < 1 || q->n > max_members || q->n > ATOLL_WIRE_MAX_MEMBERS)
+      return fail(why, whysz, "%s: %u members (1 to %u allowed)", name, q->n, max_members);
+    q->members = members;
+    for (uint32_t i = 0; i < q->n; i++) {
+      atoll_wire_member *mb = &members[i];
+      mb->island = (uint32_t)get_le(&r, 4);
+      take(&r, mb->key, ATOLL_WIRE_KEY);
+      if (get_str(&r, mb->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: member %u: bad endpoint", name, i);
+      if (mb->island >= ATOLL_WIRE_MAX_MEMBERS || (i > 0 && mb->island <= members[i - 1].island))
+        return fail(why, whysz, "%s: member islands must increase (member %u is island %u)", name, i, mb->island);
+    }
+    break;
+  }
+  case ATOLL_WIRE_WAIT:
+  case ATOLL_WIRE_ERROR:
+    if (get_str(&r, m->u.text, ATOLL_WIRE_MAX_TEXT, 1)) return fail(why, whysz, "%s: bad text", name);
+    break;
+  case ATOLL_WIRE_DATA: {
+    atoll_wire_data *d = &m->u.data;
+    d->step = (uint32_t)get_le(&r, 4);
+    d->fragment = (uint32_t)get_le(&r, 4);
+    d->quorum = get_le(&r, 8);
+    d->from = (uint32_t)get_le(&r, 4);
+    d->phase = (uint8_t)get_le(&r, 1);
+    d->piece = (uint32_t)get_le(&r, 4);
+    d->offset = get_le(&r, 8);
+    d->total = get_le(&r, 8);
+    d->len = (uint32_t)get_le(&r, 4);
+    if (r.bad) break;
+    if (d->phase < 1 || d->phase > 4) return fail(why, whysz, "%s: phase %u", name, d->phase);
+    if (d->from >= ATOLL_WIRE_MAX_MEMBERS || d->piece >= ATOLL_WIRE_MAX_MEMBERS)
+      return fail(why, whysz, "%s: island %u / piece %u out of range", name, d->from, d->piece);
+    if (d->total > ((uint64_t)1 << 40) || d->offset > d->total || d->len > d->total - d->offset)
+      return fail(why, whysz, "%s: range [%llu, +%u) outside %llu bytes", name, (unsigned long long)d->offset, d->len,
+                  (unsigned long long)d->total);
+    if (d->len != r.left) return fail(why, whysz, "%s: %u data bytes announced, %zu present", name, d->len, r.left);
+    d->bytes = r.p;
+    take(&r, NULL, d->len);
+    break;
+  }
+  }
+  if (r.bad) return fail(why, whysz, "%s: truncated payload", name);
+  if (r.left) return fail(why, whysz, "%s: %zu trailing bytes", name, r.left);
+  return 0;
+}
+
+/* ----------------------------------------------------------------- writing --- */
+
+typedef struct {
+  uint8_t *p;
+  size_t left;
+  int bad;
+} wr;
+
+static void put(wr *w, const void *src, size_t n) {
+  if (w->bad || w->left < n) {
+    w->bad = 1;
+    return;
+  }
+  memcpy(w->p, src, n);
+  w->p += n;
+  w->left -= n;
+}
+
+static void put_le(wr *w, uint64_t v, int bytes) {
+  uint8_t b[8];
+  for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
+  put(w, b, (size_t)bytes);
+}
+
+static void put_str(wr *w, const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n > max) {
+    w->bad = 1;
+    return;
+  }
+  put_le(w, n, 2);
+  put(w, s, n);
+}
+
+static void put_sync(wr *w, const atoll_wire_sync *s) {
+  put_le(w, s->step, 4);
+  put_le(w, s->fragment, 4);
+  put_le(w, s->revision, 8);
+  put(w, s->hash, ATOLL_WIRE_HASH);
+}
+
+size_t atoll_wire_size(const atoll_wire_msg *m) {
+  switch (m->type) {
+  case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 45 + m->u.data.len;
+  case ATOLL_WIRE_QUORUM:
+  case ATOLL_WIRE_FEED:
+  case ATOLL_WIRE_STATE_FROM: return ATOLL_WIRE_HEADER + 28 + ATOLL_WIRE_HASH + (size_t)m->u.quorum.n * (4 + ATOLL_WIRE_KEY + 2 + ATOLL_WIRE_MAX_ENDPOINT);
+  default: return ATOLL_WIRE_HEADER + 50 + ATOLL_WIRE_MAX_TEXT + 2;
+  }
+}
+
+size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
+  wr w = {out, cap, 0};
+  uint8_t head[8] = {'A', 'T', 'I', 'W', ATOLL_WIRE_VERSION, (uint8_t)m->type, 0, 0};
+  put(&w, head, 8);
+  put_le(&w, m->session, 8);
+  put_le(&w, m->seq, 4);
+  uint8_t *len_at = w.p;
+  put_le(&w, 0, 4);
+  switch (m->type) {
+  case ATOLL_WIRE_HELLO:
+  case ATOLL_WIRE_HEARTBEAT:
+    put_le(&w, m->u.hello.island, 4);
+    put_le(&w, m->u.hello.step, 4);
+    put_le(&w, m->u.hello.revision, 8);
+    put(&w, m->u.hello.hash, ATOLL_WIRE_HASH);
+    put_str(&w, m->u.hello.endpoint, ATOLL_WIRE_MAX_ENDPOINT);
+    break;
+  case ATOLL_WIRE_READY:
+  case ATOLL_WIRE_COMMIT:
+  case ATOLL_WIRE_COMMITTED:
+  case ATOLL_WIRE_DONE:
+  case ATOLL_WIRE_GO:
+  case ATOLL_WIRE_ABORT: put_sync(&w, &m->u.sync); break;
+  case ATOLL_WIRE_QUORUM:
+  case ATOLL_WIRE_FEED:
+  case ATOLL_WIRE_STATE_FROM:
+    put_le(&w, m->u.quorum.step, 4);
+    put_le(&w, m->u.quorum.fragment, 4);
+    put_le(&w, m->u.quorum.revision, 8);
+    put_le(&w, m->u.quorum.id, 8);
+    put(&w, m->u.quorum.hash, ATOLL_WIRE_HASH);
+    put_le(&w, m->u.quorum.n, 4);
+    for (uint32_t i = 0; i < m->u.quorum.n; i++) {
+      put_le(&w, m->u.quorum.members[i].island, 4);
+      put(&w, m->u.quorum.members[i].key, ATOLL_WIRE_KEY);
+      put_str(&w, m->u.quorum.members[i].endpoint, ATOLL_WIRE_MAX_ENDPOINT);
+    }
+    break;
+  case ATOLL_WIRE_WAIT:
+  case ATOLL_WIRE_ERROR: put_str(&w, m->u.text, ATOLL_WIRE_MAX_TEXT); break;
+  case ATOLL_WIRE_DATA:
+    put_le(&w, m->u.data.step, 4);
+    put_le(&w, m->u.data.fragment, 4);
+    put_le(&w, m->u.data.quorum, 8);
+    put_le(&w, m->u.data.from, 4);
+    put_le(&w, m->u.data.phase, 1);
+    put_le(&w, m->u.data.piece, 4);
+    put_le(&w, m->u.data.offset, 8);
+    put_le(&w, m->u.data.total, 8);
+    put_le(&w, m->u.data.len, 4);
+    put(&w, m->u.data.bytes, m->u.data.len);
+    break;
+  default: return 0;
+  }
+  if (w.bad) return 0;
+  size_t n = cap - w.left, plen = n - ATOLL_WIRE_HEADER;
+  for (int i = 0; i < 4; i++) len_at[i] = (uint8_t)(plen >> (8 * i));
+  return n;
+}

@@ -1,0 +1,128 @@
+/* The islands' wire format: every message between a coordinator and its islands, and
+ * between islands, is one ZeroMQ frame of a 24-byte header and a typed payload.
+ *
+ *   offset size  field
+ *   0      4     magic "ATIW"
+ *   4      1     version (ATOLL_WIRE_VERSION)
+ *   5      1     type (atoll_wire_type)
+ *   6      2     reserved, zero
+ *   8      8     session: a random number per sending socket (replay check)
+ *   16     4     seq: strictly increasing per session (replay check)
+ *   20     4     payload length in bytes (the frame is exactly 24 + length)
+ *
+ * All integers little-endian. Payloads per type are in docs/islands.md. The parser
+ * checks the magic, version, type, reserved bits, that the frame length equals
+ * 24 + length, the type's size limit (control messages ATOLL_WIRE_MAX_CONTROL, data
+ * ATOLL_WIRE_MAX_DATA) and every field of the payload before anything uses it. */
+#ifndef ATOLL_NET_WIRE_H
+#define ATOLL_NET_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATOLL_WIRE_VERSION 1
+#define ATOLL_WIRE_HEADER 24
+#define ATOLL_WIRE_MAX_CONTROL (64u << 10)
+#define ATOLL_WIRE_MAX_DATA (16u << 20)
+#define ATOLL_WIRE_HASH 32       /* BLAKE2b-256 of the global weights */
+#define ATOLL_WIRE_KEY 32        /* a CURVE public key, binary */
+#define ATOLL_WIRE_MAX_ENDPOINT 255
+#define ATOLL_WIRE_MAX_MEMBERS 1024
+#define ATOLL_WIRE_MAX_TEXT 1024
+
+typedef enum {
+  ATOLL_WIRE_HELLO = 1,     /* island -> coordinator: who I am, where I listen, what I hold */
+  ATOLL_WIRE_HEARTBEAT = 2, /* island -> coordinator: the same body, periodically */
+  ATOLL_WIRE_READY = 3,     /* island -> coordinator: ready for exchange (step, fragment) */
+  ATOLL_WIRE_QUORUM = 4,    /* coordinator -> island: the members of that exchange */
+  ATOLL_WIRE_WAIT = 5,      /* coordinator -> island: not enough islands yet (text) */
+  ATOLL_WIRE_COMMIT = 6,    /* island -> coordinator: exchange done, hash of global weights */
+  ATOLL_WIRE_COMMITTED = 7, /* coordinator -> island: every member agrees (revision, hash) */
+  ATOLL_WIRE_ERROR = 8,     /* coordinator -> island: the exchange failed (text) */
+  ATOLL_WIRE_DATA = 9,      /* island -> island: a range of an encoded outer gradient piece */
+  ATOLL_WIRE_DONE = 10,     /* island -> coordinator: it holds every piece of quorum `revision` */
+  ATOLL_WIRE_GO = 11,       /* coordinator -> island: every member is done: apply the result */
+  ATOLL_WIRE_ABORT = 12,    /* coordinator -> island: a member died or stalled: discard, retry */
+  ATOLL_WIRE_FEED = 13,     /* coordinator -> island: send your state to these joining islands */
+  ATOLL_WIRE_STATE_FROM = 14, /* coordinator -> joining island: fetch the state from this member */
+  ATOLL_WIRE_TYPE_MAX = 14
+} atoll_wire_type;
+
+/* HELLO and HEARTBEAT */
+typedef struct {
+  uint32_t island;   /* the island's slot (--island-id) */
+  uint32_t step;     /* inner steps done */
+  uint64_t revision; /* last committed outer revision it holds */
+  uint8_t hash[ATOLL_WIRE_HASH];
+  char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1]; /* where its data socket listens */
+} atoll_wire_hello;
+
+/* READY, COMMIT, COMMITTED, DONE, GO, ABORT: one exchange is (step, fragment); in
+ * DONE, GO and ABORT `revision` holds the quorum's id */
+typedef struct {
+  uint32_t step, fragment;
+  uint64_t revision;
+  uint8_t hash[ATOLL_WIRE_HASH];
+} atoll_wire_sync;
+
+typedef struct {
+  uint32_t island;
+  uint8_t key[ATOLL_WIRE_KEY];
+  char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
+} atoll_wire_member;
+
+/* QUORUM: members in island order (the order of the sum); FEED: the joining islands
+ * to send state to; STATE_FROM: the member to fetch it from. hash: the committed
+ * global weights' hash of `revision`, after step `step` (FEED, STATE_FROM) */
+typedef struct {
+  uint32_t step, fragment;
+  uint64_t revision;
+  uint64_t id;                /* this quorum's number: a retry gets a new one */
+  uint8_t hash[ATOLL_WIRE_HASH];
+  uint32_t n;
+  atoll_wire_member *members; /* points into storage the caller gives (max members) */
+} atoll_wire_quorum;
+
+/* DATA: bytes [offset, offset + len) of `total` of piece `piece`, phase 1 (the
+ * sender's encoding of the receiver's piece), 2 (the sender's encoded mean of its
+ * piece), 3 (a joining island's state: global weights, fp32) or 4 (its outer
+ * momentum, fp32) */
+typedef struct {
+  uint32_t step, fragment;
+  uint64_t quorum; /* the quorum's id: data of an aborted attempt is stale */
+  uint32_t from;  /* sender's island */
+  uint8_t phase;  /* 1 to 4 */
+  uint32_t piece;
+  uint64_t offset, total;
+  uint32_t len;
+  const uint8_t *bytes; /* points into the frame */
+} atoll_wire_data;
+
+typedef struct {
+  atoll_wire_type type;
+  uint64_t session;
+  uint32_t seq;
+  union {
+    atoll_wire_hello hello;
+    atoll_wire_sync sync;
+    atoll_wire_quorum quorum;
+    atoll_wire_data data;
+    char text[ATOLL_WIRE_MAX_TEXT + 1];
+  } u;
+} atoll_wire_msg;
+
+const char *atoll_wire_type_name(int type);
+
+/* Parses one frame. members: storage for a QUORUM's members (max_members of them).
+ * Returns 0, or -1 with a one-line reason in why (never reads past len). */
+int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wire_member *members,
+                     uint32_t max_members, char *why, size_t whysz);
+
+/* Encodes m into out (capacity cap); returns the frame length, or 0 if it does not fit
+ * or a field is out of range. */
+size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap);
+
+/* The size a message's encoding takes (upper bound for DATA: header + fixed + len). */
+size_t atoll_wire_size(const atoll_wire_msg *m);
+
+#endif

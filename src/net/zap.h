@@ -1,0 +1,26 @@
+/* The allow-list of CURVE public keys, enforced by a ZAP handler (ZeroMQ RFC 27): a
+ * thread answering the authentication requests of every CURVE server socket of one
+ * ZeroMQ context. A connection whose client key is not in the list is refused during
+ * the handshake (it never delivers a message) and logged with its address and key.
+ * An accepted connection's messages carry the key's Z85 text as their "User-Id". */
+#ifndef ATOLL_NET_ZAP_H
+#define ATOLL_NET_ZAP_H
+
+#include "atoll/atoll.h"
+#include "net/keys.h"
+
+typedef struct atoll_zap atoll_zap;
+
+/* Starts the handler on ctx; label prefixes its log lines ("coordinator"). grace:
+ * seconds a request with an unknown key waits for the key to be allowed (0: none). */
+int atoll_zap_start(atoll_zap **out, void *ctx, const char *label, double grace, atoll_err *err);
+void atoll_zap_stop(atoll_zap *z);
+/* Adds a key (thread-safe); a key already there is not added twice. */
+void atoll_zap_allow(atoll_zap *z, const uint8_t key[ATOLL_KEY_BYTES]);
+/* Adds every DIR/\*.pub; returns how many keys, or -1 (err) for an unreadable file. */
+int atoll_zap_allow_dir(atoll_zap *z, const char *dir, atoll_err *err);
+int atoll_zap_count(atoll_zap *z);
+/* Refusals so far (for tests and logs). */
+int atoll_zap_refused(atoll_zap *z);
+
+#endif

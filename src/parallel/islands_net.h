@@ -1,0 +1,20 @@
+/* Islands as separate jobs (docs/islands.md): the DiLoCo object's outer exchange goes
+ * over the network link of src/net/link.h instead of the mesh's cross-island
+ * communicator. This object owns the link; as a strategy it tells the heartbeats how
+ * far the island is (after_step) and closes the link at the end of the run. It is
+ * added to the list before DiLoCo, so DiLoCo (destroyed first) never outlives it. */
+#ifndef ATOLL_ISLANDS_NET_H
+#define ATOLL_ISLANDS_NET_H
+
+#include "net/link.h"
+#include "parallel/diloco.h"
+#include "parallel/strategy.h"
+
+typedef struct atoll_islands_net atoll_islands_net;
+
+int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *cfg, atoll_err *err);
+const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n);
+atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n);
+atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n);
+
+#endif

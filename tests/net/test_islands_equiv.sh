@@ -1,0 +1,66 @@
+#!/bin/sh
+# Islands as separate jobs (docs/islands.md) end bit-identical to the same run with
+# --islands K inside one mpirun: K island processes and a coordinator over loopback,
+# fp32, and fp4 with streaming fragments and overlap; K = 2 and K = 3. Compared: every
+# tensor of each island's final model.safetensors (the global weights) and every
+# validation loss.
+#   usage: test_islands_equiv.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/mpi/mpi_common.sh"
+. "$SRC/tests/net/islands_lib.sh"
+M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 4 --eval-batches 2 --save-every 0 --steps 12"
+
+cmp_runs() { # A B: the global weights bit for bit, and the validation losses
+  $PY - "$1" "$2" <<'PYEOF'
+import glob, json, struct, sys
+def weights(run):
+    ck = sorted(glob.glob(f"{run}/checkpoints/step_*"))[-1]
+    blob = open(f"{ck}/model.safetensors", "rb").read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    h = json.loads(blob[8:8 + n]); h.pop("__metadata__", None)
+    return {k: blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+def vals(run):
+    return [(o["step"], o["val_loss"]) for o in map(json.loads, open(f"{run}/metrics.jsonl")) if "val_loss" in o]
+a, b = sys.argv[1], sys.argv[2]
+wa, wb = weights(a), weights(b)
+bad = [k for k in wb if wa.get(k) != wb[k]] + [k for k in wa if k not in wb]
+if bad: sys.exit(f"weights differ in {len(bad)} tensors, e.g. {bad[:3]}")
+if vals(a) != vals(b): sys.exit(f"validation losses differ: {vals(a)} vs {vals(b)}")
+print(f"{len(wb)} tensors bit-identical, {len(vals(b))} validation losses equal")
+PYEOF
+}
+
+# run_case NAME K FLAGS...: --islands K in one mpirun, then K islands as processes
+run_case() {
+  name=$1; K=$2; shift 2
+  D="$TMP/$name"; mkdir -p "$D"
+  $MPIRUN -np $K $ATOLL train $M --islands $K "$@" --out "$D/injob" >/dev/null 2>"$D/injob.err" || { fail "$name: in-job run: $(tail -1 "$D/injob.err")"; return; }
+  net_keys "$D" $K || { fail "$name: keys"; return; }
+  set -- "$@" -- $(free_ports $((K + 1)))
+  flags=""; while [ "$1" != "--" ]; do flags="$flags $1"; shift; done; shift
+  cport=$1; shift
+  start_coordinator "$D" $cport $K --island-timeout 20
+  pids=""; i=0
+  while [ $i -lt $K ]; do
+    timeout -k 5 300 $ATOLL train $M --islands $K $flags $(island_flags "$D" $cport $i $1) --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
+    pids="$pids $!"; i=$((i + 1)); shift
+  done
+  ok=1
+  for p in $pids; do wait $p || ok=0; done
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  [ $ok -eq 1 ] || { fail "$name: an island failed"; tail -n 3 "$D"/net*.err "$D/coord.log"; return; }
+  i=0
+  while [ $i -lt $K ]; do
+    out=$(cmp_runs "$D/net$i" "$D/injob") && pass "$name: island $i of $K as its own process == --islands $K in one job: $out" || fail "$name: island $i: $out"
+    i=$((i + 1))
+  done
+  commits=$(grep -c "committed: revision" "$D/coord.log")
+  [ "$commits" -ge 1 ] && pass "$name: coordinator committed $commits revisions" || fail "$name: no commits in the coordinator log"
+}
+
+[ -n "${ONLY:-}" ] && { run_case $ONLY; finish; }
+run_case fp32_k2 2 --sync-every 3
+run_case fp4_stream_k2 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4
+run_case fp4_stream_k3 3 --sync-every 4 --fragments 3 --outer-dtype fp4 --net-streams 2
+finish
