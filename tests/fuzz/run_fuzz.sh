@@ -192,6 +192,8 @@ static void gen(void) {
   if (atoll_tokenizer_write_json(t, at("bpe.json"), &e)) die("bpe tokenizer", &e);
   atoll_tokenizer_free(t);
   remove(path);
+}
+#endif
 #ifdef GEN_WIRE
 #include "net/wire.h"
 static void put(const char *name, atoll_wire_msg *m) {
