@@ -70,6 +70,9 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int add_input(char ***list, int *n, int *cap, const char *path, atoll_err *err) {
   struct stat st;
   if (stat(path, &st) != 0) return atoll_fail(err, "--text %s: %s", path, strerror(errno));
+  /* a FIFO blocked in open, /dev/zero was read until memory ran out */
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+    return atoll_fail(err, "--text %s: not a regular file or directory (a FIFO, device or socket)", path);
   DIR *d = S_ISDIR(st.st_mode) ? opendir(path) : NULL;
   if (S_ISDIR(st.st_mode) && !d) return atoll_fail(err, "--text %s: cannot read directory: %s", path, strerror(errno));
   int first = *n;
