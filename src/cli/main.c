@@ -25,6 +25,7 @@
 #include <cblas.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -380,6 +381,7 @@ static int cmd_sample(int argc, char **argv) {
     }
     const char *v = argv[++i];
     char *end = NULL;
+    const char *range = "";
     errno = 0;
     if (strcmp(a, "--ckpt") == 0) {
       o.ckpt = v;
@@ -391,11 +393,15 @@ static int cmd_sample(int argc, char **argv) {
       o.tokenizer = v;
       continue;
     } else if (strcmp(a, "--tokens") == 0) {
-      o.tokens = (int)strtol(v, &end, 10);
+      long t = strtol(v, &end, 10);
+      if (t > INT_MAX || t < INT_MIN) errno = ERANGE, range = " up to 2147483647"; /* (int) wraps 4294967297 to 1 */
+      o.tokens = (int)t;
     } else if (strcmp(a, "--temperature") == 0) {
       o.temperature = strtof(v, &end);
     } else if (strcmp(a, "--top-k") == 0) {
-      o.top_k = (int)strtol(v, &end, 10);
+      long k = strtol(v, &end, 10);
+      if (k > INT_MAX || k < INT_MIN) errno = ERANGE, range = " up to 2147483647";
+      o.top_k = (int)k;
     } else if (strcmp(a, "--seed") == 0) {
       o.seed = strtoull(v, &end, 10);
       if (v[0] == '-') errno = ERANGE; /* strtoull would wrap a negative seed */
@@ -404,7 +410,7 @@ static int cmd_sample(int argc, char **argv) {
       return die(&err);
     }
     if (errno || end == v || *end) {
-      atoll_fail(&err, "%s: expected a number, got '%s'", a, v);
+      atoll_fail(&err, "%s: expected a number%s, got '%s'", a, range, v);
       return die(&err);
     }
   }
