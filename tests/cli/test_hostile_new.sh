@@ -68,4 +68,15 @@ $TO $ATOLL sample --ckpt "$TMP/rl" --prompt "$(head -c 2000 $ART)" --tokens 200 
 # plan --versus: a key given twice (the later one won silently)
 expect_error "plan --versus dp twice" "given twice" $TO $ATOLL plan --model gpt2 --versus dp=1,tp=1,pp=1,cp=1,dp=2
 
+# export: a killed export's hidden temporary directory (its pid gone) is removed by the
+# next export next to it; a live process's one (pid 1) and a foreign name are left
+$TO $ATOLL train $TINY $D --steps 1 --out "$TMP/rx" >/dev/null 2>&1 || fail "run to export"
+mkdir -p "$TMP/xp" "$TMP/xp/.tmp-hf-999999999" "$TMP/xp/.tmp-hf-1" "$TMP/xp/.tmp-hf-x"
+if $TO $ATOLL export --ckpt "$TMP/rx" --to hf --out "$TMP/xp/hf" >/dev/null 2>"$TMP/err" \
+   && [ ! -e "$TMP/xp/.tmp-hf-999999999" ] && [ -d "$TMP/xp/.tmp-hf-1" ] && [ -d "$TMP/xp/.tmp-hf-x" ]; then
+  pass "export removes a dead export's temporary directory only"
+else
+  fail "export leftovers: $(ls -a "$TMP/xp" | tr '\n' ' ') $(cat "$TMP/err")"
+fi
+
 finish
