@@ -62,26 +62,9 @@ static int check_tokenizer(const atoll_run *r, const char *dir, const cJSON *sta
                     dir, saved.kind, saved.hash, saved.vocab, r->cfg->data, data.kind, data.hash, data.vocab);
 }
 
-typedef struct {
-  float *part;
-  const float *whole;
-} cut_ctx;
-
-static void cut_run(void *ctx, const atoll_tensor *t, size_t part_off, size_t whole_off, size_t n) {
-  (void)t;
-  cut_ctx *c = ctx;
-  memcpy(c->part + part_off, c->whole + whole_off, n * sizeof(float));
-}
-
-/* This rank's part of a whole-model buffer into part. */
-static void cut_part(const atoll_run *r, float *part, const float *whole) {
-  cut_ctx c = {part, whole};
-  atoll_layout_runs(r->lay, &r->whole, cut_run, &c);
-}
-
 /* This rank's shard [begin, end) of a whole-model buffer of moments into dst. */
 static void cut_shard(const atoll_run *r, const atoll_train_state *st, float *dst, const float *whole, float *scratch) {
-  cut_part(r, scratch, whole);
+  atoll_run_cut_part(r, scratch, whole);
   memcpy(dst, scratch + st->begin, (st->end - st->begin) * sizeof(float));
 }
 
@@ -102,7 +85,7 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
   /* a DiLoCo checkpoint's model.safetensors holds the global weights and
    * optimizer.safetensors island 0's moments: both whole models */
   if (atoll_ckpt_load(dir, &r->whole, wp, c->init_optim ? wm : NULL, c->init_optim ? wv : NULL, err)) return -1;
-  cut_part(r, atoll_model_params(r->model), wp);
+  atoll_run_cut_part(r, atoll_model_params(r->model), wp);
   if (c->init_optim) {
     cut_shard(r, st, st->m, wm, px);
     cut_shard(r, st, st->v, wv, px);
@@ -127,7 +110,7 @@ int atoll_run_init_from(atoll_run *r, atoll_train_state *st, atoll_err *err) {
   } else if (c->init_from[0]) {
     rc = from_checkpoint(r, st, wp, wm, wv, px, err);
   } else if (atoll_hf_import(c->init_from_hf, &r->whole, wp, err) == 0) {
-    cut_part(r, atoll_model_params(r->model), wp);
+    atoll_run_cut_part(r, atoll_model_params(r->model), wp);
     if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init_from_hf);
     rc = 0;
   } else {
