@@ -13,6 +13,7 @@ PKGS=(
   libzmq3-dev libsodium-dev iperf3 iproute2  # islands over a network: ZeroMQ CURVE, BLAKE2b, WAN test
   libopenmpi-dev openmpi-bin  # MPI between ranks (MPICH works too)
   fortunes                 # default corpus: /usr/share/games/fortunes
+  zlib1g-dev linux-doc-6.1 # gzip input for atoll prepare; the larger corpus (scripts/corpus.sh, tested)
   clang libclang-rt-14-dev # libFuzzer targets
   python3-torch python3-numpy  # PyTorch reference check and benchmark (/usr/bin/python3)
   python3-venv             # scripts/venv.sh: PyTorch 2.x, transformers, tokenizers from PyPI

@@ -44,7 +44,9 @@ cp "$ROOT/build/atoll" "$WORK/atoll.new" && mv "$WORK/atoll.new" "$WORK/atoll"
 ATOLL="$WORK/atoll"
 SHA=$(sha256sum "$ATOLL" | cut -c1-64)
 DATA="$WORK/data"
-[ -f "$DATA/manifest.json" ] || "$ATOLL" prepare --text /usr/share/games/fortunes --out "$DATA"
+# CORPUS=kernel-docs: the larger corpus of scripts/corpus.sh (25.4M tokens) instead of fortunes
+if [ "${CORPUS:-fortunes}" = kernel-docs ]; then DATA="$WORK/data-kernel-docs"; fi
+[ -f "$DATA/manifest.json" ] || if [ "${CORPUS:-fortunes}" = kernel-docs ]; then bash "$ROOT/scripts/corpus.sh" "$DATA" "$ATOLL"; else "$ATOLL" prepare --text /usr/share/games/fortunes --out "$DATA"; fi
 
 # --- settings. Total tokens per row = K x steps x batch x seq, the same in every row.
 if [ $QUICK = 1 ]; then S4=40 EVAL_BATCHES=8; else S4=500 EVAL_BATCHES=48; fi

@@ -184,6 +184,20 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err);
 int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
                   atoll_err *err);
 
+/* What atoll prepare reads besides the paths (docs/formats.md, "What prepare reads"). */
+typedef struct {
+  const char *jsonl_field; /* JSON Lines key holding the text; NULL: "text" */
+  int progress;            /* 1: a progress line on stderr (live on a terminal, else every 10 s) */
+  int *nfiles_read;        /* if not NULL, receives the number of files read */
+  const char *tokenizer;   /* a tokenizer.json (kept as DIR/tokenizer.json); NULL: bytes */
+} atoll_prepare_input;
+
+/* atoll prepare over files and directories (walked), plain text, gzip and JSON Lines,
+ * streamed; in may be NULL. atoll_prepare is this with in = NULL for files only (a
+ * directory is refused there). */
+int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepare_input *in,
+                         const char *outdir, double val_fraction, atoll_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,7 +24,7 @@ typedef struct {
 } atoll_hf_name;
 
 typedef struct {
-  const char *model_type;      /* config.json's "model_type": "gpt2" */
+  const char *model_type;      /* config.json's "model_type": "gpt2", "llama" */
   const atoll_hf_name *names;
   int nnames;
   const char *tied_head;       /* the LM head a loader may find as a copy of the embedding, or NULL */
@@ -38,9 +38,9 @@ typedef struct {
 
 /* The table for config.json's "model_type", or NULL. */
 const atoll_hf_arch *atoll_hf_arch_find(const char *model_type);
-/* The known model_type values, for messages ("gpt2"). */
+/* The known model_type values, for messages ("gpt2, llama"). */
 void atoll_hf_known(char *out, size_t outsz);
-/* The table of a run's model (today every atoll model is GPT-2). */
+/* The table of a run's model: "gpt2" or "llama" (--arch). */
 const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
 /* The Hugging Face name of layout tensor t into out, and whether it is stored
  * transposed; -1 if the table has no entry for it. */
@@ -48,13 +48,16 @@ int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, s
 
 /* tokenizer.json of atoll's byte tokenizer: a BPE model without merges whose 256
  * symbols are the bytes in the ByteLevel byte-to-character mapping, id = byte value,
- * with ByteLevel pre-tokenizer and decoder. Caller frees. (The BPE tokenizer will
- * write its own.) */
+ * with ByteLevel pre-tokenizer and decoder. Caller frees. (A BPE checkpoint exports
+ * its own, src/tokenizer/.) */
 char *atoll_hf_byte_tokenizer_json(void);
 
 /* Writes the directory out_dir (which must not exist, or be an empty directory)
- * atomically: everything goes into a hidden sibling first, which is then renamed. */
-int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float *params, atoll_err *err);
+ * atomically: everything goes into a hidden sibling first, which is then renamed.
+ * tokenizer_json: the text of the checkpoint's tokenizer.json (BPE), or NULL for the
+ * byte tokenizer's. */
+int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float *params, const char *tokenizer_json,
+                    atoll_err *err);
 
 /* Reads a directory written by atoll_hf_export or by transformers' save_pretrained
  * (one model.safetensors, F32, F16 or BF16) into the whole model's flat buffer:

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@ static void byte_symbol(int b, char *out) {
 
 static cJSON *byte_level(int prefix_space) {
   cJSON *o = cJSON_CreateObject();
-  if (o && cJSON_AddStringToObject(o, "type", "ByteLevel") && cJSON_AddBoolToObject(o, "add_prefix_space", prefix_space) &&
+  if (o && cJSON_AddStringToObject(o, "type", "ByteLevel") &&
+      cJSON_AddBoolToObject(o, "add_prefix_space", prefix_space) &&
       cJSON_AddTrueToObject(o, "trim_offsets") && cJSON_AddTrueToObject(o, "use_regex"))
     return o;
   cJSON_Delete(o);
@@ -124,10 +126,12 @@ static int write_text(const char *dir, const char *name, const char *text, atoll
 }
 
 /* The three files into dir. */
-static int write_files(const char *dir, const atoll_layout *whole, const float *params, atoll_err *err) {
+static int write_files(const char *dir, const atoll_layout *whole, const float *params, const char *tokenizer_json,
+                       atoll_err *err) {
   const atoll_hf_arch *a = atoll_hf_arch_of(&whole->shape);
   cJSON *cfg = a->config_json(&whole->shape), *meta = cJSON_CreateObject();
-  char *cfg_text = cfg ? cJSON_Print(cfg) : NULL, *tok = atoll_hf_byte_tokenizer_json();
+  char *cfg_text = cfg ? cJSON_Print(cfg) : NULL, *tok = tokenizer_json ? strdup(tokenizer_json)
+                                                                         : atoll_hf_byte_tokenizer_json();
   atoll_layout view = {0};
   float *data = NULL;
   int rc = -1;
@@ -147,7 +151,32 @@ static int write_files(const char *dir, const atoll_layout *whole, const float *
   return rc;
 }
 
-int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float *params, atoll_err *err) {
+/* Removes parent/.tmp-BASE-PID directories whose exporting process is gone (an export
+ * killed mid-way); a live exporter's directory is left alone. */
+static void clean_dead_exports(const char *parent, const char *base) {
+  DIR *d = opendir(parent);
+  if (!d) return;
+  char prefix[1100];
+  snprintf(prefix, sizeof prefix, ".tmp-%s-", base);
+  size_t np = strlen(prefix);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, np) != 0) continue;
+    const char *p = e->d_name + np;
+    long pid = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && pid < 100000000; p++, digits++) pid = pid * 10 + (*p - '0');
+    if (*p || !digits || pid <= 0) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to know */
+    char path[2300];
+    snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+    atoll_rm_tree(path);
+  }
+  closedir(d);
+}
+
+int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float *params, const char *tokenizer_json,
+                    atoll_err *err) {
   char out_dir[1024], parent[1100], tmp[2200];
   size_t n = strlen(out_arg);
   while (n > 1 && out_arg[n - 1] == '/') n--; /* "hf/" is "hf" */
@@ -161,11 +190,13 @@ int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float 
   if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
     return atoll_fail(err, "--out %s: name the new directory itself", out_arg);
   snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", parent, base, (long)getpid());
+  clean_dead_exports(parent, base);
   atoll_rm_tree(tmp); /* a leftover of this pid's earlier life */
   if (atoll_mkdir_p(tmp, err)) return -1;
-  int rc = write_files(tmp, whole, params, err);
+  int rc = write_files(tmp, whole, params, tokenizer_json, err);
   if (rc == 0 && atoll_fsync_path(tmp, O_DIRECTORY, err)) rc = -1;
-  if (rc == 0 && rename(tmp, out_dir) != 0) rc = atoll_fail(err, "--out %s: cannot rename %s into place: %s", out_dir, tmp, strerror(errno));
+  if (rc == 0 && rename(tmp, out_dir) != 0)
+    rc = atoll_fail(err, "--out %s: cannot rename %s into place: %s", out_dir, tmp, strerror(errno));
   if (rc) {
     atoll_rm_tree(tmp);
     return -1;

@@ -103,8 +103,8 @@ static int check_rest(const atoll_st_file *f, const atoll_hf_arch *a, const char
       int same = to && to->numel == s->numel && to->ndim == s->ndim;
       for (uint64_t k = 0; same && k < s->numel; k++) same = element(s, k) == element(to, k);
       if (!same)
-        return atoll_fail(err, "%s: %s differs from %s; atoll's %s ties the LM head to the embedding", path, s->name,
-                          a->tied_to, a->model_type);
+        return atoll_fail(err, "%s: %s differs from %s; this run's LM head is tied to the embedding", path, s->name,
+                          a->tied_to);
       continue;
     }
     name_list(extra, sizeof extra, s->name, &nextra);
@@ -133,10 +133,12 @@ static int read_config(const char *dir, const atoll_layout *whole, const atoll_h
   char known[128];
   atoll_hf_known(known, sizeof known);
   if (!*arch)
-    rc = atoll_fail(err, "%s: model_type %s%s%s is not one atoll reads (known: %s)", path, cJSON_IsString(type) ? "'" : "",
-                    cJSON_IsString(type) ? type->valuestring : "missing", cJSON_IsString(type) ? "'" : "", known);
+    rc = atoll_fail(err, "%s: model_type %s%s%s is not one atoll reads (known: %s)", path,
+                    cJSON_IsString(type) ? "'" : "", cJSON_IsString(type) ? type->valuestring : "missing",
+                    cJSON_IsString(type) ? "'" : "", known);
   else if (*arch != atoll_hf_arch_of(&whole->shape))
-    rc = atoll_fail(err, "%s: model_type '%s' is not this run's architecture", path, (*arch)->model_type);
+    rc = atoll_fail(err, "%s: model_type '%s' is not this run's architecture (--arch %s; pass --arch %s)", path,
+                    (*arch)->model_type, atoll_hf_arch_of(&whole->shape)->model_type, (*arch)->model_type);
   else
     rc = (*arch)->config_check(cfg, &whole->shape, path, err);
   cJSON_Delete(cfg);

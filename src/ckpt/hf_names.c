@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- GPT-2 --- */
@@ -60,29 +61,38 @@ static cJSON *gpt2_config_json(const atoll_shape *s) {
   return o;
 }
 
-/* A boolean key that must hold `want` when present (absent: transformers' default). */
-static int check_bool(const cJSON *cfg, const char *key, int want, int dflt, const char *path, atoll_err *err) {
+/* A boolean key that must hold `want` when present (absent: transformers' default
+ * `dflt`); `why` ends the message ("atoll's GPT-2 needs true"). */
+static int check_bool(const cJSON *cfg, const char *key, int want, int dflt, const char *path, const char *why,
+                      atoll_err *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
   int have = v ? cJSON_IsTrue(v) : dflt;
   if (v && !cJSON_IsBool(v)) return atoll_fail(err, "%s: %s must be true or false", path, key);
-  if (have != want)
-    return atoll_fail(err, "%s: %s is %s; atoll's GPT-2 needs %s", path, key, have ? "true" : "false",
-                      want ? "true" : "false");
+  if (have != want) return atoll_fail(err, "%s: %s is %s; %s", path, key, have ? "true" : "false", why);
+  return 0;
+}
+
+/* Integer keys that must equal the run's values, each set by a flag. A key that is
+ * absent takes dflt[i] when dflt is given and dflt[i] >= 0, else it is refused. */
+static int check_ints(const cJSON *cfg, int n, const char *const *keys, const char *const *flags, const int *want,
+                      const int *dflt, const char *path, atoll_err *err) {
+  for (int i = 0; i < n; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
+    double have = dflt && dflt[i] >= 0 && (!v || cJSON_IsNull(v)) ? dflt[i] : cJSON_IsNumber(v) ? v->valuedouble : -1;
+    if (have < 0 || have != floor(have) || have > 1e9)
+      return atoll_fail(err, "%s: %s is missing or not an integer", path, keys[i]);
+    if (have != want[i])
+      return atoll_fail(err, "%s: %s is %.0f, this run has --%s %d (pass --%s %.0f)", path, keys[i], have, flags[i],
+                        want[i], flags[i], have);
+  }
   return 0;
 }
 
 static int gpt2_config_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
-  const char *keys[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
-  const char *flags[] = {"layers", "heads", "dim", "context", "vocab"};
+  const char *const keys[] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
+  const char *const flags[] = {"layers", "heads", "dim", "context", "vocab"};
   const int want[] = {s->layers, s->heads, s->dim, s->context, s->vocab};
-  for (int i = 0; i < 5; i++) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
-      return atoll_fail(err, "%s: %s is missing or not an integer", path, keys[i]);
-    if (v->valuedouble != want[i])
-      return atoll_fail(err, "%s: %s is %.0f, this run has --%s %d (pass --%s %.0f)", path, keys[i], v->valuedouble,
-                        flags[i], want[i], flags[i], v->valuedouble);
-  }
+  if (check_ints(cfg, 5, keys, flags, want, NULL, path, err)) return -1;
   const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "activation_function");
   const char *a = cJSON_IsString(act) ? act->valuestring : act ? "(not a string)" : "gelu_new";
   if (strcmp(a, "gelu_new") != 0 && strcmp(a, "gelu_pytorch_tanh") != 0)
@@ -94,8 +104,161 @@ static int gpt2_config_check(const cJSON *cfg, const atoll_shape *s, const char 
   const cJSON *inner = cJSON_GetObjectItemCaseSensitive(cfg, "n_inner");
   if (inner && !cJSON_IsNull(inner) && !(cJSON_IsNumber(inner) && inner->valuedouble == 4.0 * s->dim))
     return atoll_fail(err, "%s: n_inner must be null or 4 x n_embd = %d", path, 4 * s->dim);
-  if (check_bool(cfg, "tie_word_embeddings", 1, 1, path, err) || check_bool(cfg, "scale_attn_weights", 1, 1, path, err) ||
-      check_bool(cfg, "scale_attn_by_inverse_layer_idx", 0, 0, path, err))
+  if (check_bool(cfg, "tie_word_embeddings", 1, 1, path, "atoll's GPT-2 needs true", err) ||
+      check_bool(cfg, "scale_attn_weights", 1, 1, path, "atoll's GPT-2 needs true", err) ||
+      check_bool(cfg, "scale_attn_by_inverse_layer_idx", 0, 0, path, "atoll's GPT-2 needs false", err))
+    return -1;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- Llama --- */
+
+/* LlamaForCausalLM: every matrix is a torch.nn.Linear ([out, in], like atoll's), so no
+ * transposes. q_proj and k_proj rows are stored in the order Hugging Face's half-split
+ * rotary embedding (rotate_half) expects, which is atoll's RoPE (src/ops/ops_llama_cpu.c),
+ * so they are copied as they are (test_hf_llama compares the logits). lm_head.weight is
+ * in atoll's layout only when the head is untied (--tie 0). */
+static const atoll_hf_name LLAMA_NAMES[] = {
+    {"wte.weight", "model.embed_tokens.weight", 0},
+    {"h.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
+    {"h.%d.attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0},
+    {"h.%d.attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0},
+    {"h.%d.attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0},
+    {"h.%d.attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0},
+    {"h.%d.mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
+    {"h.%d.mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0},
+    {"h.%d.mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0},
+    {"h.%d.mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0},
+    {"norm.weight", "model.norm.weight", 0},
+    {"lm_head.weight", "lm_head.weight", 0},
+};
+
+/* transformers' defaults for keys a config.json may leave out (LlamaConfig) */
+#define LLAMA_HF_EPS 1e-6
+#define LLAMA_HF_THETA 10000.0
+
+/* The shortest decimal that reads back as the float f (1e-05 for 1e-5f): written into
+ * config.json, transformers turns it into the same float32 atoll computes with. */
+static double float_decimal(float f) {
+  char buf[40];
+  for (int p = 1; p < 9; p++) {
+    snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+    double d = strtod(buf, NULL);
+    if ((float)d == f) return d;
+  }
+  return (double)f;
+}
+
+static cJSON *llama_config_json(const atoll_shape *s) {
+  cJSON *o = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(o, "architectures");
+  if (!arch || !cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"))) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  double eps = float_decimal(atoll_shape_norm_eps(s)), theta = float_decimal(atoll_shape_rope_theta(s));
+  /* rope_theta twice: top-level for transformers 4.x, in rope_parameters for 5.x */
+  cJSON *rope = cJSON_CreateObject();
+  int ok = rope && cJSON_AddStringToObject(rope, "rope_type", "default") &&
+           cJSON_AddNumberToObject(rope, "rope_theta", theta);
+  ok = ok && cJSON_AddStringToObject(o, "model_type", "llama") && cJSON_AddNumberToObject(o, "vocab_size", s->vocab) &&
+       cJSON_AddNumberToObject(o, "hidden_size", s->dim) &&
+       cJSON_AddNumberToObject(o, "intermediate_size", atoll_shape_hidden(s)) &&
+       cJSON_AddNumberToObject(o, "num_hidden_layers", s->layers) &&
+       cJSON_AddNumberToObject(o, "num_attention_heads", s->heads) &&
+       cJSON_AddNumberToObject(o, "num_key_value_heads", atoll_shape_kv_heads(s)) &&
+       cJSON_AddNumberToObject(o, "head_dim", s->dim / s->heads) && cJSON_AddStringToObject(o, "hidden_act", "silu") &&
+       cJSON_AddNumberToObject(o, "max_position_embeddings", s->context) &&
+       cJSON_AddNumberToObject(o, "rms_norm_eps", eps) && cJSON_AddNumberToObject(o, "rope_theta", theta) &&
+       cJSON_AddItemToObject(o, "rope_parameters", rope) && (rope = NULL, 1) &&
+       cJSON_AddBoolToObject(o, "tie_word_embeddings", atoll_shape_tied(s)) &&
+       cJSON_AddFalseToObject(o, "attention_bias") && cJSON_AddFalseToObject(o, "mlp_bias") &&
+       cJSON_AddNumberToObject(o, "attention_dropout", 0) && cJSON_AddNumberToObject(o, "pretraining_tp", 1) &&
+       cJSON_AddNullToObject(o, "bos_token_id") && cJSON_AddNullToObject(o, "eos_token_id") && /* bytes only */
+       cJSON_AddNullToObject(o, "pad_token_id") && cJSON_AddTrueToObject(o, "use_cache") &&
+       cJSON_AddStringToObject(o, "torch_dtype", "float32");
+  cJSON_Delete(rope);
+  if (!ok) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
+}
+
+/* A float key read as transformers reads it (float32 in the model) equal to atoll's
+ * value, which --flag sets. */
+static int check_float(const cJSON *v, const char *key, double dflt, float want, const char *flag, const char *path,
+                       atoll_err *err) {
+  if (v && !cJSON_IsNumber(v)) return atoll_fail(err, "%s: %s is not a number", path, key);
+  double have = v ? v->valuedouble : dflt;
+  if ((float)have != want)
+    return atoll_fail(err, "%s: %s is %g, this run has --%s %g (pass --%s %g)", path, key, have, flag,
+                      float_decimal(want), flag, have);
+  return 0;
+}
+
+/* The rotary embedding: rope_parameters (transformers 5) or rope_theta and rope_scaling
+ * (4.x); atoll's RoPE has no scaling, so only the "default" type is read. */
+static int llama_rope_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
+  const cJSON *theta = cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta");
+  const char *keys[] = {"rope_parameters", "rope_scaling"};
+  for (int i = 0; i < 2; i++) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
+    if (!p || cJSON_IsNull(p)) continue;
+    if (!cJSON_IsObject(p)) return atoll_fail(err, "%s: %s is not an object", path, keys[i]);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(p, "type");
+    if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "default") == 0))
+      return atoll_fail(err, "%s: %s.rope_type is %s; atoll's rotary embedding has no scaling (\"default\" only)", path,
+                        keys[i], cJSON_IsString(type) ? type->valuestring : "not a string");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
+    if (t) theta = t; /* rope_parameters wins over the top-level key, as in transformers */
+  }
+  return check_float(theta, "rope_theta", LLAMA_HF_THETA, atoll_shape_rope_theta(s), "rope-theta", path, err);
+}
+
+static int llama_config_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
+  const char *const keys[] = {"num_hidden_layers", "num_attention_heads", "hidden_size", "max_position_embeddings",
+                              "vocab_size"};
+  const char *const flags[] = {"layers", "heads", "dim", "context", "vocab"};
+  const int want[] = {s->layers, s->heads, s->dim, s->context, s->vocab};
+  if (check_ints(cfg, 5, keys, flags, want, NULL, path, err)) return -1;
+  const char *const kv_key[] = {"num_key_value_heads"}, *const kv_flag[] = {"kv-heads"};
+  const int kv_want[] = {atoll_shape_kv_heads(s)}, kv_dflt[] = {s->heads}; /* absent: one per head */
+  if (check_ints(cfg, 1, kv_key, kv_flag, kv_want, kv_dflt, path, err)) return -1;
+  const cJSON *inter = cJSON_GetObjectItemCaseSensitive(cfg, "intermediate_size");
+  int H = atoll_shape_hidden(s), least = 8 * s->dim / 3;
+  if (!cJSON_IsNumber(inter) || inter->valuedouble != floor(inter->valuedouble) || inter->valuedouble < 1 ||
+      inter->valuedouble > 1e9)
+    return atoll_fail(err, "%s: intermediate_size is missing or not a positive integer", path);
+  double I = inter->valuedouble;
+  if (I != H && I >= least && I <= 65536) /* multiple-of I gives I x ceil(least / I) = I */
+    return atoll_fail(err, "%s: intermediate_size is %.0f, this run's SwiGLU width is %d (pass --multiple-of %.0f)",
+                      path, I, H, I);
+  if (I != H)
+    return atoll_fail(err,
+                      "%s: intermediate_size is %.0f; atoll's SwiGLU width is multiple-of x ceil(%d / multiple-of) "
+                      "for --dim %d, at least %d",
+                      path, I, least, s->dim, least);
+  const cJSON *hd = cJSON_GetObjectItemCaseSensitive(cfg, "head_dim");
+  if (hd && !cJSON_IsNull(hd) && !(cJSON_IsNumber(hd) && hd->valuedouble == s->dim / s->heads))
+    return atoll_fail(err, "%s: head_dim must be null or hidden_size / num_attention_heads = %d", path,
+                      s->dim / s->heads);
+  const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
+  int tied = atoll_shape_tied(s);
+  if (tie && !cJSON_IsBool(tie)) return atoll_fail(err, "%s: tie_word_embeddings must be true or false", path);
+  if ((tie ? cJSON_IsTrue(tie) : 0) != tied) /* absent: false (LlamaConfig) */
+    return atoll_fail(err, "%s: tie_word_embeddings is %s, this run has --tie %d (pass --tie %d)", path,
+                      tied ? "false" : "true", tied, !tied);
+  if (check_float(cJSON_GetObjectItemCaseSensitive(cfg, "rms_norm_eps"), "rms_norm_eps", LLAMA_HF_EPS,
+                  atoll_shape_norm_eps(s), "norm-eps", path, err) ||
+      llama_rope_check(cfg, s, path, err))
+    return -1;
+  const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+  const char *a = cJSON_IsString(act) ? act->valuestring : act ? "(not a string)" : "silu";
+  if (strcmp(a, "silu") != 0 && strcmp(a, "swish") != 0)
+    return atoll_fail(err, "%s: hidden_act is %s; atoll's SwiGLU uses silu", path, a);
+  if (check_bool(cfg, "attention_bias", 0, 0, path, "atoll's Llama has no biases", err) ||
+      check_bool(cfg, "mlp_bias", 0, 0, path, "atoll's Llama has no biases", err))
     return -1;
   return 0;
 }
@@ -105,6 +268,8 @@ static int gpt2_config_check(const cJSON *cfg, const atoll_shape *s, const char 
 static const atoll_hf_arch ARCHS[] = {
     {"gpt2", GPT2_NAMES, (int)(sizeof GPT2_NAMES / sizeof GPT2_NAMES[0]), "lm_head.weight", "transformer.wte.weight",
      gpt2_config_json, gpt2_config_check},
+    {"llama", LLAMA_NAMES, (int)(sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0]), "lm_head.weight",
+     "model.embed_tokens.weight", llama_config_json, llama_config_check},
 };
 
 const atoll_hf_arch *atoll_hf_arch_find(const char *model_type) {
@@ -120,10 +285,7 @@ void atoll_hf_known(char *out, size_t outsz) {
     at += (size_t)snprintf(out + at, outsz - at, "%s%s", i ? ", " : "", ARCHS[i].model_type);
 }
 
-const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s) {
-  (void)s; /* one architecture today */
-  return &ARCHS[0];
-}
+const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s) { return &ARCHS[atoll_shape_llama(s) ? 1 : 0]; }
 
 int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, size_t outsz, int *transpose) {
   char name[96];

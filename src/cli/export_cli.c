@@ -10,6 +10,7 @@
 #include "train/config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int fail(const atoll_err *err) {
@@ -41,18 +42,22 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   cJSON_Delete(state);
   if (rc) return -1;
   atoll_layout lay;
-  if (atoll_layout_init(&lay, &cfg.model, err)) return -1;
+  if (atoll_layout_init(&lay, &cfg.model, err)) {
+    atoll_tokenizer_free(tok);
+    return -1;
+  }
   float *params = atoll_mem_alloc(lay.nparams * sizeof(float));
   if (!params) rc = atoll_fail(err, "out of memory for %zu parameters", lay.nparams);
   if (rc == 0) rc = atoll_ckpt_load(dir, &lay, params, NULL, NULL, err);
-  if (rc == 0) rc = atoll_hf_export(out, &lay, params, err);
-  if (rc == 0 && tok) { /* replaces the byte tokenizer's file written by atoll_hf_export */
-    char path[1300];
-    snprintf(path, sizeof path, "%s/tokenizer.json", out);
-    rc = atoll_tokenizer_write_json(tok, path, err);
-  }
+  /* a BPE checkpoint's tokenizer.json goes into the directory with the rest (NULL: bytes) */
+  char *tok_json = tok ? atoll_tokenizer_to_json(tok) : NULL;
+  if (rc == 0 && tok && !tok_json) rc = atoll_fail(err, "out of memory writing %s's tokenizer.json", dir);
+  if (rc == 0) rc = atoll_hf_export(out, &lay, params, tok_json, err);
   atoll_tokenizer_free(tok);
-  if (rc == 0) fprintf(stderr, "atoll export: %s (%zu parameters) -> %s\n", dir, lay.nparams, out);
+  free(tok_json);
+  if (rc == 0)
+    fprintf(stderr, "atoll export: %s (%s, %zu parameters) -> %s\n", dir, atoll_hf_arch_of(&lay.shape)->model_type,
+            lay.nparams, out);
   atoll_mem_free(params);
   atoll_layout_free(&lay);
   return rc;
@@ -66,6 +71,7 @@ int atoll_export_main(int argc, char **argv) {
       printf("usage: atoll export --ckpt DIR --to hf --out DIR\n"
              "  --ckpt  a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
              "  --to    hf: config.json, model.safetensors and tokenizer.json for Hugging Face transformers\n"
+             "          (GPT2LMHeadModel or LlamaForCausalLM, after the checkpoint's --arch)\n"
              "  --out   a new (or empty) directory, written atomically\n");
       return 0;
     }

@@ -1,7 +1,7 @@
 /* atoll: the command-line tool.
  *
  *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
- *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F]
+ *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY] [--tokenizer FILE]
  *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
  *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
@@ -18,7 +18,6 @@
 #include "comm/comm.h"
 #include "core/fs.h"
 #include "data/data_tokenizer.h"
-#include "data/prepare.h"
 #include "model/layout.h"
 #include "train/agree.h"
 #include "train/config.h"
@@ -26,6 +25,7 @@
 #include <cblas.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -74,80 +74,15 @@ static int is_dir(const char *p) {
 
 /* ------------------------------------------------------------------ prepare --- */
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The listing expand_inputs grows; every allocation checked. */
-typedef struct {
-  char **names;
-  int n, cap;
-} name_list;
-
-static void name_list_free(name_list *l) {
-  for (int i = 0; i < l->n; i++) free(l->names[i]);
-  free(l->names);
-  *l = (name_list){0};
-}
-
-static int name_list_add(name_list *l, const char *name, atoll_err *err) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 64;
-    char **grown = realloc(l->names, sizeof(char *) * (size_t)cap);
-    if (!grown) return atoll_fail(err, "out of memory listing the input files");
-    l->names = grown;
-    l->cap = cap;
-  }
-  if (!(l->names[l->n] = strdup(name))) return atoll_fail(err, "out of memory listing the input files");
-  l->n++;
-  return 0;
-}
-
-/* Adds directory dir's text files, sorted. */
-static int add_dir(name_list *l, const char *dir, atoll_err *err) {
-  DIR *d = opendir(dir);
-  if (!d) return atoll_fail(err, "%s: cannot read directory: %s", dir, strerror(errno));
-  int first = l->n, rc = 0;
-  struct dirent *e;
-  while (rc == 0 && (e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (e->d_name[0] == '.' || (len > 4 && strcmp(e->d_name + len - 4, ".dat") == 0)) continue;
-    char path[2048];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(path, &st) || !S_ISREG(st.st_mode)) continue;
-    rc = name_list_add(l, path, err);
-  }
-  closedir(d);
-  if (rc) return -1;
-  if (l->n == first) return atoll_fail(err, "%s: directory holds no text files", dir);
-  qsort(l->names + first, (size_t)(l->n - first), sizeof(char *), cmp_str);
-  return 0;
-}
-
-/* A directory stands for its regular, non-hidden files, sorted, leaving out symlinks
- * and fortune's *.dat index files. */
-static int expand_inputs(char **args, int nargs, char ***files, int *nfiles, atoll_err *err) {
-  name_list l = {0};
-  for (int i = 0; i < nargs; i++) {
-    int rc = is_dir(args[i]) ? add_dir(&l, args[i], err) : name_list_add(&l, args[i], err);
-    if (rc) {
-      name_list_free(&l);
-      return -1;
-    }
-  }
-  *files = l.names;
-  *nfiles = l.n;
-  return 0;
-}
-
-static int prepare_files(char **args, int nargs, const char *outdir, double val_fraction, const char *tokenizer,
-                         atoll_err *err) {
-  char **files = NULL;
+/* Files and directories (walked: src/data/text_input.h) into outdir; tokenizer: a
+ * tokenizer.json, or NULL for bytes. */
+static int prepare_files(char **args, int nargs, const char *outdir, double val_fraction,
+                         const char *field, const char *tokenizer, atoll_err *err) {
   int nfiles = 0;
-  int rc = expand_inputs(args, nargs, &files, &nfiles, err);
-  if (rc == 0) rc = atoll_prepare_ex((const char *const *)files, nfiles, outdir, val_fraction, tokenizer, err);
+  atoll_prepare_input in = {.jsonl_field = field, .progress = 1, .nfiles_read = &nfiles,
+                            .tokenizer = tokenizer};
+  int rc = atoll_prepare_inputs((const char *const *)args, nargs, &in, outdir, val_fraction, err);
   if (rc == 0) fprintf(stderr, "atoll prepare: %d file(s) -> %s\n", nfiles, outdir);
-  for (int i = 0; i < nfiles; i++) free(files[i]);
-  free(files);
   return rc;
 }
 
@@ -159,23 +94,35 @@ static int cmd_prepare(int argc, char **argv) {
     return die(&err);
   }
   int ntexts = 0;
-  const char *out = NULL, *tokenizer = NULL;
+  const char *out = NULL, *field = "text", *tokenizer = NULL;
   double val_fraction = 0.05;
   int in_text = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      printf("usage: atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--tokenizer FILE]\n"
+      printf("usage: atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY]\n"
+             "                     [--tokenizer FILE]\n"
              "  byte-level tokenizer (vocabulary 256), or --tokenizer's tokenizer.json (atoll tokenizer\n"
              "  train; kept as DIR/tokenizer.json); writes DIR/train_NNN.bin, DIR/val_NNN.bin\n"
              "  and DIR/manifest.json (format: docs/formats.md). The last F (default 0.05)\n"
-             "  of each file goes to the validation split.\n");
+             "  of each file goes to the validation split. A directory stands for the files\n"
+             "  below it (sorted, depth first); gzip files are decompressed; *.jsonl and\n"
+             "  *.jsonl.gz hold one JSON object per line, whose KEY (default \"text\") is the text.\n");
       free(texts);
       return 0;
     }
     if (strcmp(a, "--text") == 0) {
       in_text = 1;
-    } else if (strcmp(a, "--out") == 0 || strcmp(a, "--val-fraction") == 0 || strcmp(a, "--tokenizer") == 0) {
+    } else if (strcmp(a, "--jsonl-field") == 0) {
+      in_text = 0;
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        atoll_fail(&err, "--jsonl-field: missing value (a JSON key, e.g. text)");
+        free(texts);
+        return die(&err);
+      }
+      field = argv[++i];
+    } else if (strcmp(a, "--out") == 0 || strcmp(a, "--val-fraction") == 0 ||
+               strcmp(a, "--tokenizer") == 0) {
       in_text = 0;
       if (i + 1 >= argc) {
         atoll_fail(&err, "%s: missing value", a);
@@ -208,7 +155,7 @@ static int cmd_prepare(int argc, char **argv) {
     free(texts);
     return die(&err);
   }
-  int rc = prepare_files(texts, ntexts, out, val_fraction, tokenizer, &err);
+  int rc = prepare_files(texts, ntexts, out, val_fraction, field, tokenizer, &err);
   free(texts);
   if (rc) return die(&err);
   fprintf(stderr, "atoll prepare: done (see %s/manifest.json)\n", out);
@@ -264,7 +211,7 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
                       c->data, DEFAULT_CORPUS);
   fprintf(stderr, "atoll train: preparing the default corpus %s into %s\n", DEFAULT_CORPUS, c->data);
   char *arg = DEFAULT_CORPUS;
-  return prepare_files(&arg, 1, c->data, 0.05, NULL, err);
+  return prepare_files(&arg, 1, c->data, 0.05, NULL, NULL, err);
 }
 
 /* --vocab follows the data's tokenizer: a BPE data directory raises the default (256)
@@ -434,6 +381,7 @@ static int cmd_sample(int argc, char **argv) {
     }
     const char *v = argv[++i];
     char *end = NULL;
+    const char *range = "";
     errno = 0;
     if (strcmp(a, "--ckpt") == 0) {
       o.ckpt = v;
@@ -445,11 +393,15 @@ static int cmd_sample(int argc, char **argv) {
       o.tokenizer = v;
       continue;
     } else if (strcmp(a, "--tokens") == 0) {
-      o.tokens = (int)strtol(v, &end, 10);
+      long t = strtol(v, &end, 10);
+      if (t > INT_MAX || t < INT_MIN) errno = ERANGE, range = " up to 2147483647"; /* (int) wraps 4294967297 to 1 */
+      o.tokens = (int)t;
     } else if (strcmp(a, "--temperature") == 0) {
       o.temperature = strtof(v, &end);
     } else if (strcmp(a, "--top-k") == 0) {
-      o.top_k = (int)strtol(v, &end, 10);
+      long k = strtol(v, &end, 10);
+      if (k > INT_MAX || k < INT_MIN) errno = ERANGE, range = " up to 2147483647";
+      o.top_k = (int)k;
     } else if (strcmp(a, "--seed") == 0) {
       o.seed = strtoull(v, &end, 10);
       if (v[0] == '-') errno = ERANGE; /* strtoull would wrap a negative seed */
@@ -458,7 +410,7 @@ static int cmd_sample(int argc, char **argv) {
       return die(&err);
     }
     if (errno || end == v || *end) {
-      atoll_fail(&err, "%s: expected a number, got '%s'", a, v);
+      atoll_fail(&err, "%s: expected a number%s, got '%s'", a, range, v);
       return die(&err);
     }
   }

@@ -93,12 +93,15 @@ static int parse_versus(const char *spec, atoll_plan_fixed *f, atoll_err *err) {
     int found = 0;
     for (size_t i = 0; i < sizeof K / sizeof K[0] && !found; i++)
       if (strcmp(kv, K[i].key) == 0) {
+        if (seen & K[i].bit) return atoll_fail(err, "--versus %s: %s given twice", spec, kv);
         char key[64];
         snprintf(key, sizeof key, "versus %s", K[i].key);
         if (atoll_plan_parse_int(key, v, K[i].min, K[i].max, K[i].field, err)) return -1;
         seen |= K[i].bit, found = 1;
       }
     if (!found && strcmp(kv, "recompute") == 0) {
+      if (seen & 128) return atoll_fail(err, "--versus %s: recompute given twice", spec);
+      seen |= 128;
       const char *names[] = {"none", "selective", "full"};
       for (int r = 0; r < 3; r++)
         if (strcmp(v, names[r]) == 0) f->recompute = r, found = 1;

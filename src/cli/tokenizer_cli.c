@@ -38,14 +38,22 @@ static void help(FILE *f) {
           "         the bytes of whitespace-separated ids (default stdin)\n");
 }
 
-/* Reads all of path ("-" or NULL: stdin). */
+/* Reads all of path ("-" or NULL: stdin; a pipe such as --text <(cmd) is read as stdin is). */
 static int slurp(const char *path, char **out, size_t *len, atoll_err *err) {
-  if (path && strcmp(path, "-") != 0) return atoll_read_file(path, (size_t)1 << 40, out, len, err);
+  struct stat st;
+  int piped = path && strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+  if (path && strcmp(path, "-") != 0 && !piped) return atoll_read_file(path, (size_t)1 << 40, out, len, err);
+  FILE *in = piped ? fopen(path, "rb") : stdin;
+  const char *name = piped ? path : "stdin";
+  if (!in) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
   size_t cap = 1 << 16, n = 0;
   char *b = malloc(cap);
   for (;;) {
-    if (!b) return atoll_fail(err, "stdin: out of memory");
-    size_t got = fread(b + n, 1, cap - n - 1, stdin);
+    if (!b) {
+      if (piped) fclose(in);
+      return atoll_fail(err, "%s: out of memory", name);
+    }
+    size_t got = fread(b + n, 1, cap - n - 1, in);
     n += got;
     if (got == 0) break;
     if (n + 1 == cap) {
@@ -54,9 +62,11 @@ static int slurp(const char *path, char **out, size_t *len, atoll_err *err) {
       b = g;
     }
   }
-  if (ferror(stdin)) {
+  int bad = ferror(in), why = errno;
+  if (piped) fclose(in);
+  if (bad) {
     free(b);
-    return atoll_fail(err, "stdin: cannot read: %s", strerror(errno));
+    return atoll_fail(err, "%s: cannot read: %s", name, strerror(why));
   }
   b[n] = 0;
   *out = b;
@@ -70,6 +80,9 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static int add_input(char ***list, int *n, int *cap, const char *path, atoll_err *err) {
   struct stat st;
   if (stat(path, &st) != 0) return atoll_fail(err, "--text %s: %s", path, strerror(errno));
+  /* a FIFO blocked in open, /dev/zero was read until memory ran out */
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+    return atoll_fail(err, "--text %s: not a regular file or directory (a FIFO, device or socket)", path);
   DIR *d = S_ISDIR(st.st_mode) ? opendir(path) : NULL;
   if (S_ISDIR(st.st_mode) && !d) return atoll_fail(err, "--text %s: cannot read directory: %s", path, strerror(errno));
   int first = *n;

@@ -49,8 +49,21 @@ int atoll_mkdir_p(const char *path, atoll_err *err) {
 }
 
 int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len, atoll_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
+  /* O_NONBLOCK: a FIFO (a --config or config.json made one) would block the open for
+   * ever; it and devices (/dev/zero) are refused. Directories fail in fread (EISDIR). */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    close(fd);
+    return atoll_fail(err, "%s: not a regular file (a FIFO, device or socket)", path);
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    return atoll_fail(err, "%s: cannot open: %s", path, strerror(e));
+  }
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
   while (buf) {

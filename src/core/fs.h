@@ -14,8 +14,8 @@ int atoll_fsync_path(const char *path, int flags, atoll_err *err);
 /* mkdir -p; every directory it creates is made durable (its parent is fsynced).
  * Fails if path exists and is not a directory. */
 int atoll_mkdir_p(const char *path, atoll_err *err);
-/* Reads a whole file of at most max_bytes into a new buffer (caller frees), NUL
- * terminated one past *len. */
+/* Reads a whole regular file of at most max_bytes into a new buffer (caller frees), NUL
+ * terminated one past *len; a FIFO, device or socket is refused. */
 int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len, atoll_err *err);
 
 /* Writes len bytes of text as the whole of path, atomically: into a temporary

@@ -1,20 +1,28 @@
-/* atoll prepare: turns text files into token files with the byte-level tokenizer
+/* atoll prepare: turns text into token files with the byte-level tokenizer
  * (token = byte value, vocabulary 256), or with a tokenizer.json (--tokenizer: its
  * ids, a copy of it in DIR, its kind and hash in the manifest).
  *
- * Each input's last val_fraction of bytes, moved forward to the start of the next
- * line when there is one, goes to the validation split and the rest to training;
- * inputs are concatenated in the order given. Every split is written as
- * DIR/<split>_000.bin, _001.bin, ... of at most FILE_TOKENS tokens each, then
- * DIR/manifest.json describes the result. All inputs are checked before anything
- * is written.
+ * The inputs are the sources FILE_OR_DIR arguments stand for, read by
+ * src/data/text_input.h (plain text, gzip, JSON Lines) in two streaming passes, so
+ * memory stays bounded whatever their size: the first counts and checks every source
+ * before anything is written, the second writes. Each source's last val_fraction of
+ * bytes of text, moved forward to the start of the next line when there is one, goes
+ * to the validation split and the rest to training; sources are concatenated in the
+ * order given. Every split is written as DIR/<split>_000.bin, _001.bin, ... of at
+ * most FILE_TOKENS tokens each, then DIR/manifest.json describes the result.
+ *
+ * A tokenizer encodes passages (docs/glossary.md), each as if alone: a source's
+ * training part, its validation part, and with JSON Lines each document (its part on
+ * each side of the cut). The reader's pieces end anywhere: a split holds the passage's
+ * bytes it has not encoded yet and encodes up to a safe cut (atoll_tokenizer_safe_cut)
+ * once it holds over ENCODE_PIECE bytes, the rest when the passage ends.
  *
  * The whole set is written into DIR.atoll-new next to DIR and swapped in at the end
  * (rename with RENAME_EXCHANGE, then the old set removed), so a killed prepare leaves
  * either the old set or the new one, never a mix. DIR may only hold prepare's own
  * files, and no input may lie inside DIR. */
 #define _GNU_SOURCE /* renameat2 */
-#include "data/prepare.h"
+#include "data/text_input.h"
 #include "data/token_file.h"
 
 #include "core/fs.h"
@@ -29,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,11 +44,10 @@
 #define CHUNK 4096                         /* bytes converted to tokens per writer call */
 #define ENCODE_PIECE ((size_t)1 << 20)     /* text encoded at once by a tokenizer (about) */
 
+/* One source: what the first pass found, and where the second cut it. */
 typedef struct {
-  const char *path;
-  const uint8_t *data; /* mapped file, NULL when empty */
-  size_t size;
-  size_t cut; /* [0, cut) trains, [cut, size) validates */
+  atoll_text_source in;
+  uint64_t cut; /* [0, cut) of its text trains, [cut, text_bytes) validates */
 } source;
 
 /* One split being written: rolls over to a new token file every FILE_TOKENS tokens. */
@@ -55,76 +61,26 @@ typedef struct {
   atoll_tokenizer *tok; /* NULL: bytes */
   uint32_t vocab;
   atoll_tokens ids;     /* a piece's ids */
+  uint8_t *text;        /* the current passage's bytes not encoded yet */
+  size_t text_n, text_cap;
+  size_t scanned;       /* text[0, scanned) holds no safe cut at or past ENCODE_PIECE */
 } split_out;
 
 /* ------------------------------------------------------------- sources --- */
 
-static size_t cut_point(const uint8_t *data, size_t size, double val_fraction) {
-  size_t nval = (size_t)((double)size * val_fraction);
-  if (nval == 0) return size;
-  size_t cut = size - nval;
-  if (data[cut - 1] == '\n') return cut; /* already at a line start */
-  const uint8_t *nl = memchr(data + cut, '\n', size - cut);
-  return nl ? (size_t)(nl - data) + 1 : cut;
-}
-
-static int load_source(source *s, const char *path, double val_fraction, atoll_err *err) {
-  memset(s, 0, sizeof *s);
-  s->path = path;
-  /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return atoll_fail(err, "%s: cannot read: %s", path, strerror(errno));
-  struct stat st;
-  int rc = fstat(fd, &st);
-  if (rc != 0 || !S_ISREG(st.st_mode)) {
-    int e = errno;
-    close(fd);
-    if (rc != 0) return atoll_fail(err, "%s: cannot read: %s", path, strerror(e));
-    if (S_ISDIR(st.st_mode))
-      return atoll_fail(err, "%s: is a directory, expected a text file", path);
-    return atoll_fail(err, "%s: not a regular file%s", path, S_ISFIFO(st.st_mode) ? " (a FIFO)" : "");
-  }
-  s->size = (size_t)st.st_size;
-  if (s->size > 0) {
-    void *map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      int e = errno;
-      close(fd);
-      return atoll_fail(err, "%s: cannot read: %s", path, strerror(e));
-    }
-    s->data = map;
-  }
-  close(fd);
-  if (s->size >= 8 && memcmp(s->data, ATOLL_TOKEN_FILE_MAGIC, 8) == 0) {
-    munmap((void *)s->data, s->size);
-    s->data = NULL;
-    return atoll_fail(err, "%s: is a token file (prepare's output), not text; pass the text it was made from", path);
-  }
-  s->cut = s->size ? cut_point(s->data, s->size, val_fraction) : 0;
-  return 0;
-}
-
-static void free_sources(source *src, int n) {
-  for (int i = 0; i < n; i++)
-    if (src[i].data) munmap((void *)src[i].data, src[i].size);
-  free(src);
-}
-
-/* Loads every input and checks the totals; *out holds n sources even on failure. */
-static int load_sources(source **out, const char *const *files, int nfiles, double vf,
-                        atoll_err *err) {
+/* The first pass: every source scanned (and so checked) before anything is written;
+ * *out holds n sources even on failure. */
+static int scan_sources(source **out, const char *const *files, int nfiles, const char *field,
+                        atoll_text_progress *pg, atoll_err *err) {
   *out = calloc((size_t)nfiles, sizeof **out);
   if (!*out) return atoll_fail(err, "prepare: out of memory");
-  uint64_t total = 0, val = 0;
+  uint64_t total = 0;
   for (int i = 0; i < nfiles; i++) {
-    if (load_source(&(*out)[i], files[i], vf, err) != 0) return -1;
-    total += (*out)[i].size;
-    val += (*out)[i].size - (*out)[i].cut;
+    if (atoll_text_scan(&(*out)[i].in, files[i], field, atoll_text_progress_add, pg, err) != 0)
+      return -1;
+    total += (*out)[i].in.text_bytes;
   }
   if (total == 0) return atoll_fail(err, "prepare: input is empty (%d file(s), 0 bytes)", nfiles);
-  if (val == 0)
-    return atoll_fail(err, "prepare: validation split would be empty (val_fraction %g of %" PRIu64
-                      " bytes); raise val_fraction or add text", vf, total);
   return 0;
 }
 
@@ -162,20 +118,48 @@ static int split_put_tokens(split_out *o, const int32_t *ids, const uint8_t *byt
   return 0;
 }
 
-/* Encodes text with the split's tokenizer, a piece at a time (cut where encoding apart
- * gives the same ids as encoding the whole), and appends the ids. */
-static int split_put(split_out *o, const uint8_t *text, size_t n, atoll_err *err) {
-  if (!o->tok) return split_put_tokens(o, NULL, text, n, err);
-  while (n > 0) {
-    size_t cut = n > ENCODE_PIECE ? atoll_tokenizer_safe_cut(text, n, ENCODE_PIECE) : n;
-    o->ids.n = 0;
-    if (atoll_tokenizer_encode(o->tok, text, cut, &o->ids, err) != 0 ||
-        split_put_tokens(o, o->ids.ids, NULL, o->ids.n, err) != 0)
-      return -1;
-    text += cut;
-    n -= cut;
+/* Encodes text[0, n) of the current passage and drops it from what is held. */
+static int encode_head(split_out *o, size_t n, atoll_err *err) {
+  o->ids.n = 0;
+  if (atoll_tokenizer_encode(o->tok, o->text, n, &o->ids, err) != 0 ||
+      split_put_tokens(o, o->ids.ids, NULL, o->ids.n, err) != 0)
+    return -1;
+  memmove(o->text, o->text + n, o->text_n - n);
+  o->text_n -= n;
+  o->scanned = 0;
+  return 0;
+}
+
+/* Appends n bytes of the current passage: bytes go out as they are; with a tokenizer
+ * they are held, and encoded up to a safe cut once over ENCODE_PIECE bytes are held.
+ * Text without a safe cut is held until one comes or the passage ends. */
+static int split_put(split_out *o, const uint8_t *p, size_t n, atoll_err *err) {
+  if (!o->tok) return split_put_tokens(o, NULL, p, n, err);
+  if (o->text_cap - o->text_n < n) {
+    size_t cap = o->text_cap ? o->text_cap : ENCODE_PIECE;
+    while (cap - o->text_n < n) cap *= 2;
+    uint8_t *grown = realloc(o->text, cap);
+    if (!grown) return atoll_fail(err, "prepare: out of memory holding %zu bytes of text to encode", cap);
+    o->text = grown;
+    o->text_cap = cap;
+  }
+  memcpy(o->text + o->text_n, p, n);
+  o->text_n += n;
+  while (o->text_n > ENCODE_PIECE) {
+    size_t from = o->scanned > ENCODE_PIECE ? o->scanned : ENCODE_PIECE;
+    size_t cut = atoll_tokenizer_safe_cut(o->text, o->text_n, from);
+    if (cut >= o->text_n) {
+      o->scanned = o->text_n;
+      break;
+    }
+    if (encode_head(o, cut, err) != 0) return -1;
   }
   return 0;
+}
+
+/* The current passage ends: what is held is encoded. */
+static int split_end_passage(split_out *o, atoll_err *err) {
+  return o->tok && o->text_n > 0 ? encode_head(o, o->text_n, err) : 0;
 }
 
 static int split_finish(split_out *o, atoll_err *err) {
@@ -184,14 +168,82 @@ static int split_finish(split_out *o, atoll_err *err) {
   return atoll_token_file_writer_finish(&o->w, err);
 }
 
-static int write_split(split_out *o, const source *src, int n, int val, atoll_err *err) {
-  for (int i = 0; i < n; i++) {
-    const source *s = &src[i];
-    const uint8_t *p = val ? s->data + s->cut : s->data;
-    size_t len = val ? s->size - s->cut : s->cut;
-    if (len > 0 && split_put(o, p, len, err) != 0) return -1;
+/* Sends one source's text to the splits: its last val_fraction of bytes, moved forward
+ * to just after the next newline when there is one, to val, the rest to train. The
+ * cut is found while streaming: the first pass told where the text's last newline is.
+ * With a tokenizer, the cut, each JSON Lines document's end and the source's end end
+ * a passage (the reader's pieces then stop at documents' ends). */
+static int write_source(source *s, const char *field, double vf, split_out *train, split_out *val,
+                        atoll_text_progress *pg, atoll_err *err) {
+  uint64_t size = s->in.text_bytes, nval = (uint64_t)((double)size * vf);
+  uint64_t nominal = size - nval, pos = 0;
+  int seek_nl = 0, in_val = 0; /* past nominal, looking for a newline; cut found */
+  uint8_t prev = 0;
+  s->cut = size;
+  atoll_text_reader *r = NULL;
+  if (atoll_text_reader_open(&r, &s->in, field, err) != 0) return -1;
+  int rc = 0;
+  for (;;) {
+    const uint8_t *p;
+    size_t n;
+    int doc_end = 0;
+    rc = train->tok ? atoll_text_reader_next_doc(r, &p, &n, &doc_end, err) : atoll_text_reader_next(r, &p, &n, err);
+    if (rc != 0) break;
+    atoll_text_progress_add(pg, atoll_text_reader_take_read(r));
+    atoll_text_progress_text(pg, n);
+    if (n == 0 && !doc_end) break;
+    while (n > 0 && rc == 0) {
+      size_t take = n;
+      if (in_val) {
+        rc = split_put(val, p, n, err);
+      } else if (seek_nl) {
+        const uint8_t *nl = memchr(p, '\n', n);
+        if (nl) take = (size_t)(nl - p) + 1, in_val = 1;
+        rc = split_put(train, p, take, err);
+      } else {
+        if (take > nominal - pos) take = (size_t)(nominal - pos);
+        rc = take ? split_put(train, p, take, err) : 0;
+        if (take) prev = p[take - 1];
+        if (pos + take == nominal && nval > 0) {
+          /* at a line start already, or no newline left: cut here */
+          if (prev == '\n' || s->in.newline_end <= nominal) in_val = 1;
+          else seek_nl = 1;
+        }
+      }
+      pos += take;
+      if (in_val && s->cut == size) {
+        s->cut = pos;
+        if (rc == 0) rc = split_end_passage(train, err);
+      }
+      p += take;
+      n -= take;
+    }
+    if (rc == 0 && doc_end) rc = split_end_passage(in_val ? val : train, err);
+    if (rc != 0) break;
   }
-  return split_finish(o, err);
+  atoll_text_reader_close(r);
+  if (rc == 0) rc = split_end_passage(train, err);
+  if (rc == 0) rc = split_end_passage(val, err);
+  return rc;
+}
+
+/* The second pass: each source streamed into both splits, in the order given. */
+static int write_sources(source *src, int n, const char *field, double vf, split_out *train,
+                         split_out *val, atoll_text_progress *pg, atoll_err *err) {
+  pg->what = "writing";
+  uint64_t nval = 0;
+  for (int i = 0; i < n; i++) {
+    if (write_source(&src[i], field, vf, train, val, pg, err) != 0) return -1;
+    nval += src[i].in.text_bytes - src[i].cut;
+  }
+  if (nval == 0) {
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) total += src[i].in.text_bytes;
+    return atoll_fail(err, "prepare: validation split would be empty (val_fraction %g of %" PRIu64
+                      " bytes); raise val_fraction or add text", vf, total);
+  }
+  if (split_finish(train, err) != 0) return -1;
+  return split_finish(val, err);
 }
 
 /* ------------------------------------------------------------- manifest --- */
@@ -221,10 +273,16 @@ static int add_source(cJSON *files, const source *s) {
     cJSON_Delete(f);
     return -1;
   }
-  int ok = cJSON_AddStringToObject(f, "path", s->path) &&
-           cJSON_AddNumberToObject(f, "bytes", (double)s->size) &&
+  const atoll_text_source *in = &s->in;
+  int ok = cJSON_AddStringToObject(f, "path", in->path) &&
+           cJSON_AddNumberToObject(f, "bytes", (double)in->text_bytes) &&
            cJSON_AddNumberToObject(f, "train_bytes", (double)s->cut) &&
-           cJSON_AddNumberToObject(f, "val_bytes", (double)(s->size - s->cut));
+           cJSON_AddNumberToObject(f, "val_bytes", (double)(in->text_bytes - s->cut));
+  /* plain text keeps the entry it always had */
+  if (ok && atoll_text_source_streamed(in))
+    ok = cJSON_AddStringToObject(f, "format", in->jsonl ? (in->gzip ? "jsonl+gzip" : "jsonl") : "gzip") &&
+         cJSON_AddNumberToObject(f, "stored_bytes", (double)in->stored_bytes);
+  if (ok && in->jsonl) ok = cJSON_AddNumberToObject(f, "documents", (double)in->documents) != NULL;
   return ok ? 0 : -1;
 }
 
@@ -408,56 +466,84 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
 
 /* ----------------------------------------------------------------- entry --- */
 
-static int write_set(const char *dir, const source *src, int n, double vf, atoll_tokenizer *tok,
-                     atoll_err *err) {
+static void split_free(split_out *o) {
+  if (o->open) atoll_token_file_writer_abort(&o->w);
+  atoll_tokens_free(&o->ids);
+  free(o->text);
+}
+
+static int write_set(const char *dir, source *src, int n, const char *field, double vf,
+                     atoll_tokenizer *tok, atoll_text_progress *pg, atoll_err *err) {
   uint32_t vocab = tok ? (uint32_t)atoll_tokenizer_vocab(tok) : ATOLL_BYTE_VOCAB;
   split_out train = {.dir = dir, .split = "train", .tok = tok, .vocab = vocab};
   split_out val = {.dir = dir, .split = "val", .tok = tok, .vocab = vocab};
   char path[1100];
-  int rc = -1;
   if (tok && snprintf(path, sizeof path, "%s/tokenizer.json", dir) >= (int)sizeof path)
     return atoll_fail(err, "%.200s: path too long", dir);
-  if (atoll_mkdir_p(dir, err) == 0 && write_split(&train, src, n, 0, err) == 0 &&
-      write_split(&val, src, n, 1, err) == 0 && (!tok || atoll_tokenizer_write_json(tok, path, err) == 0))
+  int rc = -1;
+  if (atoll_mkdir_p(dir, err) == 0 && write_sources(src, n, field, vf, &train, &val, pg, err) == 0 &&
+      (!tok || atoll_tokenizer_write_json(tok, path, err) == 0))
     rc = write_manifest(dir, src, n, vf, &train, &val, err);
-  if (train.open) atoll_token_file_writer_abort(&train.w);
-  if (val.open) atoll_token_file_writer_abort(&val.w);
-  atoll_tokens_free(&train.ids);
-  atoll_tokens_free(&val.ids);
+  split_free(&train);
+  split_free(&val);
+  return rc;
+}
+
+/* Reads the sources (first pass), writes the set into tmp (second) and swaps it in. */
+static int prepare_locked(const char *const *files, int nfiles, const atoll_prepare_input *in,
+                          const char *out, const char *tmp, const char *old, double vf,
+                          atoll_tokenizer *tok, atoll_err *err) {
+  if (clear_prepare_dir(out, 0, err) != 0 || clear_prepare_dir(tmp, 1, err) != 0 ||
+      clear_prepare_dir(old, 1, err) != 0)
+    return -1;
+  const char *field = in && in->jsonl_field ? in->jsonl_field : "text";
+  uint64_t work = 0;
+  for (int i = 0; i < nfiles; i++) work += atoll_text_work_bytes(files[i]);
+  atoll_text_progress pg;
+  atoll_text_progress_start(&pg, in && in->progress, work);
+  source *src = NULL;
+  int rc = scan_sources(&src, files, nfiles, field, &pg, err);
+  if (rc == 0) rc = write_set(tmp, src, nfiles, field, vf, tok, &pg, err);
+  if (rc == 0) rc = swap_in(tmp, out, old, err);
+  if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
+  atoll_text_progress_end(&pg, rc == 0);
+  free(src);
+  return rc;
+}
+
+int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepare_input *in,
+                         const char *outdir, double val_fraction, atoll_err *err) {
+  if (!(val_fraction >= 0.0 && val_fraction <= 0.5)) /* also rejects NaN */
+    return atoll_fail(err, "prepare: val_fraction %g outside [0, 0.5]", val_fraction);
+  if (npaths <= 0) return atoll_fail(err, "prepare: no input files");
+  char out[1000], tmp[1040], old[1040];
+  if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(paths, npaths, out, err))
+    return -1;
+  atoll_tokenizer *tok = NULL;
+  if (in && in->tokenizer && atoll_tokenizer_load(&tok, in->tokenizer, err) != 0) return -1;
+  atoll_text_list files = {0};
+  int rc = atoll_text_list_expand(&files, paths, npaths, out, err);
+  if (rc == 0) rc = check_inputs_outside((const char *const *)files.paths, files.n, out, err);
+  int lock = rc == 0 ? lock_parent(out, err) : -1;
+  if (lock >= 0) {
+    rc = prepare_locked((const char *const *)files.paths, files.n, in, out, tmp, old, val_fraction, tok,
+                        err);
+    close(lock); /* releases the lock */
+  } else {
+    rc = -1;
+  }
+  if (rc == 0 && in && in->nfiles_read) *in->nfiles_read = files.n;
+  atoll_text_list_free(&files);
+  atoll_tokenizer_free(tok);
   return rc;
 }
 
 int atoll_prepare(const char *const *files, int nfiles, const char *outdir, double val_fraction,
                   atoll_err *err) {
-  return atoll_prepare_ex(files, nfiles, outdir, val_fraction, NULL, err);
-}
-
-int atoll_prepare_ex(const char *const *files, int nfiles, const char *outdir, double val_fraction,
-                     const char *tokenizer, atoll_err *err) {
-  if (!(val_fraction >= 0.0 && val_fraction <= 0.5)) /* also rejects NaN */
-    return atoll_fail(err, "prepare: val_fraction %g outside [0, 0.5]", val_fraction);
-  if (nfiles <= 0) return atoll_fail(err, "prepare: no input files");
-  char out[1000], tmp[1040], old[1040];
-  if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(files, nfiles, out, err))
-    return -1;
-  atoll_tokenizer *tok = NULL;
-  if (tokenizer && atoll_tokenizer_load(&tok, tokenizer, err) != 0) return -1;
-  int lock = lock_parent(out, err);
-  if (lock < 0) {
-    atoll_tokenizer_free(tok);
-    return -1;
+  for (int i = 0; i < nfiles; i++) { /* files only, as this function always took */
+    struct stat st;
+    if (stat(files[i], &st) == 0 && S_ISDIR(st.st_mode))
+      return atoll_fail(err, "%s: is a directory, expected a text file", files[i]);
   }
-  source *src = NULL;
-  int rc = -1;
-  if (clear_prepare_dir(out, 0, err) == 0 && clear_prepare_dir(tmp, 1, err) == 0 &&
-      clear_prepare_dir(old, 1, err) == 0) {
-    rc = load_sources(&src, files, nfiles, val_fraction, err);
-    if (rc == 0) rc = write_set(tmp, src, nfiles, val_fraction, tok, err);
-    if (rc == 0) rc = swap_in(tmp, out, old, err);
-    if (rc != 0) clear_prepare_dir(tmp, 1, NULL); /* a partial set; the old one is untouched */
-  }
-  if (src) free_sources(src, nfiles);
-  atoll_tokenizer_free(tok);
-  close(lock); /* releases the lock */
-  return rc;
+  return atoll_prepare_inputs(files, nfiles, NULL, outdir, val_fraction, err);
 }

@@ -137,7 +137,10 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     atoll_tokenizer_free(tok);
     return -1;
   }
-  size_t cap = plen + (size_t)o->tokens;
+  /* the text so far, of which only the last `context` tokens are ever read: the buffer
+   * holds the prompt and up to 4 contexts more, then keeps its last context (so a huge
+   * --tokens needs no memory beyond that) */
+  size_t ctx = (size_t)shape.context, cap = plen + (o->tokens < 4 * shape.context ? (size_t)o->tokens : 4 * ctx);
   int32_t *seq = malloc(sizeof(int32_t) * cap);
   float *probs = malloc(sizeof(float) * shape.vocab);
   if (!seq || !probs) {
@@ -162,9 +165,15 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     return -1;
   }
   size_t n = plen;
+  int slid = 0;
   for (int k = 0; k < o->tokens; k++) {
-    size_t win = n < (size_t)shape.context ? n : (size_t)shape.context;
-    if (n > (size_t)shape.context) atoll_decoder_reset(dec); /* the window slid: positions changed */
+    if (n == cap) { /* full: keep the last context */
+      memmove(seq, seq + n - ctx, ctx * sizeof *seq);
+      n = ctx;
+      slid = 1;
+    }
+    size_t win = n < ctx ? n : ctx;
+    if (n > ctx || slid) atoll_decoder_reset(dec); /* the window slid: positions changed */
     size_t cached = (size_t)atoll_decoder_pos(dec);
     const float *logits = atoll_decoder_step(dec, seq + (n - win) + cached, (int)(win - cached));
     int id = draw(logits, shape.vocab, o->temperature, o->top_k, &rng, probs);

@@ -273,7 +273,7 @@ static void block_scores(float *S, const head_view *hv, int r0, int r1) {
  * every thread, fewer threads run: the same bits, since one thread computes each
  * (batch, head) pair alone. The ops interface has no error path, so running out even
  * for one thread is fatal, with a message rather than a crash. */
-static float *att_scratch(size_t per_thread, int *threads) {
+float *atoll_att_scratch(size_t per_thread, int *threads) {
   for (int nt = omp_get_max_threads(); nt >= 1; nt /= 2) {
     float *s = malloc(sizeof(float) * per_thread * (size_t)nt);
     if (s) {
@@ -288,7 +288,7 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
                               int NH) {
   size_t per_thread = (size_t)ATT_BLOCK * T;
   int nt;
-  float *scratch = att_scratch(per_thread, &nt);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
 #pragma omp parallel num_threads(nt)
   {
     float *S = scratch + (size_t)omp_get_thread_num() * per_thread;
@@ -330,7 +330,7 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
                                const float *lse, int B, int T, int C, int NH) {
   size_t per_thread = 2 * (size_t)ATT_BLOCK * T;
   int nt;
-  float *scratch = att_scratch(per_thread, &nt);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
 #pragma omp parallel num_threads(nt)
   {
     float *P = scratch + (size_t)omp_get_thread_num() * per_thread;

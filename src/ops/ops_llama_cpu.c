@@ -133,23 +133,12 @@ void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, co
  * pairs, each thread summing its group's query heads into dk and dv alone. */
 #define ATT_BLOCK 64
 
-static float *scratch_for(size_t per_thread, int *threads) {
-  for (int nt = omp_get_max_threads(); nt >= 1; nt /= 2) {
-    float *s = malloc(sizeof(float) * per_thread * (size_t)nt);
-    if (s) {
-      *threads = nt;
-      return s;
-    }
-  }
-  atoll_fatal("attention: out of memory for %zu bytes of scratch", sizeof(float) * per_thread);
-}
-
 void atoll_llama_gqa_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
                              int Tk, int NH, int NKV, int hs) {
   size_t per_thread = (size_t)ATT_BLOCK * Tk;
   int nt, group = NH / NKV, ldq = NH * hs, ldk = NKV * hs, p0 = Tk - T;
   float scale = 1.0f / sqrtf((float)hs);
-  float *scratch = scratch_for(per_thread, &nt);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
 #pragma omp parallel num_threads(nt)
   {
     float *S = scratch + (size_t)omp_get_thread_num() * per_thread;
@@ -193,7 +182,7 @@ void atoll_llama_gqa_backward(float *dq, float *dk, float *dv, const float *dout
   size_t per_thread = 2 * (size_t)ATT_BLOCK * T;
   int nt, group = NH / NKV, ldq = NH * hs, ldk = NKV * hs;
   float scale = 1.0f / sqrtf((float)hs);
-  float *scratch = scratch_for(per_thread, &nt);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
 #pragma omp parallel num_threads(nt)
   {
     float *P = scratch + (size_t)omp_get_thread_num() * per_thread;

@@ -18,4 +18,9 @@ void atoll_llama_gqa_backward(float *dq, float *dk, float *dv, const float *dout
                               const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
                               int hs);
 
+/* Attention scratch (in ops_cpu.c, shared by both attention kernels): per_thread floats
+ * for each of *threads threads, fewer threads when memory is short; fatal when even one
+ * thread's cannot be had (the ops interface has no error path). */
+float *atoll_att_scratch(size_t per_thread, int *threads);
+
 #endif

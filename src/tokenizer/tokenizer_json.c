@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_FILE ((size_t)1 << 30)
 
@@ -352,6 +353,9 @@ int atoll_tokenizer_load(atoll_tokenizer **out, const char *path, atoll_err *err
   *out = NULL;
   char *text = NULL;
   size_t len = 0;
+  struct stat st; /* a FIFO would block the open for ever */
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return atoll_fail(err, "%s: not a regular file (a tokenizer.json was expected)", path);
   if (atoll_read_file(path, MAX_FILE, &text, &len, err) != 0) return -1;
   int rc = atoll_tokenizer_parse(out, text, len, path, err);
   free(text);

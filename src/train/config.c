@@ -216,6 +216,8 @@ int atoll_config_set(atoll_config *c, const char *key, const char *value, atoll_
   snprintf(source, sizeof source, "--%s", key);
   if (!k) return atoll_fail(err, "--%s: unknown flag (see `atoll train --help`)", key);
   if (!value) return atoll_fail(err, "--%s: missing value", key);
+  /* an empty value is never meant: "--init-from ''" would silently start from scratch */
+  if (k->type == K_STR && !value[0]) return atoll_fail(err, "--%s: empty value", key);
   if (k->type == K_STR) return set_string(c, k, value, "flag", err);
   errno = 0;
   char *end = NULL;

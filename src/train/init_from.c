@@ -8,6 +8,8 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
 #include "core/mem.h"
+#include "data/data_tokenizer.h"
+#include "model/layout.h"
 #include "train/config.h"
 
 #include <stdio.h>
@@ -30,29 +32,39 @@ static int check_shape(const atoll_run *r, const char *dir, const cJSON *state, 
     if (have[i] != want[i])
       return atoll_fail(err, "--init-from %s: the checkpoint's model has %s=%d, this run --%s %d (a run started from weights keeps their shape: pass --%s %d)",
                         dir, names[i], have[i], names[i], want[i], names[i], have[i]);
+  /* the block design too: otherwise the first missing tensor is all the message says */
+  const char *aa = a->arch[0] ? a->arch : "gpt2", *ba = b->arch[0] ? b->arch : "gpt2";
+  if (strcmp(aa, ba) != 0)
+    return atoll_fail(err, "--init-from %s: the checkpoint's model has arch=%s, this run --arch %s (pass --arch %s)", dir,
+                      aa, ba, aa);
+  const char *dnames[] = {"kv-heads", "multiple-of", "tie"};
+  const int dhave[] = {atoll_shape_kv_heads(a), atoll_shape_hidden(a), atoll_shape_tied(a)};
+  const int dwant[] = {atoll_shape_kv_heads(b), atoll_shape_hidden(b), atoll_shape_tied(b)};
+  const int dflag[] = {dhave[0], a->multiple_of ? a->multiple_of : 256, dhave[2]};
+  for (int i = 0; i < 3; i++)
+    if (dhave[i] != dwant[i])
+      return atoll_fail(err, "--init-from %s: the checkpoint's model has another %s (%s %d; this run %d); pass --%s %d",
+                        dir, dnames[i], i == 1 ? "SwiGLU width" : dnames[i], dhave[i], dwant[i], dnames[i], dflag[i]);
   return 0;
 }
 
-typedef struct {
-  float *part;
-  const float *whole;
-} cut_ctx;
-
-static void cut_run(void *ctx, const atoll_tensor *t, size_t part_off, size_t whole_off, size_t n) {
-  (void)t;
-  cut_ctx *c = ctx;
-  memcpy(c->part + part_off, c->whole + whole_off, n * sizeof(float));
-}
-
-/* This rank's part of a whole-model buffer into part. */
-static void cut_part(const atoll_run *r, float *part, const float *whole) {
-  cut_ctx c = {part, whole};
-  atoll_layout_runs(r->lay, &r->whole, cut_run, &c);
+/* The checkpoint's ids must mean what --data's ids mean: weights of one tokenizer
+ * trained on another's ids would be silently meaningless (as a resume refuses). */
+static int check_tokenizer(const atoll_run *r, const char *dir, const cJSON *state, atoll_err *err) {
+  char what[1300];
+  snprintf(what, sizeof what, "%s/state.json", dir);
+  atoll_tokenizer_record saved, data;
+  if (atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), what, &saved, err) ||
+      atoll_data_tokenizer(r->cfg->data, &data, err))
+    return -1;
+  if (strcmp(saved.hash, data.hash) == 0) return 0;
+  return atoll_fail(err, "--init-from %s: the checkpoint was trained on tokenizer %s %s (vocabulary %d), but --data %s holds ids of tokenizer %s %s (vocabulary %d); prepare the data with the checkpoint's tokenizer",
+                    dir, saved.kind, saved.hash, saved.vocab, r->cfg->data, data.kind, data.hash, data.vocab);
 }
 
 /* This rank's shard [begin, end) of a whole-model buffer of moments into dst. */
 static void cut_shard(const atoll_run *r, const atoll_train_state *st, float *dst, const float *whole, float *scratch) {
-  cut_part(r, scratch, whole);
+  atoll_run_cut_part(r, scratch, whole);
   memcpy(dst, scratch + st->begin, (st->end - st->begin) * sizeof(float));
 }
 
@@ -67,12 +79,13 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
   }
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   int rc = check_shape(r, dir, state, err);
+  if (rc == 0) rc = check_tokenizer(r, dir, state, err);
   cJSON_Delete(state);
   if (rc) return -1;
   /* a DiLoCo checkpoint's model.safetensors holds the global weights and
    * optimizer.safetensors island 0's moments: both whole models */
   if (atoll_ckpt_load(dir, &r->whole, wp, c->init_optim ? wm : NULL, c->init_optim ? wv : NULL, err)) return -1;
-  cut_part(r, atoll_model_params(r->model), wp);
+  atoll_run_cut_part(r, atoll_model_params(r->model), wp);
   if (c->init_optim) {
     cut_shard(r, st, st->m, wm, px);
     cut_shard(r, st, st->v, wv, px);
@@ -97,7 +110,7 @@ int atoll_run_init_from(atoll_run *r, atoll_train_state *st, atoll_err *err) {
   } else if (c->init_from[0]) {
     rc = from_checkpoint(r, st, wp, wm, wv, px, err);
   } else if (atoll_hf_import(c->init_from_hf, &r->whole, wp, err) == 0) {
-    cut_part(r, atoll_model_params(r->model), wp);
+    atoll_run_cut_part(r, atoll_model_params(r->model), wp);
     if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init_from_hf);
     rc = 0;
   } else {

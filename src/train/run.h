@@ -71,6 +71,8 @@ double atoll_run_global_batch(const atoll_run *r);
 /* train_ckpt.c */
 int atoll_run_save(atoll_run *r, const atoll_train_state *st, int step, atoll_err *err);
 int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *start_step, atoll_err *err);
+/* This rank's part of a whole-model buffer (a checkpoint's layout) into part. */
+void atoll_run_cut_part(const atoll_run *r, float *part, const float *whole);
 /* The data's tokenizer (record and tokenizer.json) into r; fails when the model's
  * vocabulary cannot hold its ids. */
 int atoll_run_tokenizer(atoll_run *r, atoll_err *err);

@@ -169,7 +169,7 @@ static float *gather_island(atoll_run *r, int k, const float *src, size_t src_be
   return full;
 }
 
-/* Copies this rank's part out of a whole-model buffer (a checkpoint's). */
+/* Copies this rank's part out of a whole-model buffer (a checkpoint's; run.h). */
 typedef struct {
   float *part;
   const float *whole;
@@ -181,7 +181,7 @@ static void extract_run(void *ctx, const atoll_tensor *ten, size_t part_off, siz
   memcpy(x->part + part_off, x->whole + whole_off, n * sizeof(float));
 }
 
-static void extract_part(atoll_run *r, float *part, const float *whole) {
+void atoll_run_cut_part(const atoll_run *r, float *part, const float *whole) {
   extract_ctx x = {part, whole};
   atoll_layout_runs(r->lay, &r->whole, extract_run, &x);
 }
@@ -452,7 +452,7 @@ static int reader_get(void *ctx, const char *file, const char *prefix, float *ds
   int rc = file ? atoll_ckpt_load_extra(rd->dir, &rd->r->whole, file, &buffer, 1, err)
                 : atoll_ckpt_load(rd->dir, &rd->r->whole, rd->whole, NULL, NULL, err); /* the model's weights */
   if (rc) return -1;
-  extract_part(rd->r, rd->part, rd->whole);
+  atoll_run_cut_part(rd->r, rd->part, rd->whole);
   memcpy(dst, rd->part + begin, (end - begin) * sizeof(float));
   return 0;
 }
@@ -500,9 +500,9 @@ int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *st
     atoll_st_read_buffer island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
     if (atoll_ckpt_load_extra(dir, &r->whole, file, island, 3, err)) goto done;
   }
-  extract_part(r, atoll_model_params(r->model), wp);
-  extract_part(r, pm, wm);
-  extract_part(r, pv, wv);
+  atoll_run_cut_part(r, atoll_model_params(r->model), wp);
+  atoll_run_cut_part(r, pm, wm);
+  atoll_run_cut_part(r, pv, wv);
   memcpy(st->m, pm + st->begin, (st->end - st->begin) * sizeof(float));
   memcpy(st->v, pv + st->begin, (st->end - st->begin) * sizeof(float));
   ckpt_reader rd = {r, dir, wp, px};

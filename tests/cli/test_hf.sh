@@ -58,9 +58,11 @@ expect_error "hf tensor extra" "does not have: transformer.h.0.attn.masked_bias"
 $CHECK edit hfm untied untie >/dev/null 2>&1
 expect_error "hf untied head" "lm_head.weight differs from transformer.wte.weight" \
   "$ATOLL" train $TINY --data data --out r8 --steps 1 --init-from-hf untied
-$CHECK edit hfm llama model_type llama >/dev/null 2>&1
-expect_error "hf model_type" "model_type 'llama' is not one atoll reads" \
-  "$ATOLL" train $TINY --data data --out r9 --steps 1 --init-from-hf llama
+$CHECK edit hfm mistral model_type mistral >/dev/null 2>&1
+expect_error "hf model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama)" \
+  "$ATOLL" train $TINY --data data --out r9 --steps 1 --init-from-hf mistral
+expect_error "gpt2 into a llama run" "model_type 'gpt2' is not this run's architecture (--arch llama; pass --arch gpt2)" \
+  "$ATOLL" train $TINY --arch llama --data data --out r12 --steps 1 --init-from-hf hfm
 expect_error "hf directory missing" "nothere/config.json" \
   "$ATOLL" train $TINY --data data --out r10 --steps 1 --init-from-hf nothere
 expect_error "both starting points" "conflicts with --init-from" \

@@ -4,9 +4,9 @@
 #   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
 #
 # Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_token_file
-# (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_tokenizer
-# (tokenizer.json reader, encode/decode round trip), fuzz_wire (the islands' wire parser,
-# src/net/wire.c). Each is compiled with
+# (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_jsonl (prepare's
+# JSON Lines parser, whole against in pieces), fuzz_tokenizer (tokenizer.json reader,
+# encode/decode round trip), fuzz_wire (the islands' wire parser, src/net/wire.c). Each is compiled with
 # clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
@@ -45,7 +45,8 @@ if ! "$CC" "${FLAGS[@]}" "$WORK/probe.c" -o "$WORK/probe" >"$WORK/probe.log" 2>&
 fi
 
 # --- seed generator ---------------------------------------------------------------
-# One C file; -DGEN_ST / -DGEN_TOKEN_FILE / -DGEN_CONFIG / -DGEN_PLAN_CONFIG / -DGEN_TOKENIZER select what
+# One C file; -DGEN_ST / -DGEN_TOKEN_FILE / -DGEN_CONFIG / -DGEN_PLAN_CONFIG / -DGEN_JSONL /
+# -DGEN_TOKENIZER select what
 # it writes into the directory given as its argument.
 cat >"$WORK/gen_seeds.c" <<'EOF'
 #include "atoll/atoll.h"
@@ -159,6 +160,19 @@ static void gen(void) {
   text("cpu.json", "{\"model\": \"gpt2\", \"accel\": \"cpu\", \"threads\": 2, \"cpu-gflops\": 100}");
 }
 #endif
+#ifdef GEN_JSONL
+static void text(const char *name, const char *body) {
+  FILE *f = fopen(at(name), "w");
+  fputs(body, f);
+  fclose(f);
+}
+static void gen(void) {
+  text("plain.jsonl", "{\"text\": \"hello\\nworld\", \"id\": 1}\n{\"id\": 2, \"text\": \"\"}\n");
+  text("escapes.jsonl", "{\"text\":\"q\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\\ud800x\"}\r\n\n");
+  text("nested.jsonl", "{\"meta\":{\"text\":\"no\",\"a\":[1,-2.5e+3,0.5E-2,true,false,null,[],{}]},\"text\":\"yes\"}\n");
+  text("bad.jsonl", "{\"text\": 5}\n{\"text\":\"a\",\"text\":\"b\"}\n[1]\n{\"text\":\"a\"");
+}
+#endif
 #ifdef GEN_TOKENIZER
 #include "tokenizer/tokenizer.h"
 static void gen(void) {
@@ -178,6 +192,8 @@ static void gen(void) {
   if (atoll_tokenizer_write_json(t, at("bpe.json"), &e)) die("bpe tokenizer", &e);
   atoll_tokenizer_free(t);
   remove(path);
+}
+#endif
 #ifdef GEN_WIRE
 #include "net/wire.h"
 static void put(const char *name, atoll_wire_msg *m) {
@@ -229,6 +245,7 @@ targets=(
   "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
+  "jsonl|GEN_JSONL|src/data/jsonl.c src/core/err.c|"
   "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lm"
   "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
   "wire|GEN_WIRE|src/net/wire.c|"

@@ -1,16 +1,31 @@
 """Checks of atoll's Hugging Face export with transformers, tokenizers and safetensors
 (the venv of scripts/venv.sh). Used by tests/cli/test_hf.sh.
 
-  check_hf.py logits EXPORT_DIR DUMP_DIR   transformers' logits == atoll's (hf_logits) within 1e-4
+  check_hf.py logits EXPORT_DIR DUMP_DIR   transformers' logits == atoll's (hf_logits) within 1e-4; for a
+                                           Llama also: q/k rows interleaved give other logits
   check_hf.py tokenizer EXPORT_DIR         tokenizer.json loads; encode(x) == x's bytes, decode inverts
+  check_hf.py tokens EXPORT_DIR TEXT IDS   a BPE tokenizer.json gives atoll's ids (IDS) for TEXT
   check_hf.py make OUT_DIR L H C CTX V     a tiny GPT-2 made by transformers, save_pretrained
+  check_hf.py make_llama OUT L H KV C I CTX V TIE EPS THETA   the same for a tiny Llama
   check_hf.py same DIR_A DIR_B             model.safetensors tensor-by-tensor equal, same config shape
   check_hf.py edit SRC DST OP [ARG]        a copy of SRC changed for the refusal tests: drop NAME,
-                                           extra NAME, tie (lm_head.weight = wte), untie, model_type T, bf16
+                                           extra NAME, tie (lm_head.weight = wte), untie, model_type T, bf16,
+                                           set KEY=JSON... (config.json)
 """
 import json, os, sys
 
 import numpy as np
+
+
+CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+EMBEDDING = {"gpt2": "transformer.wte.weight", "llama": "model.embed_tokens.weight"}
+
+
+def interleave(w, heads):
+    """q_proj/k_proj rows of each head reordered as for an interleaved (pairs 2i, 2i+1)
+    rotary embedding: what a converter from Meta's layout would have had to undo."""
+    rows, cols = w.shape
+    return w.view(heads, 2, rows // heads // 2, cols).transpose(1, 2).reshape(rows, cols)
 
 
 def logits(export_dir, dump_dir):
@@ -23,14 +38,32 @@ def logits(export_dir, dump_dir):
         meta = f.metadata()
     assert meta == {"format": "pt"}, f"metadata {meta}"
     model = AutoModelForCausalLM.from_pretrained(export_dir).float().eval()
-    assert type(model).__name__ == "GPT2LMHeadModel", type(model).__name__
-    V, T = cfg["vocab_size"], cfg["n_positions"]
+    kind = cfg["model_type"]
+    assert type(model).__name__ == CLASSES[kind], type(model).__name__
+    V, T = cfg["vocab_size"], cfg.get("n_positions", cfg.get("max_position_embeddings"))
     tokens = np.fromfile(os.path.join(dump_dir, "tokens.bin"), dtype=np.int32).reshape(-1, T)
     ref = np.fromfile(os.path.join(dump_dir, "logits.bin"), dtype=np.float32).reshape(tokens.shape[0], T, V)
+    x = torch.from_numpy(tokens.astype(np.int64))
     with torch.no_grad():
-        out = model(torch.from_numpy(tokens.astype(np.int64))).logits.numpy()
+        out = model(x).logits.numpy()
     diff = float(np.abs(out - ref).max())
-    print(f"logits: {out.shape}, max |transformers - atoll| = {diff:.3g} (logits up to {np.abs(ref).max():.3g})")
+    what = f"{kind}, {'tied' if cfg.get('tie_word_embeddings') else 'untied'}"
+    if kind == "llama":
+        what += f", {cfg['num_attention_heads']} heads / {cfg['num_key_value_heads']} kv"
+    note = ""
+    if kind == "llama":
+        # the same weights with q/k rows in the interleaved order must give other logits,
+        # so an agreement above proves atoll's RoPE is Hugging Face's half-split one
+        with torch.no_grad():
+            for layer in model.model.layers:
+                a = layer.self_attn
+                a.q_proj.weight.copy_(interleave(a.q_proj.weight, cfg["num_attention_heads"]))
+                a.k_proj.weight.copy_(interleave(a.k_proj.weight, cfg["num_key_value_heads"]))
+            wrong = float(np.abs(model(x).logits.numpy() - ref).max())
+        note = f"; q/k interleaved instead: {wrong:.3g}"
+        assert wrong > 1e-3, f"permuting q/k changes the logits by only {wrong}: the test cannot see the convention"
+    print(f"logits ({what}): {out.shape}, max |transformers - atoll| = {diff:.3g} "
+          f"(logits up to {np.abs(ref).max():.3g}){note}")
     assert diff < 1e-4, diff
 
 
@@ -50,6 +83,22 @@ def tokenizer(export_dir):
     print(f"tokenizer: {len(texts)} texts encode to their UTF-8 bytes and decode back")
 
 
+def tokens(export_dir, text_file, ids_file):
+    """The exported tokenizer.json (a BPE checkpoint's) gives atoll's ids for the text,
+    covers config.json's vocabulary and decodes back to the text."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(export_dir, "tokenizer.json"))
+    cfg = json.load(open(os.path.join(export_dir, "config.json")))
+    text = open(text_file, encoding="utf-8").read()
+    want = [int(x) for x in open(ids_file).read().split()]
+    ids = tok.encode(text).ids
+    assert ids == want, (ids[:20], want[:20])
+    assert tok.get_vocab_size() == cfg["vocab_size"], (tok.get_vocab_size(), cfg["vocab_size"])
+    assert tok.decode(ids) == text
+    print(f"tokenizer.json: {len(ids)} ids for {len(text.encode())} bytes equal atoll's, "
+          f"vocabulary {tok.get_vocab_size()} = config.json's vocab_size, decodes back")
+
+
 def make(out, L, H, C, ctx, V):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -65,6 +114,34 @@ def make(out, L, H, C, ctx, V):
     print(f"made {out}: {sorted(os.listdir(out))}")
 
 
+def make_llama(out, L, H, KV, C, inter, ctx, V, tie, eps, theta):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(4)
+    cfg = LlamaConfig(num_hidden_layers=int(L), num_attention_heads=int(H), num_key_value_heads=int(KV),
+                      hidden_size=int(C), intermediate_size=int(inter), max_position_embeddings=int(ctx),
+                      vocab_size=int(V), tie_word_embeddings=tie == "1", rms_norm_eps=float(eps),
+                      rope_parameters={"rope_type": "default", "rope_theta": float(theta)},
+                      bos_token_id=None, eos_token_id=None)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():  # not the default init: RMSNorm gains away from 1
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model.save_pretrained(out)
+    print(f"made {out}: {sorted(os.listdir(out))}")
+
+
+CONFIG_KEYS = {
+    "gpt2": ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "layer_norm_epsilon"),
+    "llama": ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
+              "max_position_embeddings", "vocab_size", "rms_norm_eps", "tie_word_embeddings", "hidden_act"),
+}
+
+
+def theta(cfg):
+    return (cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta"))
+
+
 def same(a, b):
     from safetensors.numpy import load_file
     ta, tb = load_file(os.path.join(a, "model.safetensors")), load_file(os.path.join(b, "model.safetensors"))
@@ -73,18 +150,21 @@ def same(a, b):
         assert ta[k].dtype == tb[k].dtype and ta[k].shape == tb[k].shape, (k, ta[k].shape, tb[k].shape)
         assert np.array_equal(ta[k], tb[k]), k
     ca, cb = (json.load(open(os.path.join(d, "config.json"))) for d in (a, b))
-    for k in ("model_type", "n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "layer_norm_epsilon"):
+    assert ca["model_type"] == cb["model_type"], (ca["model_type"], cb["model_type"])
+    for k in CONFIG_KEYS[ca["model_type"]]:
         assert ca[k] == cb[k], (k, ca[k], cb[k])
-    print(f"same: {len(ta)} tensors bit-identical")
+    if ca["model_type"] == "llama":
+        assert theta(ca) == theta(cb), ("rope_theta", theta(ca), theta(cb))
+    print(f"same: {len(ta)} tensors bit-identical, config.json the same model")
 
 
-def edit(src, dst, op, arg=None):
+def edit(src, dst, op, arg=None, *more):
     import shutil
     from safetensors.numpy import load_file, save_file
     shutil.copytree(src, dst)
     t = load_file(os.path.join(src, "model.safetensors"))
     cfg = json.load(open(os.path.join(src, "config.json")))
-    wte = t["transformer.wte.weight"]
+    wte = t[EMBEDDING[cfg["model_type"]]]
     if op == "drop":
         del t[arg]
     elif op == "extra":
@@ -95,6 +175,10 @@ def edit(src, dst, op, arg=None):
         t["lm_head.weight"] = wte + 1
     elif op == "model_type":
         cfg["model_type"] = arg
+    elif op == "set":  # set KEY=JSON [KEY=JSON ...] in config.json
+        for kv in (arg,) + more:
+            key, value = kv.split("=", 1)
+            cfg[key] = json.loads(value)
     elif op == "bf16":  # keep the top 16 bits: exactly representable in bfloat16
         import torch
         t = {k: torch.from_numpy(v).to(torch.bfloat16) for k, v in t.items()}
@@ -117,4 +201,5 @@ def same_bf16(a, b):
 
 
 if __name__ == "__main__":
-    {"logits": logits, "tokenizer": tokenizer, "make": make, "same": same, "edit": edit, "same_bf16": same_bf16}[sys.argv[1]](*sys.argv[2:])
+    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "make_llama": make_llama, "same": same, "edit": edit,
+     "same_bf16": same_bf16}[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,82 @@
+#!/bin/sh
+# Hostile input for the newer commands (tokenizer, --init-from, sample's KV-cache loop,
+# plan --versus, readers of settings files): each case once hung, ran on silently or
+# wrapped a number. Every command is bounded by a timeout.
+# usage: test_hostile_new.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+small_data
+D="--data $TMP/data"
+TO="timeout 60"
+ART=/usr/share/games/fortunes/art
+
+# empty string flags: --init-from '' trained from scratch with status 0
+expect_error "train --init-from ''" "--init-from: empty value" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/e1" --init-from ""
+expect_error "train --arch ''" "--arch: empty value" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/e2" --arch ""
+[ ! -e "$TMP/e1" ] && [ ! -e "$TMP/e2" ] && pass "refused empty flags wrote nothing" || fail "refused empty flags left a run"
+
+# FIFOs and devices: a --config FIFO and a tokenizer.json FIFO blocked in open for ever,
+# tokenizer train --text /dev/zero read until memory ran out
+mkfifo "$TMP/fifo"
+expect_error "train --config FIFO" "not a regular file" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/e3" --config "$TMP/fifo"
+expect_error "tokenizer info --tokenizer FIFO" "not a regular file" $TO $ATOLL tokenizer info --tokenizer "$TMP/fifo"
+expect_error "prepare --tokenizer FIFO" "not a regular file" $TO $ATOLL prepare --text $ART --out "$TMP/e4" --tokenizer "$TMP/fifo"
+expect_error "tokenizer train --text FIFO" "not a regular file" $TO $ATOLL tokenizer train --text "$TMP/fifo" --vocab-size 300 --out "$TMP/t.json"
+expect_error "tokenizer train --text /dev/zero" "not a regular file" $TO $ATOLL tokenizer train --text /dev/zero --vocab-size 300 --out "$TMP/t.json"
+# ... while encode still reads a pipe given as --text, as it reads stdin
+$ATOLL tokenizer bytes --out "$TMP/bytes.json" 2>/dev/null || fail "tokenizer bytes"
+(printf 'AB' >"$TMP/fifo") &
+ids=$($TO $ATOLL tokenizer encode --tokenizer "$TMP/bytes.json" --text "$TMP/fifo" 2>&1)
+wait
+[ "$ids" = "65 66" ] && pass "encode --text FIFO reads the pipe" || fail "encode --text FIFO gave '$ids'"
+
+# a BPE tokenizer, data of it and of another one, and checkpoints of both archs
+$TO $ATOLL tokenizer train --text $ART --vocab-size 300 --out "$TMP/tok.json" >/dev/null 2>&1 || fail "tokenizer train"
+$TO $ATOLL tokenizer train --text /usr/share/games/fortunes/science --vocab-size 300 --out "$TMP/tok2.json" >/dev/null 2>&1 \
+  || fail "tokenizer train 2"
+$TO $ATOLL prepare --text $ART --out "$TMP/bpe" --tokenizer "$TMP/tok.json" >/dev/null 2>&1 || fail "prepare bpe"
+$TO $ATOLL prepare --text $ART --out "$TMP/bpe2" --tokenizer "$TMP/tok2.json" >/dev/null 2>&1 || fail "prepare bpe2"
+$TO $ATOLL train $TINY --data "$TMP/bpe" --steps 1 --out "$TMP/rb" >/dev/null 2>&1 || fail "bpe run"
+$TO $ATOLL train $TINY $D --steps 1 --out "$TMP/rg" >/dev/null 2>&1 || fail "gpt2 run"
+$TO $ATOLL train $TINY $D --steps 1 --out "$TMP/rl" --arch llama --kv-heads 1 >/dev/null 2>&1 || fail "llama run"
+
+# --init-from a checkpoint of another design or tokenizer: the message named a missing
+# tensor, or (another tokenizer of the same vocabulary size) the run went on silently
+expect_error "init-from gpt2 into llama" "arch=gpt2" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/i1" --init-from "$TMP/rg" --arch llama
+expect_error "init-from llama into gpt2" "arch=llama" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/i2" --init-from "$TMP/rl"
+expect_error "init-from other kv-heads" "pass --kv-heads 1" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/i3" --init-from "$TMP/rl" --arch llama --kv-heads 2
+expect_error "init-from other tie" "pass --tie 0" $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/i4" --init-from "$TMP/rl" --arch llama --kv-heads 1 --tie 1
+expect_error "init-from another tokenizer's checkpoint" "tokenizer" $TO $ATOLL train $TINY --data "$TMP/bpe2" --steps 1 --out "$TMP/i5" --init-from "$TMP/rb"
+expect_error "init-from a BPE checkpoint on byte data" "tokenizer" $TO $ATOLL train $TINY $D --vocab 300 --steps 1 --out "$TMP/i6" --init-from "$TMP/rb"
+$TO $ATOLL train $TINY --data "$TMP/bpe" --steps 2 --out "$TMP/i7" --init-from "$TMP/rb" >/dev/null 2>&1 \
+  && pass "init-from on data of the same tokenizer" || fail "init-from on data of the same tokenizer refused"
+
+# sample: numbers beyond int wrapped (--tokens 4294967297 gave one token)
+expect_error "sample --tokens 2^32+1" "--tokens" $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 4294967297
+expect_error "sample --top-k 2^32+1" "--top-k" $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 3 --top-k 4294967297
+# many contexts of text (the buffer keeps only its last context once it holds 4): a long
+# sample runs and begins with the short one, for both archs and a BPE tokenizer, and a
+# prompt longer than the context works
+for r in rg rl rb; do
+  a=$($TO $ATOLL sample --ckpt "$TMP/$r" --tokens 150 --seed 3 2>&1) || fail "sample $r 150"
+  b=$($TO $ATOLL sample --ckpt "$TMP/$r" --tokens 400 --seed 3 2>&1) || fail "sample $r 400"
+  case "$b" in "$a"*) pass "sample $r: 400 tokens begin with the 150" ;; *) fail "sample $r: 400 tokens differ from the 150" ;; esac
+done
+$TO $ATOLL sample --ckpt "$TMP/rl" --prompt "$(head -c 2000 $ART)" --tokens 200 >/dev/null 2>"$TMP/err" \
+  && pass "sample: a prompt of many contexts" || fail "sample: a prompt of many contexts: $(cat "$TMP/err")"
+
+# plan --versus: a key given twice (the later one won silently)
+expect_error "plan --versus dp twice" "given twice" $TO $ATOLL plan --model gpt2 --versus dp=1,tp=1,pp=1,cp=1,dp=2
+
+# export: a killed export's hidden temporary directory (its pid gone) is removed by the
+# next export next to it; a live process's one (pid 1) and a foreign name are left
+$TO $ATOLL train $TINY $D --steps 1 --out "$TMP/rx" >/dev/null 2>&1 || fail "run to export"
+mkdir -p "$TMP/xp" "$TMP/xp/.tmp-hf-999999999" "$TMP/xp/.tmp-hf-1" "$TMP/xp/.tmp-hf-x"
+if $TO $ATOLL export --ckpt "$TMP/rx" --to hf --out "$TMP/xp/hf" >/dev/null 2>"$TMP/err" \
+   && [ ! -e "$TMP/xp/.tmp-hf-999999999" ] && [ -d "$TMP/xp/.tmp-hf-1" ] && [ -d "$TMP/xp/.tmp-hf-x" ]; then
+  pass "export removes a dead export's temporary directory only"
+else
+  fail "export leftovers: $(ls -a "$TMP/xp" | tr '\n' ' ') $(cat "$TMP/err")"
+fi
+
+finish
