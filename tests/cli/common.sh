@@ -9,6 +9,15 @@ PY=/usr/bin/python3
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; PASSES=$((PASSES + 1)); }
 
+# use_venv MODULE...: VPY = the PyPI venv's python (ATOLL_PYTHON, or scripts/venv.sh,
+# which makes the venv when missing). A test that needs it fails, never skips, without it.
+use_venv() {
+  VPY=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || { echo "FAIL: scripts/venv.sh could not make the PyPI venv"; exit 1; }
+  for m in "$@"; do
+    "$VPY" -c "import $m" 2>/dev/null || { echo "FAIL: $VPY lacks the module $m"; exit 1; }
+  done
+}
+
 # A tiny model and a small corpus, so each run takes about a second.
 TINY="--layers 2 --heads 2 --dim 32 --context 32 --batch 4 --eval-batches 2 --threads 1"
 small_data() {

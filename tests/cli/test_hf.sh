@@ -8,8 +8,8 @@
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
 # the venv with transformers (scripts/venv.sh makes it from PyPI when missing)
-HPY=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || { echo "FAIL: scripts/venv.sh could not make the PyPI venv"; exit 1; }
-"$HPY" -c "import transformers, tokenizers, safetensors" || { echo "FAIL: $HPY lacks transformers/tokenizers/safetensors"; exit 1; }
+use_venv transformers tokenizers safetensors
+HPY=$VPY
 CHECK="$HPY $SRC/tests/hf/check_hf.py"
 small_data
 cd "$TMP"

@@ -14,7 +14,8 @@ SRC=$2
 . "$SRC/tests/cli/common.sh"
 F=/usr/share/games/fortunes
 [ -d "$F" ] || { echo "skipped: the default corpus $F is missing"; exit 77; }
-PYV=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || { echo "FAIL: scripts/venv.sh could not make the PyPI venv"; exit 1; }
+use_venv tokenizers
+PYV=$VPY
 
 # the documents, as JSON Lines (gzipped) and as the text prepare reads from them
 "$PYV" - "$F" "$TMP" <<'EOF' || { echo "FAIL: cannot build the documents"; exit 1; }

@@ -13,8 +13,8 @@ CORPUS=/usr/share/games/fortunes
 
 # the venv with tokenizers (scripts/venv.sh makes it from PyPI when missing); without it
 # the test fails, it does not skip
-PYV=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || { echo "FAIL: scripts/venv.sh could not make the PyPI venv"; exit 1; }
-"$PYV" -c "import tokenizers" || { echo "FAIL: $PYV lacks Hugging Face tokenizers"; exit 1; }
+use_venv tokenizers
+PYV=$VPY
 [ -d "$CORPUS" ] || { echo "skipped: the default corpus $CORPUS is missing"; exit 77; }
 
 FILES=$(for f in "$CORPUS"/*; do case $f in *.dat) ;; *) [ -f "$f" ] && [ ! -L "$f" ] && echo "$f";; esac; done)
