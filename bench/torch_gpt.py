@@ -145,6 +145,39 @@ def median(xs):
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
+def timed_steps(model, params, V, B, T, steps, seed, precision, compile_model, name):
+    """AdamW steps on random tokens (decay on matrices only, clipping at 1.0), each timed;
+    returns (seconds per step, losses). Shared with bench/llama/torch_llama.py."""
+    run_model = torch.compile(model) if compile_model else model
+    decay = [p for p in params if p.dim() == 2]
+    no_decay = [p for p in params if p.dim() != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    gen = torch.Generator().manual_seed(seed)
+    step_s, losses = [], []
+    for step in range(steps):
+        tok = torch.randint(0, V, (B, T + 1), generator=gen)
+        idx, tgt = tok[:, :-1], tok[:, 1:]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = run_model(idx)
+            loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        lv = loss.item()
+        dt = time.perf_counter() - t0
+        step_s.append(dt)
+        losses.append(lv)
+        print(f"  step {step + 1}/{steps}: loss {lv:.4f}, {B * T / dt:.0f} tok/s", file=sys.stderr)
+        if not math.isfinite(lv):
+            print(f"{name}: step {step + 1}: loss is {lv}", file=sys.stderr)
+            break
+    return step_s, losses
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=0,
@@ -187,35 +220,12 @@ def main():
     L, NH, C, T, B, V = args.layers, args.heads, args.dim, args.context, args.batch, args.vocab
     model = GPT(L, NH, C, T, V, args.attention)
     params = list(model.parameters())
-    run_model = torch.compile(model) if args.compile else model
-    decay = [p for p in params if p.dim() == 2]
-    no_decay = [p for p in params if p.dim() != 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     nparams = sum(p.numel() for p in params)
     print(f"torch_gpt: torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{nparams} parameters, B={B} T={T}, {args.steps} steps", file=sys.stderr)
 
-    gen = torch.Generator().manual_seed(args.seed)
-    step_s, losses = [], []
-    for step in range(args.steps):
-        tok = torch.randint(0, V, (B, T + 1), generator=gen)
-        idx, tgt = tok[:, :-1], tok[:, 1:]
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            logits = run_model(idx)
-            loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        lv = loss.item()
-        dt = time.perf_counter() - t0
-        step_s.append(dt)
-        losses.append(lv)
-        print(f"  step {step + 1}/{args.steps}: loss {lv:.4f}, {B * T / dt:.0f} tok/s",
-              file=sys.stderr)
+    step_s, losses = timed_steps(model, params, V, B, T, args.steps, args.seed, args.precision, args.compile,
+                                 "torch_gpt")
 
     med = median(step_s[args.skip:])
     tps = B * T / med

@@ -31,7 +31,7 @@ import time
 
 # torch_gpt sets OMP/OPENBLAS/MKL_NUM_THREADS from --threads before it imports torch.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from torch_gpt import blas_libraries, median  # noqa: E402
+from torch_gpt import blas_libraries, median, timed_steps  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -177,38 +177,15 @@ def main():
     H = swiglu_width(C, args.multiple_of)
     model = Llama(L, NH, KV, C, T, V, H, gqa)
     params = list(model.parameters())
-    run_model = torch.compile(model) if args.compile else model
-    decay = [p for p in params if p.dim() == 2]
-    no_decay = [p for p in params if p.dim() != 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     nparams = sum(p.numel() for p in params)
     print(f"torch_llama: torch {torch.__version__}, {torch.get_num_threads()} threads, {nparams} parameters, "
           f"SwiGLU width {H}, gqa {gqa}, {args.precision}{', compiled' if args.compile else ''}, "
           f"B={B} T={T}, {args.steps} steps", file=sys.stderr)
 
-    gen = torch.Generator().manual_seed(args.seed)
-    step_s, losses = [], []
-    for step in range(args.steps):
-        tok = torch.randint(0, V, (B, T + 1), generator=gen)
-        idx, tgt = tok[:, :-1], tok[:, 1:]
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            logits = run_model(idx)
-            loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        lv = loss.item()
-        dt = time.perf_counter() - t0
-        if not math.isfinite(lv):
-            print(f"torch_llama: step {step + 1}: loss is {lv}", file=sys.stderr)
-            return 1
-        step_s.append(dt)
-        losses.append(lv)
-        print(f"  step {step + 1}/{args.steps}: loss {lv:.4f}, {B * T / dt:.0f} tok/s", file=sys.stderr)
+    step_s, losses = timed_steps(model, params, V, B, T, args.steps, args.seed, args.precision, args.compile,
+                                 "torch_llama")
+    if not math.isfinite(losses[-1]):
+        return 1
 
     med = median(step_s[args.skip:])
     tps = B * T / med
