@@ -67,9 +67,10 @@
 static inline uint16_t to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
+  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  uint32_t quiet = (x >> 16) | 0x40u; /* a NaN: keep sign and payload top, make it quiet */
+  /* a select, not a branch, so that the loops over segments vectorize */
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 static inline float from_bf16(uint16_t h) {
