@@ -81,6 +81,7 @@ for rate in ("1gbit", "100mbit"):
             "link": rate, "outer_dtype": dtype, "iperf3_bits_per_second": link,
             "params": params, "inner_steps": steps, "outer_steps": min(ex),
             "retries": sum(s["net"]["retries"] for s in isl),
+            "aborted_attempts_in_earlier_runs": int(open(f"{d}/aborted_first_run").read()) if os.path.exists(f"{d}/aborted_first_run") else 0,
             "seconds_per_outer_step": per_outer,
             "wall_seconds_per_outer_step": wall / min(ex),
             "compute_seconds_per_inner_step": sum(comp) / K / steps,

@@ -10,8 +10,11 @@
 # encryption overhead estimated, plus its few control messages) over the time it spent
 # in them. That time includes waiting for the other island's READY and the DONE/GO and
 # COMMIT round trips, so the rate is a lower bound on what the transfer itself
-# achieved. Not emulated: delay and loss (no netem in this kernel). Needs root (network
-# namespaces) and iperf3; without them the test fails, saying why.
+# achieved. First, the same exchange with no tbf gives the CPU ceiling, printed to
+# explain a miss (not part of the criterion). A case whose first exchange was aborted
+# (a handshake race, docs/islands.md "WAN") says so and runs once more. Not emulated:
+# delay and loss (no netem in this kernel). Needs root (network namespaces), iperf3 and
+# tc; without them the test fails, saying why.
 #   usage: test_islands_wan.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -42,7 +45,7 @@ run_islands() {
   net_keys "$D" $K || { echo "keys failed"; return 1; }
   cport=$((5550 + CASE))
   timeout -k 5 200 ip netns exec "${WAN}c" $ATOLL coordinator --listen tcp://10.231.0.254:$cport --keys "$D/coord" \
-    --min-islands $K --island-timeout 20 >"$D/coord.log" 2>&1 &
+    --min-islands $K --island-timeout 8 >"$D/coord.log" 2>&1 &
   cpid=$!; PIDS="$PIDS $cpid"
   # --seq 4: few tokens per step, so that the inner step (and its jitter between the
   # islands, which exchange_seconds counts as waiting) is small beside the exchange
@@ -63,6 +66,20 @@ run_islands() {
   [ $ok -eq 1 ] || { tail -n 3 "$D"/n*.err "$D/coord.log"; return 1; }
 }
 
+# run_case NAME DIM STEPS: run_islands; when an exchange was aborted (retries > 0: the
+# first exchange can lose a handshake race, see docs/islands.md "WAN"; the abort comes
+# after 2 x --island-timeout and would count as exchange time), it says so and runs
+# the case once more. RUN is the directory whose summaries count.
+run_case() {
+  RUN="$TMP/$1"
+  run_islands "$@" || return 1
+  r=$($PY -c 'import json, sys; print(sum(json.load(open(f"{sys.argv[1]}/n{i}/summary.json"))["net"]["retries"] for i in range(int(sys.argv[2]))))' "$RUN" $K)
+  [ "$r" = 0 ] && return 0
+  echo "note: $1: $r aborted exchange attempt(s): $(grep -h "cannot send\|refused" "$RUN"/n*.err | head -2 | tr '\n' ' ')- running it once more"
+  RUN="$TMP/$1.again"
+  run_islands "$1.again" "$2" "$3"
+}
+
 # rate_of DIR: the islands' exchange rates in bit/s (wire_bytes x 8 / exchange_seconds),
 # the lowest first
 rate_of() {
@@ -73,36 +90,38 @@ print(" ".join(str(r) for r in sorted(int(n["wire_bytes"] * 8 / n["exchange_seco
 PYEOF
 }
 
-# The CPU's own ceiling: the same exchange (the 1 Gbit/s case's model) with no tbf on
-# the links. On a loaded machine the encryption and copies, not the link, can bound the
-# exchange below 1 Gbit/s; the test then asks for 80% of this ceiling instead of 80% of
-# iperf3's rate, and says so. On a machine that can feed the link, the ceiling is far
-# above it and the criterion is exactly iperf3's.
-run_islands ceiling 768 6 || { fail "an island failed on the unlimited link"; finish; }
-CEIL=$(rate_of "$TMP/ceiling" | cut -d' ' -f1)
+# The CPU ceiling: the same exchange (the 1 Gbit/s case's model) with no tbf on the
+# links. It is not part of the criterion; it explains a miss: if the exchange's CPU work
+# (encoding, encryption, copies, the sum, waiting for a descheduled peer) and the
+# transfer ran one after the other, the rate would be 1 / (1 / link + 1 / ceiling), and
+# 80% of the link then needs a ceiling of 4 x the link.
+run_case ceiling 768 6 || { fail "an island failed on the unlimited link"; finish; }
+CEIL=$(rate_of "$RUN" | cut -d' ' -f1)
 [ -n "$CEIL" ] || { fail "no exchange rate from the unlimited link"; finish; }
-pass "no tbf: the exchange reaches $($PY -c "print(round($CEIL / 1e6, 1))") Mbit/s (the slower island): the CPU's ceiling on this machine now"
+pass "no tbf: the exchange reaches $($PY -c "print(round($CEIL / 1e6, 1))") Mbit/s (the slower island): the CPU ceiling on this machine now"
 
 # run_rate RATE DIM STEPS: iperf3 on the limited link, then K islands; asserts each
-# island's exchange rate >= 80% of min(iperf3, ceiling)
+# island's exchange rate >= 80% of iperf3's
 run_rate() {
   rate=$1; dim=$2; steps=$3
   wan_rate "$rate" || { fail "$rate: tc tbf refused"; return; }
   link=$(wan_iperf 0 1 3) || { fail "$rate: iperf3 from island 0 to island 1 failed"; return; }
-  run_islands "$rate" "$dim" "$steps" || { fail "$rate: an island failed"; return; }
+  run_case "$rate" "$dim" "$steps" || { fail "$rate: an island failed"; return; }
   i=0
   while [ $i -lt $K ]; do
-    out=$($PY - "$TMP/$rate/n$i/summary.json" "$link" "$K" "$CEIL" <<'PYEOF'
+    out=$($PY - "$RUN/n$i/summary.json" "$link" "$K" "$CEIL" <<'PYEOF'
 import json, sys
 s = json.load(open(sys.argv[1])); n = s["net"]; link, K, ceil = float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 ideal = 2 * (K - 1) / K * 4 * s["params"]   # fp32: phase 1 and phase 2, K-1 pieces each
 rate = n["wire_bytes"] * 8 / n["exchange_seconds"]
-bound, what = (link, "iperf3's %.1f Mbit/s" % (link / 1e6)) if link <= ceil else (
-    ceil, "the CPU's ceiling %.1f Mbit/s (iperf3: %.1f Mbit/s; the exchange reaches %.0f%% of it)" % (ceil / 1e6, link / 1e6, 100 * rate / link))
-msg = "%d exchanges, %.1f MB sent per exchange (%.1f MB of fp32 pieces), %.3f s per exchange: %.1f Mbit/s = %.0f%% of %s" % (
+serial = 1 / (1 / link + 1 / ceil)
+msg = "%d exchanges, %.1f MB sent per exchange (%.1f MB of fp32 pieces), %.3f s per exchange: %.1f Mbit/s = %.0f%% of iperf3's %.1f Mbit/s" % (
     n["exchanges"], n["wire_bytes"] / n["exchanges"] / 1e6, ideal / 1e6, n["exchange_seconds"] / n["exchanges"],
-    rate / 1e6, 100 * rate / bound, what)
-bad = n["exchanges"] < 2 or n["retries"] != 0 or n["wire_bytes"] < n["exchanges"] * ideal or rate < 0.8 * bound
+    rate / 1e6, 100 * rate / link, link / 1e6)
+if rate < 0.8 * link:
+    msg += " (below 80%%; CPU ceiling %.0f Mbit/s; CPU work and transfer one after the other would give %.0f%%)" % (
+        ceil / 1e6, 100 * serial / link)
+bad = n["exchanges"] < 2 or n["retries"] != 0 or n["wire_bytes"] < n["exchanges"] * ideal or rate < 0.8 * link
 print(msg + ("" if n["retries"] == 0 else "; %d retries" % n["retries"]))
 sys.exit(1 if bad else 0)
 PYEOF
