@@ -21,13 +21,19 @@ ATOLL=$1; SRC=$2
 . "$SRC/tests/net/islands_lib.sh"
 . "$SRC/tests/net/netns_lib.sh"
 PIDS=""
+WATCH=""
 cleanup() {
   for p in $PIDS; do kill9 "$p" 2>/dev/null; done
+  [ -n "$WATCH" ] && { pkill -P "$WATCH" 2>/dev/null; kill "$WATCH" 2>/dev/null; }
   wan_down
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
+# ctest's TIMEOUT (240 s) would SIGKILL this shell, and no trap would delete the
+# namespaces: end it first, through the trap
+(sleep 225; echo "FAIL: the WAN test ran for 225 s; stopping it"; kill -TERM $$) &
+WATCH=$!
 
 [ "$(id -u)" -eq 0 ] || { echo "FAIL: the WAN test needs root to create network namespaces (running as uid $(id -u))"; exit 1; }
 command -v iperf3 >/dev/null || { echo "FAIL: iperf3 is not installed (scripts/setup.sh installs it)"; exit 1; }
