@@ -31,7 +31,7 @@ wan_link() {
 wan_up() {
   WAN_K=$1
   for n in sw c $(seq 0 $(($1 - 1))); do
-    ip netns add "$WAN$n" || { echo "wan: cannot create network namespace $WAN$n (ip netns add failed; root and CAP_SYS_ADMIN are needed)"; return 1; }
+    why=$(ip netns add "$WAN$n" 2>&1) || { echo "wan: cannot create network namespace $WAN$n (root and CAP_SYS_ADMIN are needed): ip netns add: $why"; return 1; }
     WAN_NS="$WAN_NS $WAN$n"
   done
   ip -n "${WAN}sw" link add br0 type bridge && ip -n "${WAN}sw" link set br0 up \

@@ -32,7 +32,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 # ctest's TIMEOUT (240 s) would SIGKILL this shell, and no trap would delete the
 # namespaces: end it first, through the trap
-(sleep 225; echo "FAIL: the WAN test ran for 225 s; stopping it"; kill -TERM $$) &
+(sleep 225 && echo "FAIL: the WAN test ran for 225 s; stopping it" && kill -TERM $$) 2>/dev/null &
 WATCH=$!
 
 [ "$(id -u)" -eq 0 ] || { echo "FAIL: the WAN test needs root to create network namespaces (running as uid $(id -u))"; exit 1; }
