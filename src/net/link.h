@@ -28,6 +28,8 @@ typedef struct {
   const char *key_file;        /* this island's secret key */
   const char *coordinator_key; /* the coordinator's public key file */
   uint32_t island;
+  uint32_t rank, ranks;        /* this rank of the island's job, and its ranks (1: one process) */
+  uint64_t layout;             /* fingerprint of this rank's inner layout (slices must line up) */
   int streams;
   double timeout;              /* bound of every wait, seconds */
   double wait_timeout;         /* bound of a wait for a quorum below --min-islands */
@@ -55,6 +57,9 @@ void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n);
 uint32_t atoll_link_joined_step(const atoll_link *l);
 /* What the heartbeats report: inner steps done, last committed revision and hash. */
 void atoll_link_progress(atoll_link *l, uint32_t step);
+/* Between exchanges: reads what the coordinator sent meanwhile; an ERROR (e.g. this
+ * island's ranks or layout do not match the run's) fails with its text. */
+int atoll_link_check(atoll_link *l, atoll_err *err);
 /* The mean over the quorum of x[0, n) (see above), in place. *bad: index of the
  * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), or 2: this
  * island was behind and joined instead: the bound state is the committed one after

@@ -1,0 +1,86 @@
+#!/bin/sh
+# Islands of several ranks (docs/islands.md, "Islands of several ranks"): K = 2 islands,
+# each its own `mpirun -np 2` job joined to a coordinator over loopback, end with
+# global weights bit-identical to --islands 2 in one `mpirun -np 4`, with equal
+# validation losses, the coordinator committing every sync; inner layouts DDP (fp32,
+# and fp4 with streaming fragments and overlap) and TP = 2 (fp4, fragments). Then an
+# island of one rank meeting islands of two is refused with one line.
+#   usage: test_islands_mpi.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/mpi/mpi_common.sh"
+. "$SRC/tests/net/islands_lib.sh"
+M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 4 --eval-batches 2 --save-every 0 --steps 12"
+
+# pair_port: a free port P with P + 1 free too (rank r of an island listens on P + r)
+pair_port() {
+  $PY -c 'import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    p = random.randrange(10000, lo - 2)
+    s = [socket.socket(), socket.socket()]
+    try:
+        s[0].bind(("127.0.0.1", p)); s[1].bind(("127.0.0.1", p + 1))
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for x in s: x.close()'
+}
+
+cmp_runs() { $PY "$SRC/tests/net/same_run.py" "$1" "$2"; }
+
+# run_case NAME FLAGS...: --islands 2 in one mpirun -np 4, then 2 islands of mpirun -np 2
+run_case() {
+  name=$1; shift
+  D="$TMP/$name"; mkdir -p "$D"
+  $MPIRUN -np 4 $ATOLL train $M --islands 2 "$@" --out "$D/injob" >/dev/null 2>"$D/injob.err" || { fail "$name: in-job run: $(tail -1 "$D/injob.err")"; return; }
+  net_keys "$D" 2 || { fail "$name: keys"; return; }
+  cport=$(free_ports 1)
+  start_coordinator "$D" $cport 2 --island-timeout 30
+  p0=$(pair_port); p1=$(pair_port)
+  $MPIRUN -np 2 $ATOLL train $M --islands 2 "$@" $(island_flags "$D" $cport 0 $p0) --out "$D/net0" >/dev/null 2>"$D/net0.err" &
+  a=$!
+  $MPIRUN -np 2 $ATOLL train $M --islands 2 "$@" $(island_flags "$D" $cport 1 $p1) --out "$D/net1" >/dev/null 2>"$D/net1.err" &
+  b=$!
+  ok=1
+  wait $a || ok=0
+  wait $b || ok=0
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  [ $ok -eq 1 ] || { fail "$name: an island failed"; tail -n 3 "$D"/net*.err "$D/coord.log"; return; }
+  for i in 0 1; do
+    out=$(cmp_runs "$D/net$i" "$D/injob") && pass "$name: island $i (2 ranks) == --islands 2 in one mpirun -np 4: $out" || fail "$name: island $i: $out"
+  done
+  syncs=$(grep -c "committed: revision" "$D/coord.log")
+  joined=$(grep -c "rank [01] of 2 joined" "$D/coord.log")
+  [ "$joined" -eq 4 ] && pass "$name: the coordinator saw 2 islands x 2 ranks" || fail "$name: $joined rank registrations, expected 4"
+  echo "$syncs" > "$D/syncs"
+}
+
+# every sync committed: 12 steps, sync every 3 -> 4 commits; every 4 with 2 fragments -> 6
+expect_syncs() { [ "$(cat "$TMP/$1/syncs" 2>/dev/null)" = "$2" ] && pass "$1: coordinator committed all $2 syncs" || fail "$1: $(cat "$TMP/$1/syncs" 2>/dev/null) commits, expected $2"; }
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = ddp_fp32 ]; then run_case ddp_fp32 --sync-every 3; expect_syncs ddp_fp32 4; fi
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = ddp_fp4_stream ]; then
+  run_case ddp_fp4_stream --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4; expect_syncs ddp_fp4_stream 6; fi
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = tp2_fp4_stream ]; then
+  run_case tp2_fp4_stream --tp 2 --sync-every 4 --fragments 2 --outer-dtype fp4; expect_syncs tp2_fp4_stream 6; fi
+
+# a mismatch of rank counts: island 0 has 2 ranks, island 1 one; island 1 is refused
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = mismatch ]; then
+  D="$TMP/mismatch"; mkdir -p "$D"
+  net_keys "$D" 2
+  cport=$(free_ports 1); p0=$(pair_port); p1=$(pair_port)
+  start_coordinator "$D" $cport 2 --island-timeout 30
+  $MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 3 --net-timeout 20 $(island_flags "$D" $cport 0 $p0) --out "$D/net0" >/dev/null 2>"$D/net0.err" &
+  a=$!
+  t=0; while [ $t -lt 60 ] && [ "$(grep -c 'of 2 joined' "$D/coord.log" 2>/dev/null)" -lt 2 ]; do sleep 1; t=$((t + 1)); done
+  timeout -k 5 120 $ATOLL train $M --islands 2 --sync-every 3 $(island_flags "$D" $cport 1 $p1) --out "$D/net1" >/dev/null 2>"$D/net1.err"
+  rc=$?
+  kill $a 2>/dev/null; wait $a 2>/dev/null
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  line="island 1 has 1 rank(s), the run's islands have 2"
+  [ $rc -ne 0 ] && grep -q "$line" "$D/net1.err" && pass "mismatch: the one-rank island stops: $(grep "$line" "$D/net1.err" | head -1)" || fail "mismatch: island 1 exit $rc: $(tail -2 "$D/net1.err")"
+  [ "$(grep -c "$line" "$D/coord.log")" -eq 1 ] && pass "mismatch: the coordinator logs the refusal once" || fail "mismatch: coordinator log: $(grep -c "$line" "$D/coord.log") refusal lines"
+fi
+finish
