@@ -741,8 +741,12 @@ static void expire(coord *c) {
     if (!m->used || now - m->last_heard <= c->cfg->island_timeout) continue;
     m->used = 0;
     changed = 1;
-    fprintf(stderr, "coordinator: island %u left (silent for %.1f s, key %.8s...); %d members\n", m->island,
-            now - m->last_heard, m->keyz, live(c));
+    if (m->ranks > 1)
+      fprintf(stderr, "coordinator: island %u rank %u left (silent for %.1f s, key %.8s...); %d members\n", m->island, m->rank,
+              now - m->last_heard, m->keyz, live(c));
+    else
+      fprintf(stderr, "coordinator: island %u left (silent for %.1f s, key %.8s...); %d members\n", m->island,
+              now - m->last_heard, m->keyz, live(c));
     if (c->xq.open && in_group(c, &c->xq, m) < 0) continue;
     char why[96];
     snprintf(why, sizeof why, "island %u left", m->island);

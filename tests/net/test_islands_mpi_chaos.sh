@@ -1,0 +1,71 @@
+#!/bin/sh
+# An island of several ranks is one unit of failure (docs/islands.md, "Islands of
+# several ranks"): 3 islands, each its own `mpirun -np 2`, over 30 outer steps on a
+# modelled 150 ms link; one rank of island 1 is SIGKILLed mid-run (its mpirun ends the
+# other rank), islands 0 and 2 carry on, and island 1 restarted later rejoins: each of
+# its ranks fetches its slice from the same rank of a live island, hash checked, at the
+# same commit. Asserts: every process ends; islands 0, 2 and the restarted 1 finish
+# with status 0 and bit-identical global weights; no hash mismatch; at least 20
+# commits. ATOLL_CHAOS_SEED=N picks the moments; ATOLL_CHAOS_KEEP=DIR keeps the logs.
+#   usage: test_islands_mpi_chaos.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/mpi/mpi_common.sh"
+. "$SRC/tests/net/islands_lib.sh"
+SEED=${ATOLL_CHAOS_SEED:-7}
+K=3
+M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 20 --eval-batches 4 --save-every 0 --steps 60 --sync-every 2 --islands $K --wan-gbps 1 --wan-latency-ms 150 --throttle 1 --net-timeout 8"
+rnd() { awk -v s="$SEED" -v n="$1" -v lo="$2" -v hi="$3" 'BEGIN { srand(s * 1000 + n); printf "%.2f", lo + rand() * (hi - lo) }'; }
+
+pair_port() {
+  $PY -c 'import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    p = random.randrange(10000, lo - 2)
+    s = [socket.socket(), socket.socket()]
+    try:
+        s[0].bind(("127.0.0.1", p)); s[1].bind(("127.0.0.1", p + 1))
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for x in s: x.close()'
+}
+# island I OUT: island I as `mpirun -np 2` in the background; sets PID<I>
+island() {
+  eval "p=\$PORT$1"
+  $MPIRUN -np 2 $ATOLL train $M $(island_flags "$D" $CPORT $1 $p) --out "$2" >/dev/null 2>"$2.err" &
+  eval "PID$1=$!"
+}
+# ranks_of PID: the atoll ranks under a `timeout mpirun` wrapper
+ranks_of() { for m in $(pgrep -P "$1"); do pgrep -P "$m"; done; }
+
+D="$TMP/chaos"; mkdir -p "$D"
+net_keys "$D" $K || { fail keys; finish; }
+CPORT=$(free_ports 1); PORT0=$(pair_port); PORT1=$(pair_port); PORT2=$(pair_port)
+start_coordinator "$D" $CPORT 2 --island-timeout 4
+island 0 "$D/n0"; island 1 "$D/n1"; island 2 "$D/n2"
+sleep $(rnd 1 3.0 5.0)
+victim=$(ranks_of $PID1 | head -1)
+echo "chaos (seed $SEED): SIGKILL rank pid $victim of island 1"
+[ -n "$victim" ] && kill -9 "$victim"
+wait $PID1; echo "island 1's mpirun ended with status $?"
+sleep $(rnd 2 1.0 2.0)
+echo "chaos: restart island 1"
+island 1 "$D/n1r"
+ok=1
+for i in 0 1 2; do eval "wait \$PID$i" || { ok=0; echo "island $i failed"; }; done
+kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+[ $ok -eq 1 ] && pass "islands 0, 2 and the restarted island 1 (2 ranks each) finished" || { fail "an island failed"; tail -n 5 "$D"/*.err; tail -n 30 "$D/coord.log"; }
+grep -q "island 1 rank [01] left" "$D/coord.log" && pass "the coordinator saw island 1 leave: $(grep -m1 "island 1 rank . left" "$D/coord.log" | cut -c14-90)" || fail "no island left"
+grep -q "hash mismatch" "$D/coord.log" && fail "hash mismatch at a commit" || pass "no hash mismatch at any commit"
+commits=$(grep -c "committed: revision" "$D/coord.log")
+[ "$commits" -ge 20 ] && pass "$commits outer steps committed" || fail "only $commits commits"
+joins=$(grep -c "joined at step .*hash checked" "$D/n1r.err")
+[ "$joins" -eq 2 ] && pass "restarted island 1: both ranks $(grep -m1 -o 'joined at step [0-9]* (revision [0-9]*' "$D/n1r.err"), hash checked" || { fail "restarted island 1: $joins ranks joined"; tail -n 5 "$D/n1r.err"; }
+for o in n1r n2; do
+  out=$($PY "$SRC/tests/net/same_weights.py" "$D/$o" "$D/n0") && pass "$o's global weights == island 0's ($out)" || fail "$o: $out"
+done
+[ -n "${ATOLL_CHAOS_KEEP:-}" ] && rm -rf "$ATOLL_CHAOS_KEEP" && cp -r "$D" "$ATOLL_CHAOS_KEEP"
+echo "membership changes:"; grep -E "joined|left|aborted|joins at|behind" "$D/coord.log" | sed 's/^/  /' | head -30
+finish
