@@ -55,7 +55,7 @@ static int setup_mesh(atoll_run *r, atoll_err *err) {
 
 /* --island-data files: island k trains on source files k, k+K, k+2K, ... of the
  * prepared corpus, K islands (their token ranges in the train split, from
- * DIR/manifest.json). */
+ * DIR/manifest.json); with --join, k is --island-id and K --islands. */
 int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err) {
   const atoll_config *c = r->cfg;
   char path[1100];
@@ -69,7 +69,9 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
   cJSON *man = cJSON_ParseWithLength(text, len);
   free(text);
   const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
-  int n = cJSON_GetArraySize(sources), islands = r->mesh.islands, rc = 0;
+  /* with --join this job is island --island-id of the --islands slots */
+  int joined = c->join[0] != 0, me = joined ? c->island_id : r->mesh.island;
+  int n = cJSON_GetArraySize(sources), islands = joined ? c->islands : r->mesh.islands, rc = 0;
   if (!cJSON_IsArray(sources) || n < islands) {
     cJSON_Delete(man);
     return atoll_fail(err, "%s: --island-data files needs at least %d source files (one per island), found %d", path,
@@ -86,14 +88,14 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
       break;
     }
     uint64_t len_i = (uint64_t)tb->valuedouble; /* byte tokenizer: one token per byte */
-    if (i % islands == r->mesh.island) {
+    if (i % islands == me) {
       b[m] = at;
       e[m++] = at + len_i;
     }
     at += len_i;
   }
   char what[64];
-  snprintf(what, sizeof what, "--island-data files (island %d)", r->mesh.island);
+  snprintf(what, sizeof what, "--island-data files (island %d)", me);
   if (rc == 0) rc = atoll_dataset_restrict(ds, b, e, m, r->seq, what, err);
   free(b);
   free(e);

@@ -3,7 +3,8 @@
 # each its own `mpirun -np 2` job joined to a coordinator over loopback, end with
 # global weights bit-identical to --islands 2 in one `mpirun -np 4`, with equal
 # validation losses, the coordinator committing every sync; inner layouts DDP (fp32,
-# and fp4 with streaming fragments and overlap) and TP = 2 (fp4, fragments). Then an
+# and fp4 with streaming fragments and overlap), TP = 2 (fp4, fragments) and ZeRO-1
+# with --island-data files (each island its own source files). Then an
 # island of one rank meeting islands of two is refused with one line.
 #   usage: test_islands_mpi.sh ATOLL SRC
 ATOLL=$1; SRC=$2
@@ -65,6 +66,9 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = ddp_fp4_stream ]; then
   run_case ddp_fp4_stream --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4; expect_syncs ddp_fp4_stream 6; fi
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = tp2_fp4_stream ]; then
   run_case tp2_fp4_stream --tp 2 --sync-every 4 --fragments 2 --outer-dtype fp4; expect_syncs tp2_fp4_stream 6; fi
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = zero1_files ]; then
+  run_case zero1_files --zero 1 --island-data files --sync-every 3; expect_syncs zero1_files 4; fi
 
 # a mismatch of rank counts: island 0 has 2 ranks, island 1 one; island 1 is refused
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = mismatch ]; then
