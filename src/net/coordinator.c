@@ -84,6 +84,10 @@ typedef struct {
   uint64_t layouts[MAX_MEMBERS];       /* the inner layout's fingerprint of each rank */
   int layout_set[MAX_MEMBERS];
   uint8_t rank_hash[MAX_MEMBERS][ATOLL_WIRE_HASH]; /* the committed hash of each rank's slice */
+  /* membership changes of the run (state file "counts"; restored after a restart):
+   * members that registered, left (silent or stalled) or restarted, and islands that
+   * joined with the committed state */
+  uint64_t n_registered, n_left, n_restarted, n_state_joins;
   char refused_key[ATOLL_KEY_Z85 + 1];  /* the last refused layout (logged once per 10 s) */
   double refused_at;
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
@@ -107,6 +111,11 @@ static void save_state(coord *c) {
   cJSON_AddStringToObject(s, "hash", h);
   cJSON_AddNumberToObject(s, "step", c->last_step);
   cJSON_AddNumberToObject(s, "ranks", c->ranks);
+  cJSON *cnt = cJSON_AddObjectToObject(s, "counts");
+  cJSON_AddNumberToObject(cnt, "registered", (double)c->n_registered);
+  cJSON_AddNumberToObject(cnt, "left", (double)c->n_left);
+  cJSON_AddNumberToObject(cnt, "restarted", (double)c->n_restarted);
+  cJSON_AddNumberToObject(cnt, "state_joins", (double)c->n_state_joins);
   cJSON *rh = cJSON_AddArrayToObject(s, "rank_hashes");
   for (uint32_t r = 0; r < c->ranks; r++) {
     char x[2 * ATOLL_WIRE_HASH + 1];
@@ -159,6 +168,11 @@ static int load_state(coord *c, atoll_err *err) {
     c->hash[i] = (uint8_t)v;
   }
   memcpy(c->rank_hash[0], c->hash, ATOLL_WIRE_HASH);
+  const cJSON *cnt = cJSON_GetObjectItemCaseSensitive(s, "counts"), *v;
+  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "registered")) && cJSON_IsNumber(v)) c->n_registered = (uint64_t)v->valuedouble;
+  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "left")) && cJSON_IsNumber(v)) c->n_left = (uint64_t)v->valuedouble;
+  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "restarted")) && cJSON_IsNumber(v)) c->n_restarted = (uint64_t)v->valuedouble;
+  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "state_joins")) && cJSON_IsNumber(v)) c->n_state_joins = (uint64_t)v->valuedouble;
   const cJSON *rh = cJSON_GetObjectItemCaseSensitive(s, "rank_hashes");
   for (int r = 0; cJSON_IsArray(rh) && r < cJSON_GetArraySize(rh) && r < MAX_MEMBERS; r++) {
     const cJSON *x = cJSON_GetArrayItem(rh, r);
@@ -472,6 +486,7 @@ static void try_commit(coord *c) {
       memcpy(sf.u.quorum.hash, c->rank_hash[m->rank], ATOLL_WIRE_HASH);
       send_to(c, &m->ready_to, &sf);
       m->joining = 2;
+      c->n_state_joins += m->rank == 0;
       m->state_sent = atoll_net_now();
       m->ready = 0;
       if (m->rank == 0)
@@ -579,6 +594,7 @@ static member *register_island(coord *c, const char *keyz, const atoll_wire_hell
     zmq_z85_decode(m->key, m->keyz);
     m->island = h->island;
     m->rank = h->rank, m->ranks = h->ranks, m->layout = h->layout;
+    c->n_registered++;
     snprintf(m->endpoint, sizeof m->endpoint, "%s", h->endpoint);
     if (h->ranks == 1)
       fprintf(stderr, "coordinator: island %u joined (key %.8s..., %s, data at %s, step %u); %d members\n", h->island, keyz,
@@ -636,6 +652,7 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   if (msg.type == ATOLL_WIRE_HELLO) {
     if (m->hello_session && m->hello_session != msg.session) { /* the island's process was restarted */
       fprintf(stderr, "coordinator: island %u restarted (a new process with the same key); it joins anew\n", m->island);
+      c->n_restarted++;
       int in_exchange = c->xq.open && in_group(c, &c->xq, m) >= 0;
       char why[96];
       snprintf(why, sizeof why, "island %u restarted", m->island);
@@ -741,6 +758,7 @@ static void expire(coord *c) {
     if (!m->used || now - m->last_heard <= c->cfg->island_timeout) continue;
     m->used = 0;
     changed = 1;
+    c->n_left++;
     if (m->ranks > 1)
       fprintf(stderr, "coordinator: island %u rank %u left (silent for %.1f s, key %.8s...); %d members\n", m->island, m->rank,
               now - m->last_heard, m->keyz, live(c));
@@ -771,6 +789,7 @@ static void expire(coord *c) {
       if (m && !c->xq.done[j]) {
         m->used = 0;
         changed = 1;
+        c->n_left++;
         fprintf(stderr, "coordinator: island %u left (stalled in exchange %llu for %.1f s); %d members\n", m->island,
                 (unsigned long long)c->xq.id, now - c->xq.opened, live(c));
       }
@@ -826,6 +845,10 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     expire(c);
   }
+  fprintf(stderr, "coordinator: stopping at revision %llu (step %u); members registered %llu, left %llu, restarted %llu; islands joined with the committed state %llu\n",
+          (unsigned long long)c->revision, c->last_step, (unsigned long long)c->n_registered, (unsigned long long)c->n_left,
+          (unsigned long long)c->n_restarted, (unsigned long long)c->n_state_joins);
+  save_state(c);
   rc = 0;
 done:
   if (c->sock) zmq_close(c->sock);

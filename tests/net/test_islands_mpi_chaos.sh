@@ -6,7 +6,9 @@
 # its ranks fetches its slice from the same rank of a live island, hash checked, at the
 # same commit. Asserts: every process ends; islands 0, 2 and the restarted 1 finish
 # with status 0 and bit-identical global weights; no hash mismatch; at least 20
-# commits. ATOLL_CHAOS_SEED=N picks the moments; ATOLL_CHAOS_KEEP=DIR keeps the logs.
+# commits; the coordinator counted the 2 ranks that went (left, or restarted when back
+# before their silence showed), 8 registrations or restarts, and 1 island joining with
+# the committed state, in its state file and its last line. ATOLL_CHAOS_SEED=N picks the moments; ATOLL_CHAOS_KEEP=DIR keeps the logs.
 #   usage: test_islands_mpi_chaos.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -63,6 +65,14 @@ commits=$(grep -c "committed: revision" "$D/coord.log")
 [ "$commits" -ge 20 ] && pass "$commits outer steps committed" || fail "only $commits commits"
 joins=$(grep -c "joined at step .*hash checked" "$D/n1r.err")
 [ "$joins" -eq 2 ] && pass "restarted island 1: both ranks $(grep -m1 -o 'joined at step [0-9]* (revision [0-9]*' "$D/n1r.err"), hash checked" || { fail "restarted island 1: $joins ranks joined"; tail -n 5 "$D/n1r.err"; }
+# the coordinator's counts of membership changes (state file), and its last line
+out=$($PY -c 'import json, sys
+c = json.load(open(sys.argv[1]))["counts"]
+# a killed rank is counted as left, or as restarted when it is back before its silence shows
+ok = c["registered"] + c["restarted"] == 8 and c["left"] + c["restarted"] == 2 and c["state_joins"] == 1
+print(("" if ok else "unexpected: ") + ", ".join("%s %d" % kv for kv in c.items()))
+sys.exit(0 if ok else 1)' "$D/coord/coordinator.json") && pass "state file counts: $out" || fail "state file counts: $out"
+grep -q "stopping at revision .*; islands joined with the committed state 1" "$D/coord.log" && pass "the coordinator's last line sums up the membership changes" || fail "no summary line: $(tail -1 "$D/coord.log")"
 for o in n1r n2; do
   out=$($PY "$SRC/tests/net/same_weights.py" "$D/$o" "$D/n0") && pass "$o's global weights == island 0's ($out)" || fail "$o: $out"
 done
