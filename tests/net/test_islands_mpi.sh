@@ -3,8 +3,9 @@
 # each its own `mpirun -np 2` job joined to a coordinator over loopback, end with
 # global weights bit-identical to --islands 2 in one `mpirun -np 4`, with equal
 # validation losses, the coordinator committing every sync; inner layouts DDP (fp32,
-# and fp4 with streaming fragments and overlap), TP = 2 (fp4, fragments) and ZeRO-1
-# with --island-data files (each island its own source files). Then an
+# and fp4 with streaming fragments and overlap), TP = 2 (fp4, fragments), ZeRO-1
+# with --island-data files (each island its own source files), PP = 2 (int8) and
+# ZeRO-3 (fp4, fragments). Then an
 # island of one rank meeting islands of two is refused with one line.
 #   usage: test_islands_mpi.sh ATOLL SRC
 ATOLL=$1; SRC=$2
@@ -70,21 +71,34 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = tp2_fp4_stream ]; then
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = zero1_files ]; then
   run_case zero1_files --zero 1 --island-data files --sync-every 3; expect_syncs zero1_files 4; fi
 
-# a mismatch of rank counts: island 0 has 2 ranks, island 1 one; island 1 is refused
-if [ -z "${ONLY:-}" ] || [ "$ONLY" = mismatch ]; then
-  D="$TMP/mismatch"; mkdir -p "$D"
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = pp2_int8 ]; then
+  run_case pp2_int8 --pp 2 --microbatches 2 --sync-every 3 --outer-dtype int8; expect_syncs pp2_int8 4; fi
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = zero3_fp4 ]; then
+  run_case zero3_fp4 --zero 3 --sync-every 4 --fragments 2 --outer-dtype fp4; expect_syncs zero3_fp4 6; fi
+
+# mismatch NAME LINE NP FLAGS...: island 0 (2 ranks, DDP) registers first, then island 1
+# of NP ranks with FLAGS must stop with LINE, which the coordinator logs once
+mismatch() {
+  name=$1; line=$2; np=$3; shift 3
+  if [ "$np" -gt 1 ]; then launch="$MPIRUN -np $np"; else launch="timeout -k 5 120"; fi
+  D="$TMP/$name"; mkdir -p "$D"
   net_keys "$D" 2
   cport=$(free_ports 1); p0=$(pair_port); p1=$(pair_port)
   start_coordinator "$D" $cport 2 --island-timeout 30
   $MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 3 --net-timeout 20 $(island_flags "$D" $cport 0 $p0) --out "$D/net0" >/dev/null 2>"$D/net0.err" &
   a=$!
   t=0; while [ $t -lt 60 ] && [ "$(grep -c 'of 2 joined' "$D/coord.log" 2>/dev/null)" -lt 2 ]; do sleep 1; t=$((t + 1)); done
-  timeout -k 5 120 $ATOLL train $M --islands 2 --sync-every 3 $(island_flags "$D" $cport 1 $p1) --out "$D/net1" >/dev/null 2>"$D/net1.err"
+  $launch $ATOLL train $M --islands 2 --sync-every 3 "$@" $(island_flags "$D" $cport 1 $p1) --out "$D/net1" >/dev/null 2>"$D/net1.err"
   rc=$?
   kill $a 2>/dev/null; wait $a 2>/dev/null
   kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
-  line="island 1 has 1 rank(s), the run's islands have 2"
-  [ $rc -ne 0 ] && grep -q "$line" "$D/net1.err" && pass "mismatch: the one-rank island stops: $(grep "$line" "$D/net1.err" | head -1)" || fail "mismatch: island 1 exit $rc: $(tail -2 "$D/net1.err")"
-  [ "$(grep -c "$line" "$D/coord.log")" -eq 1 ] && pass "mismatch: the coordinator logs the refusal once" || fail "mismatch: coordinator log: $(grep -c "$line" "$D/coord.log") refusal lines"
+  [ $rc -ne 0 ] && grep -q "$line" "$D/net1.err" && pass "$name: island 1 stops: $(grep "$line" "$D/net1.err" | head -1)" || fail "$name: island 1 exit $rc: $(tail -2 "$D/net1.err")"
+  [ "$(grep -c "$line" "$D/coord.log")" -eq 1 ] && pass "$name: the coordinator logs the refusal once" || fail "$name: coordinator log: $(grep -c "$line" "$D/coord.log") refusal lines"
+}
+# a mismatch of rank counts: island 1 is one process
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = mismatch ]; then
+  mismatch mismatch_ranks "island 1 has 1 rank(s), the run's islands have 2" 1
+  # the same ranks, another layout: island 1 is TP 2, island 0 DDP
+  mismatch mismatch_layout "its inner layout (tp x pp x dp, or the model) differs from the run's islands'" 2 --tp 2
 fi
 finish
