@@ -314,8 +314,11 @@ static void try_quorum(coord *c) {
     if (!island_whole(c, c->m[i].island)) { /* a part of an island waits for the rest of it */
       if (c->m[i].ready && !c->m[i].waiting_told) {
         char text[160];
-        snprintf(text, sizeof text, "island %u: %d of its %u ranks registered; waiting for the others", c->m[i].island,
-                 island_ranks(c, c->m[i].island), c->ranks);
+        if (island_ranks(c, c->m[i].island) == (int)c->ranks)
+          snprintf(text, sizeof text, "island %u: a rank of it is behind; waiting for it to join", c->m[i].island);
+        else
+          snprintf(text, sizeof text, "island %u: %d of its %u ranks registered; waiting for the others", c->m[i].island,
+                   island_ranks(c, c->m[i].island), c->ranks);
         send_text(c, &c->m[i].ready_to, ATOLL_WIRE_WAIT, text);
         c->m[i].waiting_told = 1;
       }
