@@ -56,6 +56,12 @@ run_case() {
   syncs=$(grep -c "committed: revision" "$D/coord.log")
   joined=$(grep -c "rank [01] of 2 joined" "$D/coord.log")
   [ "$joined" -eq 4 ] && pass "$name: the coordinator saw 2 islands x 2 ranks" || fail "$name: $joined rank registrations, expected 4"
+  out=$($PY -c 'import json, sys
+n = json.load(open(sys.argv[1]))["net"]
+per = n["wire_bytes_per_rank"]
+ok = len(per) == 2 and min(per) > 0 and n["wire_bytes"] == sum(per)
+print("wire_bytes %d = %s" % (n["wire_bytes"], " + ".join("%d" % x for x in per)))
+sys.exit(0 if ok else 1)' "$D/net0/summary.json") && pass "$name: summary.json net: $out" || fail "$name: summary.json net: $out"
   echo "$syncs" > "$D/syncs"
 }
 
