@@ -64,6 +64,9 @@ struct atoll_link {
   float *global, *momentum; /* the island's outer state (atoll_link_bind) */
   size_t state_n;
   uint32_t joined_step;
+  uint64_t joined_from;  /* the revision held before the last join (atoll_link_unjoin) */
+  double join_t0;        /* when the failed fetches began (0: none pending) */
+  int fetches;           /* fetches begun (the test hook fails the first) */
   uint64_t last_qid; /* this island's previous quorum */
 };
 
@@ -527,6 +530,11 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   }
   fprintf(stderr, "island %u: joining at step %u: fetching revision %llu from island %u\n", l->cfg.island, step,
           (unsigned long long)sf->u.quorum.revision, donor->island);
+  if (l->cfg.fail_first_fetch && l->fetches++ == 0) {
+    free(buf), free(got);
+    fprintf(stderr, "island %u rank %u: test hook: this first fetch fails (as if the donor died)\n", l->cfg.island, l->cfg.rank);
+    return 1;
+  }
   size_t have = 0;
   double last = atoll_net_now();
   while (have < 2 * nch) {
@@ -567,6 +575,7 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   memcpy(l->global, buf, qb);
   memcpy(l->momentum, buf + qb, qb);
   free(buf), free(got);
+  l->joined_from = l->revision;
   l->revision = sf->u.quorum.revision;
   atomic_store(&l->hb_revision, l->revision);
   l->joined_step = step;
@@ -619,10 +628,14 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
       if (!l->global) return atoll_fail(err, "%s: this island is behind, and has no state to adopt", what);
       int rc = fetch_state(l, &m, err);
       if (rc < 0) return -1;
-      if (rc == 0) return 2;
-      if (atoll_net_now() - t0 > l->cfg.wait_timeout)
+      if (rc == 0) {
+        l->join_t0 = 0;
+        return 2;
+      }
+      if (l->join_t0 == 0) l->join_t0 = t0;
+      if (atoll_net_now() - l->join_t0 > l->cfg.wait_timeout)
         return atoll_fail(err, "%s: could not fetch the state to join within %g s", what, l->cfg.wait_timeout);
-      continue; /* the donor died or the coordinator restarted: ask again */
+      return 3; /* the donor died or the coordinator restarted: the island's ranks agree, then ask again */
     }
     int rc = attempt(l, q, x, n, step, frag, m.u.quorum.id, (int)m.u.quorum.n, bad, what, err);
     if (rc < 0) return -1;
@@ -639,6 +652,16 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
   if (l->stats.members > l->stats.members_max) l->stats.members_max = l->stats.members;
   l->stats.exchange_seconds += atoll_net_now() - t0;
   return 0;
+}
+
+void atoll_link_unjoin(atoll_link *l) {
+  fprintf(stderr, "island %u rank %u: another rank of the island could not fetch the state; asking again with it\n",
+          l->cfg.island, l->cfg.rank);
+  l->revision = l->joined_from;
+  atomic_store(&l->hb_revision, l->revision);
+  l->joined_step = 0;
+  if (l->stats.joins) l->stats.joins--;
+  if (l->join_t0 == 0) l->join_t0 = atoll_net_now();
 }
 
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err) {

@@ -34,6 +34,7 @@ typedef struct {
   double timeout;              /* bound of every wait, seconds */
   double wait_timeout;         /* bound of a wait for a quorum below --min-islands */
   double heartbeat;            /* seconds between heartbeats */
+  int fail_first_fetch;        /* test hook: the first fetch of the committed state fails */
 } atoll_link_config;
 
 typedef struct {
@@ -61,11 +62,17 @@ void atoll_link_progress(atoll_link *l, uint32_t step);
  * island's ranks or layout do not match the run's) fails with its text. */
 int atoll_link_check(atoll_link *l, atoll_err *err);
 /* The mean over the quorum of x[0, n) (see above), in place. *bad: index of the
- * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), or 2: this
+ * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), 2: this
  * island was behind and joined instead: the bound state is the committed one after
- * step atoll_link_joined_step, x is untouched. */
+ * step atoll_link_joined_step, x is untouched; or 3: it was behind, but the state did
+ * not come (its donor died): call again to ask anew. The ranks of an island agree on
+ * 2 or 3 (any 3: those that got 2 call atoll_link_unjoin, and all call again), so
+ * that the island joins whole or not at all. */
 int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t fragment, size_t *bad,
                     atoll_err *err);
+/* Takes back a join (after 2) that another rank of the island could not make: the
+ * link reports its previous revision again, so it is still behind and asks anew. */
+void atoll_link_unjoin(atoll_link *l);
 /* After the step's exchanges: every member's hash of its global weights must agree;
  * the coordinator commits the revision. */
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err);

@@ -26,6 +26,7 @@ static int net_commit(void *ctx, int step, const float *global, size_t n, atoll_
 static uint64_t net_bytes(void *ctx) { return atoll_link_get_stats(ctx).wire_bytes; }
 static void net_bind(void *ctx, float *global, float *momentum, size_t n) { atoll_link_bind(ctx, global, momentum, n); }
 static int net_joined_step(void *ctx) { return (int)atoll_link_joined_step(ctx); }
+static void net_unjoin(void *ctx) { atoll_link_unjoin(ctx); }
 
 static int net_after_step(atoll_strategy *s, int step, int last, double compute_seconds, atoll_err *err) {
   (void)last, (void)compute_seconds;
@@ -51,7 +52,7 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
     return -1;
   }
   n->base.ops = &NET_OPS;
-  n->outer = (atoll_outer_link){n->link, net_mean, net_commit, net_bytes, net_bind, net_joined_step};
+  n->outer = (atoll_outer_link){n->link, net_mean, net_commit, net_bytes, net_bind, net_joined_step, net_unjoin};
   *out = n;
   return 0;
 }
