@@ -23,6 +23,7 @@ typedef struct atoll_test_hooks {
   size_t comm_segment;      /* ATOLL_COMM_SEGMENT: ring segment in floats (0: default) */
   int comm_window;          /* ATOLL_COMM_WINDOW: ring segments in flight (0: default) */
   int cuda_sync;            /* ATOLL_CUDA_SYNC=1: synchronise after every CUDA kernel */
+  int fetch_fail_rank;      /* ATOLL_FAULT_FETCH_FAIL_RANK=R: with --join, rank R's first fetch of the committed state fails (-1: none) */
 } atoll_test_hooks;
 
 static inline atoll_test_hooks atoll_test_hooks_none(void) {
@@ -31,6 +32,7 @@ static inline atoll_test_hooks atoll_test_hooks_none(void) {
   h.desync_island = -1;
   h.nan_island = -1;
   h.outer_nan_island = -1;
+  h.fetch_fail_rank = -1;
   return h;
 }
 

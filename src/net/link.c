@@ -17,11 +17,12 @@
 #define MAX_CHUNK (1u << 20)
 
 /* Chunk size of a piece of qb bytes: about a sixteenth of it (so that even small
- * pieces spread over the streams), whole 4 KiB, at most 1 MiB. Sender and receiver
+ * pieces spread over the streams), whole 4 KiB (at least one: a rank of a multi-rank
+ * island may hold nothing of a fragment, qb = 0), at most 1 MiB. Sender and receiver
  * derive it alike. */
 static size_t chunk_of(size_t qb) {
   size_t c = ((qb + 15) / 16 + 4095) / 4096 * 4096;
-  return c < MAX_CHUNK ? c : MAX_CHUNK;
+  return c < 4096 ? 4096 : c < MAX_CHUNK ? c : MAX_CHUNK;
 }
 #define MAX_PEERS 256
 #define MAX_STREAMS 64
@@ -63,6 +64,9 @@ struct atoll_link {
   float *global, *momentum; /* the island's outer state (atoll_link_bind) */
   size_t state_n;
   uint32_t joined_step;
+  uint64_t joined_from;  /* the revision held before the last join (atoll_link_unjoin) */
+  double join_t0;        /* when the failed fetches began (0: none pending) */
+  int fetches;           /* fetches begun (the test hook fails the first) */
   uint64_t last_qid; /* this island's previous quorum */
 };
 
@@ -95,6 +99,7 @@ static void *heartbeat_main(void *arg) {
       m.u.hello.island = l->cfg.island;
       m.u.hello.step = atomic_load(&l->step);
       m.u.hello.revision = atomic_load(&l->hb_revision);
+      m.u.hello.rank = l->cfg.rank, m.u.hello.ranks = l->cfg.ranks, m.u.hello.layout = l->cfg.layout;
       snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
       atoll_sock_send_within(s, &tx, &m, NULL, 0, 200); /* the coordinator may be down: the next one follows */
       next = atoll_net_now() + l->cfg.heartbeat;
@@ -110,6 +115,7 @@ static void *heartbeat_main(void *arg) {
 
 int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err) {
   *out = NULL;
+  if (cfg->ranks < 1 || cfg->rank >= cfg->ranks) return atoll_fail(err, "island rank %u of %u: out of range", cfg->rank, cfg->ranks);
   if (cfg->streams < 1 || cfg->streams > MAX_STREAMS) return atoll_fail(err, "--net-streams %d: must be in [1, %d]", cfg->streams, MAX_STREAMS);
   atoll_link *l = calloc(1, sizeof *l);
   if (!l) return atoll_fail(err, "out of memory");
@@ -143,6 +149,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_sender_init(&l->coord_tx);
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = cfg->island;
+  m.u.hello.rank = cfg->rank, m.u.hello.ranks = cfg->ranks, m.u.hello.layout = cfg->layout;
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", cfg->listen);
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, (int)(1000 * cfg->timeout));
   if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
@@ -184,6 +191,15 @@ void atoll_link_close(atoll_link *l) {
 }
 
 void atoll_link_progress(atoll_link *l, uint32_t step) { atomic_store(&l->step, step); }
+
+static int coord_poll(atoll_link *l, atoll_wire_msg *m, int timeout_ms);
+
+int atoll_link_check(atoll_link *l, atoll_err *err) {
+  atoll_wire_msg m;
+  while (coord_poll(l, &m, 0)) /* between exchanges nothing else is awaited: stale answers are dropped */
+    if (m.type == ATOLL_WIRE_ERROR) return atoll_fail(err, "--join %s: the coordinator says: %s", l->join, m.u.text);
+  return 0;
+}
 
 atoll_link_stats atoll_link_get_stats(const atoll_link *l) {
   atoll_link_stats s = l->stats;
@@ -245,6 +261,18 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
 
 /* ---------------------------------------------------------------- exchange --- */
 
+/* A data socket to a peer. ZMQ_IMMEDIATE: messages queue only on a connection whose
+ * handshake is done; otherwise they queue on the pending one and are lost, silently,
+ * when the peer refuses the handshake (its QUORUM, which allows this island's key,
+ * came a moment after this island's): the send must fail instead, so that the piece is
+ * sent again on fresh sockets (send_piece). */
+static void *data_socket(atoll_link *l, const peer *p, atoll_err *err) {
+  void *s = atoll_sock_client(l->ctx, ZMQ_PUSH, l->pub, l->sec, p->key, err);
+  int one = 1;
+  if (s) zmq_setsockopt(s, ZMQ_IMMEDIATE, &one, sizeof one);
+  return s;
+}
+
 static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err) {
   peer *free_slot = NULL;
   for (int i = 0; i < MAX_PEERS; i++) {
@@ -270,7 +298,7 @@ static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err
   atoll_sender_init(&p->tx);
   p->tx.bytes = bytes;
   for (int s = 0; s < l->cfg.streams; s++) {
-    p->push[s] = atoll_sock_client(l->ctx, ZMQ_PUSH, l->pub, l->sec, p->key, err);
+    p->push[s] = data_socket(l, p, err);
     if (!p->push[s] || zmq_connect(p->push[s], p->endpoint)) {
       atoll_fail(err, "island %u: cannot connect to %s: %s", p->island, p->endpoint, zmq_strerror(zmq_errno()));
       return NULL;
@@ -296,11 +324,23 @@ static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch)
   return 0;
 }
 
+/* The peer's sockets made anew (same key and endpoint). */
+static int remake(atoll_link *l, peer *p) {
+  atoll_err err;
+  for (int s = 0; s < MAX_STREAMS; s++)
+    if (p->push[s]) zmq_close(p->push[s]), p->push[s] = NULL;
+  for (int s = 0; s < l->cfg.streams; s++) {
+    p->push[s] = data_socket(l, p, &err);
+    if (!p->push[s] || zmq_connect(p->push[s], p->endpoint)) return -1;
+  }
+  return 0;
+}
+
 static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
                        const uint8_t *bytes, size_t qb) {
-  int s = 0;
+  int s = 0, again = 0;
   size_t CHUNK = chunk_of(qb);
-  if (p->broken) return;
+  if (!p || p->broken || qb == 0) return;
   for (size_t off = 0; off < qb; off += CHUNK) {
     atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
     size_t len = qb - off < CHUNK ? qb - off : CHUNK;
@@ -310,6 +350,14 @@ static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uin
      * refused handshake). The data is lost (the coordinator aborts the attempt), and
      * the peer's sockets are made anew for the next attempt. */
     if (atoll_sock_send_within(p->push[s], &p->tx, &m, NULL, 0, l->cfg.timeout < 2 ? (int)(1000 * l->cfg.timeout) : 2000)) {
+      /* Once per piece, fresh sockets and the whole piece again: the usual cause is a
+       * handshake the peer refused because its QUORUM, which allows this island's
+       * key, came a moment after this island's (chunks that did get through arrive
+       * twice, and the receiver skips identical copies). */
+      if (!again++ && remake(l, p) == 0) {
+        off = (size_t)0 - CHUNK, s = 0; /* the loop's increment brings it to 0 */
+        continue;
+      }
       fprintf(stderr, "island %u: cannot send to island %u (%s): no connection; reconnecting for the next attempt\n",
               l->cfg.island, p->island, p->endpoint);
       p->broken = 1;
@@ -337,16 +385,19 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
    * at the same endpoint, whose handshake with the old sockets was refused while it
    * did not know this island yet (ZeroMQ then gives up on that connection): its
    * sockets are made anew. Members of consecutive quorums keep their connections. */
+  size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece), CHUNK = chunk_of(qb);
   for (int i = 0; i < MAX_PEERS; i++)
     if (l->peers[i].used && l->peers[i].qid != l->last_qid) l->peers[i].broken = 1;
-  for (int i = 0; i < K; i++) {
+  /* a rank of a multi-rank island that holds nothing of this fragment (qb = 0) sends
+   * nothing and makes no sockets: connections it would never use could be refused
+   * unnoticed, then trusted at the next exchange; the next one makes them anew */
+  for (int i = 0; i < K && qb > 0; i++) {
     if (i == k) continue;
     if (!(peers[i] = peer_for(l, &l->members[i], err))) return -1;
     peers[i]->qid = qid;
   }
   l->last_qid = qid;
   l->stats.members = K;
-  size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece), CHUNK = chunk_of(qb);
   size_t nch = (qb + CHUNK - 1) / CHUNK;
   if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
   /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */
@@ -391,7 +442,7 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
     }
     if (atoll_net_now() - last_progress > 1.0 && atoll_net_now() - last_ask > 1.0) {
       atoll_wire_msg again = {.type = ATOLL_WIRE_READY};
-      again.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
+      again.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}, l->cfg.rank};
       atoll_sock_send(l->coord, &l->coord_tx, &again, NULL, 0);
       last_ask = atoll_net_now();
     }
@@ -433,7 +484,9 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
                  (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
       else {
         uint8_t *seen = &l->got[((size_t)(w->phase - 1) * K + from) * nch + w->offset / CHUNK];
-        if (*seen) snprintf(why, sizeof why, "replayed (phase %u, offset %llu already received)", w->phase,
+        if (*seen && memcmp((w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)from + w->offset, w->bytes, w->len) == 0)
+          continue; /* a resent chunk (send_piece's second try): the same bytes again */
+        if (*seen) snprintf(why, sizeof why, "replayed (phase %u, offset %llu already received, different bytes)", w->phase,
                             (unsigned long long)w->offset);
         else {
           *seen = 1;
@@ -450,7 +503,7 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
   }
   /* every piece is here: apply only once every member has them too (all or nothing) */
   atoll_wire_msg req = {.type = ATOLL_WIRE_DONE};
-  req.u.sync = (atoll_wire_sync){step, frag, qid, {0}};
+  req.u.sync = (atoll_wire_sync){step, frag, qid, {0}, l->cfg.rank};
   if (coord_ask(l, &req, &cm, ATOLL_WIRE_GO, ATOLL_WIRE_ABORT, 2 * l->cfg.timeout, what, err)) return -1;
   if (cm.type == ATOLL_WIRE_ABORT || cm.u.sync.revision != qid) return 1;
   for (int c = 0; c < K; c++) {
@@ -477,6 +530,11 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   }
   fprintf(stderr, "island %u: joining at step %u: fetching revision %llu from island %u\n", l->cfg.island, step,
           (unsigned long long)sf->u.quorum.revision, donor->island);
+  if (l->cfg.fail_first_fetch && l->fetches++ == 0) {
+    free(buf), free(got);
+    fprintf(stderr, "island %u rank %u: test hook: this first fetch fails (as if the donor died)\n", l->cfg.island, l->cfg.rank);
+    return 1;
+  }
   size_t have = 0;
   double last = atoll_net_now();
   while (have < 2 * nch) {
@@ -517,6 +575,7 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   memcpy(l->global, buf, qb);
   memcpy(l->momentum, buf + qb, qb);
   free(buf), free(got);
+  l->joined_from = l->revision;
   l->revision = sf->u.quorum.revision;
   atomic_store(&l->hb_revision, l->revision);
   l->joined_step = step;
@@ -562,17 +621,21 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
   atoll_link_progress(l, step);
   for (int tries = 0;; tries++) {
     atoll_wire_msg req = {.type = ATOLL_WIRE_READY}, m;
-    req.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}};
+    req.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}, l->cfg.rank};
     l->waited_told = 0;
     if (coord_ask(l, &req, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, l->cfg.timeout, what, err)) return -1;
     if (m.type == ATOLL_WIRE_STATE_FROM) {
       if (!l->global) return atoll_fail(err, "%s: this island is behind, and has no state to adopt", what);
       int rc = fetch_state(l, &m, err);
       if (rc < 0) return -1;
-      if (rc == 0) return 2;
-      if (atoll_net_now() - t0 > l->cfg.wait_timeout)
+      if (rc == 0) {
+        l->join_t0 = 0;
+        return 2;
+      }
+      if (l->join_t0 == 0) l->join_t0 = t0;
+      if (atoll_net_now() - l->join_t0 > l->cfg.wait_timeout)
         return atoll_fail(err, "%s: could not fetch the state to join within %g s", what, l->cfg.wait_timeout);
-      continue; /* the donor died or the coordinator restarted: ask again */
+      return 3; /* the donor died or the coordinator restarted: the island's ranks agree, then ask again */
     }
     int rc = attempt(l, q, x, n, step, frag, m.u.quorum.id, (int)m.u.quorum.n, bad, what, err);
     if (rc < 0) return -1;
@@ -591,12 +654,22 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
   return 0;
 }
 
+void atoll_link_unjoin(atoll_link *l) {
+  fprintf(stderr, "island %u rank %u: another rank of the island could not fetch the state; asking again with it\n",
+          l->cfg.island, l->cfg.rank);
+  l->revision = l->joined_from;
+  atomic_store(&l->hb_revision, l->revision);
+  l->joined_step = 0;
+  if (l->stats.joins) l->stats.joins--;
+  if (l->join_t0 == 0) l->join_t0 = atoll_net_now();
+}
+
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err) {
   double t0 = atoll_net_now();
   char what[64];
   snprintf(what, sizeof what, "commit of step %u", step);
   atoll_wire_msg req = {.type = ATOLL_WIRE_COMMIT}, m;
-  req.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}};
+  req.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}, l->cfg.rank};
   memcpy(req.u.sync.hash, hash, ATOLL_WIRE_HASH);
   if (coord_ask(l, &req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, what, err)) return -1;
   if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)

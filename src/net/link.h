@@ -28,10 +28,13 @@ typedef struct {
   const char *key_file;        /* this island's secret key */
   const char *coordinator_key; /* the coordinator's public key file */
   uint32_t island;
+  uint32_t rank, ranks;        /* this rank of the island's job, and its ranks (1: one process) */
+  uint64_t layout;             /* fingerprint of this rank's inner layout (slices must line up) */
   int streams;
   double timeout;              /* bound of every wait, seconds */
   double wait_timeout;         /* bound of a wait for a quorum below --min-islands */
   double heartbeat;            /* seconds between heartbeats */
+  int fail_first_fetch;        /* test hook: the first fetch of the committed state fails */
 } atoll_link_config;
 
 typedef struct {
@@ -55,12 +58,21 @@ void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n);
 uint32_t atoll_link_joined_step(const atoll_link *l);
 /* What the heartbeats report: inner steps done, last committed revision and hash. */
 void atoll_link_progress(atoll_link *l, uint32_t step);
+/* Between exchanges: reads what the coordinator sent meanwhile; an ERROR (e.g. this
+ * island's ranks or layout do not match the run's) fails with its text. */
+int atoll_link_check(atoll_link *l, atoll_err *err);
 /* The mean over the quorum of x[0, n) (see above), in place. *bad: index of the
- * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), or 2: this
+ * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), 2: this
  * island was behind and joined instead: the bound state is the committed one after
- * step atoll_link_joined_step, x is untouched. */
+ * step atoll_link_joined_step, x is untouched; or 3: it was behind, but the state did
+ * not come (its donor died): call again to ask anew. The ranks of an island agree on
+ * 2 or 3 (any 3: those that got 2 call atoll_link_unjoin, and all call again), so
+ * that the island joins whole or not at all. */
 int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t fragment, size_t *bad,
                     atoll_err *err);
+/* Takes back a join (after 2) that another rank of the island could not make: the
+ * link reports its previous revision again, so it is still behind and asks anew. */
+void atoll_link_unjoin(atoll_link *l);
 /* After the step's exchanges: every member's hash of its global weights must agree;
  * the coordinator commits the revision. */
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err);

@@ -66,6 +66,7 @@ static void get_sync(rd *r, atoll_wire_sync *s) {
   s->fragment = (uint32_t)get_le(r, 4);
   s->revision = get_le(r, 8);
   take(r, s->hash, ATOLL_WIRE_HASH);
+  s->rank = (uint32_t)get_le(r, 4);
 }
 
 int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wire_member *members,
@@ -99,8 +100,13 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
     h->step = (uint32_t)get_le(&r, 4);
     h->revision = get_le(&r, 8);
     take(&r, h->hash, ATOLL_WIRE_HASH);
+    h->rank = (uint32_t)get_le(&r, 4);
+    h->ranks = (uint32_t)get_le(&r, 4);
+    h->layout = get_le(&r, 8);
     if (get_str(&r, h->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: bad endpoint", name);
     if (h->island >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: island %u out of range", name, h->island);
+    if (h->ranks < 1 || h->ranks > ATOLL_WIRE_MAX_MEMBERS || h->rank >= h->ranks)
+      return fail(why, whysz, "%s: rank %u of %u out of range", name, h->rank, h->ranks);
     break;
   }
   case ATOLL_WIRE_READY:
@@ -110,6 +116,7 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
   case ATOLL_WIRE_GO:
   case ATOLL_WIRE_ABORT:
     get_sync(&r, &m->u.sync);
+    if (!r.bad && m->u.sync.rank >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: rank %u out of range", name, m->u.sync.rank);
     break;
   case ATOLL_WIRE_QUORUM:
   case ATOLL_WIRE_FEED:
@@ -207,6 +214,7 @@ static void put_sync(wr *w, const atoll_wire_sync *s) {
   put_le(w, s->fragment, 4);
   put_le(w, s->revision, 8);
   put(w, s->hash, ATOLL_WIRE_HASH);
+  put_le(w, s->rank, 4);
 }
 
 size_t atoll_wire_size(const atoll_wire_msg *m) {
@@ -234,6 +242,9 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
     put_le(&w, m->u.hello.step, 4);
     put_le(&w, m->u.hello.revision, 8);
     put(&w, m->u.hello.hash, ATOLL_WIRE_HASH);
+    put_le(&w, m->u.hello.rank, 4);
+    put_le(&w, m->u.hello.ranks, 4);
+    put_le(&w, m->u.hello.layout, 8);
     put_str(&w, m->u.hello.endpoint, ATOLL_WIRE_MAX_ENDPOINT);
     break;
   case ATOLL_WIRE_READY:

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATOLL_WIRE_VERSION 1
+#define ATOLL_WIRE_VERSION 2
 #define ATOLL_WIRE_HEADER 24
 #define ATOLL_WIRE_MAX_CONTROL (64u << 10)
 #define ATOLL_WIRE_MAX_DATA (16u << 20)
@@ -54,15 +54,19 @@ typedef struct {
   uint32_t step;     /* inner steps done */
   uint64_t revision; /* last committed outer revision it holds */
   uint8_t hash[ATOLL_WIRE_HASH];
+  uint32_t rank, ranks; /* this rank of the island's job, and the job's ranks (1: one process) */
+  uint64_t layout;      /* fingerprint of the rank's inner layout: slices must line up */
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1]; /* where its data socket listens */
 } atoll_wire_hello;
 
 /* READY, COMMIT, COMMITTED, DONE, GO, ABORT: one exchange is (step, fragment); in
- * DONE, GO and ABORT `revision` holds the quorum's id */
+ * DONE, GO and ABORT `revision` holds the quorum's id; rank: the island rank that
+ * sends it (or that the coordinator answers) */
 typedef struct {
   uint32_t step, fragment;
   uint64_t revision;
   uint8_t hash[ATOLL_WIRE_HASH];
+  uint32_t rank;
 } atoll_wire_sync;
 
 typedef struct {

@@ -312,8 +312,17 @@ static int sync_fragment(atoll_diloco *d, int f, int step, atoll_err *err) {
   uint64_t link_before = link ? link->bytes_sent(link->ctx) : 0;
   if (link) {
     size_t bad;
-    int rc = link->mean(link->ctx, d->cfg.dtype, delta, n, step, f, &bad, err);
-    if (rc < 0) return -1;
+    int rc;
+    for (;;) { /* joining (2 or 3): the island's ranks join together or ask again together */
+      rc = link->mean(link->ctx, d->cfg.dtype, delta, n, step, f, &bad, err);
+      if (rc < 0) return -1;
+      if (rc != 2 && rc != 3) break;
+      int64_t failed = rc == 3, any = 0;
+      atoll_allgather_bytes(d->mesh->world, &failed, d->verdicts, sizeof failed);
+      for (int r = 0; r < atoll_comm_size(d->mesh->world); r++) any |= d->verdicts[r];
+      if (!any) break;
+      if (rc == 2 && link->unjoin) link->unjoin(link->ctx);
+    }
     if (rc == 2) { /* this island was behind: it adopted the committed global weights and momentum */
       int at = link->joined_step(link->ctx);
       memcpy(d->params + d->slice_begin, d->global, sizeof(float) * (d->slice_end - d->slice_begin));

@@ -53,6 +53,9 @@ typedef struct {
   /* after mean returned 2 (this island was behind and adopted the committed state):
    * the step that state is after */
   int (*joined_step)(void *ctx);
+  /* mean returned 3 (this rank's fetch of the state failed) on some rank of the island
+   * and 2 on this one: take the join back, to ask again with the others */
+  void (*unjoin)(void *ctx);
 } atoll_outer_link;
 
 typedef struct {

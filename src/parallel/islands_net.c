@@ -2,7 +2,9 @@
 #include "parallel/islands_net.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct atoll_islands_net {
   atoll_strategy base;
@@ -24,11 +26,12 @@ static int net_commit(void *ctx, int step, const float *global, size_t n, atoll_
 static uint64_t net_bytes(void *ctx) { return atoll_link_get_stats(ctx).wire_bytes; }
 static void net_bind(void *ctx, float *global, float *momentum, size_t n) { atoll_link_bind(ctx, global, momentum, n); }
 static int net_joined_step(void *ctx) { return (int)atoll_link_joined_step(ctx); }
+static void net_unjoin(void *ctx) { atoll_link_unjoin(ctx); }
 
 static int net_after_step(atoll_strategy *s, int step, int last, double compute_seconds, atoll_err *err) {
-  (void)last, (void)compute_seconds, (void)err;
+  (void)last, (void)compute_seconds;
   atoll_link_progress(((atoll_islands_net *)s)->link, (uint32_t)step);
-  return 0;
+  return atoll_link_check(((atoll_islands_net *)s)->link, err);
 }
 
 static void net_destroy(atoll_strategy *s) {
@@ -49,7 +52,7 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
     return -1;
   }
   n->base.ops = &NET_OPS;
-  n->outer = (atoll_outer_link){n->link, net_mean, net_commit, net_bytes, net_bind, net_joined_step};
+  n->outer = (atoll_outer_link){n->link, net_mean, net_commit, net_bytes, net_bind, net_joined_step, net_unjoin};
   *out = n;
   return 0;
 }
@@ -57,3 +60,24 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n) { return &n->outer; }
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n) { return n ? &n->base : NULL; }
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) { return atoll_link_get_stats(n->link); }
+
+int atoll_islands_net_rank_endpoint(const char *listen, int rank, char *out, size_t n, atoll_err *err) {
+  const char *colon = strrchr(listen, ':');
+  char *end = NULL;
+  long port = colon ? strtol(colon + 1, &end, 10) : -1;
+  if (rank == 0) {
+    snprintf(out, n, "%s", listen);
+    return 0;
+  }
+  if (strncmp(listen, "tcp://", 6) != 0 || !colon || end == colon + 1 || *end || port < 1 || port + rank > 65535)
+    return atoll_fail(err, "--island-listen %s: an island of several ranks needs tcp://HOST:PORT (rank r listens on PORT + r)", listen);
+  snprintf(out, n, "%.*s:%ld", (int)(colon - listen), listen, port + rank);
+  return 0;
+}
+
+uint64_t atoll_islands_net_layout(const int *values, int count) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the values' bytes */
+  for (int i = 0; i < count; i++)
+    for (int b = 0; b < 4; b++) h = (h ^ (uint8_t)((uint32_t)values[i] >> (8 * b))) * 1099511628211ull;
+  return h;
+}

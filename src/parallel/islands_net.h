@@ -17,4 +17,11 @@ const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n);
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n);
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n);
 
+/* An island of several ranks: rank r's data endpoint is --island-listen's with the
+ * port + r (tcp://HOST:PORT only). */
+int atoll_islands_net_rank_endpoint(const char *listen, int rank, char *out, size_t n, atoll_err *err);
+/* The fingerprint of a rank's inner layout (the values that decide its slice), told to
+ * the coordinator so that islands whose slices do not line up are refused. */
+uint64_t atoll_islands_net_layout(const int *values, int count);
+
 #endif

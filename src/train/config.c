@@ -351,8 +351,6 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
                         !c->island_key[0] ? "island-key FILE" : !c->coordinator_key[0] ? "coordinator-key FILE" : "island-listen tcp://ADDR:PORT");
     if (c->island_id >= c->islands)
       return atoll_fail(err, "--island-id %d: must be below --islands %d (the island slots)", c->island_id, c->islands);
-    if (strcmp(c->island_data, "iid") != 0)
-      return atoll_fail(err, "--island-data %s: not yet supported with --join", c->island_data);
   }
   return 0;
 }

@@ -342,7 +342,12 @@ static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r
   if (r->net) { /* islands as separate jobs: this island's link (docs/islands.md) */
     atoll_link_stats n = atoll_islands_net_stats(r->net);
     cJSON *o = cJSON_AddObjectToObject(s, "net");
-    cJSON_AddNumberToObject(o, "wire_bytes", (double)n.wire_bytes);
+    /* an island of several ranks: each rank has its own link; the island's bytes are their sum */
+    cJSON *wb = per_rank(r, (double)n.wire_bytes, NULL);
+    double total = 0;
+    for (int i = 0; i < cJSON_GetArraySize(wb); i++) total += cJSON_GetArrayItem(wb, i)->valuedouble;
+    cJSON_AddNumberToObject(o, "wire_bytes", total);
+    cJSON_AddItemToObject(o, "wire_bytes_per_rank", wb);
     cJSON_AddNumberToObject(o, "exchanges", (double)n.exchanges);
     cJSON_AddNumberToObject(o, "retries", (double)n.retries);
     cJSON_AddNumberToObject(o, "exchange_seconds", n.exchange_seconds);

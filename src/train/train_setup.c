@@ -24,9 +24,6 @@ double atoll_run_global_batch(const atoll_run *r) { return (double)r->cfg->batch
 static int setup_mesh(atoll_run *r, atoll_err *err) {
   const atoll_config *c = r->cfg;
   int joined = c->join[0] != 0; /* islands as separate jobs: this job is one island */
-  if (joined && r->world_size > 1)
-    return atoll_fail(err, "--join %s: an island is one process for now (this job has %d ranks); launch each island as its own atoll train",
-                      c->join, r->world_size);
   if (c->islands > 1 && r->world_size == 1 && !joined)
     return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands);
   if ((c->tp > 1 || c->pp > 1) && r->world_size == 1)
@@ -58,7 +55,7 @@ static int setup_mesh(atoll_run *r, atoll_err *err) {
 
 /* --island-data files: island k trains on source files k, k+K, k+2K, ... of the
  * prepared corpus, K islands (their token ranges in the train split, from
- * DIR/manifest.json). */
+ * DIR/manifest.json); with --join, k is --island-id and K --islands. */
 int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err) {
   const atoll_config *c = r->cfg;
   char path[1100];
@@ -72,7 +69,9 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
   cJSON *man = cJSON_ParseWithLength(text, len);
   free(text);
   const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
-  int n = cJSON_GetArraySize(sources), islands = r->mesh.islands, rc = 0;
+  /* with --join this job is island --island-id of the --islands slots */
+  int joined = c->join[0] != 0, me = joined ? c->island_id : r->mesh.island;
+  int n = cJSON_GetArraySize(sources), islands = joined ? c->islands : r->mesh.islands, rc = 0;
   if (!cJSON_IsArray(sources) || n < islands) {
     cJSON_Delete(man);
     return atoll_fail(err, "%s: --island-data files needs at least %d source files (one per island), found %d", path,
@@ -89,14 +88,14 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
       break;
     }
     uint64_t len_i = (uint64_t)tb->valuedouble; /* byte tokenizer: one token per byte */
-    if (i % islands == r->mesh.island) {
+    if (i % islands == me) {
       b[m] = at;
       e[m++] = at + len_i;
     }
     at += len_i;
   }
   char what[64];
-  snprintf(what, sizeof what, "--island-data files (island %d)", r->mesh.island);
+  snprintf(what, sizeof what, "--island-data files (island %d)", me);
   if (rc == 0) rc = atoll_dataset_restrict(ds, b, e, m, r->seq, what, err);
   free(b);
   free(e);
@@ -114,10 +113,20 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
       .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
       .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks};
   if (c->join[0]) { /* islands as separate jobs: the outer exchange goes over the network */
-    atoll_link_config lc = {.join = c->join, .listen = c->island_listen, .key_file = c->island_key,
+    /* an island of several ranks: each rank has its own data endpoint and session
+     * with the coordinator, and exchanges its slice with the same rank of the others */
+    char listen[300];
+    if (atoll_islands_net_rank_endpoint(c->island_listen, r->rank, listen, sizeof listen, err)) return -1;
+    size_t slice_b = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank);
+    size_t slice_e = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank + 1);
+    int shape[] = {r->world_size, r->mesh.tp, r->mesh.pp, r->mesh.dp, r->chunks, (int)(r->lay->nparams >> 31),
+                   (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff)};
+    atoll_link_config lc = {.join = c->join, .listen = listen, .key_file = c->island_key,
                             .coordinator_key = c->coordinator_key, .island = (uint32_t)c->island_id,
+                            .rank = (uint32_t)r->rank, .ranks = (uint32_t)r->world_size,
+                            .layout = atoll_islands_net_layout(shape, (int)(sizeof shape / sizeof shape[0])),
                             .streams = c->net_streams, .timeout = c->net_timeout, .wait_timeout = 10 * c->net_timeout,
-                            .heartbeat = 0.5};
+                            .heartbeat = 0.5, .fail_first_fetch = r->hooks->fetch_fail_rank == r->rank};
     if (atoll_islands_net_create(&r->net, &lc, err)) return -1;
     atoll_strategies_add(&r->strategies, atoll_islands_net_strategy(r->net));
     dc.link = atoll_islands_net_link(r->net);

@@ -207,6 +207,9 @@ static void gen(void) {
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO, .session = 42, .seq = 7};
   m.u.hello.island = 3;
   m.u.hello.step = 100;
+  m.u.hello.rank = 1;
+  m.u.hello.ranks = 2;
+  m.u.hello.layout = 0x1234;
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "tcp://10.0.0.1:5555");
   put("hello.bin", &m);
   m.type = ATOLL_WIRE_READY;
