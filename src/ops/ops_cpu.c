@@ -10,6 +10,7 @@
 
 #include "core/fatal.h"
 #include "core/mem.h"
+#include "ops/attention_bf16.h"
 #include "ops/gemm_cpu.h"
 
 #include <math.h>
@@ -24,32 +25,7 @@ static void *cpu_alloc(size_t bytes) { return atoll_mem_alloc(bytes); }
 
 static void cpu_free(void *p) { atoll_mem_free(p); }
 
-/* exp(x) for float, written so that loops over it vectorize (glibc's vector expf is
- * only declared under -ffast-math, which would also break NaN checks). Range
- * reduction x = n ln2 + r with ln2 split in two (Cody-Waite), a degree-6 polynomial
- * for exp(r) on |r| <= ln2/2 (Taylor coefficients, adjusted for minimax), then 2^n
- * through the exponent bits. Max relative error about 2e-7 over [-87, 88]; inputs are
- * clamped to that range (exp(-87) ~ 1.6e-38, far below any probability that matters). */
-static inline float exp_approx(float x) {
-  x = x < -87.0f ? -87.0f : x; /* ternaries vectorize; fminf/fmaxf do not */
-  x = x > 88.0f ? 88.0f : x;
-  /* round x/ln2 to the nearest integer by adding and removing 1.5 * 2^23 */
-  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
+#include "ops/exp_approx.h"
 
 /* Channels per task when threads split a reduction over rows by channel. */
 #define CHUNK 64
@@ -190,9 +166,18 @@ static void matmul_forward(float *out, const float *x, const float *w, const flo
   matmul_forward_with(atoll_gemm_f32, out, x, w, bias, N, C, OC, accumulate);
 }
 
+/* bf16: x and w rounded once each, the bias added by the product itself. */
 static void matmul_forward_bf16(float *out, const float *x, const float *w, const float *bias, int N,
                                 int C, int OC, int accumulate) {
-  matmul_forward_with(atoll_gemm_bf16, out, x, w, bias, N, C, OC, accumulate);
+  if (N == 0 || OC == 0) return;
+  if (C == 0) {
+    matmul_forward_with(atoll_gemm_bf16, out, x, w, bias, N, C, OC, accumulate);
+    return;
+  }
+  uint16_t *xb = atoll_bf16_scratch(2, (size_t)N * C), *wb = atoll_bf16_scratch(3, (size_t)OC * C);
+  atoll_bf16_convert(xb, x, N, C, C);
+  atoll_bf16_convert(wb, w, OC, C, C);
+  atoll_gemm_bf16_bits(0, 1, N, OC, C, 1.0f, xb, C, wb, C, accumulate ? 1.0f : 0.0f, out, OC, bias);
 }
 
 static void matmul_backward_with(gemm_fn gemm, float *dx, float *dw, float *dbias, const float *dout,
@@ -222,9 +207,45 @@ static void matmul_backward(float *dx, float *dw, float *dbias, const float *dou
   matmul_backward_with(atoll_gemm_f32, dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
 }
 
+/* dout rounded to bf16 once for both products, in the same pass that sums dbias (split
+ * by channel as in matmul_backward_with, so dbias gets the same bits as at fp32). */
+static void bf16_convert_colsum(uint16_t *out, float *colsum, const float *X, int rows, int cols) {
+  int nchunks = (cols + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+  for (int ch = 0; ch < nchunks; ch++) {
+    int j0 = ch * CHUNK, j1 = j0 + CHUNK < cols ? j0 + CHUNK : cols;
+    float acc[CHUNK] = {0};
+    for (int n = 0; n < rows; n++) {
+      const float *d = X + (size_t)n * cols;
+      uint16_t *o = out + (size_t)n * cols;
+#pragma omp simd
+      for (int j = j0; j < j1; j++) {
+        acc[j - j0] += d[j];
+        o[j] = atoll_bf16_from_f32(d[j]);
+      }
+    }
+    if (colsum)
+      for (int j = j0; j < j1; j++) colsum[j] += acc[j - j0];
+  }
+}
+
 static void matmul_backward_bf16(float *dx, float *dw, float *dbias, const float *dout, const float *x,
                                  const float *w, int N, int C, int OC, int accumulate_dx) {
-  matmul_backward_with(atoll_gemm_bf16, dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
+  if (N == 0 || C == 0 || OC == 0) {
+    matmul_backward_with(atoll_gemm_bf16, dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
+    return;
+  }
+  uint16_t *db = atoll_bf16_scratch(2, (size_t)N * OC), *wb = atoll_bf16_scratch(3, (size_t)OC * C);
+  uint16_t *xb = atoll_bf16_scratch(4, (size_t)N * C);
+  if (dbias)
+    bf16_convert_colsum(db, dbias, dout, N, OC);
+  else
+    atoll_bf16_convert(db, dout, N, OC, OC);
+  atoll_bf16_convert(wb, w, OC, C, C);
+  atoll_bf16_convert(xb, x, N, C, C);
+  /* dx[N,C] = dout @ w;  dw[OC,C] += dout^T @ x */
+  atoll_gemm_bf16_bits(0, 0, N, C, OC, 1.0f, db, OC, wb, C, accumulate_dx ? 1.0f : 0.0f, dx, C, NULL);
+  atoll_gemm_bf16_bits(1, 0, OC, C, N, 1.0f, db, OC, xb, C, 1.0f, dw, C, NULL);
 }
 
 /* ---------------------------------------------------------------- attention --- */
@@ -504,6 +525,8 @@ static void make_bf16_ops(void) {
   cpu_bf16_ops.name = "cpu-bf16";
   cpu_bf16_ops.matmul_forward = matmul_forward_bf16;
   cpu_bf16_ops.matmul_backward = matmul_backward_bf16;
+  cpu_bf16_ops.attention_forward = atoll_attention_bf16_forward;
+  cpu_bf16_ops.attention_backward = atoll_attention_bf16_backward;
 }
 
 const atoll_ops *atoll_ops_cpu_bf16(void) {
