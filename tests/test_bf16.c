@@ -6,8 +6,7 @@
  *    repeated;
  *  - the fp32 engines (OpenBLAS and oneDNN sgemm) agree to fp32 error;
  *  - the bf16 ops table: matmul forward/backward within bf16 tolerance of the fp32
- *    table (and not equal to it: bf16 is really used), every other kernel but attention
- *    the fp32 one (bf16 attention: tests/test_bf16_attention.c);
+ *    table (and not equal to it: bf16 is really used), every other kernel the fp32 one;
  *  - a whole model's loss and gradients at bf16 against fp32;
  *  - the choices for other processors (atoll_cpu_override): bf16 refused in one line
  *    without AVX512_BF16/AMX, OPENBLAS_CORETYPE SkylakeX / Haswell / none.
@@ -114,9 +113,8 @@ static void test_gemm(const char *what, gemm_fn gemm, int round, double tol) {
 static void test_ops_tables(void) {
   const atoll_ops *f = atoll_ops_cpu(), *h = atoll_ops_cpu_bf16();
   CHECK(h->matmul_forward != f->matmul_forward && h->matmul_backward != f->matmul_backward);
-  /* attention has its own bf16 kernels (tests/test_bf16_attention.c) */
-  CHECK(h->attention_forward != f->attention_forward && h->attention_backward != f->attention_backward);
-  CHECK(h->layernorm_forward == f->layernorm_forward && h->gelu_forward == f->gelu_forward &&
+  CHECK(h->layernorm_forward == f->layernorm_forward && h->attention_forward == f->attention_forward &&
+        h->attention_backward == f->attention_backward && h->gelu_forward == f->gelu_forward &&
         h->xent_forward == f->xent_forward && h->embed_forward == f->embed_forward && h->alloc == f->alloc);
   int N = 256, C = 384, OC = 1152;
   float *x = randn((size_t)N * C, 1.0f), *w = randn((size_t)OC * C, 0.02f), *b = randn(OC, 0.1f);

@@ -1,12 +1,13 @@
-/* The bf16 kernels added for speed (src/ops/attention_bf16.c, src/ops/gemm_cpu.c):
+/* The bf16 kernels added for speed (src/ops/gemm_cpu.c, src/ops/ops_cpu.c):
  *  - atoll_gemm_bf16_batch and _bits on bf16 inputs equal a double-precision product of
  *    the same bf16 values to fp32 accumulation error: batched, every transpose, beta 0
  *    and 1, alpha, bias, strided C;
  *  - two threads running bf16 products at once get the bits of one thread running them
  *    in turn (no lock around execution any more);
- *  - bf16 attention forward (out, lse) and backward (dqkv) against the fp32 kernels
- *    within bf16 tolerance and not equal to them, at T not a multiple of anything, and
- *    with more heads than one group (several batched products per call); repeatable.
+ *  - the bf16 table's matmul (inputs rounded once, bias fused into the product, dout
+ *    rounded in the pass that sums dbias) equals the same products done one by one
+ *    through atoll_gemm_bf16 plus an fp32 bias, to fp32 rounding: with and without bias,
+ *    accumulating or not, and a shape whose sizes are not multiples of anything.
  * Exits 77 where bf16 cannot run. */
 #include "check.h"
 #include "core/rng.h"
@@ -132,44 +133,47 @@ static void test_threads(void) {
   free(A), free(B);
 }
 
-static void test_attention(int B, int T, int C, int NH) {
-  const atoll_ops *f = atoll_ops_cpu(), *h = atoll_ops_cpu_bf16();
-  size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
-  float *qkv = randn(nq, 1.0f), *dout = randn(no, 1.0f);
-  float *o32 = calloc(no, 4), *o16 = calloc(no, 4), *l32 = calloc(nl, 4), *l16 = calloc(nl, 4);
-  float *d32 = calloc(nq, 4), *d16 = calloc(nq, 4), *again = calloc(nq, 4);
-  f->attention_forward(o32, l32, qkv, B, T, C, NH);
-  h->attention_forward(o16, l16, qkv, B, T, C, NH);
-  /* backward of each from the same (fp32) forward results: the backward's own error */
-  f->attention_backward(d32, dout, qkv, o32, l32, B, T, C, NH);
-  h->attention_backward(d16, dout, qkv, o32, l32, B, T, C, NH);
-  h->attention_backward(again, dout, qkv, o32, l32, B, T, C, NH);
-  double eo = rel_err(o16, o32, no), el = rel_err(l16, l32, nl);
-  /* dq, dk, dv parts separately, their scales differ; but at T = 1 the true dq and dk
-     are zero (one key: the softmax is constant), so there the scale is dv's */
-  double eq = 0, ek = 0, ev = 0, all = 0;
-  for (size_t i = 0; i < nq; i++) all = fabs(d32[i]) > all ? fabs(d32[i]) : all;
-  for (int part = 0; part < 3; part++) {
-    double num = 0, den = 0;
-    for (size_t r = 0; r < (size_t)B * T; r++)
-      for (int c = 0; c < C; c++) {
-        size_t i = r * 3 * C + (size_t)part * C + c;
-        double d = fabs((double)d16[i] - d32[i]);
-        num = d > num ? d : num;
-        den = fabs(d32[i]) > den ? fabs(d32[i]) : den;
-      }
-    if (T == 1) den = all;
-    *(part == 0 ? &eq : part == 1 ? &ek : &ev) = num / den;
-  }
-  printf("attention B=%d T=%d C=%d NH=%d bf16 vs fp32: out %.3g, lse %.3g, dq %.3g, dk %.3g, dv %.3g\n", B, T, C, NH,
-         eo, el, eq, ek, ev);
-  CHECK(eo < 2e-2 && el < 2e-2 && eq < 3e-2 && ek < 3e-2 && ev < 3e-2);
-  CHECK(eo > 1e-6 && eq > 1e-6 && ev > 1e-6); /* bf16 really ran */
-  CHECK(!memcmp(d16, again, nq * sizeof(float)));
-  int finite = 1;
-  for (size_t i = 0; i < nq; i++) finite &= isfinite(d16[i]);
-  CHECK(finite);
-  free(qkv), free(dout), free(o32), free(o16), free(l32), free(l16), free(d32), free(d16), free(again);
+/* the bf16 table's matmul against atoll_gemm_bf16 product by product (the path of the
+   previous implementation): only the order of fp32 additions may differ */
+static void test_matmul_bf16(void) {
+  const atoll_ops *h = atoll_ops_cpu_bf16();
+  int shapes[][3] = {{256, 384, 1152}, {77, 45, 130}}; /* N C OC */
+  for (int s = 0; s < 2; s++)
+    for (int variant = 0; variant < 4; variant++) {
+      int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2], with_bias = variant & 1, acc = variant >> 1;
+      float *x = randn((size_t)N * C, 1.0f), *w = randn((size_t)OC * C, 0.05f), *b = randn(OC, 0.5f);
+      float *dout = randn((size_t)N * OC, 1.0f);
+      float *o = randn((size_t)N * OC, 1.0f), *r = malloc((size_t)N * OC * sizeof(float));
+      memcpy(r, o, (size_t)N * OC * sizeof(float));
+      h->matmul_forward(o, x, w, with_bias ? b : NULL, N, C, OC, acc);
+      atoll_gemm_bf16(0, 1, N, OC, C, 1.0f, x, C, w, C, acc ? 1.0f : 0.0f, r, OC);
+      if (with_bias)
+        for (int i = 0; i < N; i++)
+          for (int j = 0; j < OC; j++) r[(size_t)i * OC + j] += b[j];
+      double ef = rel_err(o, r, (size_t)N * OC);
+      float *dx = randn((size_t)N * C, 1.0f), *dw = randn((size_t)OC * C, 1.0f), *db = randn(OC, 1.0f);
+      float *rdx = malloc((size_t)N * C * 4), *rdw = malloc((size_t)OC * C * 4), *rdb = malloc((size_t)OC * 4);
+      memcpy(rdx, dx, (size_t)N * C * 4), memcpy(rdw, dw, (size_t)OC * C * 4), memcpy(rdb, db, (size_t)OC * 4);
+      h->matmul_backward(dx, dw, with_bias ? db : NULL, dout, x, w, N, C, OC, acc);
+      atoll_gemm_bf16(0, 0, N, C, OC, 1.0f, dout, OC, w, C, acc ? 1.0f : 0.0f, rdx, C);
+      atoll_gemm_bf16(1, 0, OC, C, N, 1.0f, dout, OC, x, C, 1.0f, rdw, C);
+      int same_db = 1;
+      if (with_bias) /* a plain fp32 column sum in row order, as at fp32 */
+        for (int j = 0; j < OC; j++) {
+          float acc_j = 0.0f;
+          for (int i = 0; i < N; i++) acc_j += dout[(size_t)i * OC + j];
+          same_db &= db[j] == rdb[j] + acc_j;
+        }
+      else
+        same_db = !memcmp(db, rdb, (size_t)OC * 4); /* untouched */
+      double edx = rel_err(dx, rdx, (size_t)N * C), edw = rel_err(dw, rdw, (size_t)OC * C);
+      if (!(ef < 1e-6 && edx < 1e-6 && edw < 1e-6 && same_db))
+        fprintf(stderr, "matmul N=%d C=%d OC=%d bias=%d acc=%d: forward %.3g dx %.3g dW %.3g dbias same %d\n", N,
+                C, OC, with_bias, acc, ef, edx, edw, same_db);
+      CHECK(ef < 1e-6 && edx < 1e-6 && edw < 1e-6 && same_db);
+      free(x), free(w), free(b), free(dout), free(o), free(r), free(dx), free(dw), free(db), free(rdx), free(rdw);
+      free(rdb);
+    }
 }
 
 int main(void) {
@@ -181,8 +185,6 @@ int main(void) {
   }
   test_batch();
   test_threads();
-  test_attention(2, 70, 96, 3);   /* T not a multiple of 16 or 64 */
-  test_attention(3, 512, 256, 4); /* 12 heads of 512^2 scores: more than one group */
-  test_attention(1, 1, 32, 2);    /* a single position */
+  test_matmul_bf16();
   CHECK_DONE();
 }
