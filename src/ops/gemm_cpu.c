@@ -94,21 +94,29 @@ static void dnnl_start(void) {
             dnnl_stream_create(&dnnl_strm, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
 }
 
-/* A bf16 matmul primitive per product shape, made at the first call of that shape (a
- * few hundred microseconds) and kept: a model has a handful of shapes. */
+/* A bf16 matmul primitive per product layout (batch, transposes, sizes, leading
+ * dimensions and batch strides, alpha, beta, bias), made at the first call of that
+ * layout (a few hundred microseconds) and kept for the life of the process: a model has
+ * a handful of layouts. The lock guards only the table; primitives are never destroyed,
+ * so several threads may execute them at once (memory objects are made per call and
+ * each thread has its own stream). */
 typedef struct {
-  int ta, tb, M, N, K, ldc, beta_kind; /* beta_kind: 0 (C =), 1 (C +=) */
+  int batch, ta, tb, M, N, K, lda, ldb, ldc, beta_kind, has_bias; /* beta_kind: 0 (C =), 1 (C +=) */
+  long long sa, sb, sc;                                            /* batch strides, in elements */
   float alpha;
+} plan_key;
+
+typedef struct {
+  plan_key key;
   dnnl_primitive_t prim;
-  dnnl_memory_t a, b, c;
+  dnnl_memory_desc_t da, db, dc, dbias;
 } bf16_plan;
 
-#define MAX_PLANS 64
+#define MAX_PLANS 256
 static bf16_plan plans[MAX_PLANS];
 static int nplans;
-static pthread_mutex_t bf16_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint16_t *conv_a, *conv_b; /* bf16 copies of A and B, grown as needed */
-static size_t cap_a, cap_b;
+static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local dnnl_stream_t thread_strm; /* a stream is not to be shared by threads */
 
 #define DNNL_CHECK(call)                                                                  \
   do {                                                                                    \
@@ -116,39 +124,40 @@ static size_t cap_a, cap_b;
     if (st_ != dnnl_success) atoll_fatal("oneDNN: %s failed (status %d)", #call, (int)st_); \
   } while (0)
 
-static bf16_plan *plan_for(int ta, int tb, int M, int N, int K, int ldc, float alpha, float beta) {
-  int beta_kind = beta != 0.0f;
-  if (beta != 0.0f && beta != 1.0f) atoll_fatal("bf16 gemm: beta must be 0 or 1, got %g", beta);
-  for (int i = 0; i < nplans; i++) {
-    bf16_plan *p = &plans[i];
-    if (p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->ldc == ldc &&
-        p->beta_kind == beta_kind && p->alpha == alpha)
-      return p;
+/* Row-major [rows, cols] with row stride ld (cols stride 1), or its transpose view when
+ * trans: the stored matrix is [cols, rows]. With batch > 1 a leading batch dimension. */
+static void desc_2d(dnnl_memory_desc_t *d, int batch, long long sbatch, int rows, int cols, int ld, int trans,
+                    dnnl_data_type_t dt) {
+  if (batch == 1) {
+    dnnl_dims_t dims = {rows, cols}, str = {trans ? 1 : ld, trans ? ld : 1};
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(d, 2, dims, dt, str));
+  } else {
+    dnnl_dims_t dims = {batch, rows, cols}, str = {sbatch, trans ? 1 : ld, trans ? ld : 1};
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(d, 3, dims, dt, str));
   }
-  if (nplans == MAX_PLANS) { /* more shapes than a model has: start over */
-    for (int i = 0; i < nplans; i++) {
-      dnnl_primitive_destroy(plans[i].prim);
-      dnnl_memory_destroy(plans[i].a);
-      dnnl_memory_destroy(plans[i].b);
-      dnnl_memory_destroy(plans[i].c);
+}
+
+static void make_plan(bf16_plan *p, const plan_key *k) {
+  memset(p, 0, sizeof *p);
+  p->key = *k;
+  desc_2d(&p->da, k->batch, k->sa, k->M, k->K, k->lda, k->ta, dnnl_bf16);
+  desc_2d(&p->db, k->batch, k->sb, k->K, k->N, k->ldb, k->tb, dnnl_bf16);
+  desc_2d(&p->dc, k->batch, k->sc, k->M, k->N, k->ldc, 0, dnnl_f32);
+  if (k->has_bias) {
+    if (k->batch == 1) {
+      dnnl_dims_t dims = {1, k->N}, str = {k->N, 1};
+      DNNL_CHECK(dnnl_memory_desc_init_by_strides(&p->dbias, 2, dims, dnnl_f32, str));
+    } else {
+      dnnl_dims_t dims = {1, 1, k->N}, str = {k->N, k->N, 1};
+      DNNL_CHECK(dnnl_memory_desc_init_by_strides(&p->dbias, 3, dims, dnnl_f32, str));
     }
-    nplans = 0;
   }
-  bf16_plan *p = &plans[nplans];
-  *p = (bf16_plan){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .ldc = ldc, .beta_kind = beta_kind, .alpha = alpha};
-  /* A and B are dense bf16 copies in their stored orientation; C keeps its stride */
-  dnnl_memory_desc_t da, db, dc;
-  dnnl_dims_t dims_a = {M, K}, dims_b = {K, N}, dims_c = {M, N};
-  dnnl_dims_t str_a = {ta ? 1 : K, ta ? M : 1}, str_b = {tb ? 1 : N, tb ? K : 1}, str_c = {ldc, 1};
-  DNNL_CHECK(dnnl_memory_desc_init_by_strides(&da, 2, dims_a, dnnl_bf16, str_a));
-  DNNL_CHECK(dnnl_memory_desc_init_by_strides(&db, 2, dims_b, dnnl_bf16, str_b));
-  DNNL_CHECK(dnnl_memory_desc_init_by_strides(&dc, 2, dims_c, dnnl_f32, str_c));
   dnnl_matmul_desc_t md;
-  DNNL_CHECK(dnnl_matmul_desc_init(&md, &da, &db, NULL, &dc));
+  DNNL_CHECK(dnnl_matmul_desc_init(&md, &p->da, &p->db, k->has_bias ? &p->dbias : NULL, &p->dc));
   dnnl_primitive_attr_t attr;
   DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-  if (alpha != 1.0f) DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha));
-  if (beta_kind) {
+  if (k->alpha != 1.0f) DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha));
+  if (k->beta_kind) {
     dnnl_post_ops_t po;
     DNNL_CHECK(dnnl_post_ops_create(&po));
     DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f));
@@ -160,33 +169,100 @@ static bf16_plan *plan_for(int ta, int tb, int M, int N, int K, int ldc, float a
   dnnl_primitive_attr_destroy(attr);
   DNNL_CHECK(dnnl_primitive_create(&p->prim, pd));
   dnnl_primitive_desc_destroy(pd);
-  DNNL_CHECK(dnnl_memory_create(&p->a, &da, dnnl_eng, DNNL_MEMORY_NONE));
-  DNNL_CHECK(dnnl_memory_create(&p->b, &db, dnnl_eng, DNNL_MEMORY_NONE));
-  DNNL_CHECK(dnnl_memory_create(&p->c, &dc, dnnl_eng, DNNL_MEMORY_NONE));
-  nplans++;
+}
+
+/* The plan for k; *tmp is filled and returned (the caller destroys its primitive) when
+ * the table is full: more layouts than any model has, so slow but still right. */
+static const bf16_plan *plan_for(const plan_key *k, bf16_plan *tmp) {
+  if (k->beta_kind < 0) atoll_fatal("bf16 gemm: beta must be 0 or 1");
+  pthread_mutex_lock(&plan_lock);
+  for (int i = 0; i < nplans; i++)
+    if (memcmp(&plans[i].key, k, sizeof *k) == 0) {
+      pthread_mutex_unlock(&plan_lock);
+      return &plans[i];
+    }
+  const bf16_plan *p = tmp;
+  if (nplans < MAX_PLANS) {
+    make_plan(&plans[nplans], k);
+    p = &plans[nplans++];
+  } else {
+    make_plan(tmp, k);
+  }
+  pthread_mutex_unlock(&plan_lock);
   return p;
 }
 
-/* rows x cols of X (row stride ld) into a dense bf16 buffer */
-static uint16_t *to_bf16(uint16_t **buf, size_t *cap, const float *X, int rows, int cols, int ld) {
-  size_t need = (size_t)rows * cols;
-  if (need > *cap) {
-    free(*buf);
-    *buf = malloc(need * sizeof(uint16_t));
-    if (!*buf) atoll_fatal("bf16 gemm: out of memory for %zu bytes of bf16 copies", need * sizeof(uint16_t));
-    *cap = need;
+static void run_plan(const bf16_plan *p, const void *A, const void *B, float *C, const float *bias) {
+  if (!thread_strm) DNNL_CHECK(dnnl_stream_create(&thread_strm, dnnl_eng, dnnl_stream_default_flags));
+  dnnl_memory_t ma, mb, mc, mbias = NULL;
+  DNNL_CHECK(dnnl_memory_create(&ma, &p->da, dnnl_eng, (void *)A));
+  DNNL_CHECK(dnnl_memory_create(&mb, &p->db, dnnl_eng, (void *)B));
+  DNNL_CHECK(dnnl_memory_create(&mc, &p->dc, dnnl_eng, C));
+  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_BIAS, NULL}};
+  int nargs = 3;
+  if (p->key.has_bias) {
+    DNNL_CHECK(dnnl_memory_create(&mbias, &p->dbias, dnnl_eng, (void *)bias));
+    args[nargs++].memory = mbias;
   }
-  uint16_t *out = *buf;
-#pragma omp parallel for schedule(static) if (need > 16384)
+  DNNL_CHECK(dnnl_primitive_execute(p->prim, thread_strm, nargs, args));
+  DNNL_CHECK(dnnl_stream_wait(thread_strm));
+  dnnl_memory_destroy(ma);
+  dnnl_memory_destroy(mb);
+  dnnl_memory_destroy(mc);
+  if (mbias) dnnl_memory_destroy(mbias);
+}
+
+static void bf16_product(const plan_key *k, const void *A, const void *B, float *C, const float *bias) {
+  pthread_once(&dnnl_once, dnnl_start);
+  if (!dnnl_ok) atoll_fatal("oneDNN: no CPU engine");
+  bf16_plan tmp;
+  const bf16_plan *p = plan_for(k, &tmp);
+  run_plan(p, A, B, C, bias);
+  if (p == &tmp) dnnl_primitive_destroy(tmp.prim);
+}
+
+static int beta_kind_of(float beta) {
+  if (beta != 0.0f && beta != 1.0f) atoll_fatal("bf16 gemm: beta must be 0 or 1, got %g", beta);
+  return beta != 0.0f;
+}
+#endif
+
+/* ------------------------------------------------------- bf16 copies of inputs --- */
+
+/* Per-thread buffers, grown as needed and kept: no lock, and nothing to free per call. */
+static _Thread_local struct {
+  uint16_t *p;
+  size_t cap;
+} scratch[ATOLL_BF16_SLOTS];
+
+uint16_t *atoll_bf16_scratch(int slot, size_t n) {
+  if (slot < 0 || slot >= ATOLL_BF16_SLOTS) atoll_fatal("bf16 scratch: slot %d out of range", slot);
+  if (n > scratch[slot].cap) {
+    free(scratch[slot].p);
+    scratch[slot].p = malloc((n ? n : 1) * sizeof(uint16_t));
+    if (!scratch[slot].p) atoll_fatal("bf16: out of memory for %zu bytes of bf16 copies", n * sizeof(uint16_t));
+    scratch[slot].cap = n;
+  }
+  return scratch[slot].p;
+}
+
+void atoll_bf16_convert(uint16_t *out, const float *X, int rows, int cols, int ld) {
+  size_t need = (size_t)rows * cols;
+#pragma omp parallel for schedule(static) if (need > 16384 && !omp_in_parallel())
   for (int r = 0; r < rows; r++) {
     const float *x = X + (size_t)r * ld;
     uint16_t *o = out + (size_t)r * cols;
 #pragma omp simd
     for (int c = 0; c < cols; c++) o[c] = atoll_bf16_from_f32(x[c]);
   }
+}
+
+/* rows x cols of X (row stride ld) into a dense bf16 buffer of this thread */
+static uint16_t *to_bf16(int slot, const float *X, int rows, int cols, int ld) {
+  uint16_t *out = atoll_bf16_scratch(slot, (size_t)rows * cols);
+  atoll_bf16_convert(out, X, rows, cols, ld);
   return out;
 }
-#endif
 
 /* ---------------------------------------------------------------- the products --- */
 
@@ -205,29 +281,55 @@ void atoll_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const floa
 
 void atoll_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                      int ldb, float beta, float *C, int ldc) {
-#ifdef ATOLL_HAVE_DNNL
   if (M == 0 || N == 0) return;
   if (K == 0) { /* an empty sum: C = beta C */
     for (int i = 0; i < M; i++)
       for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
     return;
   }
-  pthread_once(&dnnl_once, dnnl_start);
-  if (!dnnl_ok) atoll_fatal("oneDNN: no CPU engine");
-  pthread_mutex_lock(&bf16_lock);
-  bf16_plan *p = plan_for(ta, tb, M, N, K, ldc, alpha, beta);
-  uint16_t *a = to_bf16(&conv_a, &cap_a, A, ta ? K : M, ta ? M : K, lda);
-  uint16_t *b = to_bf16(&conv_b, &cap_b, B, tb ? N : K, tb ? K : N, ldb);
-  DNNL_CHECK(dnnl_memory_set_data_handle(p->a, a));
-  DNNL_CHECK(dnnl_memory_set_data_handle(p->b, b));
-  DNNL_CHECK(dnnl_memory_set_data_handle(p->c, C));
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
-  DNNL_CHECK(dnnl_primitive_execute(p->prim, dnnl_strm, 3, args));
-  DNNL_CHECK(dnnl_stream_wait(dnnl_strm));
-  pthread_mutex_unlock(&bf16_lock);
+  const uint16_t *a = to_bf16(0, A, ta ? K : M, ta ? M : K, lda);
+  const uint16_t *b = to_bf16(1, B, tb ? N : K, tb ? K : N, ldb);
+  atoll_gemm_bf16_bits(ta, tb, M, N, K, alpha, a, ta ? M : K, b, tb ? K : N, beta, C, ldc, NULL);
+}
+
+void atoll_gemm_bf16_bits(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias) {
+  atoll_gemm_bf16_batch(1, ta, tb, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, bias);
+}
+
+void atoll_gemm_bf16_batch(int batch, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                           long long sa, const uint16_t *B, int ldb, long long sb, float beta, float *C, int ldc,
+                           long long sc, const float *bias) {
+#ifdef ATOLL_HAVE_DNNL
+  if (batch == 0 || M == 0 || N == 0) return;
+  if (K == 0) { /* an empty sum: C = beta C (+ bias) */
+    for (int q = 0; q < batch; q++)
+      for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+          float *c = C + q * sc + (size_t)i * ldc + j;
+          *c = (beta == 0.0f ? 0.0f : beta * *c) + (bias ? bias[j] : 0.0f);
+        }
+    return;
+  }
+  plan_key k;
+  memset(&k, 0, sizeof k); /* padding too: keys are compared with memcmp */
+  k.batch = batch, k.ta = ta, k.tb = tb, k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
+  /* oneDNN scales the bias with alpha: with alpha != 1 the bias is added afterwards */
+  int fused_bias = bias && alpha == 1.0f;
+  k.beta_kind = beta_kind_of(beta), k.has_bias = fused_bias, k.alpha = alpha;
+  if (batch > 1) k.sa = sa, k.sb = sb, k.sc = sc;
+  bf16_product(&k, A, B, C, fused_bias ? bias : NULL);
+  if (bias && !fused_bias)
+    for (int q = 0; q < batch; q++)
+#pragma omp parallel for schedule(static) if ((size_t)M * N > 16384 && !omp_in_parallel())
+      for (int i = 0; i < M; i++) {
+        float *c = C + q * sc + (size_t)i * ldc;
+#pragma omp simd
+        for (int j = 0; j < N; j++) c[j] += bias[j];
+      }
 #else
-  (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb, (void)beta;
-  (void)C, (void)ldc;
+  (void)batch, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)sa, (void)B;
+  (void)ldb, (void)sb, (void)beta, (void)C, (void)ldc, (void)sc, (void)bias;
   atoll_fatal("bf16 gemm: this build has no oneDNN");
 #endif
 }

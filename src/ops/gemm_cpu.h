@@ -27,6 +27,26 @@ void atoll_gemm_f32(int trans_a, int trans_b, int M, int N, int K, float alpha, 
 void atoll_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc);
 
+/* bf16 products on inputs already in bf16 (no rounding pass per call): A and B hold
+ * bf16 bits with leading dimensions lda, ldb as in atoll_gemm_bf16. bias (NULL: none)
+ * is N floats added to every row of the product, before beta C is added. Thread-safe:
+ * callers on different threads may run products at once (outside OpenMP parallel
+ * regions; each product spreads over the threads itself). */
+void atoll_gemm_bf16_bits(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float beta, float *C, int ldc, const float *bias);
+/* batch products at once, the q-th on A + q sa, B + q sb, C + q sc (strides in elements). */
+void atoll_gemm_bf16_batch(int batch, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                           long long sa, const uint16_t *B, int ldb, long long sb, float beta, float *C, int ldc,
+                           long long sc, const float *bias);
+
+/* rows x cols of X (row stride ld) rounded to bf16 into out (dense, row stride cols);
+ * threaded when called outside a parallel region. */
+void atoll_bf16_convert(uint16_t *out, const float *X, int rows, int cols, int ld);
+/* A bf16 buffer of at least n elements belonging to the calling thread, one per slot
+ * (0 .. ATOLL_BF16_SLOTS-1), kept between calls; slots 0 and 1 are atoll_gemm_bf16's. */
+#define ATOLL_BF16_SLOTS 8
+uint16_t *atoll_bf16_scratch(int slot, size_t n);
+
 /* The fp32 engine: chosen from the processor at first use; set_engine overrides it
  * (benchmarks). Fails when the engine is not built in. */
 atoll_engine atoll_gemm_engine(void);
