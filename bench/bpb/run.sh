@@ -2,34 +2,35 @@
 # Bits per byte at equal training compute on the default corpus (bench/README.md, "Bits
 # per byte"): GPT-2 on bytes against Llama on a byte-level BPE vocabulary.
 #
-#   bench/bpb/run.sh [--steps N] [--vocab N] [--threads N] [--results FILE] [--tiny] [--keep]
+#   bench/bpb/run.sh [--steps N] [--batch N] [--vocab N] [--threads N] [--results FILE] [--tiny] [--keep]
 #
 # 1. atoll prepare the default corpus (/usr/share/games/fortunes) with bytes;
 # 2. atoll tokenizer train a BPE of --vocab ids (default 4096) on the training split
 #    only (each source's first train_bytes, as that manifest records), and prepare the
 #    same sources with it (same cut, so the same validation bytes);
-# 3. train GPT-2 on bytes (L4, heads 4, dim 256, context 256, batch 16) and Llama on
-#    BPE (L4, heads 4, kv-heads 4, dim 256, SwiGLU 704 (--multiple-of 64), context 64,
-#    untied head), both --steps steps (default 400) with the same schedule; Llama's batch
+# 3. train GPT-2 on bytes (L4, heads 4, dim 256, context 256, --batch, default 8) and
+#    Llama on BPE (L4, heads 4, kv-heads 4, dim 256, SwiGLU 704 (--multiple-of 64),
+#    context 64, untied head), both --steps steps (default 150), same schedule; Llama's batch
 #    is chosen so that a step costs the same FLOPs as GPT-2's (atoll_flops_per_token:
 #    6 x (the blocks' matrix parameters + vocab x dim for the head) + 6 x layers x dim x
 #    context for attention's scores and mixing; embeddings looked up count nothing).
-# Writes bench/bpb/results.json and prints a Markdown table. Bits per byte
+# The two runs go side by side (two processes of --threads each). Writes
+# bench/bpb/results.json (bench/bpb/report.py) and prints a Markdown table. Bits per byte
 # (summary.json's final_val_bpb) do not depend on the machine's load; tokens/s do.
 # --tiny: a toy (L1, dim 32, 20 steps, vocab 512) that only checks the script works.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 
-STEPS=400 VOCAB=4096 THREADS=2 KEEP=0 TINY=0
+STEPS=150 VOCAB=4096 THREADS=2 KEEP=0 TINY=0
 RESULTS="$ROOT/bench/bpb/results.json"
-L=4 H=4 C=256 TB=256 BB=16 TL=64 MULT=64 EVAL=32
+L=4 H=4 C=256 TB=256 BB=8 TL=64 MULT=64 EVAL=32
 usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --steps|--vocab|--threads|--results)
+    --steps|--batch|--vocab|--threads|--results)
       [ $# -ge 2 ] || { echo "run.sh: $1 needs a value" >&2; exit 2; }
-      case "$1" in --steps) STEPS="$2" ;; --vocab) VOCAB="$2" ;; --threads) THREADS="$2" ;; --results) RESULTS="$2" ;; esac
+      case "$1" in --steps) STEPS="$2" ;; --batch) BB="$2" ;; --vocab) VOCAB="$2" ;; --threads) THREADS="$2" ;; --results) RESULTS="$2" ;; esac
       shift ;;
     --tiny) TINY=1; L=1 H=2 C=32 TB=32 BB=4 TL=8 MULT=16 EVAL=4 STEPS=20 VOCAB=512 ;;
     --keep) KEEP=1 ;;
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$STEPS$VOCAB$THREADS" in *[!0-9]*|"") echo "run.sh: --steps, --vocab and --threads take integers" >&2; exit 2 ;; esac
+case "$STEPS$BB$VOCAB$THREADS" in *[!0-9]*|"") echo "run.sh: --steps, --batch, --vocab and --threads take integers" >&2; exit 2 ;; esac
 [ "$STEPS" -ge 10 ] && [ "$VOCAB" -gt 256 ] || { echo "run.sh: need --steps >= 10 and --vocab > 256" >&2; exit 2; }
 CORPUS=/usr/share/games/fortunes
 [ -d "$CORPUS" ] || { echo "run.sh: the default corpus $CORPUS is missing (scripts/setup.sh installs fortunes)" >&2; exit 1; }
@@ -82,54 +83,17 @@ EOF
 )
 COMMON=(--layers $L --heads $H --dim $C --steps "$STEPS" --threads "$THREADS" --eval-every 0 --eval-batches $EVAL --save-every 0)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-log "GPT-2 on bytes: context $TB batch $BB, $STEPS steps"
-"$A" train "${COMMON[@]}" --context $TB --batch $BB --data "$TMP/bytes" --out "$TMP/gpt2" >"$TMP/gpt2.log" 2>&1 \
-  || { tail -5 "$TMP/gpt2.log" >&2; exit 1; }
-log "Llama on BPE $VOCAB: context $TL batch $BL, $STEPS steps"
+log "side by side: GPT-2 on bytes (context $TB batch $BB) and Llama on BPE $VOCAB (context $TL batch $BL), $STEPS steps each"
+"$A" train "${COMMON[@]}" --context $TB --batch $BB --data "$TMP/bytes" --out "$TMP/gpt2" >"$TMP/gpt2.log" 2>&1 &
+P1=$!
 "$A" train "${COMMON[@]}" --arch llama --kv-heads $H --multiple-of $MULT --context $TL --batch $BL --data "$TMP/bpe" \
-  --out "$TMP/llama" >"$TMP/llama.log" 2>&1 || { tail -5 "$TMP/llama.log" >&2; exit 1; }
+  --out "$TMP/llama" >"$TMP/llama.log" 2>&1 &
+P2=$!
+wait $P1 || { tail -5 "$TMP/gpt2.log" >&2; kill $P2 2>/dev/null; exit 1; }
+wait $P2 || { tail -5 "$TMP/llama.log" >&2; exit 1; }
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 CPU_MODEL=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-/usr/bin/python3 - "$TMP" "$RESULTS" "$CPU_MODEL" "$THREADS" "$STEPS" "$VOCAB" "$TINY" "$LOAD_START" "$LOAD_END" "$COMMIT" \
-  "$L $H $C $TB $BB $TL $BL $MULT $FB $FL" <<'PYEOF'
-import datetime, json, math, sys
-tmp, results, cpu, threads, steps, vocab, tiny, load0, load1, commit, dims = sys.argv[1:12]
-L, H, C, TB, BB, TL, BL, MULT, FB, FL = map(int, dims.split())
-steps = int(steps)
-rows = {}
-for name, data, T, B, fpt in (("gpt2_bytes", "bytes", TB, BB, FB), ("llama_bpe", "bpe", TL, BL, FL)):
-    s = json.load(open(f"{tmp}/{name.split('_')[0]}/summary.json"))
-    m = json.load(open(f"{tmp}/{data}/manifest.json"))
-    assert abs(s["flops_per_token"] - fpt) < 1e-6 * fpt, (name, s["flops_per_token"], fpt)
-    emb = m["vocab"] * C * (1 if name == "gpt2_bytes" else 2) + (T * C if name == "gpt2_bytes" else 0)
-    # the bits per byte again from the manifest's counts: val_loss x tokens / bytes / ln 2
-    again = s["final_val_loss"] * m["val_tokens"] / m["val_bytes"] / math.log(2)
-    assert abs(again - s["final_val_bpb"]) < 1e-9 * again, (again, s["final_val_bpb"])
-    rows[name] = {
-        "arch": "gpt2" if name == "gpt2_bytes" else "llama", "tokenizer": m["tokenizer"], "vocab": m["vocab"],
-        "context": T, "batch": B, "steps": steps, "params": s["params"], "non_embedding_params": s["params"] - emb,
-        "flops_per_token": s["flops_per_token"], "train_flops": s["flops_per_token"] * T * B * steps,
-        "train_tokens": T * B * steps, "val_bytes_per_token": m["val_bytes"] / m["val_tokens"],
-        "train_bytes_per_token": m["train_bytes"] / m["train_tokens"],
-        "train_bytes_seen": T * B * steps * m["train_bytes"] / m["train_tokens"],
-        "final_val_loss_nats_per_token": s["final_val_loss"], "final_val_bpb": s["final_val_bpb"],
-        "final_train_loss": s["final_train_loss"], "tokens_per_second": s["tokens_per_second"],
-        "bytes_per_second": s["tokens_per_second"] * m["train_bytes"] / m["train_tokens"]}
-out = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "cpu": cpu,
-       "threads": int(threads), "commit": commit, "tiny": tiny == "1",
-       "load_average_start_end": [load0, load1],
-       "note": "machine shared with other jobs: tokens/s are one run each on a loaded machine; bits per byte do not depend on load",
-       "flops_formula": "6*(matrix params of the blocks + vocab*dim for the head) + 6*layers*dim*context per token",
-       "rows": rows}
-if tiny != "1":
-    json.dump(out, open(results, "w"), indent=2)
-print(f"Run {out['date']} on {cpu}, {threads} threads, load average {load0} -> {load1} (shared machine)\n")
-print("| model | tokens | vocab | context x batch | non-emb params | train PFLOP | val bytes/token | val loss (nats/token) | **val bits/byte** | tokens/s | bytes/s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
-for n, r in rows.items():
-    print(f"| {'GPT-2' if r['arch'] == 'gpt2' else 'Llama'} | {r['tokenizer']} | {r['vocab']} | {r['context']} x {r['batch']} | "
-          f"{r['non_embedding_params'] / 1e6:.2f}M | {r['train_flops'] / 1e15:.3f} | {r['val_bytes_per_token']:.2f} | "
-          f"{r['final_val_loss_nats_per_token']:.3f} | **{r['final_val_bpb']:.3f}** | {r['tokens_per_second']:.0f} | {r['bytes_per_second']:.0f} |")
-PYEOF
+/usr/bin/python3 bench/bpb/report.py "$TMP" "$RESULTS" "$CPU_MODEL" "$THREADS" "$STEPS" "$VOCAB" "$TINY" "$LOAD_START" "$LOAD_END" \
+  "$COMMIT" "$L $H $C $TB $BB $TL $BL $MULT $FB $FL"
