@@ -33,9 +33,9 @@ out = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"
 if tiny != "1":
     json.dump(out, open(results, "w"), indent=2)
 print(f"Run {out['date']} on {cpu}, {threads} threads, load average {load0} -> {load1} (shared machine)\n")
-print("| model | tokens | vocab | context x batch | non-emb params | train PFLOP | val bytes/token | val loss (nats/token) | **val bits/byte** | tokens/s | bytes/s |")
+print("| model | tokens | vocab | context x batch | non-emb params | train TFLOP | val bytes/token | val loss (nats/token) | **val bits/byte** | tokens/s | bytes/s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for n, r in rows.items():
     print(f"| {'GPT-2' if r['arch'] == 'gpt2' else 'Llama'} | {r['tokenizer']} | {r['vocab']} | {r['context']} x {r['batch']} | "
-          f"{r['non_embedding_params'] / 1e6:.2f}M | {r['train_flops'] / 1e15:.3f} | {r['val_bytes_per_token']:.2f} | "
+          f"{r['non_embedding_params'] / 1e6:.2f}M | {r['train_flops'] / 1e12:.2f} | {r['val_bytes_per_token']:.2f} | "
           f"{r['final_val_loss_nats_per_token']:.3f} | **{r['final_val_bpb']:.3f}** | {r['tokens_per_second']:.0f} | {r['bytes_per_second']:.0f} |")
