@@ -2,7 +2,7 @@
  * MPI_Allreduce, on the same buffer in the same run, with nccl-tests' columns.
  *
  *   mpirun -np 2 build/bench_comm [--min BYTES] [--max BYTES] [--factor F] [--iters N]
- *                                 [--warmup N] [--stat median|min]
+ *                                 [--warmup N] [--stat median|min] [--wire fp32|bf16]
  *
  * Sizes go from --min (default 8 KiB) to --max (64 MiB) by --factor (2). For each size,
  * after --warmup calls of each, --iters rounds each time one atoll_allreduce and one
@@ -18,6 +18,9 @@
  *   busbw  algbw * 2 (N-1) / N: the bytes each rank moves in a bandwidth-optimal
  *          all-reduce, so it is comparable across rank counts (as in nccl-tests)
  *   ratio  atoll busbw / MPI busbw
+ * --wire bf16: atoll's ring sends bfloat16 (--grad-dtype bf16; sizes, algbw and busbw
+ * stay those of the float buffer, so the columns compare the time to all-reduce the same
+ * floats; sums of 1.0 are exact in bf16 up to 256 ranks).
  * Output: the table on rank 0's stdout. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -29,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static atoll_wire g_wire = ATOLL_WIRE_FP32;
 
 static void fill(float *buf, size_t n) {
   for (size_t i = 0; i < n; i++) buf[i] = 1.0f;
@@ -50,7 +55,7 @@ static double timed(atoll_comm *c, float *buf, size_t count, int raw, size_t *ba
   if (raw) {
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   } else {
-    atoll_allreduce(c, buf, count);
+    atoll_req_wait(atoll_iallreduce_wire(c, buf, count, NULL, g_wire));
   }
   double dt = MPI_Wtime() - t0, slowest;
   MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -87,6 +92,8 @@ static void parse_options(atoll_comm *c, int argc, char **argv, options *o) {
     else if (!strcmp(a, "--factor")) o->factor = atoi(v);
     else if (!strcmp(a, "--iters")) o->iters = atoi(v);
     else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
+    else if (!strcmp(a, "--wire") && (!strcmp(v, "fp32") || !strcmp(v, "bf16")))
+      g_wire = !strcmp(v, "bf16") ? ATOLL_WIRE_BF16 : ATOLL_WIRE_FP32;
     else if (!strcmp(a, "--stat") && (!strcmp(v, "median") || !strcmp(v, "min")))
       o->use_min = !strcmp(v, "min");
     else {
@@ -136,7 +143,7 @@ int main(int argc, char **argv) {
     if (seg_env || win_env)
       printf("# ATOLL_COMM_SEGMENT=%s ATOLL_COMM_WINDOW=%s\n", seg_env ? seg_env : "(default)",
              win_env ? win_env : "(default)");
-    printf("# raw: MPI_Allreduce of %s\n", version);
+    printf("# raw: MPI_Allreduce of %s; atoll's wire: %s\n", version, g_wire == ATOLL_WIRE_BF16 ? "bf16" : "fp32");
     printf("#%11s %12s %32s | %32s | %6s\n", "", "", "atoll ring all-reduce",
            "raw MPI_Allreduce", "");
     printf("#%11s %12s %10s %10s %10s | %10s %10s %10s | %6s\n", "size", "count", "time",

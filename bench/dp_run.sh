@@ -2,11 +2,15 @@
 # Data-parallel benchmark of issue 3 (b, c, d) in one run (see bench/README.md).
 #
 #   bench/dp_run.sh [--quick] [--rounds N] [--steps N] [--mem-rounds N] [--no-single]
-#                   [--results FILE] [--keep]
+#                   [--no-torch2] [--no-grad-bf16] [--results FILE] [--keep]
 #
 # (b) 2-rank DDP throughput: atoll (mpirun -np 2) against PyTorch DDP (gloo), one thread
 #     per rank, same global batch, interleaved rounds, medians; plus both peers as one
-#     process (scaling reference) unless --no-single.
+#     process (scaling reference) unless --no-single. Debian's PyTorch 1.13 is the
+#     reference of the ratio; PyTorch 2.x from the PyPI venv (scripts/venv.sh or
+#     ATOLL_PYTHON; SDPA attention) runs as a further peer unless --no-torch2, and
+#     unless --no-grad-bf16 atoll --grad-dtype bf16 and PyTorch 2.x with DDP's
+#     bf16_compress_hook run as extra rows (gradients in bf16 on the wire).
 # (c) peak memory per rank at N = 4 for ZeRO stages 0-3 against the formula.
 # (d) fraction of gradient communication hidden behind backward: atoll DDP with 4 MiB
 #     buckets (overlapped) against one bucket sent after backward.
@@ -20,6 +24,8 @@ STEPS=10
 MEM_ROUNDS=3
 MEM_STEPS=4
 SINGLE=1
+TORCH2=1
+GRAD_BF16=1
 RESULTS="$ROOT/bench/dp_results.json"
 KEEP=0
 QUICK=0
@@ -33,7 +39,7 @@ OVERLAP_MB=4       # atoll's default bucket
 NO_OVERLAP_MB=4096 # larger than the whole gradient (the flag's maximum): one bucket, after backward
 SMALL_SEG=16384 SMALL_WINDOW=1  # (c): ring segments of 64 KiB, one in flight (src/comm/comm.c)
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; ROUNDS=1; STEPS=5; MEM_ROUNDS=1; MEM_STEPS=3 ;;
@@ -41,6 +47,8 @@ while [ $# -gt 0 ]; do
     --steps) STEPS="$2"; shift ;;
     --mem-rounds) MEM_ROUNDS="$2"; shift ;;
     --no-single) SINGLE=0 ;;
+    --no-torch2) TORCH2=0 ;;
+    --no-grad-bf16) GRAD_BF16=0 ;;
     --results) RESULTS="$2"; shift ;;
     --keep) KEEP=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -61,6 +69,17 @@ if [ "$STEPS" -gt 6 ]; then SKIP=3; else SKIP=1; fi
 command -v mpirun >/dev/null || { echo "dp_run.sh: mpirun not found (apt install openmpi-bin)" >&2; exit 1; }
 
 log() { echo "[dp-bench $(date +%H:%M:%S)] $*" >&2; }
+
+# PyTorch 2.x from the PyPI venv: a further peer; left out with a note when missing.
+PY2=""
+if [ "$TORCH2" = 1 ]; then
+  PY2=${ATOLL_PYTHON:-}
+  if [ -z "$PY2" ] && [ -f scripts/venv.sh ]; then PY2=$(bash scripts/venv.sh 2>/dev/null || true); fi
+  if [ -z "$PY2" ] || ! "$PY2" -c "import torch, torch.distributed as d; assert int(torch.__version__.split('.')[0]) >= 2 and d.is_gloo_available()" 2>/dev/null; then
+    log "no PyTorch 2 with gloo (set ATOLL_PYTHON or provide scripts/venv.sh): its rows left out"
+    TORCH2=0
+  fi
+fi
 
 # Open MPI: -q keeps banners out of the logs, --oversubscribe allows 4 ranks on 2 cores.
 # MPICH's mpirun needs neither.
@@ -105,6 +124,11 @@ atoll_run() {
 }
 BIG=(--layers "$L" --heads "$H" --dim "$C" --context "$T" --vocab "$V" --batch "$B" --threads 1 --steps "$STEPS" --warmup 2)
 TORCH_SHAPE=(--threads 1 --steps "$STEPS" --skip "$SKIP" --layers "$L" --heads "$H" --dim "$C" --context "$T" --batch "$B" --vocab "$V")
+torch2_ddp() { # name, then torch_ddp.py flags
+  local name=$1; shift
+  "$PY2" bench/torch_ddp.py --world $NP "${TORCH_SHAPE[@]}" --attention sdpa "$@" >"$TMP/$name.json" 2>"$TMP/$name.log" \
+    || { tail -20 "$TMP/$name.log" >&2; exit 1; }
+}
 
 log "(b)+(d): $ROUNDS round(s) of $STEPS steps per run (median over steps $((SKIP + 1))..$STEPS)"
 for r in $(seq 1 "$ROUNDS"); do
@@ -113,6 +137,18 @@ for r in $(seq 1 "$ROUNDS"); do
   log "round $r/$ROUNDS: PyTorch DDP (gloo), $NP ranks"
   "$PY" bench/torch_ddp.py --world $NP "${TORCH_SHAPE[@]}" >"$TMP/torch_ddp_$r.json" 2>"$TMP/torch_ddp_$r.log" \
     || { tail -20 "$TMP/torch_ddp_$r.log" >&2; exit 1; }
+  if [ "$GRAD_BF16" = 1 ]; then
+    log "round $r/$ROUNDS: atoll DDP, $NP ranks, --grad-dtype bf16"
+    atoll_run "atoll_bf16_$r" $NP "${BIG[@]}" --bucket-mb $OVERLAP_MB --grad-dtype bf16
+  fi
+  if [ "$TORCH2" = 1 ]; then
+    log "round $r/$ROUNDS: PyTorch 2 DDP (gloo), $NP ranks"
+    torch2_ddp "torch2_ddp_$r"
+    if [ "$GRAD_BF16" = 1 ]; then
+      log "round $r/$ROUNDS: PyTorch 2 DDP (gloo), $NP ranks, bf16_compress_hook"
+      torch2_ddp "torch2_bf16_$r" --grad-dtype bf16
+    fi
+  fi
   log "round $r/$ROUNDS: atoll DDP, $NP ranks, --bucket-mb $NO_OVERLAP_MB (one bucket after backward)"
   atoll_run "atoll_noovl_$r" $NP "${BIG[@]}" --bucket-mb $NO_OVERLAP_MB
   if [ "$SINGLE" = 1 ]; then
@@ -147,7 +183,7 @@ GIT_REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 GIT_MODIFIED=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -c . || true)
 TORCH_PKG=$(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || true)
 "$PY" - "$TMP" "$RESULTS" rounds="$ROUNDS" steps="$STEPS" skip="$SKIP" mem_rounds="$MEM_ROUNDS" \
-  mem_steps="$MEM_STEPS" quick="$QUICK" single="$SINGLE" L=$L H=$H C=$C T=$T B=$B V=$V NP=$NP \
+  mem_steps="$MEM_STEPS" quick="$QUICK" single="$SINGLE" torch2="$TORCH2" grad_bf16="$GRAD_BF16" L=$L H=$H C=$C T=$T B=$B V=$V NP=$NP \
   ML=$ML MH=$MH MC=$MC MT=$MT MB=$MB MNP=$MNP BL=$BL BH=$BH BC=$BC overlap_mb=$OVERLAP_MB \
   no_overlap_mb=$NO_OVERLAP_MB small_seg=$SMALL_SEG small_window=$SMALL_WINDOW cpu="$CPU_MODEL" cores="$(nproc)" mpi="$MPI_VERSION" git="$GIT_REV" \
   git_modified="$GIT_MODIFIED" load_start="$LOAD_START" load_end="$LOAD_END" torch_pkg="$TORCH_PKG" <<'EOF'
@@ -158,6 +194,7 @@ kv = dict(a.split("=", 1) for a in sys.argv[3:])
 n = {k: int(v) for k, v in kv.items() if v.lstrip("-").isdigit()}
 rounds, steps, skip, mem_rounds, mem_steps = n["rounds"], n["steps"], n["skip"], n["mem_rounds"], n["mem_steps"]
 quick, single = n["quick"] == 1, n["single"] == 1
+torch2, grad_bf16 = n["torch2"] == 1, n["grad_bf16"] == 1
 L, H, C, T, B, V, NP = (n[k] for k in ("L", "H", "C", "T", "B", "V", "NP"))
 ML, MH, MC, MT, MB, MNP = (n[k] for k in ("ML", "MH", "MC", "MT", "MB", "MNP"))
 BL, BH, BC = n["BL"], n["BH"], n["BC"]
@@ -234,9 +271,29 @@ if single:
     rows["torch_single"] = torch_row(tS, "PyTorch, one process", 1)
     rows["atoll_ddp"]["scaling_efficiency"] = rows["atoll_ddp"]["tokens_per_second"] / (NP * rows["atoll_single"]["tokens_per_second"])
     rows["torch_ddp"]["scaling_efficiency"] = rows["torch_ddp"]["tokens_per_second"] / (NP * rows["torch_single"]["tokens_per_second"])
+# extra rows: atoll with bf16 gradients on the wire, PyTorch 2.x DDP (fp32, bf16 hook)
+ab = [load(f"atoll_bf16_{r}.json") for r in R] if grad_bf16 else []
+t2 = [load(f"torch2_ddp_{r}.json") for r in R] if torch2 else []
+t2b = [load(f"torch2_bf16_{r}.json") for r in R] if torch2 and grad_bf16 else []
+for x in ab:
+    assert x["world_size"] == NP and x["config"]["grad-dtype"] == "bf16"
+for x in t2 + t2b:
+    assert x["world_size"] == NP and x["weights_identical"] and x["params"] == ad[0]["params"]
+if ab:
+    rows["atoll_ddp_bf16"] = atoll_row(ab, "atoll DDP, --grad-dtype bf16", NP, "atoll_bf16")
+    rows["atoll_ddp_bf16"]["bytes_sent_per_step_per_rank"] = max(ab[0]["bytes_sent_per_step_per_rank"])
+    rows["atoll_ddp"]["bytes_sent_per_step_per_rank"] = max(ad[0]["bytes_sent_per_step_per_rank"])
+if t2:
+    v2 = t2[0]["torch_version"]
+    rows["torch2_ddp"] = torch_row(t2, f"PyTorch {v2} DDP (gloo, SDPA)", NP)
+    rows["torch2_ddp"]["bucket_cap_mb"] = t2[0]["bucket_cap_mb"]
+if t2b:
+    rows["torch2_ddp_bf16"] = torch_row(t2b, f"PyTorch {t2b[0]['torch_version']} DDP (gloo, SDPA), bf16_compress_hook", NP)
 tdb = rows["torch_ddp"]["tokens_per_second"]
 for row in rows.values():
     row["ratio_vs_pytorch_ddp"] = row["tokens_per_second"] / tdb
+    if t2:
+        row["ratio_vs_pytorch2_ddp"] = row["tokens_per_second"] / rows["torch2_ddp"]["tokens_per_second"]
 ratio = rows["atoll_ddp"]["ratio_vs_pytorch_ddp"]
 ratio_rounds = [a["tokens_per_second"] / t["tokens_per_second"] for a, t in zip(ad, td)]
 ratio_fastest = rows["atoll_ddp"]["fastest_step_tokens_per_second"] / rows["torch_ddp"]["fastest_step_tokens_per_second"]
@@ -352,7 +409,7 @@ md.append(f"**(b) 2-rank DDP throughput.** {noise}Model L={L}, H={H}, C={C}, T={
 md.append("")
 md.append("| peer | ranks x threads | tokens/s | ratio vs PyTorch DDP | median step s | comm wait / step s | scaling vs 1 process | tokens/s, fastest step | peak RSS / rank MiB |")
 md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-for key in ("atoll_ddp", "torch_ddp", "atoll_single", "torch_single"):
+for key in ("atoll_ddp", "torch_ddp", "atoll_ddp_bf16", "torch2_ddp", "torch2_ddp_bf16", "atoll_single", "torch_single"):
     if key not in rows:
         continue
     x = rows[key]
@@ -367,6 +424,21 @@ md.append(f"atoll / PyTorch DDP: **{ratio:.2f}x** (target >= 1.5x: {'met' if rat
           + ", ".join(f"{x:.2f}x" for x in ratio_rounds) + f"; at each run's fastest step: {ratio_fastest:.2f}x. "
           "atoll buckets 4 MiB, PyTorch "
           f"bucket_cap_mb {td[0]['bucket_cap_mb']:g} (its default). Scaling = DDP tokens/s / ({NP} x one process's).")
+extra = []
+if t2:
+    extra.append(f"atoll DDP / PyTorch {rows['torch2_ddp']['peer'].split()[1]} DDP: "
+                 f"**{rows['atoll_ddp']['ratio_vs_pytorch2_ddp']:.2f}x** (per round: "
+                 + ", ".join(f"{a['tokens_per_second'] / t['tokens_per_second']:.2f}x" for a, t in zip(ad, t2)) + ")")
+if ab:
+    extra.append(f"--grad-dtype bf16 sends {rows['atoll_ddp_bf16']['bytes_sent_per_step_per_rank'] / 1e6:.1f} MB per step "
+                 f"per rank against fp32's {rows['atoll_ddp']['bytes_sent_per_step_per_rank'] / 1e6:.1f} MB; its tokens/s "
+                 f"over fp32 gradients: {rows['atoll_ddp_bf16']['tokens_per_second'] / rows['atoll_ddp']['tokens_per_second']:.2f}x")
+if ab and t2b:
+    extra.append(f"bf16 gradients, atoll / PyTorch 2 with bf16_compress_hook: "
+                 f"**{rows['atoll_ddp_bf16']['tokens_per_second'] / rows['torch2_ddp_bf16']['tokens_per_second']:.2f}x**")
+if extra:
+    md.append("")
+    md.append("; ".join(extra) + ".")
 md.append("")
 md.append(f"**(c) Peak memory per rank, ZeRO stages 0-3 at N = {MNP}.** {noise}Model L={ML}, H={MH}, C={MC}, T={MT}, batch {MB}: "
           f"P = {P} parameters (16 P = {16 * P / MiB:.1f} MiB); {mem_steps} steps; `train_peak_rss_bytes_per_rank` "
@@ -425,6 +497,7 @@ out = {
                              "ranks": NP, "params": ad[0]["params"]},
                    "rows": rows, "ratio_atoll_vs_pytorch_ddp": ratio, "ratio_rounds": ratio_rounds,
                    "ratio_fastest_step": ratio_fastest,
+                   "ratio_atoll_vs_pytorch2_ddp": rows["atoll_ddp"].get("ratio_vs_pytorch2_ddp"),
                    "target_ratio_at_least_1.5": ratio >= 1.5},
     "memory": {"model": {"layers": ML, "heads": MH, "dim": MC, "context": MT, "batch": MB, "vocab": V},
                "baseline_model": {"layers": BL, "heads": BH, "dim": BC}, **memory},

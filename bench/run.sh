@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # atoll against PyTorch on the same GPT, in one run, at both precisions (bench/README.md).
 #
-#   bench/run.sh [--quick] [--rounds N] [--steps N] [--threads N] [--shapes "bench gpt2 tiny"]
-#                [--results FILE] [--keep]
+#   bench/run.sh [--quick] [--rounds N] [--steps N] [--gpt2-steps N] [--threads N]
+#                [--shapes "bench gpt2 tiny"] [--results FILE] [--keep]
 #
 # Shapes: bench (L6 H6 C384 T256 B8 V256), gpt2 (GPT-2 124M: L12 H12 C768 V50257 at
 # T256 B8), tiny (L4 H4 C128 T256 B8 V256). Peers at each shape, every one on the same
@@ -13,7 +13,8 @@
 # precision (build/bench_engines: OpenBLAS, oneDNN, BLIS sgemm; oneDNN bf16).
 # N interleaved rounds (each round runs every peer once, so a shared machine slows all
 # alike); medians over steps after the first 3, then over rounds. Writes bench/results.json
-# and prints a Markdown table per shape on stdout (progress on stderr).
+# and prints a Markdown table per shape on stdout (progress on stderr). The gpt2 shape runs
+# --gpt2-steps (default 8: a step is about 1.5 TFLOP, tens of seconds on 2 cores).
 # --quick: 1 round, 5 steps, gpt2 at batch 1: a smoke run, not a result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,7 @@ ROOT=$(pwd)
 
 ROUNDS=3
 STEPS=20
+GPT2_STEPS=8
 THREADS=$(nproc)
 SHAPES="bench gpt2 tiny"
 RESULTS="$ROOT/bench/results.json"
@@ -28,12 +30,13 @@ KEEP=0
 QUICK=0
 PY1=/usr/bin/python3
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) QUICK=1; ROUNDS=1; STEPS=5 ;;
+    --quick) QUICK=1; ROUNDS=1; STEPS=5; GPT2_STEPS=5 ;;
     --rounds) ROUNDS="$2"; shift ;;
     --steps) STEPS="$2"; shift ;;
+    --gpt2-steps) GPT2_STEPS="$2"; shift ;;
     --threads) THREADS="$2"; shift ;;
     --shapes) SHAPES="$2"; shift ;;
     --results) RESULTS="$2"; shift ;;
@@ -43,9 +46,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ROUNDS$STEPS$THREADS" in *[!0-9]*|"") echo "run.sh: --rounds, --steps and --threads take integers" >&2; exit 2 ;; esac
-if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ] || [ "$THREADS" -lt 1 ]; then
-  echo "run.sh: need --rounds >= 1, --steps >= 5 (the first 3 steps are warm-up), --threads >= 1" >&2; exit 2
+case "$ROUNDS$STEPS$GPT2_STEPS$THREADS" in *[!0-9]*|"") echo "run.sh: --rounds, --steps, --gpt2-steps and --threads take integers" >&2; exit 2 ;; esac
+if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ] || [ "$GPT2_STEPS" -lt 5 ] || [ "$THREADS" -lt 1 ]; then
+  echo "run.sh: need --rounds >= 1, --steps and --gpt2-steps >= 5 (the first 3 steps are warm-up), --threads >= 1" >&2; exit 2
 fi
 for s in $SHAPES; do
   case "$s" in bench|gpt2|tiny) ;; *) echo "run.sh: --shapes: unknown shape '$s' (known: bench gpt2 tiny)" >&2; exit 2 ;; esac
@@ -85,12 +88,16 @@ ATOLL_BF16=1
 build/atoll train --layers 1 --heads 1 --dim 8 --context 8 --batch 1 --steps 1 --eval-every 0 --save-every 0 \
   --precision bf16 --data "$TMP/data" --out "$TMP/probe" >/dev/null 2>"$TMP/probe.err" || { ATOLL_BF16=0; log "atoll bf16 left out: $(tail -1 "$TMP/probe.err")"; }
 
+shape_steps() { if [ "$1" = gpt2 ]; then echo "$GPT2_STEPS"; else echo "$STEPS"; fi; }
+
 run_peer() { # round shape peer L H C T B V
   local r=$1 shape=$2 peer=$3 L=$4 H=$5 C=$6 T=$7 B=$8 V=$9 out="$TMP/${2}_${3}_$1.json"
+  local steps
+  steps=$(shape_steps "$shape")
   case "$peer" in
     atoll_fp32|atoll_bf16)
       build/atoll train --layers $L --heads $H --dim $C --context $T --vocab $V --batch $B --threads $THREADS \
-        --precision "${peer#atoll_}" --steps "$STEPS" --warmup 2 --eval-every 0 --save-every 0 \
+        --precision "${peer#atoll_}" --steps "$steps" --warmup 2 --eval-every 0 --save-every 0 \
         --data "$TMP/data" --out "$TMP/run_${shape}_${peer}_$r" >"$TMP/${shape}_${peer}_$r.log" 2>&1 \
         || { tail -5 "$TMP/${shape}_${peer}_$r.log" >&2; return 1; }
       cp "$TMP/run_${shape}_${peer}_$r/summary.json" "$out"; rm -rf "$TMP/run_${shape}_${peer}_$r" ;;
@@ -103,7 +110,7 @@ run_peer() { # round shape peer L H C T B V
         torch2_compile_fp32) extra=(--attention sdpa --compile) ;;
         torch2_compile_bf16) extra=(--attention sdpa --compile --precision bf16) ;;
       esac
-      "$py" bench/torch_gpt.py --threads $THREADS --steps "$STEPS" --layers $L --heads $H --dim $C --context $T \
+      "$py" bench/torch_gpt.py --threads $THREADS --steps "$steps" --layers $L --heads $H --dim $C --context $T \
         --batch $B --vocab $V "${extra[@]}" >"$out" 2>"$TMP/${shape}_${peer}_$r.log" \
         || { tail -5 "$TMP/${shape}_${peer}_$r.log" >&2; return 1; } ;;
   esac
@@ -113,7 +120,7 @@ PEERS="atoll_fp32"
 [ $ATOLL_BF16 = 1 ] && PEERS="$PEERS atoll_bf16"
 [ $HAVE1 = 1 ] && PEERS="$PEERS torch1_fp32"
 [ $HAVE2 = 1 ] && PEERS="$PEERS torch2_eager_fp32 torch2_eager_bf16 torch2_compile_fp32 torch2_compile_bf16"
-log "rounds $ROUNDS, steps $STEPS, threads $THREADS, shapes: $SHAPES; peers: $PEERS"
+log "rounds $ROUNDS, steps $STEPS (gpt2: $GPT2_STEPS), threads $THREADS, shapes: $SHAPES; peers: $PEERS"
 
 for r in $(seq 1 "$ROUNDS"); do
   log "round $r/$ROUNDS: matrix engines"
@@ -131,10 +138,10 @@ done
 CPU_MODEL=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 T1=$([ $HAVE1 = 1 ] && "$PY1" -c "import torch; print(torch.__version__)" || echo none)
 T2=$([ $HAVE2 = 1 ] && "$PY2" -c "import torch; print(torch.__version__)" || echo none)
-/usr/bin/python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$QUICK" "$T1" "$T2" "$SHAPES" "$PEERS" <<'PYEOF'
+/usr/bin/python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$QUICK" "$T1" "$T2" "$SHAPES" "$PEERS" "$GPT2_STEPS" <<'PYEOF'
 import datetime, json, os, statistics, sys
-tmp, results, rounds, steps, threads, cpu, quick, t1, t2, shapes, peers = sys.argv[1:12]
-rounds, steps, threads, quick = int(rounds), int(steps), int(threads), quick == "1"
+tmp, results, rounds, steps, threads, cpu, quick, t1, t2, shapes, peers, gpt2_steps = sys.argv[1:13]
+rounds, steps, threads, quick, gpt2_steps = int(rounds), int(steps), int(threads), quick == "1", int(gpt2_steps)
 shapes, peers = shapes.split(), peers.split()
 med = statistics.median
 dims = {"bench": (6, 6, 384, 256, 8, 256), "gpt2": (12, 12, 768, 256, 1 if quick else 8, 50257), "tiny": (4, 4, 128, 256, 8, 256)}
@@ -153,8 +160,9 @@ labels = {"atoll_fp32": "atoll fp32", "atoll_bf16": "atoll bf16", "torch1_fp32":
           "torch2_compile_fp32": f"PyTorch {t2} compile fp32", "torch2_compile_bf16": f"PyTorch {t2} compile bf16 autocast"}
 out = {"quick": quick, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "cpu_model": cpu,
        "cpu_features": eng[0]["features"], "openblas_core": eng[0]["openblas_core"], "threads": threads,
-       "rounds": rounds, "steps": steps, "torch1": t1, "torch2": t2, "engines": engines, "peak_gflops": peak, "shapes": {}}
+       "rounds": rounds, "steps": steps, "gpt2_steps": gpt2_steps, "torch1": t1, "torch2": t2, "engines": engines, "peak_gflops": peak, "shapes": {}}
 md = [f"Run {out['date']} on {cpu} ({eng[0]['features']}), {threads} threads; {rounds} interleaved round(s), {steps} steps per run"
+      + (f" ({gpt2_steps} at gpt2)" if "gpt2" in shapes else "")
       + (" — QUICK SMOKE RUN, not a benchmark result" if quick else "") + ".", "",
       "Matrix engine peaks (square 2048, GFLOP/s; model shapes in brackets): "
       + ", ".join(f"{e} {v['square_gflops']:.0f} [{v['model_shapes_gflops']:.0f}]" for e, v in engines.items()), ""]
@@ -195,7 +203,8 @@ for s in shapes:
         if p in rows and rows[p]["fraction_of_peak"] is not None:
             targets[f"{p}_at_least_70pct_of_peak"] = rows[p]["fraction_of_peak"] >= 0.7
     md += ["", "Targets: " + (", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in targets.items()) or "none measurable"), ""]
-    out["shapes"][s] = {"dims": dict(zip("L H C T B V".split(), dims[s])), "flops_per_token": fpt, "peers": rows,
+    out["shapes"][s] = {"dims": dict(zip("L H C T B V".split(), dims[s])), "flops_per_token": fpt,
+                        "steps": gpt2_steps if s == "gpt2" else steps, "peers": rows,
                         "reference": ref, "targets": targets}
 failed = sorted(f for f in os.listdir(tmp) if f.endswith(".failed"))
 if failed:

@@ -1,9 +1,16 @@
 #!/usr/bin/python3
 """PyTorch DDP peer for bench/dp_run.sh: bench/torch_gpt.py's model on N processes (gloo).
 
-usage: /usr/bin/python3 bench/torch_ddp.py [--world 2] [--threads 1] [--steps S] [--layers 6]
+usage: PYTHON bench/torch_ddp.py [--world 2] [--threads 1] [--steps S] [--layers 6]
            [--heads 6] [--dim 384] [--context 256] [--batch 8] [--vocab 256]
-           [--bucket-cap-mb 25] [--timeout 600]
+           [--bucket-cap-mb 25] [--timeout 600] [--attention manual|sdpa]
+           [--grad-dtype fp32|bf16]
+
+PYTHON is Debian's /usr/bin/python3 (torch 1.13) or a PyPI venv's (torch 2.x,
+scripts/venv.sh). --attention sdpa (F.scaled_dot_product_attention) needs torch 2.
+--grad-dtype bf16 registers DDP's bf16_compress_hook (gradient buckets cast to bfloat16,
+all-reduced, cast back and divided by the world size; PyTorch's counterpart of atoll's
+--grad-dtype bf16); torch 1.13 refuses it on gloo (it asks for CUDA and NCCL), 2.x runs it.
 
 Launches --world processes on this machine itself (subprocesses of this script, joined
 through torch.distributed's TCP store on 127.0.0.1 and a free port) and trains
@@ -50,6 +57,10 @@ def parse():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0,
                     help="DDP gradient bucket size in MiB (25 is torch's default)")
+    ap.add_argument("--attention", choices=("manual", "sdpa"), default="manual",
+                    help="attention: masked softmax (manual) or F.scaled_dot_product_attention (torch 2)")
+    ap.add_argument("--grad-dtype", choices=("fp32", "bf16"), default="fp32",
+                    help="gradients on the wire: fp32, or bf16 (DDP's bf16_compress_hook)")
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="seconds before the launcher ends a run that has not finished")
     # internal: set by the launcher for each worker
@@ -97,13 +108,16 @@ def worker(args):
                             rank=rank, world_size=world)
     torch.manual_seed(args.seed)  # same weights on every rank (DDP broadcasts rank 0's anyway)
     L, NH, C, T, B, V = args.layers, args.heads, args.dim, args.context, args.batch, args.vocab
-    model = GPT(L, NH, C, T, V)
+    model = GPT(L, NH, C, T, V, attention=args.attention)
     # The only buffer is the constant causal mask (bool, which gloo cannot broadcast), the
     # same on every rank: DDP leaves it out of its initial sync and of every forward.
     torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
         model, ["mask"])
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb,
                                                     broadcast_buffers=False)
+    if args.grad_dtype == "bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
     params = list(model.parameters())
     decay = [p for p in params if p.dim() == 2]
     no_decay = [p for p in params if p.dim() != 2]
@@ -112,7 +126,7 @@ def worker(args):
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     nparams = sum(p.numel() for p in params)
     if rank == 0:
-        print(f"torch_ddp: torch {torch.__version__}, gloo, {world} ranks x {torch.get_num_threads()} "
+        print(f"torch_ddp: torch {torch.__version__}, gloo, {args.grad_dtype} gradients, {args.attention} attention, {world} ranks x {torch.get_num_threads()} "
               f"thread(s), {nparams} parameters, B={B} per rank, T={T}, {args.steps} steps",
               file=sys.stderr)
 
@@ -213,6 +227,8 @@ def launch(args):
         "threads_requested": args.threads,
         "interop_threads": r0["interop_threads"],
         "bucket_cap_mb": args.bucket_cap_mb,
+        "grad_dtype": args.grad_dtype,
+        "attention": args.attention,
         "params": r0["params"],
         "shape": {"layers": args.layers, "heads": args.heads, "dim": args.dim,
                   "context": args.context, "batch": args.batch, "vocab": args.vocab},

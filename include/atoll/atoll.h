@@ -107,6 +107,7 @@ typedef struct {
   int init_optim;           /* 1: also its AdamW moments */
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
   char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
+  char grad_dtype[8];       /* data-parallel gradient traffic: "fp32" or "bf16" (sums stay fp32) */
   /* islands as separate jobs (docs/islands.md, src/parallel/islands_net.c) */
   char join[256];            /* the coordinator's endpoint; "": islands inside this job */
   char island_key[1024];     /* this island's secret key file (atoll keys) */

@@ -94,11 +94,25 @@ int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_
 
 typedef struct atoll_req atoll_req;
 
+/* What a reducing ring puts on the wire (ring.c). fp32: the floats as they are.
+ * bf16 (--grad-dtype bf16): every hop sends the sender's fp32 partial sum rounded to
+ * bfloat16 (round to nearest even; NaN stays NaN), the receiver widens it and adds in
+ * fp32; the rank that owns a slice rounds its final sum to bf16 in place, so the
+ * all-gather half of an all-reduce carries those bf16 values exactly and every rank
+ * ends with bit-identical, bf16-valued floats in its fp32 buffer; a reduce-scatter
+ * leaves the same bf16-valued sum on its owner. Half the bytes of fp32 on the wire. */
+typedef enum { ATOLL_WIRE_FP32, ATOLL_WIRE_BF16 } atoll_wire;
+
 /* Each starts a ring over buf[0, count) and returns a request; counts/displs as above
  * (may be NULL for an even split; they are copied). */
 atoll_req *atoll_iallreduce(atoll_comm *c, float *buf, size_t count, const size_t *counts);
 atoll_req *atoll_ireduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t *counts);
 atoll_req *atoll_iallgather(atoll_comm *c, float *buf, size_t count, const size_t *counts);
+/* The reducing rings with a chosen wire type (the ones above are ATOLL_WIRE_FP32). */
+atoll_req *atoll_iallreduce_wire(atoll_comm *c, float *buf, size_t count, const size_t *counts,
+                                 atoll_wire wire);
+atoll_req *atoll_ireduce_scatter_wire(atoll_comm *c, float *buf, size_t count, const size_t *counts,
+                                      atoll_wire wire);
 /* Advances the request as far as it can without blocking; returns 1 when done (the
  * request is still freed by atoll_req_wait, which then returns at once). */
 int atoll_req_test(atoll_req *r);

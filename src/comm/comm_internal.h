@@ -39,7 +39,8 @@ struct atoll_comm {
 
 typedef struct {
   MPI_Request send, recv;
-  int slot; /* scratch slot of a reduce receive, -1 otherwise */
+  int slot; /* scratch slot of a reduce receive (any receive on a bf16 wire), -1 otherwise */
+  int reduce, last; /* a reduce-step's receive; the last one (the slice this rank owns) */
   size_t off, n; /* received segment: buf[off, off + n) */
 } atoll_unit;
 
@@ -57,8 +58,11 @@ struct atoll_req {
   size_t nunits, next, oldest; /* units posted: [oldest, next) */
   int window;
   atoll_unit units[ATOLL_MAX_WINDOW];
-  float *scratch;   /* window * seg_cap floats */
+  float *scratch;   /* (window + 1) * seg_cap floats (fp32 wire, reduce steps) */
   size_t seg_cap;
+  int bf16;         /* ATOLL_WIRE_BF16: every message is bf16 */
+  uint16_t *wire_recv; /* bf16: (window + 1) * seg_cap receive slots, every step */
+  uint16_t *wire_send; /* bf16: window * seg_cap send slots (slot = unit mod window) */
   int done;
   int p2p;          /* a single message (atoll_isend / atoll_irecv): preq */
   MPI_Request preq;

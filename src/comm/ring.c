@@ -44,13 +44,41 @@
  *                    every slice but r+1). Even split: about 2 (N-1)/N of the range.
  *   reduce-scatter   4 * (count - counts[r])
  *   all-gather       4 * (count - counts[(r+1) mod N])
- */
+ *
+ * ---------------------------------------------------------------- bf16 wire ---
+ * With ATOLL_WIRE_BF16 (all-reduce and reduce-scatter only) the schedule and the
+ * order of additions are the same; what changes is the message: a unit's send
+ * segment is rounded to bfloat16 (round to nearest even) into a send slot, a receive
+ * lands in a bf16 slot and is widened on retiring (reduce-step: buf[c] = buf[c] +
+ * widen(recv); gather-step: buf[c] = widen(recv)). On retiring the last reduce-step
+ * (the slice this rank owns, now summed) the rank rounds that segment to bf16 in
+ * place, so it holds exactly what it will send and what a reduce-scatter leaves. Per
+ * element of slice c: acc = x[c+1]; acc = x[c+j] + widen(bf16(acc)) for j = 2..N;
+ * result = widen(bf16(acc)). The formulas above hold with 2 bytes in place of 4. */
 #include "comm/comm_internal.h"
 #include "core/clock.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* float -> bfloat16, round to nearest even; a NaN stays a (quiet) NaN, Inf stays Inf. */
+static inline uint16_t to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  uint32_t quiet = (x >> 16) | 0x40u; /* a NaN: keep sign and payload top, make it quiet */
+  /* a select, not a branch, so that the loops over segments vectorize */
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+static inline float from_bf16(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
 
 void atoll_slices(size_t count, int size, const size_t *counts, size_t *counts_out,
                   size_t *displs_out) {
@@ -90,12 +118,18 @@ static void post_unit(atoll_req *q, size_t u) {
   un->send = MPI_REQUEST_NULL;
   un->recv = MPI_REQUEST_NULL;
   un->slot = -1;
+  un->reduce = reduce;
+  un->last = reduce && step == N - 2;
   size_t off, n;
   segment(q, recv_slice, k, &off, &n);
   un->off = off;
   un->n = n;
   int left = mod(r - 1, N), right = mod(r + 1, N);
-  if (n > 0) {
+  if (n > 0 && q->bf16) {
+    un->slot = (int)(u % (size_t)(q->window + 1));
+    MPI_Irecv(q->wire_recv + (size_t)un->slot * q->seg_cap, (int)n, MPI_UINT16_T, left, q->tag, c->comm,
+              &un->recv);
+  } else if (n > 0) {
     float *dst = q->buf + off;
     if (reduce) {
       un->slot = (int)(u % (size_t)(q->window + 1));
@@ -104,7 +138,13 @@ static void post_unit(atoll_req *q, size_t u) {
     MPI_Irecv(dst, (int)n, MPI_FLOAT, left, q->tag, c->comm, &un->recv);
   }
   segment(q, send_slice, k, &off, &n);
-  if (n > 0) {
+  if (n > 0 && q->bf16) {
+    uint16_t *w = q->wire_send + (u % (size_t)q->window) * q->seg_cap;
+    const float *src = q->buf + off;
+    for (size_t i = 0; i < n; i++) w[i] = to_bf16(src[i]);
+    MPI_Isend(w, (int)n, MPI_UINT16_T, right, q->tag, c->comm, &un->send);
+    c->stats.bytes_sent[q->op] += (uint64_t)n * sizeof(uint16_t);
+  } else if (n > 0) {
     MPI_Isend(q->buf + off, (int)n, MPI_FLOAT, right, q->tag, c->comm, &un->send);
     c->stats.bytes_sent[q->op] += (uint64_t)n * sizeof(float);
   }
@@ -114,8 +154,26 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] = dst[i] + src[i];
 }
 
+/* A retired unit's received segment, on a bf16 wire: widened and added (reduce-step),
+ * rounded in place when it completes the slice this rank owns, or widened into place
+ * (gather-step). */
+static void land_bf16(atoll_req *q, const atoll_unit *un) {
+  const uint16_t *src = q->wire_recv + (size_t)un->slot * q->seg_cap;
+  float *restrict dst = q->buf + un->off;
+  size_t n = un->n;
+  if (!un->reduce) {
+    for (size_t i = 0; i < n; i++) dst[i] = from_bf16(src[i]);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) dst[i] = dst[i] + from_bf16(src[i]);
+  if (un->last)
+    for (size_t i = 0; i < n; i++) dst[i] = from_bf16(to_bf16(dst[i]));
+}
+
 static void req_free(atoll_req *q) {
   if (!q) return;
+  free(q->wire_recv);
+  free(q->wire_send);
   free(q->scratch);
   free(q->counts);
   free(q);
@@ -132,7 +190,7 @@ static void post_ready(atoll_req *q, size_t pending) {
 }
 
 static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t count,
-                             const size_t *counts) {
+                             const size_t *counts, atoll_wire wire) {
   int N = c->size;
   c->stats.calls[op]++;
   atoll_req *q = calloc(1, sizeof *q);
@@ -146,6 +204,7 @@ static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t coun
   q->counts = cd;
   q->displs = cd + N;
   q->tag = atoll_comm_next_tag(c);
+  q->bf16 = wire == ATOLL_WIRE_BF16;
   if (counts) {
     size_t sum = 0;
     for (int i = 0; i < N; i++) sum += counts[i];
@@ -171,7 +230,12 @@ static atoll_req *ring_start(atoll_comm *c, atoll_op op, float *buf, size_t coun
   q->first_step = op == ATOLL_OP_ALLGATHER ? N - 1 : 0;
   q->nsteps = op == ATOLL_OP_ALLREDUCE ? 2 * (N - 1) : N - 1;
   q->nunits = (size_t)q->nsteps * q->nseg;
-  if (op != ATOLL_OP_ALLGATHER) {
+  if (q->bf16) {
+    q->wire_recv = malloc((size_t)(q->window + 1) * q->seg_cap * sizeof(uint16_t));
+    q->wire_send = malloc((size_t)q->window * q->seg_cap * sizeof(uint16_t));
+    if (!q->wire_recv || !q->wire_send)
+      atoll_comm_usage_fail(c, atoll_op_name(op), "out of memory for the bf16 wire buffers");
+  } else if (op != ATOLL_OP_ALLGATHER) {
     q->scratch = malloc((size_t)(q->window + 1) * q->seg_cap * sizeof(float));
     if (!q->scratch)
       atoll_comm_usage_fail(c, atoll_op_name(op), "out of memory for the receive buffer");
@@ -203,7 +267,9 @@ int atoll_req_test(atoll_req *q) {
     /* Hand the peer its next messages before adding, so that its copy overlaps our
      * addition; the unit that needs this very segment waits for the add. */
     post_ready(q, u);
-    if (done.slot >= 0)
+    if (done.slot >= 0 && q->bf16)
+      land_bf16(q, &done);
+    else if (done.slot >= 0)
       add_into(q->buf + done.off, q->scratch + (size_t)done.slot * q->seg_cap, done.n);
     post_ready(q, SIZE_MAX);
     if (q->oldest == q->nunits) q->done = 1;
@@ -228,15 +294,25 @@ void atoll_req_wait(atoll_req *q) {
 }
 
 atoll_req *atoll_iallreduce(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  return ring_start(c, ATOLL_OP_ALLREDUCE, buf, count, counts);
+  return ring_start(c, ATOLL_OP_ALLREDUCE, buf, count, counts, ATOLL_WIRE_FP32);
 }
 
 atoll_req *atoll_ireduce_scatter(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  return ring_start(c, ATOLL_OP_REDUCE_SCATTER, buf, count, counts);
+  return ring_start(c, ATOLL_OP_REDUCE_SCATTER, buf, count, counts, ATOLL_WIRE_FP32);
 }
 
 atoll_req *atoll_iallgather(atoll_comm *c, float *buf, size_t count, const size_t *counts) {
-  return ring_start(c, ATOLL_OP_ALLGATHER, buf, count, counts);
+  return ring_start(c, ATOLL_OP_ALLGATHER, buf, count, counts, ATOLL_WIRE_FP32);
+}
+
+atoll_req *atoll_iallreduce_wire(atoll_comm *c, float *buf, size_t count, const size_t *counts,
+                                 atoll_wire wire) {
+  return ring_start(c, ATOLL_OP_ALLREDUCE, buf, count, counts, wire);
+}
+
+atoll_req *atoll_ireduce_scatter_wire(atoll_comm *c, float *buf, size_t count, const size_t *counts,
+                                      atoll_wire wire) {
+  return ring_start(c, ATOLL_OP_REDUCE_SCATTER, buf, count, counts, wire);
 }
 
 void atoll_allreduce(atoll_comm *c, float *buf, size_t count) {

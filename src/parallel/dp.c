@@ -25,6 +25,7 @@ struct atoll_dp {
   const atoll_layout *lay;
   int zero_stage, rank, size;
   size_t nparams, bucket_floats;
+  atoll_wire grad_wire; /* what the gradient rings send */
   float *params, *grads;
   int last_micro;
   /* gradient buckets: [pending_begin, pending_end) is final but not yet sent */
@@ -100,8 +101,8 @@ static void launch_bucket(atoll_dp *dp) {
   inflight *f = &dp->grad_reqs[dp->ngrad_reqs++];
   f->begin = b;
   f->end = e;
-  f->req = dp->zero_stage == 0 ? atoll_iallreduce(dp->comm, dp->grads + b, e - b, dp->counts)
-                          : atoll_ireduce_scatter(dp->comm, dp->grads + b, e - b, dp->counts);
+  f->req = dp->zero_stage == 0 ? atoll_iallreduce_wire(dp->comm, dp->grads + b, e - b, dp->counts, dp->grad_wire)
+                          : atoll_ireduce_scatter_wire(dp->comm, dp->grads + b, e - b, dp->counts, dp->grad_wire);
 }
 
 static void poll_grads(atoll_dp *dp) {
@@ -346,6 +347,8 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, atoll_comm *i
 }
 
 atoll_strategy *atoll_dp_strategy(atoll_dp *dp) { return dp ? &dp->base : NULL; }
+
+void atoll_dp_set_grad_wire(atoll_dp *dp, atoll_wire wire) { dp->grad_wire = wire; }
 
 void atoll_dp_defer(atoll_dp *dp, size_t begin, size_t end) {
   dp->has_deferred = 1;

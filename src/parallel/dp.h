@@ -37,6 +37,11 @@ typedef struct atoll_dp atoll_dp;
  * atoll_dp_release_weights. */
 int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *dp, atoll_comm *island, int zero_stage,
                     size_t bucket_floats, atoll_err *err);
+/* What the gradient reduction (all-reduce at stage 0, reduce-scatter at 1-3) puts on
+ * the wire (comm.h: atoll_wire); ATOLL_WIRE_FP32 until set. With bf16 every stage
+ * leaves the same bf16-valued gradient sums, so DDP and ZeRO-1/2/3 stay
+ * bit-identical to each other. */
+void atoll_dp_set_grad_wire(atoll_dp *dp, atoll_wire wire);
 /* The object as a strategy (strategy.h); the list destroys it. */
 atoll_strategy *atoll_dp_strategy(atoll_dp *dp);
 

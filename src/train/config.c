@@ -103,6 +103,7 @@ static const key_spec KEYS[] = {
     {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
     {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
     {"precision", STR(precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},
+    {"grad-dtype", STR(grad_dtype), "data-parallel gradient traffic (DDP all-reduce, ZeRO reduce-scatter): fp32, or bf16 (half the bytes; each hop rounds its fp32 partial sum to bfloat16 and the receiver adds in fp32; the reduced gradient is bf16-valued and identical on every rank)"},
     {"join", STR(join), "islands as separate jobs: the coordinator's endpoint tcp://HOST:PORT (docs/islands.md)"},
     {"island-key", STR(island_key), "with --join: this island's secret key file (atoll keys --out DIR: DIR/key.secret)"},
     {"coordinator-key", STR(coordinator_key), "with --join: the coordinator's public key file (its key.pub)"},
@@ -157,6 +158,7 @@ void atoll_config_defaults(atoll_config *c) {
   snprintf(c->outer_dtype, sizeof c->outer_dtype, "fp32");
   snprintf(c->island_data, sizeof c->island_data, "iid");
   snprintf(c->precision, sizeof c->precision, "fp32");
+  snprintf(c->grad_dtype, sizeof c->grad_dtype, "fp32");
   c->net_streams = 4;
   c->net_timeout = 60.0f;
 }
@@ -316,6 +318,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->outer_dtype);
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
     return atoll_fail(err, "--precision: unknown '%s' (known: fp32, bf16)", c->precision);
+  if (strcmp(c->grad_dtype, "fp32") != 0 && strcmp(c->grad_dtype, "bf16") != 0)
+    return atoll_fail(err, "--grad-dtype: unknown '%s' (known: fp32, bf16)", c->grad_dtype);
   if (strcmp(c->schedule, "1f1b") != 0 && strcmp(c->schedule, "gpipe") != 0)
     return atoll_fail(err, "--schedule: unknown pipeline schedule '%s' (known: 1f1b, gpipe)", c->schedule);
   if (c->microbatches > 0 && c->accum != 1 && c->accum != c->microbatches)

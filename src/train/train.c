@@ -273,6 +273,9 @@ static void print_banner(const atoll_run *r) {
   if (mh->dp > 1)
     fprintf(stderr, ", %s%s", c->parallel,
             c->zero_stage ? (const char *[]){"", " + ZeRO-1", " + ZeRO-2", " + ZeRO-3"}[c->zero_stage] : "");
+  if (strcmp(c->grad_dtype, "fp32") != 0)
+    fprintf(stderr, mh->dp > 1 ? ", gradients %s on the wire" : ", --grad-dtype %s (one data-parallel rank: no effect)",
+            c->grad_dtype);
   if (mh->tp > 1) fprintf(stderr, ", tensor parallel %d", mh->tp);
   if (mh->pp > 1) fprintf(stderr, ", pipeline of %d pp_stages (%s%s)", mh->pp, r->chunks > 1 ? "interleaved " : "", c->schedule);
   if (c->islands > 1)

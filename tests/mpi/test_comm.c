@@ -251,6 +251,94 @@ static void test_scatter_gather(atoll_comm *w) {
   check_allgather(w, total, counts, 321);
 }
 
+/* ------------------------------------------------------------ bf16 wire --- */
+
+/* bfloat16 rounding computed another way than ring.c's bit trick: 8 significant bits
+ * by frexp/ldexp and rint (the default rounding mode: nearest, ties to even). Finite,
+ * normal inputs only (the test's values are multiples of 2^-22 below 64). */
+static float ref_bf16(float x) {
+  if (x == 0.0f) return x;
+  int e;
+  double m = frexp((double)x, &e);
+  return (float)ldexp(rint(ldexp(m, 8)), e - 8);
+}
+
+/* The documented bf16 ring: acc = x[c+1]; acc = x[c+j] + bf16(acc), j = 2..n; bf16(acc). */
+static float ring_sum_bf16(uint64_t seed, const int *wr, int n, int slice, size_t i) {
+  float acc = val(seed, wr[(slice + 1) % n], i);
+  for (int j = 2; j <= n; j++) acc = val(seed, wr[(slice + j) % n], i) + ref_bf16(acc);
+  return n > 1 ? ref_bf16(acc) : acc;
+}
+
+static size_t bad_sums_bf16(const float *buf, uint64_t seed, const int *wr, int n, int slice,
+                            size_t off, size_t cnt) {
+  size_t bad = 0;
+  for (size_t i = off; i < off + cnt; i++) {
+    double a, ref = ref_sum(seed, wr, n, i, &a);
+    float exact = ring_sum_bf16(seed, wr, n, slice, i);
+    if (memcmp(&exact, &buf[i], sizeof exact) != 0) bad++;
+    else if (fabs((double)buf[i] - ref) > n * 0.0079 * a + 1e-30) bad++; /* 2^-7 per rounding */
+  }
+  return bad;
+}
+
+/* all-reduce (reduce_scatter 0) or reduce-scatter on a bf16 wire: the documented
+ * order and roundings bit for bit, identical on every rank, half the fp32 bytes. */
+static void check_bf16(atoll_comm *w, int reduce_scatter, size_t count, const size_t *counts, uint64_t seed) {
+  int wr[64];
+  world_members(wr);
+  float *buf = malloc((count ? count : 1) * sizeof *buf);
+  for (size_t i = 0; i < count; i++) buf[i] = val(seed, R, i);
+  atoll_comm_reset_stats(w);
+  atoll_op op = reduce_scatter ? ATOLL_OP_REDUCE_SCATTER : ATOLL_OP_ALLREDUCE;
+  atoll_req *q = reduce_scatter ? atoll_ireduce_scatter_wire(w, buf, count, counts, ATOLL_WIRE_BF16)
+                                : atoll_iallreduce_wire(w, buf, count, counts, ATOLL_WIRE_BF16);
+  atoll_req_wait(q);
+  size_t cnt[64], dsp[64];
+  atoll_slices(count, N, counts, cnt, dsp);
+  size_t bad = 0;
+  for (int c = 0; c < N; c++)
+    if (!reduce_scatter || c == R) bad += bad_sums_bf16(buf, seed, wr, N, c, dsp[c], cnt[c]);
+  if (bad) fprintf(stderr, "rank %d: bf16 %s of %zu floats: %zu wrong\n", R, atoll_op_name(op), count, bad);
+  CHECK(bad == 0);
+  if (!reduce_scatter) CHECK(same_everywhere(fnv1a(buf, count * sizeof *buf)));
+  atoll_comm_stats st = atoll_comm_get_stats(w);
+  uint64_t expect = N == 1 ? 0 : 2 * (count - cnt[R]) + (reduce_scatter ? 0 : 2 * (count - cnt[(R + 1) % N]));
+  if (st.bytes_sent[op] != expect)
+    fprintf(stderr, "rank %d: bf16 %s of %zu floats sent %llu bytes, expected %llu\n", R, atoll_op_name(op), count,
+            (unsigned long long)st.bytes_sent[op], (unsigned long long)expect);
+  CHECK(st.bytes_sent[op] == expect);
+  CHECK(st.calls[op] == 1);
+  CHECK(expect_op_only(&st, op));
+  free(buf);
+}
+
+static void test_bf16_wire(atoll_comm *w) {
+  CHECK(ref_bf16(1.0f + 0x1p-8f) == 1.0f);                 /* a tie rounds to even */
+  CHECK(ref_bf16(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);   /* a tie rounds up to even */
+  const size_t sizes[] = {0, 1, (size_t)N - 1, 1000, 3 * 65536 + 5, (1u << 20) + 7};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    check_bf16(w, 0, sizes[k], NULL, 500 + k);
+    check_bf16(w, 1, sizes[k], NULL, 520 + k);
+  }
+  size_t counts[64], total = 0;
+  for (int i = 0; i < N; i++) total += counts[i] = i % 2 == 0 ? 0 : 1000 + 37 * (size_t)i;
+  check_bf16(w, 0, total, counts, 540);
+  check_bf16(w, 1, total, counts, 541);
+  total = 0;
+  for (int i = 0; i < N; i++) total += counts[i] = i == N - 1 ? 0 : 150000 + 12345 * (size_t)i;
+  check_bf16(w, 0, total, counts, 542);
+  check_bf16(w, 1, total, counts, 543);
+  /* a NaN or an Inf on one rank reaches every rank as such (never a finite value) */
+  float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  if (R == N - 1) v[2] = NAN;
+  if (R == 0) v[5] = INFINITY;
+  atoll_req_wait(atoll_iallreduce_wire(w, v, 8, NULL, ATOLL_WIRE_BF16));
+  CHECK(isnan(v[2]));
+  CHECK(N == 1 || (isinf(v[5]) && v[5] > 0));
+  CHECK(v[0] == (float)N);
+}
+
 /* ------------------------------------------------- requests in flight --- */
 
 static void test_inflight(atoll_comm *w) {
@@ -642,6 +730,7 @@ int main(int argc, char **argv) {
   test_slices();
   test_allreduce(w);
   test_scatter_gather(w);
+  test_bf16_wire(w);
   test_inflight(w);
   test_wait_seconds(w);
   test_control(w);
@@ -663,6 +752,7 @@ int main(int argc, char **argv) {
     if (!seg) continue;
     atoll_comm_set_timeout(seg, 120.0);
     test_allreduce(seg);
+    test_bf16_wire(seg);
     if (t == 0) {
       test_scatter_gather(seg);
       test_inflight(seg);

@@ -1,0 +1,141 @@
+#!/bin/sh
+# WAN (docs/islands.md, "WAN"): two islands and a coordinator, each in its own network
+# namespace, joined by veth pairs to a bridge; each island's link limited with tc tbf
+# (tests/net/netns_lib.sh). At 100 Mbit/s and 1 Gbit/s: iperf3 measures the link from
+# island 0 to island 1, then two islands train a model whose fp32 outer exchange is
+# tens of MB (--sync-every 1), and each island's exchange rate must reach 80% of
+# iperf3's:
+#   rate = net.wire_bytes x 8 / net.exchange_seconds   (the island's summary.json)
+# i.e. the bytes one island sends in its exchanges (data to its peer, framing and
+# encryption overhead estimated, plus its few control messages) over the time it spent
+# in them. That time includes waiting for the other island's READY and the DONE/GO and
+# COMMIT round trips, so the rate is a lower bound on what the transfer itself
+# achieved. First, the same exchange with no tbf gives the CPU ceiling, printed to
+# explain a miss (not part of the criterion). A case whose first exchange was aborted
+# (a handshake race, docs/islands.md "WAN") says so and runs once more. Not emulated:
+# delay and loss (no netem in this kernel). Needs root (network namespaces), iperf3 and
+# tc; without them the test fails, saying why.
+#   usage: test_islands_wan.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/net/islands_lib.sh"
+. "$SRC/tests/net/netns_lib.sh"
+PIDS=""
+WATCH=""
+cleanup() {
+  for p in $PIDS; do kill9 "$p" 2>/dev/null; done
+  [ -n "$WATCH" ] && { pkill -P "$WATCH" 2>/dev/null; kill "$WATCH" 2>/dev/null; }
+  wan_down
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+# ctest's TIMEOUT (240 s) would SIGKILL this shell, and no trap would delete the
+# namespaces: end it first, through the trap
+(sleep 225 && echo "FAIL: the WAN test ran for 225 s; stopping it" && kill -TERM $$) 2>/dev/null &
+WATCH=$!
+
+[ "$(id -u)" -eq 0 ] || { echo "FAIL: the WAN test needs root to create network namespaces (running as uid $(id -u))"; exit 1; }
+command -v iperf3 >/dev/null || { echo "FAIL: iperf3 is not installed (scripts/setup.sh installs it)"; exit 1; }
+command -v tc >/dev/null || { echo "FAIL: tc is not installed (iproute2; scripts/setup.sh installs it)"; exit 1; }
+small_data
+K=2
+wan_up $K || { echo "FAIL: cannot build the emulated network (above)"; exit 1; }
+pass "namespaces ${WAN}c, ${WAN}0, ${WAN}1 on bridge ${WAN}sw/br0"
+
+# run_islands NAME DIM STEPS: a coordinator and K islands (--dim DIM, STEPS outer
+# steps, fp32, --sync-every 1) on the emulated network as it is now; 0 if all ended well
+CASE=0
+run_islands() {
+  D="$TMP/$1"; dim=$2; steps=$3; CASE=$((CASE + 1)); mkdir -p "$D"
+  net_keys "$D" $K || { echo "keys failed"; return 1; }
+  cport=$((5550 + CASE))
+  timeout -k 5 200 ip netns exec "${WAN}c" $ATOLL coordinator --listen tcp://10.231.0.254:$cport --keys "$D/coord" \
+    --min-islands $K --island-timeout 8 >"$D/coord.log" 2>&1 &
+  cpid=$!; PIDS="$PIDS $cpid"
+  # --seq 4: few tokens per step, so that the inner step (and its jitter between the
+  # islands, which exchange_seconds counts as waiting) is small beside the exchange
+  M="--layers 2 --heads 4 --dim $dim --context 16 --seq 4 --batch 1 --threads 1 --data $TMP/data --eval-every 0
+     --eval-batches 1 --save-every 0 --steps $steps --sync-every 1 --islands $K --net-timeout 30"
+  pids=""; i=0
+  while [ $i -lt $K ]; do
+    timeout -k 5 150 ip netns exec "$WAN$i" $ATOLL train $M --join tcp://10.231.0.254:$cport \
+      --coordinator-key "$D/coord/key.pub" --island-id $i --island-key "$D/i$i/key.secret" \
+      --island-listen tcp://$(wan_ip $i):6000 --out "$D/n$i" >/dev/null 2>"$D/n$i.err" &
+    pids="$pids $!"; i=$((i + 1))
+  done
+  PIDS="$PIDS $pids"
+  ok=1
+  for p in $pids; do wait $p || ok=0; done
+  kill $cpid 2>/dev/null; wait $cpid 2>/dev/null
+  PIDS="" # all ended and reaped: nothing for cleanup to kill
+  [ $ok -eq 1 ] || { tail -n 3 "$D"/n*.err "$D/coord.log"; return 1; }
+}
+
+# run_case NAME DIM STEPS: run_islands; when an exchange was aborted (retries > 0: the
+# first exchange can lose a handshake race, see docs/islands.md "WAN"; the abort comes
+# after 2 x --island-timeout and would count as exchange time), it says so and runs
+# the case once more. RUN is the directory whose summaries count.
+run_case() {
+  RUN="$TMP/$1"
+  run_islands "$@" || return 1
+  r=$($PY -c 'import json, sys; print(sum(json.load(open(f"{sys.argv[1]}/n{i}/summary.json"))["net"]["retries"] for i in range(int(sys.argv[2]))))' "$RUN" $K)
+  [ "$r" = 0 ] && return 0
+  echo "note: $1: $r aborted exchange attempt(s): $(grep -h "cannot send\|refused" "$RUN"/n*.err | head -2 | tr '\n' ' ')- running it once more"
+  RUN="$TMP/$1.again"
+  run_islands "$1.again" "$2" "$3"
+}
+
+# rate_of DIR: the islands' exchange rates in bit/s (wire_bytes x 8 / exchange_seconds),
+# the lowest first
+rate_of() {
+  $PY - "$1" $K <<'PYEOF'
+import json, sys
+ns = [json.load(open(f"{sys.argv[1]}/n{i}/summary.json"))["net"] for i in range(int(sys.argv[2]))]
+print(" ".join(str(r) for r in sorted(int(n["wire_bytes"] * 8 / n["exchange_seconds"]) for n in ns)))
+PYEOF
+}
+
+# The CPU ceiling: the same exchange (the 1 Gbit/s case's model) with no tbf on the
+# links. It is not part of the criterion; it explains a miss: if the exchange's CPU work
+# (encoding, encryption, copies, the sum, waiting for a descheduled peer) and the
+# transfer ran one after the other, the rate would be 1 / (1 / link + 1 / ceiling), and
+# 80% of the link then needs a ceiling of 4 x the link.
+run_case ceiling 768 6 || { fail "an island failed on the unlimited link"; finish; }
+CEIL=$(rate_of "$RUN" | cut -d' ' -f1)
+[ -n "$CEIL" ] || { fail "no exchange rate from the unlimited link"; finish; }
+pass "no tbf: the exchange reaches $($PY -c "print(round($CEIL / 1e6, 1))") Mbit/s (the slower island): the CPU ceiling on this machine now"
+
+# run_rate RATE DIM STEPS: iperf3 on the limited link, then K islands; asserts each
+# island's exchange rate >= 80% of iperf3's
+run_rate() {
+  rate=$1; dim=$2; steps=$3
+  wan_rate "$rate" || { fail "$rate: tc tbf refused"; return; }
+  link=$(wan_iperf 0 1 3) || { fail "$rate: iperf3 from island 0 to island 1 failed"; return; }
+  run_case "$rate" "$dim" "$steps" || { fail "$rate: an island failed"; return; }
+  i=0
+  while [ $i -lt $K ]; do
+    out=$($PY - "$RUN/n$i/summary.json" "$link" "$K" "$CEIL" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1])); n = s["net"]; link, K, ceil = float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+ideal = 2 * (K - 1) / K * 4 * s["params"]   # fp32: phase 1 and phase 2, K-1 pieces each
+rate = n["wire_bytes"] * 8 / n["exchange_seconds"]
+serial = 1 / (1 / link + 1 / ceil)
+msg = "%d exchanges, %.1f MB sent per exchange (%.1f MB of fp32 pieces), %.3f s per exchange: %.1f Mbit/s = %.0f%% of iperf3's %.1f Mbit/s" % (
+    n["exchanges"], n["wire_bytes"] / n["exchanges"] / 1e6, ideal / 1e6, n["exchange_seconds"] / n["exchanges"],
+    rate / 1e6, 100 * rate / link, link / 1e6)
+if rate < 0.8 * link:
+    msg += " (below 80%%; CPU ceiling %.0f Mbit/s; CPU work and transfer one after the other would give %.0f%%)" % (
+        ceil / 1e6, 100 * serial / link)
+bad = n["exchanges"] < 2 or n["retries"] != 0 or n["wire_bytes"] < n["exchanges"] * ideal or rate < 0.8 * link
+print(msg + ("" if n["retries"] == 0 else "; %d retries" % n["retries"]))
+sys.exit(1 if bad else 0)
+PYEOF
+) && pass "$rate: island $i: $out" || fail "$rate: island $i: $out"
+    i=$((i + 1))
+  done
+}
+
+run_rate 100mbit 512 5
+run_rate 1gbit 768 8
+finish
