@@ -4,7 +4,7 @@
  *   atoll tokenizer bytes  --out tokenizer.json
  *   atoll tokenizer info   --tokenizer FILE
  *   atoll tokenizer encode --tokenizer FILE [--text FILE] [--stats]
- *   atoll tokenizer decode --tokenizer FILE [--ids FILE]
+ *   atoll tokenizer decode --tokenizer FILE [--ids FILE] [--keep-special]
  */
 #include "cli/tokenizer_cli.h"
 #include "core/clock.h"
@@ -34,8 +34,9 @@ static void help(FILE *f) {
           "  encode --tokenizer FILE [--text FILE] [--stats]\n"
           "         ids of the file (default stdin), space-separated; --stats prints only\n"
           "         bytes, tokens and encoding speed\n"
-          "  decode --tokenizer FILE [--ids FILE]\n"
-          "         the bytes of whitespace-separated ids (default stdin)\n");
+          "  decode --tokenizer FILE [--ids FILE] [--keep-special]\n"
+          "         the bytes of whitespace-separated ids (default stdin); special added\n"
+          "         tokens are left out, as Hugging Face's decode does, unless --keep-special\n");
 }
 
 /* Reads all of path ("-" or NULL: stdin; a pipe such as --text <(cmd) is read as stdin is). */
@@ -185,10 +186,10 @@ done:
   return rc ? fail(&err) : 0;
 }
 
-/* Flags of the other subcommands: --tokenizer, --text, --ids, --out, --stats. */
+/* Flags of the other subcommands: --tokenizer, --text, --ids, --out, --stats, --keep-special. */
 typedef struct {
   const char *tokenizer, *text, *ids, *out;
-  int stats;
+  int stats, keep_special;
 } flags;
 
 static int parse_flags(const char *cmd, int argc, char **argv, flags *f, atoll_err *err) {
@@ -202,6 +203,8 @@ static int parse_flags(const char *cmd, int argc, char **argv, flags *f, atoll_e
                                                       : NULL;
     if (strcmp(a, "--stats") == 0) {
       f->stats = 1;
+    } else if (strcmp(a, "--keep-special") == 0) {
+      f->keep_special = 1;
     } else if (!slot) {
       return atoll_fail(err, "%s: unknown flag for tokenizer %s (see atoll tokenizer --help)", a, cmd);
     } else if (i + 1 >= argc) {
@@ -269,7 +272,9 @@ static int cmd_decode(const flags *f, atoll_tokenizer *t, atoll_err *err) {
   free(text);
   uint8_t *bytes = NULL;
   size_t n = 0;
-  if (rc == 0) rc = atoll_tokenizer_decode(t, ids.ids, ids.n, &bytes, &n, err);
+  if (rc == 0)
+    rc = f->keep_special ? atoll_tokenizer_decode(t, ids.ids, ids.n, &bytes, &n, err)
+                         : atoll_tokenizer_decode_text(t, ids.ids, ids.n, &bytes, &n, err);
   if (rc == 0 && (fwrite(bytes, 1, n, stdout) != n || fflush(stdout) != 0))
     rc = atoll_fail(err, "stdout: cannot write: %s", strerror(errno));
   free(bytes);

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +212,24 @@ static int manifest_hashes(const cJSON *root, const atoll_dataset *ds, const cha
   return 0;
 }
 
-static int manifest_matches(const cJSON *root, const atoll_dataset *ds, const char *path,
+/* "<split>_bytes", written since bits per byte: the split's bytes of text. Absent
+ * (older manifests): unknown, no error. */
+static int manifest_text_bytes(const cJSON *root, atoll_dataset *ds, const char *path, const char *split,
+                               atoll_err *err) {
+  char key[64];
+  snprintf(key, sizeof key, "%s_bytes", split);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!v) return 0;
+  double b = cJSON_IsNumber(v) ? v->valuedouble : -1;
+  if (!(b >= 0 && b <= 9007199254740992.0 && b == floor(b)))
+    return atoll_fail(err, "%s: \"%s\" must be a whole number of bytes >= 0", path, key);
+  if (b == 0 && ds->ntokens > 0)
+    return atoll_fail(err, "%s: \"%s\" is 0 but the split holds %" PRIu64 " tokens", path, key, ds->ntokens);
+  ds->text_bytes = (uint64_t)b;
+  return 0;
+}
+
+static int manifest_matches(const cJSON *root, atoll_dataset *ds, const char *path,
                             const char *split, atoll_err *err) {
   const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
   int version = cJSON_IsNumber(ver) ? ver->valueint : 0;
@@ -232,12 +250,13 @@ static int manifest_matches(const cJSON *root, const atoll_dataset *ds, const ch
       manifest_count(root, path, files, (uint64_t)ds->nfiles, "token files", err) ||
       manifest_count(root, path, tokens, ds->ntokens, "tokens", err))
     return -1;
+  if (manifest_text_bytes(root, ds, path, split, err) != 0) return -1;
   return version == 1 ? 0 : manifest_hashes(root, ds, path, split, err);
 }
 
 /* DIR/manifest.json, when present, must describe exactly the token files found. A
  * directory without one (made by hand or by tests) is read on the files' own checks. */
-static int check_manifest(const atoll_dataset *ds, const char *dir, const char *split,
+static int check_manifest(atoll_dataset *ds, const char *dir, const char *split,
                           atoll_err *err) {
   char path[1024];
   if (snprintf(path, sizeof path, "%s/manifest.json", dir) >= (int)sizeof path)

@@ -18,6 +18,7 @@ typedef struct {
   uint32_t vocab;
   uint32_t max_token;      /* largest token of any file */
   uint64_t ntokens;
+  uint64_t text_bytes;   /* the bytes of text the split was made from (manifest "<split>_bytes"); 0: unknown */
   int nranges;           /* where windows come from: every token file whole, unless restricted */
   atoll_token_range *ranges;
 } atoll_dataset;

@@ -286,6 +286,14 @@ static int add_source(cJSON *files, const source *s) {
   return ok ? 0 : -1;
 }
 
+/* The bytes of text in the training (val 0) or validation split (val 1): what bits per
+ * byte divide by. */
+static uint64_t split_bytes(const source *src, int n, int val) {
+  uint64_t b = 0;
+  for (int i = 0; i < n; i++) b += val ? src[i].in.text_bytes - src[i].cut : src[i].cut;
+  return b;
+}
+
 /* Fills root; -1 when an allocation failed (err is set by add_hashes only). */
 static int manifest_fill(cJSON *root, const source *src, int n, double vf, const split_out *train,
                          const split_out *val, atoll_err *err) {
@@ -299,7 +307,9 @@ static int manifest_fill(cJSON *root, const source *src, int n, double vf, const
            cJSON_AddNumberToObject(root, "train_tokens", (double)train->tokens) &&
            cJSON_AddNumberToObject(root, "train_files", train->nfiles) &&
            cJSON_AddNumberToObject(root, "val_tokens", (double)val->tokens) &&
-           cJSON_AddNumberToObject(root, "val_files", val->nfiles);
+           cJSON_AddNumberToObject(root, "val_files", val->nfiles) &&
+           cJSON_AddNumberToObject(root, "train_bytes", (double)split_bytes(src, n, 0)) &&
+           cJSON_AddNumberToObject(root, "val_bytes", (double)split_bytes(src, n, 1));
   if (!ok) return atoll_fail(err, "prepare: out of memory");
   if (add_hashes(root, train, err) != 0 || add_hashes(root, val, err) != 0) return -1;
   cJSON *files = cJSON_AddArrayToObject(root, "sources");

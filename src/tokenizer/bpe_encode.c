@@ -185,8 +185,19 @@ static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tok
   return remember(t, w, n, h, ids, k);
 }
 
+/* Pre-tokens, each merged: the text between added tokens. */
+static int encode_plain(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_err *err) {
+  for (size_t pos = 0; pos < n;) {
+    size_t end = atoll_pretoken_end(text, n, pos);
+    if (encode_word(t, text + pos, end - pos, out, err) != 0) return -1;
+    pos = end;
+  }
+  return 0;
+}
+
 int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
                            atoll_err *err) {
+  if (t->nadded > 0) return atoll_added_encode(t, text, n, out, encode_plain, err);
   if (t->is_bytes) {
     if (reserve(out, n, err) != 0) return -1;
     for (size_t i = 0; i < n; i++) out->ids[out->n + i] = text[i];

@@ -39,6 +39,9 @@ void atoll_tokenizer_free(atoll_tokenizer *t) {
   free(t->merge_result);
   free(t->pair_keys);
   free(t->pair_rank);
+  free(t->added);
+  free(t->added_bytes);
+  free(t->special);
   atoll_bytemap_free(&t->cache);
   free(t->cache_ids);
   free(t);
@@ -80,12 +83,20 @@ static uint64_t compute_hash(const atoll_tokenizer *t) {
     uint64_t item[2] = {h, ((uint64_t)(uint32_t)t->merge_left[r] << 32) | (uint32_t)t->merge_right[r]};
     h = atoll_bytes_hash((const uint8_t *)item, sizeof item);
   }
+  /* added tokens (none: the hash tokenizers without them always had) */
+  for (int k = 0; k < t->nadded; k++) {
+    const atoll_added_token *a = &t->added[k];
+    uint64_t item[3] = {h, atoll_bytes_hash(t->added_bytes + a->off, a->len),
+                        ((uint64_t)(uint32_t)a->id << 8) | (uint64_t)(a->special | a->normalized << 1)};
+    h = atoll_bytes_hash((const uint8_t *)item, sizeof item);
+  }
   return h;
 }
 
 int atoll_tokenizer_finish(atoll_tokenizer *t, const char *name, atoll_err *err) {
+  if (t->model_vocab == 0) t->model_vocab = t->vocab; /* no added tokens */
   for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
-  for (int i = 0; i < t->vocab; i++)
+  for (int i = 0; i < t->model_vocab; i++)
     if (t->tok_off[i + 1] - t->tok_off[i] == 1) t->byte_id[t->tok_bytes[t->tok_off[i]]] = i;
   for (int b = 0; b < 256; b++)
     if (t->byte_id[b] < 0)
@@ -112,7 +123,7 @@ int atoll_tokenizer_finish(atoll_tokenizer *t, const char *name, atoll_err *err)
       t->pair_rank[i] = r;
     }
   }
-  t->is_bytes = t->vocab == 256 && t->nmerges == 0;
+  t->is_bytes = t->vocab == 256 && t->nmerges == 0 && t->nadded == 0;
   for (int b = 0; t->is_bytes && b < 256; b++) t->is_bytes = t->byte_id[b] == b;
   t->hash = compute_hash(t);
   return 0;
@@ -124,8 +135,8 @@ const uint8_t *atoll_tokenizer_token(const atoll_tokenizer *t, int32_t id, size_
   return t->tok_bytes + t->tok_off[id];
 }
 
-int atoll_tokenizer_decode(const atoll_tokenizer *t, const int32_t *ids, size_t n, uint8_t **buf,
-                           size_t *len, atoll_err *err) {
+static int decode(const atoll_tokenizer *t, const int32_t *ids, size_t n, int skip_special, uint8_t **buf,
+                  size_t *len, atoll_err *err) {
   size_t total = 0;
   for (size_t i = 0; i < n; i++) {
     if (ids[i] < 0 || ids[i] >= t->vocab)
@@ -138,13 +149,30 @@ int atoll_tokenizer_decode(const atoll_tokenizer *t, const int32_t *ids, size_t 
   *buf = b;
   size_t at = 0;
   for (size_t i = 0; i < n; i++) {
+    if (skip_special && atoll_tokenizer_is_special(t, ids[i])) continue;
     size_t l = t->tok_off[ids[i] + 1] - t->tok_off[ids[i]];
     memcpy(b + at, t->tok_bytes + t->tok_off[ids[i]], l);
     at += l;
   }
-  *len = total;
+  *len = at;
   return 0;
 }
+
+int atoll_tokenizer_decode(const atoll_tokenizer *t, const int32_t *ids, size_t n, uint8_t **buf,
+                           size_t *len, atoll_err *err) {
+  return decode(t, ids, n, 0, buf, len, err);
+}
+
+int atoll_tokenizer_decode_text(const atoll_tokenizer *t, const int32_t *ids, size_t n, uint8_t **buf,
+                                size_t *len, atoll_err *err) {
+  return decode(t, ids, n, 1, buf, len, err);
+}
+
+int atoll_tokenizer_is_special(const atoll_tokenizer *t, int32_t id) {
+  return t->special && id >= 0 && id < t->vocab && t->special[id];
+}
+
+int atoll_tokenizer_added(const atoll_tokenizer *t) { return t->nadded; }
 
 int atoll_tokenizer_vocab(const atoll_tokenizer *t) { return t->vocab; }
 int atoll_tokenizer_merges(const atoll_tokenizer *t) { return t->nmerges; }

@@ -33,7 +33,8 @@ int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, c
                           atoll_err *err);
 void atoll_tokenizer_free(atoll_tokenizer *t);
 
-/* Appends the ids of text[0..n) (any bytes, invalid UTF-8 included) to out. */
+/* Appends the ids of text[0..n) (any bytes, invalid UTF-8 included) to out; added
+ * tokens (special or not) are found in the text as Hugging Face's tokenizers finds them. */
 int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
                            atoll_err *err);
 /* A point >= want (or n) where text[0..n) may be cut and its two sides encoded
@@ -41,10 +42,20 @@ int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, at
 size_t atoll_tokenizer_safe_cut(const uint8_t *text, size_t n, size_t want);
 /* The bytes of token id (NULL for an id outside the vocabulary) and their count. */
 const uint8_t *atoll_tokenizer_token(const atoll_tokenizer *t, int32_t id, size_t *len);
-/* Writes the bytes of ids[0..n) to buf (grown with realloc; *len set). */
+/* Writes the bytes of ids[0..n) to buf (grown with realloc; *len set), special added
+ * tokens included as their text, so that decode(encode(x)) == x. */
 int atoll_tokenizer_decode(const atoll_tokenizer *t, const int32_t *ids, size_t n, uint8_t **buf,
                            size_t *len, atoll_err *err);
+/* The same without special tokens: what Hugging Face's decode gives by default
+ * (skip_special_tokens=True). */
+int atoll_tokenizer_decode_text(const atoll_tokenizer *t, const int32_t *ids, size_t n, uint8_t **buf,
+                                size_t *len, atoll_err *err);
+/* Whether id is a special added token (tokenizer.json added_tokens, "special": true). */
+int atoll_tokenizer_is_special(const atoll_tokenizer *t, int32_t id);
+/* The number of added tokens (inside the model's vocabulary or past it). */
+int atoll_tokenizer_added(const atoll_tokenizer *t);
 
+/* All ids: the model's and added tokens past it. */
 int atoll_tokenizer_vocab(const atoll_tokenizer *t);
 int atoll_tokenizer_merges(const atoll_tokenizer *t);
 /* "bytes" or "bpe". */

@@ -5,8 +5,17 @@
 #include "tokenizer/bytemap.h"
 #include "tokenizer/tokenizer.h"
 
+/* An added token (tokenizer.json "added_tokens"): matched in the raw text before
+ * pre-tokenization, longest first among those starting at the leftmost place. */
+typedef struct {
+  int32_t id;
+  uint32_t off, len; /* its text: added_bytes[off, off + len) */
+  uint8_t special, normalized;
+} atoll_added_token;
+
 struct atoll_tokenizer {
-  int vocab;
+  int vocab;       /* ids [0, vocab): the model's, then added tokens outside it */
+  int model_vocab; /* the BPE model's ids [0, model_vocab) */
   uint32_t *tok_off;  /* vocab + 1 offsets into tok_bytes */
   uint8_t *tok_bytes;
   int32_t byte_id[256]; /* the id of each single-byte token */
@@ -17,6 +26,11 @@ struct atoll_tokenizer {
   int32_t *pair_rank;
   size_t pair_mask;
   int is_bytes;
+  int nadded;                /* added tokens, in the file's order */
+  atoll_added_token *added;
+  uint8_t *added_bytes;
+  uint8_t added_first[256];  /* bit 0: a non-normalized added token starts with this byte; bit 1: a normalized one */
+  uint8_t *special;          /* vocab flags (NULL without added tokens): 1 for a special token's id */
   uint64_t hash;
   /* encoder's word cache: word bytes -> offset in cache_ids (count, then ids) */
   atoll_bytemap cache;
@@ -38,6 +52,23 @@ static inline int32_t atoll_pair_rank(const atoll_tokenizer *t, int32_t left, in
     if (t->pair_keys[i] == ATOLL_PAIR_EMPTY) return -1;
   }
 }
+
+/* A ByteLevel symbol string to bytes (out: room for strlen(s)); -1 when a character
+ * is not a byte's symbol. */
+long atoll_symbols_to_bytes(const char *s, uint8_t *out);
+/* s for a one-line message: at most 40 bytes, control bytes as \xNN. */
+const char *atoll_tok_quote(const char *s, char out[200]);
+
+/* Reads root's "added_tokens" into t (model vocabulary, tokens and merges read;
+ * map: model token bytes -> id) with Hugging Face's ids, or fails naming name. */
+int atoll_added_tokens_read(atoll_tokenizer *t, const void *root_json, const atoll_bytemap *map,
+                            const char *name, atoll_err *err);
+/* Encodes text[0..n) splitting it at added tokens; plain(t, piece) encodes what lies
+ * between them. */
+typedef int (*atoll_plain_encode)(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
+                                  atoll_err *err);
+int atoll_added_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
+                       atoll_plain_encode plain, atoll_err *err);
 
 /* The end of the pre-token that starts at text[pos] (pos < n): GPT-2's rules. */
 size_t atoll_pretoken_end(const uint8_t *text, size_t n, size_t pos);

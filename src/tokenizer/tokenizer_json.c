@@ -41,6 +41,30 @@ static cJSON *byte_level(int prefix) {
   return o;
 }
 
+/* "added_tokens" in Hugging Face's form; NULL when out of memory. */
+static cJSON *add_added(cJSON *root, const atoll_tokenizer *t) {
+  cJSON *arr = cJSON_AddArrayToObject(root, "added_tokens");
+  for (int k = 0; arr && k < t->nadded; k++) {
+    const atoll_added_token *a = &t->added[k];
+    char *text = malloc((size_t)a->len + 1);
+    cJSON *o = cJSON_CreateObject();
+    if (!text || !o || !cJSON_AddItemToArray(arr, o)) {
+      free(text);
+      cJSON_Delete(o);
+      return NULL;
+    }
+    memcpy(text, t->added_bytes + a->off, a->len);
+    text[a->len] = 0;
+    int ok = cJSON_AddNumberToObject(o, "id", a->id) && cJSON_AddStringToObject(o, "content", text) &&
+             cJSON_AddBoolToObject(o, "single_word", 0) && cJSON_AddBoolToObject(o, "lstrip", 0) &&
+             cJSON_AddBoolToObject(o, "rstrip", 0) && cJSON_AddBoolToObject(o, "normalized", a->normalized) &&
+             cJSON_AddBoolToObject(o, "special", a->special);
+    free(text);
+    if (!ok) return NULL;
+  }
+  return arr;
+}
+
 char *atoll_tokenizer_to_json(const atoll_tokenizer *t) {
   size_t longest = 0;
   for (int i = 0; i < t->vocab; i++)
@@ -52,7 +76,7 @@ char *atoll_tokenizer_to_json(const atoll_tokenizer *t) {
   cJSON_AddStringToObject(root, "version", "1.0");
   cJSON_AddNullToObject(root, "truncation");
   cJSON_AddNullToObject(root, "padding");
-  cJSON_AddArrayToObject(root, "added_tokens");
+  if (!add_added(root, t)) goto done;
   cJSON_AddNullToObject(root, "normalizer");
   cJSON_AddItemToObject(root, "pre_tokenizer", byte_level(0));
   cJSON_AddNullToObject(root, "post_processor");
@@ -70,7 +94,7 @@ char *atoll_tokenizer_to_json(const atoll_tokenizer *t) {
   vocab = cJSON_AddObjectToObject(model, "vocab");
   merges = cJSON_AddArrayToObject(model, "merges");
   if (!vocab || !merges) goto done;
-  for (int i = 0; i < t->vocab; i++) {
+  for (int i = 0; i < t->model_vocab; i++) {
     symbols(t->tok_bytes + t->tok_off[i], t->tok_off[i + 1] - t->tok_off[i], a);
     if (!cJSON_AddNumberToObject(vocab, a, i)) goto done;
   }
@@ -101,7 +125,7 @@ int atoll_tokenizer_write_json(const atoll_tokenizer *t, const char *path, atoll
 /* ------------------------------------------------------------------- read --- */
 
 /* A ByteLevel symbol string to bytes; -1 when a character is not a byte's symbol. */
-static long symbols_to_bytes(const char *s, uint8_t *out) {
+long atoll_symbols_to_bytes(const char *s, uint8_t *out) {
   size_t n = strlen(s), k = 0;
   for (size_t i = 0; i < n;) {
     uint32_t cp;
@@ -114,7 +138,7 @@ static long symbols_to_bytes(const char *s, uint8_t *out) {
 }
 
 /* s for a one-line message: at most 40 bytes, control bytes as \xNN. */
-static const char *quote(const char *s, char out[200]) {
+const char *atoll_tok_quote(const char *s, char out[200]) {
   size_t k = 0;
   for (size_t i = 0; s[i] && i < 40; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -148,9 +172,6 @@ static int is_type(const cJSON *o, const char *type) {
 
 /* The parts around the model that must be what atoll implements. */
 static int check_pipeline(const cJSON *root, const char *name, atoll_err *err) {
-  const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-  if (added && !cJSON_IsNull(added) && !(cJSON_IsArray(added) && cJSON_GetArraySize(added) == 0))
-    return atoll_fail(err, "%s: added_tokens: special tokens are not supported (must be empty)", name);
   if (!is_null_or_absent(root, "normalizer"))
     return atoll_fail(err, "%s: normalizer: not supported (must be null)", name);
   const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
@@ -188,6 +209,7 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
   size_t total = 0;
   for (const cJSON *e = vocab->child; e; e = e->next) total += strlen(e->string);
   t->vocab = n;
+  t->model_vocab = n;
   t->tok_off = calloc((size_t)n + 1, sizeof *t->tok_off);
   t->tok_bytes = malloc(total + 1);
   uint32_t *len = calloc((size_t)n, sizeof *len);
@@ -204,12 +226,12 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
     double id = e->valuedouble;
     if (!cJSON_IsNumber(e) || !(id >= 0 && id < n) || id != (double)(int)id) {
       atoll_fail(err, "%s: model.vocab: token \"%s\" has id %s, expected an integer in [0, %d)", name,
-                 quote(e->string, q), cJSON_IsNumber(e) ? "out of range" : "that is not a number", n);
+                 atoll_tok_quote(e->string, q), cJSON_IsNumber(e) ? "out of range" : "that is not a number", n);
       goto done;
     }
-    long k = symbols_to_bytes(e->string, buf);
+    long k = atoll_symbols_to_bytes(e->string, buf);
     if (k <= 0) {
-      atoll_fail(err, "%s: model.vocab: token %d \"%s\" is %s", name, (int)id, quote(e->string, q),
+      atoll_fail(err, "%s: model.vocab: token %d \"%s\" is %s", name, (int)id, atoll_tok_quote(e->string, q),
                  k == 0 ? "empty" : "not made of byte-level symbols");
       goto done;
     }
@@ -222,7 +244,7 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
   for (int i = 0; i < n; i++) t->tok_off[i + 1] = t->tok_off[i] + len[i];
   for (e = vocab->child; e; e = e->next) {
     int id = (int)e->valuedouble;
-    symbols_to_bytes(e->string, t->tok_bytes + t->tok_off[id]);
+    atoll_symbols_to_bytes(e->string, t->tok_bytes + t->tok_off[id]);
     int added;
     int64_t m = atoll_bytemap_put(map, t->tok_bytes + t->tok_off[id], len[id],
                                   atoll_bytes_hash(t->tok_bytes + t->tok_off[id], len[id]), id, &added);
@@ -231,7 +253,7 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
       goto done;
     }
     if (!added) {
-      atoll_fail(err, "%s: model.vocab: token \"%s\" is listed twice (ids %d and %d)", name, quote(e->string, q),
+      atoll_fail(err, "%s: model.vocab: token \"%s\" is listed twice (ids %d and %d)", name, atoll_tok_quote(e->string, q),
                  (int)map->val[m], id);
       goto done;
     }
@@ -265,7 +287,7 @@ static int merge_parts(const cJSON *m, char *tmp, size_t tmpsz, const char **l, 
 }
 
 static int lookup(const atoll_bytemap *map, const char *s, uint8_t *buf) {
-  long k = symbols_to_bytes(s, buf);
+  long k = atoll_symbols_to_bytes(s, buf);
   if (k <= 0) return -1;
   int64_t e = atoll_bytemap_find(map, buf, (size_t)k, atoll_bytes_hash(buf, (size_t)k));
   return e < 0 ? -1 : (int)map->val[e];
@@ -336,6 +358,7 @@ int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, c
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (read_vocab(t, cJSON_GetObjectItemCaseSensitive(model, "vocab"), &map, name, err) == 0 &&
         read_merges(t, cJSON_GetObjectItemCaseSensitive(model, "merges"), &map, name, err) == 0 &&
+        atoll_added_tokens_read(t, root, &map, name, err) == 0 &&
         atoll_tokenizer_finish(t, name, err) == 0)
       rc = 0;
   }

@@ -16,6 +16,7 @@ typedef struct {
   int nsteps_timed;
   float last_val;
   int have_val;
+  double bits_per_nat;    /* val_bpb = val_loss x this (split tokens / bytes / ln 2); 0: bytes unknown */
   atoll_comm_stats axis_before[ATOLL_AXES]; /* the counters at the step's start */
   atoll_comm_stats step_comm;               /* intra-island communication inside steps */
   atoll_comm_stats axis_comm[ATOLL_AXES];   /* the same by axis */
@@ -28,6 +29,9 @@ typedef struct {
  * rewrites what follows). */
 int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, atoll_err *err);
 void atoll_report_close(atoll_report *rep);
+/* The validation split's tokens and bytes of text (bytes 0: unknown, as in manifests
+ * written before they were counted): with them the report adds val_bpb, bits per byte. */
+void atoll_report_val_text(atoll_report *rep, uint64_t tokens, uint64_t bytes);
 /* Around one step's communication: the bytes each axis sent in between are counted. */
 void atoll_report_comm_begin(atoll_report *rep, const atoll_run *r);
 void atoll_report_comm_end(atoll_report *rep, const atoll_run *r);

@@ -244,6 +244,7 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
     l->opt.total_steps = c->steps;
     if (r->rank == 0) rc = atoll_mkdir_p(c->out, err);
     if (rc == 0) rc = atoll_report_open(&l->report, r, *start, err);
+    if (rc == 0) atoll_report_val_text(&l->report, l->val.ntokens, l->val.text_bytes);
   }
   return atoll_train_agree(world, rc, err);
 }

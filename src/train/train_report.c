@@ -96,6 +96,10 @@ int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, ato
   return 0;
 }
 
+void atoll_report_val_text(atoll_report *rep, uint64_t tokens, uint64_t bytes) {
+  rep->bits_per_nat = bytes > 0 ? (double)tokens / (double)bytes / log(2.0) : 0.0;
+}
+
 void atoll_report_close(atoll_report *rep) {
   free(rep->step_seconds);
   if (rep->metrics) fclose(rep->metrics);
@@ -137,6 +141,7 @@ static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_rep
   int ok = fprintf(f, "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f", s->step,
                    s->loss, s->lr, s->norm, tokens_per_step(r) / s->seconds) >= 0;
   if (s->evaluated) ok = fprintf(f, ", \"val_loss\": %.6f", s->val) >= 0 && ok;
+  if (s->evaluated && rep->bits_per_nat > 0) ok = fprintf(f, ", \"val_bpb\": %.6f", s->val * rep->bits_per_nat) >= 0 && ok;
   if (r->diloco) { /* running totals of rank 0's links */
     atoll_diloco_stats d = atoll_diloco_get_stats(r->diloco);
     double intra = 0;
@@ -161,7 +166,7 @@ static void format_eta(char *buf, size_t n, double s) {
     snprintf(buf, n, "%dm%02ds", m, sec);
 }
 
-static void progress(const atoll_run *r, const atoll_step_report *s) {
+static void progress(const atoll_report *rep, const atoll_run *r, const atoll_step_report *s) {
   if (r->rank != 0) return;
   const atoll_config *c = r->cfg;
   int tty = isatty(STDERR_FILENO);
@@ -174,6 +179,7 @@ static void progress(const atoll_run *r, const atoll_step_report *s) {
           tty ? "\r\033[K" : "", s->step, c->steps, s->loss, tps,
           tps * atoll_flops_per_token(&c->model, r->seq) * 1e-9, s->lr, etabuf);
   if (s->evaluated) fprintf(stderr, " | val_loss %.4f", s->val);
+  if (s->evaluated && rep->bits_per_nat > 0) fprintf(stderr, " | val_bpb %.4f", s->val * rep->bits_per_nat);
   if (!tty || s->evaluated || s->step == c->steps) fputc('\n', stderr);
 }
 
@@ -187,7 +193,7 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   size_t hwm = rss_hwm();
   if (hwm > rep->train_peak_rss) rep->train_peak_rss = hwm;
   log_step(rep, r, s);
-  progress(r, s);
+  progress(rep, r, s);
   /* only rank 0 writes: the others learn whether it could */
   int failed = rep->metrics_errno;
   if (r->world_size > 1) failed = atoll_allreduce_sum_double(r->world, failed ? 1.0 : 0.0) > 0;
@@ -243,6 +249,10 @@ static void summary_run(cJSON *s, const atoll_report *rep, const atoll_run *r, i
     cJSON_AddNumberToObject(s, "final_val_loss", rep->last_val);
   else
     cJSON_AddNullToObject(s, "final_val_loss");
+  if (rep->bits_per_nat > 0 && rep->have_val) /* bits per byte: only where the split's bytes are known */
+    cJSON_AddNumberToObject(s, "final_val_bpb", rep->last_val * rep->bits_per_nat);
+  else if (rep->bits_per_nat > 0)
+    cJSON_AddNullToObject(s, "final_val_bpb");
   cJSON_AddNumberToObject(s, "tokens_per_second", tps);
   cJSON_AddNumberToObject(s, "flops_per_token", flops);
   cJSON_AddNumberToObject(s, "model_flops_per_second", tps * flops);

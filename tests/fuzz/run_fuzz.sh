@@ -175,6 +175,7 @@ static void gen(void) {
 #endif
 #ifdef GEN_TOKENIZER
 #include "tokenizer/tokenizer.h"
+#include <cjson/cJSON.h>
 static void gen(void) {
   atoll_tokenizer *t = NULL;
   atoll_err e;
@@ -190,6 +191,28 @@ static void gen(void) {
   files[0] = path;
   if (atoll_bpe_train(&t, files, 1, 300, NULL, &e)) die("bpe train", &e);
   if (atoll_tokenizer_write_json(t, at("bpe.json"), &e)) die("bpe tokenizer", &e);
+  /* the same with added tokens: one in the vocabulary, specials and a normalized one past it */
+  char *json = atoll_tokenizer_to_json(t);
+  cJSON *root = json ? cJSON_Parse(json) : NULL;
+  char list[1024];
+  int v = atoll_tokenizer_vocab(t);
+  snprintf(list, sizeof list,
+           "[{\"id\":33,\"content\":\"!\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true},"
+           "{\"id\":%d,\"content\":\"<|endoftext|>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true},"
+           "{\"id\":%d,\"content\":\" the cat\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":true,\"special\":false}]",
+           v, v + 1);
+  cJSON *added = cJSON_Parse(list);
+  if (!root || !added || !cJSON_ReplaceItemInObject(root, "added_tokens", added)) {
+    atoll_fail(&e, "cannot build it");
+    die("added tokens seed", &e);
+  }
+  char *with = cJSON_Print(root);
+  f = fopen(at("added.json"), "w");
+  fputs(with, f);
+  fclose(f);
+  cJSON_free(with);
+  cJSON_Delete(root);
+  free(json);
   atoll_tokenizer_free(t);
   remove(path);
 }
@@ -249,7 +272,7 @@ targets=(
   "config|GEN_CONFIG|src/train/config.c src/model/layout.c src/core/err.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
   "jsonl|GEN_JSONL|src/data/jsonl.c src/core/err.c|"
-  "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lm"
+  "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/added_tokens.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lm"
   "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c|-lcjson -lm"
   "wire|GEN_WIRE|src/net/wire.c|"
 )
