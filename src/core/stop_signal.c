@@ -3,9 +3,10 @@
  * oneDNN's AVX-512 fp32 gemm kernel (jit_avx512_common_gemm_f32, behind dnnl_sgemm;
  * Debian 12's libdnnl 2.6.3, and still so in oneDNN's current source) moves the stack
  * pointer into a malloc'd work buffer when K is above its stack capacity (84 with 4 KiB
- * pages): `mov rsp, ARG_WS`, and its data grows upwards from there. A signal handled on that thread meanwhile has
- * the kernel write its frame (about 7.7 KB with AVX-512 state) below rsp: over the heap
- * chunk header in front of the work buffer and the chunk before it. glibc then aborts
+ * pages): `mov rsp, ARG_WS`, and its data grows upwards from there. A signal handled
+ * on that thread meanwhile has the kernel write its frame (about 7.7 KB with AVX-512
+ * state) below rsp: over the heap chunk header in front of the work buffer and the
+ * chunk before it. glibc then aborts
  * ("corrupted size vs. prev_size while consolidating", in a later free()) or, worse, a
  * neighbouring buffer is silently damaged. With SA_ONSTACK and an alternate stack the
  * kernel writes the frame there instead, whatever rsp holds. The alternate stack is per
