@@ -17,6 +17,7 @@
 #include "cli/tokenizer_cli.h"
 #include "comm/comm.h"
 #include "core/fs.h"
+#include "core/stop_signal.h"
 #include "data/data_tokenizer.h"
 #include "model/layout.h"
 #include "train/agree.h"
@@ -39,11 +40,6 @@
 void openblas_set_num_threads(int n);
 
 static volatile sig_atomic_t stop_flag = 0;
-
-static void on_signal(int sig) {
-  (void)sig;
-  stop_flag = 1;
-}
 
 static int die(const atoll_err *err) {
   fprintf(stderr, "atoll: error: %s\n", err->msg);
@@ -344,12 +340,9 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
     omp_set_num_threads(cfg.threads);
     openblas_set_num_threads(cfg.threads);
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh session: save too */
+  /* SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) save and stop; the
+   * handler runs on its own stack (src/core/stop_signal.c: oneDNN borrows rsp) */
+  if (atoll_stop_signals_install(&stop_flag, &err)) return die(&err);
 
   rc = atoll_train_run(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
   if (rc == ATOLL_TRAIN_QUIET) return 1;

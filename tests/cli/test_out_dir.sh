@@ -50,7 +50,7 @@ if [ $rc -eq 130 ] && [ -f "$ck/state.json" ] && grep -q "stopped at step $n; ch
   pass "SIGHUP: status 130, checkpoint at step $n"
 else
   fail "SIGHUP: status $rc, checkpoints: $(ls "$TMP/long/checkpoints" 2>&1); the run's stderr:"
-  cat "$TMP/long.err" # a rare abort (status 134, seen under load, not reproduced alone): keep all of it
+  cat "$TMP/long.err" # the old rare abort (134) was oneDNN vs the signal frame: src/core/stop_signal.c
 fi
 
 # 2. orphans of killed saves and prunes are cleaned when the run starts: a step_
