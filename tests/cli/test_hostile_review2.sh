@@ -32,4 +32,12 @@ json.dump(d, open(sys.argv[2], 'w'))" "$TMP/bytes.json" "$TMP/many.json"
 out=$(timeout 10 "$ATOLL" tokenizer info --tokenizer "$TMP/many.json" 2>&1)
 case $out in *"vocab 200256 "*) pass "200000 added tokens load in under 10 s (was 26 s, loaded machine)";; *) fail "200000 added tokens: $out";; esac
 
+# --- manifest val_bytes: fewer bytes than tokens made val_bpb silent garbage (1e-11) ---
+small_data
+cp -r "$TMP/data" "$TMP/few"
+"$PY" -c "
+import json, sys
+m = json.load(open(sys.argv[1])); m['val_bytes'] = 1; json.dump(m, open(sys.argv[1], 'w'))" "$TMP/few/manifest.json"
+expect_error "val_bytes below val_tokens refused" "each at least one byte" "$ATOLL" train $TINY --steps 1 --data "$TMP/few" --out "$TMP/r_few"
+
 finish
