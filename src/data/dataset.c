@@ -223,8 +223,10 @@ static int manifest_text_bytes(const cJSON *root, atoll_dataset *ds, const char 
   double b = cJSON_IsNumber(v) ? v->valuedouble : -1;
   if (!(b >= 0 && b <= 9007199254740992.0 && b == floor(b)))
     return atoll_fail(err, "%s: \"%s\" must be a whole number of bytes >= 0", path, key);
-  if (b == 0 && ds->ntokens > 0)
-    return atoll_fail(err, "%s: \"%s\" is 0 but the split holds %" PRIu64 " tokens", path, key, ds->ntokens);
+  /* every token is at least one byte of text (vocabulary entries and added tokens are never empty) */
+  if (b < (double)ds->ntokens)
+    return atoll_fail(err, "%s: \"%s\" is %.17g but the split holds %" PRIu64 " tokens (each at least one byte)", path,
+                      key, b, ds->ntokens);
   ds->text_bytes = (uint64_t)b;
   return 0;
 }

@@ -13,6 +13,7 @@
  * that stand for other bytes ("élan": tokenizers decodes it as byte 0xE9 and "lan",
  * and as a vocabulary entry it would be those bytes' token). */
 #include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/unicode.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -40,8 +41,8 @@ static int table_add(atoll_tokenizer *t, const uint8_t *b, size_t len) {
 }
 
 /* One entry, checked and added; k is its index (for messages). */
-static int read_one(atoll_tokenizer *t, const cJSON *e, int k, const atoll_bytemap *map, uint8_t *buf,
-                    const char *name, atoll_err *err) {
+static int read_one(atoll_tokenizer *t, const cJSON *e, int k, const atoll_bytemap *map, atoll_bytemap *seen,
+                    uint8_t *buf, const char *name, atoll_err *err) {
   char q[200];
   const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
   const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
@@ -61,9 +62,16 @@ static int read_one(atoll_tokenizer *t, const cJSON *e, int k, const atoll_bytem
   if (memchr(text, '\n', len))
     return atoll_fail(err, "%s: added_tokens: \"%s\" holds a newline (not supported: atoll cuts long texts at newlines)",
                       name, atoll_tok_quote(text, q));
-  for (int j = 0; j < t->nadded; j++)
-    if (t->added[j].len == len && memcmp(t->added_bytes + t->added[j].off, text, len) == 0)
-      return atoll_fail(err, "%s: added_tokens: \"%s\" is listed twice", name, atoll_tok_quote(text, q));
+  for (size_t i = 0; i < len;) { /* tokenizers reads JSON strings as UTF-8 only */
+    uint32_t cp;
+    i += (size_t)atoll_utf8_next((const uint8_t *)text + i, len - i, &cp);
+    if (cp == 0xFFFFFFFFu)
+      return atoll_fail(err, "%s: added_tokens: entry %d is not valid UTF-8", name, k);
+  }
+  int fresh; /* a map, not a scan of those before: a file may list a million */
+  if (atoll_bytemap_put(seen, (const uint8_t *)text, len, atoll_bytes_hash((const uint8_t *)text, len), k, &fresh) < 0)
+    return atoll_fail(err, "%s: out of memory", name);
+  if (!fresh) return atoll_fail(err, "%s: added_tokens: \"%s\" is listed twice", name, atoll_tok_quote(text, q));
   /* Written only in ByteLevel's symbols, the text would be decoded by tokenizers as
    * the bytes they stand for, not as itself (and be a vocabulary entry of those bytes) */
   long nb = atoll_symbols_to_bytes(text, buf);
@@ -75,7 +83,7 @@ static int read_one(atoll_tokenizer *t, const cJSON *e, int k, const atoll_bytem
   int64_t m = nb > 0 ? atoll_bytemap_find(map, buf, (size_t)nb, atoll_bytes_hash(buf, (size_t)nb)) : -1;
   if (m >= 0) want = (int32_t)map->val[m];
   if (id->valuedouble != (double)want)
-    return atoll_fail(err, "%s: added_tokens: \"%s\" has id %.0f, but tokenizers would give it %d (%s)", name,
+    return atoll_fail(err, "%s: added_tokens: \"%s\" has id %.17g, but tokenizers would give it %d (%s)", name,
                       atoll_tok_quote(text, q), id->valuedouble, want,
                       m >= 0 ? "its vocabulary id" : "the next id past the vocabulary and the added tokens before it");
   if (m < 0 && t->vocab >= ATOLL_TOKENIZER_MAX_VOCAB)
@@ -106,8 +114,10 @@ int atoll_added_tokens_read(atoll_tokenizer *t, const void *root_json, const ato
     free(buf);
     return atoll_fail(err, "%s: out of memory", name);
   }
+  atoll_bytemap seen = {0};
   int k = 0, rc = 0;
-  for (const cJSON *e = arr->child; e && rc == 0; e = e->next, k++) rc = read_one(t, e, k, map, buf, name, err);
+  for (const cJSON *e = arr->child; e && rc == 0; e = e->next, k++) rc = read_one(t, e, k, map, &seen, buf, name, err);
+  atoll_bytemap_free(&seen);
   free(buf);
   if (rc != 0) return -1;
   t->special = calloc((size_t)t->vocab, 1);

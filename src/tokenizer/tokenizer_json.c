@@ -342,9 +342,22 @@ done:
   return rc;
 }
 
+/* 1 when a JSON string holds the escape \u0000: cJSON ends the string there, so a
+ * token "a\u0000b" would silently be read as "a". */
+static int has_nul_escape(const char *text, size_t len) {
+  for (size_t i = 0; i + 6 <= len; i++) {
+    if (text[i] != '\\') continue;
+    if (memcmp(text + i, "\\u0000", 6) == 0) return 1;
+    i++; /* the escaped character is not the start of another escape */
+  }
+  return 0;
+}
+
 int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, const char *name,
                           atoll_err *err) {
   *out = NULL;
+  if (has_nul_escape(text, len))
+    return atoll_fail(err, "%s: a string holds \\u0000 (NUL): not supported (byte 0 is spelled \"\u0100\" in byte-level symbols)", name);
   cJSON *root = cJSON_ParseWithLength(text, len);
   if (!root) return atoll_fail(err, "%s: not valid JSON (a tokenizer.json was expected)", name);
   atoll_tokenizer *t = calloc(1, sizeof *t);
