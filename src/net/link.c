@@ -414,6 +414,7 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
     atoll_zap_allow(l->zap, l->members[i].key);
   }
   if (k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", what);
+  double t_quorum = atoll_net_now(); /* net.transfer_seconds counts from here */
   /* A peer that was not in this island's previous quorum may be a restarted process
    * at the same endpoint, whose handshake with the old sockets was refused while it
    * did not know this island yet (ZeroMQ then gives up on that connection): its
@@ -435,12 +436,14 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
   if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
   /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */
   *bad = SIZE_MAX;
-  memset(l->send, 0, qb * (size_t)K);
   for (int c = 0; c < K; c++) {
     size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n, b;
+    /* fp32 and bf16 write every byte of their encoding: only the rest of the piece's
+     * qb bytes is zeroed; int8 leaves a zero block's values as they were */
+    size_t used = q == ATOLL_Q_FP32 || q == ATOLL_Q_BF16 ? atoll_q_bytes(q, hi - lo) : 0;
+    memset(l->send + qb * (size_t)c + used, 0, qb - used);
     if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && *bad == SIZE_MAX) *bad = lo + b;
   }
-  double t_quorum = atoll_net_now();
   uint64_t bytes0 = 0;
   for (int i = 0; i < K; i++)
     if (peers[i]) bytes0 += peers[i]->tx.bytes, peers[i]->again[1] = peers[i]->again[2] = 0;
