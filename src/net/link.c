@@ -436,19 +436,22 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
   if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
   /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */
   *bad = SIZE_MAX;
-  for (int c = 0; c < K; c++) {
+  uint64_t bytes0 = 0;
+  for (int i = 0; i < K; i++)
+    if (peers[i]) bytes0 += peers[i]->tx.bytes, peers[i]->again[1] = peers[i]->again[2] = 0;
+  /* each peer's piece is queued as soon as it is encoded, this island's own last, so
+   * that the link starts at once */
+  for (int j = 1; j <= K; j++) {
+    int c = (k + j) % K;
     size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n, b;
     /* fp32 and bf16 write every byte of their encoding: only the rest of the piece's
      * qb bytes is zeroed; int8 leaves a zero block's values as they were */
     size_t used = q == ATOLL_Q_FP32 || q == ATOLL_Q_BF16 ? atoll_q_bytes(q, hi - lo) : 0;
     memset(l->send + qb * (size_t)c + used, 0, qb - used);
-    if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && *bad == SIZE_MAX) *bad = lo + b;
-  }
-  uint64_t bytes0 = 0;
-  for (int i = 0; i < K; i++)
-    if (peers[i]) bytes0 += peers[i]->tx.bytes, peers[i]->again[1] = peers[i]->again[2] = 0;
-  for (int c = 0; c < K; c++)
+    if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && (*bad == SIZE_MAX || lo + b < *bad))
+      *bad = lo + b;
     if (c != k) send_piece(l, peers[c], step, frag, qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
+  }
   /* got: per phase and member, a flag per chunk; then per chunk, the members whose
    * phase-1 chunk arrived */
   memset(l->got, 0, 2 * (size_t)K * nch + nch);
