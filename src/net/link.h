@@ -42,6 +42,9 @@ typedef struct {
   uint64_t exchanges;
   uint64_t retries;        /* attempts aborted by the coordinator */
   double exchange_seconds; /* in exchanges and commits, waits included */
+  double transfer_seconds; /* of the exchanges applied, each from its QUORUM's arrival to
+                            * holding every piece: no READY, DONE/GO or COMMIT waits */
+  uint64_t transfer_bytes; /* sent to peers meanwhile (data, framing and CURVE estimated) */
   int members;             /* of the last quorum */
   int members_min, members_max; /* over the exchanges applied */
   uint64_t joins;          /* times this island fetched the committed state and joined */
