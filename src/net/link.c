@@ -64,6 +64,7 @@ struct atoll_link {
   uint64_t transfer_b; /* and the bytes it sent to its peers meanwhile */
   float *sum, *decoded;
   int waited_told;
+  const volatile sig_atomic_t *stop; /* NULL, or the run's stop flag */
   float *global, *momentum; /* the island's outer state (atoll_link_bind) */
   size_t state_n;
   uint32_t joined_step;
@@ -245,6 +246,7 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
       atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0);
       sent = atoll_net_now();
     }
+    if (l->stop && *l->stop) return atoll_fail(err, "%s: stopped by a signal while waiting for the coordinator", what);
     if (!coord_poll(l, m, 100)) continue;
     if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
     if (m->type == ATOLL_WIRE_WAIT) {
@@ -259,8 +261,13 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
     if (m->type == ATOLL_WIRE_STATE_FROM && a == ATOLL_WIRE_QUORUM) return 0; /* this island is behind: it joins */
     /* an answer to an earlier request (repeated, or of an aborted attempt): not this one */
   }
+  if (l->waited_told)
+    return atoll_fail(err, "%s: the coordinator %s said to wait for more islands, and they did not come within %g s", what,
+                      l->join, limit);
   return atoll_fail(err, "%s: no answer from the coordinator %s within %g s", what, l->join, limit);
 }
+
+void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop) { l->stop = stop; }
 
 /* ---------------------------------------------------------------- exchange --- */
 

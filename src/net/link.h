@@ -20,6 +20,7 @@
 #include "parallel/quant.h"
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 typedef struct {
@@ -61,6 +62,8 @@ void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n);
 uint32_t atoll_link_joined_step(const atoll_link *l);
 /* What the heartbeats report: inner steps done, last committed revision and hash. */
 void atoll_link_progress(atoll_link *l, uint32_t step);
+/* A stop flag (SIGINT/SIGTERM/SIGHUP) that ends a wait for the coordinator early. */
+void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop);
 /* Between exchanges: reads what the coordinator sent meanwhile; an ERROR (e.g. this
  * island's ranks or layout do not match the run's) fails with its text. */
 int atoll_link_check(atoll_link *l, atoll_err *err);
