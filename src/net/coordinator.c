@@ -1,5 +1,8 @@
 /* The islands' coordinator (coordinator.h). One thread: a ROUTER socket polled every
- * 100 ms; membership timeouts are checked between messages. */
+ * 100 ms; membership timeouts are checked between messages.
+ * Over the house's 600 lines: membership, quorum, commits and the state file belong in
+ * files of their own; a split was prepared but is not merged until it passes the
+ * coordinator-restart chaos runs (docs/islands.md, "Not yet"). */
 #include "net/coordinator.h"
 
 #include "core/fs.h"
