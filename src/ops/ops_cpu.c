@@ -10,6 +10,8 @@
 
 #include "core/fatal.h"
 #include "core/mem.h"
+#include "ops/attention_bf16.h"
+#include "ops/exp_approx.h"
 #include "ops/gemm_cpu.h"
 
 #include <math.h>
@@ -23,33 +25,6 @@
 static void *cpu_alloc(size_t bytes) { return atoll_mem_alloc(bytes); }
 
 static void cpu_free(void *p) { atoll_mem_free(p); }
-
-/* exp(x) for float, written so that loops over it vectorize (glibc's vector expf is
- * only declared under -ffast-math, which would also break NaN checks). Range
- * reduction x = n ln2 + r with ln2 split in two (Cody-Waite), a degree-6 polynomial
- * for exp(r) on |r| <= ln2/2 (Taylor coefficients, adjusted for minimax), then 2^n
- * through the exponent bits. Max relative error about 2e-7 over [-87, 88]; inputs are
- * clamped to that range (exp(-87) ~ 1.6e-38, far below any probability that matters). */
-static inline float exp_approx(float x) {
-  x = x < -87.0f ? -87.0f : x; /* ternaries vectorize; fminf/fmaxf do not */
-  x = x > 88.0f ? 88.0f : x;
-  /* round x/ln2 to the nearest integer by adding and removing 1.5 * 2^23 */
-  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 
 /* Channels per task when threads split a reduction over rows by channel. */
 #define CHUNK 64
@@ -358,7 +333,7 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
             float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
             for (int j = 0; j < n; j++) {
-              row[j] = exp_approx(row[j] - mx);
+              row[j] = atoll_exp_approx(row[j] - mx);
               sum += row[j];
             }
             float inv = 1.0f / sum;
@@ -408,7 +383,7 @@ static void attention_backward(float *dqkv, const float *dout, const float *qkv,
             float l = lse_h[i];
             int n = i + 1;
 #pragma omp simd
-            for (int j = 0; j < n; j++) row[j] = exp_approx(row[j] - l);
+            for (int j = 0; j < n; j++) row[j] = atoll_exp_approx(row[j] - l);
             for (int j = n; j < r1; j++) row[j] = 0.0f;
             const float *o = out_h + (size_t)i * C, *g = dout_h + (size_t)i * C;
             float d = 0.0f;
@@ -445,7 +420,7 @@ static inline float gelu_exp2u(float v) {
   float z = 2.0f * GELU_K * (v + 0.044715f * v * v * v);
   z = z < -80.0f ? -80.0f : z;
   z = z > 40.0f ? 40.0f : z;
-  return exp_approx(z);
+  return atoll_exp_approx(z);
 }
 
 /* Elementwise loops run as threaded blocks with a vectorized inner loop (gcc does not
@@ -497,7 +472,7 @@ static void xent_forward(float *losses, float *lse, const float *logits, const i
     for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int v = 0; v < V; v++) sum += exp_approx(z[v] - mx);
+    for (int v = 0; v < V; v++) sum += atoll_exp_approx(z[v] - mx);
     float l = mx + logf(sum);
     lse[n] = l;
     losses[n] = l - z[targets[n]];
@@ -511,7 +486,7 @@ static void xent_backward(float *logits, const float *lse, const int32_t *target
     float *z = logits + (size_t)n * V;
     float l = lse[n];
 #pragma omp simd
-    for (int v = 0; v < V; v++) z[v] = exp_approx(z[v] - l) * dloss;
+    for (int v = 0; v < V; v++) z[v] = atoll_exp_approx(z[v] - l) * dloss;
     z[targets[n]] -= dloss;
   }
 }
@@ -553,6 +528,12 @@ static void make_bf16_ops(void) {
   cpu_bf16_ops.name = "cpu-bf16";
   cpu_bf16_ops.matmul_forward = matmul_forward_bf16;
   cpu_bf16_ops.matmul_backward = matmul_backward_bf16;
+  /* attention's products in bf16 too, where the processor has vdpbf16ps (AMX alone
+   * is not used for them: src/ops/attention_bf16.c) */
+  if (atoll_attention_bf16_available()) {
+    cpu_bf16_ops.attention_forward = atoll_attention_forward_bf16;
+    cpu_bf16_ops.attention_backward = atoll_attention_backward_bf16;
+  }
 }
 
 const atoll_ops *atoll_ops_cpu_bf16(void) {

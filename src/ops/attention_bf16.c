@@ -1,0 +1,413 @@
+/* Causal attention with bf16 products (src/ops/attention_bf16.h).
+ *
+ * The order of work is the fp32 kernel's (ops_cpu.c): one (batch, head) pair per
+ * OpenMP task, query rows in blocks of ATT_BLOCK, each block's scores against the keys
+ * it may see kept in per-thread scratch, backward recomputing the probabilities from
+ * the log-sum-exp. What differs is the products: a small matrix kernel built on
+ * AVX512_BF16's vdpbf16ps, which multiplies 16 pairs of bf16 and adds each pair's sum
+ * into an fp32 lane. A product C = A B reads
+ *   A as "bf16 rows": row-major bf16, rows padded with zeros to an even length, so
+ *     that A[m][2u], A[m][2u+1] form one 32-bit word (broadcast to every lane);
+ *   B in "pair layout": ceil(K/2) rows of 32-bit words, word (u, n) holding B[2u][n] in
+ *     its low half and B[2u+1][n] in its high half (zero past K or N), rows padded to
+ *     a multiple of 16 words, so that 16 consecutive n are one vector.
+ * Each head's Q, K, V (and dO) are rounded into these layouts once, which is what the
+ * earlier oneDNN attempt (full T x T products through memory) could not do cheaply
+ * (bench/README.md, "Tried and left out"). Rounding is to nearest even, as in
+ * atoll_bf16_from_f32; vdpbf16ps itself treats bf16 denormals as zero. */
+#include "ops/attention_bf16.h"
+
+#include "core/fatal.h"
+#include "ops/cpu_features.h"
+#include "ops/exp_approx.h"
+#include "ops/gemm_cpu.h"
+#include "ops/ops_llama_cpu.h" /* atoll_att_scratch */
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+#define HAVE_KERNEL 1
+#include <immintrin.h>
+#define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl")))
+#else
+#define HAVE_KERNEL 0
+#endif
+
+#define ATT_BLOCK 64
+
+int atoll_attention_bf16_available(void) { return HAVE_KERNEL && atoll_cpu()->amx_bf16; }
+
+#if HAVE_KERNEL
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+/* ------------------------------------------------------------------ layouts --- */
+
+/* rows x cols of X (row stride ldx) times scale, as bf16 rows of stride lda (even) */
+static void rows_bf16(uint16_t *A, int lda, const float *X, int ldx, int rows, int cols, float scale) {
+  for (int r = 0; r < rows; r++) {
+    const float *x = X + (size_t)r * ldx;
+    uint16_t *a = A + (size_t)r * lda;
+#pragma omp simd
+    for (int c = 0; c < cols; c++) a[c] = atoll_bf16_from_f32(x[c] * scale);
+    for (int c = cols; c < lda; c++) a[c] = 0;
+  }
+}
+
+/* the transpose of rows x cols of X as bf16 rows: cols rows of stride lda (even, >= rows) */
+static void rows_bf16_transposed(uint16_t *A, int lda, const float *X, int ldx, int rows, int cols) {
+  for (int c = 0; c < cols; c++) {
+    uint16_t *a = A + (size_t)c * lda;
+    for (int r = 0; r < rows; r++) a[r] = atoll_bf16_from_f32(X[(size_t)r * ldx + c]);
+    for (int r = rows; r < lda; r++) a[r] = 0;
+  }
+}
+
+static inline uint32_t pair(float lo, float hi) {
+  return (uint32_t)atoll_bf16_from_f32(lo) | (uint32_t)atoll_bf16_from_f32(hi) << 16;
+}
+
+/* zero pair rows [from, round_up(K, 32) / 2): the products read B in chunks of 16 */
+static void zero_pad_rows(uint32_t *Bp, int ldb, int from, int K) {
+  for (int u = from; u < round_up(K, 32) / 2; u++) memset(Bp + (size_t)u * ldb, 0, sizeof(uint32_t) * (size_t)ldb);
+}
+
+/* B = X (K x N; X's row k at X + k ldx) in pair layout, rows of ldb words */
+static void pairs_of_rows(uint32_t *Bp, int ldb, const float *X, int ldx, int K, int N) {
+  for (int u = 0; u < (K + 1) / 2; u++) {
+    const float *lo = X + (size_t)(2 * u) * ldx, *hi = lo + ldx;
+    uint32_t *b = Bp + (size_t)u * ldb;
+    if (2 * u + 1 < K) {
+#pragma omp simd
+      for (int n = 0; n < N; n++) b[n] = pair(lo[n], hi[n]);
+    } else {
+      for (int n = 0; n < N; n++) b[n] = pair(lo[n], 0.0f);
+    }
+    for (int n = N; n < ldb; n++) b[n] = 0;
+  }
+  zero_pad_rows(Bp, ldb, (K + 1) / 2, K);
+}
+
+/* B = X^T (X is N x K; X's row n at X + n ldx) in pair layout, rows of ldb words.
+ * A pair (X[n][2u], X[n][2u+1]) is word u of row n in bf16, so this rounds 16 rows at a
+ * time into a small block (contiguous, vectorized) and writes the block transposed. */
+static void pairs_of_cols(uint32_t *Bp, int ldb, const float *X, int ldx, int K, int N) {
+  enum { WORDS = 64 };
+  uint32_t w[16][WORDS];
+  int U = (K + 1) / 2;
+  for (int n0 = 0; n0 < ldb; n0 += 16)
+    for (int u0 = 0; u0 < U; u0 += WORDS) {
+      int uu = U - u0 < WORDS ? U - u0 : WORDS, k0 = 2 * u0, kk = K - k0 < 2 * uu ? K - k0 : 2 * uu;
+      for (int r = 0; r < 16; r++) {
+        uint16_t *h = (uint16_t *)w[r];
+        if (n0 + r < N) {
+          const float *x = X + (size_t)(n0 + r) * ldx + k0;
+#pragma omp simd
+          for (int k = 0; k < kk; k++) h[k] = atoll_bf16_from_f32(x[k]);
+          for (int k = kk; k < 2 * uu; k++) h[k] = 0;
+        } else {
+          memset(h, 0, sizeof(uint32_t) * (size_t)uu);
+        }
+      }
+      for (int t = 0; t < uu; t++) {
+        uint32_t *b = Bp + (size_t)(u0 + t) * ldb + n0;
+        for (int r = 0; r < 16; r++) b[r] = w[r][t];
+      }
+    }
+  zero_pad_rows(Bp, ldb, U, K);
+}
+
+/* ------------------------------------------------------------------ product --- */
+
+/* AMX: eight tile registers of 16 rows x 64 bytes; tile 0 accumulates 16 x 16 fp32,
+ * tile 1 holds 16 rows x 32 bf16 of A, tile 2 16 pair rows x 16 words of B. Each
+ * thread loads the configuration before its products and releases it after. */
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+TARGET static void tiles_on(void) {
+  tile_config c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int i = 0; i < 3; i++) c.colsb[i] = 64, c.rows[i] = 16;
+  _tile_loadconfig(&c);
+}
+
+TARGET static void tiles_off(void) { _tile_release(); }
+
+/* C (M x N, row stride ldc) = A B, or += when accumulate. A: bf16 rows of stride lda,
+ * readable for round_up(M, 16) rows and 32 round_up(Kh, 16) columns, zero in columns
+ * [2 Kh, ...). B: pair layout, rows of ldb words (a multiple of 16, >= N), round_up(Kh,
+ * 16) rows, zero past Kh. Whole 16 x 16 tiles go straight to C; edge tiles through a
+ * local tile, so nothing outside M x N is written. */
+TARGET static void gemm_pairs(int M, int N, int Kh, const uint16_t *A, int lda, const uint32_t *Bp, int ldb, float *C,
+                              int ldc, int accumulate) {
+  int chunks = (Kh + 15) / 16;
+  float edge[16 * 16] __attribute__((aligned(64)));
+  for (int m0 = 0; m0 < M; m0 += 16)
+    for (int n0 = 0; n0 < N; n0 += 16) {
+      int whole = m0 + 16 <= M && n0 + 16 <= N;
+      float *c = C + (size_t)m0 * ldc + n0;
+      if (whole && accumulate)
+        _tile_loadd(0, c, (long)ldc * 4);
+      else
+        _tile_zero(0);
+      for (int k = 0; k < chunks; k++) {
+        _tile_loadd(1, A + (size_t)m0 * lda + (size_t)k * 32, (long)lda * 2);
+        _tile_loadd(2, Bp + (size_t)k * 16 * ldb + n0, (long)ldb * 4);
+        _tile_dpbf16ps(0, 1, 2);
+      }
+      if (whole) {
+        _tile_stored(0, c, (long)ldc * 4);
+        continue;
+      }
+      _tile_stored(0, edge, 64);
+      int mr = M - m0 < 16 ? M - m0 : 16, nr = N - n0 < 16 ? N - n0 : 16;
+      for (int r = 0; r < mr; r++)
+        for (int j = 0; j < nr; j++) c[(size_t)r * ldc + j] = (accumulate ? c[(size_t)r * ldc + j] : 0.0f) + edge[r * 16 + j];
+    }
+}
+
+/* ------------------------------------------------------------------ scratch --- */
+
+/* A thread's buffers, carved from one float array at 64-byte boundaries. */
+typedef struct {
+  uint16_t *qa, *da;   /* Q (scaled) and dO as bf16 rows: tp x hsp */
+  uint32_t *kc, *vc;   /* K^T and V^T in pair layout: hsp/2 x tp */
+  uint32_t *vr, *kr;   /* V and K in pair layout: t32/2 x hs16 */
+  float *s, *dp;       /* a block's scores / probabilities and dP / dS: ATT_BLOCK x tp */
+  uint16_t *pa;        /* a block's P or dS as bf16 rows: ATT_BLOCK x t32 */
+  uint16_t *pt;        /* their transpose: tp x ATT_BLOCK */
+  uint32_t *qr, *dr;   /* a block's Q and dO in pair layout: ATT_BLOCK/2 x hs16 */
+} buffers;
+
+typedef struct {
+  int T, hs;
+  int hsp;  /* hs rounded up to 32: a bf16 row of Q or dO is whole AMX chunks */
+  int tp;   /* T rounded up to 16: rows and columns of whole tiles */
+  int t32;  /* T rounded up to 32 */
+  int hs16; /* hs rounded up to 16 */
+} dims;
+
+static dims dims_of(int T, int C, int NH) {
+  dims d = {.T = T, .hs = C / NH};
+  d.hsp = round_up(d.hs, 32);
+  d.tp = round_up(T, 16);
+  d.t32 = round_up(T, 32);
+  d.hs16 = round_up(d.hs, 16);
+  return d;
+}
+
+/* bytes of each buffer, in the order of the struct; 0 where not needed */
+static void buffer_sizes(const dims *d, size_t sz[12]) {
+  size_t tp = (size_t)d->tp, t32 = (size_t)d->t32;
+  size_t i = 0;
+  sz[i++] = tp * d->hsp * 2;                 /* qa */
+  sz[i++] = tp * d->hsp * 2;                 /* da */
+  sz[i++] = (size_t)d->hsp / 2 * tp * 4;     /* kc */
+  sz[i++] = (size_t)d->hsp / 2 * tp * 4;     /* vc */
+  sz[i++] = t32 / 2 * d->hs16 * 4;           /* vr */
+  sz[i++] = t32 / 2 * d->hs16 * 4;           /* kr */
+  sz[i++] = ATT_BLOCK * tp * 4;              /* s */
+  sz[i++] = ATT_BLOCK * tp * 4;              /* dp */
+  sz[i++] = ATT_BLOCK * t32 * 2;             /* pa */
+  sz[i++] = tp * ATT_BLOCK * 2;              /* pt */
+  sz[i++] = ATT_BLOCK / 2 * (size_t)d->hs16 * 4; /* qr */
+  sz[i++] = ATT_BLOCK / 2 * (size_t)d->hs16 * 4; /* dr */
+}
+
+static size_t per_thread_floats(const dims *d) {
+  size_t sz[12], total = 0;
+  buffer_sizes(d, sz);
+  for (int i = 0; i < 12; i++) total += (sz[i] + 63) / 64 * 64;
+  return total / sizeof(float) + 16; /* + room to align the start */
+}
+
+static buffers carve(float *base, const dims *d) {
+  size_t sz[12];
+  buffer_sizes(d, sz);
+  char *p = (char *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
+  void *ptr[12];
+  for (int i = 0; i < 12; i++) {
+    ptr[i] = p;
+    p += (sz[i] + 63) / 64 * 64;
+  }
+  buffers b = {ptr[0], ptr[1], ptr[2], ptr[3], ptr[4], ptr[5], ptr[6], ptr[7], ptr[8], ptr[9], ptr[10], ptr[11]};
+  return b;
+}
+
+/* ------------------------------------------------------------------ forward --- */
+
+/* Softmax of each scaled score row (row i sees keys 0..i) of a block's rows r0..r1
+ * (stride tp), written as bf16 rows of stride lda into P (zero past the diagonal, up
+ * to lda); each row's log-sum-exp in lse. */
+static void block_softmax(uint16_t *P, int lda, float *S, int tp, int r0, int r1, float *lse) {
+  for (int i = r0; i < r1; i++) {
+    float *row = S + (size_t)(i - r0) * tp;
+    uint16_t *p = P + (size_t)(i - r0) * lda;
+    int n = i + 1;
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+      row[j] = atoll_exp_approx(row[j] - mx);
+      sum += row[j];
+    }
+    float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < n; j++) p[j] = atoll_bf16_from_f32(row[j] * inv);
+    for (int j = n; j < lda; j++) p[j] = 0;
+    lse[i] = mx + logf(sum);
+  }
+}
+
+TARGET static void forward_head(const buffers *w, const dims *d, float *out_h, int C, float *lse_h, const float *q,
+                                const float *k, const float *v, int ld) {
+  int T = d->T, hs = d->hs, hsp = d->hsp, tp = d->tp;
+  rows_bf16(w->qa, hsp, q, ld, T, hs, 1.0f / sqrtf((float)hs));
+  pairs_of_cols(w->kc, tp, k, ld, hs, T);
+  pairs_of_rows(w->vr, d->hs16, v, ld, T, hs);
+  for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+    int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0, r1p = round_up(r1, 32);
+    gemm_pairs(rows, r1, hsp / 2, w->qa + (size_t)r0 * hsp, hsp, w->kc, tp, w->s, tp, 0);
+    block_softmax(w->pa, r1p, w->s, tp, r0, r1, lse_h);
+    gemm_pairs(rows, hs, r1p / 2, w->pa, r1p, w->vr, d->hs16, out_h + (size_t)r0 * C, C, 0);
+  }
+}
+
+void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+  dims d = dims_of(T, C, NH);
+  int nt;
+  size_t per_thread = per_thread_floats(&d);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
+  {
+    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
+    tiles_on();
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * d.hs;
+        forward_head(&w, &d, out + (size_t)b * T * C + (size_t)h * d.hs, C, lse + ((size_t)b * NH + h) * T, q, q + C,
+                     q + 2 * C, 3 * C);
+      }
+    tiles_off();
+  }
+  free(scratch);
+}
+
+/* ----------------------------------------------------------------- backward --- */
+
+/* dX[0..r1) of one block (dK or dV: keys by hs, row stride ld) from A (r1 keys x
+ * rowsp, bf16 rows) and B (the block's rows in pair layout): rows [0, r0) add to
+ * what earlier blocks wrote, rows [r0, r1) are written (no block wrote them yet). */
+TARGET static void keys_product(int r0, int r1, int hs, int rowsp, const uint16_t *A, const uint32_t *B, int ldb,
+                                float *dX, int ld) {
+  if (r0 > 0) gemm_pairs(r0, hs, rowsp / 2, A, rowsp, B, ldb, dX, ld, 1);
+  gemm_pairs(r1 - r0, hs, rowsp / 2, A + (size_t)r0 * rowsp, rowsp, B, ldb, dX + (size_t)r0 * ld, ld, 0);
+}
+
+typedef struct {
+  const float *q, *k, *v, *out, *dout, *lse;
+  float *dq, *dk, *dv;
+  int ld, C; /* row strides: qkv and dqkv 3C; out and dout C */
+} head_io;
+
+TARGET static void backward_head(const buffers *w, const dims *d, const head_io *io) {
+  int T = d->T, hs = d->hs, hsp = d->hsp, tp = d->tp, hs16 = d->hs16, ld = io->ld, C = io->C;
+  float scale = 1.0f / sqrtf((float)hs);
+  rows_bf16(w->qa, hsp, io->q, ld, T, hs, scale);
+  pairs_of_cols(w->kc, tp, io->k, ld, hs, T);
+  rows_bf16(w->da, hsp, io->dout, C, T, hs, 1.0f);
+  pairs_of_cols(w->vc, tp, io->v, ld, hs, T);
+  pairs_of_rows(w->kr, hs16, io->k, ld, T, hs);
+  for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+    int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
+    int r1p = round_up(r1, 32), rowsp = round_up(rows, 32);
+    float D[ATT_BLOCK];
+    /* P = exp(S - lse), recomputed from the same bf16 inputs as forward */
+    gemm_pairs(rows, r1, hsp / 2, w->qa + (size_t)r0 * hsp, hsp, w->kc, tp, w->s, tp, 0);
+    for (int i = r0; i < r1; i++) {
+      float *row = w->s + (size_t)(i - r0) * tp, l = io->lse[i];
+      int n = i + 1;
+#pragma omp simd
+      for (int j = 0; j < n; j++) row[j] = atoll_exp_approx(row[j] - l);
+      for (int j = n; j < r1; j++) row[j] = 0.0f;
+      const float *o = io->out + (size_t)i * C, *g = io->dout + (size_t)i * C;
+      float dd = 0.0f;
+#pragma omp simd reduction(+ : dd)
+      for (int c = 0; c < hs; c++) dd += o[c] * g[c];
+      D[i - r0] = dd;
+    }
+    /* dP = dO V^T, then dS = P (dP - D) * scale in place, and as bf16 rows */
+    gemm_pairs(rows, r1, hsp / 2, w->da + (size_t)r0 * hsp, hsp, w->vc, tp, w->dp, tp, 0);
+    for (int i = 0; i < rows; i++) {
+      float *ds = w->dp + (size_t)i * tp;
+      const float *p = w->s + (size_t)i * tp;
+      uint16_t *a = w->pa + (size_t)i * r1p;
+      float di = D[i];
+#pragma omp simd
+      for (int j = 0; j < r1; j++) {
+        ds[j] = p[j] * (ds[j] - di) * scale;
+        a[j] = atoll_bf16_from_f32(ds[j]);
+      }
+      for (int j = r1; j < r1p; j++) a[j] = 0;
+    }
+    /* dQ[rows] = dS K */
+    gemm_pairs(rows, hs, r1p / 2, w->pa, r1p, w->kr, hs16, io->dq + (size_t)r0 * ld, ld, 0);
+    /* dK[0..r1) += dS^T Q[rows], dV[0..r1) += P^T dO[rows]: keys [0, r0) were
+     * written by earlier blocks and add up; keys [r0, r1) are new and are set */
+    rows_bf16_transposed(w->pt, rowsp, w->dp, tp, rows, r1);
+    pairs_of_rows(w->qr, hs16, io->q + (size_t)r0 * ld, ld, rows, hs);
+    keys_product(r0, r1, hs, rowsp, w->pt, w->qr, hs16, io->dk, ld);
+    rows_bf16_transposed(w->pt, rowsp, w->s, tp, rows, r1);
+    pairs_of_rows(w->dr, hs16, io->dout + (size_t)r0 * C, C, rows, hs);
+    keys_product(r0, r1, hs, rowsp, w->pt, w->dr, hs16, io->dv, ld);
+  }
+}
+
+void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, int B, int T, int C, int NH) {
+  dims d = dims_of(T, C, NH);
+  int nt;
+  size_t per_thread = per_thread_floats(&d);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
+  {
+    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
+    tiles_on();
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        size_t qoff = (size_t)b * T * 3 * C + (size_t)h * d.hs, ooff = (size_t)b * T * C + (size_t)h * d.hs;
+        head_io io = {.q = qkv + qoff, .k = qkv + qoff + C, .v = qkv + qoff + 2 * C, .out = out + ooff,
+                      .dout = dout + ooff, .lse = lse + ((size_t)b * NH + h) * T, .dq = dqkv + qoff,
+                      .dk = dqkv + qoff + C, .dv = dqkv + qoff + 2 * C, .ld = 3 * C, .C = C};
+        backward_head(&w, &d, &io);
+      }
+    tiles_off();
+  }
+  free(scratch);
+}
+
+#else /* no kernel in this build: atoll_attention_bf16_available() is 0 */
+
+void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+  (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)NH;
+  atoll_fatal("bf16 attention: not built for this compiler or processor");
+}
+void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, int B, int T, int C, int NH) {
+  (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)C, (void)NH;
+  atoll_fatal("bf16 attention: not built for this compiler or processor");
+}
+
+#endif
