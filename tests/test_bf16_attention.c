@@ -9,7 +9,7 @@
  *    them (the products really ran in bf16);
  *  - the same bits at 1 and 2 threads, every element of dqkv written;
  *  - the bf16 ops table uses these kernels.
- * Exits 77 on a processor without AVX512_BF16. */
+ * Exits 77 on a processor without usable AMX-BF16. */
 #include "check.h"
 #include "core/rng.h"
 #include "ops/attention_bf16.h"
@@ -173,7 +173,7 @@ static void test_shape(const shape *s) {
 int main(void) {
   atoll_rng_seed(&rng, 20261201);
   if (!atoll_attention_bf16_available()) {
-    printf("bf16 attention skipped: this processor has no AVX512_BF16\n");
+    printf("bf16 attention skipped: this processor has no usable AMX-BF16\n");
     return 77;
   }
   const atoll_ops *h = atoll_ops_cpu_bf16();

@@ -3,18 +3,22 @@
  * The order of work is the fp32 kernel's (ops_cpu.c): one (batch, head) pair per
  * OpenMP task, query rows in blocks of ATT_BLOCK, each block's scores against the keys
  * it may see kept in per-thread scratch, backward recomputing the probabilities from
- * the log-sum-exp. What differs is the products: a small matrix kernel built on
- * AVX512_BF16's vdpbf16ps, which multiplies 16 pairs of bf16 and adds each pair's sum
- * into an fp32 lane. A product C = A B reads
- *   A as "bf16 rows": row-major bf16, rows padded with zeros to an even length, so
- *     that A[m][2u], A[m][2u+1] form one 32-bit word (broadcast to every lane);
- *   B in "pair layout": ceil(K/2) rows of 32-bit words, word (u, n) holding B[2u][n] in
- *     its low half and B[2u+1][n] in its high half (zero past K or N), rows padded to
- *     a multiple of 16 words, so that 16 consecutive n are one vector.
- * Each head's Q, K, V (and dO) are rounded into these layouts once, which is what the
- * earlier oneDNN attempt (full T x T products through memory) could not do cheaply
- * (bench/README.md, "Tried and left out"). Rounding is to nearest even, as in
- * atoll_bf16_from_f32; vdpbf16ps itself treats bf16 denormals as zero. */
+ * the log-sum-exp. What differs is the products: AMX tiles (TDPBF16PS: a 16 x 32 bf16
+ * tile times a 32 x 16 one, added into 16 x 16 fp32). A product C = A B reads
+ *   A as "bf16 rows": row-major bf16, rows padded with zeros to a multiple of 32;
+ *   B in "pair layout": rows of 32-bit words, word (u, n) holding B[2u][n] in its low
+ *     half and B[2u+1][n] in its high half (zero past K or N), rows padded to a
+ *     multiple of 16 words and their count to a multiple of 16 (AMX's VNNI layout).
+ * Each head's Q, K, V (and dO) are rounded into these layouts once; the earlier oneDNN
+ * attempt (full T x T products through memory) could not do that cheaply
+ * (bench/README.md, "Where a bf16 step's time goes"). Rounding is to nearest even, as
+ * in atoll_bf16_from_f32; the tiles treat bf16 denormals as zero.
+ *
+ * On the Xeon of bench/README.md this makes attention about 1.1-1.2x faster than the
+ * fp32 kernels at one thread: the products are now a sixth of its time, the rest is
+ * softmax, rounding and reading Q, K, V from memory. Processors with AVX512_BF16 but no
+ * AMX keep the fp32 attention (vdpbf16ps does no more work per cycle than two fp32
+ * FMAs; a version on it measured slower than fp32 here). */
 #include "ops/attention_bf16.h"
 
 #include "core/fatal.h"

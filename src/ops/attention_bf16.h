@@ -6,11 +6,12 @@
  * log-sum-exp and dS = P (dP - D) stay fp32. Results are deterministic and do not
  * depend on the thread count (one thread computes each (batch, head) pair).
  *
- * Needs AVX512_BF16 (vdpbf16ps): check atoll_attention_bf16_available first. */
+ * Needs AMX-BF16 (usable: the OS saves tile data and granted this process the
+ * permission; src/ops/cpu_features.h): check atoll_attention_bf16_available first. */
 #ifndef ATOLL_OPS_ATTENTION_BF16_H
 #define ATOLL_OPS_ATTENTION_BF16_H
 
-/* 1 when this processor has AVX512_BF16 (and this build the kernels), else 0. */
+/* 1 when this processor has usable AMX-BF16 (and this build the kernels), else 0. */
 int atoll_attention_bf16_available(void);
 
 void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);

@@ -528,8 +528,8 @@ static void make_bf16_ops(void) {
   cpu_bf16_ops.name = "cpu-bf16";
   cpu_bf16_ops.matmul_forward = matmul_forward_bf16;
   cpu_bf16_ops.matmul_backward = matmul_backward_bf16;
-  /* attention's products in bf16 too, where the processor has vdpbf16ps (AMX alone
-   * is not used for them: src/ops/attention_bf16.c) */
+  /* attention's products in bf16 too, on AMX tiles; without AMX attention stays
+   * fp32 (src/ops/attention_bf16.c says why) */
   if (atoll_attention_bf16_available()) {
     cpu_bf16_ops.attention_forward = atoll_attention_forward_bf16;
     cpu_bf16_ops.attention_backward = atoll_attention_backward_bf16;

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""usage: runs_close.py RUN_A RUN_B RTOL [FIRST_STEP]
+"""usage: runs_close.py RUN_A RUN_B RTOL [FIRST_STEP [WEIGHT_RTOL]]
 
 Exit 0 if two runs agree within RTOL: every step's loss (from FIRST_STEP on) and
 val_loss as |a - b| <= RTOL |b|, and the final checkpoints' weights as
-||a - b|| <= RTOL ||b|| over the whole model. RTOL 0 demands bit-identical.
+||a - b|| <= WEIGHT_RTOL ||b|| over the whole model (WEIGHT_RTOL defaults to RTOL).
+RTOL 0 demands bit-identical.
 
 Norm-wise, not element-wise: the bias of the attention keys has an exact gradient of
 zero (adding a constant to every key's score leaves the softmax unchanged), so its
@@ -24,6 +25,7 @@ def weights(run):
 
 a, b, rtol = sys.argv[1], sys.argv[2], float(sys.argv[3])
 first = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+wrtol = float(sys.argv[5]) if len(sys.argv) > 5 else rtol
 ma = {o["step"]: o for o in map(json.loads, open(f"{a}/metrics.jsonl"))}
 mb = {o["step"]: o for o in map(json.loads, open(f"{b}/metrics.jsonl"))}
 bad, worst = [], 0.0
@@ -46,7 +48,7 @@ else:
     diff = np.sqrt(sum(float(((wa[k].astype(np.float64) - wb[k]) ** 2).sum()) for k in wb))
     norm = np.sqrt(sum(float((wb[k].astype(np.float64) ** 2).sum()) for k in wb))
     wworst = diff / norm if norm > 0 else diff
-    if not wworst <= rtol:
+    if not wworst <= wrtol:
         bad.append(f"weights: norm-wise rel diff {wworst:.2e}")
     tmax, tname = max((np.abs(wa[k] - wb[k]).max() / max(np.abs(wb[k]).max(), 1e-30), k) for k in wb)
 print(f"losses: worst rel diff {worst:.2e}; weights ({cka.split('/')[-1]}): norm-wise rel diff {wworst:.2e} (worst tensor element-wise {tmax:.1e}, {tname})")
