@@ -30,7 +30,7 @@ static atoll_plan_cluster cluster(const char *accel, int gpus) {
 }
 
 static atoll_plan_train train(int seq, double seqs_per_step) {
-  atoll_plan_train t = {seq, seqs_per_step * seq, 15.6e12, ATOLL_PREC_BF16};
+  atoll_plan_train t = {seq, seqs_per_step * seq, 15.6e12, ATOLL_PREC_BF16, 0};
   return t;
 }
 
@@ -217,6 +217,22 @@ static void test_traffic(void) {
   atoll_plan_evaluate(&ctx, &T, &r);
   CHECK_NEAR(r.bytes_tp / (12 * 8 * 0.5 * D + 2 * 0.5 * D + 2 * 0.5 * D + norms), 1.0, 1e-12);
   a.tp_regather = 1;
+  /* --grad-dtype: an fp32 run with bf16 gradients on the wire halves the gradient
+   * reduction; ZeRO's weight all-gather stays fp32 */
+  atoll_plan_train t32 = t;
+  t32.precision = ATOLL_PREC_FP32;
+  atoll_plan_ctx ctx32 = {&m, &c, &t32, &a};
+  atoll_plan_layout Z = {8, 1, 1, 1, 0, 8, 1, ATOLL_RECOMPUTE_NONE, 0};
+  atoll_plan_evaluate(&ctx32, &Z, &r);
+  CHECK_NEAR(r.bytes_dp / (2.0 * 7 / 8 * P * 4), 1.0, 1e-12);
+  double t_fp32 = r.t_dp;
+  t32.grad_bytes = 2;
+  atoll_plan_evaluate(&ctx32, &Z, &r);
+  CHECK_NEAR(r.bytes_dp / (2.0 * 7 / 8 * P * 2), 1.0, 1e-12);
+  CHECK(r.t_dp < t_fp32);
+  Z.zero_stage = 1;
+  atoll_plan_evaluate(&ctx32, &Z, &r);
+  CHECK_NEAR(r.bytes_dp / (7.0 / 8 * P * (2 + 4)), 1.0, 1e-12);
   /* MFU counts model FLOPs only: full recomputation adds hardware FLOPs */
   atoll_plan_layout F = {8, 1, 1, 1, 1, 8, 1, ATOLL_RECOMPUTE_FULL, 0};
   atoll_plan_evaluate(&ctx, &F, &r);

@@ -71,7 +71,7 @@ static void test_stack_flags(void) {
   CHECK_OK(atoll_plan_accel_find("a100-80gb", &a, &err), &err);
   atoll_plan_cluster c;
   atoll_plan_cluster_default(&c, &a, 8);
-  atoll_plan_train t = {1024, 64.0 * 1024, 1e12, ATOLL_PREC_BF16};
+  atoll_plan_train t = {1024, 64.0 * 1024, 1e12, ATOLL_PREC_BF16, 0};
   atoll_plan_assume as;
   atoll_plan_assume_defaults(&as);
   atoll_plan_ctx ctx = {&m, &c, &t, &as};
@@ -134,7 +134,7 @@ static void test_rows(void) {
       CHECK_OK(atoll_plan_accel_find(w->accel, &a, &err), &err);
       atoll_plan_cluster c;
       atoll_plan_cluster_default(&c, &a, w->gpus);
-      atoll_plan_train t = {w->seq, (double)w->seqs * w->seq, 1e12, ATOLL_PREC_BF16};
+      atoll_plan_train t = {w->seq, (double)w->seqs * w->seq, 1e12, ATOLL_PREC_BF16, 0};
       atoll_plan_assume as;
       atoll_plan_assume_defaults(&as);
       atoll_plan_ctx ctx = {&m, &c, &t, &as};

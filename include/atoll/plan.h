@@ -105,6 +105,8 @@ typedef struct {
   double batch_tokens; /* global batch, tokens per optimizer step (all islands) */
   double token_budget; /* tokens to train on */
   atoll_plan_precision precision;
+  double grad_bytes; /* bytes of a gradient element on the data-parallel wire (--grad-dtype);
+                        0: as the precision */
 } atoll_plan_train;
 
 /* Global modelling assumptions (defaults in assume.c: atoll_plan_assume_defaults). */

@@ -319,6 +319,12 @@ static int build_train(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err 
     if (parse_choice("precision", s, PRECISIONS, 2, "expected bf16 or fp32", &precision, err)) return -1;
     t->precision = (atoll_plan_precision)precision;
   }
+  if ((s = get(o, "grad-dtype"))) {
+    static const choice GRAD_DTYPES[] = {{"bf16", 2}, {"fp32", 4}};
+    int bytes = 4;
+    if (parse_choice("grad-dtype", s, GRAD_DTYPES, 2, "expected bf16 or fp32", &bytes, err)) return -1;
+    t->grad_bytes = bytes;
+  }
   if (get(o, "batch") && get(o, "batch-tokens")) return atoll_fail(err, "--batch and --batch-tokens: give one of them");
   if ((s = get(o, "batch"))) {
     double b = 0;

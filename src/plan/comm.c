@@ -186,7 +186,7 @@ void atoll_plan_comm_dp(atoll_plan_eval *e, atoll_plan_result *r) {
   if (dp == 1 && cp > 1) r->link_dp = e->link_cp.kind, r->bw_dp = e->link_cp.bw;
   if (ranks <= 1) return;
   double buckets = e->stage_layers + 1, lat_dp = buckets * (ranks - 1) * lat;
-  double grad_bytes = e->params_max * elem, weight_bytes = e->params_max * elem;
+  double grad_bytes = e->params_max * atoll_plan_grad_elem_bytes(e->ctx->train), weight_bytes = e->params_max * elem;
   double rs = atoll_plan_ring_gather_s(ranks, grad_bytes, bw, 0) + lat_dp;
   double ag = atoll_plan_ring_gather_s(ranks, weight_bytes, bw, 0) + lat_dp;
   double all_reduce = atoll_plan_ring_allreduce_s(ranks, grad_bytes, bw, 0) + 2 * lat_dp;
@@ -208,7 +208,7 @@ void atoll_plan_comm_islands(const atoll_plan_eval *e, double step_inner, atoll_
     /* every step, after the island-local reduction, each island's gradients cross the
      * WAN in a ring over the islands (bf16 or fp32 as in the island), bucket by bucket;
      * hidden behind the backward of the last micro-batch up to dp_overlap */
-    double grads = atoll_plan_params(m) * atoll_plan_elem_bytes(e->ctx->train->precision);
+    double grads = atoll_plan_params(m) * atoll_plan_grad_elem_bytes(e->ctx->train);
     r->t_outer =
         atoll_plan_ring_allreduce_s(islands, grads, wan_bw, 0) + (m->layers + 1) * 2.0 * (islands - 1) * c->wan_lat;
     r->t_outer_step = fmax(0, r->t_outer - e->bwd_window);

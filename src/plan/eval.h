@@ -15,6 +15,11 @@
 /* Bytes of one activation, weight or gradient element; of AdamW's state per parameter
  * (fp32 moments, plus the fp32 master weights in mixed precision). */
 static inline double atoll_plan_elem_bytes(atoll_plan_precision p) { return p == ATOLL_PREC_FP32 ? 4.0 : 2.0; }
+/* Bytes of a gradient element in the data-parallel reduction: --grad-dtype, else the
+ * precision's (atoll's CPU runs at bf16 keep fp32 gradients unless --grad-dtype bf16). */
+static inline double atoll_plan_grad_elem_bytes(const atoll_plan_train *t) {
+  return t->grad_bytes > 0 ? t->grad_bytes : atoll_plan_elem_bytes(t->precision);
+}
 static inline double atoll_plan_optim_bytes(atoll_plan_precision p) { return p == ATOLL_PREC_FP32 ? 8.0 : 12.0; }
 
 /* The links of one mesh axis, as its ring collectives see them. */

@@ -12,6 +12,7 @@ expect_error "unknown model lists the known ones" "gpt2-xl, llama3-8b, llama3-70
 expect_error "unknown accelerator lists the known ones" "h100, h200" $ATOLL plan --model gpt2 --accel tpu-v5
 expect_error "heads do not divide the width" "do not divide the width" $ATOLL plan --layers 4 --dim 64 --heads 5
 expect_error "KV heads do not divide the heads" "--kv-heads" $ATOLL plan --layers 4 --dim 64 --heads 4 --kv-heads 3
+expect_error "--grad-dtype takes bf16 or fp32" "--grad-dtype fp16: expected bf16 or fp32" $ATOLL plan --model gpt2 --grad-dtype fp16
 expect_error "more pipeline stages than layers" "more pipeline stages than the model's 126 layers" \
   $ATOLL plan --model llama3-405b --gpus 2048 --pp 256
 expect_error "layout larger than the cluster" "needs 32768 devices, the cluster has 16384" \

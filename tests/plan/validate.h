@@ -69,7 +69,7 @@ static int plan_run_eval_mode(const plan_run *w, double clock_eff, double k_over
   if (w->mem_gib > 0) a.mem_bytes = w->mem_gib * 1024.0 * 1024 * 1024;
   atoll_plan_cluster c;
   atoll_plan_cluster_default(&c, &a, w->gpus);
-  atoll_plan_train t = {w->seq, (double)w->seqs * w->seq, 1e12, ATOLL_PREC_BF16};
+  atoll_plan_train t = {w->seq, (double)w->seqs * w->seq, 1e12, ATOLL_PREC_BF16, 0};
   atoll_plan_assume as;
   atoll_plan_assume_defaults(&as);
   if (w->stack == STACK_2021 && !mode.no_stack)
