@@ -172,6 +172,8 @@ typedef struct {
   int top_k;          /* 0: the whole vocabulary */
   uint64_t seed;
   const char *tokenizer; /* NULL: the checkpoint's; else a tokenizer.json that must be it */
+  int keep_special;      /* 1: print special added tokens' text; 0: leave them out of the
+                            output, as Hugging Face's decode does (they still steer the model) */
 } atoll_sample_opts;
 
 /* Writes the prompt followed by the generated text to out. */

@@ -2,7 +2,7 @@
  *
  *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
  *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY] [--tokenizer FILE]
- *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+ *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--keep-special]
  *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
@@ -361,12 +361,17 @@ static int cmd_sample(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll sample --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-             "                    [--tokenizer FILE]\n"
+             "                    [--tokenizer FILE] [--keep-special]\n"
              "  DIR: a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
              "  the prompt is encoded and the output decoded with the checkpoint's tokenizer\n"
-             "  (DIR/tokenizer.json; --tokenizer FILE must be that same tokenizer)\n"
+             "  (DIR/tokenizer.json; --tokenizer FILE must be that same tokenizer); special added\n"
+             "  tokens are generated but not printed, as Hugging Face's decode does, unless --keep-special\n"
              "  defaults: --tokens 200 --temperature 0.8 --top-k 40 --seed 1\n");
       return 0;
+    }
+    if (strcmp(a, "--keep-special") == 0) {
+      o.keep_special = 1;
+      continue;
     }
     if (i + 1 >= argc) {
       atoll_fail(&err, "%s: missing value", a);

@@ -178,6 +178,7 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     const float *logits = atoll_decoder_step(dec, seq + (n - win) + cached, (int)(win - cached));
     int id = draw(logits, shape.vocab, o->temperature, o->top_k, &rng, probs);
     seq[n++] = id;
+    if (!o->keep_special && atoll_tokenizer_is_special(tok, id)) continue;
     size_t len = 0;
     const uint8_t *bytes = atoll_tokenizer_token(tok, id, &len);
     if (bytes) fwrite(bytes, 1, len, out);
