@@ -8,6 +8,8 @@
  *  - both against the fp32 kernels: within bf16 error (3e-2, 5e-2) and not equal to
  *    them (the products really ran in bf16);
  *  - the same bits at 1 and 2 threads, every element of dqkv written;
+ *  - the same for grouped-query attention (Llama): groups of 1 and 3 query heads per
+ *    key/value head, and forward with more keys than query rows (decoding);
  *  - the bf16 ops table uses these kernels.
  * Exits 77 on a processor without usable AMX-BF16. */
 #include "check.h"
@@ -51,62 +53,74 @@ static double rel_err_f(const float *x, const float *y, size_t n) {
   return e;
 }
 
+/* The reference for one query head and its key/value head, in double, rounding to
+ * bf16 exactly the values the kernel rounds: T query rows at positions Tk - T + t, Tk
+ * keys; q, dq at stride ldq, out (the kernel's output, which feeds D = dO . O as in
+ * the kernel), dout and ro at ldo, k, v, dk, dv at ldk. Writes ro, rlse; adds into
+ * dq, dk, dv (when dout is not NULL: backward, Tk = T). */
+static void ref_head(int T, int Tk, int hs, const float *q, int ldq, const float *k, const float *v, int ldk,
+                     const float *out, const float *dout, int ldo, double *ro, double *rlse, double *dq, double *dk,
+                     double *dv) {
+  int p0 = Tk - T;
+  double scale = 1.0 / sqrt((double)hs);
+  float fscale = 1.0f / sqrtf((float)hs);
+  double *P = calloc((size_t)T * Tk, sizeof(double)), *dS = calloc((size_t)T * Tk, sizeof(double));
+  for (int i = 0; i < T; i++) {
+    int n = p0 + i + 1;
+    double mx = -INFINITY, sum = 0;
+    for (int j = 0; j < n; j++) {
+      double a = 0;
+      for (int c = 0; c < hs; c++) a += bf(q[(size_t)i * ldq + c] * fscale) * bf(k[(size_t)j * ldk + c]);
+      P[(size_t)i * Tk + j] = a;
+      mx = a > mx ? a : mx;
+    }
+    for (int j = 0; j < n; j++) sum += exp(P[(size_t)i * Tk + j] - mx);
+    rlse[i] = mx + log(sum);
+    for (int j = 0; j < n; j++) P[(size_t)i * Tk + j] = exp(P[(size_t)i * Tk + j] - rlse[i]);
+    for (int c = 0; c < hs; c++) {
+      double a = 0;
+      for (int j = 0; j < n; j++) a += bf(P[(size_t)i * Tk + j]) * bf(v[(size_t)j * ldk + c]);
+      ro[(size_t)i * ldo + c] = a;
+    }
+    if (!dout) continue;
+    const float *o = out + (size_t)i * ldo, *g = dout + (size_t)i * ldo;
+    double D = 0;
+    for (int c = 0; c < hs; c++) D += (double)o[c] * g[c];
+    for (int j = 0; j < n; j++) {
+      double dp = 0;
+      for (int c = 0; c < hs; c++) dp += bf(g[c]) * bf(v[(size_t)j * ldk + c]);
+      dS[(size_t)i * Tk + j] = P[(size_t)i * Tk + j] * (dp - D) * scale;
+    }
+  }
+  if (dout)
+    for (int i = 0; i < T; i++)
+      for (int c = 0; c < hs; c++) {
+        double aq = 0, ak = 0, av = 0;
+        for (int j = 0; j <= i; j++) aq += bf(dS[(size_t)i * Tk + j]) * bf(k[(size_t)j * ldk + c]);
+        for (int r = i; r < T; r++) { /* i as a key: every query r >= i */
+          ak += bf(dS[(size_t)r * Tk + i]) * bf(q[(size_t)r * ldq + c]);
+          av += bf(P[(size_t)r * Tk + i]) * bf(dout[(size_t)r * ldo + c]);
+        }
+        dq[(size_t)i * ldq + c] += aq, dk[(size_t)i * ldk + c] += ak, dv[(size_t)i * ldk + c] += av;
+      }
+  free(P), free(dS);
+}
+
 typedef struct {
   int B, T, C, NH;
 } shape;
 
-/* The reference: forward and backward of one (b, h) pair in double, rounding to bf16
- * exactly the values the kernel rounds. out (the kernel's output) feeds D = dO . O as
- * it does in the kernel. Writes ro, rlse, rdqkv at the pair's places. */
+/* GPT-2 heads: qkv [B,T,3C], out [B,T,C] */
 static void reference(const shape *s, const float *qkv, const float *out, const float *dout, double *ro,
                       double *rlse, double *rdqkv) {
   int T = s->T, C = s->C, NH = s->NH, hs = C / NH, ld = 3 * C;
-  double scale = 1.0 / sqrt((double)hs);
-  float fscale = 1.0f / sqrtf((float)hs);
-  double *S = malloc(sizeof(double) * T * T), *dS = malloc(sizeof(double) * T * T);
+  memset(rdqkv, 0, sizeof(double) * (size_t)s->B * T * ld);
   for (int b = 0; b < s->B; b++)
     for (int h = 0; h < NH; h++) {
-      const float *q = qkv + (size_t)b * T * ld + h * hs, *k = q + C, *v = q + 2 * C;
-      const float *o = out + (size_t)b * T * C + h * hs, *g = dout + (size_t)b * T * C + h * hs;
-      double *oo = ro + (size_t)b * T * C + h * hs, *lse = rlse + ((size_t)b * NH + h) * T;
-      double *dq = rdqkv + (size_t)b * T * ld + h * hs, *dk = dq + C, *dv = dq + 2 * C;
-      for (int i = 0; i < T; i++) {
-        double mx = -INFINITY;
-        for (int j = 0; j <= i; j++) {
-          double a = 0;
-          for (int c = 0; c < hs; c++) a += bf(q[(size_t)i * ld + c] * fscale) * bf(k[(size_t)j * ld + c]);
-          S[(size_t)i * T + j] = a;
-          mx = a > mx ? a : mx;
-        }
-        double sum = 0;
-        for (int j = 0; j <= i; j++) sum += exp(S[(size_t)i * T + j] - mx);
-        lse[i] = mx + log(sum);
-        for (int j = 0; j <= i; j++) S[(size_t)i * T + j] = exp(S[(size_t)i * T + j] - lse[i]); /* P */
-        for (int c = 0; c < hs; c++) {
-          double a = 0;
-          for (int j = 0; j <= i; j++) a += bf(S[(size_t)i * T + j]) * bf(v[(size_t)j * ld + c]);
-          oo[(size_t)i * C + c] = a;
-        }
-        double D = 0;
-        for (int c = 0; c < hs; c++) D += (double)o[(size_t)i * C + c] * g[(size_t)i * C + c];
-        for (int j = 0; j <= i; j++) {
-          double dp = 0;
-          for (int c = 0; c < hs; c++) dp += bf(g[(size_t)i * C + c]) * bf(v[(size_t)j * ld + c]);
-          dS[(size_t)i * T + j] = S[(size_t)i * T + j] * (dp - D) * scale;
-        }
-      }
-      for (int i = 0; i < T; i++)
-        for (int c = 0; c < hs; c++) {
-          double aq = 0, ak = 0, av = 0;
-          for (int j = 0; j <= i; j++) aq += bf(dS[(size_t)i * T + j]) * bf(k[(size_t)j * ld + c]);
-          for (int r = i; r < T; r++) { /* i as a key: every query r >= i */
-            ak += bf(dS[(size_t)r * T + i]) * bf(q[(size_t)r * ld + c]);
-            av += bf(S[(size_t)r * T + i]) * bf(g[(size_t)r * C + c]);
-          }
-          dq[(size_t)i * ld + c] = aq, dk[(size_t)i * ld + c] = ak, dv[(size_t)i * ld + c] = av;
-        }
+      size_t at = (size_t)b * T * ld + (size_t)h * hs, ao = (size_t)b * T * C + (size_t)h * hs;
+      ref_head(T, T, hs, qkv + at, ld, qkv + at + C, qkv + at + 2 * C, ld, out + ao, dout + ao, C, ro + ao,
+               rlse + ((size_t)b * NH + h) * T, rdqkv + at, rdqkv + at + C, rdqkv + at + 2 * C);
     }
-  free(S), free(dS);
 }
 
 static void run(const atoll_ops *ops, const shape *s, const float *qkv, const float *dout, float *out, float *lse,
@@ -170,6 +184,49 @@ static void test_shape(const shape *s) {
   free(out1), free(lse1), free(dqkv1), free(ro), free(rlse), free(rdqkv);
 }
 
+/* Grouped-query attention: B, T query rows, Tk keys, NH query heads over NKV
+ * key/value heads of size hs; backward only where Tk = T (the table's contract). */
+static void test_gqa(int B, int T, int Tk, int NH, int NKV, int hs) {
+  int ldq = NH * hs, ldk = NKV * hs, group = NH / NKV;
+  size_t nq = (size_t)B * T * ldq, nk = (size_t)B * Tk * ldk, nl = (size_t)B * NH * T;
+  float *q = randn(nq, 1.0f), *k = randn(nk, 1.0f), *v = randn(nk, 1.0f), *g = randn(nq, 1.0f);
+  float *o[3], *l[3], *dq[3], *dk[3], *dv[3]; /* bf16 at 2 threads, bf16 at 1, fp32 */
+  for (int r = 0; r < 3; r++) {
+    o[r] = malloc(nq * 4), l[r] = malloc(nl * 4), dq[r] = malloc(nq * 4), dk[r] = malloc(nk * 4), dv[r] = malloc(nk * 4);
+    for (size_t i = 0; i < nk; i++) dk[r][i] = dv[r][i] = NAN; /* must be written whole */
+    const atoll_ops *ops = r == 2 ? atoll_ops_cpu() : atoll_ops_cpu_bf16();
+    omp_set_num_threads(r == 1 ? 1 : 2);
+    ops->gqa_forward(o[r], l[r], q, k, v, B, T, Tk, NH, NKV, hs);
+    if (Tk == T) ops->gqa_backward(dq[r], dk[r], dv[r], g, q, k, v, o[r], l[r], B, T, NH, NKV, hs);
+  }
+  omp_set_num_threads(2);
+  double *ro = malloc(nq * 8), *rl = malloc(nl * 8), *rq = calloc(nq, 8), *rk = calloc(nk, 8), *rv = calloc(nk, 8);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      size_t aq = (size_t)b * T * ldq + (size_t)h * hs, ak = (size_t)b * Tk * ldk + (size_t)(h / group) * hs;
+      ref_head(T, Tk, hs, q + aq, ldq, k + ak, v + ak, ldk, o[0] + aq, Tk == T ? g + aq : NULL, ldq, ro + aq,
+               rl + ((size_t)b * NH + h) * T, rq + aq, rk + ak, rv + ak);
+    }
+  double eo = rel_err(o[0], ro, nq), el = 0;
+  for (size_t i = 0; i < nl; i++) el = fmax(el, fabs(l[0][i] - rl[i]));
+  int same = memcmp(o[0], o[1], nq * 4) == 0 && memcmp(l[0], l[1], nl * 4) == 0;
+  printf("gqa B%d T%d Tk%d NH%d NKV%d hs%d: vs reference out %.2g lse %.2g; vs fp32 out %.2g", B, T, Tk, NH, NKV, hs,
+         eo, el, rel_err_f(o[0], o[2], nq));
+  CHECK(eo < 3e-3 && el < 1e-4 && rel_err_f(o[0], o[2], nq) < 3e-2);
+  if (Tk == T) {
+    double eq = rel_err(dq[0], rq, nq), ek = rel_err(dk[0], rk, nk), ev = rel_err(dv[0], rv, nk);
+    printf("; dq %.2g dk %.2g dv %.2g vs reference, %.2g %.2g %.2g vs fp32", eq, ek, ev, rel_err_f(dq[0], dq[2], nq),
+           rel_err_f(dk[0], dk[2], nk), rel_err_f(dv[0], dv[2], nk));
+    CHECK(eq < 5e-3 && ek < 5e-3 && ev < 5e-3);
+    CHECK(rel_err_f(dq[0], dq[2], nq) < 5e-2 && rel_err_f(dk[0], dk[2], nk) < 5e-2 && rel_err_f(dv[0], dv[2], nk) < 5e-2);
+    same &= memcmp(dq[0], dq[1], nq * 4) == 0 && memcmp(dk[0], dk[1], nk * 4) == 0 && memcmp(dv[0], dv[1], nk * 4) == 0;
+  }
+  printf("\n");
+  CHECK(same);
+  for (int r = 0; r < 3; r++) free(o[r]), free(l[r]), free(dq[r]), free(dk[r]), free(dv[r]);
+  free(q), free(k), free(v), free(g), free(ro), free(rl), free(rq), free(rk), free(rv);
+}
+
 int main(void) {
   atoll_rng_seed(&rng, 20261201);
   if (!atoll_attention_bf16_available()) {
@@ -181,5 +238,11 @@ int main(void) {
   shape shapes[] = {{2, 100, 80, 2}, {1, 64, 64, 1}, {2, 131, 21, 3}, {1, 200, 256, 2},
                     {1, 1, 32, 2},   {3, 17, 48, 3}, {1, 256, 384, 6}};
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) test_shape(&shapes[i]);
+  CHECK(h->gqa_forward == atoll_gqa_forward_bf16 && h->gqa_backward == atoll_gqa_backward_bf16);
+  test_gqa(2, 100, 100, 6, 2, 40); /* 3 query heads per key/value head */
+  test_gqa(1, 131, 131, 4, 4, 7);  /* no grouping, odd head size */
+  test_gqa(2, 256, 256, 6, 2, 64); /* the Llama benchmark's heads */
+  test_gqa(1, 5, 70, 4, 1, 32);    /* decoding: 5 new rows after 65 cached keys */
+  test_gqa(1, 1, 1, 2, 1, 16);
   CHECK_DONE();
 }

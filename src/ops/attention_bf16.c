@@ -183,48 +183,49 @@ TARGET static void gemm_pairs(int M, int N, int Kh, const uint16_t *A, int lda, 
 
 /* A thread's buffers, carved from one float array at 64-byte boundaries. */
 typedef struct {
-  uint16_t *qa, *da;   /* Q (scaled) and dO as bf16 rows: tp x hsp */
-  uint32_t *kc, *vc;   /* K^T and V^T in pair layout: hsp/2 x tp */
-  uint32_t *vr, *kr;   /* V and K in pair layout: t32/2 x hs16 */
-  float *s, *dp;       /* a block's scores / probabilities and dP / dS: ATT_BLOCK x tp */
-  uint16_t *pa;        /* a block's P or dS as bf16 rows: ATT_BLOCK x t32 */
-  uint16_t *pt;        /* their transpose: tp x ATT_BLOCK */
+  uint16_t *qa, *da;   /* Q (scaled) and dO as bf16 rows: tq x hsp */
+  uint32_t *kc, *vc;   /* K^T and V^T in pair layout: hsp/2 x tk */
+  uint32_t *vr, *kr;   /* V and K in pair layout: tk32/2 x hs16 */
+  float *s, *dp;       /* a block's scores / probabilities and dP / dS: ATT_BLOCK x tk */
+  uint16_t *pa;        /* a block's P or dS as bf16 rows: ATT_BLOCK x tk32 */
+  uint16_t *pt;        /* their transpose: tk x ATT_BLOCK */
   uint32_t *qr, *dr;   /* a block's Q and dO in pair layout: ATT_BLOCK/2 x hs16 */
 } buffers;
 
 typedef struct {
-  int T, hs;
-  int hsp;  /* hs rounded up to 32: a bf16 row of Q or dO is whole AMX chunks */
-  int tp;   /* T rounded up to 16: rows and columns of whole tiles */
-  int t32;  /* T rounded up to 32 */
-  int hs16; /* hs rounded up to 16 */
+  int T, Tk, hs; /* query rows, keys (query row t sits at position Tk - T + t), head size */
+  int hsp;       /* hs rounded up to 32: a bf16 row of Q or dO is whole AMX chunks */
+  int tq, tk;    /* T and Tk rounded up to 16: rows and columns of whole tiles */
+  int tk32;      /* Tk rounded up to 32 */
+  int hs16;      /* hs rounded up to 16 */
 } dims;
 
-static dims dims_of(int T, int C, int NH) {
-  dims d = {.T = T, .hs = C / NH};
-  d.hsp = round_up(d.hs, 32);
-  d.tp = round_up(T, 16);
-  d.t32 = round_up(T, 32);
-  d.hs16 = round_up(d.hs, 16);
+static dims dims_of(int T, int Tk, int hs) {
+  dims d = {.T = T, .Tk = Tk, .hs = hs};
+  d.hsp = round_up(hs, 32);
+  d.tq = round_up(T, 16);
+  d.tk = round_up(Tk, 16);
+  d.tk32 = round_up(Tk, 32);
+  d.hs16 = round_up(hs, 16);
   return d;
 }
 
-/* bytes of each buffer, in the order of the struct; 0 where not needed */
+/* bytes of each buffer, in the order of the struct */
 static void buffer_sizes(const dims *d, size_t sz[12]) {
-  size_t tp = (size_t)d->tp, t32 = (size_t)d->t32;
+  size_t tq = (size_t)d->tq, tk = (size_t)d->tk, tk32 = (size_t)d->tk32, hs16 = (size_t)d->hs16;
   size_t i = 0;
-  sz[i++] = tp * d->hsp * 2;                 /* qa */
-  sz[i++] = tp * d->hsp * 2;                 /* da */
-  sz[i++] = (size_t)d->hsp / 2 * tp * 4;     /* kc */
-  sz[i++] = (size_t)d->hsp / 2 * tp * 4;     /* vc */
-  sz[i++] = t32 / 2 * d->hs16 * 4;           /* vr */
-  sz[i++] = t32 / 2 * d->hs16 * 4;           /* kr */
-  sz[i++] = ATT_BLOCK * tp * 4;              /* s */
-  sz[i++] = ATT_BLOCK * tp * 4;              /* dp */
-  sz[i++] = ATT_BLOCK * t32 * 2;             /* pa */
-  sz[i++] = tp * ATT_BLOCK * 2;              /* pt */
-  sz[i++] = ATT_BLOCK / 2 * (size_t)d->hs16 * 4; /* qr */
-  sz[i++] = ATT_BLOCK / 2 * (size_t)d->hs16 * 4; /* dr */
+  sz[i++] = tq * d->hsp * 2;             /* qa */
+  sz[i++] = tq * d->hsp * 2;             /* da */
+  sz[i++] = (size_t)d->hsp / 2 * tk * 4; /* kc */
+  sz[i++] = (size_t)d->hsp / 2 * tk * 4; /* vc */
+  sz[i++] = tk32 / 2 * hs16 * 4;         /* vr */
+  sz[i++] = tk32 / 2 * hs16 * 4;         /* kr */
+  sz[i++] = ATT_BLOCK * tk * 4;          /* s */
+  sz[i++] = ATT_BLOCK * tk * 4;          /* dp */
+  sz[i++] = ATT_BLOCK * tk32 * 2;        /* pa */
+  sz[i++] = tk * ATT_BLOCK * 2;          /* pt */
+  sz[i++] = ATT_BLOCK / 2 * hs16 * 4;    /* qr */
+  sz[i++] = ATT_BLOCK / 2 * hs16 * 4;    /* dr */
 }
 
 static size_t per_thread_floats(const dims *d) {
@@ -247,16 +248,26 @@ static buffers carve(float *base, const dims *d) {
   return b;
 }
 
+/* One key/value head and one of the query heads that read it (GPT-2: the same head;
+ * grouped-query attention: one of its group). Row strides: ldq for q and dq, ldo for
+ * out and dout, ldk for k, v, dk and dv. */
+typedef struct {
+  const float *q, *k, *v, *out, *dout;
+  float *lse; /* this query head's T log-sum-exps (written forward, read backward) */
+  float *dq, *dk, *dv;
+  int ldq, ldo, ldk;
+} head_io;
+
 /* ------------------------------------------------------------------ forward --- */
 
-/* Softmax of each scaled score row (row i sees keys 0..i) of a block's rows r0..r1
- * (stride tp), written as bf16 rows of stride lda into P (zero past the diagonal, up
- * to lda); each row's log-sum-exp in lse. */
-static void block_softmax(uint16_t *P, int lda, float *S, int tp, int r0, int r1, float *lse) {
+/* Softmax of each scaled score row of a block's query rows r0..r1 (row i sees keys
+ * 0..p0+i; scores at stride ld), written as bf16 rows of stride lda into P (zero past
+ * the diagonal, up to lda); each row's log-sum-exp in lse. */
+static void block_softmax(uint16_t *P, int lda, float *S, int ld, int r0, int r1, int p0, float *lse) {
   for (int i = r0; i < r1; i++) {
-    float *row = S + (size_t)(i - r0) * tp;
+    float *row = S + (size_t)(i - r0) * ld;
     uint16_t *p = P + (size_t)(i - r0) * lda;
-    int n = i + 1;
+    int n = p0 + i + 1;
     float mx = -INFINITY;
     for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
     float sum = 0.0f;
@@ -273,89 +284,77 @@ static void block_softmax(uint16_t *P, int lda, float *S, int tp, int r0, int r1
   }
 }
 
-TARGET static void forward_head(const buffers *w, const dims *d, float *out_h, int C, float *lse_h, const float *q,
-                                const float *k, const float *v, int ld) {
-  int T = d->T, hs = d->hs, hsp = d->hsp, tp = d->tp;
-  rows_bf16(w->qa, hsp, q, ld, T, hs, 1.0f / sqrtf((float)hs));
-  pairs_of_cols(w->kc, tp, k, ld, hs, T);
-  pairs_of_rows(w->vr, d->hs16, v, ld, T, hs);
-  for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-    int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0, r1p = round_up(r1, 32);
-    gemm_pairs(rows, r1, hsp / 2, w->qa + (size_t)r0 * hsp, hsp, w->kc, tp, w->s, tp, 0);
-    block_softmax(w->pa, r1p, w->s, tp, r0, r1, lse_h);
-    gemm_pairs(rows, hs, r1p / 2, w->pa, r1p, w->vr, d->hs16, out_h + (size_t)r0 * C, C, 0);
-  }
+/* K^T and V of a key/value head in the forward's layouts */
+static void pack_forward_kv(const buffers *w, const dims *d, const head_io *io) {
+  pairs_of_cols(w->kc, d->tk, io->k, io->ldk, d->hs, d->Tk);
+  pairs_of_rows(w->vr, d->hs16, io->v, io->ldk, d->Tk, d->hs);
 }
 
-void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
-  dims d = dims_of(T, C, NH);
-  int nt;
-  size_t per_thread = per_thread_floats(&d);
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
-    tiles_on();
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int h = 0; h < NH; h++) {
-        const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * d.hs;
-        forward_head(&w, &d, out + (size_t)b * T * C + (size_t)h * d.hs, C, lse + ((size_t)b * NH + h) * T, q, q + C,
-                     q + 2 * C, 3 * C);
-      }
-    tiles_off();
+/* one query head, its key/value head packed by pack_forward_kv */
+TARGET static void forward_head(const buffers *w, const dims *d, const head_io *io) {
+  int T = d->T, hs = d->hs, hsp = d->hsp, p0 = d->Tk - d->T;
+  rows_bf16(w->qa, hsp, io->q, io->ldq, T, hs, 1.0f / sqrtf((float)hs));
+  for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+    int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0, cols = p0 + r1, colsp = round_up(cols, 32);
+    gemm_pairs(rows, cols, hsp / 2, w->qa + (size_t)r0 * hsp, hsp, w->kc, d->tk, w->s, d->tk, 0);
+    block_softmax(w->pa, colsp, w->s, d->tk, r0, r1, p0, io->lse);
+    gemm_pairs(rows, hs, colsp / 2, w->pa, colsp, w->vr, d->hs16, (float *)io->out + (size_t)r0 * io->ldo, io->ldo, 0);
   }
-  free(scratch);
 }
 
 /* ----------------------------------------------------------------- backward --- */
 
 /* dX[0..r1) of one block (dK or dV: keys by hs, row stride ld) from A (r1 keys x
- * rowsp, bf16 rows) and B (the block's rows in pair layout): rows [0, r0) add to
- * what earlier blocks wrote, rows [r0, r1) are written (no block wrote them yet). */
+ * rowsp, bf16 rows) and B (the block's rows in pair layout). With fresh set, rows
+ * [0, r0) add to what earlier blocks wrote and rows [r0, r1) are written (no block
+ * wrote them yet); without, every row adds (a later query head of the group). */
 TARGET static void keys_product(int r0, int r1, int hs, int rowsp, const uint16_t *A, const uint32_t *B, int ldb,
-                                float *dX, int ld) {
+                                float *dX, int ld, int fresh) {
+  if (!fresh) {
+    gemm_pairs(r1, hs, rowsp / 2, A, rowsp, B, ldb, dX, ld, 1);
+    return;
+  }
   if (r0 > 0) gemm_pairs(r0, hs, rowsp / 2, A, rowsp, B, ldb, dX, ld, 1);
   gemm_pairs(r1 - r0, hs, rowsp / 2, A + (size_t)r0 * rowsp, rowsp, B, ldb, dX + (size_t)r0 * ld, ld, 0);
 }
 
-typedef struct {
-  const float *q, *k, *v, *out, *dout, *lse;
-  float *dq, *dk, *dv;
-  int ld, C; /* row strides: qkv and dqkv 3C; out and dout C */
-} head_io;
+/* K^T, V^T and K of a key/value head in the backward's layouts */
+static void pack_backward_kv(const buffers *w, const dims *d, const head_io *io) {
+  pairs_of_cols(w->kc, d->tk, io->k, io->ldk, d->hs, d->T);
+  pairs_of_cols(w->vc, d->tk, io->v, io->ldk, d->hs, d->T);
+  pairs_of_rows(w->kr, d->hs16, io->k, io->ldk, d->T, d->hs);
+}
 
-TARGET static void backward_head(const buffers *w, const dims *d, const head_io *io) {
-  int T = d->T, hs = d->hs, hsp = d->hsp, tp = d->tp, hs16 = d->hs16, ld = io->ld, C = io->C;
+/* One query head (Tk = T), its key/value head packed by pack_backward_kv: writes dq,
+ * and writes (first of its group) or adds to dk and dv. */
+TARGET static void backward_head(const buffers *w, const dims *d, const head_io *io, int first) {
+  int T = d->T, hs = d->hs, hsp = d->hsp, tk = d->tk, hs16 = d->hs16, ldq = io->ldq, ldo = io->ldo;
   float scale = 1.0f / sqrtf((float)hs);
-  rows_bf16(w->qa, hsp, io->q, ld, T, hs, scale);
-  pairs_of_cols(w->kc, tp, io->k, ld, hs, T);
-  rows_bf16(w->da, hsp, io->dout, C, T, hs, 1.0f);
-  pairs_of_cols(w->vc, tp, io->v, ld, hs, T);
-  pairs_of_rows(w->kr, hs16, io->k, ld, T, hs);
+  rows_bf16(w->qa, hsp, io->q, ldq, T, hs, scale);
+  rows_bf16(w->da, hsp, io->dout, ldo, T, hs, 1.0f);
   for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
     int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
     int r1p = round_up(r1, 32), rowsp = round_up(rows, 32);
     float D[ATT_BLOCK];
     /* P = exp(S - lse), recomputed from the same bf16 inputs as forward */
-    gemm_pairs(rows, r1, hsp / 2, w->qa + (size_t)r0 * hsp, hsp, w->kc, tp, w->s, tp, 0);
+    gemm_pairs(rows, r1, hsp / 2, w->qa + (size_t)r0 * hsp, hsp, w->kc, tk, w->s, tk, 0);
     for (int i = r0; i < r1; i++) {
-      float *row = w->s + (size_t)(i - r0) * tp, l = io->lse[i];
+      float *row = w->s + (size_t)(i - r0) * tk, l = io->lse[i];
       int n = i + 1;
 #pragma omp simd
       for (int j = 0; j < n; j++) row[j] = atoll_exp_approx(row[j] - l);
       for (int j = n; j < r1; j++) row[j] = 0.0f;
-      const float *o = io->out + (size_t)i * C, *g = io->dout + (size_t)i * C;
+      const float *o = io->out + (size_t)i * ldo, *g = io->dout + (size_t)i * ldo;
       float dd = 0.0f;
 #pragma omp simd reduction(+ : dd)
       for (int c = 0; c < hs; c++) dd += o[c] * g[c];
       D[i - r0] = dd;
     }
     /* dP = dO V^T, then dS = P (dP - D) * scale in place, and as bf16 rows */
-    gemm_pairs(rows, r1, hsp / 2, w->da + (size_t)r0 * hsp, hsp, w->vc, tp, w->dp, tp, 0);
+    gemm_pairs(rows, r1, hsp / 2, w->da + (size_t)r0 * hsp, hsp, w->vc, tk, w->dp, tk, 0);
     for (int i = 0; i < rows; i++) {
-      float *ds = w->dp + (size_t)i * tp;
-      const float *p = w->s + (size_t)i * tp;
+      float *ds = w->dp + (size_t)i * tk;
+      const float *p = w->s + (size_t)i * tk;
       uint16_t *a = w->pa + (size_t)i * r1p;
       float di = D[i];
 #pragma omp simd
@@ -366,21 +365,32 @@ TARGET static void backward_head(const buffers *w, const dims *d, const head_io 
       for (int j = r1; j < r1p; j++) a[j] = 0;
     }
     /* dQ[rows] = dS K */
-    gemm_pairs(rows, hs, r1p / 2, w->pa, r1p, w->kr, hs16, io->dq + (size_t)r0 * ld, ld, 0);
-    /* dK[0..r1) += dS^T Q[rows], dV[0..r1) += P^T dO[rows]: keys [0, r0) were
-     * written by earlier blocks and add up; keys [r0, r1) are new and are set */
-    rows_bf16_transposed(w->pt, rowsp, w->dp, tp, rows, r1);
-    pairs_of_rows(w->qr, hs16, io->q + (size_t)r0 * ld, ld, rows, hs);
-    keys_product(r0, r1, hs, rowsp, w->pt, w->qr, hs16, io->dk, ld);
-    rows_bf16_transposed(w->pt, rowsp, w->s, tp, rows, r1);
-    pairs_of_rows(w->dr, hs16, io->dout + (size_t)r0 * C, C, rows, hs);
-    keys_product(r0, r1, hs, rowsp, w->pt, w->dr, hs16, io->dv, ld);
+    gemm_pairs(rows, hs, r1p / 2, w->pa, r1p, w->kr, hs16, io->dq + (size_t)r0 * ldq, ldq, 0);
+    /* dK[0..r1) += dS^T Q[rows], dV[0..r1) += P^T dO[rows] */
+    rows_bf16_transposed(w->pt, rowsp, w->dp, tk, rows, r1);
+    pairs_of_rows(w->qr, hs16, io->q + (size_t)r0 * ldq, ldq, rows, hs);
+    keys_product(r0, r1, hs, rowsp, w->pt, w->qr, hs16, io->dk, io->ldk, first);
+    rows_bf16_transposed(w->pt, rowsp, w->s, tk, rows, r1);
+    pairs_of_rows(w->dr, hs16, io->dout + (size_t)r0 * ldo, ldo, rows, hs);
+    keys_product(r0, r1, hs, rowsp, w->pt, w->dr, hs16, io->dv, io->ldk, first);
   }
 }
 
-void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                   const float *lse, int B, int T, int C, int NH) {
-  dims d = dims_of(T, C, NH);
+/* ------------------------------------------------------------- entry points --- */
+
+/* GPT-2: qkv [B,T,3C], out [B,T,C]; head h of batch b */
+static head_io gpt2_head(const float *qkv, const float *out, const float *dout, float *dqkv, float *lse, int b, int h,
+                         int T, int C, int NH) {
+  size_t at = (size_t)b * T * 3 * C + (size_t)h * (C / NH), ao = (size_t)b * T * C + (size_t)h * (C / NH);
+  head_io io = {.q = qkv + at, .k = qkv + at + C, .v = qkv + at + 2 * C, .out = out + ao,
+                .dout = dout ? dout + ao : NULL, .lse = lse + ((size_t)b * NH + h) * T,
+                .dq = dqkv ? dqkv + at : NULL, .dk = dqkv ? dqkv + at + C : NULL, .dv = dqkv ? dqkv + at + 2 * C : NULL,
+                .ldq = 3 * C, .ldo = C, .ldk = 3 * C};
+  return io;
+}
+
+void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+  dims d = dims_of(T, T, C / NH);
   int nt;
   size_t per_thread = per_thread_floats(&d);
   float *scratch = atoll_att_scratch(per_thread, &nt);
@@ -391,12 +401,90 @@ void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++) {
-        size_t qoff = (size_t)b * T * 3 * C + (size_t)h * d.hs, ooff = (size_t)b * T * C + (size_t)h * d.hs;
-        head_io io = {.q = qkv + qoff, .k = qkv + qoff + C, .v = qkv + qoff + 2 * C, .out = out + ooff,
-                      .dout = dout + ooff, .lse = lse + ((size_t)b * NH + h) * T, .dq = dqkv + qoff,
-                      .dk = dqkv + qoff + C, .dv = dqkv + qoff + 2 * C, .ld = 3 * C, .C = C};
-        backward_head(&w, &d, &io);
+        head_io io = gpt2_head(qkv, out, NULL, NULL, lse, b, h, T, C, NH);
+        pack_forward_kv(&w, &d, &io);
+        forward_head(&w, &d, &io);
       }
+    tiles_off();
+  }
+  free(scratch);
+}
+
+void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, int B, int T, int C, int NH) {
+  dims d = dims_of(T, T, C / NH);
+  int nt;
+  size_t per_thread = per_thread_floats(&d);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
+  {
+    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
+    tiles_on();
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        head_io io = gpt2_head(qkv, out, dout, dqkv, (float *)lse, b, h, T, C, NH);
+        pack_backward_kv(&w, &d, &io);
+        backward_head(&w, &d, &io, 1);
+      }
+    tiles_off();
+  }
+  free(scratch);
+}
+
+/* Grouped-query attention: q [B,T,NH*hs], k and v [B,Tk,NKV*hs]; the query heads of a
+ * group run one after another on the thread that packed their key/value head. */
+static head_io gqa_head(const float *q, const float *k, const float *v, const float *out, const float *dout, float *dq,
+                        float *dk, float *dv, float *lse, int b, int h, int T, int Tk, int NH, int NKV, int hs) {
+  int ldq = NH * hs, ldk = NKV * hs, kvh = h / (NH / NKV);
+  size_t aq = (size_t)b * T * ldq + (size_t)h * hs, ak = (size_t)b * Tk * ldk + (size_t)kvh * hs;
+  head_io io = {.q = q + aq, .k = k + ak, .v = v + ak, .out = out + aq, .dout = dout ? dout + aq : NULL,
+                .lse = lse + ((size_t)b * NH + h) * T, .dq = dq ? dq + aq : NULL, .dk = dk ? dk + ak : NULL,
+                .dv = dv ? dv + ak : NULL, .ldq = ldq, .ldo = ldq, .ldk = ldk};
+  return io;
+}
+
+void atoll_gqa_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int Tk, int NH, int NKV, int hs) {
+  dims d = dims_of(T, Tk, hs);
+  int nt, group = NH / NKV;
+  size_t per_thread = per_thread_floats(&d);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
+  {
+    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
+    tiles_on();
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int kvh = 0; kvh < NKV; kvh++)
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+          head_io io = gqa_head(q, k, v, out, NULL, NULL, NULL, NULL, lse, b, h, T, Tk, NH, NKV, hs);
+          if (h == kvh * group) pack_forward_kv(&w, &d, &io);
+          forward_head(&w, &d, &io);
+        }
+    tiles_off();
+  }
+  free(scratch);
+}
+
+void atoll_gqa_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                             const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV, int hs) {
+  dims d = dims_of(T, T, hs);
+  int nt, group = NH / NKV;
+  size_t per_thread = per_thread_floats(&d);
+  float *scratch = atoll_att_scratch(per_thread, &nt);
+#pragma omp parallel num_threads(nt)
+  {
+    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
+    tiles_on();
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int kvh = 0; kvh < NKV; kvh++)
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+          head_io io = gqa_head(q, k, v, out, dout, dq, dk, dv, (float *)lse, b, h, T, T, NH, NKV, hs);
+          if (h == kvh * group) pack_backward_kv(&w, &d, &io);
+          backward_head(&w, &d, &io, h == kvh * group);
+        }
     tiles_off();
   }
   free(scratch);
@@ -411,6 +499,18 @@ void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int 
 void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int B, int T, int C, int NH) {
   (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)C, (void)NH;
+  atoll_fatal("bf16 attention: not built for this compiler or processor");
+}
+
+void atoll_gqa_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int Tk, int NH, int NKV, int hs) {
+  (void)out, (void)lse, (void)q, (void)k, (void)v, (void)B, (void)T, (void)Tk, (void)NH, (void)NKV, (void)hs;
+  atoll_fatal("bf16 attention: not built for this compiler or processor");
+}
+void atoll_gqa_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                             const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV, int hs) {
+  (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)B, (void)T;
+  (void)NH, (void)NKV, (void)hs;
   atoll_fatal("bf16 attention: not built for this compiler or processor");
 }
 

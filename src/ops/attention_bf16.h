@@ -18,4 +18,11 @@ void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int 
 void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int B, int T, int C, int NH);
 
+/* Grouped-query attention (Llama) with the same bf16 products; the contract of the ops
+ * table's gqa_forward / gqa_backward (ops.h): forward takes Tk >= T keys. */
+void atoll_gqa_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int Tk, int NH, int NKV, int hs);
+void atoll_gqa_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                             const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV, int hs);
+
 #endif

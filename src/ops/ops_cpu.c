@@ -533,6 +533,8 @@ static void make_bf16_ops(void) {
   if (atoll_attention_bf16_available()) {
     cpu_bf16_ops.attention_forward = atoll_attention_forward_bf16;
     cpu_bf16_ops.attention_backward = atoll_attention_backward_bf16;
+    cpu_bf16_ops.gqa_forward = atoll_gqa_forward_bf16;
+    cpu_bf16_ops.gqa_backward = atoll_gqa_backward_bf16;
   }
 }
 
