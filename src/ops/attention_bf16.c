@@ -1,4 +1,4 @@
-/* Causal attention with bf16 products (src/ops/attention_bf16.h).
+/* Causal attention with bf16 products, GPT-2's and grouped-query (src/ops/attention_bf16.h).
  *
  * The order of work is the fp32 kernel's (ops_cpu.c): one (batch, head) pair per
  * OpenMP task, query rows in blocks of ATT_BLOCK, each block's scores against the keys
