@@ -4,6 +4,7 @@
 #include "ops/gemm_cpu.h"
 
 #include "core/fatal.h"
+#include "ops/attention_bf16.h"
 #include "ops/cpu_features.h"
 
 #include <cblas.h>
@@ -360,6 +361,9 @@ void atoll_gemm_describe(char *buf, size_t n, int precision_bf16, int threads) {
   if (precision_bf16 && len > 0 && (size_t)len < n)
     len += snprintf(buf + len, n - (size_t)len, "; bf16 products: oneDNN matmul on %s, fp32 accumulation",
                     f->amx_bf16 ? "AMX-BF16 tiles" : "AVX512_BF16");
-  if (len > 0 && (size_t)len < n)
+  if (len <= 0 || (size_t)len >= n) return;
+  if (precision_bf16 && atoll_attention_bf16_available())
+    snprintf(buf + len, n - (size_t)len, "; attention: bf16 on AMX-BF16 tiles (src/ops/attention_bf16.c)");
+  else
     snprintf(buf + len, n - (size_t)len, "; attention: OpenBLAS (%s kernels)", atoll_openblas_core());
 }

@@ -38,6 +38,9 @@ if [ $? -ne 0 ]; then
 fi
 grep -q "bf16 products: oneDNN matmul on .*precision bf16" "$TMP/h16.err" && pass "bf16 header names its instructions" \
   || fail "bf16 header: $(cat "$TMP/h16.err")"
+if grep -q "amx_bf16" "$TMP/h16.err"; then
+  grep -q "attention: bf16 on AMX-BF16 tiles" "$TMP/h16.err" && pass "bf16 header: attention on AMX" || fail "bf16 header does not name AMX attention: $(cat "$TMP/h16.err")"
+fi
 
 # 2. the loss curve on the default corpus (Debian's fortunes), 200 steps
 "$ATOLL" prepare --text /usr/share/games/fortunes --out "$TMP/fortunes" >/dev/null 2>&1 || fail "prepare the default corpus"
@@ -53,6 +56,22 @@ rel = [abs(y["loss"] - x["loss"]) / x["loss"] for x, y in zip(a, b)]
 worst = max(rel)
 va, vb = a[-1]["val_loss"], b[-1]["val_loss"]
 print(f"worst step {rel.index(worst) + 1}: {worst:.2%}; final loss {a[-1]['loss']:.4f} vs {b[-1]['loss']:.4f}, val_loss {va:.4f} vs {vb:.4f}")
+sys.exit(0 if worst <= 0.02 and abs(vb - va) <= 0.02 * va and a[-1]["loss"] < 0.8 * a[0]["loss"] else 1)
+PYEOF
+
+# 2b. the same for a Llama (grouped-query attention, RMSNorm, SwiGLU), 120 steps
+LCURVE="$ATOLL train --arch llama --layers 2 --heads 4 --kv-heads 2 --dim 128 --context 64 --batch 8 --threads 1 --data $TMP/fortunes --steps 120 --warmup 12 --eval-every 60 --eval-batches 4 --save-every 0"
+for p in fp32 bf16; do
+  $LCURVE --precision $p --out "$TMP/lcurve_$p" >/dev/null 2>"$TMP/lcurve.err" || fail "llama 120 steps at $p: $(tail -1 "$TMP/lcurve.err")"
+done
+$PY - "$TMP/lcurve_fp32/metrics.jsonl" "$TMP/lcurve_bf16/metrics.jsonl" >"$TMP/verdict" <<'PYEOF' && pass "llama 120 steps: bf16 within 2% of fp32 at every step ($(cat "$TMP/verdict"))" || fail "llama bf16 curve: $(cat "$TMP/verdict")"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b) == 120, (len(a), len(b))
+rel = [abs(y["loss"] - x["loss"]) / x["loss"] for x, y in zip(a, b)]
+worst = max(rel)
+va, vb = a[-1]["val_loss"], b[-1]["val_loss"]
+print(f"worst step {rel.index(worst) + 1}: {worst:.2%}; final val_loss {va:.4f} vs {vb:.4f}")
 sys.exit(0 if worst <= 0.02 and abs(vb - va) <= 0.02 * va and a[-1]["loss"] < 0.8 * a[0]["loss"] else 1)
 PYEOF
 
