@@ -378,20 +378,32 @@ TARGET static void backward_head(const buffers *w, const dims *d, const head_io 
 
 /* ------------------------------------------------------------- entry points --- */
 
-/* GPT-2: qkv [B,T,3C], out [B,T,C]; head h of batch b */
-static head_io gpt2_head(const float *qkv, const float *out, const float *dout, float *dqkv, float *lse, int b, int h,
-                         int T, int C, int NH) {
-  size_t at = (size_t)b * T * 3 * C + (size_t)h * (C / NH), ao = (size_t)b * T * C + (size_t)h * (C / NH);
-  head_io io = {.q = qkv + at, .k = qkv + at + C, .v = qkv + at + 2 * C, .out = out + ao,
-                .dout = dout ? dout + ao : NULL, .lse = lse + ((size_t)b * NH + h) * T,
-                .dq = dqkv ? dqkv + at : NULL, .dk = dqkv ? dqkv + at + C : NULL, .dv = dqkv ? dqkv + at + 2 * C : NULL,
-                .ldq = 3 * C, .ldo = C, .ldk = 3 * C};
+/* Where a layer's heads live: pointers at batch 0, head 0 (dout and the gradients NULL
+ * forward), row strides, batch strides (bq for q and dq, bo for out and dout, bk for
+ * k, v, dk, dv), and the counts. GPT-2 is the case NKV = NH. */
+typedef struct {
+  const float *q, *k, *v, *out, *dout;
+  float *lse, *dq, *dk, *dv;
+  int ldq, ldo, ldk;
+  size_t bq, bo, bk;
+  int B, T, Tk, NH, NKV, hs;
+} heads;
+
+static head_io head_at(const heads *a, int b, int h) {
+  size_t aq = b * a->bq + (size_t)h * a->hs, ao = b * a->bo + (size_t)h * a->hs;
+  size_t ak = b * a->bk + (size_t)(h / (a->NH / a->NKV)) * a->hs;
+  head_io io = {.q = a->q + aq, .k = a->k + ak, .v = a->v + ak, .out = a->out + ao,
+                .lse = a->lse + ((size_t)b * a->NH + h) * a->T, .ldq = a->ldq, .ldo = a->ldo, .ldk = a->ldk};
+  if (a->dout) io.dout = a->dout + ao, io.dq = a->dq + aq, io.dk = a->dk + ak, io.dv = a->dv + ak;
   return io;
 }
 
-void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
-  dims d = dims_of(T, T, C / NH);
-  int nt;
+/* Every head, forward or (with dout) backward: (batch, key/value head) pairs spread
+ * over the threads; the query heads of a group run one after another on the thread
+ * that packed their key/value head, so no two threads write the same dk or dv. */
+static void run_heads(const heads *a) {
+  dims d = dims_of(a->T, a->Tk, a->hs);
+  int nt, group = a->NH / a->NKV;
   size_t per_thread = per_thread_floats(&d);
   float *scratch = atoll_att_scratch(per_thread, &nt);
 #pragma omp parallel num_threads(nt)
@@ -399,95 +411,64 @@ void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int 
     buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
     tiles_on();
 #pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int h = 0; h < NH; h++) {
-        head_io io = gpt2_head(qkv, out, NULL, NULL, lse, b, h, T, C, NH);
-        pack_forward_kv(&w, &d, &io);
-        forward_head(&w, &d, &io);
-      }
+    for (int b = 0; b < a->B; b++)
+      for (int kvh = 0; kvh < a->NKV; kvh++)
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+          head_io io = head_at(a, b, h);
+          int first = h == kvh * group;
+          if (!a->dout) {
+            if (first) pack_forward_kv(&w, &d, &io);
+            forward_head(&w, &d, &io);
+          } else {
+            if (first) pack_backward_kv(&w, &d, &io);
+            backward_head(&w, &d, &io, first);
+          }
+        }
     tiles_off();
   }
   free(scratch);
+}
+
+/* GPT-2: qkv [B,T,3C] (q | k | v), out [B,T,C] */
+static heads gpt2_heads(const float *qkv, const float *out, float *lse, int B, int T, int C, int NH) {
+  heads a = {.q = qkv, .k = qkv + C, .v = qkv + 2 * C, .out = out, .lse = lse, .ldq = 3 * C, .ldo = C,
+             .ldk = 3 * C, .bq = (size_t)T * 3 * C, .bo = (size_t)T * C, .bk = (size_t)T * 3 * C,
+             .B = B, .T = T, .Tk = T, .NH = NH, .NKV = NH, .hs = C / NH};
+  return a;
+}
+
+void atoll_attention_forward_bf16(float *out, float *lse, const float *qkv, int B, int T, int C, int NH) {
+  heads a = gpt2_heads(qkv, out, lse, B, T, C, NH);
+  run_heads(&a);
 }
 
 void atoll_attention_backward_bf16(float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int B, int T, int C, int NH) {
-  dims d = dims_of(T, T, C / NH);
-  int nt;
-  size_t per_thread = per_thread_floats(&d);
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
-    tiles_on();
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int h = 0; h < NH; h++) {
-        head_io io = gpt2_head(qkv, out, dout, dqkv, (float *)lse, b, h, T, C, NH);
-        pack_backward_kv(&w, &d, &io);
-        backward_head(&w, &d, &io, 1);
-      }
-    tiles_off();
-  }
-  free(scratch);
+  heads a = gpt2_heads(qkv, out, (float *)lse, B, T, C, NH);
+  a.dout = dout, a.dq = dqkv, a.dk = dqkv + C, a.dv = dqkv + 2 * C;
+  run_heads(&a);
 }
 
-/* Grouped-query attention: q [B,T,NH*hs], k and v [B,Tk,NKV*hs]; the query heads of a
- * group run one after another on the thread that packed their key/value head. */
-static head_io gqa_head(const float *q, const float *k, const float *v, const float *out, const float *dout, float *dq,
-                        float *dk, float *dv, float *lse, int b, int h, int T, int Tk, int NH, int NKV, int hs) {
-  int ldq = NH * hs, ldk = NKV * hs, kvh = h / (NH / NKV);
-  size_t aq = (size_t)b * T * ldq + (size_t)h * hs, ak = (size_t)b * Tk * ldk + (size_t)kvh * hs;
-  head_io io = {.q = q + aq, .k = k + ak, .v = v + ak, .out = out + aq, .dout = dout ? dout + aq : NULL,
-                .lse = lse + ((size_t)b * NH + h) * T, .dq = dq ? dq + aq : NULL, .dk = dk ? dk + ak : NULL,
-                .dv = dv ? dv + ak : NULL, .ldq = ldq, .ldo = ldq, .ldk = ldk};
-  return io;
+/* Grouped-query attention: q and out [B,T,NH*hs], k and v [B,Tk,NKV*hs] */
+static heads gqa_heads(const float *q, const float *k, const float *v, const float *out, float *lse, int B, int T,
+                       int Tk, int NH, int NKV, int hs) {
+  heads a = {.q = q, .k = k, .v = v, .out = out, .lse = lse, .ldq = NH * hs, .ldo = NH * hs, .ldk = NKV * hs,
+             .bq = (size_t)T * NH * hs, .bo = (size_t)T * NH * hs, .bk = (size_t)Tk * NKV * hs,
+             .B = B, .T = T, .Tk = Tk, .NH = NH, .NKV = NKV, .hs = hs};
+  return a;
 }
 
 void atoll_gqa_forward_bf16(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
                             int Tk, int NH, int NKV, int hs) {
-  dims d = dims_of(T, Tk, hs);
-  int nt, group = NH / NKV;
-  size_t per_thread = per_thread_floats(&d);
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
-    tiles_on();
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int kvh = 0; kvh < NKV; kvh++)
-        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-          head_io io = gqa_head(q, k, v, out, NULL, NULL, NULL, NULL, lse, b, h, T, Tk, NH, NKV, hs);
-          if (h == kvh * group) pack_forward_kv(&w, &d, &io);
-          forward_head(&w, &d, &io);
-        }
-    tiles_off();
-  }
-  free(scratch);
+  heads a = gqa_heads(q, k, v, out, lse, B, T, Tk, NH, NKV, hs);
+  run_heads(&a);
 }
 
 void atoll_gqa_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                              const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV, int hs) {
-  dims d = dims_of(T, T, hs);
-  int nt, group = NH / NKV;
-  size_t per_thread = per_thread_floats(&d);
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
-    tiles_on();
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int kvh = 0; kvh < NKV; kvh++)
-        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-          head_io io = gqa_head(q, k, v, out, dout, dq, dk, dv, (float *)lse, b, h, T, T, NH, NKV, hs);
-          if (h == kvh * group) pack_backward_kv(&w, &d, &io);
-          backward_head(&w, &d, &io, h == kvh * group);
-        }
-    tiles_off();
-  }
-  free(scratch);
+  heads a = gqa_heads(q, k, v, out, (float *)lse, B, T, T, NH, NKV, hs);
+  a.dout = dout, a.dq = dq, a.dk = dk, a.dv = dv;
+  run_heads(&a);
 }
 
 #else /* no kernel in this build: atoll_attention_bf16_available() is 0 */

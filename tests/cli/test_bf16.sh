@@ -42,38 +42,31 @@ if grep -q "amx_bf16" "$TMP/h16.err"; then
   grep -q "attention: bf16 on AMX-BF16 tiles" "$TMP/h16.err" && pass "bf16 header: attention on AMX" || fail "bf16 header does not name AMX attention: $(cat "$TMP/h16.err")"
 fi
 
-# 2. the loss curve on the default corpus (Debian's fortunes), 200 steps
+# 2. loss curves on the default corpus (Debian's fortunes): bf16 within 2% of fp32 at
+# every step and in the final val_loss, and the loss fell (GPT-2 200 steps; a Llama,
+# with grouped-query attention, RMSNorm and SwiGLU, 120 steps)
 "$ATOLL" prepare --text /usr/share/games/fortunes --out "$TMP/fortunes" >/dev/null 2>&1 || fail "prepare the default corpus"
-CURVE="$ATOLL train --layers 2 --heads 4 --dim 128 --context 64 --batch 8 --threads 1 --data $TMP/fortunes --steps 200 --warmup 20 --eval-every 100 --eval-batches 4 --save-every 0"
-for p in fp32 bf16; do
-  $CURVE --precision $p --out "$TMP/curve_$p" >/dev/null 2>"$TMP/curve.err" || fail "200 steps at $p: $(tail -1 "$TMP/curve.err")"
-done
-$PY - "$TMP/curve_fp32/metrics.jsonl" "$TMP/curve_bf16/metrics.jsonl" >"$TMP/verdict" <<'PYEOF' && pass "200 steps: bf16 within 2% of fp32 at every step ($(cat "$TMP/verdict"))" || fail "bf16 curve: $(cat "$TMP/verdict")"
+curve() { # NAME STEPS FLAGS...
+  name=$1 steps=$2; shift 2
+  for p in fp32 bf16; do
+    $ATOLL train "$@" --batch 8 --threads 1 --data $TMP/fortunes --steps $steps --warmup $((steps / 10)) \
+      --eval-every $((steps / 2)) --eval-batches 4 --save-every 0 --precision $p --out "$TMP/${name}_$p" >/dev/null 2>"$TMP/curve.err" \
+      || fail "$name $steps steps at $p: $(tail -1 "$TMP/curve.err")"
+  done
+  $PY - "$TMP/${name}_fp32/metrics.jsonl" "$TMP/${name}_bf16/metrics.jsonl" $steps >"$TMP/verdict" <<'PYEOF' \
+    && pass "$name $steps steps: bf16 within 2% of fp32 at every step ($(cat "$TMP/verdict"))" || fail "$name bf16 curve: $(cat "$TMP/verdict")"
 import json, sys
 a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-assert len(a) == len(b) == 200, (len(a), len(b))
+assert len(a) == len(b) == int(sys.argv[3]), (len(a), len(b))
 rel = [abs(y["loss"] - x["loss"]) / x["loss"] for x, y in zip(a, b)]
 worst = max(rel)
 va, vb = a[-1]["val_loss"], b[-1]["val_loss"]
 print(f"worst step {rel.index(worst) + 1}: {worst:.2%}; final loss {a[-1]['loss']:.4f} vs {b[-1]['loss']:.4f}, val_loss {va:.4f} vs {vb:.4f}")
 sys.exit(0 if worst <= 0.02 and abs(vb - va) <= 0.02 * va and a[-1]["loss"] < 0.8 * a[0]["loss"] else 1)
 PYEOF
-
-# 2b. the same for a Llama (grouped-query attention, RMSNorm, SwiGLU), 120 steps
-LCURVE="$ATOLL train --arch llama --layers 2 --heads 4 --kv-heads 2 --dim 128 --context 64 --batch 8 --threads 1 --data $TMP/fortunes --steps 120 --warmup 12 --eval-every 60 --eval-batches 4 --save-every 0"
-for p in fp32 bf16; do
-  $LCURVE --precision $p --out "$TMP/lcurve_$p" >/dev/null 2>"$TMP/lcurve.err" || fail "llama 120 steps at $p: $(tail -1 "$TMP/lcurve.err")"
-done
-$PY - "$TMP/lcurve_fp32/metrics.jsonl" "$TMP/lcurve_bf16/metrics.jsonl" >"$TMP/verdict" <<'PYEOF' && pass "llama 120 steps: bf16 within 2% of fp32 at every step ($(cat "$TMP/verdict"))" || fail "llama bf16 curve: $(cat "$TMP/verdict")"
-import json, sys
-a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-assert len(a) == len(b) == 120, (len(a), len(b))
-rel = [abs(y["loss"] - x["loss"]) / x["loss"] for x, y in zip(a, b)]
-worst = max(rel)
-va, vb = a[-1]["val_loss"], b[-1]["val_loss"]
-print(f"worst step {rel.index(worst) + 1}: {worst:.2%}; final val_loss {va:.4f} vs {vb:.4f}")
-sys.exit(0 if worst <= 0.02 and abs(vb - va) <= 0.02 * va and a[-1]["loss"] < 0.8 * a[0]["loss"] else 1)
-PYEOF
+}
+curve gpt2 200 --layers 2 --heads 4 --dim 128 --context 64
+curve llama 120 --arch llama --layers 2 --heads 4 --kv-heads 2 --dim 128 --context 64
 
 # 3. exact resume in bf16
 RUN="$ATOLL train $TINY --precision bf16 --data $TMP/data --steps 24 --warmup 4 --eval-every 8 --save-every 8"
