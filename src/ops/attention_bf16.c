@@ -101,25 +101,25 @@ static void pairs_of_rows(uint32_t *Bp, int ldb, const float *X, int ldx, int K,
  * time into a small block (contiguous, vectorized) and writes the block transposed. */
 static void pairs_of_cols(uint32_t *Bp, int ldb, const float *X, int ldx, int K, int N) {
   enum { WORDS = 64 };
-  uint32_t w[16][WORDS];
+  uint16_t w[16][2 * WORDS]; /* 16 rows of bf16, read back a word (2 of them) at a time */
   int U = (K + 1) / 2;
   for (int n0 = 0; n0 < ldb; n0 += 16)
     for (int u0 = 0; u0 < U; u0 += WORDS) {
       int uu = U - u0 < WORDS ? U - u0 : WORDS, k0 = 2 * u0, kk = K - k0 < 2 * uu ? K - k0 : 2 * uu;
       for (int r = 0; r < 16; r++) {
-        uint16_t *h = (uint16_t *)w[r];
+        uint16_t *h = w[r];
         if (n0 + r < N) {
           const float *x = X + (size_t)(n0 + r) * ldx + k0;
 #pragma omp simd
           for (int k = 0; k < kk; k++) h[k] = atoll_bf16_from_f32(x[k]);
           for (int k = kk; k < 2 * uu; k++) h[k] = 0;
         } else {
-          memset(h, 0, sizeof(uint32_t) * (size_t)uu);
+          memset(h, 0, sizeof(uint16_t) * 2 * (size_t)uu);
         }
       }
       for (int t = 0; t < uu; t++) {
         uint32_t *b = Bp + (size_t)(u0 + t) * ldb + n0;
-        for (int r = 0; r < 16; r++) b[r] = w[r][t];
+        for (int r = 0; r < 16; r++) memcpy(&b[r], &w[r][2 * t], sizeof(uint32_t));
       }
     }
   zero_pad_rows(Bp, ldb, U, K);
