@@ -6,11 +6,13 @@
  *    written past the end of out, lse or the gradients (canaries);
  *  - the same bits at 1, 2, 3 and 4 threads;
  *  - a NaN in one key or value: the rows it turns into NaN are the ones the fp32 kernels
- *    turn into NaN (forward, and the gradients' rows), so bf16 spreads it no further.
+ *    turn into NaN (forward, and the gradients' rows), so bf16 spreads it no further;
+ *    atoll_exp_approx passes NaN on without undefined behaviour (UBSan build).
  * Exits 77 on a processor without usable AMX-BF16. */
 #include "check.h"
 #include "core/rng.h"
 #include "ops/attention_bf16.h"
+#include "ops/exp_approx.h"
 #include "ops/ops.h"
 
 #include <math.h>
@@ -179,6 +181,10 @@ static void test_nan(int T, int C, int NH, int part, int t) {
 
 int main(void) {
   atoll_rng_seed(&rng, 20261202);
+  /* the softmax's exp on a NaN score (a NaN activation): NaN out, no undefined shift */
+  volatile float nan_in = NAN, inf_in = INFINITY;
+  CHECK(isnan(atoll_exp_approx(nan_in)) && isnan(atoll_exp_approx(-nan_in)));
+  CHECK(atoll_exp_approx(-inf_in) >= 0 && atoll_exp_approx(-inf_in) < 1e-37f && atoll_exp_approx(inf_in) > 1e38f);
   if (!atoll_attention_bf16_available()) {
     printf("bf16 attention edges skipped: this processor has no usable AMX-BF16\n");
     return 77;
