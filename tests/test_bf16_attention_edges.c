@@ -7,7 +7,8 @@
  *  - the same bits at 1, 2, 3 and 4 threads;
  *  - a NaN in one key or value: the rows it turns into NaN are the ones the fp32 kernels
  *    turn into NaN (forward, and the gradients' rows), so bf16 spreads it no further;
- *    atoll_exp_approx passes NaN on without undefined behaviour (UBSan build).
+ *    atoll_exp_approx passes NaN on without undefined behaviour (UBSan build);
+ *  - the sum of dK over keys (exactly 0): fp32 to rounding, bf16 to bf16 error (measured).
  * Exits 77 on a processor without usable AMX-BF16. */
 #include "check.h"
 #include "core/rng.h"
@@ -141,6 +142,44 @@ static void test_gqa(int B, int T, int Tk, int NH, int NKV, int hs) {
   free(q), free(k), free(v), free(g);
 }
 
+/* Adding one vector to every key leaves each softmax unchanged, so the sum over keys of
+ * dK (a key bias's gradient) is exactly 0; per head, its norm over the root sum of
+ * squares of the rows summed. Largest over the heads. */
+static double key_sum(const float *dqkv, int B, int T, int C, int NH) {
+  int hs = C / NH;
+  double worst = 0;
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      double s2 = 0, r2 = 0;
+      for (int c = 0; c < hs; c++) {
+        double s = 0;
+        for (int t = 0; t < T; t++) {
+          double x = dqkv[((size_t)b * T + t) * 3 * C + C + (size_t)h * hs + c];
+          s += x, r2 += x * x;
+        }
+        s2 += s * s;
+      }
+      worst = fmax(worst, r2 > 0 ? sqrt(s2 / r2) : 0);
+    }
+  return worst;
+}
+
+static void test_key_shift(int B, int T, int C, int NH) {
+  size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
+  float *qkv = randn(nq), *dout = randn(no);
+  gpt2_result f32 = gpt2_run(atoll_ops_cpu(), 2, qkv, dout, B, T, C, NH);
+  gpt2_result b16 = gpt2_run(atoll_ops_cpu_bf16(), 2, qkv, dout, B, T, C, NH);
+  double k32 = key_sum(f32.dqkv, B, T, C, NH), k16 = key_sum(b16.dqkv, B, T, C, NH);
+  printf("B%d T%d C%d NH%d: |sum of dK over keys| / rms-sum, fp32 %.2g, bf16 %.2g\n", B, T, C, NH, k32, k16);
+  /* fp32 keeps it to rounding; bf16 does not: dS is rounded to bf16 before dK = dS^T Q,
+   * so a row of dS no longer sums to 0 (measured 3e-3; computing D from P and dP rather
+   * than dO . O only halves it). Harmless to the model (such a bias moves no output),
+   * but Adam turns it into lr-sized steps: test_bf16.sh's DDP weight tolerance. */
+  CHECK(k32 < 1e-5 && k16 < 1e-2);
+  gpt2_free(&f32), gpt2_free(&b16);
+  free(qkv), free(dout);
+}
+
 /* rows (over B*T) with a NaN among n values per row */
 static void nan_rows(const float *p, int rows, size_t per_row, size_t stride, char *mark) {
   for (int r = 0; r < rows; r++) {
@@ -200,6 +239,8 @@ int main(void) {
   test_gqa(1, 1, 41, 8, 2, 128);  /* one decoding row after 40 cached keys */
   test_gqa(1, 70, 107, 2, 1, 64); /* 70 new rows after 37 cached keys: blocks end off the 32 grid */
   test_gqa(1, 3, 3, 16, 4, 16);   /* more heads than rows */
+  test_key_shift(2, 100, 128, 2);
+  test_key_shift(1, 256, 384, 6);
   test_nan(100, 32, 2, 2, 70);
   test_nan(100, 32, 2, 1, 70);
   test_nan(200, 32, 2, 2, 130);
