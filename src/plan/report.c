@@ -629,6 +629,7 @@ cJSON *atoll_plan_context_json(const atoll_plan_ctx *ctx) {
   cJSON_AddNumberToObject(jt, "batch_tokens", t->batch_tokens);
   cJSON_AddNumberToObject(jt, "token_budget", t->token_budget);
   cJSON_AddStringToObject(jt, "precision", t->precision == ATOLL_PREC_FP32 ? "fp32" : "bf16");
+  cJSON_AddStringToObject(jt, "grad_dtype", atoll_plan_grad_elem_bytes(t) == 2 ? "bf16" : "fp32");
   cJSON *ja = cJSON_AddObjectToObject(o, "assumptions");
   atoll_plan_named a[32];
   int n = atoll_plan_assumptions(c, ctx->assume, a, 32);
