@@ -497,6 +497,19 @@ static void test_calibrate_grad_dtype(void) {
     CHECK(got == want[i]);
     remove(path);
   }
+  char path[] = "/tmp/atoll_test_plan_calXXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "{\"config\": {\"layers\": 2, \"heads\": 2, \"dim\": 64, \"context\": 32, \"vocab\": 256, "
+             "\"batch\": 4, \"grad-dtype\": \"fp8\"}, \"median_step_seconds\": 0.01}");
+  fclose(f);
+  atoll_plan_calibration cal;
+  atoll_err err = {{0}};
+  CHECK(atoll_plan_calibrate_read(path, &cal, &err) != 0 && strstr(err.msg, "grad-dtype") && strstr(err.msg, path));
+  printf("calibrate: %s\n", err.msg);
+  remove(path);
 }
 
 int main(void) {
