@@ -114,7 +114,7 @@ static void test_gemm(const char *what, gemm_fn gemm, int round, double tol) {
 static void test_ops_tables(void) {
   const atoll_ops *f = atoll_ops_cpu(), *h = atoll_ops_cpu_bf16();
   CHECK(h->matmul_forward != f->matmul_forward && h->matmul_backward != f->matmul_backward);
-  /* attention has its own bf16 kernels where the processor has AVX512_BF16 (test_bf16_attention) */
+  /* attention has its own bf16 kernels where the processor has usable AMX-BF16 (test_bf16_attention) */
   CHECK((h->attention_forward == f->attention_forward) == !atoll_attention_bf16_available() &&
         (h->attention_backward == f->attention_backward) == !atoll_attention_bf16_available());
   CHECK(h->layernorm_forward == f->layernorm_forward && h->gelu_forward == f->gelu_forward &&

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -472,6 +473,45 @@ static void test_catalog_errors(void) {
   CHECK(atoll_plan_model_check(&m, &err) != 0 && strstr(err.msg, "heads"));
 }
 
+/* --calibrate reads the run's --grad-dtype: a DDP run that sent bf16 gradients is
+ * planned with bf16 gradients on the wire (and an fp32 one with fp32) */
+static void test_calibrate_grad_dtype(void) {
+  const char *dtypes[] = {"bf16", "fp32", NULL};
+  double want[] = {2, 4, 4};
+  for (int i = 0; i < 3; i++) {
+    char path[] = "/tmp/atoll_test_plan_calXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "{\"config\": {\"layers\": 2, \"heads\": 2, \"dim\": 64, \"context\": 32, \"vocab\": 256, "
+               "\"batch\": 4, \"threads\": 1, \"precision\": \"fp32\"%s%s%s}, \"world_size\": 2, "
+               "\"median_step_seconds\": 0.01}",
+            dtypes[i] ? ", \"grad-dtype\": \"" : "", dtypes[i] ? dtypes[i] : "", dtypes[i] ? "\"" : "");
+    fclose(f);
+    atoll_plan_calibration cal;
+    atoll_err err = {{0}};
+    CHECK_OK(atoll_plan_calibrate_read(path, &cal, &err), &err);
+    double got = cal.train.grad_bytes > 0 ? cal.train.grad_bytes : 4; /* 0: as the precision, fp32 */
+    printf("calibrate: grad-dtype %s -> %g bytes per gradient\n", dtypes[i] ? dtypes[i] : "(none)", got);
+    CHECK(got == want[i]);
+    remove(path);
+  }
+  char path[] = "/tmp/atoll_test_plan_calXXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "{\"config\": {\"layers\": 2, \"heads\": 2, \"dim\": 64, \"context\": 32, \"vocab\": 256, "
+             "\"batch\": 4, \"grad-dtype\": \"fp8\"}, \"median_step_seconds\": 0.01}");
+  fclose(f);
+  atoll_plan_calibration cal;
+  atoll_err err = {{0}};
+  CHECK(atoll_plan_calibrate_read(path, &cal, &err) != 0 && strstr(err.msg, "grad-dtype") && strstr(err.msg, path));
+  printf("calibrate: %s\n", err.msg);
+  remove(path);
+}
+
 int main(void) {
   test_params();
   test_collectives();
@@ -485,5 +525,6 @@ int main(void) {
   test_fewest();
   test_sweep();
   test_catalog_errors();
+  test_calibrate_grad_dtype();
   CHECK_DONE();
 }

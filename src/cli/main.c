@@ -373,6 +373,10 @@ static int cmd_sample(int argc, char **argv) {
       o.keep_special = 1;
       continue;
     }
+    if (strncmp(a, "--", 2) != 0) { /* e.g. a value after the switch --keep-special */
+      atoll_fail(&err, "%s: unexpected argument (sample takes --flag VALUE pairs; --keep-special takes no value)", a);
+      return die(&err);
+    }
     if (i + 1 >= argc) {
       atoll_fail(&err, "%s: missing value", a);
       return die(&err);

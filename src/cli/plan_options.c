@@ -48,7 +48,7 @@ static const opt_spec OPTS[] = {
     {"batch-tokens", OPT_VALUE, "N", "global batch in tokens (e.g. 16M; rounded to sequences)"},
     {"tokens", OPT_VALUE, "N", "token budget of the run (e.g. 15.6T; default: the model's, or 20 per parameter)"},
     {"precision", OPT_VALUE, "bf16|fp32", "bf16 mixed precision (GPUs) or fp32 (cpu)"},
-    {"grad-dtype", OPT_VALUE, "bf16|fp32", "gradients on the data-parallel wire (default: as the precision)"},
+    {"grad-dtype", OPT_VALUE, "bf16|fp32", "gradients on the data-parallel wire (default: as the precision; fp32 on cpu)"},
     {"dp", OPT_VALUE, "N", "fix the data-parallel size (per island)"},
     {"tp", OPT_VALUE, "N", "fix the tensor-parallel size"},
     {"pp", OPT_VALUE, "N", "fix the pipeline-parallel size"},

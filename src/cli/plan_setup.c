@@ -324,6 +324,8 @@ static int build_train(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err 
     int bytes = 4;
     if (parse_choice("grad-dtype", s, GRAD_DTYPES, 2, "expected bf16 or fp32", &bytes, err)) return -1;
     t->grad_bytes = bytes;
+  } else if (p->cluster.acc.is_cpu) {
+    t->grad_bytes = 4; /* atoll train's default (--grad-dtype fp32) at either precision */
   }
   if (get(o, "batch") && get(o, "batch-tokens")) return atoll_fail(err, "--batch and --batch-tokens: give one of them");
   if ((s = get(o, "batch"))) {

@@ -13,8 +13,10 @@
 static inline float atoll_exp_approx(float x) {
   x = x < -87.0f ? -87.0f : x; /* ternaries vectorize; fminf/fmaxf do not */
   x = x > 88.0f ? 88.0f : x;
-  /* round x/ln2 to the nearest integer by adding and removing 1.5 * 2^23 */
-  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  /* round x/ln2 to the nearest integer n by adding and removing 1.5 * 2^23; t's low
+   * mantissa bits then hold n as an integer */
+  float t = x * 1.44269504088896341f + 12582912.0f;
+  float n = t - 12582912.0f;
   float r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -24,7 +26,11 @@ static inline float atoll_exp_approx(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
+  /* 2^n from t's bits in unsigned arithmetic: a NaN x (p is NaN, and so the result)
+   * converts no NaN to an integer and shifts no negative value (both undefined) */
+  uint32_t tb;
+  memcpy(&tb, &t, sizeof tb);
+  uint32_t bits = (tb - 0x4B400000u + 127u) << 23;
   float scale;
   memcpy(&scale, &bits, sizeof scale);
   return p * scale;

@@ -93,6 +93,13 @@ int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, ato
   cal->train.batch_tokens = (double)batch * accum * dp * m->seq;
   cal->train.token_budget = cal->train.batch_tokens;
   cal->train.precision = ATOLL_PREC_FP32;
+  /* the gradients the run sent (atoll train --grad-dtype; absent in older summaries: fp32) */
+  const cJSON *gd = cJSON_GetObjectItemCaseSensitive(cfg, "grad-dtype");
+  if (gd && !(cJSON_IsString(gd) && (!strcmp(gd->valuestring, "fp32") || !strcmp(gd->valuestring, "bf16")))) {
+    atoll_fail(err, "%s: config.grad-dtype must be \"fp32\" or \"bf16\"", path);
+    goto done;
+  }
+  cal->train.grad_bytes = gd && !strcmp(gd->valuestring, "bf16") ? 2 : 4;
   cal->layout = (atoll_plan_layout){dp, tp, pp, 1, dp > 1 ? shard : 0, batch, v, ATOLL_RECOMPUTE_NONE, 0};
   cal->threads = threads;
   cal->measured_step_s = med->valuedouble;

@@ -3,6 +3,7 @@
  * --explain in plain words, and --json. Memory is in GiB (2^30 bytes), traffic and
  * bandwidth in decimal GB and GB/s, as their hardware is specified. */
 #include "atoll/plan.h"
+#include "plan/eval.h" /* atoll_plan_grad_elem_bytes */
 
 #include <math.h>
 #include <stdio.h>
@@ -81,11 +82,15 @@ void atoll_plan_print_header(FILE *f, const atoll_plan_ctx *ctx) {
   if (c->islands > 1)
     fprintf(f, "; %d islands joined by %.3g Gbit/s WAN, DiLoCo outer sync every %d steps", c->islands,
             c->wan_bw * 8 / 1e9, c->diloco_h);
-  fprintf(f, "\ntraining batch %s tokens per step (%.0f x %d), budget %s tokens, %s\n",
+  fprintf(f, "\ntraining batch %s tokens per step (%.0f x %d), budget %s tokens, %s",
           atoll_plan_fmt_count(t->batch_tokens, b, sizeof b), t->batch_tokens / t->seq, t->seq,
           atoll_plan_fmt_count(t->token_budget, d, sizeof d),
           t->precision == ATOLL_PREC_FP32 ? "fp32 AdamW (16 B/param)"
                                           : "bf16 mixed precision AdamW (16 B/param at ZeRO-0)");
+  /* gradients on the data-parallel wire, where --grad-dtype (or the cpu default) differs */
+  double g = atoll_plan_grad_elem_bytes(t);
+  if (g != atoll_plan_elem_bytes(t->precision)) fprintf(f, ", %s gradients on the wire", g == 2 ? "bf16" : "fp32");
+  fprintf(f, "\n");
 }
 
 static void layout_name(const atoll_plan_result *r, char *buf, size_t n) {
@@ -624,6 +629,7 @@ cJSON *atoll_plan_context_json(const atoll_plan_ctx *ctx) {
   cJSON_AddNumberToObject(jt, "batch_tokens", t->batch_tokens);
   cJSON_AddNumberToObject(jt, "token_budget", t->token_budget);
   cJSON_AddStringToObject(jt, "precision", t->precision == ATOLL_PREC_FP32 ? "fp32" : "bf16");
+  cJSON_AddStringToObject(jt, "grad_dtype", atoll_plan_grad_elem_bytes(t) == 2 ? "bf16" : "fp32");
   cJSON *ja = cJSON_AddObjectToObject(o, "assumptions");
   atoll_plan_named a[32];
   int n = atoll_plan_assumptions(c, ctx->assume, a, 32);

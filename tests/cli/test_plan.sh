@@ -13,6 +13,18 @@ expect_error "unknown accelerator lists the known ones" "h100, h200" $ATOLL plan
 expect_error "heads do not divide the width" "do not divide the width" $ATOLL plan --layers 4 --dim 64 --heads 5
 expect_error "KV heads do not divide the heads" "--kv-heads" $ATOLL plan --layers 4 --dim 64 --heads 4 --kv-heads 3
 expect_error "--grad-dtype takes bf16 or fp32" "--grad-dtype fp16: expected bf16 or fp32" $ATOLL plan --model gpt2 --grad-dtype fp16
+# --grad-dtype's default on the cpu accelerator is atoll train's (fp32 gradients on the wire
+# at either precision), and the training line says which gradients the plan sends
+dpb() { $ATOLL plan --model gpt2 --accel cpu --cpu-gflops 1000 --gpus 4 --dp 4 --tp 1 --pp 1 --cp 1 --zero 0 "$@" 2>&1 | grep -o 'DP [0-9.]* [KMG]B'; }
+[ "$(dpb --precision bf16)" = "$(dpb --precision bf16 --grad-dtype fp32)" ] && [ "$(dpb --precision bf16)" != "$(dpb --precision bf16 --grad-dtype bf16)" ] \
+  && pass "cpu at bf16: fp32 gradients by default, as atoll train ($(dpb --precision bf16))" \
+  || fail "cpu at bf16: default $(dpb --precision bf16), fp32 $(dpb --precision bf16 --grad-dtype fp32), bf16 $(dpb --precision bf16 --grad-dtype bf16)"
+$ATOLL plan --model gpt2 --gpus 8 --precision fp32 --grad-dtype bf16 2>&1 | grep '^training' | grep -q 'bf16 gradients' \
+  && pass "training line names bf16 gradients of an fp32 run" || fail "training line: $($ATOLL plan --model gpt2 --gpus 8 --precision fp32 --grad-dtype bf16 2>&1 | grep '^training')"
+for gd in "--precision fp32 --grad-dtype bf16:bf16" "--precision bf16:bf16" "--precision bf16 --grad-dtype fp32:fp32" "--precision fp32:fp32"; do
+  got=$($ATOLL plan --model gpt2 --gpus 8 ${gd%:*} --json 2>&1 | $PY -c 'import json,sys; print(json.load(sys.stdin)["training"].get("grad_dtype"))' 2>&1)
+  [ "$got" = "${gd#*:}" ] && pass "--json training.grad_dtype ${gd#*:} for ${gd%:*}" || fail "--json training.grad_dtype for ${gd%:*}: $got"
+done
 expect_error "more pipeline stages than layers" "more pipeline stages than the model's 126 layers" \
   $ATOLL plan --model llama3-405b --gpus 2048 --pp 256
 expect_error "layout larger than the cluster" "needs 32768 devices, the cluster has 16384" \

@@ -9,6 +9,10 @@ ATOLL=$1
 SRC=$2
 . "$SRC/tests/cli/common.sh"
 
+# --keep-special is a switch: a value after it is named as a stray argument, wherever it is
+expect_error "--keep-special 1 at the end" "1: unexpected argument" "$ATOLL" sample --ckpt "$TMP/none" --keep-special 1
+expect_error "--keep-special 1 before a flag" "1: unexpected argument" "$ATOLL" sample --keep-special 1 --ckpt "$TMP/none"
+
 "$ATOLL" tokenizer bytes --out "$TMP/bytes.json" || { echo "FAIL: tokenizer bytes"; exit 1; }
 tok() { printf '{"id":256,"content":"%s","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":%s}' "$1" "$2"; }
 for kind in special plain; do
