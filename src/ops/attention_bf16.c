@@ -210,34 +210,34 @@ static dims dims_of(int T, int Tk, int hs) {
   return d;
 }
 
-/* bytes of each buffer, in the order of the struct */
-static void buffer_sizes(const dims *d, size_t sz[12]) {
+/* bytes of each buffer, in the order of the struct (forward: 0 for backward's own) */
+static void buffer_sizes(const dims *d, int backward, size_t sz[12]) {
   size_t tq = (size_t)d->tq, tk = (size_t)d->tk, tk32 = (size_t)d->tk32, hs16 = (size_t)d->hs16;
-  size_t i = 0;
-  sz[i++] = tq * d->hsp * 2;             /* qa */
-  sz[i++] = tq * d->hsp * 2;             /* da */
-  sz[i++] = (size_t)d->hsp / 2 * tk * 4; /* kc */
-  sz[i++] = (size_t)d->hsp / 2 * tk * 4; /* vc */
-  sz[i++] = tk32 / 2 * hs16 * 4;         /* vr */
-  sz[i++] = tk32 / 2 * hs16 * 4;         /* kr */
-  sz[i++] = ATT_BLOCK * tk * 4;          /* s */
-  sz[i++] = ATT_BLOCK * tk * 4;          /* dp */
-  sz[i++] = ATT_BLOCK * tk32 * 2;        /* pa */
-  sz[i++] = tk * ATT_BLOCK * 2;          /* pt */
-  sz[i++] = ATT_BLOCK / 2 * hs16 * 4;    /* qr */
-  sz[i++] = ATT_BLOCK / 2 * hs16 * 4;    /* dr */
+  size_t b = backward ? 1 : 0, i = 0;
+  sz[i++] = tq * d->hsp * 2;                 /* qa */
+  sz[i++] = b * tq * d->hsp * 2;             /* da */
+  sz[i++] = (size_t)d->hsp / 2 * tk * 4;     /* kc */
+  sz[i++] = b * (size_t)d->hsp / 2 * tk * 4; /* vc */
+  sz[i++] = tk32 / 2 * hs16 * 4;             /* vr */
+  sz[i++] = b * tk32 / 2 * hs16 * 4;         /* kr */
+  sz[i++] = ATT_BLOCK * tk * 4;              /* s */
+  sz[i++] = b * ATT_BLOCK * tk * 4;          /* dp */
+  sz[i++] = ATT_BLOCK * tk32 * 2;            /* pa */
+  sz[i++] = b * tk * ATT_BLOCK * 2;          /* pt */
+  sz[i++] = b * ATT_BLOCK / 2 * hs16 * 4;    /* qr */
+  sz[i++] = b * ATT_BLOCK / 2 * hs16 * 4;    /* dr */
 }
 
-static size_t per_thread_floats(const dims *d) {
+static size_t per_thread_floats(const dims *d, int backward) {
   size_t sz[12], total = 0;
-  buffer_sizes(d, sz);
+  buffer_sizes(d, backward, sz);
   for (int i = 0; i < 12; i++) total += (sz[i] + 63) / 64 * 64;
   return total / sizeof(float) + 16; /* + room to align the start */
 }
 
-static buffers carve(float *base, const dims *d) {
+static buffers carve(float *base, const dims *d, int backward) {
   size_t sz[12];
-  buffer_sizes(d, sz);
+  buffer_sizes(d, backward, sz);
   char *p = (char *)(((uintptr_t)base + 63) & ~(uintptr_t)63);
   void *ptr[12];
   for (int i = 0; i < 12; i++) {
@@ -404,11 +404,11 @@ static head_io head_at(const heads *a, int b, int h) {
 static void run_heads(const heads *a) {
   dims d = dims_of(a->T, a->Tk, a->hs);
   int nt, group = a->NH / a->NKV;
-  size_t per_thread = per_thread_floats(&d);
+  size_t per_thread = per_thread_floats(&d, a->dout != NULL);
   float *scratch = atoll_att_scratch(per_thread, &nt);
 #pragma omp parallel num_threads(nt)
   {
-    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d);
+    buffers w = carve(scratch + (size_t)omp_get_thread_num() * per_thread, &d, a->dout != NULL);
     tiles_on();
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < a->B; b++)
