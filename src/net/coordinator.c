@@ -8,48 +8,9 @@
 #include <string.h>
 #include <zmq.h>
 
-static void handle(coord *c, long n, const route *from, const char *keyz, const char *addr) {
-  atoll_wire_msg msg;
-  static atoll_wire_member scratch[4];
-  char why[200], who[200];
-  atoll_coord_name_of(c, keyz, addr, who, sizeof who);
-  if (n == -2) {
-    fprintf(stderr, "coordinator: dropped a message from %s: more than one frame\n", who);
-    return;
-  }
-  if (n > (long)ATOLL_WIRE_MAX_CONTROL) {
-    fprintf(stderr, "coordinator: dropped a message from %s: oversized (%ld bytes; at most %u)\n", who, n, ATOLL_WIRE_MAX_CONTROL);
-    return;
-  }
-  if (atoll_wire_parse(c->buf, (size_t)n, &msg, scratch, 4, why, sizeof why)) {
-    fprintf(stderr, "coordinator: dropped a message from %s: %s\n", who, why);
-    return;
-  }
-  int hello = msg.type == ATOLL_WIRE_HELLO || msg.type == ATOLL_WIRE_HEARTBEAT;
-  member *m = atoll_coord_by_key(c, keyz, hello ? msg.u.hello.rank : msg.u.sync.rank);
-  if (hello) {
-    if (!m && !(m = atoll_coord_register_island(c, keyz, &msg.u.hello, from, addr))) return;
-    if (m->island != msg.u.hello.island) {
-      fprintf(stderr, "coordinator: dropped %s from %s: it claims island %u\n", atoll_wire_type_name(msg.type), who,
-              msg.u.hello.island);
-      return;
-    }
-  } else if (msg.type != ATOLL_WIRE_READY && msg.type != ATOLL_WIRE_COMMIT && msg.type != ATOLL_WIRE_DONE) {
-    fprintf(stderr, "coordinator: dropped a message from %s: %s is not sent to a coordinator\n", who,
-            atoll_wire_type_name(msg.type));
-    return;
-  } else if (!m) {
-    fprintf(stderr, "coordinator: dropped %s from %s: not registered (no HELLO)\n", atoll_wire_type_name(msg.type), who);
-    return;
-  }
-  if (atoll_coord_replayed(m, msg.session, msg.seq)) {
-    fprintf(stderr, "coordinator: dropped %s from %s: replayed (session %016llx, seq %u already seen)\n",
-            atoll_wire_type_name(msg.type), who, (unsigned long long)msg.session, msg.seq);
-    return;
-  }
-  m->last_heard = atoll_net_now();
-  if (msg.type == ATOLL_WIRE_HELLO) {
-    if (m->hello_session && m->hello_session != msg.session) { /* the island's process was restarted */
+static void on_hello(coord *c, member *m, const atoll_wire_msg *msg) {
+  if (msg->type == ATOLL_WIRE_HELLO) {
+    if (m->hello_session && m->hello_session != msg->session) { /* the island's process was restarted */
       fprintf(stderr, "coordinator: island %u restarted (a new process with the same key); it joins anew\n", m->island);
       c->n_restarted++;
       int in_exchange = c->xq.open && atoll_coord_in_group(c, &c->xq, m) >= 0;
@@ -60,90 +21,151 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
       m->ready = m->committed = m->joining = 0;
       atoll_coord_try_commit(c);
     }
-    m->hello_session = msg.session;
+    m->hello_session = msg->session;
   }
+  m->step = msg->u.hello.step;
+  /* more than one revision behind (a restarted island, or one still fetching when
+   * this coordinator restarted): not waited for; it joins when it asks (READY) */
+  if (!m->joining && msg->u.hello.revision + 1 < c->revision) {
+    m->joining = 1;
+    m->ready = 0;
+    fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins when it asks\n", m->island,
+            (unsigned long long)msg->u.hello.revision, (unsigned long long)c->revision);
+    atoll_coord_try_quorum(c);
+  }
+  snprintf(m->endpoint, sizeof m->endpoint, "%s", msg->u.hello.endpoint);
+}
+
+static void on_ready(coord *c, member *m, const atoll_wire_sync *s, const route *from) {
+  m->ready_to = *from; /* islands repeat READY until they get an answer */
+  if (c->xq.open && atoll_coord_in_group(c, &c->xq, m) >= 0 && c->xq.step == s->step && c->xq.frag == s->fragment) {
+    atoll_coord_send_quorum(c, m); /* its QUORUM was lost (a restart of the island's socket) */
+    return;
+  }
+  if (!(m->ready && m->ready_step == s->step && m->ready_frag == s->fragment)) m->waiting_told = 0;
+  if (c->revision > 0 && (s->revision != c->revision || s->step <= c->last_step ||
+                          (c->cq.n > 0 && s->step <= c->cq.step && m->joining))) {
+    if (!m->joining) {
+      if (s->revision != c->revision)
+        fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins at the next commit\n", m->island,
+                (unsigned long long)s->revision, (unsigned long long)c->revision);
+      else
+        fprintf(stderr, "coordinator: island %u is behind (ready for step %u, step %u is committed): it joins at the next commit\n",
+                m->island, s->step, c->last_step);
+    }
+    if (!m->joining || !m->waiting_told) { /* (a WAIT extends the island's bound on its wait) */
+      atoll_coord_send_text(c, from, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
+      m->waiting_told = 1;
+    }
+    /* told where to fetch the state, it asks again: the fetch failed (the donor died) */
+    if (m->joining != 2 || atoll_net_now() - m->state_sent > 2.0) m->joining = 1;
+  } else {
+    m->joining = 0;
+  }
+  m->ready = 1;
+  m->ready_step = s->step;
+  m->ready_frag = s->fragment;
+  atoll_coord_try_quorum(c);
+}
+
+static void on_done(coord *c, member *m, const atoll_wire_sync *s, const route *from) {
+  m->ready_to = *from;
+  int j = c->xq.open && c->xq.id == s->revision ? atoll_coord_in_group(c, &c->xq, m) : -1;
+  if (j >= 0) {
+    c->xq.done[j] = 1;
+    atoll_coord_try_go(c);
+  } else if (s->revision == c->go_id && c->go_id) {
+    atoll_coord_send_sync(c, from, ATOLL_WIRE_GO, s->step, s->fragment, c->go_id, NULL); /* GO was lost */
+  } else { /* an exchange this coordinator does not know (it restarted, or aborted it) */
+    atoll_coord_send_sync(c, from, ATOLL_WIRE_ABORT, s->step, s->fragment, s->revision, NULL);
+  }
+}
+
+static void on_commit(coord *c, member *m, const atoll_wire_sync *s, const route *from) {
+  m->commit_to = *from;
+  if (s->step == c->last_step && c->revision > 0 && memcmp(s->hash, c->rank_hash[m->rank], ATOLL_WIRE_HASH) == 0 &&
+      !(c->cq.n > 0 && c->cq.step == s->step)) {
+    atoll_coord_send_sync(c, from, ATOLL_WIRE_COMMITTED, c->last_step, 0, c->revision, c->rank_hash[m->rank]); /* already committed */
+    return;
+  }
+  m->committed = 1;
+  m->commit_step = s->step;
+  memcpy(m->commit_hash, s->hash, ATOLL_WIRE_HASH);
+  if (c->cq.n == 0 || c->cq.step != s->step) { /* e.g. after a restart: the members that commit */
+    group *g = &c->cq;
+    memset(g, 0, sizeof *g);
+    g->step = s->step;
+    for (int i = 0; i < MAX_MEMBERS; i++) {
+      member *o = &c->m[i];
+      if (o->used && !o->joining && o != m && o->ready && o->ready_step <= s->step) atoll_coord_mark_behind(c, o, s->step);
+      if (o->used && !o->joining) g->slot[g->n] = i, g->gen[g->n++] = o->gen;
+    }
+  }
+  atoll_coord_try_commit(c);
+}
+
+/* Parses one message; 0, or -1 (dropped, with one line). */
+static int parse(coord *c, long n, const char *who, atoll_wire_msg *msg) {
+  static atoll_wire_member scratch[4];
+  char why[200];
+  if (n == -2) {
+    fprintf(stderr, "coordinator: dropped a message from %s: more than one frame\n", who);
+    return -1;
+  }
+  if (n > (long)ATOLL_WIRE_MAX_CONTROL) {
+    fprintf(stderr, "coordinator: dropped a message from %s: oversized (%ld bytes; at most %u)\n", who, n, ATOLL_WIRE_MAX_CONTROL);
+    return -1;
+  }
+  if (atoll_wire_parse(c->buf, (size_t)n, msg, scratch, 4, why, sizeof why)) {
+    fprintf(stderr, "coordinator: dropped a message from %s: %s\n", who, why);
+    return -1;
+  }
+  return 0;
+}
+
+/* The member a message comes from (registering it on HELLO), or NULL (dropped, with one line). */
+static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, const char *keyz, const char *addr,
+                      const char *who) {
+  int hello = msg->type == ATOLL_WIRE_HELLO || msg->type == ATOLL_WIRE_HEARTBEAT;
+  if (hello) atoll_coord_forget_reshaped(c, keyz, &msg->u.hello);
+  member *m = atoll_coord_by_key(c, keyz, hello ? msg->u.hello.rank : msg->u.sync.rank);
+  if (hello) {
+    if (!m && !(m = atoll_coord_register_island(c, keyz, &msg->u.hello, from, addr))) return NULL;
+    if (m->island != msg->u.hello.island) {
+      fprintf(stderr, "coordinator: dropped %s from %s: it claims island %u\n", atoll_wire_type_name(msg->type), who,
+              msg->u.hello.island);
+      return NULL;
+    }
+  } else if (msg->type != ATOLL_WIRE_READY && msg->type != ATOLL_WIRE_COMMIT && msg->type != ATOLL_WIRE_DONE) {
+    fprintf(stderr, "coordinator: dropped a message from %s: %s is not sent to a coordinator\n", who,
+            atoll_wire_type_name(msg->type));
+    return NULL;
+  } else if (!m) {
+    fprintf(stderr, "coordinator: dropped %s from %s: not registered (no HELLO)\n", atoll_wire_type_name(msg->type), who);
+    return NULL;
+  }
+  if (atoll_coord_replayed(m, msg->session, msg->seq)) {
+    fprintf(stderr, "coordinator: dropped %s from %s: replayed (session %016llx, seq %u already seen)\n",
+            atoll_wire_type_name(msg->type), who, (unsigned long long)msg->session, msg->seq);
+    return NULL;
+  }
+  return m;
+}
+
+static void handle(coord *c, long n, const route *from, const char *keyz, const char *addr) {
+  atoll_wire_msg msg;
+  char who[200];
+  atoll_coord_name_of(c, keyz, addr, who, sizeof who);
+  if (parse(c, n, who, &msg)) return;
+  member *m = sender(c, &msg, from, keyz, addr, who);
+  if (!m) return;
+  m->last_heard = atoll_net_now();
   switch (msg.type) {
   case ATOLL_WIRE_HELLO:
-  case ATOLL_WIRE_HEARTBEAT:
-    m->step = msg.u.hello.step;
-    /* more than one revision behind (a restarted island, or one still fetching when
-     * this coordinator restarted): not waited for; it joins when it asks (READY) */
-    if (!m->joining && msg.u.hello.revision + 1 < c->revision) {
-      m->joining = 1;
-      m->ready = 0;
-      fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins when it asks\n", m->island,
-              (unsigned long long)msg.u.hello.revision, (unsigned long long)c->revision);
-      atoll_coord_try_quorum(c);
-    }
-    snprintf(m->endpoint, sizeof m->endpoint, "%s", msg.u.hello.endpoint);
-    break;
-  case ATOLL_WIRE_READY: /* islands repeat READY until they get an answer */
-    m->ready_to = *from;
-    if (c->xq.open && atoll_coord_in_group(c, &c->xq, m) >= 0 && c->xq.step == msg.u.sync.step && c->xq.frag == msg.u.sync.fragment) {
-      atoll_coord_send_quorum(c, m); /* its QUORUM was lost (a restart of the island's socket) */
-      break;
-    }
-    if (!(m->ready && m->ready_step == msg.u.sync.step && m->ready_frag == msg.u.sync.fragment)) m->waiting_told = 0;
-    if (c->revision > 0 && (msg.u.sync.revision != c->revision || msg.u.sync.step <= c->last_step ||
-                            (c->cq.n > 0 && msg.u.sync.step <= c->cq.step && m->joining))) {
-      if (!m->joining) {
-        if (msg.u.sync.revision != c->revision)
-          fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins at the next commit\n", m->island,
-                  (unsigned long long)msg.u.sync.revision, (unsigned long long)c->revision);
-        else
-          fprintf(stderr, "coordinator: island %u is behind (ready for step %u, step %u is committed): it joins at the next commit\n",
-                  m->island, msg.u.sync.step, c->last_step);
-      }
-      if (!m->joining || !m->waiting_told) { /* (a WAIT extends the island's bound on its wait) */
-        atoll_coord_send_text(c, from, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
-        m->waiting_told = 1;
-      }
-      /* told where to fetch the state, it asks again: the fetch failed (the donor died) */
-      if (m->joining != 2 || atoll_net_now() - m->state_sent > 2.0) m->joining = 1;
-    } else {
-      m->joining = 0;
-    }
-    m->ready = 1;
-    m->ready_step = msg.u.sync.step;
-    m->ready_frag = msg.u.sync.fragment;
-    atoll_coord_try_quorum(c);
-    break;
-  case ATOLL_WIRE_DONE: {
-    m->ready_to = *from;
-    int j = c->xq.open && c->xq.id == msg.u.sync.revision ? atoll_coord_in_group(c, &c->xq, m) : -1;
-    if (j >= 0) {
-      c->xq.done[j] = 1;
-      atoll_coord_try_go(c);
-    } else if (msg.u.sync.revision == c->go_id && c->go_id) {
-      atoll_coord_send_sync(c, from, ATOLL_WIRE_GO, msg.u.sync.step, msg.u.sync.fragment, c->go_id, NULL); /* GO was lost */
-    } else { /* an exchange this coordinator does not know (it restarted, or aborted it) */
-      atoll_coord_send_sync(c, from, ATOLL_WIRE_ABORT, msg.u.sync.step, msg.u.sync.fragment, msg.u.sync.revision, NULL);
-    }
-    break;
-  }
-  case ATOLL_WIRE_COMMIT:
-    m->commit_to = *from;
-    if (msg.u.sync.step == c->last_step && c->revision > 0 && memcmp(msg.u.sync.hash, c->rank_hash[m->rank], ATOLL_WIRE_HASH) == 0 &&
-        !(c->cq.n > 0 && c->cq.step == msg.u.sync.step)) {
-      atoll_coord_send_sync(c, from, ATOLL_WIRE_COMMITTED, c->last_step, 0, c->revision, c->rank_hash[m->rank]); /* already committed */
-      break;
-    }
-    m->committed = 1;
-    m->commit_step = msg.u.sync.step;
-    memcpy(m->commit_hash, msg.u.sync.hash, ATOLL_WIRE_HASH);
-    if (c->cq.n == 0 || c->cq.step != msg.u.sync.step) { /* e.g. after a restart: the members that commit */
-      group *g = &c->cq;
-      memset(g, 0, sizeof *g);
-      g->step = msg.u.sync.step;
-      for (int i = 0; i < MAX_MEMBERS; i++) {
-        member *o = &c->m[i];
-        if (o->used && !o->joining && o != m && o->ready && o->ready_step <= msg.u.sync.step)
-          atoll_coord_mark_behind(c, o, msg.u.sync.step);
-        if (o->used && !o->joining) g->slot[g->n] = i, g->gen[g->n++] = o->gen;
-      }
-    }
-    atoll_coord_try_commit(c);
-    break;
+  case ATOLL_WIRE_HEARTBEAT: on_hello(c, m, &msg); break;
+  case ATOLL_WIRE_READY: on_ready(c, m, &msg.u.sync, from); break;
+  case ATOLL_WIRE_DONE: on_done(c, m, &msg.u.sync, from); break;
+  case ATOLL_WIRE_COMMIT: on_commit(c, m, &msg.u.sync, from); break;
   default: break;
   }
 }

@@ -107,6 +107,7 @@ int atoll_coord_in_group(const coord *c, const group *g, const member *m);
 member *atoll_coord_group_member(coord *c, const group *g, int j);
 int atoll_coord_replayed(member *m, uint64_t session, uint32_t seq);
 member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire_hello *h, const route *from, const char *addr);
+void atoll_coord_forget_reshaped(coord *c, const char *keyz, const atoll_wire_hello *h);
 void atoll_coord_expire(coord *c);
 
 /* coordinator_quorum.c */

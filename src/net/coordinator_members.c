@@ -126,6 +126,33 @@ static int layout_refused(coord *c, const char *keyz, const atoll_wire_hello *h,
   return 1;
 }
 
+/* An island restarted with another shape (its key's members have a different rank
+ * count, e.g. a 2-rank island now started as one process): its old ranks are dropped
+ * so that the new incarnation registers anew; register_island then adopts its shape
+ * if no other island sets the run's, or refuses it with one line. */
+void atoll_coord_forget_reshaped(coord *c, const char *keyz, const atoll_wire_hello *h) {
+  int found = 0;
+  uint32_t was = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && c->m[i].ranks != h->ranks && strcmp(c->m[i].keyz, keyz) == 0) {
+      if (!found && c->xq.open && atoll_coord_in_group(c, &c->xq, &c->m[i]) >= 0) {
+        char why[96];
+        snprintf(why, sizeof why, "island %u restarted with %u rank(s)", c->m[i].island, h->ranks);
+        atoll_coord_abort_exchange(c, why);
+      }
+      found = 1;
+      was = c->m[i].ranks;
+    }
+  if (!found) return;
+  fprintf(stderr, "coordinator: island %u restarted with %u rank(s), was %u (key %.8s...): its old ranks are dropped; it registers anew\n",
+          h->island, h->ranks, was, keyz);
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && c->m[i].ranks != h->ranks && strcmp(c->m[i].keyz, keyz) == 0) c->m[i].used = 0;
+  c->n_restarted++;
+  atoll_coord_save_state(c);
+  atoll_coord_try_commit(c);
+}
+
 member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire_hello *h, const route *from, const char *addr) {
   for (int i = 0; i < MAX_MEMBERS; i++)
     if (c->m[i].used && c->m[i].island == h->island && strcmp(c->m[i].keyz, keyz) != 0) {

@@ -44,76 +44,65 @@ void atoll_coord_send_quorum(coord *c, member *m) {
   atoll_coord_send_to(c, &m->ready_to, &msg);
 }
 
-/* Forms the quorum when every live member is ready for the same exchange. */
-void atoll_coord_try_quorum(coord *c) {
-  if (c->xq.open) return;
-  int n = 0, islands = 0, ready = 0, differ = 0;
-  uint32_t step = 0, frag = 0, hi_step = 0, hi_frag = 0;
+/* An island fetching the state is about to be a member: the ready ones wait for it,
+ * told so (a WAIT extends their bound on the wait). */
+static void wait_for_fetch(coord *c, const member *f) {
+  char text[120];
+  snprintf(text, sizeof text, "waiting for island %u to fetch the committed state", f->island);
+  for (int j = 0; j < MAX_MEMBERS; j++)
+    if (c->m[j].used && c->m[j].ready && !c->m[j].joining && !c->m[j].waiting_told) {
+      atoll_coord_send_text(c, &c->m[j].ready_to, ATOLL_WIRE_WAIT, text);
+      c->m[j].waiting_told = 1;
+    }
+}
+
+/* A ready part of an island that is not whole waits for the rest of it, told so. */
+static void tell_partial(coord *c, member *m) {
+  if (!m->ready || m->waiting_told) return;
+  char text[160];
+  int have = atoll_coord_island_ranks(c, m->island);
+  if (have == (int)c->ranks)
+    snprintf(text, sizeof text, "island %u: a rank of it is behind; waiting for it to join", m->island);
+  else
+    snprintf(text, sizeof text, "island %u: %d of its %u ranks registered; waiting for the others", m->island, have, c->ranks);
+  atoll_coord_send_text(c, &m->ready_to, ATOLL_WIRE_WAIT, text);
+  m->waiting_told = 1;
+}
+
+/* Members ready for different exchanges: those behind the most advanced fetch the
+ * state at the next commit (all ranks of their island). */
+static void drop_behind(coord *c, uint32_t hi_step, uint32_t hi_frag) {
   for (int i = 0; i < MAX_MEMBERS; i++) {
-    if (c->m[i].used && c->m[i].joining == 2) { /* fetching the state: it is about to be a member */
-      /* the ready ones wait for it, told so (a WAIT extends their bound on the wait) */
-      char text[120];
-      snprintf(text, sizeof text, "waiting for island %u to fetch the committed state", c->m[i].island);
-      for (int j = 0; j < MAX_MEMBERS; j++)
-        if (c->m[j].used && c->m[j].ready && !c->m[j].joining && !c->m[j].waiting_told) {
-          atoll_coord_send_text(c, &c->m[j].ready_to, ATOLL_WIRE_WAIT, text);
-          c->m[j].waiting_told = 1;
-        }
-      return;
-    }
-    if (!c->m[i].used || c->m[i].joining) continue;
-    if (!atoll_coord_island_whole(c, c->m[i].island)) { /* a part of an island waits for the rest of it */
-      if (c->m[i].ready && !c->m[i].waiting_told) {
-        char text[160];
-        if (atoll_coord_island_ranks(c, c->m[i].island) == (int)c->ranks)
-          snprintf(text, sizeof text, "island %u: a rank of it is behind; waiting for it to join", c->m[i].island);
-        else
-          snprintf(text, sizeof text, "island %u: %d of its %u ranks registered; waiting for the others", c->m[i].island,
-                   atoll_coord_island_ranks(c, c->m[i].island), c->ranks);
-        atoll_coord_send_text(c, &c->m[i].ready_to, ATOLL_WIRE_WAIT, text);
-        c->m[i].waiting_told = 1;
-      }
+    member *m = &c->m[i];
+    if (!m->used || m->joining || !atoll_coord_island_whole(c, m->island) || (m->ready_step == hi_step && m->ready_frag == hi_frag))
       continue;
-    }
-    n++;
-    islands += c->m[i].rank == 0;
-    if (!c->m[i].ready) return;
-    uint32_t s = c->m[i].ready_step, f = c->m[i].ready_frag;
-    if (ready++ == 0) step = hi_step = s, frag = hi_frag = f;
-    else if (s != step || f != frag) differ = 1;
-    if (s > hi_step || (s == hi_step && f > hi_frag)) hi_step = s, hi_frag = f;
-  }
-  if (n == 0) return;
-  if (differ) { /* those behind the most advanced fetch the state at the next commit */
-    for (int i = 0; i < MAX_MEMBERS; i++) {
-      member *m = &c->m[i];
-      if (!m->used || m->joining || !atoll_coord_island_whole(c, m->island) || (m->ready_step == hi_step && m->ready_frag == hi_frag))
-        continue;
-      fprintf(stderr, "coordinator: island %u is behind (ready for step %u, the others for step %u): it joins at the next commit\n",
-              m->island, m->ready_step, hi_step);
-      for (int o = 0; o < MAX_MEMBERS; o++) /* all its ranks */
-        if (c->m[o].used && c->m[o].island == m->island && !c->m[o].joining) {
-          c->m[o].joining = 1;
-          if (c->m[o].ready) atoll_coord_send_text(c, &c->m[o].ready_to, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
-        }
-    }
-    atoll_coord_try_quorum(c);
-    return;
-  }
-  /* after a restart, the islands of the state file get a grace to re-register */
-  if (n < c->restored_members && atoll_net_now() - c->started < c->cfg->island_timeout) return;
-  if (islands < c->cfg->min_islands) {
-    char text[200];
-    snprintf(text, sizeof text, "waiting for islands: %d present, at least %d needed (--min-islands)", islands, c->cfg->min_islands);
-    int told = 0;
-    for (int i = 0; i < MAX_MEMBERS; i++)
-      if (c->m[i].used && !c->m[i].waiting_told) {
-        atoll_coord_send_text(c, &c->m[i].ready_to, ATOLL_WIRE_WAIT, text);
-        c->m[i].waiting_told = told = 1;
+    fprintf(stderr, "coordinator: island %u is behind (ready for step %u, the others for step %u): it joins at the next commit\n",
+            m->island, m->ready_step, hi_step);
+    for (int o = 0; o < MAX_MEMBERS; o++) /* all its ranks */
+      if (c->m[o].used && c->m[o].island == m->island && !c->m[o].joining) {
+        c->m[o].joining = 1;
+        if (c->m[o].ready) atoll_coord_send_text(c, &c->m[o].ready_to, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
       }
-    if (told) fprintf(stderr, "coordinator: step %u: %s\n", step, text);
-    return;
   }
+}
+
+/* Fewer islands than --min-islands: every member waits, told so once. 1 when too few. */
+static int too_few(coord *c, int islands, uint32_t step) {
+  if (islands >= c->cfg->min_islands) return 0;
+  char text[200];
+  snprintf(text, sizeof text, "waiting for islands: %d present, at least %d needed (--min-islands)", islands, c->cfg->min_islands);
+  int told = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && !c->m[i].waiting_told) {
+      atoll_coord_send_text(c, &c->m[i].ready_to, ATOLL_WIRE_WAIT, text);
+      c->m[i].waiting_told = told = 1;
+    }
+  if (told) fprintf(stderr, "coordinator: step %u: %s\n", step, text);
+  return 1;
+}
+
+/* Opens the exchange of (step, frag) with the n whole members, in island order. */
+static void open_exchange(coord *c, int n, uint32_t step, uint32_t frag) {
   group *g = &c->xq;
   memset(g, 0, sizeof *g);
   int k = 0;
@@ -138,6 +127,41 @@ void atoll_coord_try_quorum(coord *c) {
     atoll_coord_send_quorum(c, m);
     m->ready = m->waiting_told = 0;
   }
+}
+
+/* Forms the quorum when every live member is ready for the same exchange. */
+void atoll_coord_try_quorum(coord *c) {
+  if (c->xq.open) return;
+  int n = 0, islands = 0, ready = 0, differ = 0;
+  uint32_t step = 0, frag = 0, hi_step = 0, hi_frag = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++) {
+    if (c->m[i].used && c->m[i].joining == 2) { /* fetching the state: it is about to be a member */
+      wait_for_fetch(c, &c->m[i]);
+      return;
+    }
+    if (!c->m[i].used || c->m[i].joining) continue;
+    if (!atoll_coord_island_whole(c, c->m[i].island)) { /* a part of an island waits for the rest of it */
+      tell_partial(c, &c->m[i]);
+      continue;
+    }
+    n++;
+    islands += c->m[i].rank == 0;
+    if (!c->m[i].ready) return;
+    uint32_t s = c->m[i].ready_step, f = c->m[i].ready_frag;
+    if (ready++ == 0) step = hi_step = s, frag = hi_frag = f;
+    else if (s != step || f != frag) differ = 1;
+    if (s > hi_step || (s == hi_step && f > hi_frag)) hi_step = s, hi_frag = f;
+  }
+  if (n == 0) return;
+  if (differ) {
+    drop_behind(c, hi_step, hi_frag);
+    atoll_coord_try_quorum(c);
+    return;
+  }
+  /* after a restart, the islands of the state file get a grace to re-register */
+  if (n < c->restored_members && atoll_net_now() - c->started < c->cfg->island_timeout) return;
+  if (too_few(c, islands, step)) return;
+  open_exchange(c, n, step, frag);
 }
 
 /* Every member of the exchange holds every piece: each may apply it (GO). */
