@@ -10,4 +10,6 @@ cmake --build build-asan -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd build-asan
-ctest --output-on-failure -j2 "$@"
+# test_islands_wan is left out here: it asserts a transfer rate against iperf3's, and
+# ASan's slowdown of the exchange's CPU work is not the link's (it runs in the plain suite)
+ctest --output-on-failure -j2 -E '^test_islands_wan$' "$@"

@@ -36,6 +36,7 @@ typedef struct {
   atoll_sender tx;
   int broken; /* a send failed: its sockets are made anew before the next use */
   uint64_t qid; /* the last quorum this peer was used in */
+  uint8_t again[5]; /* per phase: its sockets were made anew once in this attempt */
 } peer;
 
 struct atoll_link {
@@ -59,8 +60,11 @@ struct atoll_link {
   /* exchange scratch, each with its capacity */
   size_t cap_bytes, cap_mine, cap_got, cap_floats;
   uint8_t *send, *recv1, *recv2, *mine2, *got;
+  double transfer_s; /* the last attempt's time from QUORUM to holding every piece */
+  uint64_t transfer_b; /* and the bytes it sent to its peers meanwhile */
   float *sum, *decoded;
   int waited_told;
+  const volatile sig_atomic_t *stop; /* NULL, or the run's stop flag */
   float *global, *momentum; /* the island's outer state (atoll_link_bind) */
   size_t state_n;
   uint32_t joined_step;
@@ -242,6 +246,7 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
       atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0);
       sent = atoll_net_now();
     }
+    if (l->stop && *l->stop) return atoll_fail(err, "%s: stopped by a signal while waiting for the coordinator", what);
     if (!coord_poll(l, m, 100)) continue;
     if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
     if (m->type == ATOLL_WIRE_WAIT) {
@@ -256,8 +261,13 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
     if (m->type == ATOLL_WIRE_STATE_FROM && a == ATOLL_WIRE_QUORUM) return 0; /* this island is behind: it joins */
     /* an answer to an earlier request (repeated, or of an aborted attempt): not this one */
   }
+  if (l->waited_told)
+    return atoll_fail(err, "%s: the coordinator %s said to wait for more islands, and they did not come within %g s", what,
+                      l->join, limit);
   return atoll_fail(err, "%s: no answer from the coordinator %s within %g s", what, l->join, limit);
 }
+
+void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop) { l->stop = stop; }
 
 /* ---------------------------------------------------------------- exchange --- */
 
@@ -311,7 +321,7 @@ static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err
 /* Scratch for an exchange of K pieces of qb bytes (piece floats, nch chunks each);
  * each buffer grows on its own (K changes between exchanges). */
 static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch) {
-  size_t need = qb * (size_t)members + 1, gotn = 2 * (size_t)members * nch + 1, fl = sizeof(float) * (piece + 1);
+  size_t need = qb * (size_t)members + 1, gotn = 2 * (size_t)members * nch + nch + 1, fl = sizeof(float) * (piece + 1);
   if (need <= l->cap_bytes && qb + 1 <= l->cap_mine && gotn <= l->cap_got && fl <= l->cap_floats) return 0;
   free(l->send), free(l->recv1), free(l->recv2), free(l->mine2), free(l->got), free(l->sum), free(l->decoded);
   size_t nb = need > l->cap_bytes ? need : l->cap_bytes, nm = qb + 1 > l->cap_mine ? qb + 1 : l->cap_mine;
@@ -336,12 +346,14 @@ static int remake(atoll_link *l, peer *p) {
   return 0;
 }
 
-static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
-                       const uint8_t *bytes, size_t qb) {
-  int s = 0, again = 0;
+/* Sends chunks [c0, c1) of a piece of qb bytes (chunk_of(qb) each), chunk c on stream
+ * c % streams. */
+static void send_chunks(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
+                        const uint8_t *bytes, size_t qb, size_t c0, size_t c1) {
   size_t CHUNK = chunk_of(qb);
   if (!p || p->broken || qb == 0) return;
-  for (size_t off = 0; off < qb; off += CHUNK) {
+  for (size_t c = c0; c < c1; c++) {
+    size_t off = c * CHUNK;
     atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
     size_t len = qb - off < CHUNK ? qb - off : CHUNK;
     m.u.data = (atoll_wire_data){step, frag, qid, l->cfg.island, phase, piece, off, qb, (uint32_t)len, bytes + off};
@@ -349,13 +361,14 @@ static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uin
      * one: its peer died, or refused the handshake (ZeroMQ does not reconnect after a
      * refused handshake). The data is lost (the coordinator aborts the attempt), and
      * the peer's sockets are made anew for the next attempt. */
-    if (atoll_sock_send_within(p->push[s], &p->tx, &m, NULL, 0, l->cfg.timeout < 2 ? (int)(1000 * l->cfg.timeout) : 2000)) {
-      /* Once per piece, fresh sockets and the whole piece again: the usual cause is a
-       * handshake the peer refused because its QUORUM, which allows this island's
-       * key, came a moment after this island's (chunks that did get through arrive
-       * twice, and the receiver skips identical copies). */
-      if (!again++ && remake(l, p) == 0) {
-        off = (size_t)0 - CHUNK, s = 0; /* the loop's increment brings it to 0 */
+    if (atoll_sock_send_within(p->push[c % (size_t)l->cfg.streams], &p->tx, &m, NULL, 0,
+                               l->cfg.timeout < 2 ? (int)(1000 * l->cfg.timeout) : 2000)) {
+      /* Once per phase of an attempt, fresh sockets and the piece again, from its first
+       * chunk: the usual cause is a handshake the peer refused because its QUORUM,
+       * which allows this island's key, came a moment after this island's (chunks that
+       * did get through arrive twice, and the receiver skips identical copies). */
+      if (!p->again[phase]++ && remake(l, p) == 0) {
+        c = (size_t)0 - 1; /* the loop's increment brings it to 0 */
         continue;
       }
       fprintf(stderr, "island %u: cannot send to island %u (%s): no connection; reconnecting for the next attempt\n",
@@ -363,8 +376,35 @@ static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uin
       p->broken = 1;
       return;
     }
-    s = (s + 1) % l->cfg.streams;
   }
+}
+
+static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
+                       const uint8_t *bytes, size_t qb) {
+  if (p) p->again[phase] = 0;
+  send_chunks(l, p, step, frag, qid, phase, piece, bytes, qb, 0, (qb + chunk_of(qb) - 1) / chunk_of(qb));
+}
+
+/* Phase 2 of chunk c of this island's piece (fp32 and bf16 only: their encoding is
+ * per float, so a chunk of bytes is a range of floats): the sum, in quorum order, of
+ * the K encodings' floats in that range, divided by K, encoded into mine2 (the same
+ * arithmetic as the whole piece at once) and sent to every peer. */
+static void sum_chunk(atoll_link *l, atoll_qtype q, int K, int k, size_t qb, size_t len, size_t c, peer **peers,
+                      uint32_t step, uint32_t frag, uint64_t qid) {
+  size_t e = q == ATOLL_Q_FP32 ? 4 : 2, CHUNK = chunk_of(qb), end = (c + 1) * CHUNK < qb ? (c + 1) * CHUNK : qb;
+  size_t a = c * CHUNK / e, b = end / e < len ? end / e : len;
+  if (a < b) {
+    memset(l->sum + a, 0, sizeof(float) * (b - a));
+    for (int i = 0; i < K; i++) {
+      const uint8_t *src = i == k ? l->send + qb * (size_t)k : l->recv1 + qb * (size_t)i;
+      atoll_q_decode(q, src + a * e, b - a, l->decoded + a);
+      for (size_t t = a; t < b; t++) l->sum[t] += l->decoded[t];
+    }
+    for (size_t t = a; t < b; t++) l->sum[t] /= (float)K;
+    atoll_q_encode(q, l->sum + a, b - a, l->mine2 + a * e);
+  }
+  for (int i = 0; i < K; i++)
+    if (i != k) send_chunks(l, peers[i], step, frag, qid, 2, (uint32_t)k, l->mine2, qb, c, c + 1);
 }
 
 /* One attempt of the exchange with the quorum in l->members; 0: done (x written),
@@ -381,6 +421,7 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
     atoll_zap_allow(l->zap, l->members[i].key);
   }
   if (k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", what);
+  double t_quorum = atoll_net_now(); /* net.transfer_seconds counts from here */
   /* A peer that was not in this island's previous quorum may be a restarted process
    * at the same endpoint, whose handshake with the old sockets was refused while it
    * did not know this island yet (ZeroMQ then gives up on that connection): its
@@ -402,30 +443,50 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
   if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
   /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */
   *bad = SIZE_MAX;
-  memset(l->send, 0, qb * (size_t)K);
-  for (int c = 0; c < K; c++) {
+  uint64_t bytes0 = 0;
+  for (int i = 0; i < K; i++)
+    if (peers[i]) bytes0 += peers[i]->tx.bytes, peers[i]->again[1] = peers[i]->again[2] = 0;
+  /* each peer's piece is queued as soon as it is encoded, this island's own last, so
+   * that the link starts at once */
+  for (int j = 1; j <= K; j++) {
+    int c = (k + j) % K;
     size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n, b;
-    if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && *bad == SIZE_MAX) *bad = lo + b;
-  }
-  for (int c = 0; c < K; c++)
+    /* fp32 and bf16 write every byte of their encoding: only the rest of the piece's
+     * qb bytes is zeroed; int8 leaves a zero block's values as they were */
+    size_t used = q == ATOLL_Q_FP32 || q == ATOLL_Q_BF16 ? atoll_q_bytes(q, hi - lo) : 0;
+    memset(l->send + qb * (size_t)c + used, 0, qb - used);
+    if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && (*bad == SIZE_MAX || lo + b < *bad))
+      *bad = lo + b;
     if (c != k) send_piece(l, peers[c], step, frag, qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
-  memcpy(l->recv1 + qb * (size_t)k, l->send + qb * (size_t)k, qb);
-  memset(l->got, 0, 2 * (size_t)K * nch);
-  size_t need = (size_t)(K - 1) * nch, have1 = 0, have2 = 0;
-  int sent2 = 0;
+  }
+  /* got: per phase and member, a flag per chunk; then per chunk, the members whose
+   * phase-1 chunk arrived */
+  memset(l->got, 0, 2 * (size_t)K * nch + nch);
+  uint8_t *arrived = l->got + 2 * (size_t)K * nch;
+  size_t need = (size_t)(K - 1) * nch, have1 = 0, have2 = 0, next2 = 0;
+  int sent2 = 0, per_float = q == ATOLL_Q_FP32 || q == ATOLL_Q_BF16;
   size_t lo_k = (size_t)k * piece < n ? (size_t)k * piece : n, hi_k = lo_k + piece < n ? lo_k + piece : n;
   double last_progress = atoll_net_now(), last_ask = last_progress;
   atoll_wire_msg cm;
+  memset(l->mine2, 0, qb);
   for (;;) {
-    if (have1 == need && !sent2) { /* my piece from every island, summed in quorum order */
+    /* phase 2 of a chunk as soon as every member's phase-1 chunk is here (in chunk
+     * order), so that the sum overlaps the transfer and the link does not idle
+     * between the phases */
+    while (per_float && next2 < nch && arrived[next2] == (uint8_t)(K - 1))
+      sum_chunk(l, q, K, k, qb, hi_k - lo_k, next2++, peers, step, frag, qid);
+    if (!sent2 && per_float && next2 == nch) {
+      memcpy(l->recv2 + qb * (size_t)k, l->mine2, qb);
+      sent2 = 1;
+    }
+    if (have1 == need && !sent2) { /* block-scaled types: the whole piece, summed in quorum order */
       size_t len = hi_k - lo_k;
       memset(l->sum, 0, sizeof(float) * (len + 1));
       for (int i = 0; i < K; i++) {
-        atoll_q_decode(q, l->recv1 + qb * (size_t)i, len, l->decoded);
+        atoll_q_decode(q, i == k ? l->send + qb * (size_t)k : l->recv1 + qb * (size_t)i, len, l->decoded);
         for (size_t t = 0; t < len; t++) l->sum[t] += l->decoded[t];
       }
       for (size_t t = 0; t < len; t++) l->sum[t] /= (float)K;
-      memset(l->mine2, 0, qb);
       atoll_q_encode(q, l->sum, len, l->mine2);
       for (int c = 0; c < K; c++)
         if (c != k) send_piece(l, peers[c], step, frag, qid, 2, (uint32_t)k, l->mine2, qb);
@@ -458,21 +519,24 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
                         2 * l->cfg.timeout, missing);
     }
     char keyz[64], addr[64], why[200];
-    long len = atoll_sock_recv(l->pull, l->rbuf, ATOLL_WIRE_MAX_DATA, NULL, NULL, keyz, addr, 50);
+    zmq_msg_t fr;
+    long len = atoll_sock_recv_msg(l->pull, &fr, keyz, addr, 50);
     if (len == -1) continue;
     atoll_wire_msg d;
     uint8_t key[ATOLL_KEY_BYTES];
     int from = -1;
+    why[0] = 0;
     if (len < 0 || len > (long)ATOLL_WIRE_MAX_DATA)
       snprintf(why, sizeof why, "%s", len < 0 ? "more than one frame" : "oversized");
-    else if (atoll_wire_parse(l->rbuf, (size_t)len, &d, NULL, 0, why, sizeof why) == 0) {
+    else if (atoll_wire_parse(zmq_msg_data(&fr), (size_t)len, &d, NULL, 0, why, sizeof why) == 0) {
       why[0] = 0;
       const atoll_wire_data *w = &d.u.data;
       for (int i = 0; i < K; i++)
         if (l->members[i].island == w->from) from = i;
       if (d.type != ATOLL_WIRE_DATA) snprintf(why, sizeof why, "%s is not sent between islands", atoll_wire_type_name(d.type));
-      else if (w->quorum < qid) continue; /* an aborted attempt's data, still in flight: expected */
-      else if (from < 0 || from == k) snprintf(why, sizeof why, "island %u is not a peer of this exchange", w->from);
+      else if (w->quorum < qid) {
+        /* an aborted attempt's data, still in flight: expected */
+      } else if (from < 0 || from == k) snprintf(why, sizeof why, "island %u is not a peer of this exchange", w->from);
       else if (!zmq_z85_decode(key, keyz) || memcmp(key, l->members[from].key, ATOLL_KEY_BYTES) != 0)
         snprintf(why, sizeof why, "claims to be island %u, whose key differs", w->from);
       else if (w->step != step || w->fragment != frag || w->quorum != qid)
@@ -484,23 +548,29 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
                  (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
       else {
         uint8_t *seen = &l->got[((size_t)(w->phase - 1) * K + from) * nch + w->offset / CHUNK];
-        if (*seen && memcmp((w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)from + w->offset, w->bytes, w->len) == 0)
-          continue; /* a resent chunk (send_piece's second try): the same bytes again */
-        if (*seen) snprintf(why, sizeof why, "replayed (phase %u, offset %llu already received, different bytes)", w->phase,
-                            (unsigned long long)w->offset);
-        else {
+        uint8_t *place = (w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)from + w->offset;
+        if (*seen && memcmp(place, w->bytes, w->len) != 0)
+          snprintf(why, sizeof why, "replayed (phase %u, offset %llu already received, different bytes)", w->phase,
+                   (unsigned long long)w->offset);
+        else if (!*seen) { /* (seen with the same bytes: a resent chunk, send_chunks' second try) */
           *seen = 1;
-          memcpy((w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)from + w->offset, w->bytes, w->len);
-          if (w->phase == 1) have1++;
+          memcpy(place, w->bytes, w->len);
+          if (w->phase == 1) have1++, arrived[w->offset / CHUNK]++;
           else have2++;
           last_progress = atoll_net_now();
         }
       }
     }
+    if (len >= 0) zmq_msg_close(&fr);
     if (why[0])
       fprintf(stderr, "island %u: dropped a data message from %s (key %.8s..., %s): %s\n", l->cfg.island,
               from >= 0 ? "a member" : "a peer", keyz, addr, why);
   }
+  l->transfer_s = atoll_net_now() - t_quorum;
+  l->transfer_b = 0;
+  for (int i = 0; i < K; i++)
+    if (peers[i]) l->transfer_b += peers[i]->tx.bytes;
+  l->transfer_b -= bytes0;
   /* every piece is here: apply only once every member has them too (all or nothing) */
   atoll_wire_msg req = {.type = ATOLL_WIRE_DONE};
   req.u.sync = (atoll_wire_sync){step, frag, qid, {0}, l->cfg.rank};
@@ -648,6 +718,8 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
     if (tries > 1000) return atoll_fail(err, "%s: aborted 1000 times; giving up", what);
   }
   l->stats.exchanges++;
+  l->stats.transfer_seconds += l->transfer_s;
+  l->stats.transfer_bytes += l->transfer_b;
   if (l->stats.members_min == 0 || l->stats.members < l->stats.members_min) l->stats.members_min = l->stats.members;
   if (l->stats.members > l->stats.members_max) l->stats.members_max = l->stats.members;
   l->stats.exchange_seconds += atoll_net_now() - t0;

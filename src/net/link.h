@@ -20,6 +20,7 @@
 #include "parallel/quant.h"
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 typedef struct {
@@ -42,6 +43,9 @@ typedef struct {
   uint64_t exchanges;
   uint64_t retries;        /* attempts aborted by the coordinator */
   double exchange_seconds; /* in exchanges and commits, waits included */
+  double transfer_seconds; /* of the exchanges applied, each from its QUORUM's arrival to
+                            * holding every piece: no READY, DONE/GO or COMMIT waits */
+  uint64_t transfer_bytes; /* sent to peers meanwhile (data, framing and CURVE estimated) */
   int members;             /* of the last quorum */
   int members_min, members_max; /* over the exchanges applied */
   uint64_t joins;          /* times this island fetched the committed state and joined */
@@ -58,6 +62,8 @@ void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n);
 uint32_t atoll_link_joined_step(const atoll_link *l);
 /* What the heartbeats report: inner steps done, last committed revision and hash. */
 void atoll_link_progress(atoll_link *l, uint32_t step);
+/* A stop flag (SIGINT/SIGTERM/SIGHUP) that ends a wait for the coordinator early. */
+void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop);
 /* Between exchanges: reads what the coordinator sent meanwhile; an ERROR (e.g. this
  * island's ranks or layout do not match the run's) fails with its text. */
 int atoll_link_check(atoll_link *l, atoll_err *err);

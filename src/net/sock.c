@@ -74,10 +74,20 @@ int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *
 int atoll_sock_send_within(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len, int timeout_ms) {
   m->session = s->session;
   m->seq = ++s->seq;
+  /* encoded straight into the message ZeroMQ sends (no buffer of our own to copy
+   * from, and no allocation the size of a chunk per send beyond the message itself) */
   size_t cap = atoll_wire_size(m);
-  uint8_t stackbuf[4096], *buf = cap <= sizeof stackbuf ? stackbuf : malloc(cap);
-  if (!buf) return -1;
-  size_t n = atoll_wire_encode(m, buf, cap);
+  zmq_msg_t msg;
+  if (zmq_msg_init_size(&msg, cap)) return -1;
+  size_t n = atoll_wire_encode(m, zmq_msg_data(&msg), cap);
+  if (n > 0 && n < cap) { /* a control message's size is an upper bound: trimmed (small) */
+    zmq_msg_t exact;
+    if (zmq_msg_init_size(&exact, n) == 0) memcpy(zmq_msg_data(&exact), zmq_msg_data(&msg), n);
+    else n = 0;
+    zmq_msg_close(&msg);
+    msg = exact;
+    if (n == 0) return -1;
+  }
   int rc = -1;
   /* Never block for ever: a PUSH or DEALER socket whose only peer died (or refused the
    * handshake, and is being reconnected) has no pipe to queue on, and a blocking send
@@ -86,12 +96,35 @@ int atoll_sock_send_within(void *sock, atoll_sender *s, atoll_wire_msg *m, const
    * up: the message is lost, as it would be on the way to a dead peer. */
   zmq_pollitem_t it = {sock, 0, ZMQ_POLLOUT, 0};
   if (n > 0 && zmq_poll(&it, 1, timeout_ms) == 1 && (it.revents & ZMQ_POLLOUT) &&
-      (!rid || zmq_send(sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) && zmq_send(sock, buf, n, ZMQ_DONTWAIT) >= 0) {
+      (!rid || zmq_send(sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) && zmq_msg_send(&msg, sock, ZMQ_DONTWAIT) >= 0) {
     s->bytes += n + WIRE_OVERHEAD;
     rc = 0;
   }
-  if (buf != stackbuf) free(buf);
+  zmq_msg_close(&msg); /* after a send, an empty message: no-op */
   return rc;
+}
+
+/* The peer's identity of a received frame. */
+static void who(zmq_msg_t *msg, char user[64], char addr[64]) {
+  const char *u = zmq_msg_gets(msg, "User-Id"), *a = zmq_msg_gets(msg, "Peer-Address");
+  if (user) snprintf(user, 64, "%s", u ? u : "?");
+  if (addr) snprintf(addr, 64, "%s", a ? a : "?");
+}
+
+/* Drops the frames after the first of a message: -2 if there were any, else n. */
+static long drop_more(void *sock, long n) {
+  int more = 0;
+  size_t sz = sizeof more;
+  zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
+  while (more) { /* a well-formed peer sends one frame: drop the rest */
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    zmq_msg_recv(&msg, sock, 0);
+    zmq_msg_close(&msg);
+    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
+    n = -2; /* refused as malformed */
+  }
+  return n;
 }
 
 long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
@@ -99,8 +132,6 @@ long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t 
   zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
   if (zmq_poll(&it, 1, timeout_ms) <= 0) return -1;
   zmq_msg_t msg;
-  int more = 0;
-  size_t sz = sizeof more;
   if (rid) {
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, sock, 0) < 0) {
@@ -119,17 +150,21 @@ long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t 
   long n = (long)zmq_msg_size(&msg);
   memcpy(buf, zmq_msg_data(&msg), (size_t)n < cap ? (size_t)n : cap);
   if ((size_t)n > cap) n = (long)cap + 1;
-  const char *u = zmq_msg_gets(&msg, "User-Id"), *a = zmq_msg_gets(&msg, "Peer-Address");
-  if (user) snprintf(user, 64, "%s", u ? u : "?");
-  if (addr) snprintf(addr, 64, "%s", a ? a : "?");
+  who(&msg, user, addr);
   zmq_msg_close(&msg);
-  zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
-  while (more) { /* a well-formed peer sends one frame: drop the rest */
-    zmq_msg_init(&msg);
-    zmq_msg_recv(&msg, sock, 0);
-    zmq_msg_close(&msg);
-    zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz);
-    n = -2; /* refused as malformed */
+  return drop_more(sock, n);
+}
+
+long atoll_sock_recv_msg(void *sock, zmq_msg_t *msg, char user[64], char addr[64], int timeout_ms) {
+  zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+  if (zmq_poll(&it, 1, timeout_ms) <= 0) return -1;
+  zmq_msg_init(msg);
+  if (zmq_msg_recv(msg, sock, 0) < 0) {
+    zmq_msg_close(msg);
+    return -1;
   }
+  who(msg, user, addr);
+  long n = drop_more(sock, (long)zmq_msg_size(msg));
+  if (n < 0) zmq_msg_close(msg);
   return n;
 }

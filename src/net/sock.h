@@ -8,6 +8,7 @@
 #include "net/wire.h"
 
 #include <stdint.h>
+#include <zmq.h>
 
 /* A socket of `type`; server: CURVE server with secret (ZAP domain "atoll");
  * client: CURVE client of server_key with pub/secret. Linger 0, maximum message size
@@ -37,6 +38,10 @@ int atoll_sock_send_within(void *sock, atoll_sender *s, atoll_wire_msg *m, const
  * (dropped), or -1 on timeout (timeout_ms) / error. */
 long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
                      char addr[64], int timeout_ms);
+
+/* As atoll_sock_recv, but the frame stays in ZeroMQ's message (no copy): returns its
+ * length with *msg holding it (the caller closes it), or -1 / -2 with nothing held. */
+long atoll_sock_recv_msg(void *sock, zmq_msg_t *msg, char user[64], char addr[64], int timeout_ms);
 
 double atoll_net_now(void);
 

@@ -59,6 +59,7 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
 
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n) { return &n->outer; }
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n) { return n ? &n->base : NULL; }
+void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop) { atoll_link_set_stop(n->link, stop); }
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) { return atoll_link_get_stats(n->link); }
 
 int atoll_islands_net_rank_endpoint(const char *listen, int rank, char *out, size_t n, atoll_err *err) {

@@ -30,6 +30,7 @@
 #include "ops/cpu_features.h"
 #include "ops/gemm_cpu.h"
 #include "optim/optim.h"
+#include "parallel/islands_net.h"
 #include "train/agree.h"
 #include "train/report.h"
 #include "train/run.h"
@@ -365,6 +366,9 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
   int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, &start, err)
              : atoll_train_agree(world, atoll_fail(err, "out of memory"), err);
   if (rc) goto done;
+  /* islands as separate jobs: a signal also ends a wait for more islands (up to
+   * 10 x --net-timeout), not only the steps */
+  if (l->run.net) atoll_islands_net_set_stop(l->run.net, stop);
   if (resume_dir && l->run.rank == 0) fprintf(stderr, "resuming from %s at step %d\n", resume_dir, start);
   if (l->run.rank == 0) print_banner(&l->run);
   int step = start;

@@ -361,6 +361,15 @@ static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r
     cJSON_AddNumberToObject(o, "exchanges", (double)n.exchanges);
     cJSON_AddNumberToObject(o, "retries", (double)n.retries);
     cJSON_AddNumberToObject(o, "exchange_seconds", n.exchange_seconds);
+    /* the transfer alone (docs/islands.md, "WAN"): bytes summed over the island's ranks,
+     * seconds the slowest rank's */
+    double tb = 0, ts = 0;
+    cJSON *tba = per_rank(r, (double)n.transfer_bytes, NULL);
+    for (int i = 0; i < cJSON_GetArraySize(tba); i++) tb += cJSON_GetArrayItem(tba, i)->valuedouble;
+    cJSON_Delete(tba);
+    cJSON_Delete(per_rank(r, n.transfer_seconds, &ts));
+    cJSON_AddNumberToObject(o, "transfer_bytes", tb);
+    cJSON_AddNumberToObject(o, "transfer_seconds", ts);
     cJSON_AddNumberToObject(o, "members_last", n.members);
     cJSON_AddNumberToObject(o, "members_min", n.members_min);
     cJSON_AddNumberToObject(o, "members_max", n.members_max);

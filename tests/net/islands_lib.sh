@@ -48,3 +48,19 @@ kill9() {
   kill -9 "$1" 2>/dev/null
   wait "$1" 2>/dev/null
 }
+
+# pair_port: a free port P with P + 1 free too (rank r of an island listens on P + r)
+pair_port() {
+  $PY -c 'import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    p = random.randrange(10000, lo - 2)
+    s = [socket.socket(), socket.socket()]
+    try:
+        s[0].bind(("127.0.0.1", p)); s[1].bind(("127.0.0.1", p + 1))
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for x in s: x.close()'
+}

@@ -11,25 +11,7 @@ ATOLL=$1; SRC=$2
 . "$SRC/tests/net/islands_lib.sh"
 M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 4 --eval-batches 2 --save-every 0 --steps 12"
 
-cmp_runs() { # A B: the global weights bit for bit, and the validation losses
-  $PY - "$1" "$2" <<'PYEOF'
-import glob, json, struct, sys
-def weights(run):
-    ck = sorted(glob.glob(f"{run}/checkpoints/step_*"))[-1]
-    blob = open(f"{ck}/model.safetensors", "rb").read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    h = json.loads(blob[8:8 + n]); h.pop("__metadata__", None)
-    return {k: blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-def vals(run):
-    return [(o["step"], o["val_loss"]) for o in map(json.loads, open(f"{run}/metrics.jsonl")) if "val_loss" in o]
-a, b = sys.argv[1], sys.argv[2]
-wa, wb = weights(a), weights(b)
-bad = [k for k in wb if wa.get(k) != wb[k]] + [k for k in wa if k not in wb]
-if bad: sys.exit(f"weights differ in {len(bad)} tensors, e.g. {bad[:3]}")
-if vals(a) != vals(b): sys.exit(f"validation losses differ: {vals(a)} vs {vals(b)}")
-print(f"{len(wb)} tensors bit-identical, {len(vals(b))} validation losses equal")
-PYEOF
-}
+cmp_runs() { $PY "$SRC/tests/net/same_run.py" "$1" "$2"; } # the global weights bit for bit, and the validation losses
 
 # run_case NAME K FLAGS...: --islands K in one mpirun, then K islands as processes
 run_case() {

@@ -14,21 +14,6 @@ ATOLL=$1; SRC=$2
 . "$SRC/tests/net/islands_lib.sh"
 M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 4 --eval-batches 2 --save-every 0 --steps 12"
 
-# pair_port: a free port P with P + 1 free too (rank r of an island listens on P + r)
-pair_port() {
-  $PY -c 'import random, socket
-lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-while True:
-    p = random.randrange(10000, lo - 2)
-    s = [socket.socket(), socket.socket()]
-    try:
-        s[0].bind(("127.0.0.1", p)); s[1].bind(("127.0.0.1", p + 1))
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for x in s: x.close()'
-}
 
 cmp_runs() { $PY "$SRC/tests/net/same_run.py" "$1" "$2"; }
 

@@ -25,20 +25,6 @@ K=3
 M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 20 --eval-batches 4 --save-every 0 --steps 60 --sync-every 2 --islands $K --wan-gbps 1 --wan-latency-ms 150 --throttle 1 --net-timeout 8"
 rnd() { awk -v s="$SEED" -v n="$1" -v lo="$2" -v hi="$3" 'BEGIN { srand(s * 1000 + n); printf "%.2f", lo + rand() * (hi - lo) }'; }
 
-pair_port() {
-  $PY -c 'import random, socket
-lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-while True:
-    p = random.randrange(10000, lo - 2)
-    s = [socket.socket(), socket.socket()]
-    try:
-        s[0].bind(("127.0.0.1", p)); s[1].bind(("127.0.0.1", p + 1))
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for x in s: x.close()'
-}
 # island I OUT: island I as `mpirun -np 2` in the background; sets PID<I>
 island() {
   eval "p=\$PORT$1"
@@ -53,7 +39,11 @@ net_keys "$D" $K || { fail keys; finish; }
 CPORT=$(free_ports 1); PORT0=$(pair_port); PORT1=$(pair_port); PORT2=$(pair_port)
 start_coordinator "$D" $CPORT 2 --island-timeout 4
 island 0 "$D/n0"; island 1 "$D/n1"; island 2 "$D/n2"
-sleep $(rnd 1 3.0 5.0)
+# the kill comes after the first two commits (a slow start, e.g. under ASan, put it
+# before any commit: the restarted island then had no state to fetch), bounded
+i=0
+while [ "$(grep -c "committed: revision" "$D/coord.log" 2>/dev/null)" -lt 2 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+sleep $(rnd 1 0.5 2.0)
 victim=$(ranks_of $PID1 | head -1)
 echo "chaos (seed $SEED): SIGKILL rank pid $victim of island 1"
 [ -n "$victim" ] && kill -9 "$victim"
