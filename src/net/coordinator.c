@@ -91,15 +91,21 @@ static void on_commit(coord *c, member *m, const atoll_wire_sync *s, const route
   m->committed = 1;
   m->commit_step = s->step;
   memcpy(m->commit_hash, s->hash, ATOLL_WIRE_HASH);
-  if (c->cq.n == 0 || c->cq.step != s->step) { /* e.g. after a restart: the members that commit */
-    group *g = &c->cq;
+  group *g = &c->cq;
+  if (g->n == 0 || g->step != s->step) { /* e.g. after a restart: the members that commit */
     memset(g, 0, sizeof *g);
     g->step = s->step;
+    g->rebuilt = 1;
     for (int i = 0; i < MAX_MEMBERS; i++) {
       member *o = &c->m[i];
       if (o->used && !o->joining && o != m && o->ready && o->ready_step <= s->step) atoll_coord_mark_behind(c, o, s->step);
       if (o->used && !o->joining) g->slot[g->n] = i, g->gen[g->n++] = o->gen;
     }
+  } else if (g->rebuilt && !m->joining && atoll_coord_in_group(c, g, m) < 0 && g->n < MAX_MEMBERS) {
+    /* a rebuilt commit group is only those registered when the first COMMIT came; a
+     * member that re-registered since (its heartbeat came later) and commits the same
+     * step applied it too: without it, a rank of the run could have no hash at all */
+    g->slot[g->n] = (int)(m - c->m), g->gen[g->n++] = m->gen;
   }
   atoll_coord_try_commit(c);
 }

@@ -58,6 +58,7 @@ typedef struct {
   uint64_t id;
   double opened;
   int open;
+  int rebuilt; /* the commit group was rebuilt from COMMITs (a restarted coordinator), not from a GO */
 } group;
 
 typedef struct {
