@@ -101,6 +101,23 @@ static int too_few(coord *c, int islands, uint32_t step) {
   return 1;
 }
 
+/* After a restart, the members of the state file get --island-timeout to re-register
+ * (by heartbeat) before a quorum forms without them. Every registered member counts,
+ * joining ones too (a restarted island re-registers behind). The ready ones are told
+ * to WAIT, which extends their bound on the wait: heard nothing, they gave up after
+ * --net-timeout, counted from a READY sent while the coordinator was down. 1 while
+ * the grace lasts. */
+static int restart_grace(coord *c) {
+  if (atoll_coord_live(c) >= c->restored_members || atoll_net_now() - c->started >= c->cfg->island_timeout) return 0;
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && c->m[i].ready && !c->m[i].joining && !c->m[i].waiting_told) {
+      atoll_coord_send_text(c, &c->m[i].ready_to, ATOLL_WIRE_WAIT,
+                            "the coordinator restarted: waiting for the islands of its state file to re-register");
+      c->m[i].waiting_told = 1;
+    }
+  return 1;
+}
+
 /* Opens the exchange of (step, frag) with the n whole members, in island order. */
 static void open_exchange(coord *c, int n, uint32_t step, uint32_t frag) {
   group *g = &c->xq;
@@ -158,8 +175,7 @@ void atoll_coord_try_quorum(coord *c) {
     atoll_coord_try_quorum(c);
     return;
   }
-  /* after a restart, the islands of the state file get a grace to re-register */
-  if (n < c->restored_members && atoll_net_now() - c->started < c->cfg->island_timeout) return;
+  if (restart_grace(c)) return;
   if (too_few(c, islands, step)) return;
   open_exchange(c, n, step, frag);
 }
