@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 static void on_hello(coord *c, member *m, const atoll_wire_msg *msg) {
@@ -176,6 +177,17 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   }
 }
 
+/* Quorum ids increase across restarts: islands match DONE, GO and ABORT by id and take
+ * DATA of a lower id for an aborted attempt's. A restarted coordinator counting from 1
+ * again would reuse its predecessor's ids (a DONE of the old exchange 3 counted for the
+ * new exchange 3), so ids start at the wall clock in microseconds: above every id of a
+ * predecessor, which started earlier and gave fewer than one id per microsecond. */
+static uint64_t first_quorum_id(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile sig_atomic_t *stop, atoll_err *err) {
   if (sodium_init() < 0) return atoll_fail(err, "libsodium cannot start");
   coord *c = calloc(1, sizeof *c);
@@ -212,6 +224,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
           cfg->listen, pz, allowed, cfg->min_islands, cfg->island_timeout);
   double start = atoll_net_now();
   c->started = start;
+  c->next_id = first_quorum_id();
   while (!(stop && *stop) && !(cfg->run_seconds > 0 && atoll_net_now() - start > cfg->run_seconds)) {
     route from;
     char keyz[64], addr[64];
