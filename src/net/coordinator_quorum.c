@@ -90,7 +90,7 @@ static void drop_behind(coord *c, uint32_t hi_step, uint32_t hi_frag) {
 static int too_few(coord *c, int islands, uint32_t step) {
   if (islands >= c->cfg->min_islands) return 0;
   char text[200];
-  snprintf(text, sizeof text, "waiting for islands: %d present, at least %d needed (--min-islands)", islands, c->cfg->min_islands);
+  snprintf(text, sizeof text, ATOLL_WIRE_WAIT_ISLANDS, islands, c->cfg->min_islands);
   int told = 0;
   for (int i = 0; i < MAX_MEMBERS; i++)
     if (c->m[i].used && !c->m[i].waiting_told) {

@@ -250,6 +250,10 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
     if (!coord_poll(l, m, 100)) continue;
     if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
     if (m->type == ATOLL_WIRE_WAIT) {
+      int have, need;
+      if (l->cfg.islands && sscanf(m->u.text, ATOLL_WIRE_WAIT_ISLANDS, &have, &need) == 2 && need > (int)l->cfg.islands)
+        return atoll_fail(err, "--islands %u: the coordinator %s needs at least %d islands (its --min-islands), but --islands %u leaves slots for only %u (--island-id 0 to %u): no quorum can form; give every island --islands of at least %d",
+                          l->cfg.islands, l->join, need, l->cfg.islands, l->cfg.islands, l->cfg.islands - 1, need);
       if (!l->waited_told) fprintf(stderr, "island %u: %s: %s\n", l->cfg.island, what, m->u.text);
       l->waited_told = 1;
       limit = l->cfg.wait_timeout; /* waiting for islands is allowed to take longer */
