@@ -23,7 +23,8 @@ start() {
   EP=tcp://127.0.0.1:$PORT
   timeout 60 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 1 --island-timeout 30 >"$T/coord.log" 2>&1 &
   COORD_PID=$!
-  for i in 1 2 3 4 5 6 7 8 9 10; do grep -q "listening on" "$T/coord.log" && break; sleep 0.3; done
+  # (up to 20 s: on the loaded machine a process took 3 s from the fork to its exec)
+  for i in $(seq 1 100); do grep -q "listening on" "$T/coord.log" && break; sleep 0.2; done
   grep -q "listening on" "$T/coord.log" || fail "coordinator did not start"
 }
 stop() { kill $COORD_PID; wait $COORD_PID 2>/dev/null; COORD_PID=; }
