@@ -14,7 +14,9 @@
 # the joins before the kill, of an island that started late), in its state file and
 # its last line.
 # CHAOS_COORDINATOR=1: no failed fetch; the coordinator is also SIGKILLed and
-# restarted once, after island 1's restart (the counts are then not asserted).
+# restarted once, 0.3-1.0 s after island 1's restart (the counts are then not
+# asserted); CHAOS_KILL_LO / CHAOS_KILL_HI (seconds) move that window, e.g. 0.8 and
+# 2.0 to kill it while island 1 joins.
 # ATOLL_CHAOS_SEED=N picks the moments; ATOLL_CHAOS_KEEP=DIR keeps the logs.
 #   usage: test_islands_mpi_chaos.sh ATOLL SRC
 ATOLL=$1; SRC=$2
@@ -59,7 +61,7 @@ echo "chaos: restart island 1"
 island 1 "$D/n1r"
 unset ATOLL_FAULT_FETCH_FAIL_RANK
 if [ "${CHAOS_COORDINATOR:-0}" = 1 ]; then
-  sleep $(rnd 3 0.3 1.0)
+  sleep $(rnd 3 ${CHAOS_KILL_LO:-0.3} ${CHAOS_KILL_HI:-1.0})
   echo "chaos: SIGKILL the coordinator"
   kill9 $COORD_PID
   sleep $(rnd 4 0.3 1.0)
