@@ -250,6 +250,10 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
     if (!coord_poll(l, m, 100)) continue;
     if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
     if (m->type == ATOLL_WIRE_WAIT) {
+      int have, need;
+      if (l->cfg.islands && sscanf(m->u.text, ATOLL_WIRE_WAIT_ISLANDS, &have, &need) == 2 && need > (int)l->cfg.islands)
+        return atoll_fail(err, "--islands %u: the coordinator %s needs at least %d islands (its --min-islands), but --islands %u leaves slots for only %u (--island-id 0 to %u): no quorum can form; give every island --islands of at least %d",
+                          l->cfg.islands, l->join, need, l->cfg.islands, l->cfg.islands, l->cfg.islands - 1, need);
       if (!l->waited_told) fprintf(stderr, "island %u: %s: %s\n", l->cfg.island, what, m->u.text);
       l->waited_told = 1;
       limit = l->cfg.wait_timeout; /* waiting for islands is allowed to take longer */
@@ -407,180 +411,235 @@ static void sum_chunk(atoll_link *l, atoll_qtype q, int K, int k, size_t qb, siz
     if (i != k) send_chunks(l, peers[i], step, frag, qid, 2, (uint32_t)k, l->mine2, qb, c, c + 1);
 }
 
-/* One attempt of the exchange with the quorum in l->members; 0: done (x written),
- * 1: aborted (retry; x untouched), -1: failed. */
-static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, uint64_t qid, int K,
-                   size_t *bad, const char *what, atoll_err *err) {
-  int k = -1;
-  peer *peers[MAX_PEERS] = {0};
-  for (int i = 0; i < K; i++) {
+/* One attempt's state: the exchange of (step, frag) in quorum qid of K members, this
+ * island at position k; piece floats per member, qb bytes each, in nch chunks. */
+typedef struct {
+  atoll_qtype q;
+  float *x;
+  size_t n;
+  uint32_t step, frag;
+  uint64_t qid;
+  int K, k;
+  const char *what;
+  size_t piece, qb, CHUNK, nch, lo_k, hi_k;
+  peer *peers[MAX_PEERS];
+  uint8_t *arrived;           /* per chunk, the members whose phase-1 chunk arrived */
+  size_t need, have1, have2, next2;
+  int sent2, per_float;
+  double t_quorum, last_progress, last_ask;
+  uint64_t bytes0;
+} xchg;
+
+/* This island's place in the quorum, the peers' sockets and the scratch. 0, or -1. */
+static int attempt_setup(atoll_link *l, xchg *e, atoll_err *err) {
+  e->k = -1;
+  for (int i = 0; i < e->K; i++) {
     if (l->members[i].island == l->cfg.island && memcmp(l->members[i].key, l->pub, ATOLL_KEY_BYTES) == 0) {
-      k = i;
+      e->k = i;
       continue;
     }
     atoll_zap_allow(l->zap, l->members[i].key);
   }
-  if (k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", what);
-  double t_quorum = atoll_net_now(); /* net.transfer_seconds counts from here */
+  if (e->k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", e->what);
+  e->t_quorum = atoll_net_now(); /* net.transfer_seconds counts from here */
   /* A peer that was not in this island's previous quorum may be a restarted process
    * at the same endpoint, whose handshake with the old sockets was refused while it
    * did not know this island yet (ZeroMQ then gives up on that connection): its
    * sockets are made anew. Members of consecutive quorums keep their connections. */
-  size_t piece = (n + (size_t)K - 1) / (size_t)K, qb = atoll_q_bytes(q, piece), CHUNK = chunk_of(qb);
+  e->piece = (e->n + (size_t)e->K - 1) / (size_t)e->K, e->qb = atoll_q_bytes(e->q, e->piece), e->CHUNK = chunk_of(e->qb);
   for (int i = 0; i < MAX_PEERS; i++)
     if (l->peers[i].used && l->peers[i].qid != l->last_qid) l->peers[i].broken = 1;
   /* a rank of a multi-rank island that holds nothing of this fragment (qb = 0) sends
    * nothing and makes no sockets: connections it would never use could be refused
    * unnoticed, then trusted at the next exchange; the next one makes them anew */
-  for (int i = 0; i < K && qb > 0; i++) {
-    if (i == k) continue;
-    if (!(peers[i] = peer_for(l, &l->members[i], err))) return -1;
-    peers[i]->qid = qid;
+  for (int i = 0; i < e->K && e->qb > 0; i++) {
+    if (i == e->k) continue;
+    if (!(e->peers[i] = peer_for(l, &l->members[i], err))) return -1;
+    e->peers[i]->qid = e->qid;
   }
-  l->last_qid = qid;
-  l->stats.members = K;
-  size_t nch = (qb + CHUNK - 1) / CHUNK;
-  if (grow(l, qb, K, piece, nch)) return atoll_fail(err, "%s: out of memory", what);
-  /* phase 1: my encoding of piece c to island c (as diloco.c's islands_mean) */
+  l->last_qid = e->qid;
+  l->stats.members = e->K;
+  e->nch = (e->qb + e->CHUNK - 1) / e->CHUNK;
+  if (grow(l, e->qb, e->K, e->piece, e->nch)) return atoll_fail(err, "%s: out of memory", e->what);
+  e->lo_k = (size_t)e->k * e->piece < e->n ? (size_t)e->k * e->piece : e->n;
+  e->hi_k = e->lo_k + e->piece < e->n ? e->lo_k + e->piece : e->n;
+  e->per_float = e->q == ATOLL_Q_FP32 || e->q == ATOLL_Q_BF16;
+  e->need = (size_t)(e->K - 1) * e->nch;
+  return 0;
+}
+
+/* Phase 1: my encoding of piece c to island c (as diloco.c's islands_mean), each
+ * queued as soon as it is encoded, this island's own last, so that the link starts at
+ * once. *bad: the first NaN or Inf. */
+static void send_phase1(atoll_link *l, xchg *e, size_t *bad) {
   *bad = SIZE_MAX;
-  uint64_t bytes0 = 0;
-  for (int i = 0; i < K; i++)
-    if (peers[i]) bytes0 += peers[i]->tx.bytes, peers[i]->again[1] = peers[i]->again[2] = 0;
-  /* each peer's piece is queued as soon as it is encoded, this island's own last, so
-   * that the link starts at once */
-  for (int j = 1; j <= K; j++) {
-    int c = (k + j) % K;
-    size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n, b;
+  e->bytes0 = 0;
+  for (int i = 0; i < e->K; i++)
+    if (e->peers[i]) e->bytes0 += e->peers[i]->tx.bytes, e->peers[i]->again[1] = e->peers[i]->again[2] = 0;
+  size_t qb = e->qb;
+  for (int j = 1; j <= e->K; j++) {
+    int c = (e->k + j) % e->K;
+    size_t lo = (size_t)c * e->piece < e->n ? (size_t)c * e->piece : e->n, hi = lo + e->piece < e->n ? lo + e->piece : e->n, b;
     /* fp32 and bf16 write every byte of their encoding: only the rest of the piece's
      * qb bytes is zeroed; int8 leaves a zero block's values as they were */
-    size_t used = q == ATOLL_Q_FP32 || q == ATOLL_Q_BF16 ? atoll_q_bytes(q, hi - lo) : 0;
+    size_t used = e->per_float ? atoll_q_bytes(e->q, hi - lo) : 0;
     memset(l->send + qb * (size_t)c + used, 0, qb - used);
-    if (atoll_q_encode_checked(q, x + lo, hi - lo, l->send + qb * (size_t)c, &b) && (*bad == SIZE_MAX || lo + b < *bad))
+    if (atoll_q_encode_checked(e->q, e->x + lo, hi - lo, l->send + qb * (size_t)c, &b) && (*bad == SIZE_MAX || lo + b < *bad))
       *bad = lo + b;
-    if (c != k) send_piece(l, peers[c], step, frag, qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
+    if (c != e->k) send_piece(l, e->peers[c], e->step, e->frag, e->qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
   }
-  /* got: per phase and member, a flag per chunk; then per chunk, the members whose
-   * phase-1 chunk arrived */
-  memset(l->got, 0, 2 * (size_t)K * nch + nch);
-  uint8_t *arrived = l->got + 2 * (size_t)K * nch;
-  size_t need = (size_t)(K - 1) * nch, have1 = 0, have2 = 0, next2 = 0;
-  int sent2 = 0, per_float = q == ATOLL_Q_FP32 || q == ATOLL_Q_BF16;
-  size_t lo_k = (size_t)k * piece < n ? (size_t)k * piece : n, hi_k = lo_k + piece < n ? lo_k + piece : n;
-  double last_progress = atoll_net_now(), last_ask = last_progress;
-  atoll_wire_msg cm;
+  /* got: per phase and member, a flag per chunk; then `arrived` */
+  memset(l->got, 0, 2 * (size_t)e->K * e->nch + e->nch);
+  e->arrived = l->got + 2 * (size_t)e->K * e->nch;
   memset(l->mine2, 0, qb);
-  for (;;) {
-    /* phase 2 of a chunk as soon as every member's phase-1 chunk is here (in chunk
-     * order), so that the sum overlaps the transfer and the link does not idle
-     * between the phases */
-    while (per_float && next2 < nch && arrived[next2] == (uint8_t)(K - 1))
-      sum_chunk(l, q, K, k, qb, hi_k - lo_k, next2++, peers, step, frag, qid);
-    if (!sent2 && per_float && next2 == nch) {
-      memcpy(l->recv2 + qb * (size_t)k, l->mine2, qb);
-      sent2 = 1;
-    }
-    if (have1 == need && !sent2) { /* block-scaled types: the whole piece, summed in quorum order */
-      size_t len = hi_k - lo_k;
-      memset(l->sum, 0, sizeof(float) * (len + 1));
-      for (int i = 0; i < K; i++) {
-        atoll_q_decode(q, i == k ? l->send + qb * (size_t)k : l->recv1 + qb * (size_t)i, len, l->decoded);
-        for (size_t t = 0; t < len; t++) l->sum[t] += l->decoded[t];
-      }
-      for (size_t t = 0; t < len; t++) l->sum[t] /= (float)K;
-      atoll_q_encode(q, l->sum, len, l->mine2);
-      for (int c = 0; c < K; c++)
-        if (c != k) send_piece(l, peers[c], step, frag, qid, 2, (uint32_t)k, l->mine2, qb);
-      memcpy(l->recv2 + qb * (size_t)k, l->mine2, qb);
-      sent2 = 1;
-    }
-    if (sent2 && have2 == need) break;
-    /* the coordinator may abort the attempt meanwhile (a member died or stalled), or,
-     * restarted, know nothing of it: asked again (READY) it forms a new quorum */
-    if (coord_poll(l, &cm, 0)) {
-      if (cm.type == ATOLL_WIRE_ABORT && cm.u.sync.revision == qid) return 1;
-      if (cm.type == ATOLL_WIRE_QUORUM && cm.u.quorum.step == step && cm.u.quorum.fragment == frag && cm.u.quorum.id != qid)
-        return 1;
-    }
-    if (atoll_net_now() - last_progress > 1.0 && atoll_net_now() - last_ask > 1.0) {
-      atoll_wire_msg again = {.type = ATOLL_WIRE_READY};
-      again.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}, l->cfg.rank};
-      atoll_sock_send(l->coord, &l->coord_tx, &again, NULL, 0);
-      last_ask = atoll_net_now();
-    }
-    if (atoll_net_now() - last_progress > 2 * l->cfg.timeout) {
-      char missing[256] = "";
-      for (int i = 0; i < K; i++) {
-        size_t got = 0;
-        for (size_t c = 0; c < nch; c++) got += l->got[(size_t)i * nch + c] + l->got[((size_t)K + i) * nch + c];
-        if (i != k && got < 2 * nch)
-          snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %u", l->members[i].island);
-      }
-      return atoll_fail(err, "%s: no data for %g s and no abort from the coordinator; waiting for island(s)%s", what,
-                        2 * l->cfg.timeout, missing);
-    }
-    char keyz[64], addr[64], why[200];
-    zmq_msg_t fr;
-    long len = atoll_sock_recv_msg(l->pull, &fr, keyz, addr, 50);
-    if (len == -1) continue;
-    atoll_wire_msg d;
-    uint8_t key[ATOLL_KEY_BYTES];
-    int from = -1;
-    why[0] = 0;
-    if (len < 0 || len > (long)ATOLL_WIRE_MAX_DATA)
-      snprintf(why, sizeof why, "%s", len < 0 ? "more than one frame" : "oversized");
-    else if (atoll_wire_parse(zmq_msg_data(&fr), (size_t)len, &d, NULL, 0, why, sizeof why) == 0) {
-      why[0] = 0;
-      const atoll_wire_data *w = &d.u.data;
-      for (int i = 0; i < K; i++)
-        if (l->members[i].island == w->from) from = i;
-      if (d.type != ATOLL_WIRE_DATA) snprintf(why, sizeof why, "%s is not sent between islands", atoll_wire_type_name(d.type));
-      else if (w->quorum < qid) {
-        /* an aborted attempt's data, still in flight: expected */
-      } else if (from < 0 || from == k) snprintf(why, sizeof why, "island %u is not a peer of this exchange", w->from);
-      else if (!zmq_z85_decode(key, keyz) || memcmp(key, l->members[from].key, ATOLL_KEY_BYTES) != 0)
-        snprintf(why, sizeof why, "claims to be island %u, whose key differs", w->from);
-      else if (w->step != step || w->fragment != frag || w->quorum != qid)
-        snprintf(why, sizeof why, "not of this exchange (step %u, fragment %u, quorum %llu)", w->step, w->fragment,
-                 (unsigned long long)w->quorum);
-      else if (w->piece != (w->phase == 1 ? (uint32_t)k : (uint32_t)from) || w->total != qb || w->offset % CHUNK ||
-               w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK))
-        snprintf(why, sizeof why, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
-                 (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
-      else {
-        uint8_t *seen = &l->got[((size_t)(w->phase - 1) * K + from) * nch + w->offset / CHUNK];
-        uint8_t *place = (w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)from + w->offset;
-        if (*seen && memcmp(place, w->bytes, w->len) != 0)
-          snprintf(why, sizeof why, "replayed (phase %u, offset %llu already received, different bytes)", w->phase,
-                   (unsigned long long)w->offset);
-        else if (!*seen) { /* (seen with the same bytes: a resent chunk, send_chunks' second try) */
-          *seen = 1;
-          memcpy(place, w->bytes, w->len);
-          if (w->phase == 1) have1++, arrived[w->offset / CHUNK]++;
-          else have2++;
-          last_progress = atoll_net_now();
-        }
-      }
-    }
-    if (len >= 0) zmq_msg_close(&fr);
-    if (why[0])
-      fprintf(stderr, "island %u: dropped a data message from %s (key %.8s..., %s): %s\n", l->cfg.island,
-              from >= 0 ? "a member" : "a peer", keyz, addr, why);
+  e->last_progress = e->last_ask = atoll_net_now();
+}
+
+/* Phase 2 as far as phase 1 allows: fp32 and bf16 per chunk, as soon as every
+ * member's phase-1 chunk is here (in chunk order), so that the sum overlaps the
+ * transfer and the link does not idle between the phases; block-scaled types the
+ * whole piece once all of phase 1 is here, summed in quorum order. */
+static void send_phase2(atoll_link *l, xchg *e) {
+  size_t qb = e->qb;
+  while (e->per_float && e->next2 < e->nch && e->arrived[e->next2] == (uint8_t)(e->K - 1))
+    sum_chunk(l, e->q, e->K, e->k, qb, e->hi_k - e->lo_k, e->next2++, e->peers, e->step, e->frag, e->qid);
+  if (!e->sent2 && e->per_float && e->next2 == e->nch) {
+    memcpy(l->recv2 + qb * (size_t)e->k, l->mine2, qb);
+    e->sent2 = 1;
   }
-  l->transfer_s = atoll_net_now() - t_quorum;
+  if (e->have1 != e->need || e->sent2) return;
+  size_t len = e->hi_k - e->lo_k;
+  memset(l->sum, 0, sizeof(float) * (len + 1));
+  for (int i = 0; i < e->K; i++) {
+    atoll_q_decode(e->q, i == e->k ? l->send + qb * (size_t)e->k : l->recv1 + qb * (size_t)i, len, l->decoded);
+    for (size_t t = 0; t < len; t++) l->sum[t] += l->decoded[t];
+  }
+  for (size_t t = 0; t < len; t++) l->sum[t] /= (float)e->K;
+  atoll_q_encode(e->q, l->sum, len, l->mine2);
+  for (int c = 0; c < e->K; c++)
+    if (c != e->k) send_piece(l, e->peers[c], e->step, e->frag, e->qid, 2, (uint32_t)e->k, l->mine2, qb);
+  memcpy(l->recv2 + qb * (size_t)e->k, l->mine2, qb);
+  e->sent2 = 1;
+}
+
+/* While the data comes: the coordinator may abort the attempt (a member died or
+ * stalled), or, restarted, know nothing of it: asked again (READY) it forms a new
+ * quorum. 1: aborted; -1: no progress for 2 x --net-timeout (err); else 0. */
+static int watch(atoll_link *l, xchg *e, atoll_err *err) {
+  atoll_wire_msg cm;
+  if (coord_poll(l, &cm, 0)) {
+    if (cm.type == ATOLL_WIRE_ABORT && cm.u.sync.revision == e->qid) return 1;
+    if (cm.type == ATOLL_WIRE_QUORUM && cm.u.quorum.step == e->step && cm.u.quorum.fragment == e->frag && cm.u.quorum.id != e->qid)
+      return 1;
+  }
+  double now = atoll_net_now();
+  if (now - e->last_progress > 1.0 && now - e->last_ask > 1.0) {
+    atoll_wire_msg again = {.type = ATOLL_WIRE_READY};
+    again.u.sync = (atoll_wire_sync){e->step, e->frag, l->revision, {0}, l->cfg.rank};
+    atoll_sock_send(l->coord, &l->coord_tx, &again, NULL, 0);
+    e->last_ask = now;
+  }
+  if (now - e->last_progress <= 2 * l->cfg.timeout) return 0;
+  char missing[256] = "";
+  for (int i = 0; i < e->K; i++) {
+    size_t got = 0;
+    for (size_t c = 0; c < e->nch; c++) got += l->got[(size_t)i * e->nch + c] + l->got[((size_t)e->K + i) * e->nch + c];
+    if (i != e->k && got < 2 * e->nch) snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %u", l->members[i].island);
+  }
+  return atoll_fail(err, "%s: no data for %g s and no abort from the coordinator; waiting for island(s)%s", e->what,
+                    2 * l->cfg.timeout, missing);
+}
+
+/* A parsed DATA frame from key `keyz`: stored in its place and counted, or a reason
+ * in why (empty: used, or expected and ignored). *from: the member it comes from. */
+static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const char *keyz, int *from, char *why, size_t whysz) {
+  uint8_t key[ATOLL_KEY_BYTES];
+  size_t qb = e->qb, CHUNK = e->CHUNK;
+  for (int i = 0; i < e->K; i++)
+    if (l->members[i].island == w->from) *from = i;
+  if (w->quorum < e->qid) return; /* an aborted attempt's data, still in flight: expected */
+  if (*from < 0 || *from == e->k) snprintf(why, whysz, "island %u is not a peer of this exchange", w->from);
+  else if (!zmq_z85_decode(key, keyz) || memcmp(key, l->members[*from].key, ATOLL_KEY_BYTES) != 0)
+    snprintf(why, whysz, "claims to be island %u, whose key differs", w->from);
+  else if (w->step != e->step || w->fragment != e->frag || w->quorum != e->qid)
+    snprintf(why, whysz, "not of this exchange (step %u, fragment %u, quorum %llu)", w->step, w->fragment,
+             (unsigned long long)w->quorum);
+  else if (w->piece != (w->phase == 1 ? (uint32_t)e->k : (uint32_t)*from) || w->total != qb || w->offset % CHUNK ||
+           w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK))
+    snprintf(why, whysz, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
+             (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
+  else {
+    uint8_t *seen = &l->got[((size_t)(w->phase - 1) * e->K + *from) * e->nch + w->offset / CHUNK];
+    uint8_t *place = (w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)*from + w->offset;
+    if (*seen && memcmp(place, w->bytes, w->len) != 0)
+      snprintf(why, whysz, "replayed (phase %u, offset %llu already received, different bytes)", w->phase,
+               (unsigned long long)w->offset);
+    else if (!*seen) { /* (seen with the same bytes: a resent chunk, send_chunks' second try) */
+      *seen = 1;
+      memcpy(place, w->bytes, w->len);
+      if (w->phase == 1) e->have1++, e->arrived[w->offset / CHUNK]++;
+      else e->have2++;
+      e->last_progress = atoll_net_now();
+    }
+  }
+}
+
+/* One frame from the data socket, if one comes within 50 ms; a frame that is not
+ * usable is dropped with one line naming its sender. */
+static void receive(atoll_link *l, xchg *e) {
+  char keyz[64], addr[64], why[200] = "";
+  zmq_msg_t fr;
+  long len = atoll_sock_recv_msg(l->pull, &fr, keyz, addr, 50);
+  if (len == -1) return;
+  atoll_wire_msg d;
+  int from = -1;
+  if (len < 0 || len > (long)ATOLL_WIRE_MAX_DATA)
+    snprintf(why, sizeof why, "%s", len < 0 ? "more than one frame" : "oversized");
+  else if (atoll_wire_parse(zmq_msg_data(&fr), (size_t)len, &d, NULL, 0, why, sizeof why) == 0) {
+    why[0] = 0;
+    if (d.type != ATOLL_WIRE_DATA) snprintf(why, sizeof why, "%s is not sent between islands", atoll_wire_type_name(d.type));
+    else take_data(l, e, &d.u.data, keyz, &from, why, sizeof why);
+  }
+  if (len >= 0) zmq_msg_close(&fr);
+  if (why[0])
+    fprintf(stderr, "island %u: dropped a data message from %s (key %.8s..., %s): %s\n", l->cfg.island,
+            from >= 0 ? "a member" : "a peer", keyz, addr, why);
+}
+
+/* Every piece is here: applied only once every member has them too (all or nothing:
+ * DONE, then GO or ABORT). 0: x written; 1: aborted; -1: failed. */
+static int finish_attempt(atoll_link *l, xchg *e, atoll_err *err) {
+  l->transfer_s = atoll_net_now() - e->t_quorum;
   l->transfer_b = 0;
-  for (int i = 0; i < K; i++)
-    if (peers[i]) l->transfer_b += peers[i]->tx.bytes;
-  l->transfer_b -= bytes0;
-  /* every piece is here: apply only once every member has them too (all or nothing) */
-  atoll_wire_msg req = {.type = ATOLL_WIRE_DONE};
-  req.u.sync = (atoll_wire_sync){step, frag, qid, {0}, l->cfg.rank};
-  if (coord_ask(l, &req, &cm, ATOLL_WIRE_GO, ATOLL_WIRE_ABORT, 2 * l->cfg.timeout, what, err)) return -1;
-  if (cm.type == ATOLL_WIRE_ABORT || cm.u.sync.revision != qid) return 1;
-  for (int c = 0; c < K; c++) {
-    size_t clo = (size_t)c * piece < n ? (size_t)c * piece : n, chi = clo + piece < n ? clo + piece : n;
-    atoll_q_decode(q, l->recv2 + qb * (size_t)c, chi - clo, x + clo);
+  for (int i = 0; i < e->K; i++)
+    if (e->peers[i]) l->transfer_b += e->peers[i]->tx.bytes;
+  l->transfer_b -= e->bytes0;
+  atoll_wire_msg req = {.type = ATOLL_WIRE_DONE}, cm;
+  req.u.sync = (atoll_wire_sync){e->step, e->frag, e->qid, {0}, l->cfg.rank};
+  if (coord_ask(l, &req, &cm, ATOLL_WIRE_GO, ATOLL_WIRE_ABORT, 2 * l->cfg.timeout, e->what, err)) return -1;
+  if (cm.type == ATOLL_WIRE_ABORT || cm.u.sync.revision != e->qid) return 1;
+  for (int c = 0; c < e->K; c++) {
+    size_t clo = (size_t)c * e->piece < e->n ? (size_t)c * e->piece : e->n, chi = clo + e->piece < e->n ? clo + e->piece : e->n;
+    atoll_q_decode(e->q, l->recv2 + e->qb * (size_t)c, chi - clo, e->x + clo);
   }
   return 0;
+}
+
+/* One attempt of the exchange with the quorum in l->members; 0: done (x written),
+ * 1: aborted (retry; x untouched), -1: failed. */
+static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, uint64_t qid, int K,
+                   size_t *bad, const char *what, atoll_err *err) {
+  xchg e = {.q = q, .x = x, .n = n, .step = step, .frag = frag, .qid = qid, .K = K, .what = what};
+  if (attempt_setup(l, &e, err)) return -1;
+  send_phase1(l, &e, bad);
+  for (;;) {
+    send_phase2(l, &e);
+    if (e.sent2 && e.have2 == e.need) break;
+    int rc = watch(l, &e, err);
+    if (rc) return rc;
+    receive(l, &e);
+  }
+  return finish_attempt(l, &e, err);
 }
 
 /* A joining island fetches the committed state (global weights, outer momentum) from

@@ -29,6 +29,7 @@ typedef struct {
   const char *key_file;        /* this island's secret key */
   const char *coordinator_key; /* the coordinator's public key file */
   uint32_t island;
+  uint32_t islands;            /* the run's island slots (--islands; 0: not known) */
   uint32_t rank, ranks;        /* this rank of the island's job, and its ranks (1: one process) */
   uint64_t layout;             /* fingerprint of this rank's inner layout (slices must line up) */
   int streams;

@@ -69,9 +69,9 @@ static void get_sync(rd *r, atoll_wire_sync *s) {
   s->rank = (uint32_t)get_le(r, 4);
 }
 
-int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wire_member *members,
-                     uint32_t max_members, char *why, size_t whysz) {
-  memset(m, 0, sizeof *m);
+/* The header: magic, version, type, reserved bits, the type's size limit and that the
+ * header's payload length is the frame's. Leaves r at the payload. */
+static int parse_header(const uint8_t *buf, size_t len, atoll_wire_msg *m, rd *r, char *why, size_t whysz) {
   if (len < ATOLL_WIRE_HEADER) return fail(why, whysz, "truncated: %zu bytes, shorter than the %d-byte header", len, ATOLL_WIRE_HEADER);
   if (memcmp(buf, "ATIW", 4) != 0) return fail(why, whysz, "not an atoll islands message (bad magic)");
   if (buf[4] != ATOLL_WIRE_VERSION)
@@ -79,97 +79,117 @@ int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wi
   int type = buf[5];
   if (type < 1 || type > ATOLL_WIRE_TYPE_MAX) return fail(why, whysz, "unknown message type %d", type);
   if (buf[6] || buf[7]) return fail(why, whysz, "%s: reserved header bits set", atoll_wire_type_name(type));
-  rd r = {buf + 8, len - 8, 0};
+  *r = (rd){buf + 8, len - 8, 0};
   m->type = (atoll_wire_type)type;
-  m->session = get_le(&r, 8);
-  m->seq = (uint32_t)get_le(&r, 4);
-  uint64_t plen = get_le(&r, 4);
+  m->session = get_le(r, 8);
+  m->seq = (uint32_t)get_le(r, 4);
+  uint64_t plen = get_le(r, 4);
   size_t limit = type == ATOLL_WIRE_DATA ? ATOLL_WIRE_MAX_DATA : ATOLL_WIRE_MAX_CONTROL;
   if (plen + ATOLL_WIRE_HEADER > limit || len > limit)
     return fail(why, whysz, "%s: oversized (%llu bytes; at most %zu)", atoll_wire_type_name(type),
                 (unsigned long long)(plen + ATOLL_WIRE_HEADER > len ? plen + ATOLL_WIRE_HEADER : len), limit);
-  if (plen != r.left)
+  if (plen != r->left)
     return fail(why, whysz, "%s: %s (header says %llu payload bytes, frame has %zu)", atoll_wire_type_name(type),
-                plen > r.left ? "truncated" : "trailing bytes", (unsigned long long)plen, r.left);
-  const char *name = atoll_wire_type_name(type);
+                plen > r->left ? "truncated" : "trailing bytes", (unsigned long long)plen, r->left);
+  return 0;
+}
+
+static int parse_hello(rd *r, atoll_wire_hello *h, const char *name, char *why, size_t whysz) {
+  h->island = (uint32_t)get_le(r, 4);
+  h->step = (uint32_t)get_le(r, 4);
+  h->revision = get_le(r, 8);
+  take(r, h->hash, ATOLL_WIRE_HASH);
+  h->rank = (uint32_t)get_le(r, 4);
+  h->ranks = (uint32_t)get_le(r, 4);
+  h->layout = get_le(r, 8);
+  if (get_str(r, h->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: bad endpoint", name);
+  if (h->island >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: island %u out of range", name, h->island);
+  if (h->ranks < 1 || h->ranks > ATOLL_WIRE_MAX_MEMBERS || h->rank >= h->ranks)
+    return fail(why, whysz, "%s: rank %u of %u out of range", name, h->rank, h->ranks);
+  return 0;
+}
+
+/* QUORUM, FEED and STATE_FROM: the members go into `members` (max_members of them). */
+static int parse_quorum(rd *r, atoll_wire_quorum *q, atoll_wire_member *members, uint32_t max_members, const char *name,
+                        char *why, size_t whysz) {
+  q->step = (uint32_t)get_le(r, 4);
+  q->fragment = (uint32_t)get_le(r, 4);
+  q->revision = get_le(r, 8);
+  q->id = get_le(r, 8);
+  take(r, q->hash, ATOLL_WIRE_HASH);
+  q->n = (uint32_t)get_le(r, 4);
+  if (r->bad) return 0; /* (reported as truncated) */
+  if (q->n < 1 || q->n > max_members || q->n > ATOLL_WIRE_MAX_MEMBERS)
+    return fail(why, whysz, "%s: %u members (1 to %u allowed)", name, q->n, max_members);
+  q->members = members;
+  for (uint32_t i = 0; i < q->n; i++) {
+    atoll_wire_member *mb = &members[i];
+    mb->island = (uint32_t)get_le(r, 4);
+    take(r, mb->key, ATOLL_WIRE_KEY);
+    if (get_str(r, mb->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: member %u: bad endpoint", name, i);
+    if (mb->island >= ATOLL_WIRE_MAX_MEMBERS || (i > 0 && mb->island <= members[i - 1].island))
+      return fail(why, whysz, "%s: member islands must increase (member %u is island %u)", name, i, mb->island);
+  }
+  return 0;
+}
+
+/* DATA: the bytes stay where they are (d->bytes points into the frame). */
+static int parse_data(rd *r, atoll_wire_data *d, const char *name, char *why, size_t whysz) {
+  d->step = (uint32_t)get_le(r, 4);
+  d->fragment = (uint32_t)get_le(r, 4);
+  d->quorum = get_le(r, 8);
+  d->from = (uint32_t)get_le(r, 4);
+  d->phase = (uint8_t)get_le(r, 1);
+  d->piece = (uint32_t)get_le(r, 4);
+  d->offset = get_le(r, 8);
+  d->total = get_le(r, 8);
+  d->len = (uint32_t)get_le(r, 4);
+  if (r->bad) return 0; /* (reported as truncated) */
+  if (d->phase < 1 || d->phase > 4) return fail(why, whysz, "%s: phase %u", name, d->phase);
+  if (d->from >= ATOLL_WIRE_MAX_MEMBERS || d->piece >= ATOLL_WIRE_MAX_MEMBERS)
+    return fail(why, whysz, "%s: island %u / piece %u out of range", name, d->from, d->piece);
+  if (d->total > ((uint64_t)1 << 40) || d->offset > d->total || d->len > d->total - d->offset)
+    return fail(why, whysz, "%s: range [%llu, +%u) outside %llu bytes", name, (unsigned long long)d->offset, d->len,
+                (unsigned long long)d->total);
+  if (d->len != r->left) return fail(why, whysz, "%s: %u data bytes announced, %zu present", name, d->len, r->left);
+  d->bytes = r->p;
+  take(r, NULL, d->len);
+  return 0;
+}
+
+/* The payload of m->type. */
+static int parse_payload(rd *r, atoll_wire_msg *m, atoll_wire_member *members, uint32_t max_members, char *why, size_t whysz) {
+  const char *name = atoll_wire_type_name(m->type);
   switch (m->type) {
   case ATOLL_WIRE_HELLO:
-  case ATOLL_WIRE_HEARTBEAT: {
-    atoll_wire_hello *h = &m->u.hello;
-    h->island = (uint32_t)get_le(&r, 4);
-    h->step = (uint32_t)get_le(&r, 4);
-    h->revision = get_le(&r, 8);
-    take(&r, h->hash, ATOLL_WIRE_HASH);
-    h->rank = (uint32_t)get_le(&r, 4);
-    h->ranks = (uint32_t)get_le(&r, 4);
-    h->layout = get_le(&r, 8);
-    if (get_str(&r, h->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: bad endpoint", name);
-    if (h->island >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: island %u out of range", name, h->island);
-    if (h->ranks < 1 || h->ranks > ATOLL_WIRE_MAX_MEMBERS || h->rank >= h->ranks)
-      return fail(why, whysz, "%s: rank %u of %u out of range", name, h->rank, h->ranks);
-    break;
-  }
+  case ATOLL_WIRE_HEARTBEAT: return parse_hello(r, &m->u.hello, name, why, whysz);
   case ATOLL_WIRE_READY:
   case ATOLL_WIRE_COMMIT:
   case ATOLL_WIRE_COMMITTED:
   case ATOLL_WIRE_DONE:
   case ATOLL_WIRE_GO:
   case ATOLL_WIRE_ABORT:
-    get_sync(&r, &m->u.sync);
-    if (!r.bad && m->u.sync.rank >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: rank %u out of range", name, m->u.sync.rank);
-    break;
+    get_sync(r, &m->u.sync);
+    if (!r->bad && m->u.sync.rank >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: rank %u out of range", name, m->u.sync.rank);
+    return 0;
   case ATOLL_WIRE_QUORUM:
   case ATOLL_WIRE_FEED:
-  case ATOLL_WIRE_STATE_FROM: {
-    atoll_wire_quorum *q = &m->u.quorum;
-    q->step = (uint32_t)get_le(&r, 4);
-    q->fragment = (uint32_t)get_le(&r, 4);
-    q->revision = get_le(&r, 8);
-    q->id = get_le(&r, 8);
-    take(&r, q->hash, ATOLL_WIRE_HASH);
-    q->n = (uint32_t)get_le(&r, 4);
-    if (r.bad) break;
-    if (q->n < 1 || q->n > max_members || q->n > ATOLL_WIRE_MAX_MEMBERS)
-      return fail(why, whysz, "%s: %u members (1 to %u allowed)", name, q->n, max_members);
-    q->members = members;
-    for (uint32_t i = 0; i < q->n; i++) {
-      atoll_wire_member *mb = &members[i];
-      mb->island = (uint32_t)get_le(&r, 4);
-      take(&r, mb->key, ATOLL_WIRE_KEY);
-      if (get_str(&r, mb->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: member %u: bad endpoint", name, i);
-      if (mb->island >= ATOLL_WIRE_MAX_MEMBERS || (i > 0 && mb->island <= members[i - 1].island))
-        return fail(why, whysz, "%s: member islands must increase (member %u is island %u)", name, i, mb->island);
-    }
-    break;
-  }
+  case ATOLL_WIRE_STATE_FROM: return parse_quorum(r, &m->u.quorum, members, max_members, name, why, whysz);
   case ATOLL_WIRE_WAIT:
   case ATOLL_WIRE_ERROR:
-    if (get_str(&r, m->u.text, ATOLL_WIRE_MAX_TEXT, 1)) return fail(why, whysz, "%s: bad text", name);
-    break;
-  case ATOLL_WIRE_DATA: {
-    atoll_wire_data *d = &m->u.data;
-    d->step = (uint32_t)get_le(&r, 4);
-    d->fragment = (uint32_t)get_le(&r, 4);
-    d->quorum = get_le(&r, 8);
-    d->from = (uint32_t)get_le(&r, 4);
-    d->phase = (uint8_t)get_le(&r, 1);
-    d->piece = (uint32_t)get_le(&r, 4);
-    d->offset = get_le(&r, 8);
-    d->total = get_le(&r, 8);
-    d->len = (uint32_t)get_le(&r, 4);
-    if (r.bad) break;
-    if (d->phase < 1 || d->phase > 4) return fail(why, whysz, "%s: phase %u", name, d->phase);
-    if (d->from >= ATOLL_WIRE_MAX_MEMBERS || d->piece >= ATOLL_WIRE_MAX_MEMBERS)
-      return fail(why, whysz, "%s: island %u / piece %u out of range", name, d->from, d->piece);
-    if (d->total > ((uint64_t)1 << 40) || d->offset > d->total || d->len > d->total - d->offset)
-      return fail(why, whysz, "%s: range [%llu, +%u) outside %llu bytes", name, (unsigned long long)d->offset, d->len,
-                  (unsigned long long)d->total);
-    if (d->len != r.left) return fail(why, whysz, "%s: %u data bytes announced, %zu present", name, d->len, r.left);
-    d->bytes = r.p;
-    take(&r, NULL, d->len);
-    break;
+    if (get_str(r, m->u.text, ATOLL_WIRE_MAX_TEXT, 1)) return fail(why, whysz, "%s: bad text", name);
+    return 0;
+  case ATOLL_WIRE_DATA: return parse_data(r, &m->u.data, name, why, whysz);
   }
-  }
+  return 0;
+}
+
+int atoll_wire_parse(const uint8_t *buf, size_t len, atoll_wire_msg *m, atoll_wire_member *members,
+                     uint32_t max_members, char *why, size_t whysz) {
+  memset(m, 0, sizeof *m);
+  rd r;
+  if (parse_header(buf, len, m, &r, why, whysz) || parse_payload(&r, m, members, max_members, why, whysz)) return -1;
+  const char *name = atoll_wire_type_name(m->type);
   if (r.bad) return fail(why, whysz, "%s: truncated payload", name);
   if (r.left) return fail(why, whysz, "%s: %zu trailing bytes", name, r.left);
   return 0;

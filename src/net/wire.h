@@ -29,6 +29,10 @@
 #define ATOLL_WIRE_MAX_ENDPOINT 255
 #define ATOLL_WIRE_MAX_MEMBERS 1024
 #define ATOLL_WIRE_MAX_TEXT 1024
+/* The WAIT text for a quorum below --min-islands (islands present, islands needed):
+ * written by the coordinator, read back by an island that has fewer slots (--islands)
+ * than the coordinator needs, which then stops at once with one line. */
+#define ATOLL_WIRE_WAIT_ISLANDS "waiting for islands: %d present, at least %d needed (--min-islands)"
 
 typedef enum {
   ATOLL_WIRE_HELLO = 1,     /* island -> coordinator: who I am, where I listen, what I hold */

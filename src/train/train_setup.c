@@ -123,6 +123,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
                    (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff)};
     atoll_link_config lc = {.join = c->join, .listen = listen, .key_file = c->island_key,
                             .coordinator_key = c->coordinator_key, .island = (uint32_t)c->island_id,
+                            .islands = (uint32_t)c->islands,
                             .rank = (uint32_t)r->rank, .ranks = (uint32_t)r->world_size,
                             .layout = atoll_islands_net_layout(shape, (int)(sizeof shape / sizeof shape[0])),
                             .streams = c->net_streams, .timeout = c->net_timeout, .wait_timeout = 10 * c->net_timeout,

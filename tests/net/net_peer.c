@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
   atoll_sender_init(&tx);
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = (uint32_t)atoi(argv[4]);
-  m.u.hello.ranks = 1;
+  m.u.hello.ranks = getenv("NET_PEER_RANKS") ? (uint32_t)atoi(getenv("NET_PEER_RANKS")) : 1; /* an island of several ranks (its rank 0) */
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "tcp://127.0.0.1:1");
   m.session = 77;
   m.seq = 1;

@@ -1,0 +1,128 @@
+/* The coordinator's internals (coordinator.h), shared by its files: coordinator.c (the
+ * loop and message handling), coordinator_members.c (membership, heartbeats, sends),
+ * coordinator_quorum.c (quorum and exchange), coordinator_commit.c (commits and state
+ * joins) and coordinator_state.c (the state file). Not part of the library's API. */
+#ifndef ATOLL_NET_COORDINATOR_INT_H
+#define ATOLL_NET_COORDINATOR_INT_H
+
+#include "net/coordinator.h"
+#include "net/keys.h"
+#include "net/sock.h"
+#include "net/wire.h"
+#include "net/zap.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MAX_MEMBERS 256
+#define SESSIONS 8
+
+typedef struct {
+  uint8_t rid[256];
+  size_t rid_len;
+} route;
+
+typedef struct {
+  int used;
+  uint8_t key[ATOLL_KEY_BYTES];
+  char keyz[ATOLL_KEY_Z85 + 1];
+  uint32_t island, step;
+  uint32_t rank, ranks;   /* a rank of the island's job, of ranks (docs/islands.md, "Islands of several ranks") */
+  uint64_t layout;
+  char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
+  double last_heard;
+  uint64_t sessions[SESSIONS];
+  uint32_t seqs[SESSIONS];
+  int next_session;
+  int ready;              /* READY for (ready_step, ready_frag) */
+  uint32_t ready_step, ready_frag;
+  route ready_to;
+  int committed;          /* COMMIT for commit_step */
+  uint32_t commit_step;
+  uint8_t commit_hash[ATOLL_WIRE_HASH];
+  route commit_to;
+  int waiting_told;       /* told to wait for this READY */
+  uint64_t gen;           /* registration number: a slot reused by another island differs */
+  int joining;            /* 1: behind, fetches the state at the next commit; 2: told where */
+  uint64_t hello_session; /* the session of its HELLO: another one is a restarted process */
+  double state_sent;      /* when it was told where to fetch the state (joining 2) */
+} member;
+
+/* A set of members (slot and registration), in island order. */
+typedef struct {
+  int slot[MAX_MEMBERS];
+  uint64_t gen[MAX_MEMBERS];
+  int done[MAX_MEMBERS];
+  int n;
+  uint32_t step, frag;
+  uint64_t id;
+  double opened;
+  int open;
+  int rebuilt; /* the commit group was rebuilt from COMMITs (a restarted coordinator), not from a GO */
+} group;
+
+typedef struct {
+  const atoll_coordinator_config *cfg;
+  char state_path[4200];
+  void *ctx, *sock;
+  atoll_zap *zap;
+  atoll_sender tx;
+  member m[MAX_MEMBERS];
+  uint64_t revision;
+  uint8_t hash[ATOLL_WIRE_HASH];
+  uint32_t last_step;
+  group xq;        /* the exchange in flight (open: waiting for DONE from every member) */
+  group cq;        /* the members that applied the last exchange: they commit its step */
+  uint64_t next_id, go_id;
+  uint64_t gens;
+  int last_members; /* islands in the last exchange applied */
+  int restored_members; /* members in the state file: wait for them (or the grace) after a restart */
+  double started;
+  atoll_wire_member qmem[MAX_MEMBERS]; /* the open exchange's members, resent on a repeated READY */
+  uint32_t qrank[MAX_MEMBERS];         /* their ranks: rank r's QUORUM lists the rank-r members */
+  uint32_t ranks;                      /* ranks per island in this run (0: none registered yet) */
+  uint64_t layouts[MAX_MEMBERS];       /* the inner layout's fingerprint of each rank */
+  int layout_set[MAX_MEMBERS];
+  uint8_t rank_hash[MAX_MEMBERS][ATOLL_WIRE_HASH]; /* the committed hash of each rank's slice */
+  /* membership changes of the run (state file "counts"; restored after a restart):
+   * members that registered, left (silent or stalled) or restarted, and islands that
+   * joined with the committed state */
+  uint64_t n_registered, n_left, n_restarted, n_state_joins;
+  char refused_key[ATOLL_KEY_Z85 + 1];  /* the last refused layout (logged once per 10 s) */
+  double refused_at;
+  uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
+} coord;
+
+/* coordinator_members.c */
+void atoll_coord_hex(const uint8_t *h, char out[17]); /* the first 8 bytes of a hash, in hex */
+int atoll_coord_live(const coord *c);
+void atoll_coord_name_of(const coord *c, const char *keyz, const char *addr, char *out, size_t n);
+member *atoll_coord_by_key(coord *c, const char *keyz, uint32_t rank);
+int atoll_coord_island_whole(const coord *c, uint32_t island);
+int atoll_coord_island_ranks(const coord *c, uint32_t island);
+void atoll_coord_send_to(coord *c, const route *r, atoll_wire_msg *msg);
+void atoll_coord_send_text(coord *c, const route *r, atoll_wire_type type, const char *text);
+void atoll_coord_send_sync(coord *c, const route *r, atoll_wire_type type, uint32_t step, uint32_t frag, uint64_t v,
+                           const uint8_t *hash);
+int atoll_coord_in_group(const coord *c, const group *g, const member *m);
+member *atoll_coord_group_member(coord *c, const group *g, int j);
+int atoll_coord_replayed(member *m, uint64_t session, uint32_t seq);
+member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire_hello *h, const route *from, const char *addr);
+void atoll_coord_forget_reshaped(coord *c, const char *keyz, const atoll_wire_hello *h);
+void atoll_coord_expire(coord *c);
+
+/* coordinator_quorum.c */
+void atoll_coord_abort_exchange(coord *c, const char *why);
+void atoll_coord_mark_behind(coord *c, member *m, uint32_t step);
+void atoll_coord_send_quorum(coord *c, member *m);
+void atoll_coord_try_quorum(coord *c);
+void atoll_coord_try_go(coord *c);
+
+/* coordinator_commit.c */
+void atoll_coord_try_commit(coord *c);
+
+/* coordinator_state.c */
+void atoll_coord_save_state(coord *c);
+int atoll_coord_load_state(coord *c, atoll_err *err);
+
+#endif

@@ -1,0 +1,240 @@
+/* The coordinator's membership: registration (HELLO), replays, silence timeouts, and
+ * the small helpers every part uses (lookups, sends). */
+#include "net/coordinator_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+void atoll_coord_hex(const uint8_t *h, char out[17]) {
+  for (int i = 0; i < 8; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+int atoll_coord_live(const coord *c) {
+  int n = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++) n += c->m[i].used;
+  return n;
+}
+
+void atoll_coord_name_of(const coord *c, const char *keyz, const char *addr, char *out, size_t n) {
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && strcmp(c->m[i].keyz, keyz) == 0) {
+      snprintf(out, n, "island %u (key %.8s..., %s)", c->m[i].island, keyz, addr);
+      return;
+    }
+  snprintf(out, n, "peer with key %.8s... at %s", keyz, addr);
+}
+
+/* A member is one rank of an island: its key (shared by the island's ranks) and rank. */
+member *atoll_coord_by_key(coord *c, const char *keyz, uint32_t rank) {
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && c->m[i].rank == rank && strcmp(c->m[i].keyz, keyz) == 0) return &c->m[i];
+  return NULL;
+}
+
+/* An island takes part in a quorum only whole: each of its ranks registered, none behind. */
+int atoll_coord_island_whole(const coord *c, uint32_t island) {
+  int n = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++) {
+    const member *m = &c->m[i];
+    if (!m->used || m->island != island) continue;
+    if (m->joining) return 0;
+    n++;
+  }
+  return n == (int)c->ranks;
+}
+
+int atoll_coord_island_ranks(const coord *c, uint32_t island) {
+  int n = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++) n += c->m[i].used && c->m[i].island == island;
+  return n;
+}
+
+void atoll_coord_send_to(coord *c, const route *r, atoll_wire_msg *msg) {
+  if (atoll_sock_send(c->sock, &c->tx, msg, r->rid, r->rid_len))
+    fprintf(stderr, "coordinator: cannot send %s: %s\n", atoll_wire_type_name(msg->type), zmq_strerror(zmq_errno()));
+}
+
+void atoll_coord_send_text(coord *c, const route *r, atoll_wire_type type, const char *text) {
+  atoll_wire_msg msg = {.type = type};
+  snprintf(msg.u.text, sizeof msg.u.text, "%s", text);
+  atoll_coord_send_to(c, r, &msg);
+}
+
+int atoll_coord_in_group(const coord *c, const group *g, const member *m) {
+  for (int j = 0; j < g->n; j++)
+    if (&c->m[g->slot[j]] == m && m->gen == g->gen[j]) return j;
+  return -1;
+}
+
+member *atoll_coord_group_member(coord *c, const group *g, int j) {
+  member *m = &c->m[g->slot[j]];
+  return m->used && m->gen == g->gen[j] ? m : NULL;
+}
+
+void atoll_coord_send_sync(coord *c, const route *r, atoll_wire_type type, uint32_t step, uint32_t frag, uint64_t v,
+                      const uint8_t *hash) {
+  atoll_wire_msg msg = {.type = type};
+  msg.u.sync = (atoll_wire_sync){step, frag, v, {0}, 0};
+  if (hash) memcpy(msg.u.sync.hash, hash, ATOLL_WIRE_HASH);
+  atoll_coord_send_to(c, r, &msg);
+}
+
+/* Replays: a (session, seq) at or below the last one seen from that session. */
+int atoll_coord_replayed(member *m, uint64_t session, uint32_t seq) {
+  for (int i = 0; i < SESSIONS; i++)
+    if (m->sessions[i] == session && session != 0) {
+      if (seq <= m->seqs[i]) return 1;
+      m->seqs[i] = seq;
+      return 0;
+    }
+  int i = m->next_session++ % SESSIONS;
+  m->sessions[i] = session;
+  m->seqs[i] = seq;
+  return 0;
+}
+
+/* Every island has the same ranks and inner layout (so that rank r's slice is the
+ * same part of the model in each): the first rank to register sets them for the run
+ * (anew when no member is left); a mismatch is refused with one line, told to it. */
+static int layout_refused(coord *c, const char *keyz, const atoll_wire_hello *h, const route *from, const char *addr) {
+  if (atoll_coord_live(c) == 0) {
+    c->ranks = 0;
+    memset(c->layout_set, 0, sizeof c->layout_set);
+  }
+  char text[300] = "";
+  if (c->ranks && h->ranks != c->ranks)
+    snprintf(text, sizeof text, "island %u has %u rank(s), the run's islands have %u: every island needs the same ranks and inner layout (their slices line up); refused",
+             h->island, h->ranks, c->ranks);
+  else if (h->rank < MAX_MEMBERS && c->layout_set[h->rank] && c->layouts[h->rank] != h->layout)
+    snprintf(text, sizeof text, "island %u rank %u: its inner layout (tp x pp x dp, or the model) differs from the run's islands' (fingerprint %016llx, not %016llx); refused",
+             h->island, h->rank, (unsigned long long)h->layout, (unsigned long long)c->layouts[h->rank]);
+  else if (h->rank >= MAX_MEMBERS)
+    snprintf(text, sizeof text, "island %u rank %u: at most %d ranks per island; refused", h->island, h->rank, MAX_MEMBERS);
+  if (!text[0]) {
+    c->ranks = h->ranks;
+    c->layouts[h->rank] = h->layout;
+    c->layout_set[h->rank] = 1;
+    return 0;
+  }
+  if (strcmp(c->refused_key, keyz) != 0 || atoll_net_now() - c->refused_at > 10) { /* heartbeats repeat it */
+    fprintf(stderr, "coordinator: %s (key %.8s..., %s)\n", text, keyz, addr);
+    snprintf(c->refused_key, sizeof c->refused_key, "%.40s", keyz);
+    c->refused_at = atoll_net_now();
+  }
+  atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
+  return 1;
+}
+
+/* An island restarted with another shape (its key's members have a different rank
+ * count, e.g. a 2-rank island now started as one process): its old ranks are dropped
+ * so that the new incarnation registers anew; register_island then adopts its shape
+ * if no other island sets the run's, or refuses it with one line. */
+void atoll_coord_forget_reshaped(coord *c, const char *keyz, const atoll_wire_hello *h) {
+  int found = 0;
+  uint32_t was = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && c->m[i].ranks != h->ranks && strcmp(c->m[i].keyz, keyz) == 0) {
+      if (!found && c->xq.open && atoll_coord_in_group(c, &c->xq, &c->m[i]) >= 0) {
+        char why[96];
+        snprintf(why, sizeof why, "island %u restarted with %u rank(s)", c->m[i].island, h->ranks);
+        atoll_coord_abort_exchange(c, why);
+      }
+      found = 1;
+      was = c->m[i].ranks;
+    }
+  if (!found) return;
+  fprintf(stderr, "coordinator: island %u restarted with %u rank(s), was %u (key %.8s...): its old ranks are dropped; it registers anew\n",
+          h->island, h->ranks, was, keyz);
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && c->m[i].ranks != h->ranks && strcmp(c->m[i].keyz, keyz) == 0) c->m[i].used = 0;
+  c->n_restarted++;
+  atoll_coord_save_state(c);
+  atoll_coord_try_commit(c);
+}
+
+member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire_hello *h, const route *from, const char *addr) {
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && c->m[i].island == h->island && strcmp(c->m[i].keyz, keyz) != 0) {
+      fprintf(stderr, "coordinator: dropped HELLO from key %.8s... at %s: island %u is held by key %.8s...\n", keyz, addr,
+              h->island, c->m[i].keyz);
+      return NULL;
+    }
+  if (layout_refused(c, keyz, h, from, addr)) return NULL;
+  for (int i = 0; i < MAX_MEMBERS; i++) {
+    if (c->m[i].used) continue;
+    member *m = &c->m[i];
+    memset(m, 0, sizeof *m);
+    m->used = 1;
+    m->gen = ++c->gens;
+    snprintf(m->keyz, sizeof m->keyz, "%.40s", keyz);
+    zmq_z85_decode(m->key, m->keyz);
+    m->island = h->island;
+    m->rank = h->rank, m->ranks = h->ranks, m->layout = h->layout;
+    c->n_registered++;
+    snprintf(m->endpoint, sizeof m->endpoint, "%s", h->endpoint);
+    if (h->ranks == 1)
+      fprintf(stderr, "coordinator: island %u joined (key %.8s..., %s, data at %s, step %u); %d members\n", h->island, keyz,
+              addr, h->endpoint, h->step, atoll_coord_live(c));
+    else
+      fprintf(stderr, "coordinator: island %u rank %u of %u joined (key %.8s..., %s, data at %s, step %u); %d members\n",
+              h->island, h->rank, h->ranks, keyz, addr, h->endpoint, h->step, atoll_coord_live(c));
+    atoll_coord_save_state(c);
+    return m;
+  }
+  fprintf(stderr, "coordinator: dropped HELLO from island %u: %d members already\n", h->island, MAX_MEMBERS);
+  return NULL;
+}
+
+/* Islands silent for --island-timeout leave. */
+void atoll_coord_expire(coord *c) {
+  double now = atoll_net_now();
+  int changed = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++) {
+    member *m = &c->m[i];
+    if (!m->used || now - m->last_heard <= c->cfg->island_timeout) continue;
+    m->used = 0;
+    changed = 1;
+    c->n_left++;
+    if (m->ranks > 1)
+      fprintf(stderr, "coordinator: island %u rank %u left (silent for %.1f s, key %.8s...); %d members\n", m->island, m->rank,
+              now - m->last_heard, m->keyz, atoll_coord_live(c));
+    else
+      fprintf(stderr, "coordinator: island %u left (silent for %.1f s, key %.8s...); %d members\n", m->island,
+              now - m->last_heard, m->keyz, atoll_coord_live(c));
+    if (c->xq.open && atoll_coord_in_group(c, &c->xq, m) < 0) continue;
+    char why[96];
+    snprintf(why, sizeof why, "island %u left", m->island);
+    m->used = 1; /* still a member while the abort is sent to the others */
+    atoll_coord_abort_exchange(c, why);
+    m->used = 0;
+  }
+  /* a member that is alive but does not finish the exchange in time stalls it: it is
+   * dropped (its heartbeats bring it back as a new member) and the others retry */
+  /* (twice the silence limit: a member waiting for a dead one is not itself stalled,
+   * and the dead one's silence is noticed first) */
+  if (c->xq.open && now - c->xq.opened > 2 * c->cfg->island_timeout) {
+    char why[160] = "stalled:";
+    for (int j = 0; j < c->xq.n; j++) {
+      member *m = atoll_coord_group_member(c, &c->xq, j);
+      if (m && !c->xq.done[j])
+        snprintf(why + strlen(why), sizeof why - strlen(why), " island %u", m->island);
+    }
+    atoll_coord_abort_exchange(c, why);
+    for (int j = 0; j < c->xq.n; j++) {
+      member *m = atoll_coord_group_member(c, &c->xq, j);
+      if (m && !c->xq.done[j]) {
+        m->used = 0;
+        changed = 1;
+        c->n_left++;
+        fprintf(stderr, "coordinator: island %u left (stalled in exchange %llu for %.1f s); %d members\n", m->island,
+                (unsigned long long)c->xq.id, now - c->xq.opened, atoll_coord_live(c));
+      }
+    }
+  }
+  if (changed) {
+    atoll_coord_save_state(c);
+    atoll_coord_try_commit(c);
+    atoll_coord_try_quorum(c);
+  }
+}

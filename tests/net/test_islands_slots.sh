@@ -1,0 +1,32 @@
+#!/bin/sh
+# `--join` with fewer island slots (--islands K) than the coordinator's --min-islands
+# (docs/islands.md): no quorum can ever form (another island would need an --island-id
+# of at least K), so the island stops at its first outer step with one line naming
+# both flags, instead of waiting 10 x --net-timeout for islands that cannot come. With
+# --min-islands 1 the same single-slot island is valid: it runs to the end.
+#   usage: test_islands_slots.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/net/islands_lib.sh"
+small_data
+D="$TMP/slots"; mkdir -p "$D"
+net_keys "$D" 1 || { fail keys; finish; }
+M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 0 --save-every 0 --steps 6 --sync-every 2 --islands 1 --net-timeout 5"
+for min in 2 1; do
+  CPORT=$(free_ports 1); PORT=$(free_ports 1)
+  start_coordinator "$D" $CPORT $min --island-timeout 4 --state "$D/state$min.json"
+  t0=$(date +%s)
+  timeout 120 $ATOLL train $M $(island_flags "$D" $CPORT 0 $PORT) --out "$D/run$min" >/dev/null 2>"$D/err$min"
+  rc=$?; took=$(( $(date +%s) - t0 ))
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  if [ $min -eq 2 ]; then
+    errs=$(grep -c "error" "$D/err$min")
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$errs" -eq 1 ] && grep -q -- "--islands 1: the coordinator .* needs at least 2 islands (its --min-islands)" "$D/err$min" \
+      && pass "--islands 1 against --min-islands 2: $(grep error "$D/err$min" | cut -c1-160)" || fail "--islands 1 against --min-islands 2 (status $rc): $(tail -2 "$D/err$min")"
+    # at its first outer step, not after 10 x --net-timeout (50 s)
+    [ $took -lt 25 ] && pass "stopped after ${took} s" || fail "stopped only after ${took} s"
+  else
+    [ $rc -eq 0 ] && pass "--islands 1 with --min-islands 1: a single island over a coordinator runs to the end" || fail "--islands 1 with --min-islands 1 (status $rc): $(tail -2 "$D/err$min")"
+  fi
+done
+finish

@@ -1,0 +1,116 @@
+/* The islands' wire parser (src/net/wire.c, docs/islands.md "Wire format"): a message
+ * of every type re-encodes to the same bytes; every shorter prefix of it is refused;
+ * and each check of the header and of each payload refuses its malformed case with its
+ * own reason. */
+#include "check.h"
+#include "net/wire.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static uint8_t buf[4096], again[4096];
+static atoll_wire_member mem[4], mem2[4];
+
+/* Encodes m, parses it back, re-encodes: the same bytes; every prefix is refused. */
+static size_t round_trip(const atoll_wire_msg *m) {
+  size_t n = atoll_wire_encode(m, buf, sizeof buf);
+  CHECK(n >= ATOLL_WIRE_HEADER);
+  atoll_wire_msg p;
+  char why[200];
+  CHECK(atoll_wire_parse(buf, n, &p, mem2, 4, why, sizeof why) == 0);
+  CHECK(p.type == m->type);
+  CHECK(atoll_wire_encode(&p, again, sizeof again) == n && memcmp(buf, again, n) == 0);
+  for (size_t k = 0; k < n; k++) CHECK(atoll_wire_parse(buf, k, &p, mem2, 4, why, sizeof why) == -1);
+  return n;
+}
+
+/* The frame in buf (n bytes) is refused, with a reason that contains `want`. */
+static void refused(size_t n, const char *want) {
+  atoll_wire_msg p;
+  char why[200] = "";
+  int rc = atoll_wire_parse(buf, n, &p, mem2, 4, why, sizeof why);
+  CHECK(rc == -1);
+  if (!strstr(why, want)) fprintf(stderr, "expected '%s' in '%s'\n", want, why);
+  CHECK(strstr(why, want) != NULL);
+}
+
+static void put32(size_t at, uint32_t v) {
+  for (int i = 0; i < 4; i++) buf[at + i] = (uint8_t)(v >> (8 * i));
+}
+
+int main(void) {
+  atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
+  m.u.hello = (atoll_wire_hello){3, 10, 5, {1, 2}, 1, 2, 77, "tcp://127.0.0.1:5000"};
+  size_t n = round_trip(&m);
+  /* header checks, in order */
+  memcpy(buf, "XTIW", 4);
+  refused(n, "bad magic");
+  round_trip(&m), buf[4] = 1;
+  refused(n, "wire version 1");
+  round_trip(&m), buf[5] = 99;
+  refused(n, "unknown message type 99");
+  round_trip(&m), buf[6] = 1;
+  refused(n, "reserved header bits");
+  round_trip(&m), put32(20, 70000);
+  refused(n, "oversized");
+  round_trip(&m), put32(20, (uint32_t)(n - ATOLL_WIRE_HEADER + 1));
+  refused(n, "truncated (header says");
+  round_trip(&m);
+  buf[n] = 0;
+  refused(n + 1, "trailing bytes (header says");
+  refused(10, "shorter than the 24-byte header");
+  /* HELLO: rank out of range (rank at payload offset 48, ranks at 52) */
+  round_trip(&m), put32(ATOLL_WIRE_HEADER + 48, 2);
+  refused(n, "HELLO: rank 2 of 2 out of range");
+  round_trip(&m), put32(ATOLL_WIRE_HEADER, 5000);
+  refused(n, "HELLO: island 5000 out of range");
+  round_trip(&m), buf[n - 1] = 0x07; /* a control character in the endpoint */
+  refused(n, "HELLO: bad endpoint");
+
+  /* the sync messages: rank out of range */
+  atoll_wire_msg s = {.type = ATOLL_WIRE_COMMIT};
+  s.u.sync = (atoll_wire_sync){8, 0, 4, {9}, 1};
+  n = round_trip(&s);
+  put32(n - 4, 4000);
+  refused(n, "COMMIT: rank 4000 out of range");
+
+  /* QUORUM: members in increasing island order, at most max_members */
+  atoll_wire_msg q = {.type = ATOLL_WIRE_QUORUM};
+  memset(mem, 0, sizeof mem);
+  mem[0].island = 0, mem[1].island = 2;
+  strcpy(mem[0].endpoint, "tcp://a:1"), strcpy(mem[1].endpoint, "tcp://b:2");
+  q.u.quorum = (atoll_wire_quorum){4, 0, 2, 99, {0}, 2, mem};
+  n = round_trip(&q);
+  mem[1].island = 0;
+  n = atoll_wire_encode(&q, buf, sizeof buf);
+  refused(n, "QUORUM: member islands must increase");
+  mem[1].island = 2;
+  n = round_trip(&q);
+  put32(ATOLL_WIRE_HEADER + 56, 5); /* n: 5 members, room for 4 */
+  refused(n, "QUORUM: 5 members");
+
+  /* WAIT text and its islands format (read back by an island: link.c) */
+  atoll_wire_msg w = {.type = ATOLL_WIRE_WAIT};
+  snprintf(w.u.text, sizeof w.u.text, ATOLL_WIRE_WAIT_ISLANDS, 1, 3);
+  round_trip(&w);
+  int have = 0, need = 0;
+  CHECK(sscanf(w.u.text, ATOLL_WIRE_WAIT_ISLANDS, &have, &need) == 2 && have == 1 && need == 3);
+
+  /* DATA: phase, range, announced length */
+  static const uint8_t bytes[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  atoll_wire_msg d = {.type = ATOLL_WIRE_DATA};
+  d.u.data = (atoll_wire_data){4, 0, 99, 1, 2, 0, 16, 64, 16, bytes};
+  n = round_trip(&d);
+  buf[ATOLL_WIRE_HEADER + 20] = 5;
+  refused(n, "DATA: phase 5");
+  round_trip(&d), buf[ATOLL_WIRE_HEADER + 21] = 0xff, buf[ATOLL_WIRE_HEADER + 22] = 0xff;
+  refused(n, "out of range");
+  d.u.data.offset = 16;
+  n = round_trip(&d);
+  put32(ATOLL_WIRE_HEADER + 33, 20); /* total (8 bytes at 33): 20, below offset 16 + len 16 */
+  refused(n, "DATA: range [16, +16) outside 20 bytes");
+  n = round_trip(&d);
+  put32(ATOLL_WIRE_HEADER + 41, 8); /* len 8, 16 present */
+  refused(n, "DATA: 8 data bytes announced, 16 present");
+  CHECK_DONE();
+}
