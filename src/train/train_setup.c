@@ -119,8 +119,11 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
     if (atoll_islands_net_rank_endpoint(c->island_listen, r->rank, listen, sizeof listen, err)) return -1;
     size_t slice_b = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank);
     size_t slice_e = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank + 1);
+    /* what every island must share: the inner layout, the model's size and this rank's
+     * slice of it, and how the data is split over the islands (--islands, --island-data) */
     int shape[] = {r->world_size, r->mesh.tp, r->mesh.pp, r->mesh.dp, r->chunks, (int)(r->lay->nparams >> 31),
-                   (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff)};
+                   (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff),
+                   c->islands, strcmp(c->island_data, "files") == 0};
     atoll_link_config lc = {.join = c->join, .listen = listen, .key_file = c->island_key,
                             .coordinator_key = c->coordinator_key, .island = (uint32_t)c->island_id,
                             .islands = (uint32_t)c->islands,

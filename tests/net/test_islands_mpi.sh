@@ -90,6 +90,8 @@ mismatch() {
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = mismatch ]; then
   mismatch mismatch_ranks "island 1 has 1 rank(s), the run's islands have 2" 1
   # the same ranks, another layout: island 1 is TP 2, island 0 DDP
-  mismatch mismatch_layout "its inner layout (tp x pp x dp, or the model) differs from the run's islands'" 2 --tp 2
+  mismatch mismatch_layout "its layout (tp x pp x dp, the model, --islands or --island-data) differs from the run's islands'" 2 --tp 2
+  # the same layout, another split of the data: island 1 thinks the run has 3 islands
+  mismatch mismatch_islands "its layout (tp x pp x dp, the model, --islands or --island-data) differs from the run's islands'" 2 --islands 3
 fi
 finish
