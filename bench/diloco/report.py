@@ -86,6 +86,10 @@ def main():
         cfg = s["config"]
         ranks = s["world_size"]
         what, K = describe(n, cfg, ranks)
+        if cfg.get("init-from") and K > 1:
+            w = re.search(r"step_(\d+)$", cfg["init-from"])
+            if w:
+                what = what.replace("warm (DP 20%)", f"warm (DP {100 * int(w.group(1)) // (int(w.group(1)) + s['steps'])}%)")
         if cfg["seed"] not in ("1337", "1437"):
             what += f", seed {int(cfg['seed']) % 100}"
         init = cfg.get("init-from") or ""
@@ -137,6 +141,13 @@ def main():
         rows.append(r)
 
     by = {r["name"]: r for r in rows}
+    # a warm row's curve starts where its DP source was at the checkpoint's step
+    for r in rows:
+        src = by.get(r["reference"] or "")
+        if r["warm_offset_steps"] and src and not src["warm_from"]:
+            at = dict((s, v) for s, v in src["val_curve"]).get(r["warm_offset_steps"])
+            if at is not None:
+                r["val_curve"].insert(0, [r["warm_offset_steps"], at])
     checks = []
     dp4 = by.get("dp4")
     if dp4:

@@ -180,6 +180,13 @@ warm() { # flags of a warm row from checkpoint $1
   echo "--steps $((S - W)) --warmup 0 --lr $LR_W --min-lr-ratio $MIN_W --eval-every $(((S - W) / 16 > 0 ? (S - W) / 16 : 1)) --init-from $1 --init-optim 1"
 }
 ck() { printf '%s/rows/%s/run/checkpoints/step_%08d' "$WORK" "$1" "$W"; }
+# a later warm start, from DP's checkpoint at step $2 (a multiple of W), schedule continued as above
+warm_at() {
+  local lw mn
+  lw=$(awk -v lr=$LR -v s=$S -v w=$2 -v wu=$((S / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+  mn=$(awk -v lr=$LR -v lw=$lw 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+  echo "--steps $((S - $2)) --warmup 0 --lr $lw --min-lr-ratio $mn --eval-every $((S / 20)) --init-from $1 --init-optim 1"
+}
 OUTER() { echo "--outer-optimizer nesterov --outer-lr $1 --outer-momentum 0.9"; }
 # DP with 4 ranks, keeping its checkpoint at step W (the warm start of the DiLoCo rows)
 dp() { run_row "$1" 4 "$BASE $(steps $S) --lr $LR --seed $2 --save-every $W --keep 6" "$1"; }
@@ -205,9 +212,13 @@ for s in 2 3; do
   run_row k4_h100_warm_seed$s 4 "$BASE $(warm "$(ck dp4_seed$s)") --seed $((s + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4_seed$s "$(ck dp4_seed$s)"
 done
 # 3. extensions, if time allows: the schedule restart alone (DP continued from its own
-# checkpoint with the warm rows' schedule), streaming fp4 at H = 250 (the only setting in
+# checkpoint with the warm rows' schedule), H = 10, a warm start at 40%, streaming fp4 at H = 250 (the only setting in
 # reach of 1000x fewer bytes), and the round-robin file split of atoll's --island-data files
 run_row dp4_warm 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) --save-every 0" dp4 "$(ck dp4)"
+# the period the H ordering points to next: does H = 10 close the gap to DP?
+run_row k4_h10_warm 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 10) $(OUTER 0.7)" dp4 "$(ck dp4)"
+# a later warm start (40% of the run, DP's checkpoint at 2 W): does more DP first close the gap?
+run_row k4_h100_warm40 4 "$BASE $(warm_at "$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))" $((2 * W))) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))"
 run_row k4_h250_warm_stream_fp4 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 250) $(OUTER 0.7) $STREAM" dp4 "$(ck dp4)"
 run_row k4_h100_warm_rrfiles 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) --island-data files" dp4 "$(ck dp4)"
 echo "all rows: $(( $(date +%s) - T_ALL )) s"
