@@ -166,8 +166,9 @@ def main():
             dp_step_rank = 2 * (K - 1) / K * 4 * r["params"]
             r["peak_ratio_vs_dp"] = dp_step_rank / r["bytes_per_sync_per_rank"]
             if r["warm_offset_steps"]:
-                # the DP phase had 4 ranks whatever K is; counted as 4 ranks' all-reduce
-                phase = dp_bytes(4, r["warm_offset_steps"], r["params"])
+                # the DP phase's all-reduce, with as many ranks as the DP run it came from
+                src = by.get(r["reference"] or "dp4")
+                phase = dp_bytes(src["ranks"] if src else 4, r["warm_offset_steps"], r["params"])
                 r["bytes_ratio_incl_dp_phase"] = dp_all / (r["inter_island_bytes_total"] + phase)
 
     # seeds: the headline pair at every seed

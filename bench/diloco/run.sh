@@ -7,7 +7,7 @@
 # checkpoint at 20% of the run, K = 2, streaming with fp4, non-i.i.d. islands and
 # more seeds. Rows run in priority order, so a partial run is already useful.
 #
-# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N]
+# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid]
 #   --quick   smoke version: every run 12.5x shorter (H and the warm-start step scaled
 #             with it); results go to WORK only, bench/diloco/results.* are left alone
 #   --work    where the corpus, the runs and a snapshot of build/atoll go
@@ -16,9 +16,14 @@
 #             same command line, the same atoll binary and, for warm starts, the same
 #             source checkpoint is kept, so an interrupted run can be continued)
 #   --until   stop after this row (rows are in priority order)
-#   --scale N the full spec, later: DP steps = 1000 x N and the model grows with
-#             ATOLL_DILOCO_MODEL (flags), e.g. --scale 4 for ~20 tokens per parameter
-#             at this model size (see README.md, "The full spec")
+#   --scale N the full spec, later: DP steps = 1000 x N; ATOLL_DILOCO_MODEL (model
+#             flags) and ATOLL_DILOCO_BATCH (sequences per island step, default 8)
+#             change the model and the island batch (see README.md, "The full spec")
+#   --grid    after the rows above, the issue's whole grid: K = 2, 4, 8 x H = 25, 50,
+#             100, 250 x outer lr 0.4, 0.7, 1.0, from scratch and warm (K = 2 and 8
+#             warm from DP with K ranks, dp2 and dp8); GRID_K, GRID_H, GRID_O (lists)
+#             narrow it. A grid row whose command equals a finished row's (up to its
+#             folder) links to it instead of running again.
 #
 # Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
 # are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
@@ -26,7 +31,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1
+QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -34,7 +39,8 @@ while [ $# -gt 0 ]; do
     --work) WORK=$2; shift ;;
     --until) UNTIL=$2; shift ;;
     --scale) SCALE=$2; shift ;;
-    -h|--help) sed -n 2,24p "$0"; exit 0 ;;
+    --grid) GRID=1 ;;
+    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -82,7 +88,7 @@ fi
 # the remaining S - W steps.
 if [ $QUICK = 1 ]; then S=80 EVAL_BATCHES=4; else S=$((1000 * SCALE)) EVAL_BATCHES=24; fi
 W=$((S / 5))
-BATCH=8
+BATCH=${ATOLL_DILOCO_BATCH:-8}
 MODEL=${ATOLL_DILOCO_MODEL:---layers 4 --heads 4 --dim 128 --context 128 --seq 128 --vocab 256}
 BASE="$MODEL --batch $BATCH --weight-decay 0.1 --grad-clip 1 --threads 1 --data $DATA --eval-batches $EVAL_BATCHES --log-every 100"
 WAN="--wan-gbps 1 --wan-latency-ms 50"
@@ -106,7 +112,19 @@ run_row() {
   local cmd="$ATOLL train $flags --out $dir/run"
   local key="$SHA $np $cmd"
   [ -z "$srcsha" ] || key="$key src=$srcsha"
-  if [ $FRESH = 0 ] && [ -f "$dir/run/summary.json" ] && [ "$(cat "$dir/cmd" 2>/dev/null)" = "$key" ]; then
+  if [ $FRESH = 0 ] && [ ! -e "$dir" ]; then # the same run under another name: link it
+    local f d
+    for f in "$WORK"/rows/*/cmd; do
+      d=$(dirname "$f")
+      [ -L "$d" ] || [ ! -f "$d/run/summary.json" ] && continue
+      if [ "$(sed "s|$d/run|@ROW@|g" "$f")" = "${key//$dir\/run/@ROW@}" ]; then
+        ln -sfn "$(basename "$d")" "$dir"; echo "== $name: the same run as $(basename "$d") (linked)"; break
+      fi
+    done
+  fi
+  if [ -L "$dir" ]; then
+    :
+  elif [ $FRESH = 0 ] && [ -f "$dir/run/summary.json" ] && [ "$(cat "$dir/cmd" 2>/dev/null)" = "$key" ]; then
     echo "== $name: kept (summary.json exists)"
   else
     rm -rf "$dir" && mkdir -p "$dir"
@@ -189,7 +207,7 @@ warm_at() {
 }
 OUTER() { echo "--outer-optimizer nesterov --outer-lr $1 --outer-momentum 0.9"; }
 # DP with 4 ranks, keeping its checkpoint at step W (the warm start of the DiLoCo rows)
-dp() { run_row "$1" 4 "$BASE $(steps $S) --lr $LR --seed $2 --save-every $W --keep 6" "$1"; }
+dp() { run_row "$1" "${3:-4}" "$BASE $(steps $S) --lr $LR --seed $2 --save-every $W --keep 6" "$1"; }
 # warm rows use another seed than their source (seed + 100): a warm run restarts at
 # step 0, and the same seed would draw the DP run's first windows again
 DIL="--save-every 0 $WAN"
@@ -221,6 +239,20 @@ run_row k4_h10_warm 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --i
 run_row k4_h100_warm40 4 "$BASE $(warm_at "$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))" $((2 * W))) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))"
 run_row k4_h250_warm_stream_fp4 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 250) $(OUTER 0.7) $STREAM" dp4 "$(ck dp4)"
 run_row k4_h100_warm_rrfiles 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) --island-data files" dp4 "$(ck dp4)"
+# 4. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
+if [ $GRID = 1 ]; then
+  for K in ${GRID_K:-2 4 8}; do
+    [ $K = 4 ] || dp dp$K $SEED $K # DP with K ranks: K = 2 and 8 rows are compared with it and warm-start from it
+    sfx=""; [ $K = 4 ] || sfx="_fromdp$K"
+    for H in ${GRID_H:-25 50 100 250}; do
+      for O in ${GRID_O:-0.4 0.7 1.0}; do
+        o=""; [ $O = 0.7 ] || o="_olr$O"
+        run_row k${K}_h$H$o $K "$BASE $(steps $S) --lr $LR --seed $SEED $DIL --islands $K --sync-every $(h $H) $(OUTER $O)" dp$K
+        run_row k${K}_h${H}_warm$o$sfx $K "$BASE $(warm "$(ck dp$K)") --seed $((SEED + 100)) $DIL --islands $K --sync-every $(h $H) $(OUTER $O)" dp$K "$(ck dp$K)"
+      done
+    done
+  done
+fi
 echo "all rows: $(( $(date +%s) - T_ALL )) s"
 
 # --- results.json, results.md, diloco.png
