@@ -229,18 +229,22 @@ for s in 2 3; do
   dp dp4_seed$s $s
   run_row k4_h100_warm_seed$s 4 "$BASE $(warm "$(ck dp4_seed$s)") --seed $((s + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4_seed$s "$(ck dp4_seed$s)"
 done
-# 3. extensions, if time allows: the schedule restart alone (DP continued from its own
-# checkpoint with the warm rows' schedule), H = 10, a warm start at 40%, outer lr 1.4, streaming fp4 at H = 250 (the only setting in
-# reach of 1000x fewer bytes), and the round-robin file split of atoll's --island-data files
-run_row dp4_warm 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) --save-every 0" dp4 "$(ck dp4)"
-# the period the H ordering points to next: does H = 10 close the gap to DP?
-run_row k4_h10_warm 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 10) $(OUTER 0.7)" dp4 "$(ck dp4)"
-# a later warm start (40% of the run, DP's checkpoint at 2 W): does more DP first close the gap?
-run_row k4_h100_warm40 4 "$BASE $(warm_at "$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))" $((2 * W))) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))"
-# the outer-lr grid's best (1.0) is at its edge: one step further
-run_row k4_h100_warm_olr1.4 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 1.4)" dp4 "$(ck dp4)"
-run_row k4_h250_warm_stream_fp4 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 250) $(OUTER 0.7) $STREAM" dp4 "$(ck dp4)"
-run_row k4_h100_warm_rrfiles 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) --island-data files" dp4 "$(ck dp4)"
+# 3. extensions, in this order if time allows: the schedule restart alone (DP continued
+# from its own checkpoint with the warm rows' schedule); H = 10; outer lr 1.4 (the grid's
+# best, 1.0, is at its edge); the H ordering at outer lr 1.0 too (named as --grid names
+# them); a later warm start (40%); streaming fp4 at H = 250 (the only setting in reach of
+# 1000x fewer bytes); the round-robin file split of atoll's --island-data files
+WARM="$(warm "$(ck dp4)") --seed $((SEED + 100))"
+run_row dp4_warm 4 "$BASE $WARM --save-every 0" dp4 "$(ck dp4)"
+run_row k4_h10_warm 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 10) $(OUTER 0.7)" dp4 "$(ck dp4)"
+run_row k4_h100_warm_olr1.4 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 100) $(OUTER 1.4)" dp4 "$(ck dp4)"
+for H in 25 250; do
+  run_row k4_h${H}_warm_olr1.0 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h $H) $(OUTER 1.0)" dp4 "$(ck dp4)"
+done
+CK40=$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))
+run_row k4_h100_warm40 4 "$BASE $(warm_at "$CK40" $((2 * W))) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$CK40"
+run_row k4_h250_warm_stream_fp4 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 250) $(OUTER 0.7) $STREAM" dp4 "$(ck dp4)"
+run_row k4_h100_warm_rrfiles 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) --island-data files" dp4 "$(ck dp4)"
 # 4. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
 if [ $GRID = 1 ]; then
   for K in ${GRID_K:-2 4 8}; do
