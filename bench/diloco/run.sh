@@ -94,8 +94,9 @@ BASE="$MODEL --batch $BATCH --weight-decay 0.1 --grad-clip 1 --threads 1 --data 
 WAN="--wan-gbps 1 --wan-latency-ms 50"
 STREAM="--fragments 4 --overlap 1 --merge-alpha 0.5 --outer-dtype fp4"
 LRS="1.5e-3 3e-3 6e-3"
-# H of the full run, scaled to the run's length (at least 1)
-h() { local x=$(($1 * S / 1000)); [ $x -ge 1 ] && echo $x || echo 1; }
+# H as written at --scale 1 and at any --scale (the period is a property of the method);
+# only --quick shortens it with the run (at least 1)
+h() { local x=$(($1 * S / (1000 * SCALE))); [ $x -ge 1 ] && echo $x || echo 1; }
 # a fresh row of N steps: warm-up 5% of the steps, cosine to 0.1 x lr, 20 evaluations
 steps() { echo "--steps $1 --warmup $(($1 / 20)) --min-lr-ratio 0.1 --eval-every $(($1 / 20 > 0 ? $1 / 20 : 1))"; }
 
