@@ -78,7 +78,9 @@ def main():
         parts = line.split()
         if parts:
             refs[parts[0]] = parts[1] if len(parts) > 1 else None
-    order = [n for n in refs if os.path.exists(os.path.join(work, "rows", n, "run", "summary.json"))]
+    # finished rows only: run.sh writes wall_s when a row's command succeeded (an
+    # interrupted atoll also leaves a summary.json, at the step where it stopped)
+    order = [n for n in refs if os.path.exists(os.path.join(work, "rows", n, "wall_s"))]
 
     rows = []
     for n in order:

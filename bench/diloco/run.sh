@@ -117,7 +117,7 @@ run_row() {
     local f d
     for f in "$WORK"/rows/*/cmd; do
       d=$(dirname "$f")
-      [ -L "$d" ] || [ ! -f "$d/run/summary.json" ] && continue
+      [ -L "$d" ] || [ ! -f "$d/wall_s" ] && continue
       if [ "$(sed "s|$d/run|@ROW@|g" "$f")" = "${key//$dir\/run/@ROW@}" ]; then
         ln -sfn "$(basename "$d")" "$dir"; echo "== $name: the same run as $(basename "$d") (linked)"; break
       fi
@@ -125,8 +125,10 @@ run_row() {
   fi
   if [ -L "$dir" ]; then
     :
-  elif [ $FRESH = 0 ] && [ -f "$dir/run/summary.json" ] && [ "$(cat "$dir/cmd" 2>/dev/null)" = "$key" ]; then
-    echo "== $name: kept (summary.json exists)"
+  elif [ $FRESH = 0 ] && [ -f "$dir/wall_s" ] && [ "$(cat "$dir/cmd" 2>/dev/null)" = "$key" ]; then
+    # wall_s is written only when the row's command succeeded (a stopped atoll also
+    # writes summary.json, at the step where it stopped)
+    echo "== $name: kept (finished before)"
   else
     rm -rf "$dir" && mkdir -p "$dir"
     echo "$key" > "$dir/cmd"
