@@ -390,7 +390,7 @@ def plot(by, out, path):
         cx.plot([p[0] for p in pts], [p[1] for p in pts], color=c, ls=ls, marker=".", label=f"{n} vs its DP seed")
     cx.axhline(0, color="k", lw=0.8)
     cx.axhline(2, color="tab:red", lw=0.8, ls=":", label="+2% (target)")
-    cx.set_ylim(-5, 25)
+    cx.set_ylim(-5, 40)
     cx.set_xlabel("step")
     cx.set_ylabel("(row - DP) / DP, validation loss, %")
     cx.set_title("Compute-equal gap to data parallel over the run")
