@@ -1,98 +1,152 @@
 #!/bin/bash
-# The DiLoCo experiment of issue 4: one island, data parallel with a K-times batch,
-# DiLoCo with K = 2 and 4 islands and H in {10, 50, 100, 500}, streaming DiLoCo
-# with fp4 outer gradients, i.i.d. and non-i.i.d. island data, all at equal total
-# compute (the same number of training tokens in every row).
+# The DiLoCo experiment of issue 15: does DiLoCo match data parallel (DP) when the
+# islands are warm-started from a DP checkpoint, have reasonable batches and train on
+# a corpus they do not repeat? Rows: the inner learning rate tuned on one island,
+# DP with a K-times batch, one island at the same per-island compute, DiLoCo K = 4
+# (H = 25, 100, 250; outer lr 0.4, 0.7, 1.0) from scratch and warm-started from DP's
+# checkpoint at 20% of the run, K = 2, streaming with fp4, non-i.i.d. islands and
+# more seeds. Rows run in priority order, so a partial run is already useful.
 #
-# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh]
-#   --quick   smoke version: every run 12.5x shorter (H scaled with it); results go
-#             to WORK only, bench/diloco/results.* are left alone
+# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid]
+#   --quick   smoke version: every run 12.5x shorter (H and the warm-start step scaled
+#             with it); results go to WORK only, bench/diloco/results.* are left alone
 #   --work    where the corpus, the runs and a snapshot of build/atoll go
-#             (default /tmp/atoll-diloco, or /tmp/atoll-diloco-quick)
+#             (default /tmp/atoll-diloco15, or /tmp/atoll-diloco15-quick)
 #   --fresh   rerun every row (by default a row whose summary.json exists with the
-#             same command line and the same atoll binary is kept, so an
-#             interrupted run can be continued)
+#             same command line, the same atoll binary and, for warm starts, the same
+#             source checkpoint is kept, so an interrupted run can be continued)
+#   --until   stop after this row (rows are in priority order)
+#   --scale N the full spec, later: DP steps = 1000 x N; ATOLL_DILOCO_MODEL (model
+#             flags) and ATOLL_DILOCO_BATCH (sequences per island step, default 8)
+#             change the model and the island batch (see README.md, "The full spec")
+#   --grid    after the rows above, the issue's whole grid: K = 2, 4, 8 x H = 25, 50,
+#             100, 250 x outer lr 0.4, 0.7, 1.0, from scratch and warm (K = 2 and 8
+#             warm from DP with K ranks, dp2 and dp8); GRID_K, GRID_H, GRID_O (lists)
+#             narrow it. A grid row whose command equals a finished row's (up to its
+#             folder) links to it instead of running again.
 #
-# Rows run one after another, each rank with one thread (mpirun -q --oversubscribe:
-# the reference machine has 2 cores). A failing row stops the script with its
-# error; nothing is retried or worked around.
+# Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
+# are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
+# stops the script with its error; nothing is retried or worked around.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 FRESH=0 WORK=""
+QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
     --fresh) FRESH=1 ;;
     --work) WORK=$2; shift ;;
-    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    --until) UNTIL=$2; shift ;;
+    --scale) SCALE=$2; shift ;;
+    --grid) GRID=1 ;;
+    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ -n "$WORK" ] || { [ $QUICK = 1 ] && WORK=/tmp/atoll-diloco-quick || WORK=/tmp/atoll-diloco; }
+case $SCALE in ''|*[!0-9]*|0) echo "run.sh: --scale wants a positive integer, got '$SCALE'" >&2; exit 2 ;; esac
+[ -n "$WORK" ] || { [ $QUICK = 1 ] && WORK=/tmp/atoll-diloco15-quick || WORK=/tmp/atoll-diloco15; }
 mkdir -p "$WORK/rows"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+NICE="nice -n 19"
 MPIRUN="mpirun -q --oversubscribe"
 PY=/usr/bin/python3
 
 # --- binary (a snapshot, so that rebuilds by others during the run do not mix in) and corpus
 if [ ! -x "$ROOT/build/atoll" ]; then
-  (cd "$ROOT" && cmake -S . -B build >/dev/null && cmake --build build -j2 --target atoll)
+  (cd "$ROOT" && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && $NICE cmake --build build -j2 --target atoll)
 fi
 cp "$ROOT/build/atoll" "$WORK/atoll.new" && mv "$WORK/atoll.new" "$WORK/atoll"
 ATOLL="$WORK/atoll"
 SHA=$(sha256sum "$ATOLL" | cut -c1-64)
-DATA="$WORK/data"
-# CORPUS=kernel-docs: the larger corpus of scripts/corpus.sh (25.4M tokens) instead of fortunes
-if [ "${CORPUS:-fortunes}" = kernel-docs ]; then DATA="$WORK/data-kernel-docs"; fi
-[ -f "$DATA/manifest.json" ] || if [ "${CORPUS:-fortunes}" = kernel-docs ]; then bash "$ROOT/scripts/corpus.sh" "$DATA" "$ATOLL"; else "$ATOLL" prepare --text /usr/share/games/fortunes --out "$DATA"; fi
+# CORPUS=fortunes: the old 2.4M-token corpus instead of kernel-docs (25.4M tokens)
+if [ "${CORPUS:-kernel-docs}" = fortunes ]; then
+  DATA="$WORK/data"
+  [ -f "$DATA/manifest.json" ] || $NICE "$ATOLL" prepare --text /usr/share/games/fortunes --out "$DATA"
+else
+  DATA="$WORK/data-kernel-docs"
+  [ -f "$DATA/manifest.json" ] || $NICE bash "$ROOT/scripts/corpus.sh" "$DATA" "$ATOLL"
+fi
+# Non-i.i.d. islands. atoll's --island-data files deals the source files out round-robin
+# (island k: files k, k+K, ...); over 4762 path-sorted files that gives every island
+# the same mix of topics. DATA_Q holds the same token files, with a manifest whose
+# "sources" are the 4 contiguous quarters (by bytes) of the path-sorted file list, so
+# island k of 4 trains on the k-th quarter only (topic-split data). Only the island split
+# reads "sources"; validation is DATA's own validation file.
+DATA_Q="$DATA-quarters"
+if [ ! -f "$DATA_Q/manifest.json" ]; then
+  mkdir -p "$DATA_Q"
+  for f in "$DATA"/*.bin; do ln -sf "$f" "$DATA_Q/"; done
+  "$PY" "$HERE/quarters.py" "$DATA/manifest.json" "$DATA_Q/manifest.json" 4
+fi
 
-# --- settings. Total tokens per row = K x steps x batch x seq, the same in every row.
-if [ $QUICK = 1 ]; then S4=40 EVAL_BATCHES=8; else S4=500 EVAL_BATCHES=48; fi
-S2=$((S4 * 2)) S1=$((S4 * 4))
-BATCH=4
-MODEL="--layers 4 --heads 4 --dim 128 --context 64 --seq 64 --vocab 256"
-COMMON="$MODEL --batch $BATCH --lr 3e-3 --min-lr-ratio 0.1 --weight-decay 0.1 --grad-clip 1 --seed 1337 --threads 1 --data $DATA --eval-batches $EVAL_BATCHES --save-every 0 --log-every 100"
+# --- settings. An island step is BATCH sequences of SEQ tokens; DP with 4 ranks has
+# the 4x batch. The K = 4 rows take S steps (S x 4 x BATCH x SEQ tokens); the single
+# island and the K = 2 rows take the same steps (1/4 and 1/2 of the tokens: the same
+# per-island compute). Warm rows start from DP's checkpoint at step W = S / 5 and take
+# the remaining S - W steps.
+if [ $QUICK = 1 ]; then S=80 EVAL_BATCHES=4; else S=$((1000 * SCALE)) EVAL_BATCHES=24; fi
+W=$((S / 5))
+BATCH=${ATOLL_DILOCO_BATCH:-8}
+MODEL=${ATOLL_DILOCO_MODEL:---layers 4 --heads 4 --dim 128 --context 128 --seq 128 --vocab 256}
+BASE="$MODEL --batch $BATCH --weight-decay 0.1 --grad-clip 1 --threads 1 --data $DATA --eval-batches $EVAL_BATCHES --log-every 100"
 WAN="--wan-gbps 1 --wan-latency-ms 50"
-OUTER="--outer-optimizer nesterov --outer-lr 0.7 --outer-momentum 0.9"
-# H of the full run, scaled to the quick run's length (at least 1)
-h() { local x=$(($1 * S4 / 500)); [ $x -ge 1 ] && echo $x || echo 1; }
-# steps flags for a run of S steps: warm-up 5% of the steps, 10 evaluations
-steps() { echo "--steps $1 --warmup $(($1 / 20)) --eval-every $(($1 / 10))"; }
-
-# name | ranks | flags [| the data-parallel row it is compared with; default dp<K>]
-ROWS=(
-  "single|1|$(steps $S1)"
-  "dp2|2|$(steps $S2)"
-  "dp4|4|$(steps $S4)"
-)
-for H in 10 50 100 500; do ROWS+=("k2_h$H|2|$(steps $S2) --islands 2 --sync-every $(h $H) $OUTER $WAN"); done
-for H in 10 50 100 500; do ROWS+=("k4_h$H|4|$(steps $S4) --islands 4 --sync-every $(h $H) $OUTER $WAN"); done
 STREAM="--fragments 4 --overlap 1 --merge-alpha 0.5 --outer-dtype fp4"
-ROWS+=(
-  "k4_h100_fp4|4|$(steps $S4) --islands 4 --sync-every $(h 100) $OUTER $WAN --outer-dtype fp4"
-  "k4_h100_stream_fp4|4|$(steps $S4) --islands 4 --sync-every $(h 100) $OUTER $WAN $STREAM"
-  "k2_h100_stream_fp4|2|$(steps $S2) --islands 2 --sync-every $(h 100) $OUTER $WAN $STREAM"
-  "k4_h100_noniid|4|$(steps $S4) --islands 4 --sync-every $(h 100) $OUTER $WAN --island-data files"
-  "k4_h100_stream_fp4_noniid|4|$(steps $S4) --islands 4 --sync-every $(h 100) $OUTER $WAN $STREAM --island-data files"
-  # streaming at a longer period: the only way in reach of 1000x fewer total bytes
-  # (fragments cut the peak, not the total; fp4 alone is 6.4x)
-  "k4_h250_stream_fp4|4|$(steps $S4) --islands 4 --sync-every $(h 250) $OUTER $WAN $STREAM"
-  # a second seed (weights and data order) for the two rows of the main target: how
-  # much of a gap is run-to-run noise
-  "dp4_seed2|4|$(steps $S4) --seed 2"
-  "k4_h100_seed2|4|$(steps $S4) --islands 4 --sync-every $(h 100) $OUTER $WAN --seed 2|dp4_seed2"
-  # supplementary rows, to see why DiLoCo falls short here (not all at equal compute:
-  # see the labels in report.py)
-  "sup_single_quarter|1|$(steps $S4)|dp4"
-  "sup_k4_h1_avg|4|$(steps $S4) --islands 4 --sync-every 1 --outer-optimizer sgd --outer-lr 1 --outer-momentum 0 $WAN|dp4"
-  "sup_k4_h100_avg|4|$(steps $S4) --islands 4 --sync-every $(h 100) --outer-optimizer sgd --outer-lr 1 --outer-momentum 0 $WAN|dp4"
-  "sup_dp4_lr1e-3|4|$(steps $S4) --lr 1e-3"
-  "sup_k4_h100_lr1e-3|4|$(steps $S4) --islands 4 --sync-every $(h 100) $OUTER $WAN --lr 1e-3|sup_dp4_lr1e-3"
-  "sup_dp4_long|4|$(steps $((S4 * 2)))"
-  "sup_k4_h100_long|4|$(steps $((S4 * 2))) --islands 4 --sync-every $(h 100) $OUTER $WAN|sup_dp4_long"
-)
+LRS="1.5e-3 3e-3 6e-3"
+# H as written at --scale 1 and at any --scale (the period is a property of the method);
+# only --quick shortens it with the run (at least 1)
+h() { local x=$(($1 * S / (1000 * SCALE))); [ $x -ge 1 ] && echo $x || echo 1; }
+# a fresh row of N steps: warm-up 5% of the steps, cosine to 0.1 x lr, 20 evaluations
+steps() { echo "--steps $1 --warmup $(($1 / 20)) --min-lr-ratio 0.1 --eval-every $(($1 / 20 > 0 ? $1 / 20 : 1))"; }
+
+# --- one row: name | ranks | flags | reference row [| source checkpoint of a warm start]
+ROWS_DONE=""
+run_row() {
+  local name=$1 np=$2 flags=$3 ref=$4 src=${5:-}
+  local dir="$WORK/rows/$name" srcsha=""
+  echo "$name $ref" >> "$WORK/rows.txt"
+  if [ -n "$src" ]; then
+    [ -f "$src/model.safetensors" ] || { echo "row $name: warm-start checkpoint $src missing" >&2; exit 1; }
+    srcsha=$(sha256sum "$src/model.safetensors" | cut -c1-16)
+  fi
+  local cmd="$ATOLL train $flags --out $dir/run"
+  local key="$SHA $np $cmd"
+  [ -z "$srcsha" ] || key="$key src=$srcsha"
+  if [ $FRESH = 0 ] && [ ! -e "$dir" ]; then # the same run under another name: link it
+    local f d
+    for f in "$WORK"/rows/*/cmd; do
+      d=$(dirname "$f")
+      [ -L "$d" ] || [ ! -f "$d/wall_s" ] && continue
+      if [ "$(sed "s|$d/run|@ROW@|g" "$f")" = "${key//$dir\/run/@ROW@}" ]; then
+        ln -sfn "$(basename "$d")" "$dir"; echo "== $name: the same run as $(basename "$d") (linked)"; break
+      fi
+    done
+  fi
+  if [ -L "$dir" ]; then
+    :
+  elif [ $FRESH = 0 ] && [ -f "$dir/wall_s" ] && [ "$(cat "$dir/cmd" 2>/dev/null)" = "$key" ]; then
+    # wall_s is written only when the row's command succeeded (a stopped atoll also
+    # writes summary.json, at the step where it stopped)
+    echo "== $name: kept (finished before)"
+  else
+    rm -rf "$dir" && mkdir -p "$dir"
+    echo "$key" > "$dir/cmd"
+    echo "== $name: $np rank(s) [$(date -u +%H:%M:%S)]: $flags"
+    local t0 t1
+    t0=$(date +%s.%N)
+    if [ "$np" = 1 ]; then
+      $NICE $cmd > "$dir/log" 2>&1 || { echo "row $name failed:"; tail -5 "$dir/log"; exit 1; }
+    else
+      $NICE $MPIRUN -np "$np" $cmd > "$dir/log" 2>&1 || { echo "row $name failed:"; tail -5 "$dir/log"; exit 1; }
+    fi
+    t1=$(date +%s.%N)
+    awk "BEGIN{printf \"%.1f\\n\", $t1 - $t0}" > "$dir/wall_s"
+    echo "   $(grep -o 'val_loss [0-9.]*' "$dir/log" | tail -1), $(cat "$dir/wall_s") s"
+  fi
+  if [ -n "$UNTIL" ] && [ "$name" = "$UNTIL" ]; then echo "stopping after $name (--until)"; report; exit 0; fi
+}
+final_loss() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_val_loss"])' "$1/run/summary.json"; }
 
 # --- where and with what
 {
@@ -100,44 +154,115 @@ ROWS+=(
   echo "  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
   echo "  \"machine\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\","
   echo "  \"cores\": $(nproc),"
+  echo "  \"load_average_at_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\","
   echo "  \"git_commit\": \"$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)\","
   echo "  \"atoll_sha256\": \"$SHA\","
   echo "  \"quick\": $QUICK,"
+  echo "  \"scale\": $SCALE,"
   echo "  \"mpirun\": \"$(mpirun --version 2>&1 | head -1)\","
-  echo "  \"common_flags\": \"$COMMON\""
+  echo "  \"corpus\": \"$DATA\","
+  echo "  \"common_flags\": \"$BASE\""
   echo "}"
 } > "$WORK/meta.json"
+report() {
+  if [ $QUICK = 1 ]; then "$PY" "$HERE/report.py" "$WORK" "$WORK"; else "$PY" "$HERE/report.py" "$WORK" "$HERE"; fi
+}
 
-# --- the rows, one after another
 T_ALL=$(date +%s)
 : > "$WORK/rows.txt"
-for row in "${ROWS[@]}"; do
-  IFS='|' read -r name np flags ref <<<"$row"
-  dir="$WORK/rows/$name"
-  echo "$name $ref" >> "$WORK/rows.txt"
-  cmd="$ATOLL train $COMMON $flags --out $dir/run"
-  if [ $FRESH = 0 ] && [ -f "$dir/run/summary.json" ] && [ "$(cat "$dir/cmd" 2>/dev/null)" = "$SHA $np $cmd" ]; then
-    echo "== $name: kept (summary.json exists)"
-    continue
-  fi
-  rm -rf "$dir" && mkdir -p "$dir"
-  echo "$SHA $np $cmd" > "$dir/cmd"
-  echo "== $name: $np rank(s): $flags"
-  t0=$(date +%s.%N)
-  if [ "$np" = 1 ]; then
-    $cmd > "$dir/log" 2>&1 || { echo "row $name failed:"; tail -5 "$dir/log"; exit 1; }
-  else
-    $MPIRUN -np "$np" $cmd > "$dir/log" 2>&1 || { echo "row $name failed:"; tail -5 "$dir/log"; exit 1; }
-  fi
-  t1=$(date +%s.%N)
-  awk "BEGIN{printf \"%.1f\\n\", $t1 - $t0}" > "$dir/wall_s"
-  echo "   $(grep -o 'val_loss [0-9.]*' "$dir/log" | tail -1), $(cat "$dir/wall_s") s"
+SEED=1337
+
+# 1. The inner learning rate, tuned on the single island (the full row, S steps of one
+# island) over a factor-2 grid; the best is kept for every row and is the "single" row.
+# The three one-rank rows run at the same time (two cores).
+pids=()
+for lr in $LRS; do
+  run_row "tune_lr$lr" 1 "$BASE $(steps $S) --lr $lr --seed $SEED --save-every 0" "dp4" & pids+=($!)
 done
+for p in "${pids[@]}"; do wait "$p" || exit 1; done
+BEST_LR="" BEST=""
+for lr in $LRS; do
+  l=$(final_loss "$WORK/rows/tune_lr$lr")
+  if [ -z "$BEST" ] || awk "BEGIN{exit !($l < $BEST)}"; then BEST=$l BEST_LR=$lr; fi
+done
+echo "inner lr: $BEST_LR (single-island final validation loss $BEST)"
+echo "$BEST_LR" > "$WORK/inner_lr"
+ln -sfn "tune_lr$BEST_LR" "$WORK/rows/single"
+echo "single dp4" >> "$WORK/rows.txt"
+LR=$BEST_LR
+
+# The warm rows' schedule. atoll starts a warm run's schedule at step 0, so the DP
+# schedule cannot be continued exactly; a warm row of S - W steps has no warm-up, starts
+# at DP's learning rate at step W and decays by a cosine to DP's final 0.1 x lr.
+LR_W=$(awk -v lr=$LR -v s=$S -v w=$W -v wu=$((S / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1);
+  printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+MIN_W=$(awk -v lr=$LR -v lw=$LR_W 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+warm() { # flags of a warm row from checkpoint $1
+  echo "--steps $((S - W)) --warmup 0 --lr $LR_W --min-lr-ratio $MIN_W --eval-every $(((S - W) / 16 > 0 ? (S - W) / 16 : 1)) --init-from $1 --init-optim 1"
+}
+ck() { printf '%s/rows/%s/run/checkpoints/step_%08d' "$WORK" "$1" "$W"; }
+# a later warm start, from DP's checkpoint at step $2 (a multiple of W), schedule continued as above
+warm_at() {
+  local lw mn
+  lw=$(awk -v lr=$LR -v s=$S -v w=$2 -v wu=$((S / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+  mn=$(awk -v lr=$LR -v lw=$lw 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+  echo "--steps $((S - $2)) --warmup 0 --lr $lw --min-lr-ratio $mn --eval-every $((S / 20)) --init-from $1 --init-optim 1"
+}
+OUTER() { echo "--outer-optimizer nesterov --outer-lr $1 --outer-momentum 0.9"; }
+# DP with 4 ranks, keeping its checkpoint at step W (the warm start of the DiLoCo rows)
+dp() { run_row "$1" "${3:-4}" "$BASE $(steps $S) --lr $LR --seed $2 --save-every $W --keep 6" "$1"; }
+# warm rows use another seed than their source (seed + 100): a warm run restarts at
+# step 0, and the same seed would draw the DP run's first windows again
+DIL="--save-every 0 $WAN"
+
+# 2. rows in priority order
+dp dp4 $SEED
+run_row k4_h100 4 "$BASE $(steps $S) --lr $LR --seed $SEED $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4
+run_row k4_h100_warm 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$(ck dp4)"
+for H in 25 250; do
+  run_row k4_h${H}_warm 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h $H) $(OUTER 0.7)" dp4 "$(ck dp4)"
+done
+for O in 0.4 1.0; do
+  run_row k4_h100_warm_olr$O 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER $O)" dp4 "$(ck dp4)"
+done
+run_row k2_h100_warm 2 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 2 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$(ck dp4)"
+run_row k4_h100_warm_stream_fp4 4 "$BASE $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) $STREAM" dp4 "$(ck dp4)"
+run_row k4_h100_warm_noniid 4 "$(echo "$BASE" | sed "s|--data $DATA|--data $DATA_Q|") $(warm "$(ck dp4)") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) --island-data files" dp4 "$(ck dp4)"
+for s in 2 3; do
+  dp dp4_seed$s $s
+  run_row k4_h100_warm_seed$s 4 "$BASE $(warm "$(ck dp4_seed$s)") --seed $((s + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4_seed$s "$(ck dp4_seed$s)"
+done
+# 3. extensions, in this order if time allows: the schedule restart alone (DP continued
+# from its own checkpoint with the warm rows' schedule); H = 10; outer lr 1.4 (the grid's
+# best, 1.0, is at its edge); the H ordering at outer lr 1.0 too (named as --grid names
+# them); a later warm start (40%); streaming fp4 at H = 250 (the only setting in reach of
+# 1000x fewer bytes); the round-robin file split of atoll's --island-data files
+WARM="$(warm "$(ck dp4)") --seed $((SEED + 100))"
+run_row dp4_warm 4 "$BASE $WARM --save-every 0" dp4 "$(ck dp4)"
+run_row k4_h10_warm 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 10) $(OUTER 0.7)" dp4 "$(ck dp4)"
+run_row k4_h100_warm_olr1.4 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 100) $(OUTER 1.4)" dp4 "$(ck dp4)"
+for H in 25 250; do
+  run_row k4_h${H}_warm_olr1.0 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h $H) $(OUTER 1.0)" dp4 "$(ck dp4)"
+done
+CK40=$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))
+run_row k4_h100_warm40 4 "$BASE $(warm_at "$CK40" $((2 * W))) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$CK40"
+run_row k4_h250_warm_stream_fp4 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 250) $(OUTER 0.7) $STREAM" dp4 "$(ck dp4)"
+run_row k4_h100_warm_rrfiles 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) --island-data files" dp4 "$(ck dp4)"
+# 4. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
+if [ $GRID = 1 ]; then
+  for K in ${GRID_K:-2 4 8}; do
+    [ $K = 4 ] || dp dp$K $SEED $K # DP with K ranks: K = 2 and 8 rows are compared with it and warm-start from it
+    sfx=""; [ $K = 4 ] || sfx="_fromdp$K"
+    for H in ${GRID_H:-25 50 100 250}; do
+      for O in ${GRID_O:-0.4 0.7 1.0}; do
+        o=""; [ $O = 0.7 ] || o="_olr$O"
+        run_row k${K}_h$H$o $K "$BASE $(steps $S) --lr $LR --seed $SEED $DIL --islands $K --sync-every $(h $H) $(OUTER $O)" dp$K
+        run_row k${K}_h${H}_warm$o$sfx $K "$BASE $(warm "$(ck dp$K)") --seed $((SEED + 100)) $DIL --islands $K --sync-every $(h $H) $(OUTER $O)" dp$K "$(ck dp$K)"
+      done
+    done
+  done
+fi
 echo "all rows: $(( $(date +%s) - T_ALL )) s"
 
 # --- results.json, results.md, diloco.png
-if [ $QUICK = 1 ]; then
-  "$PY" "$HERE/report.py" "$WORK" "$WORK"
-else
-  "$PY" "$HERE/report.py" "$WORK" "$HERE"
-fi
+report
