@@ -78,6 +78,12 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
     return atoll_fail(err, "--init-from %s: %s", c->init_from, why.msg);
   }
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
+  /* with the moments, AdamW's bias correction goes on from the source's step count */
+  const cJSON *adam = cJSON_GetObjectItemCaseSensitive(state, "adam_steps");
+  if (!cJSON_IsNumber(adam)) adam = cJSON_GetObjectItemCaseSensitive(state, "step");
+  st->adam_step0 = 0;
+  if (c->init_optim && cJSON_IsNumber(adam) && adam->valuedouble >= 0 && adam->valuedouble <= 2e9)
+    st->adam_step0 = (int)adam->valuedouble;
   int rc = check_shape(r, dir, state, err);
   if (rc == 0) rc = check_tokenizer(r, dir, state, err);
   cJSON_Delete(state);

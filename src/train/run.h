@@ -57,6 +57,8 @@ typedef struct {
   float *m, *v;      /* AdamW moments of [begin, end) */
   atoll_rng rng;
   float last_loss;
+  int adam_step0;    /* AdamW steps the moments had taken before this run's step 0 (--init-optim 1:
+                        the source checkpoint's), so bias correction goes on from there */
 } atoll_train_state;
 
 /* train_setup.c */

@@ -128,7 +128,7 @@ static void update(loop *l, int step, double norm) {
   if (strcmp(r->cfg->optimizer, "sgd") == 0)
     atoll_sgd_update(r->lay, opt->weight_decay, p, g, st->begin, st->end, lr, clip);
   else
-    atoll_adamw_update(r->lay, opt, p, g, st->m, st->v, st->begin, st->end, step + 1, lr, clip);
+    atoll_adamw_update(r->lay, opt, p, g, st->m, st->v, st->begin, st->end, st->adam_step0 + step + 1, lr, clip);
 }
 
 /* One optimizer step; returns the mean loss over the global batch and the gradient

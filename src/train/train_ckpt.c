@@ -264,6 +264,7 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
   ok = data && cJSON_AddStringToObject(data, "seed", seed) &&
        cJSON_AddNumberToObject(data, "next_step", step) && /* step s's batch is window set (seed, s) */
        cJSON_AddNumberToObject(state, "train_loss", st->last_loss) &&
+       cJSON_AddNumberToObject(state, "adam_steps", (double)st->adam_step0 + step) &&
        cJSON_AddNumberToObject(state, "world_size", r->world_size) &&
        cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r)) &&
        cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage) && /* the key before "zero_stage"; kept for readers */
@@ -470,6 +471,15 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
   if (rng_from_json(&st->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) return -1;
   if (check_tokenizer(r, state, dir, err)) return -1;
   *step = saved_step->valueint;
+  /* absent in older checkpoints: their moments started at step 0 */
+  const cJSON *adam = cJSON_GetObjectItemCaseSensitive(state, "adam_steps");
+  st->adam_step0 = 0;
+  if (cJSON_IsNumber(adam)) {
+    if (adam->valuedouble < *step || adam->valuedouble > 2e9)
+      return atoll_fail(err, "%s/state.json: adam_steps %g is not between the step %d and 2e9", dir, adam->valuedouble,
+                        *step);
+    st->adam_step0 = (int)adam->valuedouble - *step;
+  }
   return check_global_batch(r, state, dir, err);
 }
 

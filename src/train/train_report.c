@@ -243,6 +243,8 @@ static void summary_run(cJSON *s, const atoll_report *rep, const atoll_run *r, i
   double med = median_step_seconds(rep), flops = atoll_flops_per_token(&c->model, r->seq);
   double tps = med > 0 ? tokens_per_step(r) / med : 0;
   cJSON_AddNumberToObject(s, "steps", steps_done);
+  /* false: stopped early (a signal, --stop-after) with a checkpoint to resume from */
+  cJSON_AddBoolToObject(s, "finished", steps_done >= c->steps);
   cJSON_AddNumberToObject(s, "params", (double)r->whole.nparams);
   cJSON_AddNumberToObject(s, "final_train_loss", last_loss);
   if (rep->have_val)

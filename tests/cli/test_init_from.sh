@@ -1,7 +1,8 @@
 #!/bin/sh
 # --init-from CKPT [--init-optim 0|1] (src/train/init_from.c): a new run at any layout,
 # island count or ZeRO stage starts from a checkpoint's weights (and moments), with the
-# step, the schedule and DiLoCo's outer momentum at zero. At lr 0 one step changes no
+# step, the schedule and DiLoCo's outer momentum at zero (AdamW's bias correction goes
+# on from the source's step count when the moments come along). At lr 0 one step changes no
 # weight, so the first checkpoint of the new run must hold the source's weights bit for
 # bit; the moments show in exp_avg (one step later: beta1 x the source's more).
 # usage: test_init_from.sh ATOLL SOURCE_DIR
@@ -34,6 +35,20 @@ grep -q "\"init-from\":[[:space:]]*\"$TMP/src\"" "$K/state.json" && pass "state.
 $MPIRUN -np 2 $ATOLL train $M $ZERO --islands 2 --sync-every 1 --init-from "$TMP/src" --out "$TMP/k2n" \
   >/dev/null 2>"$TMP/err" || fail "islands 2 without moments: $(tail -1 "$TMP/err")"
 check "--init-optim 1" $CK moments "$S/optimizer.safetensors" "$K/optimizer.safetensors" "$(last "$TMP/k2n")/optimizer.safetensors" 0.9 0.95
+
+# AdamW's bias correction goes on from the source's 4 steps with the moments, not without
+grep -q '"adam_steps":[[:space:]]*5,' "$K/state.json" && pass "with the moments, AdamW's step count goes on (adam_steps 5)" \
+  || fail "adam_steps with the moments: $(grep -o '"adam_steps":[^,]*' "$K/state.json")"
+grep -q '"adam_steps":[[:space:]]*1,' "$(last "$TMP/k2n")/state.json" && pass "without them it starts at 1" \
+  || fail "adam_steps without the moments: $(grep -o '"adam_steps":[^,]*' "$(last "$TMP/k2n")/state.json")"
+# and a resume keeps it: stopped at 2 of 4 and resumed equals the run straight through
+W="$ATOLL train $M --steps 4 --init-from $TMP/src --init-optim 1"
+$W --out "$TMP/w_full" >/dev/null 2>&1 || fail "warm run"
+$W --out "$TMP/w_part" --save-every 2 --stop-after 2 >/dev/null 2>&1 || fail "warm run stopped at 2"
+$ATOLL train --resume "$TMP/w_part" >/dev/null 2>"$TMP/err" || fail "warm resume: $(tail -1 "$TMP/err")"
+check "a warm run stopped and resumed: weights" $CK equal "$(last "$TMP/w_full")/model.safetensors" "" "$(last "$TMP/w_part")/model.safetensors" ""
+grep -q '"adam_steps":[[:space:]]*8,' "$(last "$TMP/w_part")/state.json" && pass "resumed warm run: adam_steps 8" \
+  || fail "resumed warm run: $(grep -o '"adam_steps":[^,]*' "$(last "$TMP/w_part")/state.json")"
 
 # 2. other layouts: ZeRO-3, tensor parallel, pipeline
 for layout in "--zero 3" "--tp 2" "--pp 2"; do

@@ -11,7 +11,11 @@ RUN="$ATOLL train $TINY --data $TMP/data --steps 24 --warmup 4 --eval-every 8 --
 $RUN --out "$TMP/full" >/dev/null 2>&1 || fail "uninterrupted run"
 $RUN --out "$TMP/part" --stop-after 10 >/dev/null 2>&1 || fail "run stopped at 10"
 [ -d "$TMP/part/checkpoints/step_00000010" ] && pass "stop-after 10 saved step_00000010" || fail "no checkpoint at step 10"
+finished() { $PY -c "import json, sys; s = json.load(open(sys.argv[1])); print(s['steps'], s['finished'])" "$1/summary.json"; }
+[ "$(finished "$TMP/part")" = "10 False" ] && pass "a stopped run's summary.json says steps 10, finished false" \
+  || fail "stopped run's summary: $(finished "$TMP/part")"
 $ATOLL train --resume "$TMP/part" >/dev/null 2>&1 || fail "resume"
+[ "$(finished "$TMP/part")" = "24 True" ] && pass "after the resume: steps 24, finished true" || fail "resumed run's summary: $(finished "$TMP/part")"
 f=$TMP/full/checkpoints/step_00000024; p=$TMP/part/checkpoints/step_00000024
 $PY "$SRC/tests/cli/st_equal.py" "$f/model.safetensors" "$p/model.safetensors" && pass "weights bit-identical after resume" || fail "weights differ after resume"
 $PY "$SRC/tests/cli/st_equal.py" "$f/optimizer.safetensors" "$p/optimizer.safetensors" && pass "AdamW moments bit-identical" || fail "moments differ"
