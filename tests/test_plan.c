@@ -473,22 +473,30 @@ static void test_catalog_errors(void) {
   CHECK(atoll_plan_model_check(&m, &err) != 0 && strstr(err.msg, "heads"));
 }
 
+/* text into a new temporary file; its name in path (a mkstemp template); 0 or -1 */
+static int temp_file(char *path, const char *text) {
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  if (fd < 0) return -1;
+  FILE *f = fdopen(fd, "w");
+  fputs(text, f);
+  fclose(f);
+  return 0;
+}
+
 /* --calibrate reads the run's --grad-dtype: a DDP run that sent bf16 gradients is
  * planned with bf16 gradients on the wire (and an fp32 one with fp32) */
 static void test_calibrate_grad_dtype(void) {
   const char *dtypes[] = {"bf16", "fp32", NULL};
   double want[] = {2, 4, 4};
   for (int i = 0; i < 3; i++) {
-    char path[] = "/tmp/atoll_test_plan_calXXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) return;
-    FILE *f = fdopen(fd, "w");
-    fprintf(f, "{\"config\": {\"layers\": 2, \"heads\": 2, \"dim\": 64, \"context\": 32, \"vocab\": 256, "
-               "\"batch\": 4, \"threads\": 1, \"precision\": \"fp32\"%s%s%s}, \"world_size\": 2, "
-               "\"median_step_seconds\": 0.01}",
-            dtypes[i] ? ", \"grad-dtype\": \"" : "", dtypes[i] ? dtypes[i] : "", dtypes[i] ? "\"" : "");
-    fclose(f);
+    char path[] = "/tmp/atoll_test_plan_calXXXXXX", text[512];
+    snprintf(text, sizeof text,
+             "{\"config\": {\"layers\": 2, \"heads\": 2, \"dim\": 64, \"context\": 32, \"vocab\": 256, "
+             "\"batch\": 4, \"threads\": 1, \"precision\": \"fp32\"%s%s%s}, \"world_size\": 2, "
+             "\"median_step_seconds\": 0.01}",
+             dtypes[i] ? ", \"grad-dtype\": \"" : "", dtypes[i] ? dtypes[i] : "", dtypes[i] ? "\"" : "");
+    if (temp_file(path, text)) return;
     atoll_plan_calibration cal;
     atoll_err err = {{0}};
     CHECK_OK(atoll_plan_calibrate_read(path, &cal, &err), &err);
@@ -498,13 +506,9 @@ static void test_calibrate_grad_dtype(void) {
     remove(path);
   }
   char path[] = "/tmp/atoll_test_plan_calXXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  if (fd < 0) return;
-  FILE *f = fdopen(fd, "w");
-  fprintf(f, "{\"config\": {\"layers\": 2, \"heads\": 2, \"dim\": 64, \"context\": 32, \"vocab\": 256, "
-             "\"batch\": 4, \"grad-dtype\": \"fp8\"}, \"median_step_seconds\": 0.01}");
-  fclose(f);
+  if (temp_file(path, "{\"config\": {\"layers\": 2, \"heads\": 2, \"dim\": 64, \"context\": 32, \"vocab\": 256, "
+                      "\"batch\": 4, \"grad-dtype\": \"fp8\"}, \"median_step_seconds\": 0.01}"))
+    return;
   atoll_plan_calibration cal;
   atoll_err err = {{0}};
   CHECK(atoll_plan_calibrate_read(path, &cal, &err) != 0 && strstr(err.msg, "grad-dtype") && strstr(err.msg, path));
