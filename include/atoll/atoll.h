@@ -107,6 +107,7 @@ typedef struct {
   int init_optim;           /* 1: also its AdamW moments */
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
   char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
+  char device[8];           /* where the model lives: "cpu", "cuda" or "shadow" (a test device; src/train/device.h) */
   char grad_dtype[8];       /* data-parallel gradient traffic: "fp32" or "bf16" (sums stay fp32) */
   /* islands as separate jobs (docs/islands.md, src/parallel/islands_net.c) */
   char join[256];            /* the coordinator's endpoint; "": islands inside this job */
@@ -174,6 +175,7 @@ typedef struct {
   const char *tokenizer; /* NULL: the checkpoint's; else a tokenizer.json that must be it */
   int keep_special;      /* 1: print special added tokens' text; 0: leave them out of the
                             output, as Hugging Face's decode does (they still steer the model) */
+  const char *device;    /* NULL or "cpu"; "cuda": one GPU (gpt2); "shadow": a test device */
 } atoll_sample_opts;
 
 /* Writes the prompt followed by the generated text to out. */

@@ -3,6 +3,7 @@
  *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
  *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY] [--tokenizer FILE]
  *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--keep-special]
+ *                 [--device cpu|cuda]
  *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
@@ -361,7 +362,7 @@ static int cmd_sample(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll sample --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-             "                    [--tokenizer FILE] [--keep-special]\n"
+             "                    [--tokenizer FILE] [--keep-special] [--device cpu|cuda]\n"
              "  DIR: a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
              "  the prompt is encoded and the output decoded with the checkpoint's tokenizer\n"
              "  (DIR/tokenizer.json; --tokenizer FILE must be that same tokenizer); special added\n"
@@ -393,6 +394,9 @@ static int cmd_sample(int argc, char **argv) {
       continue;
     } else if (strcmp(a, "--tokenizer") == 0) {
       o.tokenizer = v;
+      continue;
+    } else if (strcmp(a, "--device") == 0) {
+      o.device = v;
       continue;
     } else if (strcmp(a, "--tokens") == 0) {
       long t = strtol(v, &end, 10);

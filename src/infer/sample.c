@@ -12,6 +12,7 @@
 #include "model/decode.h"
 #include "model/model.h"
 #include "train/config.h"
+#include "train/device.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -106,6 +107,29 @@ static int draw(const float *logits, int vocab, float temperature, int top_k, at
   return 0;
 }
 
+/* The checkpoint's weights in a model on `device` (batch 1 x 1: the passes run in the
+ * decoder); through a host buffer when the device's memory is not the host's. */
+static int load_model(const char *dir, const atoll_shape *shape, const char *device, atoll_model **out,
+                      atoll_err *err) {
+  const atoll_ops *ops;
+  char desc[256];
+  atoll_part whole = atoll_part_whole();
+  *out = NULL;
+  if (atoll_device_select(device, 0, shape->arch, &ops, desc, sizeof desc, err) ||
+      atoll_model_create_on(out, shape, &whole, 1, 1, 1, ops, err))
+    return -1;
+  const atoll_layout *lay = atoll_model_layout(*out);
+  float *host = ops->device ? malloc(sizeof(float) * lay->nparams) : atoll_model_params(*out);
+  int rc = host ? atoll_ckpt_load(dir, lay, host, NULL, NULL, err) : atoll_fail(err, "out of memory");
+  if (rc == 0 && ops->device) ops->to_device(atoll_model_params(*out), host, sizeof(float) * lay->nparams);
+  if (ops->device) free(host);
+  if (rc) {
+    atoll_model_destroy(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
 int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   char dir[1200];
   if (atoll_ckpt_resolve(o->ckpt, dir, sizeof dir, err)) return -1;
@@ -130,9 +154,7 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   }
   plen = ids.n;
   atoll_model *m = NULL;
-  if (atoll_model_create(&m, &shape, 1, 1, err) || /* the passes run in the decoder */
-      atoll_ckpt_load(dir, atoll_model_layout(m), atoll_model_params(m), NULL, NULL, err)) {
-    atoll_model_destroy(m);
+  if (load_model(dir, &shape, o->device ? o->device : "cpu", &m, err)) {
     atoll_tokens_free(&ids);
     atoll_tokenizer_free(tok);
     return -1;

@@ -15,7 +15,9 @@ struct atoll_decoder {
   atoll_model *m;
   int pos, cap, KW; /* positions cached, capacity (context), key/value row width */
   float *kc, *vc;   /* [layers, cap, KW] */
-  float *x, *h, *mean, *rstd, *q, *qkv, *att, *lse, *a, *b, *c, *logits;
+  float *x, *h, *mean, *rstd, *q, *qkv, *att, *lse, *a, *b, *c, *logits; /* the model's memory */
+  int32_t *tok;        /* [context] the step's tokens, the model's memory */
+  float *host_logits;  /* [vocab] what a step returns */
 };
 
 int atoll_decoder_create(atoll_decoder **out, atoll_model *m, atoll_err *err) {
@@ -30,12 +32,13 @@ int atoll_decoder_create(atoll_decoder **out, atoll_model *m, atoll_err *err) {
   d->cap = (int)T;
   d->KW = atoll_shape_kv_heads(&m->s) * (m->s.dim / m->s.heads);
   size_t kv = L * T * d->KW;
-  float **bufs[] = {&d->kc, &d->vc, &d->x, &d->h, &d->mean, &d->rstd, &d->q, &d->qkv, &d->att, &d->lse,
-                    &d->a, &d->b, &d->c, &d->logits};
+  float **bufs[] = {&d->kc, &d->vc, &d->x,   &d->h, &d->mean, &d->rstd, &d->q, &d->qkv,
+                    &d->att, &d->lse, &d->a, &d->b, &d->c,    &d->logits, (float **)&d->tok};
   size_t sizes[] = {kv, kv, T * C, T * C, T, T, T * C, T * 3 * C, T * C, T * m->s.heads, T * H, T * H, T * H,
-                    (size_t)m->s.vocab};
+                    (size_t)m->s.vocab, T};
+  d->host_logits = malloc(sizeof(float) * (size_t)m->s.vocab);
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-    if (!(*bufs[i] = malloc(sizeof(float) * sizes[i]))) {
+    if (!(*bufs[i] = m->ops->alloc(sizeof(float) * sizes[i])) || !d->host_logits) {
       atoll_decoder_destroy(d);
       return atoll_fail(err, "out of memory for the key/value cache (%zu floats)", sizes[i]);
     }
@@ -45,9 +48,11 @@ int atoll_decoder_create(atoll_decoder **out, atoll_model *m, atoll_err *err) {
 
 void atoll_decoder_destroy(atoll_decoder *d) {
   if (!d) return;
-  float *bufs[] = {d->kc, d->vc, d->x, d->h, d->mean, d->rstd, d->q, d->qkv, d->att, d->lse, d->a, d->b, d->c,
-                   d->logits};
-  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+  void *bufs[] = {d->kc, d->vc, d->x, d->h, d->mean, d->rstd, d->q, d->qkv, d->att, d->lse, d->a, d->b, d->c,
+                  d->logits, d->tok};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    if (bufs[i]) d->m->ops->free(bufs[i]);
+  free(d->host_logits);
   free(d);
 }
 
@@ -72,9 +77,9 @@ static void gpt2_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
   o->matmul_forward(d->qkv, d->h, param(m, "attn.qkv.weight", l), param(m, "attn.qkv.bias", l), n, C, 3 * C, 0);
   for (int i = 0; i < n; i++) {
     const float *r = d->qkv + (size_t)i * 3 * C;
-    memcpy(d->q + (size_t)i * C, r, sizeof(float) * C);
-    memcpy(kc + (size_t)(pos + i) * C, r + C, sizeof(float) * C);
-    memcpy(vc + (size_t)(pos + i) * C, r + 2 * C, sizeof(float) * C);
+    o->copy(d->q + (size_t)i * C, r, sizeof(float) * C);
+    o->copy(kc + (size_t)(pos + i) * C, r + C, sizeof(float) * C);
+    o->copy(vc + (size_t)(pos + i) * C, r + 2 * C, sizeof(float) * C);
   }
   o->gqa_forward(d->att, d->lse, d->q, kc, vc, 1, n, pos + n, NH, NH, hs);
   o->matmul_forward(d->x, d->att, param(m, "attn.proj.weight", l), param(m, "attn.proj.bias", l), n, C, C, 1);
@@ -112,9 +117,9 @@ const float *atoll_decoder_step(atoll_decoder *d, const int32_t *tokens, int n) 
   if (n < 1 || d->pos + n > d->cap) return NULL;
   const float *wte = m->params + lay->tensors[lay->t_wte].offset;
   const float *wpe = lay->t_wpe >= 0 ? m->params + lay->tensors[lay->t_wpe].offset : NULL;
-  for (int i = 0; i < n; i++)
-    for (int c = 0; c < C; c++)
-      d->x[(size_t)i * C + c] = wte[(size_t)tokens[i] * C + c] + (wpe ? wpe[(size_t)(d->pos + i) * C + c] : 0.0f);
+  /* positions pos.. : the embedding kernel's row t reads wpe row pos + t */
+  o->to_device(d->tok, tokens, sizeof(int32_t) * (size_t)n);
+  o->embed_forward(d->x, d->tok, wte, wpe ? wpe + (size_t)d->pos * C : NULL, 1, n, C);
   size_t per_layer = (size_t)d->cap * d->KW;
   for (int l = 0; l < m->s.layers; l++) {
     float *kc = d->kc + l * per_layer, *vc = d->vc + l * per_layer;
@@ -131,5 +136,6 @@ const float *atoll_decoder_step(atoll_decoder *d, const int32_t *tokens, int n) 
                          m->params + lay->tensors[lay->t_lnf + 1].offset, 1, C);
   o->matmul_forward(d->logits, d->h, m->params + lay->tensors[lay->t_head].offset, NULL, 1, C, m->s.vocab, 0);
   d->pos += n;
-  return d->logits;
+  o->to_host(d->host_logits, d->logits, sizeof(float) * (size_t)m->s.vocab);
+  return d->host_logits;
 }

@@ -82,9 +82,11 @@ static void tp_allreduce(atoll_model *m, float *buf, size_t n) {
   if (m->tp > 1) m->tpc.allreduce(m->tpc.ctx, buf, n);
 }
 
-void atoll_model_zero_grads(atoll_model *m) { memset(m->grads, 0, m->lay.nparams * sizeof(float)); }
+void atoll_model_zero_grads(atoll_model *m) { m->ops->zero(m->grads, m->lay.nparams * sizeof(float)); }
 
 /* ------------------------------------------- vocabulary-parallel pieces --- */
+/* These and the sequence-parallel pieces below loop over buffers on the host: tensor
+ * parallelism runs on CPU memory only (atoll_model_create_on refuses it on a device). */
 
 /* out = wte[tok] (if this rank holds the token's row, else 0) + wpe[t] (rank 0),
  * to be summed over the group (all-reduced here, or reduce-scattered by the caller):
@@ -189,9 +191,9 @@ void atoll_model_row_parallel_out(atoll_model *m, float *out, const float *resid
   if (!m->sp) {
     int tp0 = m->tp_rank == 0;
     if (tp0)
-      memcpy(out, resid, sizeof(float) * NC);
+      o->copy(out, resid, sizeof(float) * NC);
     else
-      memset(out, 0, sizeof(float) * NC);
+      o->zero(out, sizeof(float) * NC);
     o->matmul_forward(out, x, w, tp0 ? bias : NULL, N, K, C, 1);
     tp_allreduce(m, out, NC);
     return;
@@ -248,8 +250,8 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
   sl->B = B;
   sl->T = T;
   if (ends) sl->have_targets = targets != NULL;
-  if (inputs && starts) memcpy(sl->inputs, inputs, sizeof(int32_t) * (size_t)N);
-  if (ends && targets) memcpy(sl->targets, targets, sizeof(int32_t) * (size_t)N);
+  if (inputs && starts) o->to_device(sl->inputs, inputs, sizeof(int32_t) * (size_t)N);
+  if (ends && targets) o->to_device(sl->targets, targets, sizeof(int32_t) * (size_t)N);
 
   atoll_model_emit(m, ATOLL_EV_FORWARD_BEGIN, lay->chunk_begin[chunk]);
   if (starts) {
@@ -258,9 +260,9 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
       embed_forward_tp(m, m->dC, sl->inputs, wte, wpe, B, T, 0);
       m->tpc.reduce_scatter(m->tpc.ctx, m->dC, (size_t)N * C);
       memcpy(sl->encoded, m->dC + r0, sizeof(float) * (size_t)Nl * C);
-    } else if (m->tp > 1 || !wpe) {
+    } else if (m->tp > 1) {
       embed_forward_tp(m, sl->encoded, sl->inputs, wte, wpe, B, T, 1);
-    } else {
+    } else { /* wpe NULL for llama */
       o->embed_forward(sl->encoded, sl->inputs, wte, wpe, B, T, C);
     }
   }
@@ -301,8 +303,9 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
     xent_forward_tp(m, sl, N);
   else
     o->xent_forward(sl->losses, sl->xent_lse, sl->logits, sl->targets, N, Vl);
+  o->to_host(m->host_losses, sl->losses, sizeof(float) * (size_t)N);
   double sum = 0.0;
-  for (int n = 0; n < N; n++) sum += sl->losses[n];
+  for (int n = 0; n < N; n++) sum += m->host_losses[n];
   return (float)(sum / N);
 }
 
@@ -332,7 +335,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
     const float *dlnf = atoll_model_sum_input_grad(m, N);
     atoll_model_poll(m);
     float *x = sl->acts[m->nblocks - 1].res_out; /* the last chunk ends the part */
-    memset(m->dres, 0, sizeof(float) * (size_t)Nl * C);
+    o->zero(m->dres, sizeof(float) * (size_t)Nl * C);
     if (m->llama)
       o->rmsnorm_backward(m->dres, tensor_at(m, G, lay->t_lnf), dlnf, x, tensor_at(m, P, lay->t_lnf), sl->lnf_rstd,
                           Nl, C);
@@ -341,7 +344,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
                             tensor_at(m, P, lay->t_lnf), sl->lnf_mean, sl->lnf_rstd, Nl, C);
     grads_ready(m, L);
   } else {
-    memcpy(m->dres, dout, sizeof(float) * (size_t)Nl * C);
+    o->copy(m->dres, dout, sizeof(float) * (size_t)Nl * C);
   }
 
   for (int l = lay->chunk_end[chunk] - 1; l >= lay->chunk_begin[chunk]; l--) {
@@ -379,7 +382,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
   }
   if (starts) {
     float *dwte = tensor_at(m, G, lay->t_wte), *dwpe = lay->t_wpe >= 0 ? tensor_at(m, G, lay->t_wpe) : NULL;
-    if (m->tp > 1 || !dwpe)
+    if (m->tp > 1)
       embed_backward_tp(m, dwte, dwpe, atoll_model_full_dout(m, m->dres, N), sl->inputs, B, T);
     else
       o->embed_backward(dwte, dwpe, m->dres, sl->inputs, B, T, C);

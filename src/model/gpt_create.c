@@ -3,6 +3,7 @@
  * The passes that use these buffers are in src/model/gpt.c; struct atoll_model is in
  * src/model/model_internal.h. */
 #include "atoll/atoll.h"
+#include "core/fatal.h"
 #include "core/rng.h"
 #include "model/model_internal.h"
 
@@ -24,7 +25,14 @@ static float *alloc_f(atoll_model *m, size_t n) {
   return p;
 }
 
-void atoll_model_set_ops(atoll_model *m, const atoll_ops *ops) { m->ops = ops; }
+void atoll_model_set_ops(atoll_model *m, const atoll_ops *ops) {
+  /* the buffers stay where they are: the new kernels must read the same memory */
+  if (ops->alloc != m->ops->alloc)
+    atoll_fatal("atoll_model_set_ops: the %s kernels cannot use the %s table's buffers", ops->name, m->ops->name);
+  m->ops = ops;
+}
+
+const atoll_ops *atoll_model_ops(const atoll_model *m) { return m->ops; }
 
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
@@ -96,7 +104,7 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
 
 /* Checks the sizes and fills m's fields: what creating and counting share. */
 static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq,
-                       int slots, atoll_err *err) {
+                       int slots, const atoll_ops *ops, atoll_err *err) {
   if (max_batch < 1) return atoll_fail(err, "batch: must be at least 1, got %d", max_batch);
   if (max_seq < 1 || max_seq > s->context)
     return atoll_fail(err, "seq: sequence length %d must be in [1, context=%d]", max_seq, s->context);
@@ -106,7 +114,9 @@ static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *p
                       "2^31 - 1", max_batch, max_seq, (int64_t)max_batch * max_seq);
   if (atoll_layout_init_part(&m->lay, s, part, err)) return -1;
   m->s = *s;
-  m->ops = atoll_ops_cpu();
+  m->ops = ops ? ops : atoll_ops_cpu();
+  if (m->ops->device && (part->tp_size > 1 || part->stages > 1))
+    return atoll_fail(err, "device %s: tensor and pipeline parallelism run on the CPU only so far", m->ops->name);
   m->max_B = max_batch;
   m->max_T = max_seq;
   m->nslots = slots;
@@ -141,6 +151,10 @@ static int alloc_buffers(atoll_model *m) {
   if (m->sp) m->dfull = alloc_f(m, N * C);
   m->xent_mine = alloc_f(m, 2 * N);
   m->xent_all = alloc_f(m, 2 * N * m->tp);
+  if (!m->count_only) {
+    m->host_losses = malloc(N * sizeof(float));
+    if (!m->host_losses) return -1;
+  }
   for (int i = 0; i < m->nallocs; i++)
     if (!m->allocs[i]) return -1;
   return 0;
@@ -148,10 +162,15 @@ static int alloc_buffers(atoll_model *m) {
 
 int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
                             int max_batch, int max_seq, int slots, atoll_err *err) {
+  return atoll_model_create_on(out, s, part, max_batch, max_seq, slots, NULL, err);
+}
+
+int atoll_model_create_on(atoll_model **out, const atoll_shape *s, const atoll_part *part, int max_batch,
+                          int max_seq, int slots, const atoll_ops *ops, atoll_err *err) {
   *out = NULL;
   atoll_model *m = calloc(1, sizeof *m);
   if (!m) return atoll_fail(err, "out of memory");
-  if (model_begin(m, s, part, max_batch, max_seq, slots, err)) {
+  if (model_begin(m, s, part, max_batch, max_seq, slots, ops, err)) {
     atoll_model_destroy(m);
     return -1;
   }
@@ -172,7 +191,7 @@ int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batc
   atoll_model *m = calloc(1, sizeof *m);
   if (!m) return atoll_fail(err, "out of memory");
   m->count_only = 1;
-  int rc = model_begin(m, s, part, max_batch, max_seq, slots, err);
+  int rc = model_begin(m, s, part, max_batch, max_seq, slots, NULL, err);
   if (rc == 0 && (!m->slots || alloc_buffers(m))) rc = atoll_fail(err, "out of memory estimating the model's size");
   if (rc == 0) {
     out->weights = m->lay.nparams * sizeof(float);
@@ -187,6 +206,7 @@ void atoll_model_destroy(atoll_model *m) {
   if (!m) return;
   for (int i = 0; i < m->nallocs; i++) m->ops->free(m->allocs[i]);
   free(m->allocs);
+  free(m->host_losses);
   if (m->slots)
     for (int i = 0; i < m->nslots; i++) free(m->slots[i].acts);
   free(m->slots);
@@ -204,7 +224,7 @@ typedef struct {
 static void copy_run(void *ctx, const atoll_tensor *t, size_t part_off, size_t whole_off, size_t n) {
   (void)t;
   init_ctx *c = ctx;
-  memcpy(c->m->params + part_off, c->buf + whole_off, n * sizeof(float));
+  c->m->ops->to_device(c->m->params + part_off, c->buf + whole_off, n * sizeof(float));
 }
 
 /* GPT-2 initialisation of the whole model's buffer (one RNG stream in layout order). */
@@ -232,12 +252,12 @@ static void init_whole(const atoll_layout *lay, float *p0, uint64_t seed) {
 
 int atoll_model_init_weights(atoll_model *m, uint64_t seed) {
   const atoll_part *p = &m->lay.part;
-  if (p->tp_size == 1 && p->stages == 1 && p->chunks == 1) {
+  if (p->tp_size == 1 && p->stages == 1 && p->chunks == 1 && !m->ops->device) {
     init_whole(&m->lay, m->params, seed);
     return 0;
   }
   /* a part takes its piece of the whole model's initialisation, so that every layout
-   * starts from the same weights */
+   * starts from the same weights (a device model: all of it, copied in) */
   atoll_layout whole;
   atoll_err err;
   if (atoll_layout_init(&whole, &m->s, &err)) return -1;

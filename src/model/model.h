@@ -20,10 +20,17 @@ int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, i
  * micro-batches between forward and backward (pipeline schedules). */
 int atoll_model_create_part(atoll_model **out, const atoll_shape *s, const atoll_part *part,
                             int max_batch, int max_seq, int slots, atoll_err *err);
+/* The same with every buffer in the memory of `ops` (NULL: the CPU table), e.g. a GPU's
+ * (--device). A device model holds the whole model (no tensor or pipeline parts yet);
+ * params, grads, logits and the slots' buffers are then device addresses. */
+int atoll_model_create_on(atoll_model **out, const atoll_shape *s, const atoll_part *part, int max_batch,
+                          int max_seq, int slots, const struct atoll_ops *ops, atoll_err *err);
 void atoll_model_destroy(atoll_model *m);
-/* Replaces the kernel table (the CPU one by default), e.g. by atoll_ops_cpu_bf16 for
- * --precision bf16; the buffers stay those of the default table's allocator. */
+/* Replaces the kernel table, e.g. the CPU one by atoll_ops_cpu_bf16 for --precision
+ * bf16; the new table must use the same memory (the same alloc), or the process ends. */
 void atoll_model_set_ops(atoll_model *m, const struct atoll_ops *ops);
+/* The kernel table; its memory ops reach the model's buffers. */
+const struct atoll_ops *atoll_model_ops(const atoll_model *m);
 /* The bytes a part allocates, counted by the allocation code itself, so that a run
  * can be refused before it allocates (src/train/train_memory.c). */
 typedef struct {
@@ -43,6 +50,7 @@ int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batc
 int atoll_model_init_weights(atoll_model *m, uint64_t seed);
 
 const atoll_layout *atoll_model_layout(const atoll_model *m);
+/* In the model's memory (device memory on a device: atoll_model_ops(m)->to_host). */
 float *atoll_model_params(atoll_model *m); /* flat, layout.nparams floats */
 float *atoll_model_grads(atoll_model *m);  /* flat, same layout */
 const float *atoll_model_logits(const atoll_model *m); /* [B, T, vocab] of the last forward */

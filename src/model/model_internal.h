@@ -1,6 +1,11 @@
 /* The model's internals, shared only by the model's own files: src/model/gpt_create.c
  * (creation, allocation, counting, initial weights, accessors) and src/model/gpt.c (the
- * forward and backward passes). Nothing outside src/model/ includes it: the rest of
+ * forward and backward passes).
+ *
+ * Memory: every buffer below except host_losses and the structs comes from the ops
+ * table's alloc and may be device memory (ops->device): host code reaches it only
+ * through the table's copies. The tensor-parallel pieces of gpt.c (tp > 1) still run
+ * host loops over activations, so a device model refuses tensor and pipeline parallelism. Nothing outside src/model/ includes it: the rest of
  * atoll sees the opaque atoll_model of model.h. */
 #ifndef ATOLL_MODEL_MODEL_INTERNAL_H
 #define ATOLL_MODEL_MODEL_INTERNAL_H
@@ -56,6 +61,7 @@ struct atoll_model {
   float *dres, *dC, *d3C, *d4C;
   float *dfull; /* sequence parallel: a gathered output gradient [N,C] */
   float *xent_mine, *xent_all; /* tensor-parallel cross-entropy: [2N], [tp, 2N] */
+  float *host_losses;          /* [N] host memory: the per-token losses copied out to sum */
   atoll_model_hooks hooks; /* all NULL unless a strategy set them */
   atoll_model_tp tpc;      /* collectives of the tensor-parallel group */
   /* all allocations, freed together */

@@ -12,15 +12,41 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One AdamW step over a span of one tensor (src/optim/adamw.c computes these). */
+typedef struct {
+  float lr, decay_factor; /* decay_factor: 1 - lr * weight_decay, or 1 for tensors without decay */
+  float beta1, beta2, bc1, bc2_sqrt, eps;
+  float grad_scale; /* gradient clipping: gradients are multiplied by it */
+} atoll_adamw_span;
+
 typedef struct atoll_ops {
   const char *name;
+  /* 0: buffers from alloc are host memory the caller may read and write; 1: device
+   * memory, touched only through the ops below (host code never dereferences it). */
+  int device;
   void *(*alloc)(size_t bytes); /* zeroed */
   void (*free)(void *p);
 
-  /* out[b,t,:] = wte[tok[b,t],:] + wpe[t,:] */
+  /* Memory of this backend: host <-> buffer copies (synchronous: on return the host
+   * data may be reused or read), copies between buffers and zeroing (queued in op
+   * order). */
+  void (*to_device)(void *dst, const void *src_host, size_t bytes);
+  void (*to_host)(void *dst_host, const void *src, size_t bytes);
+  void (*copy)(void *dst, const void *src, size_t bytes);
+  void (*zero)(void *dst, size_t bytes);
+
+  /* The optimizer's kernels, over buffers of this backend. sumsq: sum of g[i]^2 over
+   * [0, n) in double (the CPU adds fixed parts in order: the same bits at any thread
+   * count); adamw: one AdamW step of p, m, v over [0, n); sgd: p = p * decay - step * g. */
+  double (*sumsq)(const float *g, size_t n);
+  void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, const atoll_adamw_span *a);
+  void (*sgd)(float *p, const float *g, size_t n, float decay, float step);
+
+  /* out[b,t,:] = wte[tok[b,t],:] + wpe[t,:] (wpe NULL: no position term; llama).
+   * tok lives in this backend's memory like every other buffer. */
   void (*embed_forward)(float *out, const int32_t *tok, const float *wte, const float *wpe, int B,
                         int T, int C);
-  /* dwte[tok] += dout, dwpe[t] += dout */
+  /* dwte[tok] += dout, dwpe[t] += dout (dwpe may be NULL) */
   void (*embed_backward)(float *dwte, float *dwpe, const float *dout, const int32_t *tok, int B,
                          int T, int C);
 
@@ -82,6 +108,11 @@ typedef struct atoll_ops {
 } atoll_ops;
 
 const atoll_ops *atoll_ops_cpu(void);
+/* The CPU kernels behind "device" buffers the host may not touch: alloc returns
+ * addresses that fault when dereferenced, and every op translates them back. A test
+ * backend: a run on it that matches the CPU bit for bit shows that no host code reads
+ * or writes device memory (--device shadow; what --device cuda relies on). */
+const atoll_ops *atoll_ops_shadow(void);
 /* The same kernels with bf16 matrix products (fp32 accumulation and outputs); check
  * atoll_gemm_bf16_check (src/ops/gemm_cpu.h) before using it. */
 const atoll_ops *atoll_ops_cpu_bf16(void);

@@ -13,6 +13,7 @@
 #include "ops/attention_bf16.h"
 #include "ops/exp_approx.h"
 #include "ops/gemm_cpu.h"
+#include "optim/optim.h"
 
 #include <math.h>
 #include <omp.h>
@@ -26,6 +27,15 @@ static void *cpu_alloc(size_t bytes) { return atoll_mem_alloc(bytes); }
 
 static void cpu_free(void *p) { atoll_mem_free(p); }
 
+/* Host memory: every copy is a memcpy (the source may be NULL when bytes is 0). */
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes) memcpy(dst, src, bytes);
+}
+
+static void cpu_zero(void *dst, size_t bytes) {
+  if (bytes) memset(dst, 0, bytes);
+}
+
 /* Channels per task when threads split a reduction over rows by channel. */
 #define CHUNK 64
 
@@ -38,6 +48,10 @@ static void embed_forward(float *out, const int32_t *tok, const float *wte, cons
     for (int t = 0; t < T; t++) {
       float *o = out + ((size_t)b * T + t) * C;
       const float *we = wte + (size_t)tok[b * T + t] * C;
+      if (!wpe) {
+        memcpy(o, we, sizeof(float) * (size_t)C);
+        continue;
+      }
       const float *pe = wpe + (size_t)t * C;
 #pragma omp simd
       for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
@@ -54,6 +68,10 @@ static void embed_backward(float *dwte, float *dwpe, const float *dout, const in
       for (int t = 0; t < T; t++) {
         const float *d = dout + ((size_t)b * T + t) * C;
         float *we = dwte + (size_t)tok[b * T + t] * C;
+        if (!dwpe) {
+          for (int c = c0; c < c1; c++) we[c] += d[c];
+          continue;
+        }
         float *pe = dwpe + (size_t)t * C;
         for (int c = c0; c < c1; c++) {
           we[c] += d[c];
@@ -493,8 +511,16 @@ static void xent_backward(float *logits, const float *lse, const int32_t *target
 
 static const atoll_ops cpu_ops = {
     .name = "cpu",
+    .device = 0,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sumsq = atoll_sumsq_cpu,
+    .adamw = atoll_adamw_span_cpu,
+    .sgd = atoll_sgd_span_cpu,
     .embed_forward = embed_forward,
     .embed_backward = embed_backward,
     .layernorm_forward = layernorm_forward,

@@ -2,6 +2,7 @@
  * the pieces of global gradient-norm clipping. Updates work on a range of the flat
  * buffer so a sharded optimizer can update only its own shard. */
 #include "atoll/atoll.h"
+#include "ops/ops.h"
 #include "optim/optim.h"
 
 #include <math.h>
@@ -41,9 +42,11 @@ double atoll_sumsq(const float *g, size_t begin, size_t end) {
   return total;
 }
 
-static void update_span(float *p, const float *g, float *m, float *v, size_t n, float lr,
-                        float decay_factor, float b1, float b2, float bc1, float bc2_sqrt,
-                        float eps, float grad_scale) {
+double atoll_sumsq_cpu(const float *g, size_t n) { return atoll_sumsq(g, 0, n); }
+
+void atoll_adamw_span_cpu(float *p, const float *g, float *m, float *v, size_t n, const atoll_adamw_span *a) {
+  float lr = a->lr, decay_factor = a->decay_factor, b1 = a->beta1, b2 = a->beta2, bc1 = a->bc1;
+  float bc2_sqrt = a->bc2_sqrt, eps = a->eps, grad_scale = a->grad_scale;
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; i++) {
     float gi = g[i] * grad_scale;
@@ -56,18 +59,18 @@ static void update_span(float *p, const float *g, float *m, float *v, size_t n, 
   }
 }
 
-void atoll_adamw_update(const atoll_layout *lay, const atoll_adamw_config *c, float *params,
+void atoll_adamw_update(const atoll_ops *o, const atoll_layout *lay, const atoll_adamw_config *c, float *params,
                         const float *grads, float *m, float *v, size_t begin, size_t end, int t,
                         float lr, float grad_scale) {
-  float bc1 = 1.0f - powf(c->beta1, (float)t);
-  float bc2_sqrt = sqrtf(1.0f - powf(c->beta2, (float)t));
+  atoll_adamw_span a = {.lr = lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .grad_scale = grad_scale};
+  a.bc1 = 1.0f - powf(c->beta1, (float)t);
+  a.bc2_sqrt = sqrtf(1.0f - powf(c->beta2, (float)t));
   for (int k = 0; k < lay->ntensors; k++) {
     const atoll_tensor *ts = &lay->tensors[k];
     size_t lo = ts->offset > begin ? ts->offset : begin;
     size_t hi = ts->offset + ts->numel < end ? ts->offset + ts->numel : end;
     if (lo >= hi) continue;
-    float decay_factor = ts->decay ? 1.0f - lr * c->weight_decay : 1.0f;
-    update_span(params + lo, grads + lo, m + (lo - begin), v + (lo - begin), hi - lo, lr, decay_factor, c->beta1,
-                c->beta2, bc1, bc2_sqrt, c->eps, grad_scale);
+    a.decay_factor = ts->decay ? 1.0f - lr * c->weight_decay : 1.0f;
+    o->adamw(params + lo, grads + lo, m + (lo - begin), v + (lo - begin), hi - lo, &a);
   }
 }

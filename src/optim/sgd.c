@@ -2,9 +2,15 @@
  * check (with H = 1, outer SGD at learning rate 1 and inner SGD, DiLoCo is exactly
  * data-parallel SGD). */
 #include "atoll/atoll.h"
+#include "ops/ops.h"
 #include "optim/optim.h"
 
-void atoll_sgd_update(const atoll_layout *lay, float weight_decay, float *params, const float *grads,
+void atoll_sgd_span_cpu(float *p, const float *g, size_t n, float decay, float step) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) p[i] = p[i] * decay - step * g[i];
+}
+
+void atoll_sgd_update(const atoll_ops *o, const atoll_layout *lay, float weight_decay, float *params, const float *grads,
                       size_t begin, size_t end, float lr, float grad_scale) {
   for (int k = 0; k < lay->ntensors; k++) {
     const atoll_tensor *ts = &lay->tensors[k];
@@ -13,7 +19,6 @@ void atoll_sgd_update(const atoll_layout *lay, float weight_decay, float *params
     if (lo >= hi) continue;
     float decay = ts->decay ? 1.0f - lr * weight_decay : 1.0f;
     float step = lr * grad_scale;
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = lo; i < hi; i++) params[i] = params[i] * decay - step * grads[i];
+    o->sgd(params + lo, grads + lo, hi - lo, decay, step);
   }
 }

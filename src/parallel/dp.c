@@ -230,11 +230,12 @@ static void on_event(void *ctx, atoll_event ev, int layer) {
 
 double atoll_dp_grad_sumsq(atoll_dp *dp) {
   size_t lo = shard_lo(dp, dp->rank), hi = shard_lo(dp, dp->rank + 1);
+  const atoll_ops *o = atoll_model_ops(dp->model);
   double mine = 0.0;
   for (int i = 0; i < dp->lay->ntensors; i++) {
     const atoll_tensor *ten = &dp->lay->tensors[i];
     size_t b, e;
-    if (atoll_tensor_clip(ten, lo, hi, &b, &e) && atoll_layout_owns(dp->lay, ten)) mine += atoll_sumsq(dp->grads, b, e);
+    if (atoll_tensor_clip(ten, lo, hi, &b, &e) && atoll_layout_owns(dp->lay, ten)) mine += o->sumsq(dp->grads + b, e - b);
   }
   int n = atoll_comm_size(dp->island);
   atoll_allgather_bytes(dp->island, &mine, dp->island_sums, sizeof mine);

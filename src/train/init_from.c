@@ -91,7 +91,7 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
   /* a DiLoCo checkpoint's model.safetensors holds the global weights and
    * optimizer.safetensors island 0's moments: both whole models */
   if (atoll_ckpt_load(dir, &r->whole, wp, c->init_optim ? wm : NULL, c->init_optim ? wv : NULL, err)) return -1;
-  atoll_run_cut_part(r, atoll_model_params(r->model), wp);
+  atoll_run_cut_part(r, atoll_run_params(r), wp);
   if (c->init_optim) {
     cut_shard(r, st, st->m, wm, px);
     cut_shard(r, st, st->v, wv, px);
@@ -116,7 +116,7 @@ int atoll_run_init_from(atoll_run *r, atoll_train_state *st, atoll_err *err) {
   } else if (c->init_from[0]) {
     rc = from_checkpoint(r, st, wp, wm, wv, px, err);
   } else if (atoll_hf_import(c->init_from_hf, &r->whole, wp, err) == 0) {
-    atoll_run_cut_part(r, atoll_model_params(r->model), wp);
+    atoll_run_cut_part(r, atoll_run_params(r), wp);
     if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init_from_hf);
     rc = 0;
   } else {

@@ -49,6 +49,11 @@ typedef struct {
   char ckpt_root[1100];    /* OUT/checkpoints */
   atoll_tokenizer_record tokenizer; /* the data's (data/data_tokenizer.h) */
   char *tokenizer_json;    /* its tokenizer.json, copied into checkpoints; NULL for bytes */
+  /* --device other than cpu: the model's buffers are device memory; checkpoints,
+   * --init-from and the weights' hash read and write this host copy of the weights,
+   * which the loop (train.c) copies out before and in after them */
+  float *host_params;
+  char device_desc[256];   /* the device in words for the header; "" for cpu */
 } atoll_run;
 
 /* What a checkpoint holds besides the weights and the strategies' state. */
@@ -73,6 +78,9 @@ double atoll_run_global_batch(const atoll_run *r);
 /* train_ckpt.c */
 int atoll_run_save(atoll_run *r, const atoll_train_state *st, int step, atoll_err *err);
 int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *start_step, atoll_err *err);
+/* The weights as checkpoints see them: the model's buffer, or on a device its host copy
+ * (host_params). */
+float *atoll_run_params(atoll_run *r);
 /* This rank's part of a whole-model buffer (a checkpoint's layout) into part. */
 void atoll_run_cut_part(const atoll_run *r, float *part, const float *whole);
 /* The data's tokenizer (record and tokenizer.json) into r; fails when the model's

@@ -51,6 +51,7 @@ typedef struct {
   atoll_report report;
   atoll_adamw_config opt;
   atoll_dataset train, val;
+  float *dm, *dv;           /* --device: the AdamW moments on the device (state.m, v: their host copies) */
   int32_t *tokens;          /* [seq + 1] window scratch */
   double *eval_mine, *eval_all; /* evaluation losses: this rank's, every rank's */
   int eval_per_rank;
@@ -124,11 +125,13 @@ static void update(loop *l, int step, double norm) {
   float clip = 1.0f;
   if (opt->grad_clip > 0 && norm > opt->grad_clip) clip = (float)(opt->grad_clip / (norm + 1e-6));
   float *p = atoll_model_params(r->model), *g = atoll_model_grads(r->model);
+  float *m = l->dm ? l->dm : st->m, *v = l->dv ? l->dv : st->v;
+  const atoll_ops *o = atoll_model_ops(r->model);
   float lr = atoll_lr_at(opt, step);
   if (strcmp(r->cfg->optimizer, "sgd") == 0)
-    atoll_sgd_update(r->lay, opt->weight_decay, p, g, st->begin, st->end, lr, clip);
+    atoll_sgd_update(o, r->lay, opt->weight_decay, p, g, st->begin, st->end, lr, clip);
   else
-    atoll_adamw_update(r->lay, opt, p, g, st->m, st->v, st->begin, st->end, st->adam_step0 + step + 1, lr, clip);
+    atoll_adamw_update(o, r->lay, opt, p, g, m, v, st->begin, st->end, st->adam_step0 + step + 1, lr, clip);
 }
 
 /* One optimizer step; returns the mean loss over the global batch and the gradient
@@ -155,7 +158,31 @@ static float train_step(loop *l, int step, double *norm_out) {
   return loss;
 }
 
+/* --device: the weights and AdamW moments to their host copies, which checkpoints,
+ * --init-from and the weights' hash read and write, and back. Nothing on the CPU. */
+static void state_to_host(loop *l) {
+  atoll_run *r = &l->run;
+  if (!r->host_params) return;
+  const atoll_ops *o = atoll_model_ops(r->model);
+  size_t n = l->state.end - l->state.begin;
+  o->to_host(r->host_params, atoll_model_params(r->model), sizeof(float) * r->lay->nparams);
+  o->to_host(l->state.m, l->dm, sizeof(float) * n);
+  o->to_host(l->state.v, l->dv, sizeof(float) * n);
+}
+
+static void state_to_device(loop *l) {
+  atoll_run *r = &l->run;
+  if (!r->host_params) return;
+  const atoll_ops *o = atoll_model_ops(r->model);
+  size_t n = l->state.end - l->state.begin;
+  o->to_device(atoll_model_params(r->model), r->host_params, sizeof(float) * r->lay->nparams);
+  o->to_device(l->dm, l->state.m, sizeof(float) * n);
+  o->to_device(l->dv, l->state.v, sizeof(float) * n);
+}
+
 static void loop_free(loop *l) {
+  if (l->dm) atoll_model_ops(l->run.model)->free(l->dm);
+  if (l->dv) atoll_model_ops(l->run.model)->free(l->dv);
   atoll_report_close(&l->report);
   atoll_run_out_close(&l->out);
   atoll_run_free(&l->run);
@@ -182,6 +209,9 @@ static int alloc_buffers(loop *l, atoll_err *err) {
   l->eval_all = calloc((size_t)l->eval_per_rank * r->world_size, sizeof(double));
   if (!l->state.m || !l->state.v || !l->tokens || !l->eval_mine || !l->eval_all)
     return atoll_fail(err, "out of memory for optimizer state (%zu parameters)", n);
+  const atoll_ops *o = atoll_model_ops(r->model);
+  if (o->device && (!(l->dm = o->alloc(sizeof(float) * (n ? n : 1))) || !(l->dv = o->alloc(sizeof(float) * (n ? n : 1)))))
+    return atoll_fail(err, "out of %s memory for optimizer state (%zu parameters)", o->name, n);
   return 0;
 }
 
@@ -202,6 +232,7 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
     return atoll_fail(err, "--out %s: already holds a run with checkpoint %s; pass --resume %s to continue it or choose another --out",
                       c->out, latest, c->out);
   if (atoll_model_init_weights(r->model, c->seed)) return atoll_fail(err, "out of memory initialising the weights");
+  state_to_host(l); /* --init-from changes the host copies */
   atoll_rng_seed(&l->state.rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
   if (atoll_run_init_from(r, &l->state, err)) return -1; /* --init-from, --init-from-hf */
   if (r->diloco) atoll_diloco_reset_global(r->diloco);
@@ -240,6 +271,7 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   if (rc) return rc;
   rc = start_state(l, resume_dir, start, err);
   if (rc == 0) {
+    state_to_device(l);
     atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */
     l->opt = c->opt;
     l->opt.total_steps = c->steps;
@@ -252,7 +284,12 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
 
 /* What the run computes on: CPU, instruction sets, matrix engine, kernel family,
  * threads; a warning when OpenBLAS runs generic kernels on a better processor. */
-static void print_engine_line(const atoll_config *c) {
+static void print_engine_line(const atoll_run *r) {
+  const atoll_config *c = r->cfg;
+  if (r->device_desc[0]) {
+    fprintf(stderr, "atoll train: device %s: %s; precision %s\n", c->device, r->device_desc, c->precision);
+    return;
+  }
   char line[512];
   int threads = c->threads > 0 ? c->threads : omp_get_max_threads();
   atoll_gemm_describe(line, sizeof line, strcmp(c->precision, "bf16") == 0, threads);
@@ -284,7 +321,7 @@ static void print_banner(const atoll_run *r) {
             c->islands, mh->island_size, c->sync_every, c->outer_optimizer, c->outer_lr, c->outer_momentum,
             c->fragments, c->fragments > 1 ? "s" : "", c->overlap, c->outer_dtype);
   fputc('\n', stderr);
-  print_engine_line(c);
+  print_engine_line(r);
 }
 
 /* A loss or norm that is not finite stops the run, naming the last good checkpoint. */
@@ -340,6 +377,7 @@ static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, at
   if (r->world_size > 1) signalled = atoll_allreduce_sum_double(r->world, signalled) > 0;
   int stopping = signalled || (c->stop_after > 0 && step >= c->stop_after && step < c->steps);
   if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || stopping) {
+    state_to_host(l);
     if (atoll_run_save(r, &l->state, step, err)) return -1;
     atoll_report_rss_reset(&l->report);
   }
@@ -354,6 +392,7 @@ static int finish_run(loop *l, int step, atoll_err *err) {
   atoll_run *r = &l->run;
   uint64_t hash = 0;
   atoll_dp_gather_weights(r->dp);
+  state_to_host(l);
   if (atoll_run_check_weights(r, &hash, err)) return -1;
   atoll_dp_release_weights(r->dp);
   return atoll_report_summary(&l->report, r, step, l->state.last_loss, hash, err);

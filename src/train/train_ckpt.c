@@ -186,6 +186,8 @@ void atoll_run_cut_part(const atoll_run *r, float *part, const float *whole) {
   atoll_layout_runs(r->lay, &r->whole, extract_run, &x);
 }
 
+float *atoll_run_params(atoll_run *r) { return r->host_params ? r->host_params : atoll_model_params(r->model); }
+
 /* 1 and the index of a rank whose hash differs from rank 0's in comm, else 0. */
 static int hashes_differ(atoll_comm *c, uint64_t mine, int *which, uint64_t *theirs, uint64_t *first) {
   int n = atoll_comm_size(c);
@@ -206,7 +208,7 @@ static int hashes_differ(atoll_comm *c, uint64_t mine, int *which, uint64_t *the
  * all learn the outcome, the first failing rank's message included. */
 int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
   char why[400] = "";
-  const float *p = atoll_model_params(r->model);
+  const float *p = atoll_run_params(r);
   uint64_t mine = atoll_hash_floats(p, r->lay->nparams), other, first;
   int who;
   *hash = mine;
@@ -353,7 +355,7 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
  * moments in the model's files and each island's weights and moments in
  * island_K.safetensors. */
 static void put_own_state(const atoll_ckpt_io *io, atoll_run *r, const atoll_train_state *st) {
-  float *params = atoll_model_params(r->model);
+  float *params = atoll_run_params(r);
   io->put(io->ctx, NULL, NULL, 0, params, 0);
   io->put(io->ctx, NULL, "exp_avg.", 0, st->m, st->begin);
   io->put(io->ctx, NULL, "exp_avg_sq.", 0, st->v, st->begin);
@@ -510,7 +512,7 @@ int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *st
     atoll_st_read_buffer island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
     if (atoll_ckpt_load_extra(dir, &r->whole, file, island, 3, err)) goto done;
   }
-  atoll_run_cut_part(r, atoll_model_params(r->model), wp);
+  atoll_run_cut_part(r, atoll_run_params(r), wp);
   atoll_run_cut_part(r, pm, wm);
   atoll_run_cut_part(r, pv, wv);
   memcpy(st->m, pm + st->begin, (st->end - st->begin) * sizeof(float));

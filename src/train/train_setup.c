@@ -4,6 +4,7 @@
  *   data parallel   gradient averaging (DDP) or ZeRO-1/2/3
  *   tensor parallel the model's tp collectives; the sequence-parallel gradient sum
  *   DiLoCo          outer syncs between islands (islands > 1) */
+#include "train/device.h"
 #include "train/run.h"
 
 #include "core/fs.h"
@@ -173,7 +174,9 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   r->world_size = atoll_comm_size(world);
   r->seq = c->seq ? c->seq : c->model.context;
   snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->out);
-  if (strcmp(c->precision, "bf16") == 0 && atoll_gemm_bf16_check(err)) return -1;
+  if (strcmp(c->device, "cpu") == 0 && strcmp(c->precision, "bf16") == 0 && atoll_gemm_bf16_check(err)) return -1;
+  const atoll_ops *ops;
+  if (atoll_device_open(c, r->world_size, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
   if (setup_mesh(r, err)) return -1;
   atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
                               .batch = c->batch, .seq = r->seq, .max_steps = c->steps,
@@ -188,9 +191,10 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   atoll_part part = {r->mesh.tp, r->mesh.tp_rank, r->mesh.pp_rank, r->mesh.pp, r->chunks, c->sequence_parallel};
   if (atoll_run_check_memory(c, &part, r->mesh.dp, slots, r->seq, err)) return -1; /* before allocating */
   if (atoll_layout_init(&r->whole, &c->model, err)) return -1;
-  if (atoll_model_create_part(&r->model, &c->model, &part, c->batch, r->seq, slots, err)) return -1;
-  if (strcmp(c->precision, "bf16") == 0) atoll_model_set_ops(r->model, atoll_ops_cpu_bf16());
+  if (atoll_model_create_on(&r->model, &c->model, &part, c->batch, r->seq, slots, ops, err)) return -1;
   r->lay = atoll_model_layout(r->model);
+  if (ops->device && !(r->host_params = malloc(sizeof(float) * r->lay->nparams)))
+    return atoll_fail(err, "out of memory for the host copy of %zu parameters", r->lay->nparams);
   return setup_strategies(r, &pc, err);
 }
 
@@ -199,6 +203,8 @@ void atoll_run_free(atoll_run *r) {
   atoll_layout_free(&r->whole);
   atoll_mesh_free(&r->mesh);
   atoll_model_destroy(r->model);
+  free(r->host_params);
+  r->host_params = NULL;
   free(r->tokenizer_json);
   r->tokenizer_json = NULL;
 }

@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     if (st == 0 && write_raw(dir, "grads.bin", atoll_model_grads(m), sizeof(float) * n)) return 1;
     double norm = sqrt(atoll_sumsq(atoll_model_grads(m), 0, n));
     float scale = norm > opt.grad_clip ? (float)(opt.grad_clip / (norm + 1e-6)) : 1.0f;
-    atoll_adamw_update(lay, &opt, atoll_model_params(m), atoll_model_grads(m), mom, vel, 0, n, st + 1,
+    atoll_adamw_update(atoll_ops_cpu(), lay, &opt, atoll_model_params(m), atoll_model_grads(m), mom, vel, 0, n, st + 1,
                        atoll_lr_at(&opt, st), scale);
   }
   if (write_raw(dir, "batches.bin", batches, sizeof(int32_t) * STEPS * 2 * B * T)) return 1;

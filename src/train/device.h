@@ -1,0 +1,32 @@
+/* --device: the kernel table, and with it the memory, a run's model lives in
+ * (src/ops/ops.h). cpu: host memory, the CPU kernels (bf16 ones with --precision bf16);
+ * cuda: one GPU (src/ops/cuda/, when atoll was built with CUDA); shadow: the CPU
+ * kernels behind device addresses the host may not touch, a test of the device path
+ * on any machine (src/ops/ops_shadow.c). */
+#ifndef ATOLL_TRAIN_DEVICE_H
+#define ATOLL_TRAIN_DEVICE_H
+
+#include "atoll/atoll.h"
+#include "ops/ops.h"
+
+/* The CUDA build's opener (src/ops/cuda/device_open.cu): selects GPU `ordinal`, sets the
+ * matmul precision (bf16: bf16 products with fp32 accumulation), and returns its table,
+ * or NULL with one line in why (no driver, no device, ordinal out of range). desc: the
+ * GPU in words. */
+typedef const atoll_ops *(*atoll_cuda_opener)(int ordinal, int bf16, char *desc, size_t desc_len, char *why,
+                                              size_t why_len);
+/* The atoll executable registers the opener when it was built with CUDA (src/cli/main.c);
+ * without it --device cuda is refused with "built without CUDA". */
+void atoll_device_set_cuda(atoll_cuda_opener open);
+
+/* The table for device "cpu", "cuda" or "shadow" (bf16: bf16 matrix products) and the
+ * model's arch (--arch llama has no CUDA kernels yet); desc: the device in words, "" for cpu. */
+int atoll_device_select(const char *device, int bf16, const char *arch, const atoll_ops **out, char *desc,
+                        size_t desc_len, atoll_err *err);
+/* The table for --device and --precision, checked against what the device path runs
+ * so far (one process, no tensor/pipeline parallelism, islands or ZeRO; no Llama on
+ * CUDA). desc: a line for the run's header ("" for cpu). world_size: the job's ranks. */
+int atoll_device_open(const atoll_config *c, int world_size, const atoll_ops **out, char *desc, size_t desc_len,
+                      atoll_err *err);
+
+#endif
