@@ -23,6 +23,10 @@
 #include "model/layout.h"
 #include "train/agree.h"
 #include "train/config.h"
+#ifdef ATOLL_HAVE_CUDA
+#include "ops/ops_cuda.h" /* atoll_cuda_open: --device cuda */
+#include "train/device.h"
+#endif
 
 #include <cblas.h>
 #include <dirent.h>
@@ -275,6 +279,9 @@ static int cmd_train(int argc, char **argv) {
   if (atoll_comm_init(&world, NULL, NULL, &err)) return die(bad_hooks ? &hooks_err : &err);
   /* ring tuning on the world before anything splits it (every communicator inherits it) */
   if (!bad_hooks) atoll_comm_set_tuning(world, hooks.comm_segment, hooks.comm_window);
+#ifdef ATOLL_HAVE_CUDA
+  if (!bad_hooks) atoll_cuda_open_set_sync(hooks.cuda_sync); /* ATOLL_CUDA_SYNC=1 */
+#endif
   int rc = cmd_train_ranks(argc, argv, world, &hooks, bad_hooks ? &hooks_err : NULL);
   atoll_comm_free(world);
   return rc;
@@ -436,6 +443,9 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+#ifdef ATOLL_HAVE_CUDA
+  atoll_device_set_cuda(atoll_cuda_open); /* without it, --device cuda says "built without CUDA" */
+#endif
   atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
   atoll_cli_report_openblas_core();
   const char *cmd = argv[1];

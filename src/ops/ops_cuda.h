@@ -41,6 +41,18 @@ extern "C" {
  * to; a process-wide setting, the last call's holds. */
 const atoll_ops *atoll_ops_cuda(int sync_each_op);
 
+/* --device cuda (src/train/device.h, atoll_cuda_opener; registered by src/cli/main.c):
+ * selects GPU `ordinal` (cudaSetDevice) and starts its context, sets the matmul precision
+ * (bf16: ATOLL_CUDA_MATMUL_BF16, else FP32), writes the GPU in words into desc and returns
+ * atoll_ops_cuda(s) with s from atoll_cuda_open_set_sync. Without a driver or device, or
+ * with the ordinal out of range, it returns NULL with one line in why (never exits).
+ * Not yet run on a GPU. */
+const atoll_ops *atoll_cuda_open(int ordinal, int bf16, char *desc, size_t desc_len, char *why, size_t why_len);
+/* What atoll_cuda_open passes to atoll_ops_cuda: 1 synchronises after every kernel. The
+ * CLI sets it from the test hook ATOLL_CUDA_SYNC (src/core/hooks.h; library code reads
+ * no environment). Default 0. */
+void atoll_cuda_open_set_sync(int sync_each_op);
+
 /* Number of usable CUDA devices; 0 when there is no device or no driver (never exits). */
 int atoll_cuda_device_count(void);
 /* One line describing device `dev` ("NVIDIA H200, sm_90, 132 SMs, 139.8 GiB") into buf. */

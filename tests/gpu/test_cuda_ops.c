@@ -30,6 +30,20 @@
  *                            softmax against the CPU's two-pass one), backward reductions
  *  bf16 matmul         3e-2  inputs rounded to bf16 (relative 2^-9 each), fp32 accumulate
  *  tf32 matmul         1e-2  inputs rounded to tf32 (relative 2^-11 each)
+ *  embedding, no wpe   0     forward is a copy (the CPU's memcpy): bit-identical
+ *  memory ops          0     to_device, to_host, copy, zero: byte for byte, at offsets
+ *                            and odd byte counts, against memcpy/memset on the host
+ *  adamw, sgd          0     against an unfused host reference in this file (compiled with
+ *                            -ffp-contract=off: each operation rounded, as the kernels'
+ *                            _rn intrinsics do), over spans at offsets of a flat buffer,
+ *                            lengths not multiples of the block, decay 1 and not, 3 steps;
+ *                      1e-6  against the CPU table, which gcc contracts into FMAs when
+ *                            built with -march=native on FMA hardware (a few ulp); the
+ *                            summary says whether it was bit-identical (it is expected to
+ *                            be in the device bundle, built without -march=native)
+ *  sumsq               1e-12 relative to atoll_sumsq_cpu (both in double, different
+ *                            orders); two GPU runs bit-identical
+ *  gqa_forward         1e-4  decoding attention (T rows after Tk - T cached keys)
  *
  * --quick: the first 3 shapes only (for compute-sanitizer, which is slow).
  * --sync: synchronize after every kernel (atoll_ops_cuda(1)), so that an asynchronous
@@ -43,6 +57,7 @@
 #include "core/rng.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
+#include "optim/optim.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -268,6 +283,18 @@ static void test_embedding(shape s) {
   cmp("embed_backward dwpe", g[0][1], dwpe, (size_t)T * C, 1e-6);
   same_bits("embed_backward dwte", g[0][0], g[1][0], (size_t)V * C);
   same_bits("embed_backward dwpe", g[0][1], g[1][1], (size_t)T * C);
+
+  /* no position table (llama): wpe and dwpe NULL */
+  float *out2 = prefill(N * C);
+  float *d_out2 = dfloats("out", out2, N * C);
+  GPU->embed_forward(d_out2, dints(tok, N), dfloats("wte", wte, (size_t)V * C), NULL, B, T, C);
+  CPU->embed_forward(out2, tok, wte, NULL, B, T, C);
+  cmp("embed_forward out (no wpe)", back(d_out2, N * C), out2, N * C, 0.0);
+  float *dwte2 = prefill((size_t)V * C);
+  float *d_dwte2 = dfloats("dwte", dwte2, (size_t)V * C);
+  GPU->embed_backward(d_dwte2, NULL, dfloats("dout", dout, N * C), dints(tok, N), B, T, C);
+  CPU->embed_backward(dwte2, NULL, dout, tok, B, T, C);
+  cmp("embed_backward dwte (no dwpe)", back(d_dwte2, (size_t)V * C), dwte2, (size_t)V * C, 1e-6);
   case_end("embedding");
 }
 
@@ -461,6 +488,189 @@ static void test_xent(shape s) {
   case_end("xent");
 }
 
+/* ------------------------------------------------------- memory ops --- */
+/* The table's memory members on one device buffer, mirrored by memcpy/memset on a
+ * host copy: ranges at offsets, odd byte counts, zero-byte calls with NULL. */
+static void test_memory(void) {
+  snprintf(cfgname, sizeof cfgname, "memory");
+  size_t n = 1000;
+  float *a = normal(n, 1.0f), *b = normal(n, 1.0f);
+  float *d_a = dfloats("a", a, n), *d_b = dfloats("b", b, n);
+  float *src = normal(13, 1.0f);
+  GPU->to_device(d_a + 7, src, 13 * sizeof(float));
+  memcpy(a + 7, src, 13 * sizeof(float));
+  GPU->copy(d_a + 500, d_b + 100, 301 * sizeof(float));
+  memcpy(a + 500, b + 100, 301 * sizeof(float));
+  GPU->zero(d_a + 200, 99 * sizeof(float));
+  memset(a + 200, 0, 99 * sizeof(float));
+  GPU->zero(d_a + 900, 6); /* one float and half of the next */
+  memset(a + 900, 0, 6);
+  GPU->copy((char *)(d_a + 950) + 1, d_b, 9); /* unaligned, odd length */
+  memcpy((char *)(a + 950) + 1, b, 9);
+  GPU->zero(NULL, 0);
+  GPU->copy(NULL, NULL, 0);
+  GPU->to_device(NULL, NULL, 0);
+  GPU->to_host(NULL, NULL, 0);
+  float *h = back(d_a, n);
+  if (memcmp(h, a, n * sizeof(float)) != 0) {
+    fprintf(stderr, "FAIL memory ops: the device buffer differs from the host mirror\n");
+    check_failures++;
+  }
+  float *part = prefill(20), *want = copyf(part, 20);
+  GPU->to_host(part + 3, d_a + 500, 5 * sizeof(float));
+  memcpy(want + 3, a + 500, 5 * sizeof(float));
+  if (memcmp(part, want, 20 * sizeof(float)) != 0) {
+    fprintf(stderr, "FAIL memory ops: to_host of a range wrote outside it or wrong values\n");
+    check_failures++;
+  }
+  int32_t *tok = tokens(77, 50304), *tok_back = hmalloc(77 * sizeof(int32_t));
+  int32_t *d_tok = dints(tok, 77);
+  GPU->to_host(tok_back, d_tok, 77 * sizeof(int32_t));
+  if (memcmp(tok, tok_back, 77 * sizeof(int32_t)) != 0) {
+    fprintf(stderr, "FAIL memory ops: token round trip\n");
+    check_failures++;
+  }
+  stat_for("memory ops (bytes)", 0.0)->count++;
+  case_end("memory");
+}
+
+/* --------------------------------------------------------- optimizer --- */
+/* The CPU's formulas with every operation rounded on its own (this file is compiled
+ * with -ffp-contract=off: tests/gpu/CMakeLists.txt). */
+static void ref_adamw(float *p, const float *g, float *m, float *v, size_t n, const atoll_adamw_span *a) {
+  for (size_t i = 0; i < n; i++) {
+    float gi = g[i] * a->grad_scale;
+    float mi = a->beta1 * m[i] + (1.0f - a->beta1) * gi;
+    float vi = a->beta2 * v[i] + (1.0f - a->beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float denom = sqrtf(vi) / a->bc2_sqrt + a->eps;
+    p[i] = p[i] * a->decay_factor - (a->lr / a->bc1) * mi / denom;
+  }
+}
+
+static void ref_sgd(float *p, const float *g, size_t n, float decay, float step) {
+  for (size_t i = 0; i < n; i++) p[i] = p[i] * decay - step * g[i];
+}
+
+/* AdamW as atoll_adamw_update calls it: a flat buffer cut into two tensors (the first
+ * with weight decay), three steps; p, m and v against the reference (exact) and the CPU
+ * table (1e-6). */
+static void test_adamw(size_t n, float grad_scale) {
+  snprintf(cfgname, sizeof cfgname, "adamw n=%zu grad_scale=%g", n, (double)grad_scale);
+  float *p = normal(n, 0.05f), *g = normal(n, 0.01f), *m = normal(n, 0.001f), *v = normal(n, 1e-4f);
+  for (size_t i = 0; i < n; i++) v[i] = v[i] * v[i];
+  float *d_p = dfloats("p", p, n), *d_g = dfloats("g", g, n), *d_m = dfloats("m", m, n), *d_v = dfloats("v", v, n);
+  float *rp = copyf(p, n), *rm = copyf(m, n), *rv = copyf(v, n);
+  float *cp = copyf(p, n), *cm = copyf(m, n), *cv = copyf(v, n);
+  size_t k = n / 3;
+  for (int t = 1; t <= 3; t++) {
+    atoll_adamw_span a = {.lr = 3e-3f * (float)t, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_scale = grad_scale};
+    a.bc1 = 1.0f - powf(a.beta1, (float)t);
+    a.bc2_sqrt = sqrtf(1.0f - powf(a.beta2, (float)t));
+    atoll_adamw_span nodecay = a;
+    a.decay_factor = 1.0f - a.lr * 0.1f;
+    nodecay.decay_factor = 1.0f;
+    GPU->adamw(d_p, d_g, d_m, d_v, k, &a);
+    GPU->adamw(d_p + k, d_g + k, d_m + k, d_v + k, n - k, &nodecay);
+    ref_adamw(rp, g, rm, rv, k, &a);
+    ref_adamw(rp + k, g + k, rm + k, rv + k, n - k, &nodecay);
+    CPU->adamw(cp, g, cm, cv, k, &a);
+    CPU->adamw(cp + k, g + k, cm + k, cv + k, n - k, &nodecay);
+  }
+  float *gp = back(d_p, n), *gm = back(d_m, n), *gv = back(d_v, n);
+  cmp("adamw p (vs unfused reference)", gp, rp, n, 0.0);
+  cmp("adamw m (vs unfused reference)", gm, rm, n, 0.0);
+  cmp("adamw v (vs unfused reference)", gv, rv, n, 0.0);
+  cmp("adamw p (vs CPU table)", gp, cp, n, 1e-6);
+  cmp("adamw m (vs CPU table)", gm, cm, n, 1e-6);
+  cmp("adamw v (vs CPU table)", gv, cv, n, 1e-6);
+  case_end("adamw");
+}
+
+static void test_sgd(size_t n) {
+  snprintf(cfgname, sizeof cfgname, "sgd n=%zu", n);
+  float *p = normal(n, 0.05f), *g = normal(n, 0.01f);
+  float *d_p = dfloats("p", p, n), *d_g = dfloats("g", g, n);
+  float *rp = copyf(p, n), *cp = copyf(p, n);
+  size_t k = n / 3;
+  for (int t = 1; t <= 3; t++) {
+    float lr = 0.02f * (float)t, decay = 1.0f - lr * 0.1f, step = lr * 0.37f;
+    GPU->sgd(d_p, d_g, k, decay, step);
+    GPU->sgd(d_p + k, d_g + k, n - k, 1.0f, step);
+    ref_sgd(rp, g, k, decay, step);
+    ref_sgd(rp + k, g + k, n - k, 1.0f, step);
+    CPU->sgd(cp, g, k, decay, step);
+    CPU->sgd(cp + k, g + k, n - k, 1.0f, step);
+  }
+  float *gp = back(d_p, n);
+  cmp("sgd p (vs unfused reference)", gp, rp, n, 0.0);
+  cmp("sgd p (vs CPU table)", gp, cp, n, 1e-6);
+  case_end("sgd");
+}
+
+/* The sum of squares at an offset into a buffer (as dp.c calls it per tensor) against
+ * the CPU's, and twice on the GPU: the same bits. */
+static void test_sumsq(size_t n, float scale) {
+  snprintf(cfgname, sizeof cfgname, "sumsq n=%zu scale=%g", n, (double)scale);
+  float *g = normal(n + 3, scale);
+  float *d_g = dfloats("g", g, n + 3);
+  double gpu = GPU->sumsq(d_g + 3, n), again = GPU->sumsq(d_g + 3, n), cpu = atoll_sumsq_cpu(g + 3, n);
+  double err = cpu > 0 ? fabs(gpu - cpu) / cpu : fabs(gpu);
+  stat *st = stat_for("sumsq (relative)", 1e-12);
+  if (st) {
+    if (err > st->worst) st->worst = err;
+    st->count++;
+    st->exact &= gpu == cpu;
+  }
+  if (!(err <= 1e-12)) {
+    fprintf(stderr, "FAIL sumsq [%s]: gpu %.17g, cpu %.17g (relative %.3g > 1e-12)\n", cfgname, gpu, cpu, err);
+    check_failures++;
+  }
+  if (memcmp(&gpu, &again, sizeof gpu) != 0) {
+    fprintf(stderr, "FAIL sumsq [%s]: two GPU runs differ (%.17g, %.17g)\n", cfgname, gpu, again);
+    check_failures++;
+  }
+  case_end("sumsq");
+}
+
+static void test_optim(int quick) {
+  static const size_t lengths[] = {1, 255, 256, 257, 4099, 100003, ((size_t)1 << 20) + 3};
+  int count = quick ? 4 : (int)(sizeof lengths / sizeof lengths[0]);
+  for (int i = 0; i < count; i++) {
+    test_adamw(lengths[i], 1.0f);
+    test_adamw(lengths[i], 0.37f);
+    test_sgd(lengths[i]);
+    test_sumsq(lengths[i], 1.0f);
+  }
+  test_sumsq(0, 1.0f);
+  test_sumsq(4099, 1e-20f); /* squares below float's range: summed in double */
+  if (!quick) test_sumsq(((size_t)1 << 22) + 1, 3.0f);
+}
+
+/* ---------------------------------------------------------------- gqa --- */
+/* Decoding attention (src/model/decode.c): T new rows after Tk - T cached keys. */
+static void test_gqa_case(int B, int T, int Tk, int NH, int NKV, int hs) {
+  snprintf(cfgname, sizeof cfgname, "gqa B=%d T=%d Tk=%d NH=%d NKV=%d hs=%d", B, T, Tk, NH, NKV, hs);
+  size_t nq = (size_t)B * T * NH * hs, nk = (size_t)B * Tk * NKV * hs, nl = (size_t)B * NH * T;
+  float *q = normal(nq, 1.0f), *k = normal(nk, 1.0f), *v = normal(nk, 1.0f), *out = prefill(nq), *lse = prefill(nl);
+  float *d_out = dfloats("out", out, nq), *d_lse = dfloats("lse", lse, nl);
+  GPU->gqa_forward(d_out, d_lse, dfloats("q", q, nq), dfloats("k", k, nk), dfloats("v", v, nk), B, T, Tk, NH, NKV,
+                   hs);
+  CPU->gqa_forward(out, lse, q, k, v, B, T, Tk, NH, NKV, hs);
+  cmp("gqa_forward out", back(d_out, nq), out, nq, 1e-4);
+  cmp("gqa_forward lse", back(d_lse, nl), lse, nl, 1e-4);
+  case_end("gqa");
+}
+
+static void test_gqa(void) {
+  test_gqa_case(1, 1, 1, 2, 2, 4);     /* the first token */
+  test_gqa_case(1, 1, 77, 12, 12, 64); /* one token after 76 cached (GPT-2 decoding) */
+  test_gqa_case(1, 7, 40, 4, 4, 48);   /* a prompt after a cache */
+  test_gqa_case(2, 33, 33, 8, 2, 32);  /* grouped key/value heads */
+  test_gqa_case(1, 5, 9, 2, 1, 256);   /* the largest head */
+}
+
 /* ------------------------------------------------------------------ bench --- */
 
 static double now(void) {
@@ -535,6 +745,18 @@ static int bench(void) {
   TIME_OP("gelu_backward", 0, GPU->gelu_backward(dh4, h4, dh4, N * 4 * C));
   TIME_OP("xent_forward", 0, GPU->xent_forward(losses, xlse, logits, tok, (int)N, V));
   TIME_OP("xent_backward", 0, GPU->xent_backward(logits, xlse, tok, 1.0f / N, (int)N, V));
+  /* the optimizer over GPT-2 124M's parameters (zeros: the time, not the values) */
+  const size_t P = 124475904;
+  float *pp = GPU->alloc(P * sizeof(float)), *pg = GPU->alloc(P * sizeof(float)),
+        *pm = GPU->alloc(P * sizeof(float)), *pv = GPU->alloc(P * sizeof(float));
+  atoll_adamw_span a = {.lr = 1e-3f, .decay_factor = 1.0f, .beta1 = 0.9f, .beta2 = 0.95f, .bc1 = 0.1f,
+                        .bc2_sqrt = 0.2f, .eps = 1e-8f, .grad_scale = 1.0f};
+  TIME_OP("adamw (124M parameters)", 0, GPU->adamw(pp, pg, pm, pv, P, &a));
+  TIME_OP("sumsq (124M parameters)", 0, (void)GPU->sumsq(pg, P));
+  GPU->free(pp);
+  GPU->free(pg);
+  GPU->free(pm);
+  GPU->free(pv);
   printf("bench: total of the rows above %.3f ms (not a training step: a row per op kind)\n",
          total_ms);
   for (int i = 0; i < 16; i++) GPU->free(p[i]);
@@ -580,6 +802,12 @@ int main(int argc, char **argv) {
   };
   int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
   if (quick) nshapes = 3;
+  /* the members --device cuda added: memory, optimizer, decoding attention */
+  test_memory();
+  test_optim(quick);
+  test_gqa();
+  printf("  memory, optimizer and gqa checks done (%d failures so far)\n", check_failures);
+  fflush(stdout);
   for (int i = 0; i < nshapes; i++) {
     shape s = shapes[i];
     snprintf(cfgname, sizeof cfgname, "B=%d T=%d C=%d NH=%d V=%d", s.B, s.T, s.C, s.NH, s.V);

@@ -55,7 +55,7 @@ __device__ __forceinline__ float row_max4(float v) {
 }
 
 template <int HSMAX>
-__global__ void __launch_bounds__(ATT_THREADS)
+static __global__ void __launch_bounds__(ATT_THREADS)
     attention_forward_kernel(float *out, float *lse, const float *qkv, int T, int C, int NH) {
   extern __shared__ float smem[];
   const int hs = C / NH, pad = hs + 1;
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 /* D[b,h,t] = sum_d out[b,t,h,d] * dout[b,t,h,d]: one warp per (b, t, h). */
-__global__ void attention_rowdot_kernel(float *D, const float *out, const float *dout, int B,
+static __global__ void attention_rowdot_kernel(float *D, const float *out, const float *dout, int B,
                                         int T, int C, int NH) {
   size_t w = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   int lane = threadIdx.x & 31;
@@ -144,7 +144,7 @@ __global__ void attention_rowdot_kernel(float *D, const float *out, const float 
 
 /* dQ for ATT_BR query rows: streams the key tiles up to the diagonal. */
 template <int HSMAX>
-__global__ void __launch_bounds__(ATT_THREADS)
+static __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dq_kernel(float *dqkv, const float *dout, const float *qkv,
                                  const float *lse, const float *Dv, int T, int C, int NH) {
   extern __shared__ float smem[];
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 /* dK and dV for ATT_BC key rows: streams the query tiles from the diagonal to T. */
 template <int HSMAX>
-__global__ void __launch_bounds__(ATT_THREADS)
+static __global__ void __launch_bounds__(ATT_THREADS)
     attention_backward_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
                                   const float *lse, const float *Dv, int T, int C, int NH) {
   extern __shared__ float smem[];

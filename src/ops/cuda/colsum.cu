@@ -12,7 +12,7 @@
 #define COLSUM_ROWS_PER_PART 256
 #define COLSUM_MAX_PARTS 4096
 
-__global__ void colsum_partial(float *part_a, float *part_b, const float *d, const float *x,
+static __global__ void colsum_partial(float *part_a, float *part_b, const float *d, const float *x,
                                const float *mean, const float *rstd, int N, int C, int rows_per_part,
                                int mode) {
   __shared__ float sa[COLSUM_ROWLANES][COLSUM_COLS];
@@ -42,7 +42,7 @@ __global__ void colsum_partial(float *part_a, float *part_b, const float *d, con
   }
 }
 
-__global__ void colsum_final(float *out_a, float *out_b, const float *part_a, const float *part_b,
+static __global__ void colsum_final(float *out_a, float *out_b, const float *part_a, const float *part_b,
                              int parts, int C) {
   int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;

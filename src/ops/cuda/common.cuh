@@ -63,12 +63,35 @@ extern "C" void atoll_cuda_launched(const char *kernel, const char *file, int li
 
 /* ------------------------------------------------------------- process state --- */
 
+/* cuBLAS's entry points, from libcublas loaded on first use (cublas_load.cu): the
+ * executable does not link it, so that atoll starts fast and runs without it on CPUs. */
+typedef struct {
+  cublasStatus_t (*create)(cublasHandle_t *handle);
+  cublasStatus_t (*set_stream)(cublasHandle_t handle, cudaStream_t stream);
+  cublasStatus_t (*set_math_mode)(cublasHandle_t handle, cublasMath_t mode);
+  cublasStatus_t (*gemm_ex)(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+  const char *(*status_string)(cublasStatus_t status);
+} atoll_cublas_api;
+/* Loads cuBLAS once: 0, or -1 with one line in why (not found, or an entry point
+ * missing). */
+extern "C" int atoll_cuda_cublas_load(char *why, size_t why_len);
+/* The loaded entry points; a failure to load ends the process (atoll_fatal). */
+extern "C" const atoll_cublas_api *atoll_cuda_cublas_api(void);
+
 /* Sets whether every kernel is followed by a device synchronisation (context.cu). */
 extern "C" void atoll_cuda_set_sync(int sync_each_op);
 /* The cuBLAS handle, created on first use, never destroyed. */
 extern "C" cublasHandle_t atoll_cuda_cublas(void);
 
-enum { ATOLL_CUDA_SCRATCH_COLSUM, ATOLL_CUDA_SCRATCH_ATT_D, ATOLL_CUDA_SCRATCH_SLOTS };
+enum {
+  ATOLL_CUDA_SCRATCH_COLSUM,
+  ATOLL_CUDA_SCRATCH_ATT_D,
+  ATOLL_CUDA_SCRATCH_SUMSQ,
+  ATOLL_CUDA_SCRATCH_SLOTS
+};
 /* A device buffer of at least `bytes` for one use inside one op (slot: one of the
  * above). Growing frees the old buffer; cudaFree waits for the device, so no queued
  * kernel still uses it. */
@@ -122,6 +145,16 @@ static __device__ __forceinline__ float block_max(float v, float *sh) {
 extern "C" {
 void *atoll_cuda_alloc(size_t bytes);
 void atoll_cuda_free(void *p);
+/* to_device, to_host and copy are atoll_cuda_copy_to_device, _to_host and _device
+ * (ops_cuda.h); zero is cudaMemsetAsync on the default stream (context.cu). */
+void atoll_cuda_zero(void *dst, size_t bytes);
+/* optim.cu */
+double atoll_cuda_sumsq(const float *g, size_t n);
+void atoll_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, const atoll_adamw_span *a);
+void atoll_cuda_sgd(float *p, const float *g, size_t n, float decay, float step);
+/* gqa.cu: forward only (decoding); the other Llama members stay NULL */
+void atoll_cuda_gqa_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int Tk, int NH, int NKV, int hs);
 /* sum_a[c] += sum_n d[n,c]; if sum_b: sum_b[c] += sum_n (x - mean) * rstd * d. */
 void atoll_cuda_column_sums(float *sum_a, float *sum_b, const float *d, const float *x,
                             const float *mean, const float *rstd, int N, int C);

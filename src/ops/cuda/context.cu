@@ -15,7 +15,7 @@ extern "C" void atoll_cuda_fail(cudaError_t e, const char *what, const char *fil
 extern "C" void atoll_cuda_fail_cublas(cublasStatus_t s, const char *what, const char *file,
                                        int line) {
   atoll_fatal("cuda: %s failed at %s:%d: cuBLAS status %d (%s)", what, file, line, (int)s,
-              cublasGetStatusString(s));
+              atoll_cuda_cublas_api()->status_string(s));
 }
 
 /* ------------------------------------------------------------- process state --- */
@@ -39,10 +39,11 @@ extern "C" void atoll_cuda_launched(const char *kernel, const char *file, int li
 
 extern "C" cublasHandle_t atoll_cuda_cublas(void) {
   if (!cublas_handle) {
-    CUBLAS_CHECK(cublasCreate(&cublas_handle));
-    CUBLAS_CHECK(cublasSetStream(cublas_handle, 0));
+    const atoll_cublas_api *cublas = atoll_cuda_cublas_api();
+    CUBLAS_CHECK(cublas->create(&cublas_handle));
+    CUBLAS_CHECK(cublas->set_stream(cublas_handle, 0));
     /* no TF32 unless asked for through the compute type */
-    CUBLAS_CHECK(cublasSetMathMode(cublas_handle, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublas->set_math_mode(cublas_handle, CUBLAS_DEFAULT_MATH));
   }
   return cublas_handle;
 }
@@ -115,3 +116,7 @@ extern "C" void atoll_cuda_copy_device(void *dst_device, const void *src_device,
 }
 
 extern "C" void atoll_cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+extern "C" void atoll_cuda_zero(void *dst, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, 0));
+}

@@ -12,18 +12,19 @@
 #define EMB_SLICES 32
 #define EMB_TILE 1024
 
-__global__ void embed_forward_kernel(float *out, const int32_t *tok, const float *wte,
+static __global__ void embed_forward_kernel(float *out, const int32_t *tok, const float *wte,
                                      const float *wpe, int T, int C, size_t total) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (size_t)gridDim.x * blockDim.x) {
     size_t n = i / (size_t)C;
     int c = (int)(i - n * (size_t)C);
     int t = (int)(n % (size_t)T);
-    out[i] = wte[(size_t)tok[n] * C + c] + wpe[(size_t)t * C + c];
+    float e = wte[(size_t)tok[n] * C + c];
+    out[i] = wpe ? e + wpe[(size_t)t * C + c] : e; /* no wpe (llama): a copy, as the CPU's memcpy */
   }
 }
 
-__global__ void embed_backward_wpe(float *dwpe, const float *dout, int B, int T, int C) {
+static __global__ void embed_backward_wpe(float *dwpe, const float *dout, int B, int T, int C) {
   size_t total = (size_t)T * C;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (size_t)gridDim.x * blockDim.x) {
@@ -33,7 +34,7 @@ __global__ void embed_backward_wpe(float *dwpe, const float *dout, int B, int T,
   }
 }
 
-__global__ void embed_backward_wte(float *dwte, const float *dout, const int32_t *tok, int N,
+static __global__ void embed_backward_wte(float *dwte, const float *dout, const int32_t *tok, int N,
                                    int C) {
   __shared__ int32_t st[EMB_TILE];
   int c = blockIdx.x * EMB_THREADS + threadIdx.x;
@@ -64,8 +65,10 @@ extern "C" void atoll_cuda_embed_forward(float *out, const int32_t *tok, const f
 extern "C" void atoll_cuda_embed_backward(float *dwte, float *dwpe, const float *dout,
                                           const int32_t *tok, int B, int T, int C) {
   if ((size_t)B * T * C == 0) return;
-  embed_backward_wpe<<<grid_for((size_t)T * C, 256), 256>>>(dwpe, dout, B, T, C);
-  LAUNCHED("embed_backward_wpe");
+  if (dwpe) { /* NULL: no position table (llama) */
+    embed_backward_wpe<<<grid_for((size_t)T * C, 256), 256>>>(dwpe, dout, B, T, C);
+    LAUNCHED("embed_backward_wpe");
+  }
   dim3 grid((C + EMB_THREADS - 1) / EMB_THREADS, EMB_SLICES);
   embed_backward_wte<<<grid, EMB_THREADS>>>(dwte, dout, tok, B * T, C);
   LAUNCHED("embed_backward_wte");
@@ -77,7 +80,7 @@ extern "C" void atoll_cuda_embed_backward(float *dwte, float *dwpe, const float 
 #define XENT_THREADS 512
 
 /* One block per row: max, then sum of exp(z - max), in a fixed order. */
-__global__ void xent_forward_kernel(float *losses, float *lse, const float *logits,
+static __global__ void xent_forward_kernel(float *losses, float *lse, const float *logits,
                                     const int32_t *targets, int V) {
   __shared__ float sh[32];
   int n = blockIdx.x;
@@ -95,7 +98,7 @@ __global__ void xent_forward_kernel(float *losses, float *lse, const float *logi
   }
 }
 
-__global__ void xent_backward_kernel(float *logits, const float *lse, const int32_t *targets,
+static __global__ void xent_backward_kernel(float *logits, const float *lse, const int32_t *targets,
                                      float dloss, int V, size_t total) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (size_t)gridDim.x * blockDim.x) {

@@ -14,7 +14,7 @@ __device__ __forceinline__ float gelu_exp2u(float v) {
   return expf(z);
 }
 
-__global__ void gelu_forward_kernel(float *out, const float *x, size_t n) {
+static __global__ void gelu_forward_kernel(float *out, const float *x, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     float v = x[i];
@@ -23,7 +23,7 @@ __global__ void gelu_forward_kernel(float *out, const float *x, size_t n) {
   }
 }
 
-__global__ void gelu_backward_kernel(float *dx, const float *x, const float *dout, size_t n) {
+static __global__ void gelu_backward_kernel(float *dx, const float *x, const float *dout, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     float v = x[i];

@@ -7,7 +7,7 @@
 #define LN_WARPS 4
 #define LN_EPS 1e-5f
 
-__global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *x,
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *x,
                                          const float *w, const float *b, int N, int C) {
   int lane = threadIdx.x & 31;
   int n = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
@@ -30,7 +30,7 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, c
   }
 }
 
-__global__ void layernorm_backward_dx(float *dx, const float *dout, const float *x, const float *w,
+static __global__ void layernorm_backward_dx(float *dx, const float *dout, const float *x, const float *w,
                                       const float *mean, const float *rstd, int N, int C) {
   int lane = threadIdx.x & 31;
   int n = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);

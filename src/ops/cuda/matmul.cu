@@ -17,11 +17,12 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
   cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
   if (precision == ATOLL_CUDA_MATMUL_TF32) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
   if (precision == ATOLL_CUDA_MATMUL_BF16) ct = CUBLAS_COMPUTE_32F_FAST_16BF;
-  CUBLAS_CHECK(cublasGemmEx(atoll_cuda_cublas(), ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B,
-                            CUDA_R_32F, ldb, &beta, Cm, CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(atoll_cuda_cublas_api()->gemm_ex(atoll_cuda_cublas(), ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda,
+                                                B, CUDA_R_32F, ldb, &beta, Cm, CUDA_R_32F, ldc, ct,
+                                                CUBLAS_GEMM_DEFAULT));
 }
 
-__global__ void add_bias_kernel(float *out, const float *bias, int OC, size_t total) {
+static __global__ void add_bias_kernel(float *out, const float *bias, int OC, size_t total) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (size_t)gridDim.x * blockDim.x)
     out[i] += bias[i % (size_t)OC];
@@ -54,13 +55,13 @@ extern "C" void atoll_cuda_matmul_backward(float *dx, float *dw, float *dbias, c
 
 /* ------------------------------------------------------------ bf16 helpers --- */
 
-__global__ void f32_to_bf16_kernel(uint16_t *dst, const float *src, size_t n) {
+static __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *src, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x)
     dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
 }
 
-__global__ void bf16_to_f32_kernel(float *dst, const uint16_t *src, size_t n) {
+static __global__ void bf16_to_f32_kernel(float *dst, const uint16_t *src, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x)
     dst[i] = __bfloat162float(__ushort_as_bfloat16(src[i]));
@@ -83,8 +84,8 @@ extern "C" void atoll_cuda_matmul_forward_bf16(float *out, const uint16_t *x, co
                                                int accumulate) {
   if (N <= 0 || OC <= 0) return;
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  CUBLAS_CHECK(cublasGemmEx(atoll_cuda_cublas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &alpha, w,
-                            CUDA_R_16BF, C, x, CUDA_R_16BF, C, &beta, out, CUDA_R_32F, OC,
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(atoll_cuda_cublas_api()->gemm_ex(atoll_cuda_cublas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &alpha, w,
+                                                CUDA_R_16BF, C, x, CUDA_R_16BF, C, &beta, out, CUDA_R_32F, OC,
+                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   if (bias) add_bias(out, bias, N, OC);
 }
