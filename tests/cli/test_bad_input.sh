@@ -62,6 +62,14 @@ B=$(bad_ckpt); printf '{"format": "atoll-checkpoint", "version": 1}' >"$B/state.
 expect_error "checkpoint: state without step" "state.json" $ATOLL train --resume "$B"
 expect_error "sample: missing checkpoint" "$TMP/none" $ATOLL sample --ckpt "$TMP/none"
 expect_error "sample: bad temperature" "--temperature" $ATOLL sample --ckpt "$TMP/run" --temperature -1
+# --device cuda where no GPU can be used: one line naming the flag, exit 1, nothing
+# written. A CUDA build says "no CUDA device" (CUDA_VISIBLE_DEVICES hides any GPU), a
+# CPU-only one "built without CUDA"; both lines start with "--device cuda".
+expect_error "device: cuda without a GPU" "--device cuda" env CUDA_VISIBLE_DEVICES= $ATOLL train $TINY $D --device cuda --steps 2 --out "$TMP/cudarun"
+[ "$rc" -eq 1 ] || fail "device: cuda without a GPU: exit status $rc, not 1"
+[ ! -e "$TMP/cudarun/checkpoints" ] || fail "device: cuda without a GPU: wrote $TMP/cudarun/checkpoints"
+expect_error "sample: --device cuda without a GPU" "--device cuda" env CUDA_VISIBLE_DEVICES= $ATOLL sample --ckpt "$TMP/run" --device cuda --tokens 2
+[ "$rc" -eq 1 ] || fail "sample: --device cuda without a GPU: exit status $rc, not 1"
 
 # a NaN loss stops the run and leaves the last good checkpoint intact
 cp "$CK/model.safetensors" "$TMP/before.safetensors"
