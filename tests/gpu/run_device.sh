@@ -6,10 +6,16 @@
 #                                           run them, print a summary; exit 0 all passed,
 #                                           1 a failure, 3 steps skipped (no GPU found)
 #   bash tests/gpu/run_device.sh --bundle   on a CPU machine with the toolchain: build the
-#                                           GPU test programs here and pack them with the
-#                                           shared libraries they need (not CUDA's, cuBLAS's
-#                                           or NCCL's, which the device has) into
-#                                           build-gpu-bundle/atoll-gpu.tar.xz
+#                                           GPU test programs and the atoll executable here
+#                                           and pack them with the shared libraries they
+#                                           need (not CUDA's, cuBLAS's or NCCL's, which the
+#                                           device has) into build-gpu-bundle/atoll-gpu.tar.xz
+#
+# Steps on the device: test_cuda_ops (every op of the CUDA table against the CPU's),
+# its --bench, optionally compute-sanitizer, the NCCL tests, and "train_gpu_vs_cpu"
+# (tests/gpu/device_train.sh: atoll train --device cuda against --device cpu, fp32 and
+# bf16, resume on the GPU, a GPU checkpoint resumed on the CPU, atoll sample on the GPU;
+# PASS/FAIL lines copied into the summary).
 #
 # Options (device side): --build (build there even if a bundle is carried),
 # --sanitize (also run test_cuda_ops --quick under compute-sanitizer memcheck; works on
@@ -21,8 +27,9 @@
 #   run(command="bash tests/gpu/run_device.sh", carry=["build-gpu-bundle"], timeout_s=540)
 # (build-gpu-bundle/ is ignored by git through /build*; the tarball is ~10-20 MB).
 # Logs go to $OUT when it is set (the device tool brings them back), else to /tmp.
-# Time on an H200: expected well under 3 minutes (test_cuda_ops ~1 min of CPU reference
-# work, bench ~10 s); nothing here has been timed on a device yet.
+# Time on an H200: expected about 3 minutes (test_cuda_ops ~1 min of CPU reference
+# work, bench ~10 s, train_gpu_vs_cpu ~30 s of small runs); nothing here has been timed
+# on a device yet.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -50,18 +57,19 @@ if [ "$MODE" = bundle ]; then
   cmake -S . -B "$B/build" -DATOLL_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release >"$B/configure.log" 2>&1 ||
     { cat "$B/configure.log"; exit 1; }
   grep -q 'building atoll_cuda' "$B/configure.log" || { echo "bundle: nvcc not found here"; exit 1; }
-  cmake --build "$B/build" -j"$JOBS" --target test_cuda_ops test_nccl_id >"$B/build.log" 2>&1 ||
+  cmake --build "$B/build" -j"$JOBS" --target test_cuda_ops test_nccl_id run_close atoll >"$B/build.log" 2>&1 ||
     { tail -30 "$B/build.log"; exit 1; }
   S=$B/stage
   mkdir -p "$S/bin" "$S/lib"
-  cp "$B/build/tests/gpu/test_cuda_ops" "$B/build/tests/gpu/test_nccl_id" "$S/bin/"
+  cp "$B/build/tests/gpu/test_cuda_ops" "$B/build/tests/gpu/test_nccl_id" "$B/build/tests/gpu/run_close" \
+     "$B/build/atoll" "$S/bin/"
   # Open MPI's runtime, laid out under a prefix that OPAL_PREFIX relocates (a singleton
   # MPI_Init loads its components from there)
   OMPI_LIBDIR=$(dirname "$(ldd "$S/bin/test_nccl_id" | awk '/libmpi\.so/{print $3}')")
   OMPI_PKGLIB=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
   OMPI_PKGDATA=$(ompi_info --path pkgdatadir --parsable 2>/dev/null | sed -n 's/^path:pkgdatadir://p')
   OMPI_PREFIX=$(ompi_info --path prefix --parsable 2>/dev/null | sed -n 's/^path:prefix://p')
-  objs=("$S/bin/test_cuda_ops" "$S/bin/test_nccl_id")
+  objs=("$S/bin/test_cuda_ops" "$S/bin/test_nccl_id" "$S/bin/run_close" "$S/bin/atoll")
   if [ -n "$OMPI_PKGLIB" ] && [ -d "$OMPI_PKGLIB" ]; then
     for d in "$OMPI_PKGLIB" "$OMPI_PKGDATA"; do
       [ -n "$d" ] && [ -d "$d" ] && mkdir -p "$S/ompi${d#$OMPI_PREFIX}" && cp -rL "$d/." "$S/ompi${d#$OMPI_PREFIX}/"
@@ -136,8 +144,8 @@ if [ -f "$BUNDLE" ] && [ "$FORCE_BUILD" = 0 ]; then
   fi
   note "programs" "prebuilt bundle"
   # a bundle built against a newer glibc, or missing a library here: build instead
-  if ldd "$BIN/test_cuda_ops" "$BIN/test_nccl_id" 2>&1 | grep -q 'not found'; then
-    ldd "$BIN/test_cuda_ops" "$BIN/test_nccl_id" 2>&1 | grep 'not found' | sort -u | head
+  if ldd "$BIN/test_cuda_ops" "$BIN/test_nccl_id" "$BIN/atoll" 2>&1 | grep -q 'not found'; then
+    ldd "$BIN/test_cuda_ops" "$BIN/test_nccl_id" "$BIN/atoll" 2>&1 | grep 'not found' | sort -u | head
     echo "bundle: unusable here (above); building instead"
     note "programs" "bundle unusable, building"
     BIN= FORCE_BUILD=1
@@ -148,8 +156,9 @@ if [ -z "$BIN" ]; then
   BD=$ROOT/build-gpu
   t0=$(date +%s)
   if cmake -S . -B "$BD" -DCMAKE_BUILD_TYPE=Release >"$LOG/configure.log" 2>&1 &&
-     cmake --build "$BD" -j"$JOBS" --target test_cuda_ops test_nccl_id >"$LOG/build.log" 2>&1; then
+     cmake --build "$BD" -j"$JOBS" --target test_cuda_ops test_nccl_id run_close atoll >"$LOG/build.log" 2>&1; then
     BIN=$BD/tests/gpu
+    cp "$BD/atoll" "$BIN/atoll" # where the bundle has it
     note "build" "ok ($(( $(date +%s) - t0 )) s)"
   else
     grep -E 'atoll:|Error|error' "$LOG/configure.log" | head -20
@@ -164,7 +173,7 @@ run_step() { # name, timeout, command...: pass on 0, skip on 77
   shift 2
   step "$name"
   t0=$(date +%s)
-  timeout "$limit" "$@" 2>&1 | tee "$LOG/$(echo "$name" | tr ' /' '__').log"
+  timeout "$limit" "$@" 2>&1 | tee "$LOG/$(echo "$name" | tr -c 'A-Za-z0-9._\n-' '_').log"
   rc=${PIPESTATUS[0]}
   local dt=$(( $(date +%s) - t0 ))
   case $rc in
@@ -198,6 +207,11 @@ if [ -n "$BIN" ]; then
     note "test_nccl_id" "FAILED: libnccl.so.2 not found on the device"
     FAILED=1
   fi
+  # atoll train --device cuda against --device cpu (tests/gpu/device_train.sh); its
+  # PASS/FAIL lines go into the summary
+  run_step "train_gpu_vs_cpu" 300 bash "$ROOT/tests/gpu/device_train.sh" "$BIN/atoll" "$BIN/run_close" \
+    /tmp/atoll-gpu-train "$LOG/train"
+  while IFS= read -r l; do SUMMARY+=("  $l"); done < <(grep -E '^(PASS|FAIL|SKIP) ' "$LOG/train_gpu_vs_cpu.log")
 fi
 
 echo
