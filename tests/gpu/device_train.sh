@@ -13,7 +13,8 @@
 #   resume     a cuda run stopped after step 10 and resumed on cuda equals the straight
 #              cuda run bit for bit (weights and AdamW moments)
 #   move       the step-10 cuda checkpoint resumed with --device cpu runs to the end, and
-#              its losses stay within 1e-4 of the straight cuda run's
+#              its losses stay within 1e-4 of the straight cuda run's; the step-10 cpu
+#              checkpoint resumed with --device cuda likewise against the cpu run
 #   sample     atoll sample --device cuda prints text (the key/value-cache decoder on
 #              the GPU, gqa_forward); whether it equals the CPU's is printed, not checked
 # Exit 0 all passed, 1 a failure, 77 --device cuda refused (no usable GPU: skipped).
@@ -102,6 +103,18 @@ if train cpu_from_cuda --resume "$W/cuda_stop/checkpoints/step_00000010" --devic
     "$CLOSE" losses "$W/cuda_11_20.jsonl" "$W/cpu_from_cuda/metrics.jsonl" 1e-4
 else
   fail "move: the step-10 cuda checkpoint did not run to the end on the CPU (above)"
+fi
+
+# ... and the step-10 CPU checkpoint resumed on the GPU
+if train cuda_from_cpu --resume "$W/cpu/checkpoints/step_00000010" --device cuda --out "$W/cuda_from_cpu" &&
+   grep -q '"finished":[[:space:]]*true' "$W/cuda_from_cpu/summary.json"; then
+  pass "move: the step-10 cpu checkpoint resumed with --device cuda ran to step 20"
+  keep_metrics cuda_from_cpu
+  sed -n '11,20p' "$W/cpu/metrics.jsonl" >"$W/cpu_11_20.jsonl"
+  check "move: its losses (steps 11-20) against the straight cpu run, within 1e-4" \
+    "$CLOSE" losses "$W/cpu_11_20.jsonl" "$W/cuda_from_cpu/metrics.jsonl" 1e-4
+else
+  fail "move: the step-10 cpu checkpoint did not run to the end on the GPU (above)"
 fi
 
 # --- sample on the GPU (the key/value-cache decoder) -----------------------------------
