@@ -1,4 +1,12 @@
-/* Data parallel and ZeRO; see dp.h for what each zero_stage does. */
+/* Data parallel and ZeRO; see dp.h for what each zero_stage does.
+ *
+ * A model on a device (--device, its buffers not host memory) with more than one rank:
+ * the collectives run on a host copy (`staging`). A bucket's gradients are copied to
+ * the host when it is launched and back when its request completes, so the buckets, and
+ * with them every sum's order, are those of a CPU run; ZeRO-1's all-gather of the
+ * weights goes the same way. Stages 2 and 3 hand pages back, which device memory
+ * cannot: a device run refuses them (src/train/device.c). NCCL on the device buffers
+ * themselves is the next step (docs/gpu.md). */
 #include "parallel/dp.h"
 
 #include "core/mem.h"
@@ -27,6 +35,8 @@ struct atoll_dp {
   size_t nparams, bucket_floats;
   atoll_wire grad_wire; /* what the gradient rings send */
   float *params, *grads;
+  const atoll_ops *ops; /* the model's: its memory ops reach params and grads */
+  float *staging;       /* [nparams] host copy for the collectives of a device model, else NULL */
   int last_micro;
   /* gradient buckets: [pending_begin, pending_end) is final but not yet sent */
   size_t pending_begin, pending_end;
@@ -84,6 +94,8 @@ static void release_others(atoll_dp *dp, float *buf, size_t begin, size_t end) {
 /* ------------------------------------------------------------ gradients --- */
 
 static void grad_req_done(atoll_dp *dp, const inflight *f) {
+  if (dp->staging)
+    dp->ops->to_device(dp->grads + f->begin, dp->staging + f->begin, sizeof(float) * (f->end - f->begin));
   if (dp->zero_stage >= 2) release_others(dp, dp->grads, f->begin, f->end);
 }
 
@@ -101,8 +113,13 @@ static void launch_bucket(atoll_dp *dp) {
   inflight *f = &dp->grad_reqs[dp->ngrad_reqs++];
   f->begin = b;
   f->end = e;
-  f->req = dp->zero_stage == 0 ? atoll_iallreduce_wire(dp->comm, dp->grads + b, e - b, dp->counts, dp->grad_wire)
-                          : atoll_ireduce_scatter_wire(dp->comm, dp->grads + b, e - b, dp->counts, dp->grad_wire);
+  float *buf = dp->grads;
+  if (dp->staging) {
+    dp->ops->to_host(dp->staging + b, dp->grads + b, sizeof(float) * (e - b));
+    buf = dp->staging;
+  }
+  f->req = dp->zero_stage == 0 ? atoll_iallreduce_wire(dp->comm, buf + b, e - b, dp->counts, dp->grad_wire)
+                          : atoll_ireduce_scatter_wire(dp->comm, buf + b, e - b, dp->counts, dp->grad_wire);
 }
 
 static void poll_grads(atoll_dp *dp) {
@@ -230,7 +247,7 @@ static void on_event(void *ctx, atoll_event ev, int layer) {
 
 double atoll_dp_grad_sumsq(atoll_dp *dp) {
   size_t lo = shard_lo(dp, dp->rank), hi = shard_lo(dp, dp->rank + 1);
-  const atoll_ops *o = atoll_model_ops(dp->model);
+  const atoll_ops *o = dp->ops;
   double mine = 0.0;
   for (int i = 0; i < dp->lay->ntensors; i++) {
     const atoll_tensor *ten = &dp->lay->tensors[i];
@@ -277,6 +294,13 @@ static void dp_after_update(atoll_strategy *s) {
   if (dp->size == 1) return;
   if (dp->zero_stage == 1 || dp->zero_stage == 2) {
     atoll_dp_pieces(dp, 0, dp->nparams, dp->counts);
+    if (dp->staging) { /* this rank's shard out, every shard back */
+      size_t lo = shard_lo(dp, dp->rank), hi = shard_lo(dp, dp->rank + 1);
+      dp->ops->to_host(dp->staging + lo, dp->params + lo, sizeof(float) * (hi - lo));
+      atoll_allgather(dp->comm, dp->staging, dp->nparams, dp->counts);
+      dp->ops->to_device(dp->params, dp->staging, sizeof(float) * dp->nparams);
+      return;
+    }
     atoll_allgather(dp->comm, dp->params, dp->nparams, dp->counts);
   } else if (dp->zero_stage == 3) {
     atoll_dp_release_weights(dp);
@@ -294,6 +318,7 @@ static void dp_destroy(atoll_strategy *s) {
   free(dp->unit_req);
   free(dp->counts);
   free(dp->island_sums);
+  free(dp->staging);
   free(dp);
 }
 
@@ -328,13 +353,15 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, atoll_comm *i
   dp->bucket_floats = bucket_floats ? bucket_floats : 1;
   dp->params = atoll_model_params(m);
   dp->grads = atoll_model_grads(m);
+  dp->ops = atoll_model_ops(m);
   dp->last_micro = 1;
   dp->nunits = dp->lay->shape.layers + 2;
   dp->unit_state = calloc((size_t)dp->nunits, sizeof(int));
   dp->unit_req = calloc((size_t)dp->nunits, sizeof(atoll_req *));
   dp->counts = calloc((size_t)dp->size, sizeof(size_t));
   dp->island_sums = calloc((size_t)atoll_comm_size(island), sizeof(double));
-  if (!dp->unit_state || !dp->unit_req || !dp->counts || !dp->island_sums) {
+  if (dp->ops->device && dp->size > 1) dp->staging = malloc(sizeof(float) * (dp->nparams ? dp->nparams : 1));
+  if (!dp->unit_state || !dp->unit_req || !dp->counts || !dp->island_sums || (dp->ops->device && dp->size > 1 && !dp->staging)) {
     dp_destroy(&dp->base);
     return atoll_fail(err, "out of memory");
   }

@@ -20,13 +20,14 @@ typedef const atoll_ops *(*atoll_cuda_opener)(int ordinal, int bf16, char *desc,
 void atoll_device_set_cuda(atoll_cuda_opener open);
 
 /* The table for device "cpu", "cuda" or "shadow" (bf16: bf16 matrix products) and the
- * model's arch (--arch llama has no CUDA kernels yet); desc: the device in words, "" for cpu. */
-int atoll_device_select(const char *device, int bf16, const char *arch, const atoll_ops **out, char *desc,
-                        size_t desc_len, atoll_err *err);
+ * model's arch (--arch llama has no CUDA kernels yet); ordinal: which GPU; desc: the
+ * device in words, "" for cpu. */
+int atoll_device_select(const char *device, int bf16, const char *arch, int ordinal, const atoll_ops **out,
+                        char *desc, size_t desc_len, atoll_err *err);
 /* The table for --device and --precision, checked against what the device path runs
- * so far (one process, no tensor/pipeline parallelism, islands or ZeRO; no Llama on
- * CUDA). desc: a line for the run's header ("" for cpu). world_size: the job's ranks. */
-int atoll_device_open(const atoll_config *c, int world_size, const atoll_ops **out, char *desc, size_t desc_len,
-                      atoll_err *err);
+ * so far (data parallel with ZeRO 0 or 1, its collectives staged through host memory;
+ * no tensor/pipeline parallelism or islands; no Llama on CUDA). A process uses GPU
+ * number = its local rank on the machine. desc: a line for the run's header ("" for cpu). */
+int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err);
 
 #endif

@@ -176,7 +176,7 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->out);
   if (strcmp(c->device, "cpu") == 0 && strcmp(c->precision, "bf16") == 0 && atoll_gemm_bf16_check(err)) return -1;
   const atoll_ops *ops;
-  if (atoll_device_open(c, r->world_size, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
+  if (atoll_device_open(c, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
   if (setup_mesh(r, err)) return -1;
   atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
                               .batch = c->batch, .seq = r->seq, .max_steps = c->steps,

@@ -2,7 +2,8 @@
 # The device path on any CPU (src/ops/ops_shadow.c): with --device shadow the model, its
 # gradients, AdamW moments and activations sit behind addresses that fault when host code
 # dereferences them, and every op runs the CPU kernel on the translated address. A run
-# must equal the CPU run bit for bit; any host read or write of device memory crashes it.
+# must equal the CPU run bit for bit (data parallel too); any host read or write of
+# device memory crashes it.
 # This is the host side of --device cuda (docs/gpu.md), proven without a GPU.
 # usage: test_device_shadow.sh ATOLL SOURCE_DIR
 ATOLL=$1; SRC=$2
@@ -38,6 +39,19 @@ train s_cpu $M --optimizer sgd --accum 2
 train s_sh $M --optimizer sgd --accum 2 --device shadow
 same_run "sgd, accum 2 on shadow vs cpu" "$TMP/s_cpu" "$TMP/s_sh" 6
 
+# data parallel: the buckets' collectives run on host copies of the device gradients
+# (and ZeRO-1's all-gather of the weights), in the CPU run's buckets, so the sums match
+mpi_pair() { # NAME NP FLAGS...: the same job on cpu and on shadow
+  name=$1; np=$2; shift 2
+  $MPIRUN -np "$np" $ATOLL train $M "$@" --out "$TMP/${name}_cpu" >"$TMP/$name.log" 2>&1 || fail "$name on cpu: $(tail -1 "$TMP/$name.log")"
+  $MPIRUN -np "$np" $ATOLL train $M "$@" --device shadow --out "$TMP/${name}_sh" >"$TMP/$name.log" 2>&1 \
+    || fail "$name on shadow: $(tail -1 "$TMP/$name.log")"
+  same_run "$name on shadow vs cpu" "$TMP/${name}_cpu" "$TMP/${name}_sh" 6
+}
+mpi_pair "DDP 3 ranks, small buckets" 3 --bucket-mb 0.01
+mpi_pair "ZeRO-1 3 ranks" 3 --zero 1 --bucket-mb 0.01
+mpi_pair "DDP 2 ranks, bf16 gradients" 2 --grad-dtype bf16
+
 # 2. checkpoints move between devices: a shadow run stopped at 3 resumes on the cpu and
 # a cpu run on shadow, both equal to the run straight through
 train x_sh $M --device shadow --stop-after 3
@@ -60,8 +74,8 @@ done
 
 # 5. what the device path does not run yet is refused, one line each
 expect_error "shadow is fp32" "precision" $ATOLL train $M --device shadow --precision bf16 --out "$TMP/e1"
-expect_error "no ZeRO on a device" "--zero" $ATOLL train $M --device shadow --zero 1 --out "$TMP/e2"
-expect_error "one process on a device" "one process" $MPIRUN -np 2 $ATOLL train $M --device shadow --out "$TMP/e3"
+expect_error "no ZeRO-2 on a device" "--zero" $ATOLL train $M --device shadow --zero 2 --out "$TMP/e2"
+expect_error "no tensor parallel on a device" "--tp" $MPIRUN -np 2 $ATOLL train $M --device shadow --tp 2 --out "$TMP/e3"
 expect_error "unknown device" "--device" $ATOLL train $M --device gpu --out "$TMP/e4"
 expect_error "sample: unknown device" "--device" $ATOLL sample --ckpt "$TMP/g_cpu" --device tpu
 
