@@ -65,3 +65,20 @@ int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, 
   return atoll_device_select(c->device, strcmp(c->precision, "bf16") == 0, c->model.arch, local_rank(), out, desc,
                              desc_len, err);
 }
+
+/* Dense peaks from the vendors' datasheets, in TFLOP/s: bf16 on tensor cores, and fp32
+ * on CUDA cores (cuBLAS's CUBLAS_COMPUTE_32F, the fp32 mode, uses no tensor cores).
+ * SXM parts unless the name says PCIe. First match wins, so longer names come first. */
+static const struct {
+  const char *name;
+  double bf16, fp32;
+} PEAKS[] = {
+    {"H100 PCIe", 756.0, 51.2}, {"H100", 989.4, 66.9}, {"H200", 989.4, 66.9}, /* GH200 too */
+    {"H800", 989.4, 66.9},      {"B200", 2250.0, 80.0}, {"A100", 312.0, 19.5}, {"L40S", 362.1, 91.6},
+};
+
+double atoll_device_peak_tflops(const char *desc, int bf16) {
+  for (size_t i = 0; i < sizeof PEAKS / sizeof *PEAKS; i++)
+    if (strstr(desc, PEAKS[i].name)) return bf16 ? PEAKS[i].bf16 : PEAKS[i].fp32;
+  return 0.0;
+}

@@ -30,4 +30,8 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
  * number = its local rank on the machine. desc: a line for the run's header ("" for cpu). */
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err);
 
+/* The datasheet's dense peak of a GPU named in desc (atoll_cuda_device_name's line) at
+ * the precision of the matrix products, in TFLOP/s; 0 when the GPU is not in the table. */
+double atoll_device_peak_tflops(const char *desc, int bf16);
+
 #endif

@@ -54,6 +54,7 @@ typedef struct {
    * which the loop (train.c) copies out before and in after them */
   float *host_params;
   char device_desc[256];   /* the device in words for the header; "" for cpu */
+  double peak_flops;       /* one rank's peak FLOP/s for MFU (--peak-tflops or the GPU table); 0: unknown */
 } atoll_run;
 
 /* What a checkpoint holds besides the weights and the strategies' state. */

@@ -177,6 +177,8 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   if (strcmp(c->device, "cpu") == 0 && strcmp(c->precision, "bf16") == 0 && atoll_gemm_bf16_check(err)) return -1;
   const atoll_ops *ops;
   if (atoll_device_open(c, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
+  r->peak_flops = 1e12 * (c->peak_tflops > 0 ? c->peak_tflops
+                                             : atoll_device_peak_tflops(r->device_desc, strcmp(c->precision, "bf16") == 0));
   if (setup_mesh(r, err)) return -1;
   atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
                               .batch = c->batch, .seq = r->seq, .max_steps = c->steps,

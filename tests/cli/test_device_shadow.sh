@@ -72,6 +72,20 @@ for arch in g l; do
   [ -n "$a" ] && [ "$a" = "$b" ] && pass "sample $arch: shadow prints what cpu prints" || fail "sample $arch differs: '$a' vs '$b'"
 done
 
+# MFU: model FLOP/s over ranks x --peak-tflops, in summary.json and the progress line;
+# null without a known peak
+train p $M --device shadow --peak-tflops 0.5
+if out=$($PY - "$TMP/p/summary.json" "$TMP/g_sh/summary.json" <<'PYEOF'
+import json, sys
+s, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+want = s["model_flops_per_second"] / 0.5e12
+assert abs(s["mfu"] - want) <= 1e-6 * want, (s["mfu"], want)
+assert t["mfu"] is None and t["peak_flops_per_rank"] is None, t["mfu"]
+print(f"mfu {s['mfu']:.3g} = model FLOP/s / 0.5 TFLOP/s; null without a peak")
+PYEOF
+); then pass "$out"; else fail "mfu: $out"; fi
+grep -q "| MFU " "$TMP/p.log" && pass "the progress line shows MFU" || fail "no MFU in the progress line"
+
 # 5. what the device path does not run yet is refused, one line each
 expect_error "shadow is fp32" "precision" $ATOLL train $M --device shadow --precision bf16 --out "$TMP/e1"
 expect_error "no ZeRO-2 on a device" "--zero" $ATOLL train $M --device shadow --zero 2 --out "$TMP/e2"
