@@ -6,9 +6,11 @@
  * with them every sum's order, are those of a CPU run; ZeRO-1's all-gather of the
  * weights goes the same way. Stages 2 and 3 hand pages back, which device memory
  * cannot: a device run refuses them (src/train/device.c). NCCL on the device buffers
- * themselves is the next step (docs/gpu.md). */
+ * themselves (atoll_dp_set_device_coll: NCCL, --dp-comm nccl) replaces the host copy at
+ * stage 0. */
 #include "parallel/dp.h"
 
+#include "comm/device_coll.h"
 #include "core/mem.h"
 #include "model/model.h"
 #include "optim/optim.h"
@@ -37,6 +39,7 @@ struct atoll_dp {
   float *params, *grads;
   const atoll_ops *ops; /* the model's: its memory ops reach params and grads */
   float *staging;       /* [nparams] host copy for the collectives of a device model, else NULL */
+  atoll_device_coll *dcoll; /* collectives on the device buffers themselves (NCCL), else NULL */
   int last_micro;
   /* gradient buckets: [pending_begin, pending_end) is final but not yet sent */
   size_t pending_begin, pending_end;
@@ -103,6 +106,10 @@ static void launch_bucket(atoll_dp *dp) {
   if (dp->pending_end <= dp->pending_begin) return;
   size_t b = dp->pending_begin, e = dp->pending_end;
   dp->pending_begin = dp->pending_end = b;
+  if (dp->dcoll) { /* queued on the device's stream; finish_grads waits */
+    dp->dcoll->allreduce(dp->dcoll, dp->grads + b, e - b);
+    return;
+  }
   if (dp->ngrad_reqs == MAX_INFLIGHT) { /* never expected: drain the oldest */
     atoll_req_wait(dp->grad_reqs[0].req);
     grad_req_done(dp, &dp->grad_reqs[0]);
@@ -140,7 +147,9 @@ static void on_grads_ready(void *ctx, size_t begin, size_t end) {
   /* a deferred range (atoll_dp_defer) is changed in finish_grads first: its unit, and
    * every unit after it, waits until then */
   if (dp->last_micro && dp->has_deferred && begin <= dp->deferred_begin && dp->deferred_end <= end) dp->holding = 1;
-  if (!dp->last_micro || dp->size == 1) return;
+  /* one rank has nothing to sum, except through device collectives: there a world of
+   * one runs the collectives' whole path (the device test at world size 1) */
+  if (!dp->last_micro || (dp->size == 1 && !dp->dcoll)) return;
   /* units arrive from the end of the buffer to its start, each adjacent to the last */
   if (dp->pending_end == dp->pending_begin) {
     dp->pending_begin = begin;
@@ -285,6 +294,7 @@ static void dp_finish_grads(atoll_strategy *s) {
     grad_req_done(dp, &dp->grad_reqs[i]);
   }
   dp->ngrad_reqs = 0;
+  if (dp->dcoll) dp->dcoll->wait(dp->dcoll);
 }
 
 /* After this rank updated its shard: all-gather the weights (ZeRO-1/2) or release
@@ -392,4 +402,10 @@ void atoll_dp_gather_weights(atoll_dp *dp) {
 void atoll_dp_release_weights(atoll_dp *dp) {
   if (dp->zero_stage != 3 || dp->size == 1) return;
   for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_release(dp, layer);
+}
+
+void atoll_dp_set_device_coll(atoll_dp *dp, atoll_device_coll *coll) {
+  dp->dcoll = coll;
+  free(dp->staging); /* the host copy is not needed: stage 0 sums the device buffers */
+  dp->staging = NULL;
 }

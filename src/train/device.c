@@ -6,8 +6,10 @@
 #include <string.h>
 
 static atoll_cuda_opener cuda_opener;
+static atoll_device_coll_opener nccl_opener;
 
 void atoll_device_set_cuda(atoll_cuda_opener open) { cuda_opener = open; }
+void atoll_device_set_nccl(atoll_device_coll_opener open) { nccl_opener = open; }
 
 /* What the device path does not run yet; refused before anything is allocated. */
 static int check_layout(const atoll_config *c, atoll_err *err) {
@@ -64,6 +66,17 @@ int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, 
   if (strcmp(c->device, "cpu") != 0 && check_layout(c, err)) return -1;
   return atoll_device_select(c->device, strcmp(c->precision, "bf16") == 0, c->model.arch, local_rank(), out, desc,
                              desc_len, err);
+}
+
+int atoll_device_open_coll(const atoll_config *c, atoll_comm *dp_comm, atoll_device_coll **out, atoll_err *err) {
+  *out = NULL;
+  if (strcmp(c->dp_comm, "host") == 0) return 0;
+  if (strcmp(c->device, "cuda") != 0)
+    return atoll_fail(err, "--dp-comm nccl: needs --device cuda (this run's device is %s)", c->device);
+  if (c->zero_stage != 0) return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->zero_stage);
+  if (strcmp(c->grad_dtype, "fp32") != 0) return atoll_fail(err, "--dp-comm nccl: sends fp32 gradients (--grad-dtype fp32)");
+  if (!nccl_opener) return atoll_fail(err, "--dp-comm nccl: this atoll was built without NCCL (docs/gpu.md)");
+  return nccl_opener(dp_comm, out, err);
 }
 
 /* Dense peaks from the vendors' datasheets, in TFLOP/s: bf16 on tensor cores, and fp32

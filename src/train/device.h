@@ -7,6 +7,7 @@
 #define ATOLL_TRAIN_DEVICE_H
 
 #include "atoll/atoll.h"
+#include "comm/device_coll.h"
 #include "ops/ops.h"
 
 /* The CUDA build's opener (src/ops/cuda/device_open.cu): selects GPU `ordinal`, sets the
@@ -29,6 +30,13 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
  * no tensor/pipeline parallelism or islands; no Llama on CUDA). A process uses GPU
  * number = its local rank on the machine. desc: a line for the run's header ("" for cpu). */
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err);
+
+/* The NCCL build's collectives (atoll_nccl_coll_open), registered like the CUDA opener. */
+void atoll_device_set_nccl(atoll_device_coll_opener open);
+/* --dp-comm: NULL in *out for "host" (data parallel stages through host memory); for
+ * "nccl" the group's device collectives, refused unless --device cuda, --zero 0 and
+ * --grad-dtype fp32 and atoll was built with NCCL. Collective over dp_comm. */
+int atoll_device_open_coll(const atoll_config *c, atoll_comm *dp_comm, atoll_device_coll **out, atoll_err *err);
 
 /* The datasheet's dense peak of a GPU named in desc (atoll_cuda_device_name's line) at
  * the precision of the matrix products, in TFLOP/s; 0 when the GPU is not in the table. */
