@@ -108,6 +108,8 @@ typedef struct {
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
   char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
   char device[8];           /* where the model lives: "cpu", "cuda" or "shadow" (a test device; src/train/device.h) */
+  char dp_comm[8];          /* a device run's data-parallel collectives: "host" (staged) or "nccl" */
+  float peak_tflops;        /* one rank's device peak for MFU; 0: the GPU table's (src/train/device.c), else none */
   char grad_dtype[8];       /* data-parallel gradient traffic: "fp32" or "bf16" (sums stay fp32) */
   /* islands as separate jobs (docs/islands.md, src/parallel/islands_net.c) */
   char join[256];            /* the coordinator's endpoint; "": islands inside this job */

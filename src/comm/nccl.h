@@ -54,6 +54,11 @@ int atoll_nccl_wait(ncclComm_t *comm, double timeout_s, const char *what, atoll_
  * ncclCommDestroy. *comm becomes NULL. NULL is a no-op. */
 int atoll_nccl_destroy(ncclComm_t *comm, double timeout_s, atoll_err *err);
 
+/* Data parallel's device collectives over group c (comm/device_coll.h; src/comm/nccl_coll.c):
+ * an NCCL communicator of c's ranks; collective over c. NOT YET RUN on a GPU. */
+struct atoll_device_coll;
+int atoll_nccl_coll_open(atoll_comm *c, struct atoll_device_coll **out, atoll_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,16 @@
-/* Data parallel and ZeRO; see dp.h for what each zero_stage does. */
+/* Data parallel and ZeRO; see dp.h for what each zero_stage does.
+ *
+ * A model on a device (--device, its buffers not host memory) with more than one rank:
+ * the collectives run on a host copy (`staging`). A bucket's gradients are copied to
+ * the host when it is launched and back when its request completes, so the buckets, and
+ * with them every sum's order, are those of a CPU run; ZeRO-1's all-gather of the
+ * weights goes the same way. Stages 2 and 3 hand pages back, which device memory
+ * cannot: a device run refuses them (src/train/device.c). NCCL on the device buffers
+ * themselves (atoll_dp_set_device_coll: NCCL, --dp-comm nccl) replaces the host copy at
+ * stage 0. */
 #include "parallel/dp.h"
 
+#include "comm/device_coll.h"
 #include "core/mem.h"
 #include "model/model.h"
 #include "optim/optim.h"
@@ -27,6 +37,9 @@ struct atoll_dp {
   size_t nparams, bucket_floats;
   atoll_wire grad_wire; /* what the gradient rings send */
   float *params, *grads;
+  const atoll_ops *ops; /* the model's: its memory ops reach params and grads */
+  float *staging;       /* [nparams] host copy for the collectives of a device model, else NULL */
+  atoll_device_coll *dcoll; /* collectives on the device buffers themselves (NCCL), else NULL */
   int last_micro;
   /* gradient buckets: [pending_begin, pending_end) is final but not yet sent */
   size_t pending_begin, pending_end;
@@ -84,6 +97,8 @@ static void release_others(atoll_dp *dp, float *buf, size_t begin, size_t end) {
 /* ------------------------------------------------------------ gradients --- */
 
 static void grad_req_done(atoll_dp *dp, const inflight *f) {
+  if (dp->staging)
+    dp->ops->to_device(dp->grads + f->begin, dp->staging + f->begin, sizeof(float) * (f->end - f->begin));
   if (dp->zero_stage >= 2) release_others(dp, dp->grads, f->begin, f->end);
 }
 
@@ -91,6 +106,10 @@ static void launch_bucket(atoll_dp *dp) {
   if (dp->pending_end <= dp->pending_begin) return;
   size_t b = dp->pending_begin, e = dp->pending_end;
   dp->pending_begin = dp->pending_end = b;
+  if (dp->dcoll) { /* queued on the device's stream; finish_grads waits */
+    dp->dcoll->allreduce(dp->dcoll, dp->grads + b, e - b);
+    return;
+  }
   if (dp->ngrad_reqs == MAX_INFLIGHT) { /* never expected: drain the oldest */
     atoll_req_wait(dp->grad_reqs[0].req);
     grad_req_done(dp, &dp->grad_reqs[0]);
@@ -101,8 +120,13 @@ static void launch_bucket(atoll_dp *dp) {
   inflight *f = &dp->grad_reqs[dp->ngrad_reqs++];
   f->begin = b;
   f->end = e;
-  f->req = dp->zero_stage == 0 ? atoll_iallreduce_wire(dp->comm, dp->grads + b, e - b, dp->counts, dp->grad_wire)
-                          : atoll_ireduce_scatter_wire(dp->comm, dp->grads + b, e - b, dp->counts, dp->grad_wire);
+  float *buf = dp->grads;
+  if (dp->staging) {
+    dp->ops->to_host(dp->staging + b, dp->grads + b, sizeof(float) * (e - b));
+    buf = dp->staging;
+  }
+  f->req = dp->zero_stage == 0 ? atoll_iallreduce_wire(dp->comm, buf + b, e - b, dp->counts, dp->grad_wire)
+                          : atoll_ireduce_scatter_wire(dp->comm, buf + b, e - b, dp->counts, dp->grad_wire);
 }
 
 static void poll_grads(atoll_dp *dp) {
@@ -123,7 +147,9 @@ static void on_grads_ready(void *ctx, size_t begin, size_t end) {
   /* a deferred range (atoll_dp_defer) is changed in finish_grads first: its unit, and
    * every unit after it, waits until then */
   if (dp->last_micro && dp->has_deferred && begin <= dp->deferred_begin && dp->deferred_end <= end) dp->holding = 1;
-  if (!dp->last_micro || dp->size == 1) return;
+  /* one rank has nothing to sum, except through device collectives: there a world of
+   * one runs the collectives' whole path (the device test at world size 1) */
+  if (!dp->last_micro || (dp->size == 1 && !dp->dcoll)) return;
   /* units arrive from the end of the buffer to its start, each adjacent to the last */
   if (dp->pending_end == dp->pending_begin) {
     dp->pending_begin = begin;
@@ -230,7 +256,7 @@ static void on_event(void *ctx, atoll_event ev, int layer) {
 
 double atoll_dp_grad_sumsq(atoll_dp *dp) {
   size_t lo = shard_lo(dp, dp->rank), hi = shard_lo(dp, dp->rank + 1);
-  const atoll_ops *o = atoll_model_ops(dp->model);
+  const atoll_ops *o = dp->ops;
   double mine = 0.0;
   for (int i = 0; i < dp->lay->ntensors; i++) {
     const atoll_tensor *ten = &dp->lay->tensors[i];
@@ -268,6 +294,7 @@ static void dp_finish_grads(atoll_strategy *s) {
     grad_req_done(dp, &dp->grad_reqs[i]);
   }
   dp->ngrad_reqs = 0;
+  if (dp->dcoll) dp->dcoll->wait(dp->dcoll);
 }
 
 /* After this rank updated its shard: all-gather the weights (ZeRO-1/2) or release
@@ -277,6 +304,13 @@ static void dp_after_update(atoll_strategy *s) {
   if (dp->size == 1) return;
   if (dp->zero_stage == 1 || dp->zero_stage == 2) {
     atoll_dp_pieces(dp, 0, dp->nparams, dp->counts);
+    if (dp->staging) { /* this rank's shard out, every shard back */
+      size_t lo = shard_lo(dp, dp->rank), hi = shard_lo(dp, dp->rank + 1);
+      dp->ops->to_host(dp->staging + lo, dp->params + lo, sizeof(float) * (hi - lo));
+      atoll_allgather(dp->comm, dp->staging, dp->nparams, dp->counts);
+      dp->ops->to_device(dp->params, dp->staging, sizeof(float) * dp->nparams);
+      return;
+    }
     atoll_allgather(dp->comm, dp->params, dp->nparams, dp->counts);
   } else if (dp->zero_stage == 3) {
     atoll_dp_release_weights(dp);
@@ -294,6 +328,7 @@ static void dp_destroy(atoll_strategy *s) {
   free(dp->unit_req);
   free(dp->counts);
   free(dp->island_sums);
+  free(dp->staging);
   free(dp);
 }
 
@@ -328,13 +363,15 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, atoll_comm *i
   dp->bucket_floats = bucket_floats ? bucket_floats : 1;
   dp->params = atoll_model_params(m);
   dp->grads = atoll_model_grads(m);
+  dp->ops = atoll_model_ops(m);
   dp->last_micro = 1;
   dp->nunits = dp->lay->shape.layers + 2;
   dp->unit_state = calloc((size_t)dp->nunits, sizeof(int));
   dp->unit_req = calloc((size_t)dp->nunits, sizeof(atoll_req *));
   dp->counts = calloc((size_t)dp->size, sizeof(size_t));
   dp->island_sums = calloc((size_t)atoll_comm_size(island), sizeof(double));
-  if (!dp->unit_state || !dp->unit_req || !dp->counts || !dp->island_sums) {
+  if (dp->ops->device && dp->size > 1) dp->staging = malloc(sizeof(float) * (dp->nparams ? dp->nparams : 1));
+  if (!dp->unit_state || !dp->unit_req || !dp->counts || !dp->island_sums || (dp->ops->device && dp->size > 1 && !dp->staging)) {
     dp_destroy(&dp->base);
     return atoll_fail(err, "out of memory");
   }
@@ -365,4 +402,10 @@ void atoll_dp_gather_weights(atoll_dp *dp) {
 void atoll_dp_release_weights(atoll_dp *dp) {
   if (dp->zero_stage != 3 || dp->size == 1) return;
   for (int layer = -1; layer <= dp->lay->shape.layers; layer++) unit_release(dp, layer);
+}
+
+void atoll_dp_set_device_coll(atoll_dp *dp, atoll_device_coll *coll) {
+  dp->dcoll = coll;
+  free(dp->staging); /* the host copy is not needed: stage 0 sums the device buffers */
+  dp->staging = NULL;
 }

@@ -42,6 +42,11 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *dp, atoll_comm *
  * leaves the same bf16-valued gradient sums, so DDP and ZeRO-1/2/3 stay
  * bit-identical to each other. */
 void atoll_dp_set_grad_wire(atoll_dp *dp, atoll_wire wire);
+/* A model on a device: sum the gradient buckets with these collectives on the device
+ * buffers (ZeRO stage 0 only; the caller owns coll). Without, a device model's
+ * collectives go through a host copy. */
+struct atoll_device_coll;
+void atoll_dp_set_device_coll(atoll_dp *dp, struct atoll_device_coll *coll);
 /* The object as a strategy (strategy.h); the list destroys it. */
 atoll_strategy *atoll_dp_strategy(atoll_dp *dp);
 

@@ -102,7 +102,9 @@ static const key_spec KEYS[] = {
     {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero"},
     {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
     {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
-    {"device", STR(device), "where the model's weights, gradients, optimizer state and activations live: cpu, or cuda (one GPU; one process, gpt2, no --tp/--pp/--zero/islands yet; docs/gpu.md). shadow: a test device (the CPU kernels behind memory the host may not touch)"},
+    {"device", STR(device), "where the model's weights, gradients, optimizer state and activations live: cpu, or cuda (one GPU per process; gpt2; data parallel with --zero 0 or 1, no --tp/--pp/islands yet; docs/gpu.md). shadow: a test device (the CPU kernels behind memory the host may not touch)"},
+    {"dp-comm", STR(dp_comm), "a device run's data-parallel gradient sums: host (copied through host memory, MPI; bit-identical to the CPU's buckets) or nccl (NCCL on the device buffers; --device cuda, --zero 0; not yet run on a GPU)"},
+    {"peak-tflops", K_FLOAT, F(peak_tflops), 0, 1e6, "one rank's peak TFLOP/s at --precision, for MFU in the progress line and summary.json (0: a known GPU's datasheet peak, else no MFU)"},
     {"precision", STR(precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},
     {"grad-dtype", STR(grad_dtype), "data-parallel gradient traffic (DDP all-reduce, ZeRO reduce-scatter): fp32, or bf16 (half the bytes; each hop rounds its fp32 partial sum to bfloat16 and the receiver adds in fp32; the reduced gradient is bf16-valued and identical on every rank)"},
     {"join", STR(join), "islands as separate jobs: the coordinator's endpoint tcp://HOST:PORT (docs/islands.md)"},
@@ -160,6 +162,7 @@ void atoll_config_defaults(atoll_config *c) {
   snprintf(c->island_data, sizeof c->island_data, "iid");
   snprintf(c->precision, sizeof c->precision, "fp32");
   snprintf(c->device, sizeof c->device, "cpu");
+  snprintf(c->dp_comm, sizeof c->dp_comm, "host");
   snprintf(c->grad_dtype, sizeof c->grad_dtype, "fp32");
   c->net_streams = 4;
   c->net_timeout = 60.0f;
@@ -322,6 +325,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--precision: unknown '%s' (known: fp32, bf16)", c->precision);
   if (strcmp(c->device, "cpu") != 0 && strcmp(c->device, "cuda") != 0 && strcmp(c->device, "shadow") != 0)
     return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda)", c->device);
+  if (strcmp(c->dp_comm, "host") != 0 && strcmp(c->dp_comm, "nccl") != 0)
+    return atoll_fail(err, "--dp-comm: unknown '%s' (known: host, nccl)", c->dp_comm);
   if (strcmp(c->grad_dtype, "fp32") != 0 && strcmp(c->grad_dtype, "bf16") != 0)
     return atoll_fail(err, "--grad-dtype: unknown '%s' (known: fp32, bf16)", c->grad_dtype);
   if (strcmp(c->schedule, "1f1b") != 0 && strcmp(c->schedule, "gpipe") != 0)

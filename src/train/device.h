@@ -7,6 +7,7 @@
 #define ATOLL_TRAIN_DEVICE_H
 
 #include "atoll/atoll.h"
+#include "comm/device_coll.h"
 #include "ops/ops.h"
 
 /* The CUDA build's opener (src/ops/cuda/device_open.cu): selects GPU `ordinal`, sets the
@@ -20,13 +21,25 @@ typedef const atoll_ops *(*atoll_cuda_opener)(int ordinal, int bf16, char *desc,
 void atoll_device_set_cuda(atoll_cuda_opener open);
 
 /* The table for device "cpu", "cuda" or "shadow" (bf16: bf16 matrix products) and the
- * model's arch (--arch llama has no CUDA kernels yet); desc: the device in words, "" for cpu. */
-int atoll_device_select(const char *device, int bf16, const char *arch, const atoll_ops **out, char *desc,
-                        size_t desc_len, atoll_err *err);
+ * model's arch (--arch llama has no CUDA kernels yet); ordinal: which GPU; desc: the
+ * device in words, "" for cpu. */
+int atoll_device_select(const char *device, int bf16, const char *arch, int ordinal, const atoll_ops **out,
+                        char *desc, size_t desc_len, atoll_err *err);
 /* The table for --device and --precision, checked against what the device path runs
- * so far (one process, no tensor/pipeline parallelism, islands or ZeRO; no Llama on
- * CUDA). desc: a line for the run's header ("" for cpu). world_size: the job's ranks. */
-int atoll_device_open(const atoll_config *c, int world_size, const atoll_ops **out, char *desc, size_t desc_len,
-                      atoll_err *err);
+ * so far (data parallel with ZeRO 0 or 1, its collectives staged through host memory;
+ * no tensor/pipeline parallelism or islands; no Llama on CUDA). A process uses GPU
+ * number = its local rank on the machine. desc: a line for the run's header ("" for cpu). */
+int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err);
+
+/* The NCCL build's collectives (atoll_nccl_coll_open), registered like the CUDA opener. */
+void atoll_device_set_nccl(atoll_device_coll_opener open);
+/* --dp-comm: NULL in *out for "host" (data parallel stages through host memory); for
+ * "nccl" the group's device collectives, refused unless --device cuda, --zero 0 and
+ * --grad-dtype fp32 and atoll was built with NCCL. Collective over dp_comm. */
+int atoll_device_open_coll(const atoll_config *c, atoll_comm *dp_comm, atoll_device_coll **out, atoll_err *err);
+
+/* The datasheet's dense peak of a GPU named in desc (atoll_cuda_device_name's line) at
+ * the precision of the matrix products, in TFLOP/s; 0 when the GPU is not in the table. */
+double atoll_device_peak_tflops(const char *desc, int bf16);
 
 #endif

@@ -10,6 +10,7 @@
 #define ATOLL_TRAIN_RUN_H
 
 #include "comm/comm.h"
+#include "comm/device_coll.h"
 #include "core/hooks.h"
 #include "core/rng.h"
 #include "data/data_tokenizer.h"
@@ -54,6 +55,8 @@ typedef struct {
    * which the loop (train.c) copies out before and in after them */
   float *host_params;
   char device_desc[256];   /* the device in words for the header; "" for cpu */
+  atoll_device_coll *dcoll; /* --dp-comm nccl: data parallel's device collectives, else NULL */
+  double peak_flops;       /* one rank's peak FLOP/s for MFU (--peak-tflops or the GPU table); 0: unknown */
 } atoll_run;
 
 /* What a checkpoint holds besides the weights and the strategies' state. */

@@ -175,9 +175,11 @@ static void progress(const atoll_report *rep, const atoll_run *r, const atoll_st
   double eta = (atoll_seconds() - s->run_start) / (s->step - s->start) * (c->steps - s->step);
   char etabuf[32];
   format_eta(etabuf, sizeof etabuf, eta);
-  fprintf(stderr, "%sstep %d/%d | loss %.4f | %.0f tok/s | %.2f GFLOP/s | lr %.2e | ETA %s",
-          tty ? "\r\033[K" : "", s->step, c->steps, s->loss, tps,
-          tps * atoll_flops_per_token(&c->model, r->seq) * 1e-9, s->lr, etabuf);
+  double flops = tps * atoll_flops_per_token(&c->model, r->seq);
+  fprintf(stderr, "%sstep %d/%d | loss %.4f | %.0f tok/s | %.2f GFLOP/s", tty ? "\r\033[K" : "", s->step, c->steps,
+          s->loss, tps, flops * 1e-9);
+  if (r->peak_flops > 0) fprintf(stderr, " | MFU %.1f%%", 100.0 * flops / (r->peak_flops * r->world_size));
+  fprintf(stderr, " | lr %.2e | ETA %s", s->lr, etabuf);
   if (s->evaluated) fprintf(stderr, " | val_loss %.4f", s->val);
   if (s->evaluated && rep->bits_per_nat > 0) fprintf(stderr, " | val_bpb %.4f", s->val * rep->bits_per_nat);
   if (!tty || s->evaluated || s->step == c->steps) fputc('\n', stderr);
@@ -258,6 +260,14 @@ static void summary_run(cJSON *s, const atoll_report *rep, const atoll_run *r, i
   cJSON_AddNumberToObject(s, "tokens_per_second", tps);
   cJSON_AddNumberToObject(s, "flops_per_token", flops);
   cJSON_AddNumberToObject(s, "model_flops_per_second", tps * flops);
+  /* model FLOP/s over the job's peak: one rank's (--peak-tflops or the GPU table) x ranks */
+  if (r->peak_flops > 0) {
+    cJSON_AddNumberToObject(s, "peak_flops_per_rank", r->peak_flops);
+    cJSON_AddNumberToObject(s, "mfu", tps * flops / (r->peak_flops * r->world_size));
+  } else {
+    cJSON_AddNullToObject(s, "peak_flops_per_rank");
+    cJSON_AddNullToObject(s, "mfu");
+  }
   cJSON_AddNumberToObject(s, "median_step_seconds", med);
   cJSON_AddNumberToObject(s, "global_batch_sequences", atoll_run_global_batch(r));
   cJSON_AddNumberToObject(s, "tokens_per_step", tokens_per_step(r));

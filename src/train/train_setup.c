@@ -150,6 +150,8 @@ static int setup_strategies(atoll_run *r, const atoll_pipeline_config *pc, atoll
   int zero_stage = r->mesh.dp > 1 ? c->zero_stage : 0;
   if (atoll_dp_create(&r->dp, r->model, r->mesh.dp_comm, r->mesh.island_comm, zero_stage, bucket, err)) return -1;
   if (strcmp(c->grad_dtype, "bf16") == 0) atoll_dp_set_grad_wire(r->dp, ATOLL_WIRE_BF16);
+  if (atoll_device_open_coll(c, r->mesh.dp_comm, &r->dcoll, err)) return -1;
+  if (r->dcoll) atoll_dp_set_device_coll(r->dp, r->dcoll);
   atoll_strategies_add(&r->strategies, atoll_dp_strategy(r->dp));
   size_t tie_begin, tie_end;
   if (atoll_pipeline_tie_range(r->pipe, &tie_begin, &tie_end)) atoll_dp_defer(r->dp, tie_begin, tie_end);
@@ -176,7 +178,9 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->out);
   if (strcmp(c->device, "cpu") == 0 && strcmp(c->precision, "bf16") == 0 && atoll_gemm_bf16_check(err)) return -1;
   const atoll_ops *ops;
-  if (atoll_device_open(c, r->world_size, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
+  if (atoll_device_open(c, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
+  r->peak_flops = 1e12 * (c->peak_tflops > 0 ? c->peak_tflops
+                                             : atoll_device_peak_tflops(r->device_desc, strcmp(c->precision, "bf16") == 0));
   if (setup_mesh(r, err)) return -1;
   atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
                               .batch = c->batch, .seq = r->seq, .max_steps = c->steps,
@@ -200,6 +204,8 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
 
 void atoll_run_free(atoll_run *r) {
   atoll_strategies_destroy(&r->strategies);
+  if (r->dcoll) r->dcoll->destroy(r->dcoll); /* after data parallel, which used it */
+  r->dcoll = NULL;
   atoll_layout_free(&r->whole);
   atoll_mesh_free(&r->mesh);
   atoll_model_destroy(r->model);

@@ -1,0 +1,73 @@
+/* Data parallel's device collectives on NCCL (comm/device_coll.h).
+ *
+ * STATUS: compiled only; NOT YET RUN on a GPU (no device was available when it was
+ * written). tests/gpu/run_device.sh runs it at world size 1 (the device machine has
+ * one GPU, and NCCL refuses two ranks on one GPU).
+ *
+ * One communicator per group from atoll_nccl_init (non-blocking), operations on the
+ * legacy default stream, the stream every CUDA op of atoll's table uses, so a bucket's
+ * all-reduce runs after the kernels that wrote its gradients. NCCL's ring gives every
+ * member the same bits (its own summation order, not the CPU ring's). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "comm/device_coll.h"
+#include "comm/nccl.h"
+#include "core/fatal.h"
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+#define NCCL_OP_TIMEOUT 600.0 /* seconds a queued operation may stay in progress */
+
+typedef struct {
+  atoll_device_coll base; /* first: the struct is cast both ways */
+  ncclComm_t comm;
+  const char *group;
+} nccl_coll;
+
+static void check(nccl_coll *n, ncclResult_t r, const char *what) {
+  atoll_err err = {{0}};
+  /* a non-blocking communicator returns ncclInProgress while it enqueues */
+  if (r != ncclSuccess && r != ncclInProgress) {
+    atoll_fatal("nccl: %s on %s failed: %s", what, n->group, ncclGetErrorString(r));
+  }
+  if (atoll_nccl_wait(&n->comm, NCCL_OP_TIMEOUT, what, &err)) atoll_fatal("%s", err.msg);
+}
+
+static void nccl_allreduce(atoll_device_coll *d, float *buf, size_t count) {
+  nccl_coll *n = (nccl_coll *)d;
+  if (count == 0) return;
+  check(n, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, n->comm, 0), "ncclAllReduce");
+}
+
+static void nccl_wait(atoll_device_coll *d) {
+  nccl_coll *n = (nccl_coll *)d;
+  cudaError_t e = cudaStreamSynchronize(0);
+  if (e != cudaSuccess) atoll_fatal("nccl: waiting for the collectives of %s: %s", n->group, cudaGetErrorString(e));
+  check(n, ncclSuccess, "the queued collectives");
+}
+
+static void nccl_destroy(atoll_device_coll *d) {
+  nccl_coll *n = (nccl_coll *)d;
+  if (!n) return;
+  atoll_err err = {{0}};
+  if (n->comm && atoll_nccl_destroy(&n->comm, 60.0, &err)) fprintf(stderr, "atoll: warning: %s\n", err.msg);
+  free(n);
+}
+
+int atoll_nccl_coll_open(atoll_comm *c, atoll_device_coll **out, atoll_err *err) {
+  *out = NULL;
+  nccl_coll *n = calloc(1, sizeof *n);
+  if (!n) return atoll_fail(err, "out of memory");
+  n->group = atoll_comm_name(c);
+  if (atoll_nccl_init(c, &n->comm, err)) {
+    free(n);
+    return -1;
+  }
+  n->base.name = "nccl";
+  n->base.allreduce = nccl_allreduce;
+  n->base.wait = nccl_wait;
+  n->base.destroy = nccl_destroy;
+  *out = &n->base;
+  return 0;
+}
