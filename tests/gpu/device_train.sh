@@ -10,6 +10,8 @@
 #   fp32       --device cuda against --device cpu: per-step losses within 1e-4
 #              relative, final weights within 1e-4 (max |diff| / max |cpu|)
 #   bf16       --device cuda --precision bf16 against the fp32 CPU run: losses within 2e-2
+#   nccl       --dp-comm nccl in a world of one (NCCL all-reduces of the gradient buckets on
+#              the device) equals --dp-comm host bit for bit
 #   resume     a cuda run stopped after step 10 and resumed on cuda equals the straight
 #              cuda run bit for bit (weights and AdamW moments)
 #   move       the step-10 cuda checkpoint resumed with --device cpu runs to the end, and
@@ -80,6 +82,18 @@ if train cuda_bf16 --device cuda --precision bf16 --out "$W/cuda_bf16"; then
     "$W/cuda_bf16/metrics.jsonl" 2e-2
 else
   fail "bf16: the cuda bf16 run failed (above)"
+fi
+
+# --- data parallel's NCCL path in a world of one (--dp-comm nccl: an all-reduce per
+# gradient bucket on the device buffers; one member's sum is itself) -------------------
+if train cuda_nccl --device cuda --dp-comm nccl --out "$W/cuda_nccl"; then
+  keep_metrics cuda_nccl
+  check "nccl: --dp-comm nccl (world of one) = --dp-comm host, weights bit-identical" \
+    "$CLOSE" weights "$W/cuda/$M20" "$W/cuda_nccl/$M20" 0
+elif grep -q 'built without NCCL' "$LOG/train_cuda_nccl.log"; then
+  echo "SKIP nccl: $(grep -m1 'dp-comm' "$LOG/train_cuda_nccl.log")"
+else
+  fail "nccl: the --dp-comm nccl run failed (above)"
 fi
 
 # --- resume: stopped at 10 and resumed on the GPU = the straight GPU run, bit for bit ---
