@@ -27,6 +27,9 @@
 #include "ops/ops_cuda.h" /* atoll_cuda_open: --device cuda */
 #include "train/device.h"
 #endif
+#ifdef ATOLL_HAVE_NCCL
+#include "comm/nccl.h" /* atoll_nccl_coll_open: --dp-comm nccl */
+#endif
 
 #include <cblas.h>
 #include <dirent.h>
@@ -445,6 +448,9 @@ int main(int argc, char **argv) {
   }
 #ifdef ATOLL_HAVE_CUDA
   atoll_device_set_cuda(atoll_cuda_open); /* without it, --device cuda says "built without CUDA" */
+#endif
+#ifdef ATOLL_HAVE_NCCL
+  atoll_device_set_nccl(atoll_nccl_coll_open); /* without it, --dp-comm nccl says "built without NCCL" */
 #endif
   atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
   atoll_cli_report_openblas_core();

@@ -1,10 +1,13 @@
 /* NCCL communicators over atoll's MPI communicator (see comm/nccl.h).
  *
+ * NCCL itself is loaded on first use (src/comm/nccl_load.c).
+ *
  * STATUS: the id exchange runs in the CPU test suite; the communicator functions have
  * only been compiled (no GPU was available when they were written). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "comm/nccl.h"
+#include "comm/nccl_load.h"
 #include "core/clock.h"
 
 #include <stdint.h>
@@ -12,13 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Non-blocking communicators (ncclConfig_t.blocking, ncclCommInitRankConfig,
- * ncclInProgress) exist from NCCL 2.14; older NCCL gets a blocking init. */
-#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
-#define ATOLL_NCCL_NONBLOCKING 1
-#else
-#define ATOLL_NCCL_NONBLOCKING 0
-#endif
 
 static void nap(void) {
   struct timespec ts = {0, 1000000}; /* 1 ms */
@@ -35,11 +31,17 @@ typedef struct {
 int atoll_nccl_exchange_id(atoll_comm *c, ncclUniqueId *id, atoll_err *err) {
   id_message msg;
   memset(&msg, 0, sizeof msg);
-  if (atoll_comm_rank(c) == 0) msg.status = (int32_t)ncclGetUniqueId(&msg.id);
+  /* every rank loads NCCL and still joins the broadcast, so a rank without it leaves
+   * none of the others waiting */
+  atoll_err load_err;
+  int loaded = atoll_nccl_load(&load_err) == 0;
+  if (atoll_comm_rank(c) == 0) msg.status = loaded ? (int32_t)atoll_nccl()->GetUniqueId(&msg.id) : -1;
   atoll_broadcast(c, &msg, sizeof msg, 0);
+  if (!loaded) return atoll_fail(err, "%s", load_err.msg);
+  if (msg.status == -1) return atoll_fail(err, "nccl: rank 0 of communicator %s could not load NCCL", atoll_comm_name(c));
   if (msg.status != (int32_t)ncclSuccess)
     return atoll_fail(err, "nccl: ncclGetUniqueId failed on rank 0 of communicator %s: %s",
-                      atoll_comm_name(c), ncclGetErrorString((ncclResult_t)msg.status));
+                      atoll_comm_name(c), atoll_nccl()->GetErrorString((ncclResult_t)msg.status));
   *id = msg.id;
   return 0;
 }
@@ -49,7 +51,7 @@ int atoll_nccl_wait(ncclComm_t *comm, double timeout_s, const char *what, atoll_
   double t0 = atoll_seconds();
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(*comm, &state);
+    ncclResult_t r = atoll_nccl()->CommGetAsyncError(*comm, &state);
     if (r != ncclSuccess) state = r;
     if (state == ncclSuccess) return 0;
 #if ATOLL_NCCL_NONBLOCKING
@@ -57,15 +59,15 @@ int atoll_nccl_wait(ncclComm_t *comm, double timeout_s, const char *what, atoll_
 #else
     {
 #endif
-      const char *last = ncclGetLastError(*comm);
-      ncclCommAbort(*comm);
+      const char *last = atoll_nccl()->GetLastError(*comm);
+      atoll_nccl()->CommAbort(*comm);
       *comm = NULL;
-      return atoll_fail(err, "nccl: %s failed: %s%s%s", what, ncclGetErrorString(state),
+      return atoll_fail(err, "nccl: %s failed: %s%s%s", what, atoll_nccl()->GetErrorString(state),
                         last && *last ? ": " : "", last ? last : "");
     }
     double waited = atoll_seconds() - t0;
     if (waited > timeout_s) {
-      ncclCommAbort(*comm);
+      atoll_nccl()->CommAbort(*comm);
       *comm = NULL;
       return atoll_fail(err, "nccl: %s still in progress after %.0f s: communicator aborted",
                         what, waited);
@@ -83,12 +85,12 @@ int atoll_nccl_init_timeout(atoll_comm *c, ncclComm_t *out, double timeout_s, at
 #if ATOLL_NCCL_NONBLOCKING
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  ncclResult_t r = atoll_nccl()->CommInitRankConfig(&comm, size, id, rank, &config);
   if (r != ncclSuccess && r != ncclInProgress) {
-    const char *last = ncclGetLastError(NULL);
-    if (comm) ncclCommAbort(comm);
+    const char *last = atoll_nccl()->GetLastError(NULL);
+    if (comm) atoll_nccl()->CommAbort(comm);
     return atoll_fail(err, "nccl: ncclCommInitRankConfig (rank %d of %d, communicator %s) failed: %s%s%s",
-                      rank, size, atoll_comm_name(c), ncclGetErrorString(r),
+                      rank, size, atoll_comm_name(c), atoll_nccl()->GetErrorString(r),
                       last && *last ? ": " : "", last ? last : "");
   }
   char what[160];
@@ -97,10 +99,10 @@ int atoll_nccl_init_timeout(atoll_comm *c, ncclComm_t *out, double timeout_s, at
   if (atoll_nccl_wait(&comm, timeout_s, what, err) != 0) return -1;
 #else
   (void)timeout_s;
-  ncclResult_t r = ncclCommInitRank(&comm, size, id, rank);
+  ncclResult_t r = atoll_nccl()->CommInitRank(&comm, size, id, rank);
   if (r != ncclSuccess)
     return atoll_fail(err, "nccl: ncclCommInitRank (rank %d of %d, communicator %s) failed: %s",
-                      rank, size, atoll_comm_name(c), ncclGetErrorString(r));
+                      rank, size, atoll_comm_name(c), atoll_nccl()->GetErrorString(r));
 #endif
   *out = comm;
   return 0;
@@ -112,19 +114,19 @@ int atoll_nccl_init(atoll_comm *c, ncclComm_t *out, atoll_err *err) {
 
 int atoll_nccl_destroy(ncclComm_t *comm, double timeout_s, atoll_err *err) {
   if (!comm || !*comm) return 0;
-  ncclResult_t r = ncclCommFinalize(*comm);
+  ncclResult_t r = atoll_nccl()->CommFinalize(*comm);
 #if ATOLL_NCCL_NONBLOCKING
   if (r == ncclInProgress) r = ncclSuccess;
 #endif
   if (r != ncclSuccess) {
-    ncclCommAbort(*comm);
+    atoll_nccl()->CommAbort(*comm);
     *comm = NULL;
-    return atoll_fail(err, "nccl: ncclCommFinalize failed: %s", ncclGetErrorString(r));
+    return atoll_fail(err, "nccl: ncclCommFinalize failed: %s", atoll_nccl()->GetErrorString(r));
   }
   if (atoll_nccl_wait(comm, timeout_s, "ncclCommFinalize", err) != 0) return -1;
-  r = ncclCommDestroy(*comm);
+  r = atoll_nccl()->CommDestroy(*comm);
   *comm = NULL;
   if (r != ncclSuccess)
-    return atoll_fail(err, "nccl: ncclCommDestroy failed: %s", ncclGetErrorString(r));
+    return atoll_fail(err, "nccl: ncclCommDestroy failed: %s", atoll_nccl()->GetErrorString(r));
   return 0;
 }

@@ -7,14 +7,16 @@
  * One communicator per group from atoll_nccl_init (non-blocking), operations on the
  * legacy default stream, the stream every CUDA op of atoll's table uses, so a bucket's
  * all-reduce runs after the kernels that wrote its gradients. NCCL's ring gives every
- * member the same bits (its own summation order, not the CPU ring's). */
+ * member the same bits (its own summation order, not the CPU ring's). NCCL is loaded on
+ * first use (src/comm/nccl_load.c), so the executable links it without paying for it. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "comm/device_coll.h"
 #include "comm/nccl.h"
+#include "comm/nccl_load.h"
 #include "core/fatal.h"
 
-#include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define NCCL_OP_TIMEOUT 600.0 /* seconds a queued operation may stay in progress */
@@ -29,7 +31,7 @@ static void check(nccl_coll *n, ncclResult_t r, const char *what) {
   atoll_err err = {{0}};
   /* a non-blocking communicator returns ncclInProgress while it enqueues */
   if (r != ncclSuccess && r != ncclInProgress) {
-    atoll_fatal("nccl: %s on %s failed: %s", what, n->group, ncclGetErrorString(r));
+    atoll_fatal("nccl: %s on %s failed: %s", what, n->group, atoll_nccl()->GetErrorString(r));
   }
   if (atoll_nccl_wait(&n->comm, NCCL_OP_TIMEOUT, what, &err)) atoll_fatal("%s", err.msg);
 }
@@ -37,15 +39,13 @@ static void check(nccl_coll *n, ncclResult_t r, const char *what) {
 static void nccl_allreduce(atoll_device_coll *d, float *buf, size_t count) {
   nccl_coll *n = (nccl_coll *)d;
   if (count == 0) return;
-  check(n, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, n->comm, 0), "ncclAllReduce");
+  check(n, atoll_nccl()->AllReduce(buf, buf, count, ncclFloat, ncclSum, n->comm, 0), "ncclAllReduce");
 }
 
-static void nccl_wait(atoll_device_coll *d) {
-  nccl_coll *n = (nccl_coll *)d;
-  cudaError_t e = cudaStreamSynchronize(0);
-  if (e != cudaSuccess) atoll_fatal("nccl: waiting for the collectives of %s: %s", n->group, cudaGetErrorString(e));
-  check(n, ncclSuccess, "the queued collectives");
-}
+/* Every queued all-reduce has been issued without error. Its results are ordered before
+ * every kernel queued later on the same stream, and the host reads device memory only
+ * through synchronous copies (to_host), so no stream synchronization is needed here. */
+static void nccl_wait(atoll_device_coll *d) { check((nccl_coll *)d, ncclSuccess, "the queued collectives"); }
 
 static void nccl_destroy(atoll_device_coll *d) {
   nccl_coll *n = (nccl_coll *)d;
