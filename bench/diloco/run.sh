@@ -288,6 +288,15 @@ WARM2="$(warm "$(ck dp4_seed2)") --seed 102"
 run_row k4_h100_warm_olr1.0_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 100) $(OUTER 1.0)" dp4_seed2 "$(ck dp4_seed2)"
 run_row k4_h25_warm_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7)" dp4_seed2 "$(ck dp4_seed2)"
 run_row k4_h25_warm_olr1.0_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 25) $(OUTER 1.0)" dp4_seed2 "$(ck dp4_seed2)"
+# (d) the H = 50 pair on seed 2 (where the default outer lr switches); then the batch
+# premise without islands: one rank with the tokens of `single` in 4096-token steps, and
+# with the tokens of dp4 in 1024-token steps (4x the steps); the two run at the same time
+run_row k4_h50_warm_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 50) $(OUTER 0.7)" dp4_seed2 "$(ck dp4_seed2)"
+run_row k4_h50_warm_olr1.0_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 50) $(OUTER 1.0)" dp4_seed2 "$(ck dp4_seed2)"
+pids=()
+run_row single_b4k 1 "$BASE4 $(steps $S4) --lr $LR --seed $SEED --save-every 0" single & pids+=($!)
+run_row single_x4 1 "$BASE $(steps $((4 * S))) --lr $LR --seed $SEED --save-every 0" dp4 & pids+=($!)
+for p in "${pids[@]}"; do wait "$p" || exit 1; done
 # 5. --grid: the full grid (days at the full spec on 2 cores; README.md)
 if [ $GRID = 1 ]; then
   for K in ${GRID_K:-2 4 8}; do
