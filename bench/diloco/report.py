@@ -57,8 +57,8 @@ def describe(name, cfg, ranks):
     if name.startswith("tune_"):
         return f"single island, inner lr {cfg['lr']:.2g}", 1
     if K == 1:
-        if name in SINGLE_LABELS:
-            return SINGLE_LABELS[name], 1
+        if re.sub(r"_lr[0-9.e-]+$", "", name) in SINGLE_LABELS:
+            return SINGLE_LABELS[re.sub(r"_lr[0-9.e-]+$", "", name)], 1
         if ranks == 1:
             return "single island (1 rank, same steps)", 1
         txt = f"data parallel, {ranks} ranks ({ranks}x batch){b}"
@@ -109,6 +109,9 @@ def main():
                 what = what.replace("warm (DP 20%)", f"warm (DP {100 * int(w.group(1)) // (int(w.group(1)) + s['steps'])}%)")
         if cfg["seed"] not in ("1337", "1437"):
             what += f", seed {int(cfg['seed']) % 100}"
+        lr_tag = re.search(r"_lr([0-9.e-]+)$", n)
+        if lr_tag and not n.startswith("tune_"):  # a row of another (peak) inner lr than the tuned one
+            what += f", inner lr {lr_tag.group(1)}"
         init = cfg.get("init-from") or ""
         m = re.search(r"step_(\d+)$", init)
         offset = int(m.group(1)) if m else 0  # steps of DP before this row's step 0
@@ -279,7 +282,9 @@ def island_batch(by):
     (1024-token islands, 4096-token islands) with the same syncs and bytes."""
     pairs = [("dp4", "dp4_b4k", "DP, 4 ranks (4x the island batch)"),
              ("k4_h100_warm", "k4_h25_warm_b4k", "warm K=4, 8 syncs (100k tokens per island between syncs)"),
-             ("k4_h250_warm", "k4_h50_warm_b4k", "warm K=4, 4 syncs (b1k: H=250; b4k: H=50, 200k tokens per island between syncs)")]
+             ("k4_h250_warm", "k4_h50_warm_b4k", "warm K=4, 4 syncs (b1k: H=250; b4k: H=50, 200k tokens per island between syncs)"),
+             ("dp4", "dp4_b4k_lr0.006", "DP, 4 ranks; 4096-token rows at 2x the inner lr (0.006)"),
+             ("k4_h100_warm", "k4_h25_warm_b4k_lr0.006", "warm K=4, 8 syncs; 4096-token rows at 2x the inner lr (0.006)")]
     out = []
     for a, b, label in pairs:
         if a in by and b in by:
@@ -297,26 +302,37 @@ def batch_scaling(by):
     and the steps traded against each other: equal losses mean the larger batch is
     still far below the critical batch (it is worth as many more steps)."""
     out = []
-    for n in ("single", "single_b4k", "single_x4", "dp4", "dp4_b4k"):
+    for n in ("single", "single_b4k", "single_b4k_lr0.006", "single_x4", "dp4", "dp4_b4k", "dp4_b4k_lr0.006"):
         if n in by:
             r = by[n]
             out.append({"row": n, "tokens": r["steps"] * r["tokens_per_step"], "tokens_per_step": r["tokens_per_step"],
-                        "steps": r["steps"], "final_val_loss": r["final_val_loss"]})
-    return sorted(out, key=lambda x: (x["tokens"], x["tokens_per_step"]))
+                        "steps": r["steps"], "inner_lr": r["inner_lr"], "final_val_loss": r["final_val_loss"]})
+    return sorted(out, key=lambda x: (x["tokens"], x["tokens_per_step"], x["inner_lr"]))
+
+
+def at(curve, step):
+    """The curve's value at `step`, linear between its evaluations (None outside them):
+    the b4k rows evaluate at other steps than their DP row."""
+    for (s0, v0), (s1, v1) in zip(curve, curve[1:]):
+        if s0 <= step <= s1:
+            return v0 if s1 == s0 else v0 + (v1 - v0) * (step - s0) / (s1 - s0)
+    return curve[-1][1] if curve and curve[-1][0] == step else None
 
 
 def gap_curves(by):
-    """(row - DP) / DP at every evaluation both runs share (the same step)."""
+    """(row - DP) / DP at every evaluation of the row (DP's curve interpolated linearly
+    between its evaluations where they fall at other steps)."""
     G = {}
     for dp_name, names in (("dp4", ["k4_h100_warm", "k4_h100", "dp4_warm", "single"]),
                            ("dp4_seed2", ["k4_h100_warm_seed2"]), ("dp4_seed3", ["k4_h100_warm_seed3"]),
-                           ("dp4_b4k", ["k4_h25_warm_b4k", "k4_h50_warm_b4k"])):
+                           ("dp4_b4k", ["k4_h25_warm_b4k", "k4_h50_warm_b4k"]),
+                           ("dp4_b4k_lr0.006", ["k4_h25_warm_b4k_lr0.006"])):
         if dp_name not in by:
             continue
-        ref = dict((s, v) for s, v in by[dp_name]["val_curve"])
+        ref = by[dp_name]["val_curve"]
         for n in names:
             if n in by:
-                G[n] = [[s, 100.0 * (v - ref[s]) / ref[s]] for s, v in by[n]["val_curve"] if s in ref]
+                G[n] = [[s, 100.0 * (v - at(ref, s)) / at(ref, s)] for s, v in by[n]["val_curve"] if at(ref, s) is not None]
     return G
 
 
@@ -397,13 +413,13 @@ def markdown(rows, out):
             L.append(f"| {p['what']} | `{p['b1k']}` | {p['b1k_loss']:.4f} | {ga} | {p['b1k_syncs']} | `{p['b4k']}` | {p['b4k_loss']:.4f} | {gb} | "
                      f"{p['b4k_syncs']} | {p['b1k_tokens'] / 1e6:.2f}M / {p['b4k_tokens'] / 1e6:.2f}M |")
     if len(out["batch_scaling"]) > 2:
-        L += ["", "Batch against steps at a fixed number of tokens (no islands; the same inner lr and schedule shape):", "",
-              "| tokens | tokens per step | steps | row | final val loss |", "|---:|---:|---:|---|---:|"]
+        L += ["", "Batch against steps at a fixed number of tokens (no islands; the same schedule shape: 5% warm-up, cosine to 0.1 x the peak lr):", "",
+              "| tokens | tokens per step | steps | peak inner lr | row | final val loss |", "|---:|---:|---:|---:|---|---:|"]
         for b in out["batch_scaling"]:
-            L.append(f"| {b['tokens'] / 1e6:.2f}M | {b['tokens_per_step']} | {b['steps']} | `{b['row']}` | {b['final_val_loss']:.4f} |")
-    b4k = [n for n in out["gap_over_run"] if n.endswith("_b4k")]
+            L.append(f"| {b['tokens'] / 1e6:.2f}M | {b['tokens_per_step']} | {b['steps']} | {b['inner_lr']:.3g} | `{b['row']}` | {b['final_val_loss']:.4f} |")
+    b4k = [n for n in out["gap_over_run"] if "_b4k" in n]
     for names, title in (([n for n in out["gap_over_run"] if n not in b4k], "Compute-equal gap over the run, (row - DP) / DP in % at the same step:"),
-                         (b4k, "The same for the 4096-token islands against `dp4_b4k` (250 steps of 16384 tokens; step 50 = 20%):")):
+                         (b4k, "The same for the 4096-token islands, against the DP row of their lr (`dp4_b4k`, `dp4_b4k_lr0.006`: 250 steps of 16384 tokens; step 50 = 20%):")):
         if not names:
             continue
         L += ["", title, ""]
@@ -449,7 +465,7 @@ def plot(by, out, path):
                     xytext=(6, 3), fontsize=7, color=c)
     from matplotlib.lines import Line2D
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds)"),
+    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds, 4096-token steps)"),
                 Line2D([], [], marker="o", ls="", color="tab:orange", label="DiLoCo K=4, warm (hollow: scratch or non-i.i.d.)"),
                 Line2D([], [], marker="o", ls="", color="tab:blue", label="DiLoCo K=2, warm"),
                 Line2D([], [], marker="^", ls="", color="k", label="streaming, 4 fragments, fp4")]
@@ -481,7 +497,8 @@ def plot(by, out, path):
 
     styles = {"k4_h100_warm": ("tab:orange", "-"), "k4_h100_warm_seed2": ("tab:orange", "--"),
               "k4_h100_warm_seed3": ("tab:orange", ":"), "k4_h100": ("tab:purple", ":"), "dp4_warm": ("k", "--"),
-              "single": ("gray", "--"), "k4_h25_warm_b4k": ("tab:green", "-"), "k4_h50_warm_b4k": ("tab:cyan", "-")}
+              "single": ("gray", "--"), "k4_h25_warm_b4k": ("tab:green", "-"), "k4_h50_warm_b4k": ("tab:cyan", "-"),
+              "k4_h25_warm_b4k_lr0.006": ("tab:green", "--")}
     for n, pts in out["gap_over_run"].items():
         c, ls = styles.get(n, ("k", "-"))
         # x: tokens DP had seen at that step (b4k rows take 4x the tokens per step)

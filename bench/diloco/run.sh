@@ -165,6 +165,8 @@ final_loss() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["fi
   echo "  \"load_average_at_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\","
   echo "  \"git_commit\": \"$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)\","
   echo "  \"atoll_sha256\": \"$SHA\","
+  # 1: the binary is WORK's earlier snapshot (--reuse-bin), not built from git_commit
+  echo "  \"binary_reused\": $REUSE_BIN,"
   echo "  \"quick\": $QUICK,"
   echo "  \"scale\": $SCALE,"
   echo "  \"mpirun\": \"$(mpirun --version 2>&1 | head -1)\","
@@ -273,11 +275,11 @@ B4=$((4 * BATCH)) S4=$((S / 4)); W4=$((S4 / 5))
 BASE4=${BASE/--batch $BATCH /--batch $B4 }
 run_row dp4_b4k 4 "$BASE4 $(steps $S4) --lr $LR --seed $SEED --save-every $W4 --keep 6" dp4_b4k
 CK4=$(printf '%s/rows/dp4_b4k/run/checkpoints/step_%08d' "$WORK" $W4)
-warm4() { # a warm row of the b4k series from dp4_b4k's checkpoint at W4
-  local lw mn
-  lw=$(awk -v lr=$LR -v s=$S4 -v w=$W4 -v wu=$((S4 / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
-  mn=$(awk -v lr=$LR -v lw=$lw 'BEGIN{printf "%.6g", 0.1*lr/lw}')
-  echo "--steps $((S4 - W4)) --warmup 0 --lr $lw --min-lr-ratio $mn --eval-every $(((S4 - W4) / 16 > 0 ? (S4 - W4) / 16 : 1)) --init-from $CK4 --init-optim 1"
+warm4() { # a warm row of the b4k series from dp4_b4k's checkpoint at W4 (or $2's, peak lr $1)
+  local lw mn lr=${1:-$LR} ck=${2:-$CK4}
+  lw=$(awk -v lr=$lr -v s=$S4 -v w=$W4 -v wu=$((S4 / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+  mn=$(awk -v lr=$lr -v lw=$lw 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+  echo "--steps $((S4 - W4)) --warmup 0 --lr $lw --min-lr-ratio $mn --eval-every $(((S4 - W4) / 16 > 0 ? (S4 - W4) / 16 : 1)) --init-from $ck --init-optim 1"
 }
 run_row k4_h25_warm_b4k 4 "$BASE4 $(warm4) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7)" dp4_b4k "$CK4"
 run_row k4_h100_warm_olr0.85 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.85)" dp4 "$(ck dp4)"
@@ -297,6 +299,15 @@ pids=()
 run_row single_b4k 1 "$BASE4 $(steps $S4) --lr $LR --seed $SEED --save-every 0" single & pids+=($!)
 run_row single_x4 1 "$BASE $(steps $((4 * S))) --lr $LR --seed $SEED --save-every 0" dp4 & pids+=($!)
 for p in "${pids[@]}"; do wait "$p" || exit 1; done
+# (e) is the b4k series held back by an inner lr tuned for 1024-token steps? The single
+# 4096-token island at 2x the lr (and DP at the same time), then the warm K = 4 row at it
+LR2=$(awk -v lr=$LR 'BEGIN{printf "%g", 2 * lr}')
+pids=()
+run_row single_b4k_lr$LR2 1 "$BASE4 $(steps $S4) --lr $LR2 --seed $SEED --save-every 0" single & pids+=($!)
+run_row dp4_b4k_lr$LR2 4 "$BASE4 $(steps $S4) --lr $LR2 --seed $SEED --save-every $W4 --keep 6" dp4_b4k_lr$LR2 & pids+=($!)
+for p in "${pids[@]}"; do wait "$p" || exit 1; done
+CK4L=$(printf '%s/rows/dp4_b4k_lr%s/run/checkpoints/step_%08d' "$WORK" "$LR2" $W4)
+run_row k4_h25_warm_b4k_lr$LR2 4 "$BASE4 $(warm4 "$LR2" "$CK4L") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7)" dp4_b4k_lr$LR2 "$CK4L"
 # 5. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
 if [ $GRID = 1 ]; then
   for K in ${GRID_K:-2 4 8}; do

@@ -21,7 +21,7 @@
 #include "core/stop_signal.h"
 #include "data/data_tokenizer.h"
 #include "model/layout.h"
-#include "parallel/diloco.h"
+#include "parallel/outer_lr.h"
 #include "train/agree.h"
 #include "train/config.h"
 

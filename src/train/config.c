@@ -3,7 +3,7 @@
  * checkpoints and summary.json. */
 #include "train/config.h"
 
-#include "parallel/diloco.h"
+#include "parallel/outer_lr.h"
 #include "parallel/pipeline.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 #!/bin/sh
 # DiLoCo's outer learning rate when --outer-lr is not given: by H from the table in
-# src/parallel/diloco.c (0.7 below H = 50, 1.0 from 50; bench/diloco/results.md).
+# src/parallel/outer_lr.c (0.7 below H = 50, 1.0 from 50; bench/diloco/results.md).
 # The resolved number is in the header line, summary.json and state.json, and the run
 # uses it (bit-identical to giving it); --outer-lr and --config win; streaming uses
 # the same table; a resumed run keeps its recorded value, even with another H.
