@@ -42,14 +42,26 @@ def load_row(work, name):
     return s, metrics, wall, cmd, sha
 
 
+COMMON_BATCH = 8  # sequences per island step in meta.json's common flags (main() reads it)
+
+
+# one-rank rows of the second round: the same tokens with another batch (the batch-scaling premise)
+SINGLE_LABELS = {"single_b4k": "one rank, 4096-token steps, 1/4 of the steps (the tokens of `single`)",
+                 "single_x4": "one rank, 1024-token steps, 4x the steps (the tokens of `dp4`)"}
+
+
 def describe(name, cfg, ranks):
     K = cfg["islands"]
+    seq = cfg["seq"] or cfg["context"]
+    b = "" if cfg["batch"] == COMMON_BATCH else f", {cfg['batch'] * seq}-token steps per {'rank' if K == 1 else 'island'}"
     if name.startswith("tune_"):
         return f"single island, inner lr {cfg['lr']:.2g}", 1
     if K == 1:
+        if re.sub(r"_lr[0-9.e-]+$", "", name) in SINGLE_LABELS:
+            return SINGLE_LABELS[re.sub(r"_lr[0-9.e-]+$", "", name)], 1
         if ranks == 1:
             return "single island (1 rank, same steps)", 1
-        txt = f"data parallel, {ranks} ranks ({ranks}x batch)"
+        txt = f"data parallel, {ranks} ranks ({ranks}x batch){b}"
         if cfg.get("init-from"):
             txt += ", continued from its own 20% checkpoint with the warm rows' schedule"
         return txt, ranks
@@ -58,7 +70,7 @@ def describe(name, cfg, ranks):
         txt = f"streaming DiLoCo K={K}, H={cfg['sync-every']}, {cfg['fragments']} fragments, overlap {cfg['overlap']}"
     if cfg["outer-dtype"] != "fp32":
         txt += f", {cfg['outer-dtype']}"
-    txt += f", outer lr {cfg['outer-lr']:.2g}"
+    txt += f", outer lr {cfg['outer-lr']:.2g}{b}"
     if cfg["island-data"] == "files":
         txt += ", non-i.i.d. (topic quarters)" if cfg["data"].endswith("-quarters") else ", non-i.i.d. (round-robin files)"
     txt += ", warm (DP 20%)" if cfg.get("init-from") else ", from scratch"
@@ -71,8 +83,11 @@ def dp_bytes(K, steps, params):
 
 
 def main():
+    global COMMON_BATCH
     work, outdir = sys.argv[1], sys.argv[2]
     meta = json.load(open(os.path.join(work, "meta.json")))
+    m = re.search(r"--batch (\d+)", meta.get("common_flags", ""))
+    COMMON_BATCH = int(m.group(1)) if m else COMMON_BATCH
     refs = {}
     for line in open(os.path.join(work, "rows.txt")):
         parts = line.split()
@@ -94,6 +109,9 @@ def main():
                 what = what.replace("warm (DP 20%)", f"warm (DP {100 * int(w.group(1)) // (int(w.group(1)) + s['steps'])}%)")
         if cfg["seed"] not in ("1337", "1437"):
             what += f", seed {int(cfg['seed']) % 100}"
+        lr_tag = re.search(r"_lr([0-9.e-]+)$", n)
+        if lr_tag and not n.startswith("tune_"):  # a row of another (peak) inner lr than the tuned one
+            what += f", inner lr {lr_tag.group(1)}"
         init = cfg.get("init-from") or ""
         m = re.search(r"step_(\d+)$", init)
         offset = int(m.group(1)) if m else 0  # steps of DP before this row's step 0
@@ -151,10 +169,11 @@ def main():
             if at is not None:
                 r["val_curve"].insert(0, [r["warm_offset_steps"], at])
     checks = []
-    dp4 = by.get("dp4")
-    if dp4:
-        want = dp_bytes(4, dp4["steps"], dp4["params"])
-        checks.append(f"dp4 counted all-reduce bytes {dp4['inter_island_bytes_total']:.0f}, formula {want:.0f}")
+    for name in ("dp4", "dp4_b4k"):
+        dp = by.get(name)
+        if dp:
+            want = dp_bytes(4, dp["steps"], dp["params"])
+            checks.append(f"{name} counted all-reduce bytes {dp['inter_island_bytes_total']:.0f}, formula {want:.0f}")
     for r in rows:
         ref = by.get(r["reference"] or "dp4")
         if ref and r is not ref:
@@ -185,7 +204,8 @@ def main():
     out = {"meta": meta, "wan_model": {"gbps": WAN_GBPS, "latency_ms": WAN_LATENCY_MS},
            "conventions": __doc__.split("Conventions (stated again in the Markdown):")[1].strip(),
            "checks": checks, "rows": rows, "targets": targets(by), "seeds": seeds,
-           "gap_over_run": gap_curves(by)}
+           "gap_over_run": gap_curves(by), "outer_lr_by_h": outer_lr_grid(by), "island_batch": island_batch(by),
+           "batch_scaling": batch_scaling(by)}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
@@ -237,17 +257,82 @@ def targets(by):
     return T
 
 
+def outer_lr_grid(by):
+    """Warm K = 4 rows (1024-token island steps, i.i.d., fp32, one fragment) by H and
+    outer lr: final validation loss per seed; the best outer lr of each H and seed."""
+    G = {}
+    for r in by.values():
+        if (r["islands"] == 4 and r["warm_offset_steps"] and r["fragments"] == 1 and r["outer_dtype"] == "fp32"
+                and r["island_data"] == "iid" and r["batch_per_island"] == COMMON_BATCH
+                and r["name"].startswith(f"k4_h{r['H']}_warm") and "warm40" not in r["name"]):
+            seed = str(int(r["seed"]) % 100 if r["seed"] not in ("1337", "1437") else 1)
+            G.setdefault(str(r["H"]), {}).setdefault(seed, {})[f"{r['outer_lr']:.3g}"] = [r["name"], r["final_val_loss"]]
+    out = []
+    for H in sorted(G, key=int):
+        for seed in sorted(G[H]):
+            cells = G[H][seed]
+            best = min(cells, key=lambda o: cells[o][1])
+            out.append({"H": int(H), "seed": int(seed), "losses": {o: v[1] for o, v in cells.items()},
+                        "rows": {o: v[0] for o, v in cells.items()}, "best_outer_lr": float(best) if len(cells) > 1 else None})
+    return out
+
+
+def island_batch(by):
+    """The same tokens with 4x the island batch and 1/4 of the steps: each pair is
+    (1024-token islands, 4096-token islands) with the same syncs and bytes."""
+    pairs = [("dp4", "dp4_b4k", "DP, 4 ranks (4x the island batch)"),
+             ("k4_h100_warm", "k4_h25_warm_b4k", "warm K=4, 8 syncs (100k tokens per island between syncs)"),
+             ("k4_h250_warm", "k4_h50_warm_b4k", "warm K=4, 4 syncs (b1k: H=250; b4k: H=50, 200k tokens per island between syncs)"),
+             ("dp4", "dp4_b4k_lr0.006", "DP, 4 ranks; 4096-token rows at 2x the inner lr (0.006)"),
+             ("k4_h100_warm", "k4_h25_warm_b4k_lr0.006", "warm K=4, 8 syncs; 4096-token rows at 2x the inner lr (0.006)")]
+    out = []
+    for a, b, label in pairs:
+        if a in by and b in by:
+            ra, rb = by[a], by[b]
+            out.append({"what": label, "b1k": a, "b4k": b, "b1k_loss": ra["final_val_loss"], "b4k_loss": rb["final_val_loss"],
+                        "b1k_gap_pct": ra.get("loss_gap_vs_dp_pct"), "b4k_gap_pct": rb.get("loss_gap_vs_dp_pct"),
+                        "b1k_syncs": ra["outer_syncs"], "b4k_syncs": rb["outer_syncs"],
+                        "b1k_tokens": ra["tokens_total_this_run"] + ra["warm_offset_steps"] * by[ra.get("dp_reference") or a]["tokens_per_step"],
+                        "b4k_tokens": rb["tokens_total_this_run"] + rb["warm_offset_steps"] * by[rb.get("dp_reference") or b]["tokens_per_step"]})
+    return out
+
+
+def batch_scaling(by):
+    """Final loss at a fixed number of tokens with the batch (tokens per optimizer step)
+    and the steps traded against each other: equal losses mean the larger batch is
+    still far below the critical batch (it is worth as many more steps)."""
+    out = []
+    for n in ("single", "single_b4k", "single_b4k_lr0.006", "single_x4", "dp4", "dp4_b4k", "dp4_b4k_lr0.006"):
+        if n in by:
+            r = by[n]
+            out.append({"row": n, "tokens": r["steps"] * r["tokens_per_step"], "tokens_per_step": r["tokens_per_step"],
+                        "steps": r["steps"], "inner_lr": r["inner_lr"], "final_val_loss": r["final_val_loss"]})
+    return sorted(out, key=lambda x: (x["tokens"], x["tokens_per_step"], x["inner_lr"]))
+
+
+def at(curve, step):
+    """The curve's value at `step`, linear between its evaluations (None outside them):
+    the b4k rows evaluate at other steps than their DP row."""
+    for (s0, v0), (s1, v1) in zip(curve, curve[1:]):
+        if s0 <= step <= s1:
+            return v0 if s1 == s0 else v0 + (v1 - v0) * (step - s0) / (s1 - s0)
+    return curve[-1][1] if curve and curve[-1][0] == step else None
+
+
 def gap_curves(by):
-    """(row - DP) / DP at every evaluation both runs share (the same step)."""
+    """(row - DP) / DP at every evaluation of the row (DP's curve interpolated linearly
+    between its evaluations where they fall at other steps)."""
     G = {}
     for dp_name, names in (("dp4", ["k4_h100_warm", "k4_h100", "dp4_warm", "single"]),
-                           ("dp4_seed2", ["k4_h100_warm_seed2"]), ("dp4_seed3", ["k4_h100_warm_seed3"])):
+                           ("dp4_seed2", ["k4_h100_warm_seed2"]), ("dp4_seed3", ["k4_h100_warm_seed3"]),
+                           ("dp4_b4k", ["k4_h25_warm_b4k", "k4_h50_warm_b4k"]),
+                           ("dp4_b4k_lr0.006", ["k4_h25_warm_b4k_lr0.006"])):
         if dp_name not in by:
             continue
-        ref = dict((s, v) for s, v in by[dp_name]["val_curve"])
+        ref = by[dp_name]["val_curve"]
         for n in names:
             if n in by:
-                G[n] = [[s, 100.0 * (v - ref[s]) / ref[s]] for s, v in by[n]["val_curve"] if s in ref]
+                G[n] = [[s, 100.0 * (v - at(ref, s)) / at(ref, s)] for s, v in by[n]["val_curve"] if at(ref, s) is not None]
     return G
 
 
@@ -307,9 +392,37 @@ def markdown(rows, out):
             res = " < ".join(f"{v:.4f}" for v in t["values"]) if t["met"] else ", ".join(f"{v:.4f}" for v in t["values"])
             met = "yes" if t["met"] else "no"
         L.append(f"| {t['target']} | {', '.join(t['rows'])} | {res} | {met} |")
-    if out["gap_over_run"]:
-        L += ["", "Compute-equal gap over the run, (row - DP) / DP in % at the same step:", ""]
-        names = list(out["gap_over_run"])
+    if out["outer_lr_by_h"]:
+        lrs = sorted({o for g in out["outer_lr_by_h"] for o in g["losses"]}, key=float)
+        L += ["", "Outer lr by H (warm K=4, 1024-token island steps; final validation loss, **best** of the row in bold; "
+              "seed 1 is the DP run `dp4`, seed 2 `dp4_seed2`):", "",
+              "| H | seed | " + " | ".join(f"outer lr {o}" for o in lrs) + " | best |", "|---:|---:|" + "---:|" * (len(lrs) + 1)]
+        for g in out["outer_lr_by_h"]:
+            cells = []
+            for o in lrs:
+                v = g["losses"].get(o)
+                cells.append("" if v is None else (f"**{v:.4f}**" if g["best_outer_lr"] is not None and float(o) == g["best_outer_lr"] else f"{v:.4f}"))
+            best = "" if g["best_outer_lr"] is None else f"{g['best_outer_lr']:g}"
+            L.append(f"| {g['H']} | {g['seed']} | " + " | ".join(cells) + f" | {best} |")
+    if out["island_batch"]:
+        L += ["", "Island batch at the same tokens (1024-token steps vs 4096-token steps, 1/4 of the steps; gap against the DP row of the same batch):", "",
+              "| setting | 1024-token row | loss | gap | syncs | 4096-token row | loss | gap | syncs | tokens |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+        for p in out["island_batch"]:
+            ga = "reference" if p["b1k_gap_pct"] is None else f"{p['b1k_gap_pct']:+.2f}%"
+            gb = "reference" if p["b4k_gap_pct"] is None else f"{p['b4k_gap_pct']:+.2f}%"
+            L.append(f"| {p['what']} | `{p['b1k']}` | {p['b1k_loss']:.4f} | {ga} | {p['b1k_syncs']} | `{p['b4k']}` | {p['b4k_loss']:.4f} | {gb} | "
+                     f"{p['b4k_syncs']} | {p['b1k_tokens'] / 1e6:.2f}M / {p['b4k_tokens'] / 1e6:.2f}M |")
+    if len(out["batch_scaling"]) > 2:
+        L += ["", "Batch against steps at a fixed number of tokens (no islands; the same schedule shape: 5% warm-up, cosine to 0.1 x the peak lr):", "",
+              "| tokens | tokens per step | steps | peak inner lr | row | final val loss |", "|---:|---:|---:|---:|---|---:|"]
+        for b in out["batch_scaling"]:
+            L.append(f"| {b['tokens'] / 1e6:.2f}M | {b['tokens_per_step']} | {b['steps']} | {b['inner_lr']:.3g} | `{b['row']}` | {b['final_val_loss']:.4f} |")
+    b4k = [n for n in out["gap_over_run"] if "_b4k" in n]
+    for names, title in (([n for n in out["gap_over_run"] if n not in b4k], "Compute-equal gap over the run, (row - DP) / DP in % at the same step:"),
+                         (b4k, "The same for the 4096-token islands, against the DP row of their lr (`dp4_b4k`, `dp4_b4k_lr0.006`: 250 steps of 16384 tokens; step 50 = 20%):")):
+        if not names:
+            continue
+        L += ["", title, ""]
         steps = sorted({s for n in names for s, _ in out["gap_over_run"][n]})
         L.append("| step | " + " | ".join(f"`{n}`" for n in names) + " |")
         L.append("|---:|" + "---:|" * len(names))
@@ -352,7 +465,7 @@ def plot(by, out, path):
                     xytext=(6, 3), fontsize=7, color=c)
     from matplotlib.lines import Line2D
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds)"),
+    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds, 4096-token steps)"),
                 Line2D([], [], marker="o", ls="", color="tab:orange", label="DiLoCo K=4, warm (hollow: scratch or non-i.i.d.)"),
                 Line2D([], [], marker="o", ls="", color="tab:blue", label="DiLoCo K=2, warm"),
                 Line2D([], [], marker="^", ls="", color="k", label="streaming, 4 fragments, fp4")]
@@ -384,14 +497,18 @@ def plot(by, out, path):
 
     styles = {"k4_h100_warm": ("tab:orange", "-"), "k4_h100_warm_seed2": ("tab:orange", "--"),
               "k4_h100_warm_seed3": ("tab:orange", ":"), "k4_h100": ("tab:purple", ":"), "dp4_warm": ("k", "--"),
-              "single": ("gray", "--")}
+              "single": ("gray", "--"), "k4_h25_warm_b4k": ("tab:green", "-"), "k4_h50_warm_b4k": ("tab:cyan", "-"),
+              "k4_h25_warm_b4k_lr0.006": ("tab:green", "--")}
     for n, pts in out["gap_over_run"].items():
         c, ls = styles.get(n, ("k", "-"))
-        cx.plot([p[0] for p in pts], [p[1] for p in pts], color=c, ls=ls, marker=".", label=f"{n} vs its DP seed")
+        # x: tokens DP had seen at that step (b4k rows take 4x the tokens per step)
+        tps = by[by[n].get("dp_reference") or "dp4"]["tokens_per_step"]
+        cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=c, ls=ls, marker=".",
+                label=f"{n} vs {by[n].get('dp_reference') or 'DP'}")
     cx.axhline(0, color="k", lw=0.8)
     cx.axhline(2, color="tab:red", lw=0.8, ls=":", label="+2% (target)")
     cx.set_ylim(-5, 40)
-    cx.set_xlabel("step")
+    cx.set_xlabel("tokens of the DP run at the same step (M; = per-island compute x 4)")
     cx.set_ylabel("(row - DP) / DP, validation loss, %")
     cx.set_title("Compute-equal gap to data parallel over the run")
     cx.grid(True, alpha=0.3)

@@ -7,7 +7,7 @@
 # checkpoint at 20% of the run, K = 2, streaming with fp4, non-i.i.d. islands and
 # more seeds. Rows run in priority order, so a partial run is already useful.
 #
-# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid]
+# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin]
 #   --quick   smoke version: every run 12.5x shorter (H and the warm-start step scaled
 #             with it); results go to WORK only, bench/diloco/results.* are left alone
 #   --work    where the corpus, the runs and a snapshot of build/atoll go
@@ -24,6 +24,9 @@
 #             warm from DP with K ranks, dp2 and dp8); GRID_K, GRID_H, GRID_O (lists)
 #             narrow it. A grid row whose command equals a finished row's (up to its
 #             folder) links to it instead of running again.
+#   --reuse-bin run with the atoll snapshot already in WORK (the binary of the earlier
+#             rows) instead of copying build/atoll, so that new rows compare with the
+#             finished ones bit for bit and those are kept (issue 15, second round)
 #
 # Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
 # are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
@@ -31,7 +34,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0
+QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -40,7 +43,8 @@ while [ $# -gt 0 ]; do
     --until) UNTIL=$2; shift ;;
     --scale) SCALE=$2; shift ;;
     --grid) GRID=1 ;;
-    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
+    --reuse-bin) REUSE_BIN=1 ;;
+    -h|--help) sed -n 2,32p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -54,10 +58,14 @@ MPIRUN="mpirun -q --oversubscribe"
 PY=/usr/bin/python3
 
 # --- binary (a snapshot, so that rebuilds by others during the run do not mix in) and corpus
-if [ ! -x "$ROOT/build/atoll" ]; then
-  (cd "$ROOT" && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && $NICE cmake --build build -j2 --target atoll)
+if [ $REUSE_BIN = 1 ]; then
+  [ -x "$WORK/atoll" ] || { echo "run.sh: --reuse-bin: no atoll snapshot in $WORK" >&2; exit 2; }
+else
+  if [ ! -x "$ROOT/build/atoll" ]; then
+    (cd "$ROOT" && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && $NICE cmake --build build -j2 --target atoll)
+  fi
+  cp "$ROOT/build/atoll" "$WORK/atoll.new" && mv "$WORK/atoll.new" "$WORK/atoll"
 fi
-cp "$ROOT/build/atoll" "$WORK/atoll.new" && mv "$WORK/atoll.new" "$WORK/atoll"
 ATOLL="$WORK/atoll"
 SHA=$(sha256sum "$ATOLL" | cut -c1-64)
 # CORPUS=fortunes: the old 2.4M-token corpus instead of kernel-docs (25.4M tokens)
@@ -157,6 +165,8 @@ final_loss() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["fi
   echo "  \"load_average_at_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\","
   echo "  \"git_commit\": \"$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)\","
   echo "  \"atoll_sha256\": \"$SHA\","
+  # 1: the binary is WORK's earlier snapshot (--reuse-bin), not built from git_commit
+  echo "  \"binary_reused\": $REUSE_BIN,"
   echo "  \"quick\": $QUICK,"
   echo "  \"scale\": $SCALE,"
   echo "  \"mpirun\": \"$(mpirun --version 2>&1 | head -1)\","
@@ -169,6 +179,10 @@ report() {
 }
 
 T_ALL=$(date +%s)
+# the machine's load, once a minute (the README reports it; stopped when run.sh exits)
+( while sleep 60; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$WORK/loadavg.log"; done ) &
+LOADLOG=$!
+trap 'kill $LOADLOG 2>/dev/null || true' EXIT
 : > "$WORK/rows.txt"
 SEED=1337
 
@@ -248,7 +262,53 @@ CK40=$(printf '%s/rows/dp4/run/checkpoints/step_%08d' "$WORK" $((2 * W)))
 run_row k4_h100_warm40 4 "$BASE $(warm_at "$CK40" $((2 * W))) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4 "$CK40"
 run_row k4_h250_warm_stream_fp4 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 250) $(OUTER 0.7) $STREAM" dp4 "$(ck dp4)"
 run_row k4_h100_warm_rrfiles 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) --island-data files" dp4 "$(ck dp4)"
-# 4. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
+# 4. second round (issue 15, item 2 and the critical-batch question).
+# (a) The outer lr at H = 50, between H = 25 (best 0.7) and H = 100 (best 1.0); then 0.85 at H = 100.
+run_row k4_h50_warm 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 50) $(OUTER 0.7)" dp4 "$(ck dp4)"
+run_row k4_h50_warm_olr1.0 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 50) $(OUTER 1.0)" dp4 "$(ck dp4)"
+# (b) The island batch at the same tokens: 4x the sequences per step (4096 tokens at
+# --scale 1), 1/4 of the steps. dp4_b4k is DP with the 4x batch of such islands
+# (16384 tokens per step), S4 = S / 4 steps, checkpoint at W4 = S4 / 5; the warm rows
+# take its remaining S4 - W4 steps with the schedule continued as above. H = 25 keeps
+# the tokens per island between syncs, the syncs and the bytes of the b1k rows at H = 100.
+B4=$((4 * BATCH)) S4=$((S / 4)); W4=$((S4 / 5))
+BASE4=${BASE/--batch $BATCH /--batch $B4 }
+run_row dp4_b4k 4 "$BASE4 $(steps $S4) --lr $LR --seed $SEED --save-every $W4 --keep 6" dp4_b4k
+CK4=$(printf '%s/rows/dp4_b4k/run/checkpoints/step_%08d' "$WORK" $W4)
+warm4() { # a warm row of the b4k series from dp4_b4k's checkpoint at W4 (or $2's, peak lr $1)
+  local lw mn lr=${1:-$LR} ck=${2:-$CK4}
+  lw=$(awk -v lr=$lr -v s=$S4 -v w=$W4 -v wu=$((S4 / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+  mn=$(awk -v lr=$lr -v lw=$lw 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+  echo "--steps $((S4 - W4)) --warmup 0 --lr $lw --min-lr-ratio $mn --eval-every $(((S4 - W4) / 16 > 0 ? (S4 - W4) / 16 : 1)) --init-from $ck --init-optim 1"
+}
+run_row k4_h25_warm_b4k 4 "$BASE4 $(warm4) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7)" dp4_b4k "$CK4"
+run_row k4_h100_warm_olr0.85 4 "$BASE $WARM $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.85)" dp4 "$(ck dp4)"
+# (c) if time allows: the b4k island at H = 50 (4 syncs); the outer-lr order at H = 25
+# and 100 on a second seed
+run_row k4_h50_warm_b4k 4 "$BASE4 $(warm4) --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 50) $(OUTER 0.7)" dp4_b4k "$CK4"
+WARM2="$(warm "$(ck dp4_seed2)") --seed 102"
+run_row k4_h100_warm_olr1.0_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 100) $(OUTER 1.0)" dp4_seed2 "$(ck dp4_seed2)"
+run_row k4_h25_warm_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7)" dp4_seed2 "$(ck dp4_seed2)"
+run_row k4_h25_warm_olr1.0_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 25) $(OUTER 1.0)" dp4_seed2 "$(ck dp4_seed2)"
+# (d) the H = 50 pair on seed 2 (where the default outer lr switches); then the batch
+# premise without islands: one rank with the tokens of `single` in 4096-token steps, and
+# with the tokens of dp4 in 1024-token steps (4x the steps); the two run at the same time
+run_row k4_h50_warm_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 50) $(OUTER 0.7)" dp4_seed2 "$(ck dp4_seed2)"
+run_row k4_h50_warm_olr1.0_seed2 4 "$BASE $WARM2 $DIL --islands 4 --sync-every $(h 50) $(OUTER 1.0)" dp4_seed2 "$(ck dp4_seed2)"
+pids=()
+run_row single_b4k 1 "$BASE4 $(steps $S4) --lr $LR --seed $SEED --save-every 0" single & pids+=($!)
+run_row single_x4 1 "$BASE $(steps $((4 * S))) --lr $LR --seed $SEED --save-every 0" dp4 & pids+=($!)
+for p in "${pids[@]}"; do wait "$p" || exit 1; done
+# (e) is the b4k series held back by an inner lr tuned for 1024-token steps? The single
+# 4096-token island at 2x the lr (and DP at the same time), then the warm K = 4 row at it
+LR2=$(awk -v lr=$LR 'BEGIN{printf "%g", 2 * lr}')
+pids=()
+run_row single_b4k_lr$LR2 1 "$BASE4 $(steps $S4) --lr $LR2 --seed $SEED --save-every 0" single & pids+=($!)
+run_row dp4_b4k_lr$LR2 4 "$BASE4 $(steps $S4) --lr $LR2 --seed $SEED --save-every $W4 --keep 6" dp4_b4k_lr$LR2 & pids+=($!)
+for p in "${pids[@]}"; do wait "$p" || exit 1; done
+CK4L=$(printf '%s/rows/dp4_b4k_lr%s/run/checkpoints/step_%08d' "$WORK" "$LR2" $W4)
+run_row k4_h25_warm_b4k_lr$LR2 4 "$BASE4 $(warm4 "$LR2" "$CK4L") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7)" dp4_b4k_lr$LR2 "$CK4L"
+# 5. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
 if [ $GRID = 1 ]; then
   for K in ${GRID_K:-2 4 8}; do
     [ $K = 4 ] || dp dp$K $SEED $K # DP with K ranks: K = 2 and 8 rows are compared with it and warm-start from it

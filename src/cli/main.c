@@ -21,6 +21,7 @@
 #include "core/stop_signal.h"
 #include "data/data_tokenizer.h"
 #include "model/layout.h"
+#include "parallel/outer_lr.h"
 #include "train/agree.h"
 #include "train/config.h"
 #ifdef ATOLL_HAVE_CUDA
@@ -263,6 +264,8 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
   }
   if (resume && check_resume_shape(cfg, &from_ckpt, ckpt_dir, err)) return -1;
+  /* --outer-lr not given (nor in --config or the resumed checkpoint's settings): by H */
+  if (cfg->outer_lr < 0) cfg->outer_lr = atoll_diloco_default_outer_lr(cfg->sync_every);
   return atoll_config_check(cfg, err);
 }
 

@@ -92,6 +92,7 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   if (!d) return atoll_fail(err, "out of memory");
   d->base.ops = &DILOCO_OPS;
   d->cfg = *cfg;
+  if (d->cfg.outer_lr < 0) d->cfg.outer_lr = atoll_diloco_default_outer_lr(d->cfg.sync_every);
   d->mesh = mesh;
   d->lay = lay;
   d->params = params;

@@ -32,6 +32,7 @@
 #include "core/hooks.h"
 #include "model/layout.h"
 #include "parallel/mesh.h"
+#include "parallel/outer_lr.h"
 #include "parallel/quant.h"
 #include "parallel/strategy.h"
 
@@ -88,6 +89,7 @@ typedef struct atoll_diloco atoll_diloco;
 /* params: the island's weight buffer (full size; valid at least on this rank's slice).
  * Call atoll_diloco_reset_global once the weights are set (or fill the global
  * weights and momentum from a checkpoint). */
+/* cfg->outer_lr < 0: the default for cfg->sync_every (outer_lr.h). */
 int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
                         const atoll_layout *lay, float *params, atoll_err *err);
 void atoll_diloco_destroy(atoll_diloco *d);

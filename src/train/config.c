@@ -3,6 +3,7 @@
  * checkpoints and summary.json. */
 #include "train/config.h"
 
+#include "parallel/outer_lr.h"
 #include "parallel/pipeline.h"
 
 #include <errno.h>
@@ -88,7 +89,7 @@ static const key_spec KEYS[] = {
     {"comm-timeout", K_FLOAT, F(comm_timeout), 0.1, 1e7, "seconds a collective may wait before the job is ended"},
     {"islands", K_INT, F(islands), 1, MAX_RANKS, "DiLoCo islands: equal blocks of ranks that sync every --sync-every steps"},
     {"sync-every", K_INT, F(sync_every), 1, INT_MAX, "DiLoCo: inner steps between outer syncs (H)"},
-    {"outer-lr", K_FLOAT, F(outer_lr), 0, 100, "DiLoCo outer learning rate"},
+    {"outer-lr", K_FLOAT, F(outer_lr), 0, 100, "DiLoCo outer learning rate (not given: by --sync-every, 0.7 below H = 50 and 1.0 from 50, measured in bench/diloco; the run records the number)"},
     {"outer-momentum", K_FLOAT, F(outer_momentum), 0, 0.999999, "DiLoCo outer momentum"},
     {"outer-optimizer", STR(outer_optimizer), "DiLoCo outer optimizer: nesterov or sgd"},
     {"fragments", K_INT, F(fragments), 1, MAX_LAYERS, "streaming DiLoCo: fragments synced on staggered schedules"},
@@ -152,7 +153,9 @@ void atoll_config_defaults(atoll_config *c) {
   snprintf(c->optimizer, sizeof c->optimizer, "adamw");
   c->islands = 1;
   c->sync_every = 100;
-  c->outer_lr = 0.7f; /* DiLoCo paper: Nesterov, lr 0.7, momentum 0.9 */
+  /* not given: by H (atoll_diloco_default_outer_lr), resolved once H is known; the DiLoCo
+   * paper's 0.7 (Nesterov, momentum 0.9) is the table's value below H = 50 */
+  c->outer_lr = -1.0f;
   c->outer_momentum = 0.9f;
   snprintf(c->outer_optimizer, sizeof c->outer_optimizer, "nesterov");
   c->fragments = 1;
@@ -375,7 +378,13 @@ cJSON *atoll_config_to_json(const atoll_config *c) {
     const cJSON *added = NULL;
     switch (k->type) {
     case K_INT: added = cJSON_AddNumberToObject(o, k->key, *(const int *)field); break;
-    case K_FLOAT: added = cJSON_AddNumberToObject(o, k->key, (double)*(const float *)field); break;
+    case K_FLOAT: {
+      double v = *(const float *)field;
+      /* an outer lr not given is recorded as the number the run uses */
+      if (field == &c->outer_lr && v < 0) v = atoll_diloco_default_outer_lr(c->sync_every);
+      added = cJSON_AddNumberToObject(o, k->key, v);
+      break;
+    }
     case K_U64: {
       char buf[32];
       snprintf(buf, sizeof buf, "%llu", (unsigned long long)*(const uint64_t *)field);
