@@ -327,7 +327,9 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
     return atoll_fail(err, "--precision: unknown '%s' (known: fp32, bf16)", c->precision);
   if (strcmp(c->device, "cpu") != 0 && strcmp(c->device, "cuda") != 0 && strcmp(c->device, "shadow") != 0)
-    return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda)", c->device);
+    return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda; shadow, a test device)", c->device);
+  if (c->peak_tflops > 0 && c->peak_tflops < 1e-3)
+    return atoll_fail(err, "--peak-tflops: %g is below 0.001 (a GFLOP/s); 0 means the GPU table's peak", c->peak_tflops);
   if (strcmp(c->dp_comm, "host") != 0 && strcmp(c->dp_comm, "nccl") != 0)
     return atoll_fail(err, "--dp-comm: unknown '%s' (known: host, nccl)", c->dp_comm);
   if (strcmp(c->grad_dtype, "fp32") != 0 && strcmp(c->grad_dtype, "bf16") != 0)

@@ -22,6 +22,16 @@ static int check_layout(const atoll_config *c, atoll_err *err) {
   return 0;
 }
 
+static int check_dp_comm(const atoll_config *c, atoll_err *err) {
+  if (strcmp(c->dp_comm, "host") == 0) return 0;
+  if (strcmp(c->device, "cuda") != 0)
+    return atoll_fail(err, "--dp-comm nccl: needs --device cuda (this run's device is %s)", c->device);
+  if (c->zero_stage != 0) return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->zero_stage);
+  if (strcmp(c->grad_dtype, "fp32") != 0) return atoll_fail(err, "--dp-comm nccl: sends fp32 gradients (--grad-dtype fp32)");
+  if (!nccl_opener) return atoll_fail(err, "--dp-comm nccl: this atoll was built without NCCL (docs/gpu.md)");
+  return 0;
+}
+
 /* This process's index among the job's processes on its machine (one GPU each), from the
  * launcher's environment (Open MPI, MPICH/Hydra, Slurm); 0 without one. */
 static int local_rank(void) {
@@ -47,7 +57,8 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
     snprintf(desc, desc_len, "shadow (the CPU's fp32 kernels behind addresses the host may not touch; a test device)");
     return 0;
   }
-  if (strcmp(device, "cuda") != 0) return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda)", device);
+  if (strcmp(device, "cuda") != 0)
+    return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda; shadow, a test device)", device);
   if (!cuda_opener)
     return atoll_fail(err, "--device cuda: this atoll was built without CUDA (nvcc was not found at build time; "
                       "docs/gpu.md)");
@@ -63,7 +74,7 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err) {
   *out = NULL;
   desc[0] = '\0';
-  if (strcmp(c->device, "cpu") != 0 && check_layout(c, err)) return -1;
+  if ((strcmp(c->device, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err)) return -1;
   return atoll_device_select(c->device, strcmp(c->precision, "bf16") == 0, c->model.arch, local_rank(), out, desc,
                              desc_len, err);
 }
@@ -71,11 +82,7 @@ int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, 
 int atoll_device_open_coll(const atoll_config *c, atoll_comm *dp_comm, atoll_device_coll **out, atoll_err *err) {
   *out = NULL;
   if (strcmp(c->dp_comm, "host") == 0) return 0;
-  if (strcmp(c->device, "cuda") != 0)
-    return atoll_fail(err, "--dp-comm nccl: needs --device cuda (this run's device is %s)", c->device);
-  if (c->zero_stage != 0) return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->zero_stage);
-  if (strcmp(c->grad_dtype, "fp32") != 0) return atoll_fail(err, "--dp-comm nccl: sends fp32 gradients (--grad-dtype fp32)");
-  if (!nccl_opener) return atoll_fail(err, "--dp-comm nccl: this atoll was built without NCCL (docs/gpu.md)");
+  if (check_dp_comm(c, err)) return -1;
   return nccl_opener(dp_comm, out, err);
 }
 
@@ -86,8 +93,9 @@ static const struct {
   const char *name;
   double bf16, fp32;
 } PEAKS[] = {
-    {"H100 PCIe", 756.0, 51.2}, {"H100", 989.4, 66.9}, {"H200", 989.4, 66.9}, /* GH200 too */
-    {"H800", 989.4, 66.9},      {"B200", 2250.0, 80.0}, {"A100", 312.0, 19.5}, {"L40S", 362.1, 91.6},
+    {"H100 PCIe", 756.0, 51.2}, {"H100 NVL", 835.5, 60.0}, {"H200 NVL", 835.5, 60.0},
+    {"H800 PCIe", 756.0, 51.2}, {"H100", 989.4, 66.9},     {"H200", 989.4, 66.9}, /* GH200 too */
+    {"H800", 989.4, 66.9},      {"B200", 2250.0, 80.0},    {"A100", 312.0, 19.5}, {"L40S", 362.1, 91.6},
 };
 
 double atoll_device_peak_tflops(const char *desc, int bf16) {

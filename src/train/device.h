@@ -27,15 +27,16 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
                         char *desc, size_t desc_len, atoll_err *err);
 /* The table for --device and --precision, checked against what the device path runs
  * so far (data parallel with ZeRO 0 or 1, its collectives staged through host memory;
- * no tensor/pipeline parallelism or islands; no Llama on CUDA). A process uses GPU
- * number = its local rank on the machine. desc: a line for the run's header ("" for cpu). */
+ * no tensor/pipeline parallelism or islands; no Llama on CUDA; --dp-comm checked here
+ * too, before anything is allocated). A process uses GPU number = its local rank on the
+ * machine modulo the GPUs it sees (one visible GPU: that one). desc: a line for the run's header ("" for cpu). */
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err);
 
 /* The NCCL build's collectives (atoll_nccl_coll_open), registered like the CUDA opener. */
 void atoll_device_set_nccl(atoll_device_coll_opener open);
 /* --dp-comm: NULL in *out for "host" (data parallel stages through host memory); for
- * "nccl" the group's device collectives, refused unless --device cuda, --zero 0 and
- * --grad-dtype fp32 and atoll was built with NCCL. Collective over dp_comm. */
+ * "nccl" the group's device collectives (atoll_device_open checked the settings).
+ * Collective over dp_comm. */
 int atoll_device_open_coll(const atoll_config *c, atoll_comm *dp_comm, atoll_device_coll **out, atoll_err *err);
 
 /* The datasheet's dense peak of a GPU named in desc (atoll_cuda_device_name's line) at

@@ -150,9 +150,10 @@ static int setup_strategies(atoll_run *r, const atoll_pipeline_config *pc, atoll
   int zero_stage = r->mesh.dp > 1 ? c->zero_stage : 0;
   if (atoll_dp_create(&r->dp, r->model, r->mesh.dp_comm, r->mesh.island_comm, zero_stage, bucket, err)) return -1;
   if (strcmp(c->grad_dtype, "bf16") == 0) atoll_dp_set_grad_wire(r->dp, ATOLL_WIRE_BF16);
+  atoll_strategies_add(&r->strategies, atoll_dp_strategy(r->dp));
+  /* after the list owns the data-parallel object, so that a failure frees it */
   if (atoll_device_open_coll(c, r->mesh.dp_comm, &r->dcoll, err)) return -1;
   if (r->dcoll) atoll_dp_set_device_coll(r->dp, r->dcoll);
-  atoll_strategies_add(&r->strategies, atoll_dp_strategy(r->dp));
   size_t tie_begin, tie_end;
   if (atoll_pipeline_tie_range(r->pipe, &tie_begin, &tie_end)) atoll_dp_defer(r->dp, tie_begin, tie_end);
   if (r->mesh.tp > 1) {

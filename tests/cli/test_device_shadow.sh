@@ -92,6 +92,9 @@ expect_error "no ZeRO-2 on a device" "--zero" $ATOLL train $M --device shadow --
 expect_error "no tensor parallel on a device" "--tp" $MPIRUN -np 2 $ATOLL train $M --device shadow --tp 2 --out "$TMP/e3"
 expect_error "unknown device" "--device" $ATOLL train $M --device gpu --out "$TMP/e4"
 expect_error "sample: unknown device" "--device" $ATOLL sample --ckpt "$TMP/g_cpu" --device tpu
+expect_error "nccl needs cuda" "--dp-comm" $ATOLL train $M --device shadow --dp-comm nccl --out "$TMP/e5"
+[ -e "$TMP/e5" ] && fail "a refused --dp-comm left $TMP/e5" || pass "a refused --dp-comm writes nothing"
+expect_error "a peak below a GFLOP/s" "--peak-tflops" $ATOLL train $M --peak-tflops 1e-40 --out "$TMP/e6"
 
 echo "$PASSES passed, $FAILS failed"
 [ "$FAILS" -eq 0 ]

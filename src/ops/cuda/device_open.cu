@@ -28,10 +28,14 @@ extern "C" const atoll_ops *atoll_cuda_open(int ordinal, int bf16, char *desc, s
     snprintf(why, why_len, "no CUDA device: cudaGetDeviceCount found none");
     return NULL;
   }
-  if (ordinal < 0 || ordinal >= count) {
-    snprintf(why, why_len, "GPU %d does not exist (this machine has %d: 0 to %d)", ordinal, count, count - 1);
+  if (ordinal < 0) {
+    snprintf(why, why_len, "GPU %d does not exist", ordinal);
     return NULL;
   }
+  /* the caller's number is the process's local rank: with one GPU visible per process
+   * (Slurm --gpus-per-task, CUDA_VISIBLE_DEVICES set per rank) every rank takes its only
+   * GPU; with all of a node's GPUs visible, rank r takes GPU r (r mod count) */
+  ordinal %= count;
   if ((e = cudaSetDevice(ordinal)) != cudaSuccess) return refuse(why, why_len, "cannot select the GPU: cudaSetDevice failed", e);
   /* create the context now, so that a device that cannot be used (busy, out of
    * memory) is refused here in one line and not by the first allocation's fatal path */
