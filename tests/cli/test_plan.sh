@@ -143,12 +143,15 @@ calibrate() {
     || { echo "training failed: $(tail -1 "$TMP/train.err")"; return 1; }
   $ATOLL plan --calibrate "$TMP/cal/summary.json" --measure --json >"$TMP/cal.json" 2>"$TMP/err" \
     || { echo "plan --calibrate failed: $(cat "$TMP/err")"; return 1; }
-  $PY - "$TMP/cal.json" <<'PYEOF'
+  $PY - "$TMP/cal.json" "${ATOLL_TEST_SANITIZED:-0}" <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
 print(f"predicted {j['predicted_step_seconds']*1e3:.1f} ms, measured {j['measured_step_seconds']*1e3:.1f} ms, "
       f"gap {100*j['gap']:+.1f}% ({j['cpu']})")
-sys.exit(0 if abs(j["gap"]) <= 0.25 else 1)
+# under ASan/UBSan (scripts/test_sanitize.sh) instrumented code runs at other rates
+# than the ones the planner measures: only a finite gap is required there
+bound = float("inf") if sys.argv[2] == "1" else 0.25
+sys.exit(0 if abs(j["gap"]) <= bound else 1)
 PYEOF
 }
 if first=$(calibrate); then
