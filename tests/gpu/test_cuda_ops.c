@@ -3,6 +3,10 @@
  * differences by tests/test_ops.c.
  *
  * STATUS: compiled here; NOT YET RUN ON A GPU (the session that wrote it had none).
+ * One file on purpose, though long: every case shares the harness (device copies,
+ * guard zones, the error measure, the double-run determinism check) and the device
+ * script runs one binary; split it by op family once it has run on a GPU and its
+ * harness settles (a header for the harness, a file per family).
  * Without a usable device (cudaGetDeviceCount fails or returns 0) it prints why and
  * exits 77, which ctest reports as skipped. tests/gpu/run_device.sh runs it on one.
  *
