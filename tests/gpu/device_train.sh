@@ -107,29 +107,25 @@ else
   fail "resume: the stopped or the resumed cuda run failed (above)"
 fi
 
-# --- move: the step-10 GPU checkpoint resumed on the CPU ------------------------------
-if train cpu_from_cuda --resume "$W/cuda_stop/checkpoints/step_00000010" --device cpu --out "$W/cpu_from_cuda" &&
-   grep -q '"finished":[[:space:]]*true' "$W/cpu_from_cuda/summary.json"; then
-  pass "move: the step-10 cuda checkpoint resumed with --device cpu ran to step 20"
-  keep_metrics cpu_from_cuda
-  sed -n '11,20p' "$W/cuda/metrics.jsonl" >"$W/cuda_11_20.jsonl"
-  check "move: its losses (steps 11-20) against the straight cuda run, within 1e-4" \
-    "$CLOSE" losses "$W/cuda_11_20.jsonl" "$W/cpu_from_cuda/metrics.jsonl" 1e-4
-else
-  fail "move: the step-10 cuda checkpoint did not run to the end on the CPU (above)"
-fi
-
-# ... and the step-10 CPU checkpoint resumed on the GPU
-if train cuda_from_cpu --resume "$W/cpu/checkpoints/step_00000010" --device cuda --out "$W/cuda_from_cpu" &&
-   grep -q '"finished":[[:space:]]*true' "$W/cuda_from_cpu/summary.json"; then
-  pass "move: the step-10 cpu checkpoint resumed with --device cuda ran to step 20"
-  keep_metrics cuda_from_cpu
-  sed -n '11,20p' "$W/cpu/metrics.jsonl" >"$W/cpu_11_20.jsonl"
-  check "move: its losses (steps 11-20) against the straight cpu run, within 1e-4" \
-    "$CLOSE" losses "$W/cpu_11_20.jsonl" "$W/cuda_from_cpu/metrics.jsonl" 1e-4
-else
-  fail "move: the step-10 cpu checkpoint did not run to the end on the GPU (above)"
-fi
+# --- move: a step-10 checkpoint resumed on the other device runs to step 20, with the
+# losses of steps 11-20 within 1e-4 of the run it came from
+move() { # FROM TO: the step-10 checkpoint of run FROM (cuda or cpu) resumed with --device TO
+  from=$1; to=$2
+  if train "${to}_from_$from" --resume "$W/${from}_ckpt10" --device "$to" --out "$W/${to}_from_$from" &&
+     grep -q '"finished":[[:space:]]*true' "$W/${to}_from_$from/summary.json"; then
+    pass "move: the step-10 $from checkpoint resumed with --device $to ran to step 20"
+    keep_metrics "${to}_from_$from"
+    sed -n '11,20p' "$W/$from/metrics.jsonl" >"$W/${from}_11_20.jsonl"
+    check "move: its losses (steps 11-20) against the straight $from run, within 1e-4" \
+      "$CLOSE" losses "$W/${from}_11_20.jsonl" "$W/${to}_from_$from/metrics.jsonl" 1e-4
+  else
+    fail "move: the step-10 $from checkpoint did not run to the end with --device $to (above)"
+  fi
+}
+ln -sfn "$W/cuda_stop/checkpoints/step_00000010" "$W/cuda_ckpt10"
+ln -sfn "$W/cpu/checkpoints/step_00000010" "$W/cpu_ckpt10"
+move cuda cpu
+move cpu cuda
 
 # --- sample on the GPU (the key/value-cache decoder) -----------------------------------
 if "$ATOLL" sample --ckpt "$W/cuda" --device cuda --prompt "The " --tokens 64 --seed 1 >"$LOG/sample_cuda.txt" \
