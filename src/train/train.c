@@ -276,6 +276,9 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
     l->opt = c->opt;
     l->opt.total_steps = c->steps;
     if (r->rank == 0) rc = atoll_mkdir_p(c->out, err);
+    /* a kill between a save and its prune left one checkpoint more than --keep:
+     * the resumed run finishes that prune (a run resumed at its last step saves no more) */
+    if (rc == 0 && resume_dir && r->rank == 0) rc = atoll_ckpt_prune_ex(r->ckpt_root, c->keep, *start, err);
     if (rc == 0) rc = atoll_report_open(&l->report, r, *start, err);
     if (rc == 0) atoll_report_val_text(&l->report, l->val.ntokens, l->val.text_bytes);
   }
