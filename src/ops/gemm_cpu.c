@@ -99,8 +99,12 @@ static void dnnl_start(void) {
  * dimensions and batch strides, alpha, beta, bias), made at the first call of that
  * layout (a few hundred microseconds) and kept for the life of the process: a model has
  * a handful of layouts. The lock guards only the table; primitives are never destroyed,
- * so several threads may execute them at once (memory objects are made per call and
- * each thread has its own stream). */
+ * so several threads may execute them at once: memory objects are made per call, each
+ * thread has its own stream, and each thread its own scratchpad. oneDNN's own
+ * ("library") scratchpad is one buffer for all primitives in builds without
+ * DNNL_ENABLE_CONCURRENT_EXEC, such as Debian's: two threads running products at once
+ * wrote into each other's partial sums (test_bf16_kernels' thread check failed 11 runs
+ * in 60). */
 typedef struct {
   int batch, ta, tb, M, N, K, lda, ldb, ldc, beta_kind, has_bias; /* beta_kind: 0 (C =), 1 (C +=) */
   long long sa, sb, sc;                                            /* batch strides, in elements */
@@ -110,7 +114,7 @@ typedef struct {
 typedef struct {
   plan_key key;
   dnnl_primitive_t prim;
-  dnnl_memory_desc_t da, db, dc, dbias;
+  dnnl_memory_desc_t da, db, dc, dbias, dscratch; /* dscratch: zero size when none is needed */
 } bf16_plan;
 
 #define MAX_PLANS 256
@@ -118,6 +122,10 @@ static bf16_plan plans[MAX_PLANS];
 static int nplans;
 static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local dnnl_stream_t thread_strm; /* a stream is not to be shared by threads */
+static _Thread_local struct {
+  void *p;
+  size_t cap;
+} thread_scratchpad; /* grown as needed and kept, like the bf16 copies below */
 
 #define DNNL_CHECK(call)                                                                  \
   do {                                                                                    \
@@ -157,6 +165,7 @@ static void make_plan(bf16_plan *p, const plan_key *k) {
   DNNL_CHECK(dnnl_matmul_desc_init(&md, &p->da, &p->db, k->has_bias ? &p->dbias : NULL, &p->dc));
   dnnl_primitive_attr_t attr;
   DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+  DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
   if (k->alpha != 1.0f) DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha));
   if (k->beta_kind) {
     dnnl_post_ops_t po;
@@ -168,6 +177,8 @@ static void make_plan(bf16_plan *p, const plan_key *k) {
   dnnl_primitive_desc_t pd;
   DNNL_CHECK(dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL));
   dnnl_primitive_attr_destroy(attr);
+  const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (scratch) p->dscratch = *scratch;
   DNNL_CHECK(dnnl_primitive_create(&p->prim, pd));
   dnnl_primitive_desc_destroy(pd);
 }
@@ -195,15 +206,26 @@ static const bf16_plan *plan_for(const plan_key *k, bf16_plan *tmp) {
 
 static void run_plan(const bf16_plan *p, const void *A, const void *B, float *C, const float *bias) {
   if (!thread_strm) DNNL_CHECK(dnnl_stream_create(&thread_strm, dnnl_eng, dnnl_stream_default_flags));
-  dnnl_memory_t ma, mb, mc, mbias = NULL;
+  dnnl_memory_t ma, mb, mc, mbias = NULL, mscratch = NULL;
   DNNL_CHECK(dnnl_memory_create(&ma, &p->da, dnnl_eng, (void *)A));
   DNNL_CHECK(dnnl_memory_create(&mb, &p->db, dnnl_eng, (void *)B));
   DNNL_CHECK(dnnl_memory_create(&mc, &p->dc, dnnl_eng, C));
-  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_BIAS, NULL}};
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
   int nargs = 3;
   if (p->key.has_bias) {
     DNNL_CHECK(dnnl_memory_create(&mbias, &p->dbias, dnnl_eng, (void *)bias));
-    args[nargs++].memory = mbias;
+    args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mbias};
+  }
+  size_t need = dnnl_memory_desc_get_size(&p->dscratch);
+  if (need) {
+    if (need > thread_scratchpad.cap) {
+      free(thread_scratchpad.p);
+      thread_scratchpad.p = aligned_alloc(64, (need + 63) / 64 * 64);
+      if (!thread_scratchpad.p) atoll_fatal("oneDNN: out of memory for a %zu-byte scratchpad", need);
+      thread_scratchpad.cap = need;
+    }
+    DNNL_CHECK(dnnl_memory_create(&mscratch, &p->dscratch, dnnl_eng, thread_scratchpad.p));
+    args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, mscratch};
   }
   DNNL_CHECK(dnnl_primitive_execute(p->prim, thread_strm, nargs, args));
   DNNL_CHECK(dnnl_stream_wait(thread_strm));
@@ -211,6 +233,7 @@ static void run_plan(const bf16_plan *p, const void *A, const void *B, float *C,
   dnnl_memory_destroy(mb);
   dnnl_memory_destroy(mc);
   if (mbias) dnnl_memory_destroy(mbias);
+  if (mscratch) dnnl_memory_destroy(mscratch);
 }
 
 static void bf16_product(const plan_key *k, const void *A, const void *B, float *C, const float *bias) {
