@@ -11,6 +11,10 @@ static atoll_device_coll_opener nccl_opener;
 void atoll_device_set_cuda(atoll_cuda_opener open) { cuda_opener = open; }
 void atoll_device_set_nccl(atoll_device_coll_opener open) { nccl_opener = open; }
 
+/* For every "no CUDA here" refusal: a resumed run takes the device its checkpoint
+ * recorded, so the user may never have typed --device. */
+#define CPU_HINT "; --device cpu trains on the CPU (a resumed run keeps its checkpoint's --device unless given)"
+
 /* What the device path does not run yet; refused before anything is allocated. */
 static int check_layout(const atoll_config *c, atoll_err *err) {
   const char *d = c->device;
@@ -28,7 +32,9 @@ static int check_dp_comm(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--dp-comm nccl: needs --device cuda (this run's device is %s)", c->device);
   if (c->zero_stage != 0) return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->zero_stage);
   if (strcmp(c->grad_dtype, "fp32") != 0) return atoll_fail(err, "--dp-comm nccl: sends fp32 gradients (--grad-dtype fp32)");
-  if (!nccl_opener) return atoll_fail(err, "--dp-comm nccl: this atoll was built without NCCL (docs/gpu.md)");
+  if (!nccl_opener)
+    return atoll_fail(err, "--dp-comm nccl: this atoll was built without NCCL (docs/gpu.md); --dp-comm host sums on "
+                      "the host (a resumed run keeps its checkpoint's --dp-comm unless given)");
   return 0;
 }
 
@@ -61,13 +67,13 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
     return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda; shadow, a test device)", device);
   if (!cuda_opener)
     return atoll_fail(err, "--device cuda: this atoll was built without CUDA (nvcc was not found at build time; "
-                      "docs/gpu.md)");
+                      "docs/gpu.md)" CPU_HINT);
   if (strcmp(arch, "llama") == 0)
     return atoll_fail(err, "--device cuda: --arch llama needs CUDA kernels for RMSNorm, RoPE, SwiGLU and grouped-query "
                       "attention, not written yet (gpt2 runs)");
   char why[256] = "";
   *out = cuda_opener(ordinal, bf16, desc, desc_len, why, sizeof why);
-  if (!*out) return atoll_fail(err, "--device cuda: %s", why);
+  if (!*out) return atoll_fail(err, "--device cuda: %s" CPU_HINT, why);
   return 0;
 }
 
