@@ -83,16 +83,13 @@ int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, ato
   metrics_path(r, path, sizeof path);
   size_t kept_len;
   char *kept = kept_metrics(path, keep_steps, &kept_len);
-  rep->metrics = fopen(path, "w");
-  if (!rep->metrics) {
-    free(kept);
-    return atoll_fail(err, "%s: cannot write: %s", path, strerror(errno));
-  }
-  errno = 0;
-  int ok = !kept || fwrite(kept, 1, kept_len, rep->metrics) == kept_len;
+  /* the kept lines replace the file in one rename: truncating it first and writing
+   * them after lost the run's record to a kill in between */
+  int rc = kept ? atoll_write_file_atomic(path, kept, kept_len, err) : 0;
   free(kept);
-  metrics_check(rep, ok && fflush(rep->metrics) == 0);
-  if (rep->metrics_errno) return atoll_fail(err, "%s: cannot write: %s", path, strerror(rep->metrics_errno));
+  if (rc) return -1;
+  rep->metrics = fopen(path, kept ? "a" : "w");
+  if (!rep->metrics) return atoll_fail(err, "%s: cannot write: %s", path, strerror(errno));
   return 0;
 }
 
