@@ -340,6 +340,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
     return 0;
   }
   if ((rc = atoll_train_agree(world, rc, &err))) return agreed_exit(rc, &err);
+  if ((rc = atoll_train_agree(world, atoll_device_check(&cfg, &err), &err))) return agreed_exit(rc, &err);
   /* rank 0 prepares the default corpus; the others wait for it */
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);

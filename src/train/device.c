@@ -49,20 +49,12 @@ static int local_rank(void) {
   return 0;
 }
 
-int atoll_device_select(const char *device, int bf16, const char *arch, int ordinal, const atoll_ops **out,
-                        char *desc, size_t desc_len, atoll_err *err) {
-  *out = NULL;
-  desc[0] = '\0';
-  if (strcmp(device, "cpu") == 0) {
-    *out = bf16 ? atoll_ops_cpu_bf16() : atoll_ops_cpu();
-    return 0;
-  }
-  if (strcmp(device, "shadow") == 0) {
-    if (bf16) return atoll_fail(err, "--device shadow: a test device of the fp32 CPU kernels (--precision fp32)");
-    *out = atoll_ops_shadow();
-    snprintf(desc, desc_len, "shadow (the CPU's fp32 kernels behind addresses the host may not touch; a test device)");
-    return 0;
-  }
+/* What can be refused without opening the device: an unknown name, a build without
+ * it, what its kernels do not cover. */
+static int check_device(const char *device, int bf16, const char *arch, atoll_err *err) {
+  if (strcmp(device, "cpu") == 0) return 0;
+  if (strcmp(device, "shadow") == 0)
+    return bf16 ? atoll_fail(err, "--device shadow: a test device of the fp32 CPU kernels (--precision fp32)") : 0;
   if (strcmp(device, "cuda") != 0)
     return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda; shadow, a test device)", device);
   if (!cuda_opener)
@@ -71,16 +63,38 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
   if (strcmp(arch, "llama") == 0)
     return atoll_fail(err, "--device cuda: --arch llama needs CUDA kernels for RMSNorm, RoPE, SwiGLU and grouped-query "
                       "attention, not written yet (gpt2 runs)");
+  return 0;
+}
+
+int atoll_device_select(const char *device, int bf16, const char *arch, int ordinal, const atoll_ops **out,
+                        char *desc, size_t desc_len, atoll_err *err) {
+  *out = NULL;
+  desc[0] = '\0';
+  if (check_device(device, bf16, arch, err)) return -1;
+  if (strcmp(device, "cpu") == 0) {
+    *out = bf16 ? atoll_ops_cpu_bf16() : atoll_ops_cpu();
+    return 0;
+  }
+  if (strcmp(device, "shadow") == 0) {
+    *out = atoll_ops_shadow();
+    snprintf(desc, desc_len, "shadow (the CPU's fp32 kernels behind addresses the host may not touch; a test device)");
+    return 0;
+  }
   char why[256] = "";
   *out = cuda_opener(ordinal, bf16, desc, desc_len, why, sizeof why);
   if (!*out) return atoll_fail(err, "--device cuda: %s" CPU_HINT, why);
   return 0;
 }
 
+int atoll_device_check(const atoll_config *c, atoll_err *err) {
+  if ((strcmp(c->device, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err)) return -1;
+  return check_device(c->device, strcmp(c->precision, "bf16") == 0, c->model.arch, err);
+}
+
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err) {
   *out = NULL;
   desc[0] = '\0';
-  if ((strcmp(c->device, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err)) return -1;
+  if (atoll_device_check(c, err)) return -1;
   return atoll_device_select(c->device, strcmp(c->precision, "bf16") == 0, c->model.arch, local_rank(), out, desc,
                              desc_len, err);
 }

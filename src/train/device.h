@@ -31,6 +31,11 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
  * too, before anything is allocated). A process uses GPU number = its local rank on the
  * machine modulo the GPUs it sees (one visible GPU: that one). desc: a line for the run's header ("" for cpu). */
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err);
+/* Everything atoll_device_open refuses without opening a device (settings the device
+ * path does not run, a build without CUDA): checked before the default corpus is
+ * prepared, so a run refused for these writes nothing. (A missing GPU shows only when
+ * the run opens it.) */
+int atoll_device_check(const atoll_config *c, atoll_err *err);
 
 /* The NCCL build's collectives (atoll_nccl_coll_open), registered like the CUDA opener. */
 void atoll_device_set_nccl(atoll_device_coll_opener open);

@@ -68,6 +68,12 @@ expect_error "sample: bad temperature" "--temperature" $ATOLL sample --ckpt "$TM
 expect_error "device: cuda without a GPU" "--device cuda" env CUDA_VISIBLE_DEVICES= $ATOLL train $TINY $D --device cuda --steps 2 --out "$TMP/cudarun"
 [ "$rc" -eq 1 ] || fail "device: cuda without a GPU: exit status $rc, not 1"
 [ ! -e "$TMP/cudarun/checkpoints" ] || fail "device: cuda without a GPU: wrote $TMP/cudarun/checkpoints"
+# a device refused for its settings is refused before the default corpus is prepared
+# (no --data: the default is a directory under the working directory)
+mkdir -p "$TMP/nodata" && cd "$TMP/nodata"
+expect_error "device: refused before the default corpus" "--device shadow" $ATOLL train $TINY --device shadow --precision bf16 --steps 2 --out "$TMP/nodata/run"
+[ -z "$(ls -A "$TMP/nodata")" ] && pass "device: the refusal wrote nothing" || fail "device: the refusal wrote $(ls -A "$TMP/nodata")"
+cd - >/dev/null
 expect_error "sample: --device cuda without a GPU" "--device cuda" env CUDA_VISIBLE_DEVICES= $ATOLL sample --ckpt "$TMP/run" --device cuda --tokens 2
 [ "$rc" -eq 1 ] || fail "sample: --device cuda without a GPU: exit status $rc, not 1"
 
