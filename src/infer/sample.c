@@ -115,7 +115,7 @@ static int load_model(const char *dir, const atoll_shape *shape, const char *dev
   char desc[256];
   atoll_part whole = atoll_part_whole();
   *out = NULL;
-  if (atoll_device_select(device, 0, shape->arch, 0, &ops, desc, sizeof desc, err) ||
+  if (atoll_device_select(device, 0, shape, 0, &ops, desc, sizeof desc, err) ||
       atoll_model_create_on(out, shape, &whole, 1, 1, 1, ops, err))
     return -1;
   const atoll_layout *lay = atoll_model_layout(*out);

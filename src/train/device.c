@@ -51,7 +51,7 @@ static int local_rank(void) {
 
 /* What can be refused without opening the device: an unknown name, a build without
  * it, what its kernels do not cover. */
-static int check_device(const char *device, int bf16, const char *arch, atoll_err *err) {
+static int check_device(const char *device, int bf16, const atoll_shape *shape, atoll_err *err) {
   if (strcmp(device, "cpu") == 0) return 0;
   if (strcmp(device, "shadow") == 0)
     return bf16 ? atoll_fail(err, "--device shadow: a test device of the fp32 CPU kernels (--precision fp32)") : 0;
@@ -60,17 +60,21 @@ static int check_device(const char *device, int bf16, const char *arch, atoll_er
   if (!cuda_opener)
     return atoll_fail(err, "--device cuda: this atoll was built without CUDA (nvcc was not found at build time; "
                       "docs/gpu.md)" CPU_HINT);
-  if (strcmp(arch, "llama") == 0)
+  if (strcmp(shape->arch, "llama") == 0)
     return atoll_fail(err, "--device cuda: --arch llama needs CUDA kernels for RMSNorm, RoPE, SwiGLU and grouped-query "
                       "attention, not written yet (gpt2 runs)");
+  /* the attention kernels keep a head's row in registers (src/ops/cuda/attention.cu) */
+  if (shape->heads > 0 && shape->dim / shape->heads > 256)
+    return atoll_fail(err, "--device cuda: attention runs head sizes up to 256 on CUDA; this model's is %d (dim %d / heads %d)",
+                      shape->dim / shape->heads, shape->dim, shape->heads);
   return 0;
 }
 
-int atoll_device_select(const char *device, int bf16, const char *arch, int ordinal, const atoll_ops **out,
+int atoll_device_select(const char *device, int bf16, const atoll_shape *shape, int ordinal, const atoll_ops **out,
                         char *desc, size_t desc_len, atoll_err *err) {
   *out = NULL;
   desc[0] = '\0';
-  if (check_device(device, bf16, arch, err)) return -1;
+  if (check_device(device, bf16, shape, err)) return -1;
   if (strcmp(device, "cpu") == 0) {
     *out = bf16 ? atoll_ops_cpu_bf16() : atoll_ops_cpu();
     return 0;
@@ -88,14 +92,14 @@ int atoll_device_select(const char *device, int bf16, const char *arch, int ordi
 
 int atoll_device_check(const atoll_config *c, atoll_err *err) {
   if ((strcmp(c->device, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err)) return -1;
-  return check_device(c->device, strcmp(c->precision, "bf16") == 0, c->model.arch, err);
+  return check_device(c->device, strcmp(c->precision, "bf16") == 0, &c->model, err);
 }
 
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err) {
   *out = NULL;
   desc[0] = '\0';
   if (atoll_device_check(c, err)) return -1;
-  return atoll_device_select(c->device, strcmp(c->precision, "bf16") == 0, c->model.arch, local_rank(), out, desc,
+  return atoll_device_select(c->device, strcmp(c->precision, "bf16") == 0, &c->model, local_rank(), out, desc,
                              desc_len, err);
 }
 

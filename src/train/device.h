@@ -21,9 +21,9 @@ typedef const atoll_ops *(*atoll_cuda_opener)(int ordinal, int bf16, char *desc,
 void atoll_device_set_cuda(atoll_cuda_opener open);
 
 /* The table for device "cpu", "cuda" or "shadow" (bf16: bf16 matrix products) and the
- * model's arch (--arch llama has no CUDA kernels yet); ordinal: which GPU; desc: the
- * device in words, "" for cpu. */
-int atoll_device_select(const char *device, int bf16, const char *arch, int ordinal, const atoll_ops **out,
+ * model's shape (no CUDA kernels for --arch llama yet, nor for heads over 256 wide);
+ * ordinal: which GPU; desc: the device in words, "" for cpu. */
+int atoll_device_select(const char *device, int bf16, const atoll_shape *shape, int ordinal, const atoll_ops **out,
                         char *desc, size_t desc_len, atoll_err *err);
 /* The table for --device and --precision, checked against what the device path runs
  * so far (data parallel with ZeRO 0 or 1, its collectives staged through host memory;

@@ -68,6 +68,9 @@ expect_error "sample: bad temperature" "--temperature" $ATOLL sample --ckpt "$TM
 expect_error "device: cuda without a GPU" "--device cuda" env CUDA_VISIBLE_DEVICES= $ATOLL train $TINY $D --device cuda --steps 2 --out "$TMP/cudarun"
 [ "$rc" -eq 1 ] || fail "device: cuda without a GPU: exit status $rc, not 1"
 [ ! -e "$TMP/cudarun/checkpoints" ] || fail "device: cuda without a GPU: wrote $TMP/cudarun/checkpoints"
+# heads wider than the CUDA attention kernels take: refused up front (a CPU-only build
+# says "built without CUDA" first)
+expect_error "device: cuda head size 300" "head sizes up to 256\|built without CUDA" env CUDA_VISIBLE_DEVICES= $ATOLL train $D --layers 1 --heads 2 --dim 600 --device cuda --steps 2 --out "$TMP/widehead"
 # a device refused for its settings is refused before the default corpus is prepared
 # (no --data: the default is a directory under the working directory)
 mkdir -p "$TMP/nodata" && cd "$TMP/nodata"
