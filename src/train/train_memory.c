@@ -47,6 +47,13 @@ int atoll_run_check_memory(const atoll_config *c, const atoll_part *part, int dp
   double grads = stage >= 2 ? shard : (double)mm.grads;
   double moments = 2.0 * (stage >= 1 ? shard : (double)mm.weights); /* m and v, also with SGD */
   double state = weights + grads + moments, acts = (double)mm.acts;
+  /* With a device the host holds copies of the weights and moments (checkpoints, the
+   * weights' hash: train.c's host_params, state.m and state.v). A GPU holds the rest,
+   * and its memory is not checked here (its allocator refuses what does not fit); the
+   * shadow device keeps the rest in host memory too. */
+  double copies = (double)mm.weights + moments;
+  if (strcmp(c->device, "cuda") == 0) state = copies, acts = 0.0;
+  if (strcmp(c->device, "shadow") == 0) state += copies;
   uint64_t avail = bytes_available();
   if (avail == 0 || state + acts <= (double)avail) return 0;
   char what[96], hint[96];
