@@ -236,6 +236,10 @@ void atoll_comm_set_timeout(atoll_comm *c, double seconds) {
 }
 atoll_comm_stats atoll_comm_get_stats(const atoll_comm *c) { return c->stats; }
 void atoll_comm_reset_stats(atoll_comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+void atoll_comm_count(atoll_comm *c, atoll_op op, uint64_t bytes) {
+  c->stats.bytes_sent[op] += bytes;
+  c->stats.calls[op]++;
+}
 
 int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_comm **out,
                      atoll_err *err) {

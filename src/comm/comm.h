@@ -83,6 +83,10 @@ void atoll_comm_set_timeout(atoll_comm *c, double seconds);
 void atoll_comm_set_tuning(atoll_comm *c, size_t segment_floats, int window);
 atoll_comm_stats atoll_comm_get_stats(const atoll_comm *c);
 void atoll_comm_reset_stats(atoll_comm *c);
+/* Counts one collective over c's ranks that another engine ran (NCCL on device
+ * buffers: src/comm/nccl_coll.c), with the bytes this rank sent, so that reports
+ * include it. */
+void atoll_comm_count(atoll_comm *c, atoll_op op, uint64_t bytes);
 
 /* Splits c into sub-communicators: ranks with the same color share one, ordered by
  * key (collective over c). A negative color joins none (*out = NULL). The mesh module

@@ -24,6 +24,7 @@
 typedef struct {
   atoll_device_coll base; /* first: the struct is cast both ways */
   ncclComm_t comm;
+  atoll_comm *group_comm; /* the same ranks: the bytes are counted in its statistics */
   const char *group;
 } nccl_coll;
 
@@ -40,6 +41,10 @@ static void nccl_allreduce(atoll_device_coll *d, float *buf, size_t count) {
   nccl_coll *n = (nccl_coll *)d;
   if (count == 0) return;
   check(n, atoll_nccl()->AllReduce(buf, buf, count, ncclFloat, ncclSum, n->comm, 0), "ncclAllReduce");
+  /* what a ring all-reduce sends per rank, 2 (p - 1) / p of the buffer (the count the
+   * host path's ring reports too); NCCL may pick a tree, which sends about as much */
+  size_t p = (size_t)atoll_comm_size(n->group_comm);
+  atoll_comm_count(n->group_comm, ATOLL_OP_ALLREDUCE, 2 * (p - 1) * count / p * sizeof(float));
 }
 
 /* Every queued all-reduce has been issued without error. Its results are ordered before
@@ -59,6 +64,7 @@ int atoll_nccl_coll_open(atoll_comm *c, atoll_device_coll **out, atoll_err *err)
   *out = NULL;
   nccl_coll *n = calloc(1, sizeof *n);
   if (!n) return atoll_fail(err, "out of memory");
+  n->group_comm = c;
   n->group = atoll_comm_name(c);
   if (atoll_nccl_init(c, &n->comm, err)) {
     free(n);
