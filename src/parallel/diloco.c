@@ -17,7 +17,8 @@ struct atoll_diloco {
   atoll_diloco_config cfg;
   atoll_mesh *mesh;
   const atoll_layout *lay;
-  float *params;
+  float *params;        /* the weights the outer steps read and write: host memory */
+  float *device_params; /* with a device: the model's own weights there, else NULL */
   size_t slice_begin, slice_end; /* this rank's slice of the flat buffer */
   float *global, *momentum;                  /* [slice_end - slice_begin] */
   size_t *frag_begin, *frag_end;             /* fragment ranges of the flat buffer */
@@ -95,7 +96,8 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   if (d->cfg.outer_lr < 0) d->cfg.outer_lr = atoll_diloco_default_outer_lr(d->cfg.sync_every);
   d->mesh = mesh;
   d->lay = lay;
-  d->params = params;
+  d->params = cfg->host_copy ? cfg->host_copy : params;
+  d->device_params = cfg->host_copy ? params : NULL;
   int dp = mesh->dp, islands = mesh->islands;
   d->slice_begin = island_slice_lo(d, mesh->dp_rank);
   d->slice_end = island_slice_lo(d, mesh->dp_rank + 1);
@@ -384,7 +386,16 @@ static void merge_fragment(atoll_diloco *d, int f) {
   d->merge_due[f] = 0;
 }
 
-int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
+/* With a device: the weights from the device to their host copy, and back. */
+static void pull(atoll_diloco *d) {
+  if (d->device_params) d->cfg.ops->to_host(d->params, d->device_params, sizeof(float) * d->lay->nparams);
+}
+static void push(atoll_diloco *d) {
+  if (d->device_params) d->cfg.ops->to_device(d->device_params, d->params, sizeof(float) * d->lay->nparams);
+}
+
+/* The syncs and merges due after step `step`, on the host's weights. */
+static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   int H = d->cfg.sync_every, frags = d->cfg.fragments, synced = 0;
   for (int f = 0; f < frags; f++)
     if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
@@ -402,7 +413,27 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
   return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;
 }
 
+static int work_due(const atoll_diloco *d, int step, int last) {
+  if (last) return 1;
+  for (int f = 0; f < d->cfg.fragments; f++)
+    if ((d->merge_due[f] && d->merge_due[f] <= step) || step % d->cfg.sync_every == fragment_offset(d, f)) return 1;
+  return 0;
+}
+
+int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
+  if (!work_due(d, step, last)) return 0;
+  pull(d);
+  /* test hook: a NaN in island outer_nan_island's weights reaches its first outer gradient */
+  if (d->cfg.hooks && step == d->cfg.sync_every && d->mesh->island == d->cfg.hooks->outer_nan_island &&
+      d->slice_end > d->slice_begin)
+    d->params[d->slice_begin] = NAN;
+  int rc = run_due(d, step, last, err);
+  push(d);
+  return rc;
+}
+
 void atoll_diloco_swap_global(atoll_diloco *d) {
+  pull(d);
   size_t n = d->slice_end - d->slice_begin;
   float *w = d->params + d->slice_begin;
   for (size_t i = 0; i < n; i++) {
@@ -411,6 +442,7 @@ void atoll_diloco_swap_global(atoll_diloco *d) {
     d->global[i] = t;
   }
   island_gather(d, 0, d->lay->nparams);
+  push(d);
 }
 
 /* ------------------------------------------------------ strategy entries --- */
@@ -428,10 +460,6 @@ static void diloco_begin_step(atoll_strategy *s, int step) {
 
 static int diloco_after_step(atoll_strategy *s, int step, int last, double compute_seconds, atoll_err *err) {
   atoll_diloco *d = (atoll_diloco *)s;
-  /* test hook: a NaN in island outer_nan_island's weights reaches its first outer gradient */
-  if (d->cfg.hooks && step == d->cfg.sync_every && d->mesh->island == d->cfg.hooks->outer_nan_island &&
-      d->slice_end > d->slice_begin)
-    d->params[d->slice_begin] = NAN;
   atoll_diloco_add_compute(d, compute_seconds);
   return atoll_diloco_after_step(d, step, last, err);
 }

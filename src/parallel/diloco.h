@@ -31,6 +31,7 @@
 
 #include "core/hooks.h"
 #include "model/layout.h"
+#include "ops/ops.h"
 #include "parallel/mesh.h"
 #include "parallel/outer_lr.h"
 #include "parallel/quant.h"
@@ -74,6 +75,12 @@ typedef struct {
                                 (NULL: the layout given is the whole model) */
   const atoll_test_hooks *hooks; /* desync_island (NULL: none) */
   const atoll_outer_link *link;  /* islands as separate jobs (NULL: the mesh's islands) */
+  /* A model on a device (ops->device): host_copy holds the weights on the host, and the
+   * outer steps run there, with the weights copied from the device before the syncs
+   * and merges of a step and back after them (and around swap_eval_weights). NULL: the
+   * weights are host memory. */
+  const atoll_ops *ops;
+  float *host_copy;
 } atoll_diloco_config;
 
 typedef struct {
@@ -88,7 +95,8 @@ typedef struct atoll_diloco atoll_diloco;
 
 /* params: the island's weight buffer (full size; valid at least on this rank's slice).
  * Call atoll_diloco_reset_global once the weights are set (or fill the global
- * weights and momentum from a checkpoint). */
+ * weights and momentum from a checkpoint); with a device (cfg->host_copy), once the
+ * host copy holds them. */
 /* cfg->outer_lr < 0: the default for cfg->sync_every (outer_lr.h). */
 int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
                         const atoll_layout *lay, float *params, atoll_err *err);

@@ -112,7 +112,8 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
       .overlap = c->overlap, .merge_alpha = c->overlap > 0 ? c->merge_alpha : 0.0f,
       .dtype = (atoll_qtype)atoll_qtype_parse(c->outer_dtype), .wan_gbps = c->wan_gbps,
       .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
-      .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks};
+      .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks,
+      .ops = atoll_model_ops(r->model), .host_copy = r->host_params};
   if (c->join[0]) { /* islands as separate jobs: the outer exchange goes over the network */
     /* an island of several ranks: each rank has its own data endpoint and session
      * with the coordinator, and exchanges its slice with the same rank of the others */

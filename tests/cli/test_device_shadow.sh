@@ -51,6 +51,13 @@ mpi_pair() { # NAME NP FLAGS...: the same job on cpu and on shadow
 mpi_pair "DDP 3 ranks, small buckets" 3 --bucket-mb 0.01
 mpi_pair "ZeRO-1 3 ranks" 3 --zero 1 --bucket-mb 0.01
 mpi_pair "DDP 2 ranks, bf16 gradients" 2 --grad-dtype bf16
+# DiLoCo islands in one job: the outer steps run on host copies of the weights, copied
+# from the device before a step's syncs and merges and back after (and around eval)
+mpi_pair "2 islands, H 2" 2 --islands 2 --sync-every 2 --eval-every 2
+mpi_pair "2 islands of 2 ranks, ZeRO-1, streaming fp4, overlap" 4 --islands 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4 --zero 1 --bucket-mb 0.01
+$MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 2 --eval-every 2 --device shadow --stop-after 3 --out "$TMP/is_x" >"$TMP/is_x.log" 2>&1 || fail "islands stopped on shadow: $(tail -1 "$TMP/is_x.log")"
+$MPIRUN -np 2 $ATOLL train --resume "$TMP/is_x" >"$TMP/is_x.log" 2>&1 || fail "islands resumed on shadow: $(tail -1 "$TMP/is_x.log")"
+same_run "2 islands stopped at 3 and resumed on shadow vs cpu straight through" "$TMP/2 islands, H 2_cpu" "$TMP/is_x" 6
 
 # 2. checkpoints move between devices: a shadow run stopped at 3 resumes on the cpu and
 # a cpu run on shadow, both equal to the run straight through

@@ -17,6 +17,9 @@
 #   move       the step-10 cuda checkpoint resumed with --device cpu runs to the end, and
 #              its losses stay within 1e-4 of the straight cuda run's; the step-10 cpu
 #              checkpoint resumed with --device cuda likewise against the cpu run
+#   islands    two DiLoCo islands in one job (mpirun -np 2, both ranks on the same GPU;
+#              the outer steps on host copies of the weights) against the same job on the
+#              CPU: losses within 1e-4 (skipped without mpirun)
 #   sample     atoll sample --device cuda prints text (the key/value-cache decoder on
 #              the GPU, gqa_forward); whether it equals the CPU's is printed, not checked
 # Exit 0 all passed, 1 a failure, 77 --device cuda refused (no usable GPU: skipped).
@@ -126,6 +129,30 @@ ln -sfn "$W/cuda_stop/checkpoints/step_00000010" "$W/cuda_ckpt10"
 ln -sfn "$W/cpu/checkpoints/step_00000010" "$W/cpu_ckpt10"
 move cuda cpu
 move cpu cuda
+
+# --- DiLoCo islands: 2 islands of one rank each, syncing every 5 steps --------------------
+if command -v mpirun >/dev/null && [ -z "${OPAL_PREFIX:-}" ]; then
+  islands() { # DEVICE: the islands job on that device
+    local t0 rc
+    t0=$(now)
+    # shellcheck disable=SC2086
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "$ATOLL" train $SHAPE \
+      --threads 2 --islands 2 --sync-every 5 --device "$1" --out "$W/islands_$1" >"$LOG/train_islands_$1.log" 2>&1
+    rc=$?
+    echo "  run islands_$1: exit $rc, $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
+    [ $rc -eq 0 ] || tail -3 "$LOG/train_islands_$1.log" | sed 's/^/    /'
+    return $rc
+  }
+  if islands cuda && islands cpu; then
+    keep_metrics islands_cuda
+    check "islands: 2 islands on cuda against the same job on cpu, losses within 1e-4" \
+      "$CLOSE" losses "$W/islands_cpu/metrics.jsonl" "$W/islands_cuda/metrics.jsonl" 1e-4
+  else
+    fail "islands: the islands job failed on cuda or cpu (above)"
+  fi
+else
+  echo "SKIP islands: no mpirun here"
+fi
 
 # --- sample on the GPU (the key/value-cache decoder) -----------------------------------
 if "$ATOLL" sample --ckpt "$W/cuda" --device cuda --prompt "The " --tokens 64 --seed 1 >"$LOG/sample_cuda.txt" \
