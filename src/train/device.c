@@ -19,7 +19,6 @@ void atoll_device_set_nccl(atoll_device_coll_opener open) { nccl_opener = open; 
 static int check_layout(const atoll_config *c, atoll_err *err) {
   const char *d = c->device;
   if (c->tp > 1 || c->pp > 1) return atoll_fail(err, "--device %s: --tp and --pp run on the CPU only so far", d);
-  if (c->join[0]) return atoll_fail(err, "--device %s: islands as separate jobs (--join) run on the CPU only so far", d);
   if (c->zero_stage > 1)
     return atoll_fail(err, "--device %s: --zero %d hands memory pages back, which runs on the CPU only (0 and 1 run)", d,
                       c->zero_stage);

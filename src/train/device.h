@@ -27,8 +27,8 @@ int atoll_device_select(const char *device, int bf16, const atoll_shape *shape, 
                         char *desc, size_t desc_len, atoll_err *err);
 /* The table for --device and --precision, checked against what the device path runs
  * so far (data parallel with ZeRO 0 or 1, its collectives staged through host memory;
- * in-job DiLoCo islands, their outer steps on a host copy of the weights; no
- * tensor/pipeline parallelism or islands as separate jobs (--join); no Llama on CUDA; --dp-comm checked here
+ * DiLoCo islands, their outer steps on a host copy of the weights; no tensor/pipeline
+ * parallelism; no Llama on CUDA; --dp-comm checked here
  * too, before anything is allocated). A process uses GPU number = its local rank on the
  * machine modulo the GPUs it sees (one visible GPU: that one). desc: a line for the run's header ("" for cpu). */
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Islands as separate jobs (docs/islands.md) end bit-identical to the same run with
 # --islands K inside one mpirun: K island processes and a coordinator over loopback,
-# fp32, and fp4 with streaming fragments and overlap; K = 2 and K = 3. Compared: every
+# fp32, and fp4 with streaming fragments and overlap; K = 2 and K = 3; and islands on
+# the shadow device against the in-job CPU run. Compared: every
 # tensor of each island's final model.safetensors (the global weights) and every
 # validation loss.
 #   usage: test_islands_equiv.sh ATOLL SRC
@@ -25,7 +26,7 @@ run_case() {
   start_coordinator "$D" $cport $K --island-timeout 20
   pids=""; i=0
   while [ $i -lt $K ]; do
-    timeout -k 5 300 $ATOLL train $M --islands $K $flags $(island_flags "$D" $cport $i $1) --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
+    timeout -k 5 300 $ATOLL train $M --islands $K $flags ${NET_ONLY:-} $(island_flags "$D" $cport $i $1) --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
     pids="$pids $!"; i=$((i + 1)); shift
   done
   ok=1
@@ -45,4 +46,8 @@ run_case() {
 run_case fp32_k2 2 --sync-every 3
 run_case fp4_stream_k2 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4
 run_case fp4_stream_k3 3 --sync-every 4 --fragments 3 --outer-dtype fp4 --net-streams 2
+# the islands on a device (the shadow device: the CPU kernels behind addresses the host
+# may not touch), their outer exchange on the host copy of the weights, against the
+# in-job CPU run
+NET_ONLY="--device shadow" run_case shadow_fp4_stream_k2 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4
 finish
