@@ -233,6 +233,19 @@ static int adopt_data_vocab(atoll_config *c, int vocab_flag, const char *resume,
   return atoll_config_check(c, err);
 }
 
+/* A resumed run continues in the run directory its checkpoint sits in
+ * (RUN/checkpoints/step_N), not in the --out its settings recorded: a run directory
+ * copied or moved elsewhere (or resumed from another working directory, the recorded
+ * --out being relative) wrote into the original. A checkpoint outside a run's
+ * checkpoints/ keeps the recorded --out; --out on the command line wins either way. */
+static void run_dir_of(const char *ckpt_dir, char *out, size_t outsz) {
+  char parent[1200];
+  atoll_parent_dir(ckpt_dir, parent, sizeof parent);
+  const char *base = strrchr(parent, '/');
+  base = base ? base + 1 : parent;
+  if (strcmp(base, "checkpoints") == 0) atoll_parent_dir(parent, out, outsz);
+}
+
 /* The settings, later ones overriding: the checkpoint's (--resume), --config FILE's,
  * the flags'. resume: a checkpoint or run directory; its resolved checkpoint goes to
  * ckpt_dir. */
@@ -248,6 +261,7 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     int rc = atoll_config_apply_json(cfg, cJSON_GetObjectItemCaseSensitive(state, "config"), source, err);
     cJSON_Delete(state);
     if (rc) return -1;
+    run_dir_of(ckpt_dir, cfg->out, sizeof cfg->out);
     from_ckpt = *cfg;
   }
   if (config_file) {

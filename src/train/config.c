@@ -103,7 +103,7 @@ static const key_spec KEYS[] = {
     {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero"},
     {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
     {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
-    {"device", STR(device), "where the model's weights, gradients, optimizer state and activations live: cpu, or cuda (one GPU per process; gpt2; data parallel with --zero 0 or 1, no --tp/--pp/islands yet; docs/gpu.md). shadow: a test device (the CPU kernels behind memory the host may not touch)"},
+    {"device", STR(device), "where the model's weights, gradients, optimizer state and activations live: cpu, or cuda (one GPU per process; gpt2; data parallel with --zero 0 or 1, DiLoCo islands; no --tp/--pp yet; docs/gpu.md). shadow: a test device (the CPU kernels behind memory the host may not touch)"},
     {"dp-comm", STR(dp_comm), "a device run's data-parallel gradient sums: host (copied through host memory, MPI; bit-identical to the CPU's buckets) or nccl (NCCL on the device buffers; --device cuda, --zero 0; not yet run on a GPU)"},
     {"peak-tflops", K_FLOAT, F(peak_tflops), 0, 1e6, "one rank's peak TFLOP/s at --precision, for MFU in the progress line and summary.json (0: a known GPU's datasheet peak, else no MFU)"},
     {"precision", STR(precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},

@@ -90,8 +90,9 @@ int atoll_device_select(const char *device, int bf16, const atoll_shape *shape, 
 }
 
 int atoll_device_check(const atoll_config *c, atoll_err *err) {
-  if ((strcmp(c->device, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err)) return -1;
-  return check_device(c->device, strcmp(c->precision, "bf16") == 0, &c->model, err);
+  /* the device first: its refusal is the one to fix first */
+  if (check_device(c->device, strcmp(c->precision, "bf16") == 0, &c->model, err)) return -1;
+  return (strcmp(c->device, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err) ? -1 : 0;
 }
 
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err) {

@@ -276,9 +276,6 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
     l->opt = c->opt;
     l->opt.total_steps = c->steps;
     if (r->rank == 0) rc = atoll_mkdir_p(c->out, err);
-    /* a kill between a save and its prune left one checkpoint more than --keep:
-     * the resumed run finishes that prune (a run resumed at its last step saves no more) */
-    if (rc == 0 && resume_dir && r->rank == 0) rc = atoll_ckpt_prune_ex(r->ckpt_root, c->keep, *start, err);
     if (rc == 0) rc = atoll_report_open(&l->report, r, *start, err);
     if (rc == 0) atoll_report_val_text(&l->report, l->val.ntokens, l->val.text_bytes);
   }
@@ -429,6 +426,14 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
     }
   }
   rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : 0;
+  /* a kill between the last step's save and its prune left a checkpoint more than
+   * --keep; a resume at the last step saves nothing, so it prunes here, after the run
+   * finished (a resume that fails on the way deletes nothing) */
+  if (rc == 0 && step == start && l->run.rank == 0) {
+    atoll_err perr;
+    if (atoll_ckpt_prune_ex(l->run.ckpt_root, cfg->keep, step, &perr))
+      fprintf(stderr, "atoll train: warning: %s\n", perr.msg);
+  }
 done:
   if (l) loop_free(l);
   free(l);

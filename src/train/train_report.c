@@ -85,10 +85,10 @@ int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, ato
   char *kept = kept_metrics(path, keep_steps, &kept_len);
   /* the kept lines replace the file in one rename: truncating it first and writing
    * them after lost the run's record to a kill in between */
-  int rc = kept ? atoll_write_file_atomic(path, kept, kept_len, err) : 0;
+  int had = kept != NULL, rc = had ? atoll_write_file_atomic(path, kept, kept_len, err) : 0;
   free(kept);
   if (rc) return -1;
-  rep->metrics = fopen(path, kept ? "a" : "w");
+  rep->metrics = fopen(path, had ? "a" : "w");
   if (!rep->metrics) return atoll_fail(err, "%s: cannot write: %s", path, strerror(errno));
   return 0;
 }

@@ -83,6 +83,23 @@ $TO $ATOLL train --resume "$TMP/ref" >/dev/null 2>"$TMP/err" || fail "resume of 
 left=$(ls -a "$TMP/ref/checkpoints" | tr '\n' ' ')
 [ "$left" = ". .. step_00000059 step_00000060 " ] && pass "a resume finishes a prune a kill interrupted" || fail "resume left: $left"
 
+# a resume that fails on its way (a NaN at its first step) prunes nothing, even with a
+# lower --keep; a resume of a copied run directory writes into the copy, not the
+# original its settings name; a temporary file a kill left in OUT is removed
+$TO $ATOLL train $TINY $D --steps 6 --save-every 2 --keep 5 --stop-after 4 --out "$TMP/orig" >/dev/null 2>&1 || fail "run to copy"
+ATOLL_FAULT_NAN_STEP=5 $TO $ATOLL train --resume "$TMP/orig" --keep 1 >/dev/null 2>&1 && fail "the NaN resume succeeded"
+left=$(ls "$TMP/orig/checkpoints" | tr '\n' ' ')
+[ "$left" = "step_00000002 step_00000004 " ] && pass "a failed resume pruned nothing ($left)" || fail "a failed resume left: $left"
+cp -r "$TMP/orig" "$TMP/copy"
+before=$(cat "$TMP/orig/metrics.jsonl" "$TMP/orig/summary.json" | md5sum)
+touch "$TMP/copy/.metrics.jsonl.tmp-999999"
+$TO $ATOLL train --resume "$TMP/copy" >/dev/null 2>"$TMP/err" || fail "resume of the copy: $(tail -1 "$TMP/err")"
+[ -d "$TMP/copy/checkpoints/step_00000006" ] && [ ! -e "$TMP/orig/checkpoints/step_00000006" ] \
+  && [ "$(cat "$TMP/orig/metrics.jsonl" "$TMP/orig/summary.json" | md5sum)" = "$before" ] \
+  && pass "a copied run directory resumes into the copy; the original is untouched" \
+  || fail "copy resumed: copy has $(ls "$TMP/copy/checkpoints" | tr '\n' ' '), original $(ls "$TMP/orig/checkpoints" | tr '\n' ' ')"
+[ ! -e "$TMP/copy/.metrics.jsonl.tmp-999999" ] && pass "a killed run's temporary metrics file is removed on resume" || fail "the temporary metrics file is still there"
+
 # a token file truncated while training runs (2 threads): one line naming it, status 1,
 # not SIGBUS (issue 12; tests/test_data.c checks the reader alone)
 cp -r "$TMP/data" "$TMP/shrink"
