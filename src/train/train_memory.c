@@ -54,6 +54,9 @@ int atoll_run_check_memory(const atoll_config *c, const atoll_part *part, int dp
   double copies = (double)mm.weights + moments;
   if (strcmp(c->device, "cuda") == 0) state = copies, acts = 0.0;
   if (strcmp(c->device, "shadow") == 0) state += copies;
+  /* DiLoCo: the global weights, outer momentum and outer gradient of this rank's
+   * slice (src/parallel/diloco.c), on the host whatever the device */
+  if (c->islands > 1 || c->join[0]) state += 3.0 * shard;
   uint64_t avail = bytes_available();
   if (avail == 0 || state + acts <= (double)avail) return 0;
   char what[96], hint[96];
