@@ -404,9 +404,10 @@ def fmt_bytes(b):
 def markdown(rows, out):
     L = ["Inner learning-rate grid (single island, the full row; the best is the `single` row and every row's lr):", "",
          "| inner lr | final val loss |", "|---:|---:|"]
-    for r in rows:
-        if r["tuning"]:
-            L.append(f"| {r['inner_lr']:.3g} | {r['final_val_loss']:.4f} |")
+    # the best first, then by lr (rows.txt lists the three concurrent tuning rows in the order they started)
+    tune = [r for r in rows if r["tuning"]]
+    for r in sorted(tune, key=lambda r: (r["final_val_loss"] != min(t["final_val_loss"] for t in tune), r["inner_lr"])):
+        L.append(f"| {r['inner_lr']:.3g} | {r['final_val_loss']:.4f} |")
     L += ["", "| row | ranks | steps (DP + this run) | syncs | final val loss | gap vs DP | cross-island bytes (total) | bytes per sync per rank | ratio vs DP (total) | ratio incl. DP phase | ratio vs DP (peak) | link s over WAN (exposed / all) |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -531,8 +532,8 @@ def plot(by, out, path):
     if single:
         ax.axhline(single["final_val_loss"], color="gray", ls="--", lw=1, label="single island (no traffic)")
     for r in rows:
-        if r["inter_island_bytes_total"] <= 0 or r["warm_from"] and r["islands"] == 1:
-            continue
+        if r["inter_island_bytes_total"] <= 0 or r["warm_from"] and r["islands"] == 1 or re.search(r"_to\d+$", r["name"]):
+            continue  # (a DP run stopped early for a warm start is no result)
         if r["islands"] == 1:
             ax.scatter(r["inter_island_bytes_total"], r["final_val_loss"], marker="*", s=260, color="k",
                        zorder=3, alpha=1 if r["name"] == "dp4" else 0.4)
@@ -548,7 +549,7 @@ def plot(by, out, path):
                     xytext=(6, 3), fontsize=7, color=c)
     from matplotlib.lines import Line2D
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds, 4096-token steps)"),
+    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds, 4096-token steps, 3x the steps)"),
                 Line2D([], [], marker="o", ls="", color="tab:orange", label="DiLoCo K=4, warm (hollow: scratch or non-i.i.d.)"),
                 Line2D([], [], marker="o", ls="", color="tab:blue", label="DiLoCo K=2, warm"),
                 Line2D([], [], marker="^", ls="", color="k", label="streaming, 4 fragments, fp4")]
