@@ -109,6 +109,12 @@ def main():
                 what = what.replace("warm (DP 20%)", f"warm (DP {100 * int(w.group(1)) // (int(w.group(1)) + s['steps'])}%)")
         if cfg["seed"] not in ("1337", "1437"):
             what += f", seed {int(cfg['seed']) % 100}"
+        len_tag = re.search(r"_len(\d+)$", n)  # the third round: N x the steps (run.sh --long N)
+        if len_tag:
+            what += f", {len_tag.group(1)}x the steps"
+        to_tag = re.search(r"_len(\d+)_to(\d+)$", n)  # its first steps again, stopped for the control's warm start
+        if to_tag:
+            what += f", {to_tag.group(1)}x the steps' schedule, stopped after step {to_tag.group(2)} (the control's warm start)"
         lr_tag = re.search(r"_lr([0-9.e-]+)$", n)
         if lr_tag and not n.startswith("tune_"):  # a row of another (peak) inner lr than the tuned one
             what += f", inner lr {lr_tag.group(1)}"
@@ -169,11 +175,18 @@ def main():
             if at is not None:
                 r["val_curve"].insert(0, [r["warm_offset_steps"], at])
     checks = []
-    for name in ("dp4", "dp4_b4k"):
+    for name in ["dp4", "dp4_b4k"] + sorted(n for n in by if re.fullmatch(r"dp4_len\d+", n)):
         dp = by.get(name)
         if dp:
             want = dp_bytes(4, dp["steps"], dp["params"])
             checks.append(f"{name} counted all-reduce bytes {dp['inter_island_bytes_total']:.0f}, formula {want:.0f}")
+    for n in sorted(by):  # a DP run stopped early must repeat its long run's first steps bit for bit
+        m = re.fullmatch(r"(dp4_len\d+)_to\d+", n)
+        if m and m.group(1) in by:
+            a, b = dict(by[n]["val_curve"]), dict(by[m.group(1)]["val_curve"])
+            same = [s for s in a if s in b]
+            checks.append(f"{n} repeats {m.group(1)}'s validation losses at steps {min(same)}..{max(same)} bit for bit: "
+                          f"{all(a[s] == b[s] for s in same)}")
     for r in rows:
         ref = by.get(r["reference"] or "dp4")
         if ref and r is not ref:
@@ -205,7 +218,7 @@ def main():
            "conventions": __doc__.split("Conventions (stated again in the Markdown):")[1].strip(),
            "checks": checks, "rows": rows, "targets": targets(by), "seeds": seeds,
            "gap_over_run": gap_curves(by), "outer_lr_by_h": outer_lr_grid(by), "island_batch": island_batch(by),
-           "batch_scaling": batch_scaling(by)}
+           "batch_scaling": batch_scaling(by), "run_length": run_length(by)}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
@@ -264,7 +277,7 @@ def outer_lr_grid(by):
     for r in by.values():
         if (r["islands"] == 4 and r["warm_offset_steps"] and r["fragments"] == 1 and r["outer_dtype"] == "fp32"
                 and r["island_data"] == "iid" and r["batch_per_island"] == COMMON_BATCH
-                and r["name"].startswith(f"k4_h{r['H']}_warm") and "warm40" not in r["name"]):
+                and r["name"].startswith(f"k4_h{r['H']}_warm") and "warm40" not in r["name"] and "_len" not in r["name"]):
             seed = str(int(r["seed"]) % 100 if r["seed"] not in ("1337", "1437") else 1)
             G.setdefault(str(r["H"]), {}).setdefault(seed, {})[f"{r['outer_lr']:.3g}"] = [r["name"], r["final_val_loss"]]
     out = []
@@ -323,10 +336,12 @@ def gap_curves(by):
     """(row - DP) / DP at every evaluation of the row (DP's curve interpolated linearly
     between its evaluations where they fall at other steps)."""
     G = {}
-    for dp_name, names in (("dp4", ["k4_h100_warm", "k4_h100", "dp4_warm", "single"]),
+    for dp_name, names in ([("dp4", ["k4_h100_warm", "k4_h100", "dp4_warm", "single"]),
                            ("dp4_seed2", ["k4_h100_warm_seed2"]), ("dp4_seed3", ["k4_h100_warm_seed3"]),
                            ("dp4_b4k", ["k4_h25_warm_b4k", "k4_h50_warm_b4k"]),
-                           ("dp4_b4k_lr0.006", ["k4_h25_warm_b4k_lr0.006"])):
+                           ("dp4_b4k_lr0.006", ["k4_h25_warm_b4k_lr0.006"])] +
+                          [(d, [f"k4_h100_warm{d[3:]}", f"k4_h25_warm{d[3:]}"] + sorted(n for n in by if re.fullmatch(r"k4_h100_warm_at\d+" + d[3:], n)))
+                           for d in sorted(by) if re.fullmatch(r"dp4_len\d+", d)]):
         if dp_name not in by:
             continue
         ref = by[dp_name]["val_curve"]
@@ -334,6 +349,47 @@ def gap_curves(by):
             if n in by:
                 G[n] = [[s, 100.0 * (v - at(ref, s)) / at(ref, s)] for s, v in by[n]["val_curve"] if at(ref, s) is not None]
     return G
+
+
+def run_length(by):
+    """The third round: each short row (S steps) beside its run at N x the steps
+    (`_lenN`, the same model, batch, inner lr, schedule shape and 20% warm start),
+    final loss and gap to the DP row of its length, and the gap at the same fraction
+    of the run (the short row at step s, the long one at step N s)."""
+    out = {"pairs": [], "by_fraction": []}
+    longs = sorted(n for n in by if re.fullmatch(r"dp4_len\d+", n))
+    for dl in longs:
+        N = int(dl[len("dp4_len"):])
+        # the control (k4_h100_warm_atW_lenN): split from the long DP run at the short rows' step W
+        at = [("k4_h100_warm", n) for n in sorted(by) if re.fullmatch(r"k4_h100_warm_at\d+" + dl[3:], n)]
+        for short, long_ in [(x, x + dl[3:]) for x in ("dp4", "k4_h100_warm", "k4_h25_warm")] + at:
+            if short not in by or long_ not in by:
+                continue
+            a, b = by[short], by[long_]
+            tok = lambda r: r["tokens_total_this_run"] + r["warm_offset_steps"] * by[r.get("dp_reference") or r["name"]]["tokens_per_step"]
+            out["pairs"].append({"short": short, "long": long_, "N": N, "short_loss": a["final_val_loss"], "long_loss": b["final_val_loss"],
+                                 "short_gap_pct": a.get("loss_gap_vs_dp_pct"), "long_gap_pct": b.get("loss_gap_vs_dp_pct"),
+                                 "short_tokens": tok(a), "long_tokens": tok(b), "params": a["params"],
+                                 "short_syncs": a["outer_syncs"] if a["islands"] > 1 else None,
+                                 "long_syncs": b["outer_syncs"] if b["islands"] > 1 else None})
+        S = by["dp4"]["steps"] if "dp4" in by else None
+        curves = {}
+        for short in ("k4_h100_warm", "k4_h25_warm"):
+            long_ = short + dl[3:]
+            if short in by and long_ in by and S:
+                ca = {s: v for s, v in by[short]["val_curve"]}
+                cb = {s: v for s, v in by[long_]["val_curve"]}
+                da = {s: v for s, v in by["dp4"]["val_curve"]}
+                db = {s: v for s, v in by[dl]["val_curve"]}
+                curves[short] = {s: (100 * (ca[s] - da[s]) / da[s] if s in da else None,
+                                     100 * (cb[N * s] - db[N * s]) / db[N * s] if N * s in cb and N * s in db else None) for s in ca}
+        for s in sorted({s for c in curves.values() for s in c}):
+            row = {"fraction": s / S, "short_step": s, "long_step": N * s, "N": N}
+            for short, c in curves.items():
+                if s in c:
+                    row[short] = {"short_gap_pct": c[s][0], "long_gap_pct": c[s][1]}
+            out["by_fraction"].append(row)
+    return out
 
 
 def fmt_bytes(b):
@@ -348,9 +404,10 @@ def fmt_bytes(b):
 def markdown(rows, out):
     L = ["Inner learning-rate grid (single island, the full row; the best is the `single` row and every row's lr):", "",
          "| inner lr | final val loss |", "|---:|---:|"]
-    for r in rows:
-        if r["tuning"]:
-            L.append(f"| {r['inner_lr']:.3g} | {r['final_val_loss']:.4f} |")
+    # the best first, then by lr (rows.txt lists the three concurrent tuning rows in the order they started)
+    tune = [r for r in rows if r["tuning"]]
+    for r in sorted(tune, key=lambda r: (r["final_val_loss"] != min(t["final_val_loss"] for t in tune), r["inner_lr"])):
+        L.append(f"| {r['inner_lr']:.3g} | {r['final_val_loss']:.4f} |")
     L += ["", "| row | ranks | steps (DP + this run) | syncs | final val loss | gap vs DP | cross-island bytes (total) | bytes per sync per rank | ratio vs DP (total) | ratio incl. DP phase | ratio vs DP (peak) | link s over WAN (exposed / all) |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -418,8 +475,11 @@ def markdown(rows, out):
         for b in out["batch_scaling"]:
             L.append(f"| {b['tokens'] / 1e6:.2f}M | {b['tokens_per_step']} | {b['steps']} | {b['inner_lr']:.3g} | `{b['row']}` | {b['final_val_loss']:.4f} |")
     b4k = [n for n in out["gap_over_run"] if "_b4k" in n]
-    for names, title in (([n for n in out["gap_over_run"] if n not in b4k], "Compute-equal gap over the run, (row - DP) / DP in % at the same step:"),
-                         (b4k, "The same for the 4096-token islands, against the DP row of their lr (`dp4_b4k`, `dp4_b4k_lr0.006`: 250 steps of 16384 tokens; step 50 = 20%):")):
+    lng = [n for n in out["gap_over_run"] if "_len" in n]
+    for names, title in (([n for n in out["gap_over_run"] if n not in b4k and n not in lng], "Compute-equal gap over the run, (row - DP) / DP in % at the same step:"),
+                         (b4k, "The same for the 4096-token islands, against the DP row of their lr (`dp4_b4k`, `dp4_b4k_lr0.006`: 250 steps of 16384 tokens; step 50 = 20%):"),
+                         (lng, "The same for the third round's long rows, against the DP row of their length (`dp4_len3`: 3000 steps of 4096 tokens; "
+                               "step 600 = 20%; H = 100 syncs at every step that is a multiple of 100):")):
         if not names:
             continue
         L += ["", title, ""]
@@ -432,6 +492,30 @@ def markdown(rows, out):
                 v = dict((int(a), b) for a, b in out["gap_over_run"][n]).get(st)
                 cells.append("" if v is None else f"{v:+.2f}%")
             L.append(f"| {st} | " + " | ".join(cells) + " |")
+    rl = out.get("run_length") or {}
+    if rl.get("pairs"):
+        L += ["", "Run length (third round): each short row beside its run at N x the steps, the same model, batch, inner lr, "
+              "schedule shape and warm start at 20%; gap against the DP row of its length:", "",
+              "| short row | tokens | tokens per param | syncs | final val loss | gap | long row | tokens | tokens per param | syncs | final val loss | gap |",
+              "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+        for p in rl["pairs"]:
+            g = lambda x: "reference" if x is None else f"{x:+.2f}%"
+            y = lambda x: "" if x is None else str(x)
+            L.append(f"| `{p['short']}` | {p['short_tokens'] / 1e6:.2f}M | {p['short_tokens'] / p['params']:.1f} | {y(p['short_syncs'])} | "
+                     f"{p['short_loss']:.4f} | {g(p['short_gap_pct'])} | `{p['long']}` | {p['long_tokens'] / 1e6:.2f}M | "
+                     f"{p['long_tokens'] / p['params']:.1f} | {y(p['long_syncs'])} | {p['long_loss']:.4f} | {g(p['long_gap_pct'])} |")
+    if rl.get("by_fraction"):
+        names = [n for n in ("k4_h100_warm", "k4_h25_warm") if any(n in r for r in rl["by_fraction"])]
+        N = rl["by_fraction"][0]["N"]
+        L += ["", f"The gap at the same fraction of the run (short row at step s, long row at step {N} s; rows from 20% on are after the warm start):", "",
+              "| fraction | short step | long step | " + " | ".join(f"`{n}` short | long" for n in names) + " |",
+              "|---:|---:|---:|" + "---:|---:|" * len(names)]
+        for r in rl["by_fraction"]:
+            cells = []
+            for n in names:
+                c = r.get(n) or {}
+                cells += ["" if c.get(k) is None else f"{c[k]:+.2f}%" for k in ("short_gap_pct", "long_gap_pct")]
+            L.append(f"| {r['fraction']:.2f} | {r['short_step']} | {r['long_step']} | " + " | ".join(cells) + " |")
     if out["checks"]:
         L += ["", "Checks: " + "; ".join(out["checks"])]
     return "\n".join(L) + "\n"
@@ -448,8 +532,8 @@ def plot(by, out, path):
     if single:
         ax.axhline(single["final_val_loss"], color="gray", ls="--", lw=1, label="single island (no traffic)")
     for r in rows:
-        if r["inter_island_bytes_total"] <= 0 or r["warm_from"] and r["islands"] == 1:
-            continue
+        if r["inter_island_bytes_total"] <= 0 or r["warm_from"] and r["islands"] == 1 or re.search(r"_to\d+$", r["name"]):
+            continue  # (a DP run stopped early for a warm start is no result)
         if r["islands"] == 1:
             ax.scatter(r["inter_island_bytes_total"], r["final_val_loss"], marker="*", s=260, color="k",
                        zorder=3, alpha=1 if r["name"] == "dp4" else 0.4)
@@ -465,7 +549,7 @@ def plot(by, out, path):
                     xytext=(6, 3), fontsize=7, color=c)
     from matplotlib.lines import Line2D
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds, 4096-token steps)"),
+    handles += [Line2D([], [], marker="*", ls="", color="k", markersize=12, label="data parallel, 4 ranks (faint: other seeds, 4096-token steps, 3x the steps)"),
                 Line2D([], [], marker="o", ls="", color="tab:orange", label="DiLoCo K=4, warm (hollow: scratch or non-i.i.d.)"),
                 Line2D([], [], marker="o", ls="", color="tab:blue", label="DiLoCo K=2, warm"),
                 Line2D([], [], marker="^", ls="", color="k", label="streaming, 4 fragments, fp4")]
@@ -498,7 +582,8 @@ def plot(by, out, path):
     styles = {"k4_h100_warm": ("tab:orange", "-"), "k4_h100_warm_seed2": ("tab:orange", "--"),
               "k4_h100_warm_seed3": ("tab:orange", ":"), "k4_h100": ("tab:purple", ":"), "dp4_warm": ("k", "--"),
               "single": ("gray", "--"), "k4_h25_warm_b4k": ("tab:green", "-"), "k4_h50_warm_b4k": ("tab:cyan", "-"),
-              "k4_h25_warm_b4k_lr0.006": ("tab:green", "--")}
+              "k4_h25_warm_b4k_lr0.006": ("tab:green", "--"), "k4_h100_warm_len3": ("tab:brown", "-"),
+              "k4_h25_warm_len3": ("tab:olive", "-"), "k4_h100_warm_at200_len3": ("tab:brown", ":")}
     for n, pts in out["gap_over_run"].items():
         c, ls = styles.get(n, ("k", "-"))
         # x: tokens DP had seen at that step (b4k rows take 4x the tokens per step)

@@ -7,7 +7,7 @@
 # checkpoint at 20% of the run, K = 2, streaming with fp4, non-i.i.d. islands and
 # more seeds. Rows run in priority order, so a partial run is already useful.
 #
-# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin]
+# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin] [--long N]
 #   --quick   smoke version: every run 12.5x shorter (H and the warm-start step scaled
 #             with it); results go to WORK only, bench/diloco/results.* are left alone
 #   --work    where the corpus, the runs and a snapshot of build/atoll go
@@ -27,6 +27,8 @@
 #   --reuse-bin run with the atoll snapshot already in WORK (the binary of the earlier
 #             rows) instead of copying build/atoll, so that new rows compare with the
 #             finished ones bit for bit and those are kept (issue 15, second round)
+#   --long N  after the rows above, the third round (the gap over run length): dp4 and
+#             the warm K = 4 rows at H = 100 and 25 at N x the steps (rows *_lenN)
 #
 # Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
 # are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
@@ -34,7 +36,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0
+QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0 LONG=1
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -44,12 +46,14 @@ while [ $# -gt 0 ]; do
     --scale) SCALE=$2; shift ;;
     --grid) GRID=1 ;;
     --reuse-bin) REUSE_BIN=1 ;;
-    -h|--help) sed -n 2,32p "$0"; exit 0 ;;
+    --long) LONG=$2; shift ;;
+    -h|--help) sed -n 2,34p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 case $SCALE in ''|*[!0-9]*|0) echo "run.sh: --scale wants a positive integer, got '$SCALE'" >&2; exit 2 ;; esac
+case $LONG in ''|*[!0-9]*|0) echo "run.sh: --long wants a positive integer, got '$LONG'" >&2; exit 2 ;; esac
 [ -n "$WORK" ] || { [ $QUICK = 1 ] && WORK=/tmp/atoll-diloco15-quick || WORK=/tmp/atoll-diloco15; }
 mkdir -p "$WORK/rows"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -308,7 +312,32 @@ run_row dp4_b4k_lr$LR2 4 "$BASE4 $(steps $S4) --lr $LR2 --seed $SEED --save-ever
 for p in "${pids[@]}"; do wait "$p" || exit 1; done
 CK4L=$(printf '%s/rows/dp4_b4k_lr%s/run/checkpoints/step_%08d' "$WORK" "$LR2" $W4)
 run_row k4_h25_warm_b4k_lr$LR2 4 "$BASE4 $(warm4 "$LR2" "$CK4L") --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7)" dp4_b4k_lr$LR2 "$CK4L"
-# 5. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
+# 5. third round (issue 15, "the compute-equal gap over run length"): dp4 and the warm
+# K = 4 rows at H = 100 and 25 (outer lr 0.7, as the short rows) at LONG x the steps,
+# with the same model, batch, inner lr and schedule shape, warm-started at the same
+# fraction (20%) with the schedule continued as above, evaluated every S / 20 steps like
+# the short rows (so the curves line up with theirs step for step)
+if [ $LONG -gt 1 ]; then
+  SL=$((LONG * S)) WL=$((LONG * S / 5)) EV=$((S / 20 > 0 ? S / 20 : 1))
+  run_row dp4_len$LONG 4 "$BASE --steps $SL --warmup $((SL / 20)) --min-lr-ratio 0.1 --eval-every $EV --lr $LR --seed $SEED --save-every $WL --keep 6" dp4_len$LONG
+  CKL=$(printf '%s/rows/dp4_len%s/run/checkpoints/step_%08d' "$WORK" "$LONG" "$WL")
+  LWL=$(awk -v lr=$LR -v s=$SL -v w=$WL -v wu=$((SL / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+  MNL=$(awk -v lr=$LR -v lw=$LWL 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+  WARML="--steps $((SL - WL)) --warmup 0 --lr $LWL --min-lr-ratio $MNL --eval-every $EV --init-from $CKL --init-optim 1 --seed $((SEED + 100))"
+  for H in 100 25; do
+    run_row k4_h${H}_warm_len$LONG 4 "$BASE $WARML $DIL --islands 4 --sync-every $(h $H) $(OUTER 0.7)" dp4_len$LONG "$CKL"
+  done
+  # The control: the long H = 100 row split from DP at the short rows' absolute step W
+  # (the same tokens and DP loss at the split as they had), not at 20% of the long run.
+  # dp4_lenN saved only every WL steps, so its first W steps run again (bit for bit: the
+  # same command up to --save-every and --stop-after) and stop there with a checkpoint.
+  run_row dp4_len${LONG}_to$W 4 "$BASE --steps $SL --warmup $((SL / 20)) --min-lr-ratio 0.1 --eval-every $EV --lr $LR --seed $SEED --save-every $W --stop-after $W" dp4_len${LONG}_to$W
+  CKA=$(printf '%s/rows/dp4_len%s_to%s/run/checkpoints/step_%08d' "$WORK" "$LONG" "$W" "$W")
+  LWA=$(awk -v lr=$LR -v s=$SL -v w=$W -v wu=$((SL / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+  MNA=$(awk -v lr=$LR -v lw=$LWA 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+  run_row k4_h100_warm_at${W}_len$LONG 4 "$BASE --steps $((SL - W)) --warmup 0 --lr $LWA --min-lr-ratio $MNA --eval-every $EV --init-from $CKA --init-optim 1 --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4_len$LONG "$CKA"
+fi
+# 6. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
 if [ $GRID = 1 ]; then
   for K in ${GRID_K:-2 4 8}; do
     [ $K = 4 ] || dp dp$K $SEED $K # DP with K ranks: K = 2 and 8 rows are compared with it and warm-start from it
