@@ -157,3 +157,39 @@ void atoll_coord_try_commit(coord *c) {
     fprintf(stderr, "coordinator: step %u: hash mismatch between islands; nothing committed\n", g->step);
   g->n = 0;
 }
+
+/* Too few islands for the next exchange while whole islands wait to join at the next
+ * commit, which then never comes (their donors died: a chaos run left one up-to-date
+ * island of --min-islands 2). They fetch the last committed state now instead, rank r
+ * from a member of rank r that waits for the next exchange: its global weights and
+ * outer momentum are still the committed ones (the donor checks their hash before it
+ * sends, the joiner after it fetched). 1 when some island was told where to fetch. */
+int atoll_coord_feed_waiting(coord *c) {
+  if (c->revision == 0) return 0;
+  member *first[MAX_MEMBERS] = {0};
+  for (int i = 0; i < MAX_MEMBERS; i++) {
+    member *m = &c->m[i];
+    if (m->used && !m->joining && m->ready && atoll_coord_island_whole(c, m->island) && !first[m->rank]) first[m->rank] = m;
+  }
+  for (uint32_t r = 0; r < (c->ranks ? c->ranks : 1); r++)
+    if (!first[r]) return 0;
+  group g = {.step = c->last_step};
+  char h[17];
+  atoll_coord_hex(c->hash, h);
+  static joiners jn;
+  memset(&jn, 0, sizeof jn);
+  send_joins(c, &g, first, &jn, h);
+  if (jn.n == 0) return 0;
+  for (uint32_t r = 0; r < (c->ranks ? c->ranks : 1); r++) {
+    if (!jn.per_rank[r]) continue;
+    static atoll_wire_member mine[MAX_MEMBERS];
+    uint32_t k = 0;
+    for (int t = 0; t < jn.n; t++)
+      if (jn.rank[t] == r) mine[k++] = jn.who[t];
+    atoll_wire_msg feed = {.type = ATOLL_WIRE_FEED};
+    feed.u.quorum = (atoll_wire_quorum){g.step, 0, c->revision, c->revision, {0}, k, mine};
+    memcpy(feed.u.quorum.hash, c->rank_hash[r], ATOLL_WIRE_HASH);
+    atoll_coord_send_to(c, &first[r]->ready_to, &feed);
+  }
+  return 1;
+}

@@ -120,6 +120,9 @@ void atoll_coord_try_go(coord *c);
 
 /* coordinator_commit.c */
 void atoll_coord_try_commit(coord *c);
+/* Joining islands fetch the last committed state now when too few islands are left
+ * for the next exchange (coordinator_commit.c); 1 when some were told where. */
+int atoll_coord_feed_waiting(coord *c);
 
 /* coordinator_state.c */
 void atoll_coord_save_state(coord *c);

@@ -176,7 +176,10 @@ void atoll_coord_try_quorum(coord *c) {
     return;
   }
   if (restart_grace(c)) return;
-  if (too_few(c, islands, step)) return;
+  if (too_few(c, islands, step)) {
+    atoll_coord_feed_waiting(c);
+    return;
+  }
   open_exchange(c, n, step, frag);
 }
 

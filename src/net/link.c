@@ -241,6 +241,8 @@ static uint32_t msg_frag(const atoll_wire_msg *m) {
   return m->type == ATOLL_WIRE_QUORUM ? m->u.quorum.fragment : m->u.sync.fragment;
 }
 
+static int send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *err);
+
 /* Sends `req` and waits for a reply of type a or b about (step, fragment), repeating
  * the request every second (a restarted coordinator never saw it), up to `limit` s
  * (WAIT extends it to wait_timeout). Returns 0, or -1 with err. */
@@ -272,6 +274,12 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
     if ((m->type == a || m->type == b) && msg_step(m) == step && (msg_frag(m) == fragment || m->type == ATOLL_WIRE_COMMITTED))
       return 0;
     if (m->type == ATOLL_WIRE_STATE_FROM && a == ATOLL_WIRE_QUORUM) return 0; /* this island is behind: it joins */
+    /* waiting for an exchange too few islands are left for: the joiners take this
+     * island's state (atoll_coord_feed_waiting) */
+    if (m->type == ATOLL_WIRE_FEED && a == ATOLL_WIRE_QUORUM && l->global) {
+      if (send_state_to(l, m, err)) return -1;
+      continue;
+    }
     /* an answer to an earlier request (repeated, or of an aborted attempt): not this one */
   }
   if (l->waited_told)
@@ -723,6 +731,37 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   return 0;
 }
 
+/* Sends this island's global weights and outer momentum to the joining islands of a
+ * FEED: after a commit, or while it waits for an exchange that too few islands are
+ * left for (the coordinator then feeds the joiners the last commit's state). The
+ * joiners check the hash; so does this island first, since after a fragment's sync
+ * its state is no longer the committed one. */
+static int send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *err) {
+  size_t qb = l->state_n * sizeof(float);
+  uint8_t hash[ATOLL_WIRE_HASH];
+  crypto_generichash(hash, sizeof hash, (const uint8_t *)l->global, qb, NULL, 0);
+  if (memcmp(hash, m->u.quorum.hash, ATOLL_WIRE_HASH) != 0) {
+    fprintf(stderr, "island %u: asked to send the state of step %u, but this island's differs from it; not sent\n",
+            l->cfg.island, m->u.quorum.step);
+    return 0;
+  }
+  for (uint32_t i = 0; i < m->u.quorum.n; i++) {
+    for (int j = 0; j < MAX_PEERS; j++) /* a joining island is a new process: no stale connection */
+      if (l->peers[j].used && l->peers[j].island == m->u.quorum.members[i].island) {
+        for (int st = 0; st < MAX_STREAMS; st++)
+          if (l->peers[j].push[st]) zmq_close(l->peers[j].push[st]), l->peers[j].push[st] = NULL;
+        l->peers[j].used = 0;
+      }
+    peer *p = peer_for(l, &m->u.quorum.members[i], err);
+    if (!p) return -1;
+    send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 3, 0, (const uint8_t *)l->global, qb);
+    send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 4, 0, (const uint8_t *)l->momentum, qb);
+    fprintf(stderr, "island %u: sent the state of step %u to joining island %u\n", l->cfg.island, m->u.quorum.step,
+            m->u.quorum.members[i].island);
+  }
+  return 0;
+}
+
 /* The first member of a commit sends the committed state to the joining islands. */
 static int feed_state(atoll_link *l, int expect, atoll_err *err) {
   atoll_wire_msg m;
@@ -733,22 +772,7 @@ static int feed_state(atoll_link *l, int expect, atoll_err *err) {
       return 0;
     }
   }
-  size_t qb = l->state_n * sizeof(float);
-  for (uint32_t i = 0; i < m.u.quorum.n; i++) {
-    for (int j = 0; j < MAX_PEERS; j++) /* a joining island is a new process: no stale connection */
-      if (l->peers[j].used && l->peers[j].island == m.u.quorum.members[i].island) {
-        for (int st = 0; st < MAX_STREAMS; st++)
-          if (l->peers[j].push[st]) zmq_close(l->peers[j].push[st]), l->peers[j].push[st] = NULL;
-        l->peers[j].used = 0;
-      }
-    peer *p = peer_for(l, &m.u.quorum.members[i], err);
-    if (!p) return -1;
-    send_piece(l, p, m.u.quorum.step, 0, m.u.quorum.id, 3, 0, (const uint8_t *)l->global, qb);
-    send_piece(l, p, m.u.quorum.step, 0, m.u.quorum.id, 4, 0, (const uint8_t *)l->momentum, qb);
-    fprintf(stderr, "island %u: sent the state of step %u to joining island %u\n", l->cfg.island, m.u.quorum.step,
-            m.u.quorum.members[i].island);
-  }
-  return 0;
+  return send_state_to(l, &m, err);
 }
 
 int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, size_t *bad,

@@ -1,0 +1,46 @@
+#!/bin/sh
+# A joining island when too few up-to-date islands are left to commit (docs/islands.md,
+# "Joining"): islands 0 and 1 of --min-islands 2 train; island 1 is killed, so island 0
+# waits for more islands; then a fresh island 2 starts, behind (revision 0). A join
+# normally happens at the next commit, which now never comes: the coordinator has it
+# fetch the last committed state from island 0, which waits for the next exchange, and
+# the two finish the run together (a chaos run of test_islands_chaos stalled this way
+# for 80 s and failed). Asserts: both finish with status 0, island 2 joined with the
+# hash checked, and their global weights are bit-identical.
+#   usage: test_islands_rejoin.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/net/islands_lib.sh"
+small_data
+D="$TMP/rejoin"; mkdir -p "$D"
+net_keys "$D" 3 || { fail keys; finish; }
+M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 0 --eval-batches 2 --save-every 0 --steps 40 --sync-every 2 --islands 3 --net-timeout 5 --wan-gbps 1 --wan-latency-ms 50 --throttle 1"
+set -- $(free_ports 4); CPORT=$1; P0=$2; P1=$3; P2=$4
+start_coordinator "$D" $CPORT 2 --island-timeout 3
+timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+# wait_log PATTERN SECONDS: until the coordinator's log holds PATTERN
+wait_log() {
+  n=0
+  while ! grep -q "$1" "$D/coord.log" 2>/dev/null; do
+    n=$((n + 1)); [ $n -gt $(($2 * 10)) ] && return 1; sleep 0.1
+  done
+}
+wait_log "committed: revision 2," 60 || fail "islands 0 and 1 did not commit twice"
+kill9 $PID1
+wait_log "at least 2 needed" 30 || fail "island 0 was not left alone waiting"
+timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 2 $P2) --out "$D/n2" >/dev/null 2>"$D/n2.err" &
+PID2=$!
+ok=1
+wait $PID0 || { ok=0; echo "island 0:"; tail -n 3 "$D/n0.err"; }
+wait $PID2 || { ok=0; echo "island 2:"; tail -n 3 "$D/n2.err"; }
+kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+[ $ok -eq 1 ] && pass "islands 0 and 2 finished the run" || { fail "an island failed"; grep -E "joined|left|joins|behind|waiting" "$D/coord.log" | tail -n 12; }
+grep -q "joined at step .*hash checked" "$D/n2.err" && pass "island 2 $(grep -o 'joined at step [0-9]* (revision [0-9]*' "$D/n2.err" | head -1), hash checked" \
+  || fail "island 2 did not join: $(tail -n 2 "$D/n2.err")"
+grep -q "island 2 joins at step .* from island 0" "$D/coord.log" && pass "the coordinator had island 2 fetch from island 0 while too few islands were left" \
+  || fail "no feed line in the coordinator's log"
+out=$($PY "$SRC/tests/net/same_weights.py" "$D/n2" "$D/n0") && pass "island 2's global weights == island 0's ($out)" || fail "weights: $out"
+finish
