@@ -92,20 +92,24 @@ static void send_joins(coord *c, group *g, member *first[MAX_MEMBERS], joiners *
   }
 }
 
+/* FEED to the donor of rank r at route `to`: its rank's joiners of the state of `step`. */
+static void send_feed(coord *c, const route *to, uint32_t step, uint32_t r, const joiners *jn) {
+  static atoll_wire_member mine[MAX_MEMBERS];
+  uint32_t k = 0;
+  for (int t = 0; t < jn->n; t++)
+    if (jn->rank[t] == r) mine[k++] = jn->who[t];
+  atoll_wire_msg feed = {.type = ATOLL_WIRE_FEED};
+  feed.u.quorum = (atoll_wire_quorum){step, 0, c->revision, c->revision, {0}, k, mine};
+  memcpy(feed.u.quorum.hash, c->rank_hash[r], ATOLL_WIRE_HASH);
+  atoll_coord_send_to(c, to, &feed);
+}
+
 /* COMMITTED to member m; a donor also gets the FEED of its rank's joiners. */
 static void send_committed(coord *c, group *g, member *m, member *first[MAX_MEMBERS], const joiners *jn) {
   int donor = m == first[m->rank];
   atoll_coord_send_sync(c, &m->commit_to, ATOLL_WIRE_COMMITTED, g->step, donor ? (uint32_t)jn->per_rank[m->rank] : 0,
                         c->revision, c->rank_hash[m->rank]);
-  if (!donor || !jn->per_rank[m->rank]) return;
-  static atoll_wire_member mine[MAX_MEMBERS];
-  uint32_t k = 0;
-  for (int t = 0; t < jn->n; t++)
-    if (jn->rank[t] == m->rank) mine[k++] = jn->who[t];
-  atoll_wire_msg feed = {.type = ATOLL_WIRE_FEED};
-  feed.u.quorum = (atoll_wire_quorum){g->step, 0, c->revision, c->revision, {0}, k, mine};
-  memcpy(feed.u.quorum.hash, c->rank_hash[m->rank], ATOLL_WIRE_HASH);
-  atoll_coord_send_to(c, &m->commit_to, &feed);
+  if (donor && jn->per_rank[m->rank]) send_feed(c, &m->commit_to, g->step, m->rank, jn);
 }
 
 /* Commits the step when every live member that applied it sent its hash. Each rank
@@ -180,16 +184,7 @@ int atoll_coord_feed_waiting(coord *c) {
   memset(&jn, 0, sizeof jn);
   send_joins(c, &g, first, &jn, h);
   if (jn.n == 0) return 0;
-  for (uint32_t r = 0; r < (c->ranks ? c->ranks : 1); r++) {
-    if (!jn.per_rank[r]) continue;
-    static atoll_wire_member mine[MAX_MEMBERS];
-    uint32_t k = 0;
-    for (int t = 0; t < jn.n; t++)
-      if (jn.rank[t] == r) mine[k++] = jn.who[t];
-    atoll_wire_msg feed = {.type = ATOLL_WIRE_FEED};
-    feed.u.quorum = (atoll_wire_quorum){g.step, 0, c->revision, c->revision, {0}, k, mine};
-    memcpy(feed.u.quorum.hash, c->rank_hash[r], ATOLL_WIRE_HASH);
-    atoll_coord_send_to(c, &first[r]->ready_to, &feed);
-  }
+  for (uint32_t r = 0; r < (c->ranks ? c->ranks : 1); r++)
+    if (jn.per_rank[r]) send_feed(c, &first[r]->ready_to, g.step, r, &jn);
   return 1;
 }
