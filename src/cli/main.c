@@ -24,9 +24,9 @@
 #include "parallel/outer_lr.h"
 #include "train/agree.h"
 #include "train/config.h"
+#include "train/device.h"
 #ifdef ATOLL_HAVE_CUDA
 #include "ops/ops_cuda.h" /* atoll_cuda_open: --device cuda */
-#include "train/device.h"
 #endif
 #ifdef ATOLL_HAVE_NCCL
 #include "comm/nccl.h" /* atoll_nccl_coll_open: --dp-comm nccl */
