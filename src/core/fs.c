@@ -120,6 +120,26 @@ void atoll_sync_parent_dir(const char *path) {
   }
 }
 
+void atoll_remove_atomic_leftovers(const char *path) {
+  char dir[4096], prefix[512];
+  atoll_parent_dir(path, dir, sizeof dir);
+  const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+  int n = snprintf(prefix, sizeof prefix, ".%s.tmp-", name); /* atoll_write_file_atomic's names */
+  DIR *d = opendir(dir);
+  if (!d || n < 0 || (size_t)n >= sizeof prefix) {
+    if (d) closedir(d);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, prefix, (size_t)n) == 0) {
+      char leftover[4096 + 256];
+      snprintf(leftover, sizeof leftover, "%s/%s", dir, e->d_name);
+      unlink(leftover); /* best effort: a file left over is ignored by every reader */
+    }
+  closedir(d);
+}
+
 int atoll_write_file_atomic(const char *path, const char *text, size_t len, atoll_err *err) {
   char dir[4096], tmp[4096 + 64];
   const char *slash = strrchr(path, '/');

@@ -23,6 +23,10 @@ int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
  * directory fsynced. Every write is checked; on failure path is as it was and the
  * temporary file is removed. */
 int atoll_write_file_atomic(const char *path, const char *text, size_t len, atoll_err *err);
+/* Removes the temporary siblings of path that atoll_write_file_atomic left when its
+ * process was killed (".NAME.tmp-PID"). Only for a caller that knows no other process
+ * is writing path (e.g. under a run directory's lock). Best effort. */
+void atoll_remove_atomic_leftovers(const char *path);
 /* The directory that holds path: its last component cut off (trailing slashes
  * ignored), "." for a bare name, "/" at the root. */
 void atoll_parent_dir(const char *path, char *out, size_t outsz);

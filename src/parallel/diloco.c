@@ -394,13 +394,21 @@ static void push(atoll_diloco *d) {
   if (d->device_params) d->cfg.ops->to_device(d->device_params, d->params, sizeof(float) * d->lay->nparams);
 }
 
+/* Whether fragment f merges / syncs after step `step`. */
+static int merge_now(const atoll_diloco *d, int f, int step, int last) {
+  return d->merge_due[f] && (d->merge_due[f] <= step || last);
+}
+static int sync_now(const atoll_diloco *d, int f, int step, int last) {
+  return step % d->cfg.sync_every == fragment_offset(d, f) || last;
+}
+
 /* The syncs and merges due after step `step`, on the host's weights. */
 static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
-  int H = d->cfg.sync_every, frags = d->cfg.fragments, synced = 0;
+  int frags = d->cfg.fragments, synced = 0;
   for (int f = 0; f < frags; f++)
-    if (d->merge_due[f] && (d->merge_due[f] <= step || last)) merge_fragment(d, f);
+    if (merge_now(d, f, step, last)) merge_fragment(d, f);
   for (int f = 0; f < frags; f++) {
-    if (step % H == fragment_offset(d, f) || last) {
+    if (sync_now(d, f, step, last)) {
       int rc = sync_fragment(d, f, step, err);
       if (rc < 0) return -1;
       if (rc == 2) return 0; /* joined: the loop continues from the joined step */
@@ -414,9 +422,8 @@ static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
 }
 
 static int work_due(const atoll_diloco *d, int step, int last) {
-  if (last) return 1;
   for (int f = 0; f < d->cfg.fragments; f++)
-    if ((d->merge_due[f] && d->merge_due[f] <= step) || step % d->cfg.sync_every == fragment_offset(d, f)) return 1;
+    if (merge_now(d, f, step, last) || sync_now(d, f, step, last)) return 1;
   return 0;
 }
 

@@ -26,24 +26,6 @@ static int same_dir(const char *a, const char *b) {
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/* The temporary files of atoll_write_file_atomic (".NAME.tmp-PID") for metrics.jsonl
- * and summary.json that a killed run left in OUT; called under the run's lock, when
- * no other process writes them. */
-static void remove_orphan_temps(const char *out) {
-  static const char *const prefixes[] = {".metrics.jsonl.tmp-", ".summary.json.tmp-"};
-  DIR *d = opendir(out);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-      if (strncmp(e->d_name, prefixes[i], strlen(prefixes[i])) == 0) {
-        char path[OUT_PATH + 300];
-        snprintf(path, sizeof path, "%s/%s", out, e->d_name);
-        unlink(path); /* best effort: a file left over is ignored by every reader */
-      }
-  closedir(d);
-}
-
 /* An existing --out that is not empty must look like a run directory (one of the
  * names a run writes), so that a slip such as --out / or --out ~/project does not
  * scatter a run's files among someone else's. A run directory may hold other files
@@ -170,7 +152,11 @@ static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *re
   /* under the lock no other process saves here: whatever a killed save or prune
    * left is an orphan */
   if (atoll_ckpt_clean(root, err)) return -1;
-  remove_orphan_temps(c->out);
+  for (int i = 0; i < 2; i++) { /* a killed run's half-written metrics.jsonl or summary.json */
+    char path[OUT_PATH + 32];
+    snprintf(path, sizeof path, "%s/%s", c->out, i ? "summary.json" : "metrics.jsonl");
+    atoll_remove_atomic_leftovers(path);
+  }
   return resume_dir ? check_resume(c, root, resume_dir, err) : 0;
 }
 
