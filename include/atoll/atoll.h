@@ -105,6 +105,7 @@ typedef struct {
   /* a new run's starting point (src/train/init_from.c); ignored by a resumed run */
   char init_from[1024];     /* a checkpoint (or run directory): its weights */
   int init_optim;           /* 1: also its AdamW moments */
+  int init_step;            /* 1: and go on from its step (schedule, data windows, AdamW's count) */
   char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
   char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
   char device[8];           /* where the model lives: "cpu", "cuda" or "shadow" (a test device; src/train/device.h) */

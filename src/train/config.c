@@ -100,8 +100,9 @@ static const key_spec KEYS[] = {
     {"wan-latency-ms", K_FLOAT, F(wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
     {"island-data", STR(island_data), "DiLoCo data per island: iid (all files) or files (island k takes source files k, k+K, ...: non-i.i.d.)"},
     {"throttle", K_INT, F(throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
-    {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero"},
+    {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero (--init-step 1: the step goes on)"},
     {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
+    {"init-step", K_INT, F(init_step), 0, 1, "with --init-from: 1 goes on from the checkpoint's step (learning-rate schedule, data windows, DiLoCo's sync steps and AdamW's step count as the source run would have them; --steps is then the total, as for a resume)"},
     {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
     {"device", STR(device), "where the model's weights, gradients, optimizer state and activations live: cpu, or cuda (one GPU per process; gpt2; data parallel with --zero 0 or 1, DiLoCo islands; no --tp/--pp yet; docs/gpu.md). shadow: a test device (the CPU kernels behind memory the host may not touch)"},
     {"dp-comm", STR(dp_comm), "a device run's data-parallel gradient sums: host (copied through host memory, MPI; bit-identical to the CPU's buckets) or nccl (NCCL on the device buffers; --device cuda, --zero 0; not yet run on a GPU)"},
@@ -355,6 +356,10 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--init-from-hf: conflicts with --init-from (a run starts from one set of weights)");
   if (c->init_optim && !c->init_from[0])
     return atoll_fail(err, "--init-optim 1: needs --init-from CKPT (the AdamW moments come from an atoll checkpoint)");
+  if (c->init_step && !c->init_from[0])
+    return atoll_fail(err, "--init-step 1: needs --init-from CKPT (the step comes from an atoll checkpoint)");
+  if (c->init_step && c->join[0])
+    return atoll_fail(err, "--init-step 1: not supported with --join yet (islands as separate jobs count their exchanges from step 0)");
   if (c->init_optim && strcmp(c->optimizer, "adamw") != 0)
     return atoll_fail(err, "--init-optim 1: needs --optimizer adamw (the checkpoint's moments are AdamW's)");
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");

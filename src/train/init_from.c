@@ -1,8 +1,8 @@
 /* --init-from and --init-from-hf (src/train/init_from.h). A checkpoint holds the whole
  * model in the whole model's layout whatever layout wrote it, so every rank reads it
  * and cuts its own part and ZeRO shard, as a resume does; unlike a resume nothing of
- * the source's run comes along but the weights (and, asked for, the AdamW moments):
- * a different island count, layout or ZeRO stage is fine, and the step is zero. */
+ * the source's run comes along but the weights (and, asked for, the AdamW moments and
+ * the step): a different island count, layout or ZeRO stage is fine. */
 #include "train/init_from.h"
 
 #include "ckpt/checkpoint.h"
@@ -68,7 +68,28 @@ static void cut_shard(const atoll_run *r, const atoll_train_state *st, float *ds
   memcpy(dst, scratch + st->begin, (st->end - st->begin) * sizeof(float));
 }
 
-static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float *wm, float *wv, float *px,
+/* The checkpoint's step, and AdamW's step count before this run's first step: with
+ * --init-step 1 the run begins at the source's step, so the count the moments come
+ * with (or 0 for fresh moments) is offset by it (t = adam_step0 + step + 1). */
+static int start_steps(const atoll_config *c, const char *dir, const cJSON *state, atoll_train_state *st, int *start,
+                       atoll_err *err) {
+  const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "step");
+  const cJSON *adam = cJSON_GetObjectItemCaseSensitive(state, "adam_steps");
+  if (!cJSON_IsNumber(adam)) adam = step; /* older checkpoints: moments from step 0 */
+  int saved = cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble <= 2e9 ? (int)step->valuedouble : -1;
+  if (c->init_step && saved < 0) return atoll_fail(err, "--init-step 1: %s/state.json holds no valid step", dir);
+  if (c->init_step && saved >= c->steps)
+    return atoll_fail(err, "--steps %d: --init-step 1 begins at the checkpoint's step %d, and --steps counts from the source's step 0 (as for a resume): pass more than %d",
+                      c->steps, saved, saved);
+  *start = c->init_step ? saved : 0;
+  st->adam_step0 = 0;
+  if (c->init_optim && cJSON_IsNumber(adam) && adam->valuedouble >= 0 && adam->valuedouble <= 2e9)
+    st->adam_step0 = (int)adam->valuedouble;
+  st->adam_step0 -= *start;
+  return 0;
+}
+
+static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float *wm, float *wv, float *px, int *start,
                            atoll_err *err) {
   const atoll_config *c = r->cfg;
   char dir[1200];
@@ -79,12 +100,8 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
   }
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   /* with the moments, AdamW's bias correction goes on from the source's step count */
-  const cJSON *adam = cJSON_GetObjectItemCaseSensitive(state, "adam_steps");
-  if (!cJSON_IsNumber(adam)) adam = cJSON_GetObjectItemCaseSensitive(state, "step");
-  st->adam_step0 = 0;
-  if (c->init_optim && cJSON_IsNumber(adam) && adam->valuedouble >= 0 && adam->valuedouble <= 2e9)
-    st->adam_step0 = (int)adam->valuedouble;
-  int rc = check_shape(r, dir, state, err);
+  int rc = start_steps(c, dir, state, st, start, err);
+  if (rc == 0) rc = check_shape(r, dir, state, err);
   if (rc == 0) rc = check_tokenizer(r, dir, state, err);
   cJSON_Delete(state);
   if (rc) return -1;
@@ -97,12 +114,14 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
     cut_shard(r, st, st->v, wv, px);
   }
   if (r->rank == 0)
-    fprintf(stderr, "atoll train: starting from the weights%s of %s\n", c->init_optim ? " and AdamW moments" : "", dir);
+    fprintf(stderr, "atoll train: starting from the weights%s of %s%s\n", c->init_optim ? " and AdamW moments" : "", dir,
+            c->init_step ? ", at its step" : "");
   return 0;
 }
 
-int atoll_run_init_from(atoll_run *r, atoll_train_state *st, atoll_err *err) {
+int atoll_run_init_from(atoll_run *r, atoll_train_state *st, int *start, atoll_err *err) {
   const atoll_config *c = r->cfg;
+  *start = 0;
   if (!c->init_from[0] && !c->init_from_hf[0]) return 0;
   size_t whole_n = r->whole.nparams, part_n = r->lay->nparams;
   int moments = c->init_from[0] && c->init_optim;
@@ -114,7 +133,7 @@ int atoll_run_init_from(atoll_run *r, atoll_train_state *st, atoll_err *err) {
   if (!wp || (moments && (!wm || !wv || !px))) {
     atoll_fail(err, "out of memory reading the starting weights (%zu parameters)", whole_n);
   } else if (c->init_from[0]) {
-    rc = from_checkpoint(r, st, wp, wm, wv, px, err);
+    rc = from_checkpoint(r, st, wp, wm, wv, px, start, err);
   } else if (atoll_hf_import(c->init_from_hf, &r->whole, wp, err) == 0) {
     atoll_run_cut_part(r, atoll_run_params(r), wp);
     if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init_from_hf);

@@ -65,8 +65,9 @@ typedef struct {
   float *m, *v;      /* AdamW moments of [begin, end) */
   atoll_rng rng;
   float last_loss;
-  int adam_step0;    /* AdamW steps the moments had taken before this run's step 0 (--init-optim 1:
-                        the source checkpoint's), so bias correction goes on from there */
+  int adam_step0;    /* AdamW's step is adam_step0 + step + 1: the moments' steps before this run's
+                        step 0 (--init-optim 1: the source checkpoint's), so bias correction goes on
+                        from there; less the start step with --init-step 1 (negative for fresh moments) */
 } atoll_train_state;
 
 /* train_setup.c */

@@ -234,7 +234,7 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
   if (atoll_model_init_weights(r->model, c->seed)) return atoll_fail(err, "out of memory initialising the weights");
   state_to_host(l); /* --init-from changes the host copies */
   atoll_rng_seed(&l->state.rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
-  if (atoll_run_init_from(r, &l->state, err)) return -1; /* --init-from, --init-from-hf */
+  if (atoll_run_init_from(r, &l->state, start, err)) return -1; /* --init-from, --init-from-hf */
   if (r->diloco) atoll_diloco_reset_global(r->diloco);
   return 0;
 }
@@ -276,7 +276,8 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
     l->opt = c->opt;
     l->opt.total_steps = c->steps;
     if (r->rank == 0) rc = atoll_mkdir_p(c->out, err);
-    if (rc == 0) rc = atoll_report_open(&l->report, r, *start, err);
+    /* a new run keeps no lines of an earlier metrics.jsonl in OUT, whatever its start */
+    if (rc == 0) rc = atoll_report_open(&l->report, r, resume_dir ? *start : 0, err);
     if (rc == 0) atoll_report_val_text(&l->report, l->val.ntokens, l->val.text_bytes);
   }
   return atoll_train_agree(world, rc, err);

@@ -5,6 +5,7 @@
 # on from the source's step count when the moments come along). At lr 0 one step changes no
 # weight, so the first checkpoint of the new run must hold the source's weights bit for
 # bit; the moments show in exp_avg (one step later: beta1 x the source's more).
+# --init-step 1 goes on from the checkpoint's step instead (section 4).
 # usage: test_init_from.sh ATOLL SOURCE_DIR
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -70,7 +71,36 @@ check "DiLoCo -> 2 islands: outer momentum reset" $CK zero "$(last "$TMP/d2b")/o
 $ATOLL train $M $ZERO --init-from "$TMP/d2" --out "$TMP/d1" >/dev/null 2>"$TMP/err" || fail "DiLoCo -> 1: $(tail -1 "$TMP/err")"
 check "DiLoCo (2 islands) -> one process: weights" $CK equal "$D/model.safetensors" "" "$(last "$TMP/d1")/model.safetensors" ""
 
-# 4. refusals, one line each
+# 4. --init-step 1: the new run goes on from the checkpoint's step. A run of 8 steps
+#    stopped at 4, then continued by a new run from that checkpoint with the moments,
+#    ends with the uninterrupted run's weights bit for bit (the learning-rate schedule,
+#    the data windows and AdamW's step count all go on); 2 islands continued from the
+#    same checkpoint take steps 5-8 at the same learning rates.
+$ATOLL train $M --steps 8 --out "$TMP/s_full" >/dev/null 2>&1 || fail "8-step source"
+$ATOLL train $M --steps 8 --save-every 4 --stop-after 4 --out "$TMP/s_half" >/dev/null 2>&1 || fail "source stopped at 4"
+H4=$(last "$TMP/s_half")
+$ATOLL train $M --steps 8 --init-from "$H4" --init-optim 1 --init-step 1 --out "$TMP/s_cont" >/dev/null 2>"$TMP/err" ||
+  fail "--init-step 1: $(tail -1 "$TMP/err")"
+check "--init-step 1: the continued run's weights equal the uninterrupted run's" \
+  $CK equal "$(last "$TMP/s_full")/model.safetensors" "" "$(last "$TMP/s_cont")/model.safetensors" ""
+grep -q '"adam_steps":[[:space:]]*8,' "$(last "$TMP/s_cont")/state.json" && pass "--init-step 1: adam_steps 8" \
+  || fail "--init-step 1: $(grep -o '"adam_steps":[^,]*' "$(last "$TMP/s_cont")/state.json")"
+$ATOLL train $M --steps 8 --init-from "$H4" --out "$TMP/s_fresh" --init-step 1 >/dev/null 2>&1 || fail "--init-step without moments"
+grep -q '"adam_steps":[[:space:]]*4,' "$(last "$TMP/s_fresh")/state.json" && pass "--init-step 1 with fresh moments: adam_steps 4" \
+  || fail "--init-step 1, fresh moments: $(grep -o '"adam_steps":[^,]*' "$(last "$TMP/s_fresh")/state.json")"
+$MPIRUN -np 2 $ATOLL train $M --steps 8 --islands 2 --sync-every 2 --init-from "$H4" --init-optim 1 --init-step 1 \
+  --out "$TMP/s_k2" >/dev/null 2>"$TMP/err" || fail "--init-step 1 into 2 islands: $(tail -1 "$TMP/err")"
+lrs() { /usr/bin/python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(" ".join("%d:%.6g" % (r["step"], r["lr"]) for r in rows if "lr" in r and r["step"] > 4))' "$1/metrics.jsonl"; }
+full=$(lrs "$TMP/s_full"); k2=$(lrs "$TMP/s_k2")
+[ -n "$full" ] && [ "$full" = "$k2" ] && pass "--init-step 1 into 2 islands: steps 5-8 at the source's learning rates ($k2)" \
+  || fail "--init-step 1 into 2 islands: learning rates '$k2', the source's '$full'"
+grep -q '"step":[[:space:]]*8,' "$(last "$TMP/s_k2")/state.json" && pass "--init-step 1 into 2 islands: ends at step 8" \
+  || fail "--init-step 1 into 2 islands: $(grep -o '"step":[^,]*' "$(last "$TMP/s_k2")/state.json")"
+
+# 5. refusals, one line each
 expect_error "shape differs" "the checkpoint's model has dim=32, this run --dim 64" \
   $ATOLL train $M --dim 64 --steps 1 --init-from "$S" --out "$TMP/e1"
 expect_error "no checkpoint" "--init-from $TMP/nothere" $ATOLL train $M --steps 1 --init-from "$TMP/nothere" --out "$TMP/e2"
@@ -78,5 +108,8 @@ expect_error "--init-optim alone" "--init-optim 1: needs --init-from" $ATOLL tra
 expect_error "--init-optim with SGD" "needs --optimizer adamw" \
   $ATOLL train $M --steps 1 --init-from "$S" --init-optim 1 --optimizer sgd --out "$TMP/e4"
 expect_error "--init-from with --resume" "--init-from: conflicts with --resume" $ATOLL train --resume "$TMP/src" --steps 8 --init-from "$S"
+expect_error "--init-step alone" "--init-step 1: needs --init-from" $ATOLL train $M --steps 1 --init-step 1 --out "$TMP/e5"
+expect_error "--init-step past --steps" "--steps 4: --init-step 1 begins at the checkpoint's step 4" \
+  $ATOLL train $M --steps 4 --init-from "$H4" --init-step 1 --out "$TMP/e6"
 expect_error "--init-from into a run directory in use" "already holds a run" $ATOLL train $M --steps 1 --init-from "$S" --out "$TMP/src"
 finish
