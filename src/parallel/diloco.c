@@ -78,10 +78,8 @@ static size_t island_slice_lo(const atoll_diloco *d, int j) {
 
 static const atoll_strategy_ops DILOCO_OPS;
 
-int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
-                        const atoll_layout *lay, float *params, atoll_err *err) {
-  *out = NULL;
-  int units = lay->shape.layers + 2;
+int atoll_diloco_check(const atoll_diloco_config *cfg, int layers, atoll_err *err) {
+  int units = layers + 2;
   if (cfg->sync_every < 1) return atoll_fail(err, "--sync-every: must be at least 1, got %d", cfg->sync_every);
   if (cfg->fragments < 1 || cfg->fragments > units)
     return atoll_fail(err, "--fragments %d: must be in [1, %d] (layers + embeddings + final LayerNorm)",
@@ -89,6 +87,13 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   if (cfg->overlap < 0 || cfg->overlap * cfg->fragments >= cfg->sync_every)
     return atoll_fail(err, "--overlap %d: must be >= 0 and below sync-every / fragments (%d / %d)",
                       cfg->overlap, cfg->sync_every, cfg->fragments);
+  return 0;
+}
+
+int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atoll_mesh *mesh,
+                        const atoll_layout *lay, float *params, atoll_err *err) {
+  *out = NULL;
+  if (atoll_diloco_check(cfg, lay->shape.layers, err)) return -1;
   atoll_diloco *d = calloc(1, sizeof *d);
   if (!d) return atoll_fail(err, "out of memory");
   d->base.ops = &DILOCO_OPS;

@@ -93,6 +93,10 @@ typedef struct {
 
 typedef struct atoll_diloco atoll_diloco;
 
+/* The settings alone (sync period, fragments for a model of `layers` blocks, overlap):
+ * one line naming the flag. atoll_diloco_create checks them too; a run checks them
+ * before an island joins its coordinator. */
+int atoll_diloco_check(const atoll_diloco_config *cfg, int layers, atoll_err *err);
 /* params: the island's weight buffer (full size; valid at least on this rank's slice).
  * Call atoll_diloco_reset_global once the weights are set (or fill the global
  * weights and momentum from a checkpoint); with a device (cfg->host_copy), once the

@@ -114,6 +114,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
       .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
       .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks,
       .ops = atoll_model_ops(r->model), .host_copy = r->host_params};
+  if (atoll_diloco_check(&dc, r->lay->shape.layers, err)) return -1; /* before --join registers */
   if (c->join[0]) { /* islands as separate jobs: the outer exchange goes over the network */
     /* an island of several ranks: each rank has its own data endpoint and session
      * with the coordinator, and exchanges its slice with the same rank of the others */

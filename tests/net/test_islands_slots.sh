@@ -3,7 +3,8 @@
 # (docs/islands.md): no quorum can ever form (another island would need an --island-id
 # of at least K), so the island stops at its first outer step with one line naming
 # both flags, instead of waiting 10 x --net-timeout for islands that cannot come. With
-# --min-islands 1 the same single-slot island is valid: it runs to the end.
+# --min-islands 1 the same single-slot island is valid: it runs to the end. A bad
+# --overlap is refused before the island registers with the coordinator.
 #   usage: test_islands_slots.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -29,4 +30,18 @@ for min in 2 1; do
     [ $rc -eq 0 ] && pass "--islands 1 with --min-islands 1: a single island over a coordinator runs to the end" || fail "--islands 1 with --min-islands 1 (status $rc): $(tail -2 "$D/err$min")"
   fi
 done
+
+# a bad --overlap is refused before the island registers with the coordinator
+CPORT=$(free_ports 1); PORT=$(free_ports 1)
+: > "$D/coord.log"
+start_coordinator "$D" $CPORT 2 --island-timeout 4 --state "$D/state_overlap.json"
+sleep 1
+timeout 60 $ATOLL train $M --overlap 5 $(island_flags "$D" $CPORT 0 $PORT) --out "$D/run_overlap" >/dev/null 2>"$D/err_overlap"
+rc=$?
+sleep 1
+kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c . "$D/err_overlap")" -eq 1 ] && grep -q -- "--overlap 5: must be >= 0" "$D/err_overlap" \
+  && pass "bad --overlap with --join: $(cat "$D/err_overlap")" || fail "bad --overlap with --join (status $rc): $(tail -2 "$D/err_overlap")"
+grep -q "island 0 joined" "$D/coord.log" && fail "the island registered before refusing --overlap: $(grep joined "$D/coord.log")" \
+  || pass "the coordinator never saw the island"
 finish
