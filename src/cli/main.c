@@ -25,6 +25,7 @@
 #include "train/agree.h"
 #include "train/config.h"
 #include "train/device.h"
+#include "train/run.h"
 #ifdef ATOLL_HAVE_CUDA
 #include "ops/ops_cuda.h" /* atoll_cuda_open: --device cuda */
 #endif
@@ -355,6 +356,8 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   }
   if ((rc = atoll_train_agree(world, rc, &err))) return agreed_exit(rc, &err);
   if ((rc = atoll_train_agree(world, atoll_device_check(&cfg, &err), &err))) return agreed_exit(rc, &err);
+  if ((rc = atoll_train_agree(world, atoll_run_check_world(&cfg, atoll_comm_size(world), &err), &err)))
+    return agreed_exit(rc, &err);
   /* rank 0 prepares the default corpus; the others wait for it */
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);

@@ -76,6 +76,12 @@ expect_error "device: cuda head size 300" "head sizes up to 256\|built without C
 mkdir -p "$TMP/nodata" && cd "$TMP/nodata"
 expect_error "device: refused before the default corpus" "--device shadow" $ATOLL train $TINY --device shadow --precision bf16 --steps 2 --out "$TMP/nodata/run"
 [ -z "$(ls -A "$TMP/nodata")" ] && pass "device: the refusal wrote nothing" || fail "device: the refusal wrote $(ls -A "$TMP/nodata")"
+# so is a layout that needs more ranks than one process
+expect_error "islands in one process: refused before the default corpus" "--islands 2: islands need several ranks" \
+  $ATOLL train $TINY --islands 2 --steps 2 --out "$TMP/nodata/run"
+expect_error "tensor parallel in one process: refused before the default corpus" "--tp 2 --pp 1: model parallelism needs several ranks" \
+  $ATOLL train $TINY --tp 2 --steps 2 --out "$TMP/nodata/run"
+[ -z "$(ls -A "$TMP/nodata")" ] && pass "layout: the refusals wrote nothing" || fail "layout: the refusals wrote $(ls -A "$TMP/nodata")"
 cd - >/dev/null
 expect_error "sample: --device cuda without a GPU" "--device cuda" env CUDA_VISIBLE_DEVICES= $ATOLL sample --ckpt "$TMP/run" --device cuda --tokens 2
 [ "$rc" -eq 1 ] || fail "sample: --device cuda without a GPU: exit status $rc, not 1"
