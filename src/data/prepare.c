@@ -48,6 +48,7 @@
 typedef struct {
   atoll_text_source in;
   uint64_t cut; /* [0, cut) of its text trains, [cut, text_bytes) validates */
+  uint64_t train_tokens, val_tokens; /* its tokens in each split (a source's end ends a passage) */
 } source;
 
 /* One split being written: rolls over to a new token file every FILE_TOKENS tokens. */
@@ -233,7 +234,10 @@ static int write_sources(source *src, int n, const char *field, double vf, split
   pg->what = "writing";
   uint64_t nval = 0;
   for (int i = 0; i < n; i++) {
+    uint64_t t0 = train->tokens, v0 = val->tokens;
     if (write_source(&src[i], field, vf, train, val, pg, err) != 0) return -1;
+    src[i].train_tokens = train->tokens - t0;
+    src[i].val_tokens = val->tokens - v0;
     nval += src[i].in.text_bytes - src[i].cut;
   }
   if (nval == 0) {
@@ -277,7 +281,9 @@ static int add_source(cJSON *files, const source *s) {
   int ok = cJSON_AddStringToObject(f, "path", in->path) &&
            cJSON_AddNumberToObject(f, "bytes", (double)in->text_bytes) &&
            cJSON_AddNumberToObject(f, "train_bytes", (double)s->cut) &&
-           cJSON_AddNumberToObject(f, "val_bytes", (double)(in->text_bytes - s->cut));
+           cJSON_AddNumberToObject(f, "val_bytes", (double)(in->text_bytes - s->cut)) &&
+           cJSON_AddNumberToObject(f, "train_tokens", (double)s->train_tokens) &&
+           cJSON_AddNumberToObject(f, "val_tokens", (double)s->val_tokens);
   /* plain text keeps the entry it always had */
   if (ok && atoll_text_source_streamed(in))
     ok = cJSON_AddStringToObject(f, "format", in->jsonl ? (in->gzip ? "jsonl+gzip" : "jsonl") : "gzip") &&

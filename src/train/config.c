@@ -98,7 +98,7 @@ static const key_spec KEYS[] = {
     {"outer-dtype", STR(outer_dtype), "outer gradient on the wire: fp32, bf16, int8 or fp4"},
     {"wan-gbps", K_FLOAT, F(wan_gbps), 0, 1e6, "inter-island link bandwidth for the time model (0: none)"},
     {"wan-latency-ms", K_FLOAT, F(wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
-    {"island-data", STR(island_data), "DiLoCo data per island: iid (all files) or files (island k takes source files k, k+K, ...: non-i.i.d.)"},
+    {"island-data", STR(island_data), "DiLoCo data per island: iid (all files), files (island k takes source files k, k+K, ...) or blocks (island k takes the k-th of K contiguous runs of source files: on a corpus sorted by topic, non-i.i.d.)"},
     {"throttle", K_INT, F(throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
     {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero (--init-step 1: the step goes on)"},
     {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
@@ -305,6 +305,13 @@ int atoll_config_apply_text(atoll_config *c, const char *text, size_t len, const
   return rc;
 }
 
+int atoll_island_data_mode(const char *name) {
+  const char *modes[] = {"iid", "files", "blocks"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(name, modes[i]) == 0) return i;
+  return -1;
+}
+
 int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (atoll_shape_check(&c->model, err)) return -1;
   if (strcmp(c->model.arch, "llama") != 0 && c->model.tie == 0)
@@ -316,8 +323,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "batch: batch x seq x accum is absurdly large");
   if (strcmp(c->parallel, "ddp") != 0)
     return atoll_fail(err, "--parallel: unknown mode '%s' (known: ddp)", c->parallel);
-  if (strcmp(c->island_data, "iid") != 0 && strcmp(c->island_data, "files") != 0)
-    return atoll_fail(err, "--island-data: unknown '%s' (known: iid, files)", c->island_data);
+  if (atoll_island_data_mode(c->island_data) < 0)
+    return atoll_fail(err, "--island-data: unknown '%s' (known: iid, files, blocks)", c->island_data);
   if (strcmp(c->optimizer, "adamw") != 0 && strcmp(c->optimizer, "sgd") != 0)
     return atoll_fail(err, "--optimizer: unknown optimizer '%s' (known: adamw, sgd)", c->optimizer);
   if (strcmp(c->outer_optimizer, "nesterov") != 0 && strcmp(c->outer_optimizer, "sgd") != 0)

@@ -78,7 +78,7 @@ int atoll_run_check_world(const atoll_config *c, int world_size, atoll_err *err)
 int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
                     atoll_err *err);
 void atoll_run_free(atoll_run *r);
-/* --island-data files: restricts ds to this island's source files. */
+/* island_data.c: --island-data files or blocks restricts ds to this island's source files. */
 int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err);
 /* Sequences per step over all replicas. */
 double atoll_run_global_batch(const atoll_run *r);

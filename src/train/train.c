@@ -250,7 +250,7 @@ static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hook
       atoll_dataset_check_vocab(&l->val, c->model.vocab, err))
     return -1;
   if (alloc_buffers(l, err)) return -1;
-  if (c->islands > 1 && strcmp(c->island_data, "files") == 0 && atoll_run_island_data(r, &l->train, err)) return -1;
+  if (c->islands > 1 && strcmp(c->island_data, "iid") != 0 && atoll_run_island_data(r, &l->train, err)) return -1;
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "ops/ops.h"
 #include "parallel/islands_net.h"
 #include "parallel/tp.h"
+#include "train/config.h"
 #include "train/train_memory.h"
 
 #include <stdlib.h>
@@ -59,56 +60,6 @@ static int setup_mesh(atoll_run *r, atoll_err *err) {
   return 0;
 }
 
-/* --island-data files: island k trains on source files k, k+K, k+2K, ... of the
- * prepared corpus, K islands (their token ranges in the train split, from
- * DIR/manifest.json); with --join, k is --island-id and K --islands. */
-int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err) {
-  const atoll_config *c = r->cfg;
-  char path[1100];
-  snprintf(path, sizeof path, "%s/manifest.json", c->data);
-  char *text = NULL;
-  size_t len = 0;
-  if (atoll_read_file(path, 64u << 20, &text, &len, err)) {
-    atoll_err why = *err;
-    return atoll_fail(err, "--island-data files needs the manifest of atoll prepare: %s", why.msg);
-  }
-  cJSON *man = cJSON_ParseWithLength(text, len);
-  free(text);
-  const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
-  /* with --join this job is island --island-id of the --islands slots */
-  int joined = c->join[0] != 0, me = joined ? c->island_id : r->mesh.island;
-  int n = cJSON_GetArraySize(sources), islands = joined ? c->islands : r->mesh.islands, rc = 0;
-  if (!cJSON_IsArray(sources) || n < islands) {
-    cJSON_Delete(man);
-    return atoll_fail(err, "%s: --island-data files needs at least %d source files (one per island), found %d", path,
-                      islands, cJSON_IsArray(sources) ? n : 0);
-  }
-  uint64_t *b = calloc((size_t)n, sizeof(uint64_t)), *e = calloc((size_t)n, sizeof(uint64_t));
-  if (!b || !e) rc = atoll_fail(err, "out of memory reading %s", path);
-  uint64_t at = 0;
-  int m = 0;
-  for (int i = 0; rc == 0 && i < n; i++) {
-    const cJSON *tb = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sources, i), "train_bytes");
-    if (!cJSON_IsNumber(tb) || tb->valuedouble < 0) {
-      rc = atoll_fail(err, "%s: sources[%d] has no train_bytes", path, i);
-      break;
-    }
-    uint64_t len_i = (uint64_t)tb->valuedouble; /* byte tokenizer: one token per byte */
-    if (i % islands == me) {
-      b[m] = at;
-      e[m++] = at + len_i;
-    }
-    at += len_i;
-  }
-  char what[64];
-  snprintf(what, sizeof what, "--island-data files (island %d)", me);
-  if (rc == 0) rc = atoll_dataset_restrict(ds, b, e, m, r->seq, what, err);
-  free(b);
-  free(e);
-  cJSON_Delete(man);
-  return rc;
-}
-
 static int setup_diloco(atoll_run *r, atoll_err *err) {
   const atoll_config *c = r->cfg;
   atoll_diloco_config dc = {
@@ -131,7 +82,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
      * slice of it, and how the data is split over the islands (--islands, --island-data) */
     int shape[] = {r->world_size, r->mesh.tp, r->mesh.pp, r->mesh.dp, r->chunks, (int)(r->lay->nparams >> 31),
                    (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff),
-                   c->islands, strcmp(c->island_data, "files") == 0};
+                   c->islands, atoll_island_data_mode(c->island_data)};
     atoll_link_config lc = {.join = c->join, .listen = listen, .key_file = c->island_key,
                             .coordinator_key = c->coordinator_key, .island = (uint32_t)c->island_id,
                             .islands = (uint32_t)c->islands,
