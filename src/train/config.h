@@ -13,8 +13,8 @@
 int atoll_config_apply_json(atoll_config *c, const cJSON *obj, const char *source, atoll_err *err);
 /* The full configuration as a JSON object (for state.json and summary.json). */
 cJSON *atoll_config_to_json(const atoll_config *c);
-/* --island-data's value as a number: iid 0, files 1, blocks 2 (src/train/island_data.c);
- * -1 for an unknown name. */
+/* --island-data's value as a number: iid 0, files 1, blocks 2 (their meaning:
+ * src/train/island_data.c); -1 for an unknown name. */
 int atoll_island_data_mode(const char *name);
 
 #endif

@@ -477,9 +477,10 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
   const cJSON *adam = cJSON_GetObjectItemCaseSensitive(state, "adam_steps");
   st->adam_step0 = 0;
   if (cJSON_IsNumber(adam)) {
-    if (adam->valuedouble < *step || adam->valuedouble > 2e9)
-      return atoll_fail(err, "%s/state.json: adam_steps %g is not between the step %d and 2e9", dir, adam->valuedouble,
-                        *step);
+    /* below the step for a run started with --init-step 1 and fresh moments */
+    if (adam->valuedouble < 0 || adam->valuedouble > 2e9 || adam->valuedouble != (int)adam->valuedouble)
+      return atoll_fail(err, "%s/state.json: adam_steps %g is not a whole number between 0 and 2e9", dir,
+                        adam->valuedouble);
     st->adam_step0 = (int)adam->valuedouble - *step;
   }
   return check_global_batch(r, state, dir, err);

@@ -88,6 +88,12 @@ grep -q '"adam_steps":[[:space:]]*8,' "$(last "$TMP/s_cont")/state.json" && pass
 $ATOLL train $M --steps 8 --init-from "$H4" --out "$TMP/s_fresh" --init-step 1 >/dev/null 2>&1 || fail "--init-step without moments"
 grep -q '"adam_steps":[[:space:]]*4,' "$(last "$TMP/s_fresh")/state.json" && pass "--init-step 1 with fresh moments: adam_steps 4" \
   || fail "--init-step 1, fresh moments: $(grep -o '"adam_steps":[^,]*' "$(last "$TMP/s_fresh")/state.json")"
+# such a run (adam_steps below its step) stopped at 6 and resumed equals it uninterrupted
+$ATOLL train $M --steps 8 --init-from "$H4" --init-step 1 --save-every 2 --stop-after 6 --out "$TMP/s_fresh_cut" \
+  >/dev/null 2>&1 || fail "--init-step, fresh moments, stopped at 6"
+$ATOLL train --resume "$TMP/s_fresh_cut" >/dev/null 2>"$TMP/err" || fail "--init-step, fresh moments, resume: $(tail -1 "$TMP/err")"
+check "--init-step 1 with fresh moments, stopped at 6 and resumed: weights" \
+  $CK equal "$(last "$TMP/s_fresh")/model.safetensors" "" "$(last "$TMP/s_fresh_cut")/model.safetensors" ""
 $MPIRUN -np 2 $ATOLL train $M --steps 8 --islands 2 --sync-every 2 --init-from "$H4" --init-optim 1 --init-step 1 \
   --out "$TMP/s_k2" >/dev/null 2>"$TMP/err" || fail "--init-step 1 into 2 islands: $(tail -1 "$TMP/err")"
 lrs() { /usr/bin/python3 -c '
