@@ -266,7 +266,8 @@ def targets(by):
             (n, 3.0 if "stream" in n else 2.0, 1000.0 if "stream" in n else 100.0,
              f"long (3x steps) {'streaming fp4' if 'stream' in n else 'warm K=4'}: H={by[n]['H']}, outer lr {by[n]['outer_lr']:.2g}"
              + (f", {by[n]['outer_dtype']}" if by[n]["outer_dtype"] != "fp32" and "stream" not in n else "")
-             + f", split at step {by[n]['warm_offset_steps']}; within {3 if 'stream' in n else 2}% of DP, >= {1000 if 'stream' in n else 100}x fewer bytes")
+             + f", split at step {by[n]['warm_offset_steps']}"
+             + (f", seed {int(by[n]['seed']) % 100}" if by[n]["seed"] not in ("1337", "1437") else "") + f"; within {3 if 'stream' in n else 2}% of DP, >= {1000 if 'stream' in n else 100}x fewer bytes")
             for n in sorted(by) if re.fullmatch(r"k4_h\d+_warm\d*_len\d+(_.+)?", n) and not re.search(r"_to\d+$", n)):
         r = by.get(n)
         if r and "loss_gap_vs_dp_pct" in r:
@@ -413,14 +414,15 @@ def round4(by):
         names = [f"k4_h100_warm{tag}", f"k4_h25_warm{tag}"]
         names += sorted(n for n in by if re.fullmatch(r"k4_h\d+_warm\d*" + tag + r"_.+", n) and not re.search(r"_to\d+$", n))
         names += sorted(n for n in by if re.fullmatch(r"k4_h\d+_warm\d+" + tag + r"(_.+)?", n) and n not in names)
-        ref = by[dl]["val_curve"]
         for n in names:
             if n not in by:
                 continue
             r = by[n]
+            d = r.get("dp_reference") or dl  # a row of another seed: against the DP run of its seed
+            ref = by[d]["val_curve"]
             c = dict((int(a), v) for a, v in r["val_curve"])
             gaps = {st: 100.0 * (c[st] - at(ref, st)) / at(ref, st) for st in ROUND4_STEPS if st in c and at(ref, st)}
-            out.append({"row": n, "dp": dl, "H": r["H"], "outer_lr": r["outer_lr"], "fragments": r["fragments"],
+            out.append({"row": n, "dp": d, "H": r["H"], "outer_lr": r["outer_lr"], "fragments": r["fragments"],
                         "outer_dtype": r["outer_dtype"], "split_step": r["warm_offset_steps"],
                         "final_val_loss": r["final_val_loss"], "gap_pct": r.get("loss_gap_vs_dp_pct"),
                         "bytes_total": r["inter_island_bytes_total"], "bytes_ratio": r.get("bytes_ratio_vs_dp"),
@@ -560,7 +562,8 @@ def markdown(rows, out):
               " | ".join(str(st) for st in ROUND4_STEPS) + " |", "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|" + "---:|" * len(ROUND4_STEPS)]
         for r in out["round4"]:
             g = " | ".join("" if st not in r["gap_at_steps"] else f"{r['gap_at_steps'][st]:+.2f}" for st in ROUND4_STEPS)
-            L.append(f"| `{r['row']}` | {r['split_step']} | {r['H']} | {r['outer_lr']:.2g} | {r['fragments']} | {r['outer_dtype']} | {r['syncs']} | "
+            vs = "" if re.fullmatch(r"dp4_len\d+", r["dp"]) else f" (vs `{r['dp']}`)"
+            L.append(f"| `{r['row']}`{vs} | {r['split_step']} | {r['H']} | {r['outer_lr']:.2g} | {r['fragments']} | {r['outer_dtype']} | {r['syncs']} | "
                      f"{r['final_val_loss']:.4f} | {r['gap_pct']:+.2f}% | {r['bytes_ratio']:.0f}x | {g} |")
     if out["checks"]:
         L += ["", "Checks: " + "; ".join(out["checks"])]
