@@ -30,7 +30,8 @@
 #   --long N  after the rows above, the third round (the gap over run length): dp4 and
 #             the warm K = 4 rows at H = 100 and 25 at N x the steps (rows *_lenN)
 #   --round4  with --long N: then the fourth round's knobs on the long warm rows (outer
-#             lr 1.0, streaming fp4 at H = 100 and 150, fp4 at H = 25, a 40% split)
+#             lr 1.0, streaming fp4 at H = 100 and 150, fp4 at H = 25, a 40% split);
+#             ROUND4_SEED2=1 adds DP, the 40% split and H = 25 fp4 on seed 2
 #
 # Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
 # are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
@@ -50,7 +51,7 @@ while [ $# -gt 0 ]; do
     --reuse-bin) REUSE_BIN=1 ;;
     --long) LONG=$2; shift ;;
     --round4) ROUND4=1 ;;
-    -h|--help) sed -n 2,36p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -355,6 +356,17 @@ if [ $LONG -gt 1 ]; then
     LW40=$(awk -v lr=$LR -v s=$SL -v w=$((2 * WL)) -v wu=$((SL / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
     MN40=$(awk -v lr=$LR -v lw=$LW40 'BEGIN{printf "%.6g", 0.1*lr/lw}')
     run_row k4_h100_warm40_len$LONG$OS 4 "$BASE --steps $((SL - 2 * WL)) --warmup 0 --lr $LW40 --min-lr-ratio $MN40 --eval-every $EV --init-from $CK40L --init-optim 1 --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER $OB)" dp4_len$LONG "$CK40L"
+    # (6) ROUND4_SEED2=1: the rows that met a target on a second seed, warm from a long DP
+    # run of seed 2 (the longest row): the 40% split first (its margin to 2% is near the
+    # seed noise), then H = 25 with fp4
+    if [ "${ROUND4_SEED2:-0}" = 1 ]; then
+      run_row dp4_len${LONG}_seed2 4 "$BASE --steps $SL --warmup $((SL / 20)) --min-lr-ratio 0.1 --eval-every $EV --lr $LR --seed 2 --save-every $WL --keep 6" dp4_len${LONG}_seed2
+      CKL2=$(printf '%s/rows/dp4_len%s_seed2/run/checkpoints/step_%08d' "$WORK" "$LONG" "$WL")
+      WARML2=$(echo "$WARML" | sed "s|--init-from $CKL|--init-from $CKL2|; s|--seed $((SEED + 100))|--seed 102|")
+      CK40L2=$(printf '%s/rows/dp4_len%s_seed2/run/checkpoints/step_%08d' "$WORK" "$LONG" $((2 * WL)))
+      run_row k4_h100_warm40_len$LONG${OS}_seed2 4 "$BASE --steps $((SL - 2 * WL)) --warmup 0 --lr $LW40 --min-lr-ratio $MN40 --eval-every $EV --init-from $CK40L2 --init-optim 1 --seed 102 $DIL --islands 4 --sync-every $(h 100) $(OUTER $OB)" dp4_len${LONG}_seed2 "$CK40L2"
+      run_row k4_h25_warm_len${LONG}_fp4_seed2 4 "$BASE $WARML2 $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7) --outer-dtype fp4" dp4_len${LONG}_seed2 "$CKL2"
+    fi
   fi
 fi
 # 7. --grid: the full grid (days at the full spec on 2 cores; README.md)
