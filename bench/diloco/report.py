@@ -109,7 +109,8 @@ def main():
                 what = what.replace("warm (DP 20%)", f"warm (DP {100 * int(w.group(1)) // (int(w.group(1)) + s['steps'])}%)")
         if cfg["seed"] not in ("1337", "1437"):
             what += f", seed {int(cfg['seed']) % 100}"
-        len_tag = re.search(r"_len(\d+)$", n)  # the third round: N x the steps (run.sh --long N)
+        # the third round: N x the steps (run.sh --long N); the fourth round's knobs follow the tag
+        len_tag = re.search(r"_len(\d+)(?:$|_(?!to\d))", n)
         if len_tag:
             what += f", {len_tag.group(1)}x the steps"
         to_tag = re.search(r"_len(\d+)_to(\d+)$", n)  # its first steps again, stopped for the control's warm start
@@ -218,7 +219,7 @@ def main():
            "conventions": __doc__.split("Conventions (stated again in the Markdown):")[1].strip(),
            "checks": checks, "rows": rows, "targets": targets(by), "seeds": seeds,
            "gap_over_run": gap_curves(by), "outer_lr_by_h": outer_lr_grid(by), "island_batch": island_batch(by),
-           "batch_scaling": batch_scaling(by), "run_length": run_length(by)}
+           "batch_scaling": batch_scaling(by), "run_length": run_length(by), "round4": round4(by)}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
@@ -260,7 +261,14 @@ def targets(by):
                   "rows": ["k4_h100_warm_noniid", "k4_h100_warm"], "margin_pct": d, "met": d <= 1.0})
     for n, gap, ratio, label in (("k4_h100_warm", 2.0, 100.0, "warm K=4, H=100: within 2% of DP, >= 100x fewer bytes"),
                                  ("k4_h100_warm_stream_fp4", 3.0, 1000.0, "warm streaming fp4: within 3% of DP, >= 1000x fewer bytes"),
-                                 ("k4_h250_warm_stream_fp4", 3.0, 1000.0, "warm streaming fp4 at H=250 (extension)")):
+                                 ("k4_h250_warm_stream_fp4", 3.0, 1000.0, "warm streaming fp4 at H=250 (extension)")) + tuple(
+            # the third and fourth rounds: the same targets at 3x the steps (H = 25 rows: another knob than H = 100)
+            (n, 3.0 if "stream" in n else 2.0, 1000.0 if "stream" in n else 100.0,
+             f"long (3x steps) {'streaming fp4' if 'stream' in n else 'warm K=4'}: H={by[n]['H']}, outer lr {by[n]['outer_lr']:.2g}"
+             + (f", {by[n]['outer_dtype']}" if by[n]["outer_dtype"] != "fp32" and "stream" not in n else "")
+             + f", split at step {by[n]['warm_offset_steps']}"
+             + (f", seed {int(by[n]['seed']) % 100}" if by[n]["seed"] not in ("1337", "1437") else "") + f"; within {3 if 'stream' in n else 2}% of DP, >= {1000 if 'stream' in n else 100}x fewer bytes")
+            for n in sorted(by) if re.fullmatch(r"k4_h\d+_warm\d*_len\d+(_.+)?", n) and not re.search(r"_to\d+$", n)):
         r = by.get(n)
         if r and "loss_gap_vs_dp_pct" in r:
             T.append({"target": label, "rows": [n], "loss_gap_pct": r["loss_gap_vs_dp_pct"],
@@ -392,6 +400,36 @@ def run_length(by):
     return out
 
 
+ROUND4_STEPS = (600, 900, 1200, 1500, 1800, 2100, 2400, 2700, 3000)  # sync points of every H = 25/100/150 row
+
+
+def round4(by):
+    """The fourth round (run.sh --long N --round4): the knobs on the long warm rows, each
+    beside the third round's k4_h100_warm_lenN / k4_h25_warm_lenN: final gap to the DP
+    row of its length, counted bytes ratio, and the gap at steps that are sync points of
+    every row (multiples of 300 from the split; streaming rows sync one fragment there)."""
+    out = []
+    for dl in sorted(n for n in by if re.fullmatch(r"dp4_len\d+", n)):
+        tag = dl[3:]
+        names = [f"k4_h100_warm{tag}", f"k4_h25_warm{tag}"]
+        names += sorted(n for n in by if re.fullmatch(r"k4_h\d+_warm\d*" + tag + r"_.+", n) and not re.search(r"_to\d+$", n))
+        names += sorted(n for n in by if re.fullmatch(r"k4_h\d+_warm\d+" + tag + r"(_.+)?", n) and n not in names)
+        for n in names:
+            if n not in by:
+                continue
+            r = by[n]
+            d = r.get("dp_reference") or dl  # a row of another seed: against the DP run of its seed
+            ref = by[d]["val_curve"]
+            c = dict((int(a), v) for a, v in r["val_curve"])
+            gaps = {st: 100.0 * (c[st] - at(ref, st)) / at(ref, st) for st in ROUND4_STEPS if st in c and at(ref, st)}
+            out.append({"row": n, "dp": d, "H": r["H"], "outer_lr": r["outer_lr"], "fragments": r["fragments"],
+                        "outer_dtype": r["outer_dtype"], "split_step": r["warm_offset_steps"],
+                        "final_val_loss": r["final_val_loss"], "gap_pct": r.get("loss_gap_vs_dp_pct"),
+                        "bytes_total": r["inter_island_bytes_total"], "bytes_ratio": r.get("bytes_ratio_vs_dp"),
+                        "syncs": r["outer_syncs"], "gap_at_steps": gaps, "third_round": n in names[:2]})
+    return out
+
+
 def fmt_bytes(b):
     if not b:
         return "0"
@@ -516,6 +554,17 @@ def markdown(rows, out):
                 c = r.get(n) or {}
                 cells += ["" if c.get(k) is None else f"{c[k]:+.2f}%" for k in ("short_gap_pct", "long_gap_pct")]
             L.append(f"| {r['fraction']:.2f} | {r['short_step']} | {r['long_step']} | " + " | ".join(cells) + " |")
+    r4 = [r for r in out.get("round4") or [] if not r["third_round"]]
+    if r4:
+        L += ["", "Fourth round: the knobs on the long warm rows (3x the steps; gap against `dp4_len3`; bytes ratio counted, "
+              "DP's whole run over the row's bytes; the gap at steps that are sync points of every row; third-round rows first):", "",
+              "| row | split | H | outer lr | fragments | outer dtype | syncs | final val loss | gap | bytes ratio | " +
+              " | ".join(str(st) for st in ROUND4_STEPS) + " |", "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|" + "---:|" * len(ROUND4_STEPS)]
+        for r in out["round4"]:
+            g = " | ".join("" if st not in r["gap_at_steps"] else f"{r['gap_at_steps'][st]:+.2f}" for st in ROUND4_STEPS)
+            vs = "" if re.fullmatch(r"dp4_len\d+", r["dp"]) else f" (vs `{r['dp']}`)"
+            L.append(f"| `{r['row']}`{vs} | {r['split_step']} | {r['H']} | {r['outer_lr']:.2g} | {r['fragments']} | {r['outer_dtype']} | {r['syncs']} | "
+                     f"{r['final_val_loss']:.4f} | {r['gap_pct']:+.2f}% | {r['bytes_ratio']:.0f}x | {g} |")
     if out["checks"]:
         L += ["", "Checks: " + "; ".join(out["checks"])]
     return "\n".join(L) + "\n"
@@ -590,6 +639,15 @@ def plot(by, out, path):
         tps = by[by[n].get("dp_reference") or "dp4"]["tokens_per_step"]
         cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=c, ls=ls, marker=".",
                 label=f"{n} vs {by[n].get('dp_reference') or 'DP'}")
+    # the fourth round's knobs on the long rows, against dp4_len3 (full curves)
+    r4c = iter(["tab:red", "tab:pink", "tab:cyan", "tab:gray", "tab:purple", "tab:blue"])
+    for r4 in out.get("round4") or []:
+        if r4["third_round"]:
+            continue
+        ref, tps = by[r4["dp"]]["val_curve"], by[r4["dp"]]["tokens_per_step"]
+        pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[r4["row"]]["val_curve"] if at(ref, st)]
+        cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r4c, "k"), ls="-.", marker=".", ms=3,
+                label=f"{r4['row']} vs {r4['dp']}")
     cx.axhline(0, color="k", lw=0.8)
     cx.axhline(2, color="tab:red", lw=0.8, ls=":", label="+2% (target)")
     cx.set_ylim(-5, 40)

@@ -7,7 +7,7 @@
 # checkpoint at 20% of the run, K = 2, streaming with fp4, non-i.i.d. islands and
 # more seeds. Rows run in priority order, so a partial run is already useful.
 #
-# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin] [--long N]
+# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin] [--long N] [--round4]
 #   --quick   smoke version: every run 12.5x shorter (H and the warm-start step scaled
 #             with it); results go to WORK only, bench/diloco/results.* are left alone
 #   --work    where the corpus, the runs and a snapshot of build/atoll go
@@ -29,6 +29,9 @@
 #             finished ones bit for bit and those are kept (issue 15, second round)
 #   --long N  after the rows above, the third round (the gap over run length): dp4 and
 #             the warm K = 4 rows at H = 100 and 25 at N x the steps (rows *_lenN)
+#   --round4  with --long N: then the fourth round's knobs on the long warm rows (outer
+#             lr 1.0, streaming fp4 at H = 100 and 150, fp4 at H = 25, a 40% split);
+#             ROUND4_SEED2=1 adds DP, the 40% split and H = 25 fp4 on seed 2
 #
 # Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
 # are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
@@ -36,7 +39,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0 LONG=1
+QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0 LONG=1 ROUND4=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -47,7 +50,8 @@ while [ $# -gt 0 ]; do
     --grid) GRID=1 ;;
     --reuse-bin) REUSE_BIN=1 ;;
     --long) LONG=$2; shift ;;
-    -h|--help) sed -n 2,34p "$0"; exit 0 ;;
+    --round4) ROUND4=1 ;;
+    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -336,8 +340,36 @@ if [ $LONG -gt 1 ]; then
   LWA=$(awk -v lr=$LR -v s=$SL -v w=$W -v wu=$((SL / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
   MNA=$(awk -v lr=$LR -v lw=$LWA 'BEGIN{printf "%.6g", 0.1*lr/lw}')
   run_row k4_h100_warm_at${W}_len$LONG 4 "$BASE --steps $((SL - W)) --warmup 0 --lr $LWA --min-lr-ratio $MNA --eval-every $EV --init-from $CKA --init-optim 1 --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7)" dp4_len$LONG "$CKA"
+  # 6. fourth round (--round4): which knob brings the long warm rows to the targets.
+  # (1) H = 100 at outer lr 1.0; (2) the short streaming row's flags (outer lr 0.7);
+  # (3) H = 25 with fp4 outer gradients, no streaming; (4) streaming fp4 at H = 150
+  # (~1100x fewer counted bytes) at the better outer lr of (1) and k4_h100_warm_len3;
+  # (5) H = 100 split at 40% (step 2 x WL), that outer lr, the schedule continued
+  if [ $ROUND4 = 1 ]; then
+    run_row k4_h100_warm_len${LONG}_olr1.0 4 "$BASE $WARML $DIL --islands 4 --sync-every $(h 100) $(OUTER 1.0)" dp4_len$LONG "$CKL"
+    run_row k4_h100_warm_len${LONG}_stream_fp4 4 "$BASE $WARML $DIL --islands 4 --sync-every $(h 100) $(OUTER 0.7) $STREAM" dp4_len$LONG "$CKL"
+    run_row k4_h25_warm_len${LONG}_fp4 4 "$BASE $WARML $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7) --outer-dtype fp4" dp4_len$LONG "$CKL"
+    OB=0.7 OS=""
+    if awk "BEGIN{exit !($(final_loss "$WORK/rows/k4_h100_warm_len${LONG}_olr1.0") < $(final_loss "$WORK/rows/k4_h100_warm_len$LONG"))}"; then OB=1.0 OS=_olr1.0; fi
+    run_row k4_h150_warm_len${LONG}_stream_fp4$OS 4 "$BASE $WARML $DIL --islands 4 --sync-every $(h 150) $(OUTER $OB) $STREAM" dp4_len$LONG "$CKL"
+    CK40L=$(printf '%s/rows/dp4_len%s/run/checkpoints/step_%08d' "$WORK" "$LONG" $((2 * WL)))
+    LW40=$(awk -v lr=$LR -v s=$SL -v w=$((2 * WL)) -v wu=$((SL / 20)) 'BEGIN{p=(w-wu)/(s-wu); pi=atan2(0,-1); printf "%.6g", lr*(0.1+0.45*(1+cos(pi*p)))}')
+    MN40=$(awk -v lr=$LR -v lw=$LW40 'BEGIN{printf "%.6g", 0.1*lr/lw}')
+    run_row k4_h100_warm40_len$LONG$OS 4 "$BASE --steps $((SL - 2 * WL)) --warmup 0 --lr $LW40 --min-lr-ratio $MN40 --eval-every $EV --init-from $CK40L --init-optim 1 --seed $((SEED + 100)) $DIL --islands 4 --sync-every $(h 100) $(OUTER $OB)" dp4_len$LONG "$CK40L"
+    # (6) ROUND4_SEED2=1: the rows that met a target on a second seed, warm from a long DP
+    # run of seed 2 (the longest row): the 40% split first (its margin to 2% is near the
+    # seed noise), then H = 25 with fp4
+    if [ "${ROUND4_SEED2:-0}" = 1 ]; then
+      run_row dp4_len${LONG}_seed2 4 "$BASE --steps $SL --warmup $((SL / 20)) --min-lr-ratio 0.1 --eval-every $EV --lr $LR --seed 2 --save-every $WL --keep 6" dp4_len${LONG}_seed2
+      CKL2=$(printf '%s/rows/dp4_len%s_seed2/run/checkpoints/step_%08d' "$WORK" "$LONG" "$WL")
+      WARML2=$(echo "$WARML" | sed "s|--init-from $CKL|--init-from $CKL2|; s|--seed $((SEED + 100))|--seed 102|")
+      CK40L2=$(printf '%s/rows/dp4_len%s_seed2/run/checkpoints/step_%08d' "$WORK" "$LONG" $((2 * WL)))
+      run_row k4_h100_warm40_len$LONG${OS}_seed2 4 "$BASE --steps $((SL - 2 * WL)) --warmup 0 --lr $LW40 --min-lr-ratio $MN40 --eval-every $EV --init-from $CK40L2 --init-optim 1 --seed 102 $DIL --islands 4 --sync-every $(h 100) $(OUTER $OB)" dp4_len${LONG}_seed2 "$CK40L2"
+      run_row k4_h25_warm_len${LONG}_fp4_seed2 4 "$BASE $WARML2 $DIL --islands 4 --sync-every $(h 25) $(OUTER 0.7) --outer-dtype fp4" dp4_len${LONG}_seed2 "$CKL2"
+    fi
+  fi
 fi
-# 6. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
+# 7. --grid: the issue's full grid (days at the full spec on 2 cores; README.md)
 if [ $GRID = 1 ]; then
   for K in ${GRID_K:-2 4 8}; do
     [ $K = 4 ] || dp dp$K $SEED $K # DP with K ranks: K = 2 and 8 rows are compared with it and warm-start from it
