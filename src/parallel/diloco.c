@@ -23,6 +23,7 @@ struct atoll_diloco {
   float *global, *momentum;                  /* [slice_end - slice_begin] */
   size_t *frag_begin, *frag_end;             /* fragment ranges of the flat buffer */
   int *merge_due;                            /* per fragment: step of a pending merge, or 0 */
+  int first_step;                            /* the step the run began at (--init-step 1: not 0) */
   double *pending_wan, *pending_clock;       /* per fragment: modelled link time, compute clock at its sync */
   double compute_clock;                      /* inner compute seconds so far */
   atoll_diloco_stats stats;
@@ -173,12 +174,16 @@ static int fragment_offset(const atoll_diloco *d, int f) {
   return (int)((long)f * d->cfg.sync_every / d->cfg.fragments);
 }
 
+void atoll_diloco_set_first_step(atoll_diloco *d, int step) { d->first_step = step; }
+
 void atoll_diloco_resume_at(atoll_diloco *d, int step) {
   int H = d->cfg.sync_every;
   for (int f = 0; f < d->cfg.fragments; f++) {
     int off = fragment_offset(d, f);
     int last = step - ((step - off) % H + H) % H; /* latest s <= step with s mod H = off */
-    d->merge_due[f] = (d->cfg.overlap > 0 && last >= 1 && last + d->cfg.overlap > step) ? last + d->cfg.overlap : 0;
+    /* a sync happens after a step the run took: none at or before its first step */
+    int synced = last > d->first_step;
+    d->merge_due[f] = (d->cfg.overlap > 0 && synced && last + d->cfg.overlap > step) ? last + d->cfg.overlap : 0;
   }
 }
 

@@ -116,6 +116,9 @@ void atoll_diloco_reset_global(atoll_diloco *d);
  * still have a merge pending (a sync within the last `overlap` steps), since the
  * schedule is a function of the step. */
 void atoll_diloco_resume_at(atoll_diloco *d, int step);
+/* The step the run began at: 0, or its source checkpoint's with --init-step 1 (state.json
+ * "first_step"); call before atoll_diloco_resume_at. No sync happened at or before it. */
+void atoll_diloco_set_first_step(atoll_diloco *d, int step);
 
 /* After inner step `step` (1-based count of steps done; last = final step): runs the
  * syncs and merges due. Fails if the islands' global weights differ. */

@@ -68,6 +68,7 @@ typedef struct {
   int adam_step0;    /* AdamW's step is adam_step0 + step + 1: the moments' steps before this run's
                         step 0 (--init-optim 1: the source checkpoint's), so bias correction goes on
                         from there; less the start step with --init-step 1 (negative for fresh moments) */
+  int first_step;    /* the step the run began at: 0, or the source's with --init-step 1 (state.json) */
 } atoll_train_state;
 
 /* train_setup.c */

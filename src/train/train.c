@@ -235,7 +235,11 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
   state_to_host(l); /* --init-from changes the host copies */
   atoll_rng_seed(&l->state.rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
   if (atoll_run_init_from(r, &l->state, start, err)) return -1; /* --init-from, --init-from-hf */
-  if (r->diloco) atoll_diloco_reset_global(r->diloco);
+  l->state.first_step = *start;
+  if (r->diloco) {
+    atoll_diloco_set_first_step(r->diloco, *start);
+    atoll_diloco_reset_global(r->diloco);
+  }
   return 0;
 }
 

@@ -267,6 +267,7 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
        cJSON_AddNumberToObject(data, "next_step", step) && /* step s's batch is window set (seed, s) */
        cJSON_AddNumberToObject(state, "train_loss", st->last_loss) &&
        cJSON_AddNumberToObject(state, "adam_steps", (double)st->adam_step0 + step) &&
+       cJSON_AddNumberToObject(state, "first_step", st->first_step) &&
        cJSON_AddNumberToObject(state, "world_size", r->world_size) &&
        cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r)) &&
        cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage) && /* the key before "zero_stage"; kept for readers */
@@ -483,6 +484,16 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
                         adam->valuedouble);
     st->adam_step0 = (int)adam->valuedouble - *step;
   }
+  /* absent in older checkpoints: every run began at step 0 */
+  const cJSON *first = cJSON_GetObjectItemCaseSensitive(state, "first_step");
+  st->first_step = 0;
+  if (first) {
+    if (!cJSON_IsNumber(first) || first->valuedouble < 0 || first->valuedouble > *step ||
+        first->valuedouble != (int)first->valuedouble)
+      return atoll_fail(err, "%s/state.json: first_step is not a whole number between 0 and the step %d", dir, *step);
+    st->first_step = (int)first->valuedouble;
+  }
+  if (r->diloco) atoll_diloco_set_first_step(r->diloco, st->first_step);
   return check_global_batch(r, state, dir, err);
 }
 

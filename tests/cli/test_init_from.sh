@@ -105,6 +105,18 @@ full=$(lrs "$TMP/s_full"); k2=$(lrs "$TMP/s_k2")
   || fail "--init-step 1 into 2 islands: learning rates '$k2', the source's '$full'"
 grep -q '"step":[[:space:]]*8,' "$(last "$TMP/s_k2")/state.json" && pass "--init-step 1 into 2 islands: ends at step 8" \
   || fail "--init-step 1 into 2 islands: $(grep -o '"step":[^,]*' "$(last "$TMP/s_k2")/state.json")"
+# streaming islands with an overlap of 2 begun at step 4 (a sync step of H = 4), stopped
+# at 5 and resumed, equal the run straight through: no sync happened at the start step,
+# so no merge is pending at the resume (state.json first_step)
+O="--steps 8 --islands 2 --sync-every 4 --overlap 2 --init-from $H4 --init-optim 1 --init-step 1"
+$MPIRUN -np 2 $ATOLL train $M $O --out "$TMP/o_full" >/dev/null 2>"$TMP/err" || fail "overlap islands: $(tail -1 "$TMP/err")"
+$MPIRUN -np 2 $ATOLL train $M $O --save-every 5 --stop-after 5 --out "$TMP/o_cut" >/dev/null 2>"$TMP/err" ||
+  fail "overlap islands stopped at 5: $(tail -1 "$TMP/err")"
+$MPIRUN -np 2 $ATOLL train --resume "$TMP/o_cut" >/dev/null 2>"$TMP/err" || fail "overlap islands resumed: $(tail -1 "$TMP/err")"
+check "--init-step 1 into islands with --overlap 2, stopped at 5 and resumed: global weights" \
+  $CK equal "$(last "$TMP/o_full")/model.safetensors" "" "$(last "$TMP/o_cut")/model.safetensors" ""
+check "--init-step 1 into islands with --overlap 2, stopped at 5 and resumed: island 1" \
+  $CK equal "$(last "$TMP/o_full")/island_1.safetensors" "weights." "$(last "$TMP/o_cut")/island_1.safetensors" "weights."
 
 # 5. refusals, one line each
 expect_error "shape differs" "the checkpoint's model has dim=32, this run --dim 64" \
