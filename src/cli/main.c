@@ -356,7 +356,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   }
   if ((rc = atoll_train_agree(world, rc, &err))) return agreed_exit(rc, &err);
   if ((rc = atoll_train_agree(world, atoll_device_check(&cfg, &err), &err))) return agreed_exit(rc, &err);
-  if ((rc = atoll_train_agree(world, atoll_run_check_world(&cfg, atoll_comm_size(world), &err), &err)))
+  if ((rc = atoll_train_agree(world, atoll_run_check_layout(&cfg, atoll_comm_size(world), &err), &err)))
     return agreed_exit(rc, &err);
   /* rank 0 prepares the default corpus; the others wait for it */
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;

@@ -83,8 +83,12 @@ static int start_steps(const atoll_config *c, const char *dir, const cJSON *stat
                       c->steps, saved, saved);
   *start = c->init_step ? saved : 0;
   st->adam_step0 = 0;
-  if (c->init_optim && cJSON_IsNumber(adam) && adam->valuedouble >= 0 && adam->valuedouble <= 2e9)
+  if (c->init_optim && adam) {
+    if (!cJSON_IsNumber(adam) || adam->valuedouble < 0 || adam->valuedouble > 2e9 ||
+        adam->valuedouble != (int)adam->valuedouble)
+      return atoll_fail(err, "--init-optim 1: %s/state.json: adam_steps is not a whole number between 0 and 2e9", dir);
     st->adam_step0 = (int)adam->valuedouble;
+  }
   st->adam_step0 -= *start;
   return 0;
 }

@@ -23,14 +23,25 @@ static int takes(int mode, int i, int n, int islands, int me) {
   return (long long)i * islands / n == me; /* blocks: floor(i K / n) is i's block */
 }
 
-/* Source i's tokens in the train split; -1 (err set) when the manifest cannot say. */
-static long long source_tokens(const cJSON *src, int i, int bytes_tokenizer, const char *path, atoll_err *err) {
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(src, "train_tokens");
-  if (!t && bytes_tokenizer) t = cJSON_GetObjectItemCaseSensitive(src, "train_bytes"); /* one token per byte */
-  if (cJSON_IsNumber(t) && t->valuedouble >= 0 && t->valuedouble < 9e15) return (long long)t->valuedouble;
-  atoll_fail(err, "%s: sources[%d] has no train_tokens%s", path, i,
-             bytes_tokenizer ? "" : " (a manifest of an older atoll with a tokenizer: prepare the data again)");
-  return -1;
+/* Source i's tokens in the train split (at most the split's `total`); -1 (err set) when
+ * the manifest cannot say. */
+static long long source_tokens(const cJSON *src, int i, int bytes_tokenizer, uint64_t total, const char *path,
+                               atoll_err *err) {
+  const char *key = "train_tokens";
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(src, key);
+  if (!t && bytes_tokenizer) t = cJSON_GetObjectItemCaseSensitive(src, key = "train_bytes"); /* one token per byte */
+  if (!t) {
+    atoll_fail(err, "%s: sources[%d] has no train_tokens%s", path, i,
+               bytes_tokenizer ? "" : " (a manifest of an older atoll with a tokenizer: prepare the data again)");
+    return -1;
+  }
+  double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
+  if (v < 0 || v > (double)total || v != (double)(long long)v) {
+    atoll_fail(err, "%s: sources[%d].%s is not a whole number of tokens between 0 and the split's %llu", path, i, key,
+               (unsigned long long)total);
+    return -1;
+  }
+  return (long long)v;
 }
 
 int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err) {
@@ -61,9 +72,14 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
   uint64_t at = 0, mine = 0;
   int m = 0, first = -1, last = -1;
   for (int i = 0; rc == 0 && i < n; i++) {
-    long long len_i = source_tokens(cJSON_GetArrayItem(sources, i), i, bytes_tokenizer, path, err);
+    long long len_i = source_tokens(cJSON_GetArrayItem(sources, i), i, bytes_tokenizer, ds->ntokens, path, err);
     if (len_i < 0) {
       rc = -1;
+      break;
+    }
+    if ((uint64_t)len_i > ds->ntokens - at) { /* the sum check below, before it could wrap */
+      rc = atoll_fail(err, "%s: the sources hold more training tokens than the token files' %llu; prepare the data again",
+                      path, (unsigned long long)ds->ntokens);
       break;
     }
     if (takes(mode, i, n, islands, me)) {
@@ -85,9 +101,13 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
   if (rc == 0 && r->mesh.island_rank == 0) {
     const cJSON *f0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sources, first), "path");
     const cJSON *f1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sources, last), "path");
-    fprintf(stderr, "atoll train: island %d trains on %d of %d source files (--island-data %s: #%d %s .. #%d %s; %llu tokens)\n",
-            me, m, n, c->island_data, first, cJSON_IsString(f0) ? f0->valuestring : "?", last,
-            cJSON_IsString(f1) ? f1->valuestring : "?", (unsigned long long)mine);
+    const char *p0 = cJSON_IsString(f0) ? f0->valuestring : "?", *p1 = cJSON_IsString(f1) ? f1->valuestring : "?";
+    if (mode == 1) /* files: not a range */
+      fprintf(stderr, "atoll train: island %d trains on %d of %d source files (--island-data files: one in %d, from #%d %s to #%d %s; %llu tokens)\n",
+              me, m, n, islands, first, p0, last, p1, (unsigned long long)mine);
+    else
+      fprintf(stderr, "atoll train: island %d trains on %d of %d source files (--island-data blocks: #%d %s .. #%d %s; %llu tokens)\n",
+              me, m, n, first, p0, last, p1, (unsigned long long)mine);
   }
   free(b);
   free(e);

@@ -73,9 +73,10 @@ typedef struct {
 
 /* train_setup.c */
 /* Layouts that need more ranks than the world has (islands, --tp, --pp in one
- * process): one line naming the flag. atoll_run_setup checks it too; the CLI checks
- * it before it prepares the default corpus. */
-int atoll_run_check_world(const atoll_config *c, int world_size, atoll_err *err);
+ * process) and DiLoCo settings that cannot be (atoll_diloco_check): one line naming
+ * the flag. atoll_run_setup checks it too; the CLI checks it before it prepares the
+ * default corpus. */
+int atoll_run_check_layout(const atoll_config *c, int world_size, atoll_err *err);
 int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
                     atoll_err *err);
 void atoll_run_free(atoll_run *r);

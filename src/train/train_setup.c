@@ -22,12 +22,14 @@
 
 double atoll_run_global_batch(const atoll_run *r) { return (double)r->cfg->batch * r->micro_batches * r->replicas; }
 
-int atoll_run_check_world(const atoll_config *c, int world_size, atoll_err *err) {
+int atoll_run_check_layout(const atoll_config *c, int world_size, atoll_err *err) {
   if (c->islands > 1 && world_size == 1 && !c->join[0]) /* --join: this job is one island */
     return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands);
   if ((c->tp > 1 || c->pp > 1) && world_size == 1)
     return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
                       c->tp, c->pp);
+  atoll_diloco_config dc = {.sync_every = c->sync_every, .fragments = c->fragments, .overlap = c->overlap};
+  if (c->islands > 1 && atoll_diloco_check(&dc, c->model.layers, err)) return -1;
   return 0;
 }
 
@@ -35,7 +37,7 @@ int atoll_run_check_world(const atoll_config *c, int world_size, atoll_err *err)
 static int setup_mesh(atoll_run *r, atoll_err *err) {
   const atoll_config *c = r->cfg;
   int joined = c->join[0] != 0; /* islands as separate jobs: this job is one island */
-  if (atoll_run_check_world(c, r->world_size, err)) return -1;
+  if (atoll_run_check_layout(c, r->world_size, err)) return -1;
   if (atoll_mesh_create(&r->mesh, r->world, joined ? 1 : c->islands, c->tp, c->pp, err)) return -1;
   if (!atoll_shape_tied(&c->model)) { /* an untied LM head: no wte on the last pp_stage to keep equal */
     atoll_comm_free(r->mesh.tie_comm);

@@ -81,6 +81,9 @@ expect_error "islands in one process: refused before the default corpus" "--isla
   $ATOLL train $TINY --islands 2 --steps 2 --out "$TMP/nodata/run"
 expect_error "tensor parallel in one process: refused before the default corpus" "--tp 2 --pp 1: model parallelism needs several ranks" \
   $ATOLL train $TINY --tp 2 --steps 2 --out "$TMP/nodata/run"
+expect_error "a bad --overlap: refused before the default corpus" "--overlap 5: must be >= 0 and below" \
+  $ATOLL train $TINY --islands 2 --sync-every 4 --overlap 5 --join tcp://127.0.0.1:9 --island-key k --coordinator-key k \
+  --island-listen tcp://127.0.0.1:0 --steps 2 --out "$TMP/nodata/run"
 [ -z "$(ls -A "$TMP/nodata")" ] && pass "layout: the refusals wrote nothing" || fail "layout: the refusals wrote $(ls -A "$TMP/nodata")"
 cd - >/dev/null
 expect_error "sample: --device cuda without a GPU" "--device cuda" env CUDA_VISIBLE_DEVICES= $ATOLL sample --ckpt "$TMP/run" --device cuda --tokens 2

@@ -38,9 +38,9 @@ run_case() {
   [ $((t0 + t1)) -eq "$total" ] && pass "$name: the islands' tokens add up to the split's ($t0 + $t1 = $total)" ||
     fail "$name: islands' tokens $t0 + $t1, the split's $total"
 }
-run_case files_bytes "$TMP/d4" files "#0 .*art .. #2 .*food" "#1 .*science .. #3 .*goedel"
+run_case files_bytes "$TMP/d4" files "one in 2, from #0 .*art to #2 .*food" "one in 2, from #1 .*science to #3 .*goedel"
 run_case blocks_bytes "$TMP/d4" blocks "#0 .*art .. #1 .*science" "#2 .*food .. #3 .*goedel"
-run_case files_bpe "$TMP/b4" files "#0 .*art .. #2 .*food" "#1 .*science .. #3 .*goedel"
+run_case files_bpe "$TMP/b4" files "one in 2, from #0 .*art to #2 .*food" "one in 2, from #1 .*science to #3 .*goedel"
 run_case blocks_bpe "$TMP/b4" blocks "#0 .*art .. #1 .*science" "#2 .*food .. #3 .*goedel"
 
 # a BPE manifest without the per-source token counts is refused
@@ -52,6 +52,19 @@ for s in m["sources"]: s.pop("train_tokens"); s.pop("val_tokens")
 json.dump(m, open(p, "w"))' "$TMP/b4old"
 expect_error "BPE manifest without train_tokens" "sources\[0\] has no train_tokens (a manifest of an older atoll with a tokenizer" \
   $MPIRUN -np 2 $ATOLL train $M --data "$TMP/b4old" --island-data blocks --out "$TMP/old"
+# hand-edited counts: fractional, and more than the token files hold
+for edit in frac:0.5 huge:1e9; do
+  cp -r "$TMP/d4" "$TMP/d4_${edit%%:*}"
+  /usr/bin/python3 -c '
+import json, sys
+p = sys.argv[1] + "/manifest.json"; m = json.load(open(p))
+m["sources"][1]["train_tokens"] += float(sys.argv[2])
+json.dump(m, open(p, "w"))' "$TMP/d4_${edit%%:*}" "${edit#*:}"
+done
+expect_error "fractional train_tokens" "sources\[1\].train_tokens is not a whole number of tokens" \
+  $MPIRUN -np 2 $ATOLL train $M --data "$TMP/d4_frac" --island-data files --out "$TMP/frac"
+expect_error "train_tokens past the token files" "sources\[1\].train_tokens is not a whole number of tokens between 0 and the split's" \
+  $MPIRUN -np 2 $ATOLL train $M --data "$TMP/d4_huge" --island-data blocks --out "$TMP/huge"
 expect_error "unknown --island-data" "--island-data: unknown 'topics' (known: iid, files, blocks)" \
   $ATOLL train $M --data "$TMP/d4" --island-data topics --out "$TMP/unknown"
 finish

@@ -35,7 +35,8 @@ done
 CPORT=$(free_ports 1); PORT=$(free_ports 1)
 : > "$D/coord.log"
 start_coordinator "$D" $CPORT 2 --island-timeout 4 --state "$D/state_overlap.json"
-sleep 1
+i=0; while [ $i -lt 50 ] && ! grep -q "coordinator: listening" "$D/coord.log"; do sleep 0.2; i=$((i + 1)); done
+grep -q "coordinator: listening" "$D/coord.log" || fail "the coordinator did not start: $(tail -2 "$D/coord.log")"
 timeout 60 $ATOLL train $M --overlap 5 $(island_flags "$D" $CPORT 0 $PORT) --out "$D/run_overlap" >/dev/null 2>"$D/err_overlap"
 rc=$?
 sleep 1
