@@ -3,7 +3,9 @@
  *   files   source files k, k+K, k+2K, ... (round-robin: on a corpus sorted by path,
  *           every island gets a mix of all its topics);
  *   blocks  the k-th of K contiguous runs of files in the manifest's order (files
- *           [k n / K, (k+1) n / K)): on a sorted corpus, different topics per island.
+ *           [k n / K, (k+1) n / K), by count, not tokens: the islands' token counts may
+ *           differ a lot, and each island prints its own): on a sorted corpus,
+ *           different topics per island.
  * A source's tokens are its "train_tokens" in DIR/manifest.json (docs/formats.md);
  * manifests written before that key hold only "train_bytes", which equal the tokens
  * for the byte tokenizer only. With --join, k is --island-id and K --islands. */
