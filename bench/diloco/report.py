@@ -124,6 +124,9 @@ def main():
         to_tag = re.search(r"_len(\d+)_to(\d+)$", n)  # its first steps again, stopped for the control's warm start
         if to_tag:
             what += f", {to_tag.group(1)}x the steps' schedule, stopped after step {to_tag.group(2)} (the control's warm start)"
+        v5_tag = re.search(r"_v5(?:_to(\d+))?$", n)  # the fifth round's binary (run.sh --round5)
+        if v5_tag:
+            what += ", the fifth round's binary" + (f", stopped after step {v5_tag.group(1)} (sanity check)" if v5_tag.group(1) else "")
         lr_tag = re.search(r"_lr([0-9.e-]+)$", n)
         if lr_tag and not n.startswith("tune_"):  # a row of another (peak) inner lr than the tuned one
             what += f", inner lr {lr_tag.group(1)}"
@@ -712,6 +715,13 @@ def plot(by, out, path):
         pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[r4["row"]]["val_curve"] if at(ref, st)]
         cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r4c, "k"), ls="-.", marker=".", ms=3,
                 label=f"{r4['row']} vs {r4['dp']}")
+    # the fifth round: the same rows continuing DP's schedule exactly (--init-step 1)
+    r5c = iter(["darkgreen", "lime", "navy"])
+    for e in out.get("round5") or []:
+        ref, tps = by["dp4_len3"]["val_curve"], by["dp4_len3"]["tokens_per_step"]
+        pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[e["row"]]["val_curve"] if at(ref, st)]
+        cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r5c, "k"), ls="-", lw=2, marker=".", ms=3,
+                label=f"{e['row']} vs dp4_len3")
     cx.axhline(0, color="k", lw=0.8)
     cx.axhline(2, color="tab:red", lw=0.8, ls=":", label="+2% (target)")
     cx.set_ylim(-5, 40)

@@ -12,7 +12,7 @@ if [ ! -x "$ATOLL5" ]; then
 fi
 ATOLL=$ATOLL5
 SHA=$(sha256sum "$ATOLL" | cut -c1-64)
-LR=$(cat "$WORK/inner_lr")
+LR=$(cat "$WORK/inner_lr") SEED=1337
 SL=$((LONG * S)) WL=$((LONG * S / 5)) EV=$((S / 20 > 0 ? S / 20 : 1))
 DPL="--steps $SL --warmup $((SL / 20)) --min-lr-ratio 0.1 --eval-every $EV --lr $LR --seed $SEED"
 R5ROWS="dp4_len${LONG}_v5_to100 dp4_len${LONG}_v5 k4_h100_cont_len$LONG k4_h100_cont40_len$LONG k4_h100_cont_len${LONG}_blocks"
