@@ -73,6 +73,8 @@ def describe(name, cfg, ranks):
     txt += f", outer lr {cfg['outer-lr']:.2g}{b}"
     if cfg["island-data"] == "files":
         txt += ", non-i.i.d. (topic quarters)" if cfg["data"].endswith("-quarters") else ", non-i.i.d. (round-robin files)"
+    if cfg["island-data"] == "blocks":
+        txt += ", non-i.i.d. (contiguous blocks of the path-sorted files)"
     txt += ", warm (DP 20%)" if cfg.get("init-from") else ", from scratch"
     return txt, K
 
@@ -103,10 +105,16 @@ def main():
         cfg = s["config"]
         ranks = s["world_size"]
         what, K = describe(n, cfg, ranks)
+        # --init-step 1 (fifth round): the run goes on at its checkpoint's step; its metrics
+        # and summary count steps from DP's step 0
+        cont = bool(cfg.get("init-step"))
         if cfg.get("init-from") and K > 1:
             w = re.search(r"step_(\d+)$", cfg["init-from"])
             if w:
-                what = what.replace("warm (DP 20%)", f"warm (DP {100 * int(w.group(1)) // (int(w.group(1)) + s['steps'])}%)")
+                total = s["steps"] if cont else int(w.group(1)) + s["steps"]
+                what = what.replace("warm (DP 20%)", f"warm (DP {100 * int(w.group(1)) // total}%)")
+            if cont:
+                what += ", DP's schedule and seed continued (--init-step 1)"
         if cfg["seed"] not in ("1337", "1437"):
             what += f", seed {int(cfg['seed']) % 100}"
         # the third round: N x the steps (run.sh --long N); the fourth round's knobs follow the tag
@@ -116,12 +124,17 @@ def main():
         to_tag = re.search(r"_len(\d+)_to(\d+)$", n)  # its first steps again, stopped for the control's warm start
         if to_tag:
             what += f", {to_tag.group(1)}x the steps' schedule, stopped after step {to_tag.group(2)} (the control's warm start)"
+        v5_tag = re.search(r"_v5(?:_to(\d+))?$", n)  # the fifth round's binary (run.sh --round5)
+        if v5_tag:
+            what += ", the fifth round's binary" + (f", stopped after step {v5_tag.group(1)} (sanity check)" if v5_tag.group(1) else "")
         lr_tag = re.search(r"_lr([0-9.e-]+)$", n)
         if lr_tag and not n.startswith("tune_"):  # a row of another (peak) inner lr than the tuned one
             what += f", inner lr {lr_tag.group(1)}"
         init = cfg.get("init-from") or ""
         m = re.search(r"step_(\d+)$", init)
         offset = int(m.group(1)) if m else 0  # steps of DP before this row's step 0
+        steps_here = s["steps"] - offset if cont else s["steps"]  # the steps this run took
+        shift = 0 if cont else offset  # added to the row's own step numbers
         tps = s["tokens_per_step"]
         step_seconds = [tps / x["tokens_per_s"] for x in metrics if x.get("tokens_per_s")]
         r = {
@@ -133,13 +146,14 @@ def main():
             "island_data": cfg["island-data"] if cfg["islands"] > 1 else None,
             "inner_lr": cfg["lr"], "seed": cfg["seed"],
             "warm_from": init or None, "warm_offset_steps": offset,
-            "steps": s["steps"], "steps_total": offset + s["steps"],
+            "steps": steps_here, "steps_total": offset + steps_here, "init_step": cont,
             "batch_per_island": cfg["batch"] * (1 if cfg["islands"] > 1 else 1), "seq": cfg["seq"] or cfg["context"],
-            "tokens_per_step": tps, "tokens_total_this_run": s["steps"] * tps,
+            "tokens_per_step": tps, "tokens_total_this_run": steps_here * tps,
             "params": s["params"],
             "final_val_loss": s["final_val_loss"], "final_train_loss": s["final_train_loss"],
             # the curve against the whole run's steps (a warm row's after its DP steps)
-            "val_curve": [[offset + x["step"], x["val_loss"]] for x in metrics if "val_loss" in x],
+            "val_curve": [[shift + x["step"], x["val_loss"]] for x in metrics if "val_loss" in x],
+            "train_curve": [[shift + x["step"], x["loss"]] for x in metrics if "loss" in x],
             "wall_seconds": wall, "command": cmd, "atoll_sha256": sha,
             "tuning": n.startswith("tune_"), "reference": refs.get(n),
         }
@@ -188,6 +202,15 @@ def main():
             same = [s for s in a if s in b]
             checks.append(f"{n} repeats {m.group(1)}'s validation losses at steps {min(same)}..{max(same)} bit for bit: "
                           f"{all(a[s] == b[s] for s in same)}")
+    for n in sorted(by):  # the fifth round's new binary against the old one's DP run, step for step
+        m = re.fullmatch(r"(dp4_len\d+)_v5_to(\d+)", n)
+        if m and m.group(1) in by:
+            for kind in ("train", "val"):
+                a, b = dict(by[n][kind + "_curve"]), dict(by[m.group(1)][kind + "_curve"])
+                same = sorted(st for st in a if st in b)
+                diff = max(abs(a[st] - b[st]) for st in same)
+                checks.append(f"{n} (new binary) against {m.group(1)}: {kind} losses at steps {same[0]}..{same[-1]} "
+                              f"bit for bit: {all(a[st] == b[st] for st in same)} (largest difference {diff:.2g})")
     for r in rows:
         ref = by.get(r["reference"] or "dp4")
         if ref and r is not ref:
@@ -219,7 +242,8 @@ def main():
            "conventions": __doc__.split("Conventions (stated again in the Markdown):")[1].strip(),
            "checks": checks, "rows": rows, "targets": targets(by), "seeds": seeds,
            "gap_over_run": gap_curves(by), "outer_lr_by_h": outer_lr_grid(by), "island_batch": island_batch(by),
-           "batch_scaling": batch_scaling(by), "run_length": run_length(by), "round4": round4(by)}
+           "batch_scaling": batch_scaling(by), "run_length": run_length(by), "round4": round4(by),
+           "round5": round5(by)}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
@@ -430,6 +454,33 @@ def round4(by):
     return out
 
 
+ROUND5_PAIRS = (("k4_h100_cont_len3", "k4_h100_warm_len3"), ("k4_h100_cont40_len3", "k4_h100_warm40_len3"),
+                ("k4_h100_cont_len3_blocks", "k4_h100_cont_len3"))
+
+
+def round5(by):
+    """The fifth round (run.sh --round5): the long warm rows continuing DP's schedule and
+    seed exactly (--init-step 1), each beside the row it is compared with: the fourth
+    round's restarted-schedule row, or (blocks) the i.i.d. continued row. Gaps at every
+    sync point (multiples of 100) are in results.json; the Markdown shows every 300th."""
+    out = []
+    for n, old in ROUND5_PAIRS:
+        if n not in by:
+            continue
+        r = by[n]
+        ref = by[r.get("dp_reference") or "dp4_len3"]["val_curve"]
+        e = {"row": n, "against": old, "split_step": r["warm_offset_steps"], "final_val_loss": r["final_val_loss"],
+             "gap_pct": r.get("loss_gap_vs_dp_pct"), "bytes_ratio": r.get("bytes_ratio_vs_dp"), "syncs": r["outer_syncs"]}
+        for key, name in (("gap_at_syncs", n), ("against_gap_at_syncs", old)):
+            if name in by:
+                c = dict((int(a), v) for a, v in by[name]["val_curve"])
+                e[key] = {st: 100.0 * (c[st] - at(ref, st)) / at(ref, st)
+                          for st in range(100, 3001, 100) if st in c and st > r["warm_offset_steps"] and at(ref, st)}
+        e["against_gap_pct"] = by[old].get("loss_gap_vs_dp_pct") if old in by else None
+        out.append(e)
+    return out
+
+
 def fmt_bytes(b):
     if not b:
         return "0"
@@ -565,6 +616,22 @@ def markdown(rows, out):
             vs = "" if re.fullmatch(r"dp4_len\d+", r["dp"]) else f" (vs `{r['dp']}`)"
             L.append(f"| `{r['row']}`{vs} | {r['split_step']} | {r['H']} | {r['outer_lr']:.2g} | {r['fragments']} | {r['outer_dtype']} | {r['syncs']} | "
                      f"{r['final_val_loss']:.4f} | {r['gap_pct']:+.2f}% | {r['bytes_ratio']:.0f}x | {g} |")
+    r5 = out.get("round5") or []
+    if r5:
+        cols = list(range(900, 3001, 300))
+        L += ["", "Fifth round: the long warm K = 4, H = 100 rows continuing DP's schedule and seed exactly (--init-step 1; "
+              "a second binary, see the rows' atoll_sha256), each beside the row it is compared with (gap against `dp4_len3`, "
+              "at sync points):", "",
+              "| row | against | split | syncs | final val loss | gap | gap of the other | bytes ratio | " + " | ".join(map(str, cols)) + " |",
+              "|---|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(cols)]
+        for e in r5:
+            g = " | ".join("" if st not in e.get("gap_at_syncs", {}) else
+                           f"{e['gap_at_syncs'][st]:+.2f} ({e['against_gap_at_syncs'][st]:+.2f})" if st in e.get("against_gap_at_syncs", {}) else
+                           f"{e['gap_at_syncs'][st]:+.2f}" for st in cols)
+            og = "" if e["against_gap_pct"] is None else f"{e['against_gap_pct']:+.2f}%"
+            L.append(f"| `{e['row']}` | `{e['against']}` | {e['split_step']} | {e['syncs']} | {e['final_val_loss']:.4f} | "
+                     f"{e['gap_pct']:+.2f}% | {og} | {e['bytes_ratio']:.0f}x | {g} |")
+        L += ["", "(in the step columns: this row's gap, and in brackets the other row's)"]
     if out["checks"]:
         L += ["", "Checks: " + "; ".join(out["checks"])]
     return "\n".join(L) + "\n"
@@ -648,6 +715,13 @@ def plot(by, out, path):
         pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[r4["row"]]["val_curve"] if at(ref, st)]
         cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r4c, "k"), ls="-.", marker=".", ms=3,
                 label=f"{r4['row']} vs {r4['dp']}")
+    # the fifth round: the same rows continuing DP's schedule exactly (--init-step 1)
+    r5c = iter(["darkgreen", "lime", "navy"])
+    for e in out.get("round5") or []:
+        ref, tps = by["dp4_len3"]["val_curve"], by["dp4_len3"]["tokens_per_step"]
+        pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[e["row"]]["val_curve"] if at(ref, st)]
+        cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r5c, "k"), ls="-", lw=2, marker=".", ms=3,
+                label=f"{e['row']} vs dp4_len3")
     cx.axhline(0, color="k", lw=0.8)
     cx.axhline(2, color="tab:red", lw=0.8, ls=":", label="+2% (target)")
     cx.set_ylim(-5, 40)

@@ -7,7 +7,7 @@
 # checkpoint at 20% of the run, K = 2, streaming with fp4, non-i.i.d. islands and
 # more seeds. Rows run in priority order, so a partial run is already useful.
 #
-# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin] [--long N] [--round4]
+# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin] [--long N] [--round4] [--round5]
 #   --quick   smoke version: every run 12.5x shorter (H and the warm-start step scaled
 #             with it); results go to WORK only, bench/diloco/results.* are left alone
 #   --work    where the corpus, the runs and a snapshot of build/atoll go
@@ -32,6 +32,11 @@
 #   --round4  with --long N: then the fourth round's knobs on the long warm rows (outer
 #             lr 1.0, streaming fp4 at H = 100 and 150, fp4 at H = 25, a 40% split);
 #             ROUND4_SEED2=1 adds DP, the 40% split and H = 25 fp4 on seed 2
+#   --round5  with --long N: ONLY the fifth round's rows, with a second binary
+#             WORK/atoll-v5 (a snapshot of build/atoll made once; WORK/atoll, the
+#             earlier rows' binary, is left alone): a DP sanity row (dp4_lenN's first
+#             100 steps) and the warm rows continued exactly (--init-step 1, DP's own
+#             schedule and seed); rows.txt is appended to, meta.json kept
 #
 # Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
 # are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
@@ -39,7 +44,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0 LONG=1 ROUND4=0
+QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0 LONG=1 ROUND4=0 ROUND5=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -51,7 +56,8 @@ while [ $# -gt 0 ]; do
     --reuse-bin) REUSE_BIN=1 ;;
     --long) LONG=$2; shift ;;
     --round4) ROUND4=1 ;;
-    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
+    --round5) ROUND5=1 REUSE_BIN=1 ;;
+    -h|--help) sed -n 2,42p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -164,8 +170,8 @@ run_row() {
 }
 final_loss() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_val_loss"])' "$1/run/summary.json"; }
 
-# --- where and with what
-{
+# --- where and with what (--round5 keeps the earlier rounds' meta.json)
+[ $ROUND5 = 1 ] || {
   echo "{"
   echo "  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
   echo "  \"machine\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\","
@@ -186,6 +192,8 @@ report() {
   if [ $QUICK = 1 ]; then "$PY" "$HERE/report.py" "$WORK" "$WORK"; else "$PY" "$HERE/report.py" "$WORK" "$HERE"; fi
 }
 
+[ $ROUND5 = 1 ] && [ $LONG = 1 ] && { echo "run.sh: --round5 wants --long N (its rows continue dp4_lenN)" >&2; exit 2; }
+[ $ROUND5 = 1 ] && . "$HERE/round5.sh" # runs the fifth round's rows, the report, and exits
 T_ALL=$(date +%s)
 # the machine's load, once a minute (the README reports it; stopped when run.sh exits)
 ( while sleep 60; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$WORK/loadavg.log"; done ) &
