@@ -25,10 +25,16 @@ static float *alloc_f(atoll_model *m, size_t n) {
   return p;
 }
 
+/* n bf16 values, in a float allocation (its alignment) */
+static uint16_t *alloc_bf16(atoll_model *m, size_t n) { return (uint16_t *)alloc_f(m, (n + 1) / 2); }
+
 void atoll_model_set_ops(atoll_model *m, const atoll_ops *ops) {
   /* the buffers stay where they are: the new kernels must read the same memory */
   if (ops->alloc != m->ops->alloc)
     atoll_fatal("atoll_model_set_ops: the %s kernels cannot use the %s table's buffers", ops->name, m->ops->name);
+  /* a kept model has no fp32 copies of the products' inputs (model_internal.h) */
+  if (m->kept && !ops->matmul_forward_bf16)
+    atoll_fatal("atoll_model_set_ops: the model keeps bf16 inputs, which the %s kernels cannot read", ops->name);
   m->ops = ops;
 }
 
@@ -74,23 +80,33 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
       prev = a->res_out;
       continue;
     }
-    a->ln1 = alloc_f(m, N * C);
+    if (m->kept) { /* tp = 1: N = Nl, Cl = C */
+      a->ln1_bf16 = alloc_bf16(m, N * C);
+      a->atty_bf16 = alloc_bf16(m, N * C);
+      a->ln2_bf16 = alloc_bf16(m, N * C);
+      a->fch_gelu_bf16 = alloc_bf16(m, N * 4 * C);
+    } else {
+      a->ln1 = alloc_f(m, N * C);
+      a->ln2 = alloc_f(m, N * C);
+      a->fch_gelu = alloc_f(m, N * 4 * Cl);
+    }
     a->ln1_mean = alloc_f(m, Nl);
     a->ln1_rstd = alloc_f(m, Nl);
     a->qkv = alloc_f(m, N * 3 * Cl);
     a->atty = alloc_f(m, N * Cl);
     a->lse = alloc_f(m, (size_t)m->max_B * m->NHl * m->max_T);
     a->res_mid = alloc_f(m, Nl * C);
-    a->ln2 = alloc_f(m, N * C);
     a->ln2_mean = alloc_f(m, Nl);
     a->ln2_rstd = alloc_f(m, Nl);
     a->fch = alloc_f(m, N * 4 * Cl);
-    a->fch_gelu = alloc_f(m, N * 4 * Cl);
     a->res_out = alloc_f(m, Nl * C);
     prev = a->res_out;
   }
   if (m->lay.last_stage) {
-    sl->lnf = alloc_f(m, N * C);
+    if (m->kept)
+      sl->lnf_bf16 = alloc_bf16(m, N * C);
+    else
+      sl->lnf = alloc_f(m, N * C);
     sl->lnf_mean = alloc_f(m, Nl);
     sl->lnf_rstd = alloc_f(m, Nl);
     sl->logits = alloc_f(m, N * m->Vl);
@@ -133,6 +149,7 @@ static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *p
   m->Hl = atoll_shape_hidden(s) / m->tp;
   m->eps = atoll_shape_norm_eps(s);
   m->theta = atoll_shape_rope_theta(s);
+  m->kept = m->ops->matmul_forward_bf16 && m->tp == 1 && !m->llama;
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
   return 0;
 }

@@ -32,6 +32,9 @@ typedef struct {
    * the gate uses fch, up its own buffer, silu(gate) up fch_gelu [N, hidden/tp];
    * the norms keep only rstd (ln1_rstd, ln2_rstd) */
   float *q, *k, *v, *up;
+  /* m->kept: the products' inputs as bf16 bits, written once by their producers and
+   * read by forward and backward; ln1, ln2 and fch_gelu are then not allocated */
+  uint16_t *ln1_bf16, *atty_bf16, *ln2_bf16, *fch_gelu_bf16;
 } block_acts;
 
 /* The activations of one micro-batch between its forward and its backward. */
@@ -40,6 +43,7 @@ typedef struct {
   float *chunk_in[ATOLL_MAX_CHUNKS]; /* input of chunk c (chunk 0: encoded) */
   block_acts *acts; /* one per block of the part */
   float *lnf, *lnf_mean, *lnf_rstd;
+  uint16_t *lnf_bf16; /* m->kept: instead of lnf */
   float *logits, *xent_lse, *losses; /* logits [N, V/tp] */
   int32_t *inputs, *targets;
   int B, T, have_targets;
@@ -56,6 +60,9 @@ struct atoll_model {
   int KVl, hs, Hl; /* llama: local key/value heads, head size, local SwiGLU width */
   float eps, theta; /* llama: RMSNorm epsilon, rotary base */
   float *params, *grads;
+  /* kept: the products' inputs are kept in bf16 by the passes (ops.h; with the bf16 CPU
+   * table, GPT blocks, tp = 1) */
+  int kept;
   slot_acts *slots;
   /* backward scratch */
   float *dres, *dC, *d3C, *d4C;

@@ -1,0 +1,153 @@
+/* bf16 inputs kept by the passes (ops.h, model_internal.h: m->kept): the products'
+ * inputs are rounded once, by their producers, and read again by backward.
+ *  - the kept kernels of the bf16 table give the bits of the kernels they replace:
+ *    LayerNorm and GELU written in bf16 = the fp32 kernel's output rounded; a product on
+ *    a rounded x = the bf16 table's product on the fp32 x (forward at beta 0 and 1,
+ *    with and without bias; backward's dx, dw and dbias), including empty sizes;
+ *  - a whole model created on the bf16 table (kept) against the same model switched to
+ *    it after creation (every product rounds its own inputs): the same loss and
+ *    gradients bit for bit over two accumulated micro-batches, for GPT-2 and Llama.
+ * Skipped (exit 77) where bf16 cannot run. */
+#include "check.h"
+#include "core/rng.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "ops/gemm_cpu.h"
+#include "ops/ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static atoll_rng rng;
+
+static float *randn(size_t n, float scale) {
+  float *p = malloc((n ? n : 1) * sizeof(float));
+  for (size_t i = 0; i < n; i++) p[i] = atoll_rng_normal(&rng) * scale;
+  return p;
+}
+
+static uint16_t *rounded(const float *x, size_t n) {
+  uint16_t *b = malloc((n ? n : 1) * sizeof(uint16_t));
+  for (size_t i = 0; i < n; i++) b[i] = atoll_bf16_from_f32(x[i]);
+  return b;
+}
+
+/* the fp32 values of o rounded, against the kept kernel's bf16 output */
+static int same_rounding(const float *o, const uint16_t *ob, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (atoll_bf16_from_f32(o[i]) != ob[i]) return 0;
+  return 1;
+}
+
+static void test_producers(const atoll_ops *h) {
+  int N = 37, C = 96;
+  float *x = randn((size_t)N * C, 2.0f), *w = randn(C, 1.0f), *b = randn(C, 0.5f);
+  float *o = malloc(sizeof(float) * N * C), *mean = malloc(sizeof(float) * N), *rstd = malloc(sizeof(float) * N);
+  float *mean2 = malloc(sizeof(float) * N), *rstd2 = malloc(sizeof(float) * N);
+  uint16_t *ob = malloc(sizeof(uint16_t) * N * C);
+  h->layernorm_forward(o, mean, rstd, x, w, b, N, C);
+  h->layernorm_forward_bf16(ob, mean2, rstd2, x, w, b, N, C);
+  CHECK(same_rounding(o, ob, (size_t)N * C));
+  CHECK(memcmp(mean, mean2, sizeof(float) * N) == 0 && memcmp(rstd, rstd2, sizeof(float) * N) == 0);
+  size_t n = (size_t)N * C - 5; /* not a whole number of vector blocks */
+  h->gelu_forward(o, x, n);
+  h->gelu_forward_bf16(ob, x, n);
+  CHECK(same_rounding(o, ob, n));
+  h->round_bf16(ob, x, n);
+  CHECK(same_rounding(x, ob, n));
+  free(x), free(w), free(b), free(o), free(mean), free(rstd), free(mean2), free(rstd2), free(ob);
+}
+
+/* the kept product against the bf16 table's product, at one size */
+static void check_product(const atoll_ops *h, int N, int C, int OC) {
+  size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+  float *x = randn(NC, 1.0f), *w = randn(OCC, 0.3f), *bias = randn(OC, 0.5f), *dout = randn(NO, 1.0f);
+  uint16_t *xb = rounded(x, NC);
+  float *base = randn(NO, 1.0f), *o1 = malloc(sizeof(float) * (NO + 1)), *o2 = malloc(sizeof(float) * (NO + 1));
+  for (int acc = 0; acc < 2; acc++)
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+      memcpy(o1, base, sizeof(float) * NO), memcpy(o2, base, sizeof(float) * NO);
+      h->matmul_forward(o1, x, w, with_bias ? bias : NULL, N, C, OC, acc);
+      h->matmul_forward_bf16(o2, xb, w, with_bias ? bias : NULL, N, C, OC, acc);
+      CHECK(memcmp(o1, o2, sizeof(float) * NO) == 0);
+    }
+  float *dx0 = randn(NC, 1.0f), *dw0 = randn(OCC, 1.0f), *db0 = randn(OC, 1.0f);
+  float *dx1 = malloc(sizeof(float) * (NC + 1)), *dw1 = malloc(sizeof(float) * (OCC + 1)), *db1 = malloc(sizeof(float) * (OC + 1));
+  float *dx2 = malloc(sizeof(float) * (NC + 1)), *dw2 = malloc(sizeof(float) * (OCC + 1)), *db2 = malloc(sizeof(float) * (OC + 1));
+  for (int acc = 0; acc < 2; acc++) {
+    memcpy(dx1, dx0, sizeof(float) * NC), memcpy(dw1, dw0, sizeof(float) * OCC), memcpy(db1, db0, sizeof(float) * OC);
+    memcpy(dx2, dx0, sizeof(float) * NC), memcpy(dw2, dw0, sizeof(float) * OCC), memcpy(db2, db0, sizeof(float) * OC);
+    h->matmul_backward(dx1, dw1, acc ? db1 : NULL, dout, x, w, N, C, OC, acc);
+    h->matmul_backward_bf16(dx2, dw2, acc ? db2 : NULL, dout, xb, w, N, C, OC, acc);
+    CHECK(memcmp(dx1, dx2, sizeof(float) * NC) == 0);
+    CHECK(memcmp(dw1, dw2, sizeof(float) * OCC) == 0);
+    CHECK(memcmp(db1, db2, sizeof(float) * OC) == 0);
+  }
+  free(x), free(w), free(bias), free(dout), free(xb), free(base), free(o1), free(o2);
+  free(dx0), free(dw0), free(db0), free(dx1), free(dw1), free(db1), free(dx2), free(dw2), free(db2);
+}
+
+static void test_products(const atoll_ops *h) {
+  check_product(h, 37, 96, 80);
+  check_product(h, 64, 128, 384);
+  check_product(h, 5, 0, 7); /* empty sums: zeros, or C as it was */
+  check_product(h, 5, 7, 0);
+  check_product(h, 0, 7, 5);
+}
+
+/* GPT-2 or Llama: kept against rounding per product, two micro-batches accumulated */
+static void test_model(const atoll_shape *s) {
+  atoll_err err;
+  int B = 2, T = 32;
+  atoll_part whole = atoll_part_whole();
+  atoll_model *kept, *plain;
+  CHECK_OK(atoll_model_create_on(&kept, s, &whole, B, T, 1, atoll_ops_cpu_bf16(), &err), &err);
+  CHECK_OK(atoll_model_create(&plain, s, B, T, &err), &err);
+  atoll_model_set_ops(plain, atoll_ops_cpu_bf16()); /* buffers made for fp32: no kept inputs */
+  CHECK_OK(atoll_model_init_weights(kept, 11), &err);
+  CHECK_OK(atoll_model_init_weights(plain, 11), &err);
+  size_t P = atoll_model_layout(kept)->nparams;
+  int32_t *tok = malloc(sizeof(int32_t) * (B * T + 1) * 2);
+  for (int i = 0; i < (B * T + 1) * 2; i++) tok[i] = (int32_t)(atoll_rng_next(&rng) % (uint64_t)s->vocab);
+  float loss[2][2];
+  atoll_model *ms[2] = {kept, plain};
+  for (int k = 0; k < 2; k++) {
+    atoll_model_zero_grads(ms[k]);
+    for (int micro = 0; micro < 2; micro++) {
+      const int32_t *in = tok + micro * (B * T + 1);
+      loss[k][micro] = atoll_model_forward(ms[k], in, in + 1, B, T);
+      atoll_model_backward(ms[k], 0.5f);
+    }
+  }
+  printf("%s: losses kept %.7f %.7f, per product %.7f %.7f\n", s->arch, loss[0][0], loss[0][1], loss[1][0],
+         loss[1][1]);
+  CHECK(memcmp(loss[0], loss[1], sizeof loss[0]) == 0);
+  CHECK(memcmp(atoll_model_grads(kept), atoll_model_grads(plain), P * sizeof(float)) == 0);
+  double norm = 0;
+  for (size_t i = 0; i < P; i++) norm += (double)atoll_model_grads(kept)[i] * atoll_model_grads(kept)[i];
+  CHECK(norm > 0); /* gradients really flowed */
+  free(tok);
+  atoll_model_destroy(kept);
+  atoll_model_destroy(plain);
+}
+
+int main(void) {
+  atoll_rng_seed(&rng, 20261202);
+  if (atoll_gemm_bf16_check(NULL) != 0) {
+    printf("bf16 cannot run here: skipped\n");
+    return 77;
+  }
+  const atoll_ops *h = atoll_ops_cpu_bf16();
+  CHECK(h->round_bf16 && h->layernorm_forward_bf16 && h->gelu_forward_bf16 && h->matmul_forward_bf16 &&
+        h->matmul_backward_bf16);
+  CHECK(!atoll_ops_cpu()->matmul_forward_bf16); /* the fp32 table rounds nothing */
+  test_producers(h);
+  test_products(h);
+  atoll_shape gpt2 = {.layers = 2, .heads = 4, .dim = 64, .context = 32, .vocab = 96, .arch = "gpt2"};
+  atoll_shape llama = {.layers = 2, .heads = 4, .dim = 64, .context = 32, .vocab = 96, .arch = "llama",
+                       .kv_heads = 2, .multiple_of = 32};
+  test_model(&gpt2);
+  test_model(&llama);
+  CHECK_DONE();
+}
