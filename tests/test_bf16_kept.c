@@ -1,7 +1,8 @@
 /* bf16 inputs kept by the passes (ops.h, model_internal.h: m->kept): the products'
  * inputs are rounded once, by their producers, and read again by backward.
  *  - the kept kernels of the bf16 table give the bits of the kernels they replace:
- *    LayerNorm and GELU written in bf16 = the fp32 kernel's output rounded; a product on
+ *    LayerNorm, GELU, RMSNorm and SwiGLU written in bf16 = the fp32 kernel's output
+ *    rounded; a product on
  *    a rounded x = the bf16 table's product on the fp32 x (forward at beta 0 and 1,
  *    with and without bias; backward's dx, dw and dbias), including empty sizes;
  *  - a whole model created on the bf16 table (kept) against the same model switched to
@@ -56,6 +57,13 @@ static void test_producers(const atoll_ops *h) {
   CHECK(same_rounding(o, ob, n));
   h->round_bf16(ob, x, n);
   CHECK(same_rounding(x, ob, n));
+  h->rmsnorm_forward(o, rstd, x, w, N, C, 1e-5f);
+  h->rmsnorm_forward_bf16(ob, rstd2, x, w, N, C, 1e-5f);
+  CHECK(same_rounding(o, ob, (size_t)N * C) && memcmp(rstd, rstd2, sizeof(float) * N) == 0);
+  float *up = x + 3; /* any second input */
+  h->swiglu_forward(o, x, up, n - 3);
+  h->swiglu_forward_bf16(ob, x, up, n - 3);
+  CHECK(same_rounding(o, ob, n - 3));
   free(x), free(w), free(b), free(o), free(mean), free(rstd), free(mean2), free(rstd2), free(ob);
 }
 
@@ -139,8 +147,8 @@ int main(void) {
     return 77;
   }
   const atoll_ops *h = atoll_ops_cpu_bf16();
-  CHECK(h->round_bf16 && h->layernorm_forward_bf16 && h->gelu_forward_bf16 && h->matmul_forward_bf16 &&
-        h->matmul_backward_bf16);
+  CHECK(h->round_bf16 && h->layernorm_forward_bf16 && h->gelu_forward_bf16 && h->rmsnorm_forward_bf16 &&
+        h->swiglu_forward_bf16 && h->matmul_forward_bf16 && h->matmul_backward_bf16);
   CHECK(!atoll_ops_cpu()->matmul_forward_bf16); /* the fp32 table rounds nothing */
   test_producers(h);
   test_products(h);

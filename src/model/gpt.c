@@ -241,43 +241,49 @@ const float *atoll_model_sum_input_grad(atoll_model *m, int N) {
  * it, and backward reads the same copies instead of rounding x again. The bits equal
  * those of the fp32-input products; test_bf16_kept checks it. */
 
-/* out (=|+=) x @ w^T + bias, from x or (kept) its bf16 copy xb */
-static void product_forward(atoll_model *m, float *out, const float *x, const uint16_t *xb, const float *w,
-                            const float *bias, int N, int C, int OC, int accumulate) {
+void atoll_model_product_forward(atoll_model *m, float *out, const float *x, const uint16_t *xb, const float *w,
+                                 const float *bias, int N, int C, int OC, int accumulate) {
   if (m->kept)
     m->ops->matmul_forward_bf16(out, xb, w, bias, N, C, OC, accumulate);
   else
     m->ops->matmul_forward(out, x, w, bias, N, C, OC, accumulate);
 }
 
-static void product_backward(atoll_model *m, float *dx, float *dw, float *dbias, const float *dout, const float *x,
-                             const uint16_t *xb, const float *w, int N, int C, int OC, int accumulate_dx) {
+void atoll_model_product_backward(atoll_model *m, float *dx, float *dw, float *dbias, const float *dout,
+                                  const float *x, const uint16_t *xb, const float *w, int N, int C, int OC,
+                                  int accumulate_dx) {
   if (m->kept)
     m->ops->matmul_backward_bf16(dx, dw, dbias, dout, xb, w, N, C, OC, accumulate_dx);
   else
     m->ops->matmul_backward(dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
 }
 
-/* out = resid + x @ w^T + bias: a block half's row-parallel product */
-static void block_out(atoll_model *m, float *out, const float *resid, const float *x, const uint16_t *xb,
-                      const float *w, const float *bias, int N, int K) {
+void atoll_model_block_out(atoll_model *m, float *out, const float *resid, const float *x, const uint16_t *xb,
+                           const float *w, const float *bias, int N, int K) {
   if (!m->kept) {
     atoll_model_row_parallel_out(m, out, resid, x, w, bias, N, K);
     return;
   }
   m->ops->copy(out, resid, sizeof(float) * (size_t)N * m->s.dim);
-  product_forward(m, out, NULL, xb, w, bias, N, K, m->s.dim, 1);
+  atoll_model_product_forward(m, out, NULL, xb, w, bias, N, K, m->s.dim, 1);
 }
 
-/* out (or kept: outb) = LayerNorm(x) of this rank's rows, then gathered */
-static void norm_forward(atoll_model *m, float *out, uint16_t *outb, float *mean, float *rstd, const float *x,
-                         const float *w, const float *b, int N) {
-  int C = m->s.dim;
+void atoll_model_norm_forward(atoll_model *m, float *out, uint16_t *outb, float *mean, float *rstd, const float *x,
+                              const float *w, const float *b, int N) {
+  const atoll_ops *o = m->ops;
+  int C = m->s.dim, Nl = atoll_model_local_rows(m, N);
   if (m->kept) {
-    m->ops->layernorm_forward_bf16(outb, mean, rstd, x, w, b, N, C);
+    if (m->llama)
+      o->rmsnorm_forward_bf16(outb, rstd, x, w, N, C, m->eps);
+    else
+      o->layernorm_forward_bf16(outb, mean, rstd, x, w, b, N, C);
     return;
   }
-  m->ops->layernorm_forward(out + own_row(m, N) * C, mean, rstd, x, w, b, atoll_model_local_rows(m, N), C);
+  float *mine = out + own_row(m, N) * C;
+  if (m->llama)
+    o->rmsnorm_forward(mine, rstd, x, w, Nl, C, m->eps);
+  else
+    o->layernorm_forward(mine, mean, rstd, x, w, b, Nl, C);
   atoll_model_gather_rows(m, out, N);
 }
 
@@ -326,30 +332,26 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
     }
     block_params p = block_view(m, m->params, l);
     block_acts *a = &sl->acts[i];
-    norm_forward(m, a->ln1, a->ln1_bf16, a->ln1_mean, a->ln1_rstd, a->res_in, p.ln1w, p.ln1b, N);
-    product_forward(m, a->qkv, a->ln1, a->ln1_bf16, p.qkvw, p.qkvb, N, C, 3 * Cl, 0);
+    atoll_model_norm_forward(m, a->ln1, a->ln1_bf16, a->ln1_mean, a->ln1_rstd, a->res_in, p.ln1w, p.ln1b, N);
+    atoll_model_product_forward(m, a->qkv, a->ln1, a->ln1_bf16, p.qkvw, p.qkvb, N, C, 3 * Cl, 0);
     o->attention_forward(a->atty, a->lse, a->qkv, B, T, Cl, NHl);
     if (m->kept) o->round_bf16(a->atty_bf16, a->atty, (size_t)N * Cl);
-    block_out(m, a->res_mid, a->res_in, a->atty, a->atty_bf16, p.attprojw, p.attprojb, N, Cl);
-    norm_forward(m, a->ln2, a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res_mid, p.ln2w, p.ln2b, N);
-    product_forward(m, a->fch, a->ln2, a->ln2_bf16, p.fcw, p.fcb, N, C, 4 * Cl, 0);
+    atoll_model_block_out(m, a->res_mid, a->res_in, a->atty, a->atty_bf16, p.attprojw, p.attprojb, N, Cl);
+    atoll_model_norm_forward(m, a->ln2, a->ln2_bf16, a->ln2_mean, a->ln2_rstd, a->res_mid, p.ln2w, p.ln2b, N);
+    atoll_model_product_forward(m, a->fch, a->ln2, a->ln2_bf16, p.fcw, p.fcb, N, C, 4 * Cl, 0);
     if (m->kept)
       o->gelu_forward_bf16(a->fch_gelu_bf16, a->fch, (size_t)N * 4 * Cl);
     else
       o->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
-    block_out(m, a->res_out, a->res_mid, a->fch_gelu, a->fch_gelu_bf16, p.fcprojw, p.fcprojb, N, 4 * Cl);
+    atoll_model_block_out(m, a->res_out, a->res_mid, a->fch_gelu, a->fch_gelu_bf16, p.fcprojw, p.fcprojb, N, 4 * Cl);
     atoll_model_emit(m, ATOLL_EV_BLOCK_FORWARD_DONE, l);
   }
   if (!ends) return 0.0f;
   atoll_model_emit(m, ATOLL_EV_HEAD_FORWARD, m->s.layers);
   float *x = sl->acts[m->nblocks - 1].res_out;
-  if (m->llama)
-    o->rmsnorm_forward(sl->lnf + r0, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf), Nl, C, m->eps);
-  else
-    norm_forward(m, sl->lnf, sl->lnf_bf16, sl->lnf_mean, sl->lnf_rstd, x, tensor_at(m, m->params, lay->t_lnf),
-                 tensor_at(m, m->params, lay->t_lnf + 1), N);
-  if (m->llama) atoll_model_gather_rows(m, sl->lnf, N);
-  product_forward(m, sl->logits, sl->lnf, sl->lnf_bf16, tensor_at(m, m->params, lay->t_head), NULL, N, C, Vl, 0);
+  atoll_model_norm_forward(m, sl->lnf, sl->lnf_bf16, sl->lnf_mean, sl->lnf_rstd, x,
+                           tensor_at(m, m->params, lay->t_lnf), m->llama ? NULL : tensor_at(m, m->params, lay->t_lnf + 1), N);
+  atoll_model_product_forward(m, sl->logits, sl->lnf, sl->lnf_bf16, tensor_at(m, m->params, lay->t_head), NULL, N, C, Vl, 0);
   if (!sl->have_targets) return 0.0f;
   if (m->tp > 1)
     xent_forward_tp(m, sl, N);
@@ -382,7 +384,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
       xent_backward_tp(m, sl, loss_scale / (float)N, N);
     else
       o->xent_backward(sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
-    product_backward(m, m->dC, tensor_at(m, G, lay->t_head), NULL, sl->logits, sl->lnf, sl->lnf_bf16,
+    atoll_model_product_backward(m, m->dC, tensor_at(m, G, lay->t_head), NULL, sl->logits, sl->lnf, sl->lnf_bf16,
                      tensor_at(m, P, lay->t_head), N, C, Vl, 0);
     const float *dlnf = atoll_model_sum_input_grad(m, N);
     atoll_model_poll(m);
@@ -411,21 +413,21 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
     block_params p = block_view(m, P, l), g = block_view(m, G, l);
     block_acts *a = &sl->acts[i];
     /* MLP half: res_out = res_mid + fcproj(gelu(fc(ln2(res_mid)))) */
-    product_backward(m, m->d4C, g.fcprojw, g.fcprojb, atoll_model_full_dout(m, m->dres, N), a->fch_gelu,
+    atoll_model_product_backward(m, m->d4C, g.fcprojw, g.fcprojb, atoll_model_full_dout(m, m->dres, N), a->fch_gelu,
                      a->fch_gelu_bf16, p.fcprojw, N, 4 * Cl, C, 0);
     atoll_model_poll(m);
     o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
-    product_backward(m, m->dC, g.fcw, g.fcb, m->d4C, a->ln2, a->ln2_bf16, p.fcw, N, C, 4 * Cl, 0);
+    atoll_model_product_backward(m, m->dC, g.fcw, g.fcb, m->d4C, a->ln2, a->ln2_bf16, p.fcw, N, C, 4 * Cl, 0);
     const float *dln2 = atoll_model_sum_input_grad(m, N);
     atoll_model_poll(m);
     o->layernorm_backward(m->dres, g.ln2w, g.ln2b, dln2, a->res_mid, p.ln2w, a->ln2_mean, a->ln2_rstd, Nl, C);
     /* attention half: res_mid = res_in + attproj(attn(qkv(ln1(res_in)))) */
-    product_backward(m, m->dC, g.attprojw, g.attprojb, atoll_model_full_dout(m, m->dres, N), a->atty, a->atty_bf16,
+    atoll_model_product_backward(m, m->dC, g.attprojw, g.attprojb, atoll_model_full_dout(m, m->dres, N), a->atty, a->atty_bf16,
                      p.attprojw, N, Cl, C, 0);
     atoll_model_poll(m);
     o->attention_backward(m->d3C, m->dC, a->qkv, a->atty, a->lse, B, T, Cl, NHl);
     atoll_model_poll(m);
-    product_backward(m, m->dC, g.qkvw, g.qkvb, m->d3C, a->ln1, a->ln1_bf16, p.qkvw, N, C, 3 * Cl, 0);
+    atoll_model_product_backward(m, m->dC, g.qkvw, g.qkvb, m->d3C, a->ln1, a->ln1_bf16, p.qkvw, N, C, 3 * Cl, 0);
     const float *dln1 = atoll_model_sum_input_grad(m, N);
     atoll_model_poll(m);
     o->layernorm_backward(m->dres, g.ln1w, g.ln1b, dln1, a->res_in, p.ln1w, a->ln1_mean, a->ln1_rstd, Nl, C);

@@ -63,7 +63,16 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
     a->res_in = a->res_in ? a->res_in : prev;
     if (m->llama) {
       size_t KW = (size_t)m->KVl * m->hs, Hl = (size_t)m->Hl;
-      a->ln1 = alloc_f(m, N * C);
+      if (m->kept) { /* tp = 1 */
+        a->ln1_bf16 = alloc_bf16(m, N * C);
+        a->atty_bf16 = alloc_bf16(m, N * Cl);
+        a->ln2_bf16 = alloc_bf16(m, N * C);
+        a->fch_gelu_bf16 = alloc_bf16(m, N * Hl);
+      } else {
+        a->ln1 = alloc_f(m, N * C);
+        a->ln2 = alloc_f(m, N * C);
+        a->fch_gelu = alloc_f(m, N * Hl);
+      }
       a->ln1_rstd = alloc_f(m, Nl);
       a->q = alloc_f(m, N * Cl);
       a->k = alloc_f(m, N * KW);
@@ -71,11 +80,9 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
       a->atty = alloc_f(m, N * Cl);
       a->lse = alloc_f(m, (size_t)m->max_B * m->NHl * m->max_T);
       a->res_mid = alloc_f(m, Nl * C);
-      a->ln2 = alloc_f(m, N * C);
       a->ln2_rstd = alloc_f(m, Nl);
       a->fch = alloc_f(m, N * Hl);
       a->up = alloc_f(m, N * Hl);
-      a->fch_gelu = alloc_f(m, N * Hl);
       a->res_out = alloc_f(m, Nl * C);
       prev = a->res_out;
       continue;
@@ -149,7 +156,7 @@ static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *p
   m->Hl = atoll_shape_hidden(s) / m->tp;
   m->eps = atoll_shape_norm_eps(s);
   m->theta = atoll_shape_rope_theta(s);
-  m->kept = m->ops->matmul_forward_bf16 && m->tp == 1 && !m->llama;
+  m->kept = m->ops->matmul_forward_bf16 && m->tp == 1;
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
   return 0;
 }

@@ -30,24 +30,25 @@ static llama_params view(atoll_model *m, float *base, int l) {
 void atoll_llama_block_forward(atoll_model *m, block_acts *a, int l, int B, int T) {
   const atoll_ops *o = m->ops;
   int C = m->s.dim, Cl = m->Cl, KW = m->KVl * m->hs, Hl = m->Hl;
-  int N = B * T, Nl = atoll_model_local_rows(m, N);
-  size_t r0 = m->sp ? (size_t)m->tp_rank * Nl * C : 0;
+  int N = B * T;
   llama_params p = view(m, m->params, l);
-  o->rmsnorm_forward(a->ln1 + r0, a->ln1_rstd, a->res_in, p.n1, Nl, C, m->eps);
-  atoll_model_gather_rows(m, a->ln1, N);
-  o->matmul_forward(a->q, a->ln1, p.wq, NULL, N, C, Cl, 0);
-  o->matmul_forward(a->k, a->ln1, p.wk, NULL, N, C, KW, 0);
-  o->matmul_forward(a->v, a->ln1, p.wv, NULL, N, C, KW, 0);
+  atoll_model_norm_forward(m, a->ln1, a->ln1_bf16, NULL, a->ln1_rstd, a->res_in, p.n1, NULL, N);
+  atoll_model_product_forward(m, a->q, a->ln1, a->ln1_bf16, p.wq, NULL, N, C, Cl, 0);
+  atoll_model_product_forward(m, a->k, a->ln1, a->ln1_bf16, p.wk, NULL, N, C, KW, 0);
+  atoll_model_product_forward(m, a->v, a->ln1, a->ln1_bf16, p.wv, NULL, N, C, KW, 0);
   o->rope(a->q, B, T, m->NHl, m->hs, m->theta, 0, 0);
   o->rope(a->k, B, T, m->KVl, m->hs, m->theta, 0, 0);
   o->gqa_forward(a->atty, a->lse, a->q, a->k, a->v, B, T, T, m->NHl, m->KVl, m->hs);
-  atoll_model_row_parallel_out(m, a->res_mid, a->res_in, a->atty, p.wo, NULL, N, Cl);
-  o->rmsnorm_forward(a->ln2 + r0, a->ln2_rstd, a->res_mid, p.n2, Nl, C, m->eps);
-  atoll_model_gather_rows(m, a->ln2, N);
-  o->matmul_forward(a->fch, a->ln2, p.wg, NULL, N, C, Hl, 0);
-  o->matmul_forward(a->up, a->ln2, p.wu, NULL, N, C, Hl, 0);
-  o->swiglu_forward(a->fch_gelu, a->fch, a->up, (size_t)N * Hl);
-  atoll_model_row_parallel_out(m, a->res_out, a->res_mid, a->fch_gelu, p.wd, NULL, N, Hl);
+  if (m->kept) o->round_bf16(a->atty_bf16, a->atty, (size_t)N * Cl);
+  atoll_model_block_out(m, a->res_mid, a->res_in, a->atty, a->atty_bf16, p.wo, NULL, N, Cl);
+  atoll_model_norm_forward(m, a->ln2, a->ln2_bf16, NULL, a->ln2_rstd, a->res_mid, p.n2, NULL, N);
+  atoll_model_product_forward(m, a->fch, a->ln2, a->ln2_bf16, p.wg, NULL, N, C, Hl, 0);
+  atoll_model_product_forward(m, a->up, a->ln2, a->ln2_bf16, p.wu, NULL, N, C, Hl, 0);
+  if (m->kept)
+    o->swiglu_forward_bf16(a->fch_gelu_bf16, a->fch, a->up, (size_t)N * Hl);
+  else
+    o->swiglu_forward(a->fch_gelu, a->fch, a->up, (size_t)N * Hl);
+  atoll_model_block_out(m, a->res_out, a->res_mid, a->fch_gelu, a->fch_gelu_bf16, p.wd, NULL, N, Hl);
 }
 
 /* m->dres holds the gradient of the block's output rows on entry and of its input rows
@@ -60,25 +61,27 @@ void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int
   size_t NH = (size_t)N * Hl;
   float *dgate = m->d4C, *dup = m->d4C + NH;
   /* MLP half */
-  o->matmul_backward(dgate, g.wd, NULL, atoll_model_full_dout(m, m->dres, N), a->fch_gelu, p.wd, N, Hl, C, 0);
+  atoll_model_product_backward(m, dgate, g.wd, NULL, atoll_model_full_dout(m, m->dres, N), a->fch_gelu,
+                               a->fch_gelu_bf16, p.wd, N, Hl, C, 0);
   atoll_model_poll(m);
   o->swiglu_backward(dgate, dup, dgate, a->fch, a->up, NH);
-  o->matmul_backward(m->dC, g.wg, NULL, dgate, a->ln2, p.wg, N, C, Hl, 0);
-  o->matmul_backward(m->dC, g.wu, NULL, dup, a->ln2, p.wu, N, C, Hl, 1);
+  atoll_model_product_backward(m, m->dC, g.wg, NULL, dgate, a->ln2, a->ln2_bf16, p.wg, N, C, Hl, 0);
+  atoll_model_product_backward(m, m->dC, g.wu, NULL, dup, a->ln2, a->ln2_bf16, p.wu, N, C, Hl, 1);
   const float *dn2 = atoll_model_sum_input_grad(m, N);
   atoll_model_poll(m);
   o->rmsnorm_backward(m->dres, g.n2, dn2, a->res_mid, p.n2, a->ln2_rstd, Nl, C);
   /* attention half: dC = gradient of the attention output */
-  o->matmul_backward(m->dC, g.wo, NULL, atoll_model_full_dout(m, m->dres, N), a->atty, p.wo, N, Cl, C, 0);
+  atoll_model_product_backward(m, m->dC, g.wo, NULL, atoll_model_full_dout(m, m->dres, N), a->atty, a->atty_bf16,
+                               p.wo, N, Cl, C, 0);
   atoll_model_poll(m);
   float *dq = m->d3C, *dk = dq + (size_t)N * Cl, *dv = dk + (size_t)N * KW;
   o->gqa_backward(dq, dk, dv, m->dC, a->q, a->k, a->v, a->atty, a->lse, B, T, m->NHl, m->KVl, m->hs);
   atoll_model_poll(m);
   o->rope(dq, B, T, m->NHl, m->hs, m->theta, 0, 1);
   o->rope(dk, B, T, m->KVl, m->hs, m->theta, 0, 1);
-  o->matmul_backward(m->dC, g.wq, NULL, dq, a->ln1, p.wq, N, C, Cl, 0);
-  o->matmul_backward(m->dC, g.wk, NULL, dk, a->ln1, p.wk, N, C, KW, 1);
-  o->matmul_backward(m->dC, g.wv, NULL, dv, a->ln1, p.wv, N, C, KW, 1);
+  atoll_model_product_backward(m, m->dC, g.wq, NULL, dq, a->ln1, a->ln1_bf16, p.wq, N, C, Cl, 0);
+  atoll_model_product_backward(m, m->dC, g.wk, NULL, dk, a->ln1, a->ln1_bf16, p.wk, N, C, KW, 1);
+  atoll_model_product_backward(m, m->dC, g.wv, NULL, dv, a->ln1, a->ln1_bf16, p.wv, N, C, KW, 1);
   const float *dn1 = atoll_model_sum_input_grad(m, N);
   atoll_model_poll(m);
   o->rmsnorm_backward(m->dres, g.n1, dn1, a->res_in, p.n1, a->ln1_rstd, Nl, C);

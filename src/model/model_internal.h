@@ -85,6 +85,19 @@ struct atoll_model {
 void atoll_model_emit(atoll_model *m, atoll_event ev, int layer);
 void atoll_model_poll(atoll_model *m);
 void atoll_model_gather_rows(atoll_model *m, float *full, int N);
+/* The products and norms of a block, from fp32 inputs or, when m->kept, their bf16
+ * copies (xb, outb; gpt.c): x @ w^T (+ bias) into out; out = resid + x @ w^T + bias
+ * for a block half's row-parallel product; the block's norm (LayerNorm, or RMSNorm for
+ * llama, which has no mean or b) of this rank's rows, gathered. */
+void atoll_model_product_forward(atoll_model *m, float *out, const float *x, const uint16_t *xb, const float *w,
+                                 const float *bias, int N, int C, int OC, int accumulate);
+void atoll_model_product_backward(atoll_model *m, float *dx, float *dw, float *dbias, const float *dout,
+                                  const float *x, const uint16_t *xb, const float *w, int N, int C, int OC,
+                                  int accumulate_dx);
+void atoll_model_block_out(atoll_model *m, float *out, const float *resid, const float *x, const uint16_t *xb,
+                           const float *w, const float *bias, int N, int K);
+void atoll_model_norm_forward(atoll_model *m, float *out, uint16_t *outb, float *mean, float *rstd, const float *x,
+                              const float *w, const float *b, int N);
 void atoll_model_row_parallel_out(atoll_model *m, float *out, const float *resid, const float *x,
                                   const float *w, const float *bias, int N, int K);
 const float *atoll_model_full_dout(atoll_model *m, const float *dres, int N);

@@ -74,6 +74,8 @@ typedef struct atoll_ops {
   void (*layernorm_forward_bf16)(uint16_t *out, float *mean, float *rstd, const float *x, const float *w,
                                  const float *b, int N, int C);
   void (*gelu_forward_bf16)(uint16_t *out, const float *x, size_t n);
+  void (*rmsnorm_forward_bf16)(uint16_t *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
+  void (*swiglu_forward_bf16)(uint16_t *out, const float *gate, const float *up, size_t n);
   void (*matmul_forward_bf16)(float *out, const uint16_t *x, const float *w, const float *bias, int N, int C,
                               int OC, int accumulate);
   void (*matmul_backward_bf16)(float *dx, float *dw, float *dbias, const float *dout, const uint16_t *x,

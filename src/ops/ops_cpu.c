@@ -612,6 +612,8 @@ static void make_bf16_ops(void) {
   cpu_bf16_ops.round_bf16 = round_bf16;
   cpu_bf16_ops.layernorm_forward_bf16 = layernorm_forward_bf16;
   cpu_bf16_ops.gelu_forward_bf16 = gelu_forward_bf16;
+  cpu_bf16_ops.rmsnorm_forward_bf16 = atoll_llama_rmsnorm_forward_bf16;
+  cpu_bf16_ops.swiglu_forward_bf16 = atoll_llama_swiglu_forward_bf16;
   cpu_bf16_ops.matmul_forward_bf16 = matmul_forward_kept;
   cpu_bf16_ops.matmul_backward_bf16 = matmul_backward_kept;
   /* attention's products in bf16 too, on AMX tiles; without AMX attention stays

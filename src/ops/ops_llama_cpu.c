@@ -6,6 +6,7 @@
 #include "ops/ops_llama_cpu.h"
 
 #include "core/fatal.h"
+#include "ops/gemm_cpu.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -17,17 +18,36 @@
 
 /* ------------------------------------------------------------------ RMSNorm --- */
 
+/* 1 / sqrt(mean(x^2) + eps) of one row */
+static inline float rms_rstd(const float *xr, int C, float eps) {
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int c = 0; c < C; c++) ss += xr[c] * xr[c];
+  return 1.0f / sqrtf(ss / C + eps);
+}
+
 void atoll_llama_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float *xr = x + (size_t)n * C;
     float *o = out + (size_t)n * C;
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int c = 0; c < C; c++) ss += xr[c] * xr[c];
-    float r = 1.0f / sqrtf(ss / C + eps);
+    float r = rms_rstd(xr, C, eps);
 #pragma omp simd
     for (int c = 0; c < C; c++) o[c] = xr[c] * r * w[c];
+    rstd[n] = r;
+  }
+}
+
+/* The same values, written rounded to bf16 for the next products (ops.h). */
+void atoll_llama_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *x, const float *w, int N, int C,
+                                      float eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *xr = x + (size_t)n * C;
+    uint16_t *o = out + (size_t)n * C;
+    float r = rms_rstd(xr, C, eps);
+#pragma omp simd
+    for (int c = 0; c < C; c++) o[c] = atoll_bf16_from_f32(xr[c] * r * w[c]);
     rstd[n] = r;
   }
 }
@@ -97,15 +117,24 @@ void atoll_llama_rope(float *x, int B, int T, int H, int hs, float theta, int po
 
 #define BLOCK 4096
 
+static inline float swiglu_value(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 void atoll_llama_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
   size_t nblocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
     size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
-    for (size_t i = blk * BLOCK; i < i1; i++) {
-      float g = gate[i];
-      out[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    for (size_t i = blk * BLOCK; i < i1; i++) out[i] = swiglu_value(gate[i], up[i]);
+  }
+}
+
+/* The same values, written rounded to bf16 for the next product (ops.h). */
+void atoll_llama_swiglu_forward_bf16(uint16_t *out, const float *gate, const float *up, size_t n) {
+  size_t nblocks = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; blk++) {
+    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+    for (size_t i = blk * BLOCK; i < i1; i++) out[i] = atoll_bf16_from_f32(swiglu_value(gate[i], up[i]));
   }
 }
 
