@@ -3,11 +3,12 @@
  *  - the kept kernels of the bf16 table give the bits of the kernels they replace:
  *    LayerNorm, GELU, RMSNorm and SwiGLU written in bf16 = the fp32 kernel's output
  *    rounded; a product on
- *    a rounded x = the bf16 table's product on the fp32 x (forward at beta 0 and 1,
+ *    rounded x and w = the bf16 table's product on the fp32 ones (forward at beta 0 and 1,
  *    with and without bias; backward's dx, dw and dbias), including empty sizes;
- *  - a whole model created on the bf16 table (kept) against the same model switched to
- *    it after creation (every product rounds its own inputs): the same loss and
- *    gradients bit for bit over two accumulated micro-batches, for GPT-2 and Llama.
+ *  - a whole model created on the bf16 table (kept inputs and weights; and with
+ *    atoll_model_keep_weights 0, as under ZeRO-3) against the same model switched to it
+ *    after creation (every product rounds its own inputs): the same loss and gradients
+ *    bit for bit over two accumulated micro-batches, for GPT-2 and Llama.
  * Skipped (exit 77) where bf16 cannot run. */
 #include "check.h"
 #include "core/rng.h"
@@ -71,13 +72,13 @@ static void test_producers(const atoll_ops *h) {
 static void check_product(const atoll_ops *h, int N, int C, int OC) {
   size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
   float *x = randn(NC, 1.0f), *w = randn(OCC, 0.3f), *bias = randn(OC, 0.5f), *dout = randn(NO, 1.0f);
-  uint16_t *xb = rounded(x, NC);
+  uint16_t *xb = rounded(x, NC), *wb = rounded(w, OCC);
   float *base = randn(NO, 1.0f), *o1 = malloc(sizeof(float) * (NO + 1)), *o2 = malloc(sizeof(float) * (NO + 1));
   for (int acc = 0; acc < 2; acc++)
     for (int with_bias = 0; with_bias < 2; with_bias++) {
       memcpy(o1, base, sizeof(float) * NO), memcpy(o2, base, sizeof(float) * NO);
       h->matmul_forward(o1, x, w, with_bias ? bias : NULL, N, C, OC, acc);
-      h->matmul_forward_bf16(o2, xb, w, with_bias ? bias : NULL, N, C, OC, acc);
+      h->matmul_forward_bf16(o2, xb, wb, with_bias ? bias : NULL, N, C, OC, acc);
       CHECK(memcmp(o1, o2, sizeof(float) * NO) == 0);
     }
   float *dx0 = randn(NC, 1.0f), *dw0 = randn(OCC, 1.0f), *db0 = randn(OC, 1.0f);
@@ -87,12 +88,12 @@ static void check_product(const atoll_ops *h, int N, int C, int OC) {
     memcpy(dx1, dx0, sizeof(float) * NC), memcpy(dw1, dw0, sizeof(float) * OCC), memcpy(db1, db0, sizeof(float) * OC);
     memcpy(dx2, dx0, sizeof(float) * NC), memcpy(dw2, dw0, sizeof(float) * OCC), memcpy(db2, db0, sizeof(float) * OC);
     h->matmul_backward(dx1, dw1, acc ? db1 : NULL, dout, x, w, N, C, OC, acc);
-    h->matmul_backward_bf16(dx2, dw2, acc ? db2 : NULL, dout, xb, w, N, C, OC, acc);
+    h->matmul_backward_bf16(dx2, dw2, acc ? db2 : NULL, dout, xb, wb, N, C, OC, acc);
     CHECK(memcmp(dx1, dx2, sizeof(float) * NC) == 0);
     CHECK(memcmp(dw1, dw2, sizeof(float) * OCC) == 0);
     CHECK(memcmp(db1, db2, sizeof(float) * OC) == 0);
   }
-  free(x), free(w), free(bias), free(dout), free(xb), free(base), free(o1), free(o2);
+  free(x), free(w), free(bias), free(dout), free(xb), free(wb), free(base), free(o1), free(o2);
   free(dx0), free(dw0), free(db0), free(dx1), free(dw1), free(db1), free(dx2), free(dw2), free(db2);
 }
 
@@ -104,23 +105,24 @@ static void test_products(const atoll_ops *h) {
   check_product(h, 0, 7, 5);
 }
 
-/* GPT-2 or Llama: kept against rounding per product, two micro-batches accumulated */
+/* GPT-2 or Llama: kept inputs (weights kept, and rounded again in backward as under
+ * ZeRO-3) against rounding at every product, two micro-batches accumulated */
 static void test_model(const atoll_shape *s) {
   atoll_err err;
   int B = 2, T = 32;
   atoll_part whole = atoll_part_whole();
-  atoll_model *kept, *plain;
-  CHECK_OK(atoll_model_create_on(&kept, s, &whole, B, T, 1, atoll_ops_cpu_bf16(), &err), &err);
-  CHECK_OK(atoll_model_create(&plain, s, B, T, &err), &err);
-  atoll_model_set_ops(plain, atoll_ops_cpu_bf16()); /* buffers made for fp32: no kept inputs */
-  CHECK_OK(atoll_model_init_weights(kept, 11), &err);
-  CHECK_OK(atoll_model_init_weights(plain, 11), &err);
-  size_t P = atoll_model_layout(kept)->nparams;
+  atoll_model *ms[3]; /* kept, kept without weights, per product */
+  for (int k = 0; k < 2; k++)
+    CHECK_OK(atoll_model_create_on(&ms[k], s, &whole, B, T, 1, atoll_ops_cpu_bf16(), &err), &err);
+  atoll_model_keep_weights(ms[1], 0);
+  CHECK_OK(atoll_model_create(&ms[2], s, B, T, &err), &err);
+  atoll_model_set_ops(ms[2], atoll_ops_cpu_bf16()); /* buffers made for fp32: no kept inputs */
+  size_t P = atoll_model_layout(ms[0])->nparams;
   int32_t *tok = malloc(sizeof(int32_t) * (B * T + 1) * 2);
   for (int i = 0; i < (B * T + 1) * 2; i++) tok[i] = (int32_t)(atoll_rng_next(&rng) % (uint64_t)s->vocab);
-  float loss[2][2];
-  atoll_model *ms[2] = {kept, plain};
-  for (int k = 0; k < 2; k++) {
+  float loss[3][2];
+  for (int k = 0; k < 3; k++) {
+    CHECK_OK(atoll_model_init_weights(ms[k], 11), &err);
     atoll_model_zero_grads(ms[k]);
     for (int micro = 0; micro < 2; micro++) {
       const int32_t *in = tok + micro * (B * T + 1);
@@ -128,16 +130,17 @@ static void test_model(const atoll_shape *s) {
       atoll_model_backward(ms[k], 0.5f);
     }
   }
-  printf("%s: losses kept %.7f %.7f, per product %.7f %.7f\n", s->arch, loss[0][0], loss[0][1], loss[1][0],
-         loss[1][1]);
-  CHECK(memcmp(loss[0], loss[1], sizeof loss[0]) == 0);
-  CHECK(memcmp(atoll_model_grads(kept), atoll_model_grads(plain), P * sizeof(float)) == 0);
+  printf("%s: losses kept %.7f %.7f, weights not kept %.7f %.7f, per product %.7f %.7f\n", s->arch, loss[0][0],
+         loss[0][1], loss[1][0], loss[1][1], loss[2][0], loss[2][1]);
+  for (int k = 1; k < 3; k++) {
+    CHECK(memcmp(loss[0], loss[k], sizeof loss[0]) == 0);
+    CHECK(memcmp(atoll_model_grads(ms[0]), atoll_model_grads(ms[k]), P * sizeof(float)) == 0);
+  }
   double norm = 0;
-  for (size_t i = 0; i < P; i++) norm += (double)atoll_model_grads(kept)[i] * atoll_model_grads(kept)[i];
+  for (size_t i = 0; i < P; i++) norm += (double)atoll_model_grads(ms[0])[i] * atoll_model_grads(ms[0])[i];
   CHECK(norm > 0); /* gradients really flowed */
   free(tok);
-  atoll_model_destroy(kept);
-  atoll_model_destroy(plain);
+  for (int k = 0; k < 3; k++) atoll_model_destroy(ms[k]);
 }
 
 int main(void) {

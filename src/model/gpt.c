@@ -237,14 +237,27 @@ const float *atoll_model_sum_input_grad(atoll_model *m, int N) {
 /* ---------------------------------------------- bf16 inputs kept (m->kept) --- */
 
 /* With the bf16 CPU table (tp = 1, model_internal.h) each product's input is rounded
- * to bf16 once: LayerNorm and GELU write it so, the attention output is rounded after
- * it, and backward reads the same copies instead of rounding x again. The bits equal
- * those of the fp32-input products; test_bf16_kept checks it. */
+ * to bf16 once: the norms, GELU and SwiGLU write it so, the attention output is
+ * rounded after it, each weight matrix when forward uses it, and backward reads the
+ * same copies instead of rounding again. The bits equal those of the fp32-input
+ * products; test_bf16_kept checks it. */
+
+/* w's bf16 copy: rounded now (forward) or as forward rounded it (backward), in
+ * params_bf16; without kept weights rounded now into weight_scratch either way. */
+static const uint16_t *weight_bf16(atoll_model *m, const float *w, size_t n, int forward) {
+  if (!m->keep_weights) {
+    m->ops->round_bf16(m->weight_scratch, w, n);
+    return m->weight_scratch;
+  }
+  uint16_t *wb = m->params_bf16 + (w - m->params);
+  if (forward) m->ops->round_bf16(wb, w, n);
+  return wb;
+}
 
 void atoll_model_product_forward(atoll_model *m, float *out, const float *x, const uint16_t *xb, const float *w,
                                  const float *bias, int N, int C, int OC, int accumulate) {
   if (m->kept)
-    m->ops->matmul_forward_bf16(out, xb, w, bias, N, C, OC, accumulate);
+    m->ops->matmul_forward_bf16(out, xb, weight_bf16(m, w, (size_t)OC * C, 1), bias, N, C, OC, accumulate);
   else
     m->ops->matmul_forward(out, x, w, bias, N, C, OC, accumulate);
 }
@@ -253,7 +266,8 @@ void atoll_model_product_backward(atoll_model *m, float *dx, float *dw, float *d
                                   const float *x, const uint16_t *xb, const float *w, int N, int C, int OC,
                                   int accumulate_dx) {
   if (m->kept)
-    m->ops->matmul_backward_bf16(dx, dw, dbias, dout, xb, w, N, C, OC, accumulate_dx);
+    m->ops->matmul_backward_bf16(dx, dw, dbias, dout, xb, weight_bf16(m, w, (size_t)OC * C, 0), N, C, OC,
+                                 accumulate_dx);
   else
     m->ops->matmul_backward(dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
 }

@@ -40,6 +40,8 @@ void atoll_model_set_ops(atoll_model *m, const atoll_ops *ops) {
 
 const atoll_ops *atoll_model_ops(const atoll_model *m) { return m->ops; }
 
+void atoll_model_keep_weights(atoll_model *m, int on) { m->keep_weights = on; }
+
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
   atoll_part whole = atoll_part_whole();
@@ -157,6 +159,7 @@ static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *p
   m->eps = atoll_shape_norm_eps(s);
   m->theta = atoll_shape_rope_theta(s);
   m->kept = m->ops->matmul_forward_bf16 && m->tp == 1;
+  m->keep_weights = 1;
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
   return 0;
 }
@@ -166,6 +169,13 @@ static int alloc_buffers(atoll_model *m) {
   size_t N = (size_t)m->max_B * m->max_T, C = m->s.dim;
   m->params = alloc_f(m, m->lay.nparams);
   m->grads = alloc_f(m, m->lay.nparams);
+  if (m->kept) { /* pages untouched until used: weight_scratch costs nothing while weights are kept */
+    size_t largest = 0;
+    for (int i = 0; i < m->lay.ntensors; i++)
+      if (m->lay.tensors[i].numel > largest) largest = m->lay.tensors[i].numel;
+    m->params_bf16 = alloc_bf16(m, m->lay.nparams);
+    m->weight_scratch = alloc_bf16(m, largest);
+  }
   for (int i = 0; i < m->nslots; i++)
     if (alloc_slot(m, &m->slots[i])) return -1;
   m->dres = alloc_f(m, N * C);

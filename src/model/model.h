@@ -29,6 +29,10 @@ void atoll_model_destroy(atoll_model *m);
 /* Replaces the kernel table, e.g. the CPU one by atoll_ops_cpu_bf16 for --precision
  * bf16; the new table must use the same memory (the same alloc), or the process ends. */
 void atoll_model_set_ops(atoll_model *m, const struct atoll_ops *ops);
+/* With the bf16 CPU table: 1 (the default) keeps each weight matrix's bf16 copy from
+ * forward to backward (2 bytes a parameter), 0 rounds it again in backward (ZeRO-3,
+ * whose weights are not resident between the two). The same bits either way. */
+void atoll_model_keep_weights(atoll_model *m, int on);
 /* The kernel table; its memory ops reach the model's buffers. */
 const struct atoll_ops *atoll_model_ops(const atoll_model *m);
 /* The bytes a part allocates, counted by the allocation code itself, so that a run

@@ -61,8 +61,13 @@ struct atoll_model {
   float eps, theta; /* llama: RMSNorm epsilon, rotary base */
   float *params, *grads;
   /* kept: the products' inputs are kept in bf16 by the passes (ops.h; with the bf16 CPU
-   * table, GPT blocks, tp = 1) */
-  int kept;
+   * table and tp = 1). Weights too, unless keep_weights is off (ZeRO-3 hands the
+   * weights' pages back between forward and backward; a kept copy would hold half their
+   * bytes): params_bf16 holds every weight matrix as forward rounded it, and backward
+   * reads it (the weights do not change in between); otherwise each product rounds its
+   * weight into weight_scratch (the largest tensor's size). */
+  int kept, keep_weights;
+  uint16_t *params_bf16, *weight_scratch;
   slot_acts *slots;
   /* backward scratch */
   float *dres, *dC, *d3C, *d4C;

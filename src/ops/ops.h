@@ -66,20 +66,19 @@ typedef struct atoll_ops {
 
   /* Products on bf16 inputs kept by the caller: the bf16 CPU table has them, every other
    * table leaves them NULL. A producer writes its output rounded to bf16 once (round to
-   * nearest even) and the product's forward and backward both read that copy, instead of
-   * rounding x at every call: the same bits as matmul_forward/backward of the bf16 table
-   * on the fp32 values. x [N,C] holds bf16 bits; w is fp32, rounded per call as there
-   * (a kept copy of the weights would hold half their bytes, against ZeRO-3). */
+   * nearest even), and the product's forward and backward both read that copy instead of
+   * rounding x and w at every call: the same bits as matmul_forward/backward of the bf16
+   * table on the fp32 values. x [N,C] and w [OC,C] hold bf16 bits; dout is fp32. */
   void (*round_bf16)(uint16_t *dst, const float *src, size_t n);
   void (*layernorm_forward_bf16)(uint16_t *out, float *mean, float *rstd, const float *x, const float *w,
                                  const float *b, int N, int C);
   void (*gelu_forward_bf16)(uint16_t *out, const float *x, size_t n);
   void (*rmsnorm_forward_bf16)(uint16_t *out, float *rstd, const float *x, const float *w, int N, int C, float eps);
   void (*swiglu_forward_bf16)(uint16_t *out, const float *gate, const float *up, size_t n);
-  void (*matmul_forward_bf16)(float *out, const uint16_t *x, const float *w, const float *bias, int N, int C,
+  void (*matmul_forward_bf16)(float *out, const uint16_t *x, const uint16_t *w, const float *bias, int N, int C,
                               int OC, int accumulate);
   void (*matmul_backward_bf16)(float *dx, float *dw, float *dbias, const float *dout, const uint16_t *x,
-                               const float *w, int N, int C, int OC, int accumulate_dx);
+                               const uint16_t *w, int N, int C, int OC, int accumulate_dx);
 
   /* Causal multi-head attention from qkv [B,T,3C] (q | k | v, heads of size C/NH).
    * out [B,T,C]; lse [B,NH,T] is the softmax log-normaliser saved for backward. */

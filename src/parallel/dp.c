@@ -380,6 +380,9 @@ int atoll_dp_create(atoll_dp **out, atoll_model *m, atoll_comm *c, atoll_comm *i
   for (int u = 0; u < dp->nunits; u++) dp->unit_state[u] = UNIT_PRESENT;
   atoll_model_hooks h = {.ctx = dp, .event = on_event, .grads_ready = on_grads_ready, .poll = on_poll};
   atoll_model_set_hooks(m, &h);
+  /* ZeRO-3 hands the weights' pages back between forward and backward: a bf16 copy kept
+   * in between would hold half their bytes */
+  if (dp->zero_stage == 3) atoll_model_keep_weights(m, 0);
   *out = dp;
   return 0;
 }
