@@ -269,6 +269,7 @@ static void block_softmax(uint16_t *P, int lda, float *S, int ld, int r0, int r1
     uint16_t *p = P + (size_t)(i - r0) * lda;
     int n = p0 + i + 1;
     float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
     for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)

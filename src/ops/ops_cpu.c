@@ -377,6 +377,7 @@ static void attention_forward(float *out, float *lse, const float *qkv, int B, i
             float *row = S + (size_t)(i - r0) * r1;
             int n = i + 1;
             float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
             for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
             float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -540,6 +541,7 @@ static void xent_forward(float *losses, float *lse, const float *logits, const i
   for (int n = 0; n < N; n++) {
     const float *z = logits + (size_t)n * V;
     float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
     for (int v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)

@@ -187,6 +187,7 @@ void atoll_llama_gqa_forward(float *out, float *lse, const float *q, const float
             float *row = S + (size_t)(i - r0) * cols;
             int n = p0 + i + 1;
             float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
             for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
             for (int j = 0; j < n; j++) {
               row[j] = expf(row[j] - mx);
