@@ -63,7 +63,7 @@ def describe(name, cfg, ranks):
             return "single island (1 rank, same steps)", 1
         txt = f"data parallel, {ranks} ranks ({ranks}x batch){b}"
         if cfg.get("init-from") and cfg.get("init-step"):
-            txt += ", continued exactly from its own checkpoint (--init-step 1)"
+            txt += ", continued exactly from its own checkpoint"
         elif cfg.get("init-from"):
             txt += ", continued from its own 20% checkpoint with the warm rows' schedule"
         return txt, ranks
@@ -501,7 +501,8 @@ ROUND6_ROWS = (("k4_h100_cont40_len3_stream_fp4", "k4_h100_cont40_len3", "stream
                ("k4_h150_cont40_len3_stream_fp4", "k4_h100_cont40_len3_stream_fp4", "H = 150"),
                ("k4_h100_cont_len3_olr0.4", "k4_h100_cont_len3", "outer lr 0.4"),
                ("k4_h100_cont25_len3", "k4_h100_cont_len3", "split at 25% (step 750)"),
-               ("k4_h150_cont_len3_fp4", "k4_h100_cont_len3", "H = 150 and fp4 outer gradients, no streaming"))
+               ("k4_h150_cont_len3_fp4", "k4_h100_cont_len3", "H = 150 and fp4 outer gradients, no streaming"),
+               ("k4_h100_cont40_len3_stream_fp4_seed2", "k4_h100_warm40_len3_seed2", "streaming fp4 from the 40% split, seed 2"))
 
 
 def round6(by):
@@ -521,13 +522,15 @@ def round6(by):
              "bytes_ratio": r.get("bytes_ratio_vs_dp"), "bytes_ratio_incl_dp_phase": r.get("bytes_ratio_incl_dp_phase"),
              "peak_ratio": r.get("peak_ratio_vs_dp"), "syncs": r["outer_syncs"],
              "against_gap_pct": by[other].get("loss_gap_vs_dp_pct") if other in by else None}
-        if "dp4_len3_v5" in by:
+        dref = r.get("dp_reference") or "dp4_len3"  # seed 2: dp4_len3_seed2
+        e["dp"] = dref
+        if "dp4_len3_v5" in by and dref == "dp4_len3":
             v5 = by["dp4_len3_v5"]["final_val_loss"]
             e["gap_vs_v5_pct"] = 100.0 * (r["final_val_loss"] - v5) / v5
         gap, ratio = (3.0, 1000.0) if stream else (2.0, 100.0)
         e["target"] = f"within {gap:g}% of DP at >= {ratio:g}x fewer bytes"
         e["target_met"] = e["gap_pct"] is not None and e["gap_pct"] <= gap and (e["bytes_ratio"] or 0) >= ratio
-        ref = by["dp4_len3"]["val_curve"]
+        ref = by[dref]["val_curve"]
         for key, name in (("gap_at_syncs", n), ("against_gap_at_syncs", other)):
             if name in by:
                 c = dict((int(a), v) for a, v in by[name]["val_curve"])
@@ -702,7 +705,8 @@ def markdown(rows, out):
                            f"{e['gap_at_syncs'][st]:+.2f}" for st in cols)
             og = "" if e["against_gap_pct"] is None else f"{e['against_gap_pct']:+.2f}%"
             v5 = "" if e.get("gap_vs_v5_pct") is None else f"{e['gap_vs_v5_pct']:+.2f}%"
-            L.append(f"| `{e['row']}` | {e['knob']} | `{e['against']}` | {e['split_step']} | {e['H']} | {e['syncs']} | {e['final_val_loss']:.4f} | "
+            vs = "" if e["dp"] == "dp4_len3" else f" (vs `{e['dp']}`)"
+            L.append(f"| `{e['row']}`{vs} | {e['knob']} | `{e['against']}` | {e['split_step']} | {e['H']} | {e['syncs']} | {e['final_val_loss']:.4f} | "
                      f"{e['gap_pct']:+.2f}% | {v5} | {og} | {e['bytes_ratio']:.0f}x | {'yes' if e['target_met'] else 'no'} | {g} |")
         L += ["", "(in the step columns: this row's gap, and in brackets the other row's)"]
     if out["checks"]:
@@ -798,10 +802,10 @@ def plot(by, out, path):
     # the sixth round: one knob on the continued rows
     r6c = iter(["darkorange", "gold", "crimson", "teal", "magenta"])
     for e in out.get("round6") or []:
-        ref, tps = by["dp4_len3"]["val_curve"], by["dp4_len3"]["tokens_per_step"]
+        ref, tps = by[e["dp"]]["val_curve"], by[e["dp"]]["tokens_per_step"]
         pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[e["row"]]["val_curve"] if at(ref, st)]
         cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r6c, "k"), ls="--", lw=1.5, marker=".", ms=3,
-                label=f"{e['row']} vs dp4_len3")
+                label=f"{e['row']} vs {e['dp']}")
     cx.axhline(0, color="k", lw=0.8)
     cx.axhline(2, color="tab:red", lw=0.8, ls=":", label="+2% (target)")
     cx.set_ylim(-5, 40)

@@ -45,5 +45,12 @@ wait $LANE_B || exit 1
 if [ "${ROUND6_H150:-0}" = 1 ]; then
   run_row k4_h150_cont40_len${LONG}_stream_fp4 4 "$BASE $(cont "$CK40L" 150 0.7) $STREAM" dp4_len$LONG "$CK40L"
 fi
+# 1c. ROUND6_SEED2=1: row 1 on seed 2 (its margin to 3% is under the seed noise), from
+# dp4_lenN_seed2's 40% checkpoint (the fourth round's DP run of seed 2, the earlier binary)
+# with DP's seed 2 continued; compared with dp4_lenN_seed2
+if [ "${ROUND6_SEED2:-0}" = 1 ]; then
+  CK40L2=$(printf '%s/rows/dp4_len%s_seed2/run/checkpoints/step_%08d' "$WORK" "$LONG" $((2 * WL)))
+  run_row k4_h100_cont40_len${LONG}_stream_fp4_seed2 4 "$BASE $(cont "$CK40L2" 100 0.7 | sed "s/--seed $SEED /--seed 2 /") $STREAM" dp4_len${LONG}_seed2 "$CK40L2"
+fi
 report
 exit 0
