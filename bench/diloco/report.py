@@ -306,8 +306,11 @@ def targets(by):
              f"long (3x steps) {'streaming fp4' if 'stream' in n else 'warm K=4'}: H={by[n]['H']}, outer lr {by[n]['outer_lr']:.2g}"
              + (f", {by[n]['outer_dtype']}" if by[n]["outer_dtype"] != "fp32" and "stream" not in n else "")
              + f", split at step {by[n]['warm_offset_steps']}"
+             + (", DP's schedule continued" if by[n]["init_step"] else "")
+             + (f", island data {by[n]['island_data']}" if by[n]["island_data"] != "iid" else "")
              + (f", seed {int(by[n]['seed']) % 100}" if by[n]["seed"] not in ("1337", "1437") else "") + f"; within {3 if 'stream' in n else 2}% of DP, >= {1000 if 'stream' in n else 100}x fewer bytes")
-            for n in sorted(by) if re.fullmatch(r"k4_h\d+_warm\d*_len\d+(_.+)?", n) and not re.search(r"_to\d+$", n)):
+            # (fifth and sixth rounds: the rows continuing DP's schedule, k4_hH_contS_lenN)
+            for n in sorted(by) if re.fullmatch(r"k4_h\d+_(?:warm|cont)\d*_len\d+(_.+)?", n) and not re.search(r"_to\d+$", n)):
         r = by.get(n)
         if r and "loss_gap_vs_dp_pct" in r:
             T.append({"target": label, "rows": [n], "loss_gap_pct": r["loss_gap_vs_dp_pct"],
