@@ -16,7 +16,7 @@ CK40L=$(printf '%s/rows/dp4_len%s/run/checkpoints/step_%08d' "$WORK" "$LONG" $((
 DIL="--save-every 0 $WAN"
 # flags of a continued warm row from checkpoint $1 at H = $2 and outer lr $3
 cont() { echo "$DPL --init-from $1 --init-optim 1 --init-step 1 $DIL --islands 4 --sync-every $(h $2) --outer-optimizer nesterov --outer-lr $3 --outer-momentum 0.9"; }
-R6ROWS="k4_h100_cont40_len${LONG}_stream_fp4 k4_h150_cont40_len${LONG}_stream_fp4 k4_h100_cont_len${LONG}_olr0.4 dp4_len${LONG}_v5_from${WL}_to$W25 k4_h100_cont25_len$LONG k4_h150_cont_len${LONG}_fp4"
+R6ROWS="k4_h100_cont40_len${LONG}_stream_fp4 k4_h150_cont40_len${LONG}_stream_fp4 k4_h100_cont_len${LONG}_olr0.4 dp4_len${LONG}_v5_from${WL}_to$W25 k4_h100_cont25_len$LONG k4_h150_cont_len${LONG}_fp4 k4_h100_cont40_len${LONG}_stream_fp4_seed2"
 ( while sleep 60; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$WORK/loadavg_round6.log"; done ) &
 LOADLOG6=$!
 trap 'kill $LOADLOG6 2>/dev/null || true' EXIT
