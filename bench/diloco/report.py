@@ -62,7 +62,9 @@ def describe(name, cfg, ranks):
         if ranks == 1:
             return "single island (1 rank, same steps)", 1
         txt = f"data parallel, {ranks} ranks ({ranks}x batch){b}"
-        if cfg.get("init-from"):
+        if cfg.get("init-from") and cfg.get("init-step"):
+            txt += ", continued exactly from its own checkpoint"
+        elif cfg.get("init-from"):
             txt += ", continued from its own 20% checkpoint with the warm rows' schedule"
         return txt, ranks
     txt = f"DiLoCo K={K}, H={cfg['sync-every']}"
@@ -124,6 +126,9 @@ def main():
         to_tag = re.search(r"_len(\d+)_to(\d+)$", n)  # its first steps again, stopped for the control's warm start
         if to_tag:
             what += f", {to_tag.group(1)}x the steps' schedule, stopped after step {to_tag.group(2)} (the control's warm start)"
+        from_tag = re.search(r"_v5_from(\d+)_to(\d+)$", n)  # the sixth round's 25% split checkpoint
+        if from_tag:
+            what += f", the fifth round's binary, steps {int(from_tag.group(1)) + 1}..{from_tag.group(2)} (the 25% split's checkpoint)"
         v5_tag = re.search(r"_v5(?:_to(\d+))?$", n)  # the fifth round's binary (run.sh --round5)
         if v5_tag:
             what += ", the fifth round's binary" + (f", stopped after step {v5_tag.group(1)} (sanity check)" if v5_tag.group(1) else "")
@@ -211,6 +216,16 @@ def main():
                 diff = max(abs(a[st] - b[st]) for st in same)
                 checks.append(f"{n} (new binary) against {m.group(1)}: {kind} losses at steps {same[0]}..{same[-1]} "
                               f"bit for bit: {all(a[st] == b[st] for st in same)} (largest difference {diff:.2g})")
+    for n in sorted(by):  # the sixth round: DP continued exactly (--init-step 1) from its checkpoint, new binary
+        m = re.fullmatch(r"(dp4_len\d+)_v5_from(\d+)_to(\d+)", n)
+        if m and m.group(1) in by:
+            for kind in ("train", "val"):
+                a, b = dict(by[n][kind + "_curve"]), dict(by[m.group(1)][kind + "_curve"])
+                same = sorted(st for st in a if st in b and st > int(m.group(2)))
+                diff = max(abs(a[st] - b[st]) for st in same)
+                checks.append(f"{n} (new binary, --init-step 1) against {m.group(1)}: {kind} losses at steps {same[0]}..{same[-1]} "
+                              f"bit for bit: {all(a[st] == b[st] for st in same)} (largest difference {diff:.2g}, "
+                              f"{sum(a[st] != b[st] for st in same)} of {len(same)} differ)")
     for r in rows:
         ref = by.get(r["reference"] or "dp4")
         if ref and r is not ref:
@@ -243,7 +258,7 @@ def main():
            "checks": checks, "rows": rows, "targets": targets(by), "seeds": seeds,
            "gap_over_run": gap_curves(by), "outer_lr_by_h": outer_lr_grid(by), "island_batch": island_batch(by),
            "batch_scaling": batch_scaling(by), "run_length": run_length(by), "round4": round4(by),
-           "round5": round5(by)}
+           "round5": round5(by), "round6": round6(by)}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
@@ -291,8 +306,11 @@ def targets(by):
              f"long (3x steps) {'streaming fp4' if 'stream' in n else 'warm K=4'}: H={by[n]['H']}, outer lr {by[n]['outer_lr']:.2g}"
              + (f", {by[n]['outer_dtype']}" if by[n]["outer_dtype"] != "fp32" and "stream" not in n else "")
              + f", split at step {by[n]['warm_offset_steps']}"
+             + (", DP's schedule continued" if by[n]["init_step"] else "")
+             + (f", island data {by[n]['island_data']}" if by[n]["island_data"] != "iid" else "")
              + (f", seed {int(by[n]['seed']) % 100}" if by[n]["seed"] not in ("1337", "1437") else "") + f"; within {3 if 'stream' in n else 2}% of DP, >= {1000 if 'stream' in n else 100}x fewer bytes")
-            for n in sorted(by) if re.fullmatch(r"k4_h\d+_warm\d*_len\d+(_.+)?", n) and not re.search(r"_to\d+$", n)):
+            # (fifth and sixth rounds: the rows continuing DP's schedule, k4_hH_contS_lenN)
+            for n in sorted(by) if re.fullmatch(r"k4_h\d+_(?:warm|cont)\d*_len\d+(_.+)?", n) and not re.search(r"_to\d+$", n)):
         r = by.get(n)
         if r and "loss_gap_vs_dp_pct" in r:
             T.append({"target": label, "rows": [n], "loss_gap_pct": r["loss_gap_vs_dp_pct"],
@@ -481,6 +499,50 @@ def round5(by):
     return out
 
 
+# (row, the row it changes one knob of, the knob)
+ROUND6_ROWS = (("k4_h100_cont40_len3_stream_fp4", "k4_h100_cont40_len3", "streaming fp4 (4 fragments, overlap 1, merge 0.5)"),
+               ("k4_h150_cont40_len3_stream_fp4", "k4_h100_cont40_len3_stream_fp4", "H = 150"),
+               ("k4_h100_cont_len3_olr0.4", "k4_h100_cont_len3", "outer lr 0.4"),
+               ("k4_h100_cont25_len3", "k4_h100_cont_len3", "split at 25% (step 750)"),
+               ("k4_h150_cont_len3_fp4", "k4_h100_cont_len3", "H = 150 and fp4 outer gradients, no streaming"),
+               ("k4_h100_cont40_len3_stream_fp4_seed2", "k4_h100_warm40_len3_seed2", "streaming fp4 from the 40% split, seed 2"))
+
+
+def round6(by):
+    """The sixth round (run.sh --round6): one knob on the fifth round's continued rows
+    (--init-step 1). Gap to dp4_len3 and to dp4_len3_v5 (the new binary's DP), counted
+    bytes ratio against DP's whole run, the targets, and the gap at every sync point
+    (multiples of 100 after the split) in results.json; the Markdown shows every 300th."""
+    out = []
+    for n, other, knob in ROUND6_ROWS:
+        if n not in by:
+            continue
+        r = by[n]
+        stream = (r["fragments"] or 1) > 1
+        e = {"row": n, "against": other, "knob": knob, "split_step": r["warm_offset_steps"], "H": r["H"],
+             "outer_lr": r["outer_lr"], "fragments": r["fragments"], "outer_dtype": r["outer_dtype"],
+             "final_val_loss": r["final_val_loss"], "gap_pct": r.get("loss_gap_vs_dp_pct"),
+             "bytes_ratio": r.get("bytes_ratio_vs_dp"), "bytes_ratio_incl_dp_phase": r.get("bytes_ratio_incl_dp_phase"),
+             "peak_ratio": r.get("peak_ratio_vs_dp"), "syncs": r["outer_syncs"],
+             "against_gap_pct": by[other].get("loss_gap_vs_dp_pct") if other in by else None}
+        dref = r.get("dp_reference") or "dp4_len3"  # seed 2: dp4_len3_seed2
+        e["dp"] = dref
+        if "dp4_len3_v5" in by and dref == "dp4_len3":
+            v5 = by["dp4_len3_v5"]["final_val_loss"]
+            e["gap_vs_v5_pct"] = 100.0 * (r["final_val_loss"] - v5) / v5
+        gap, ratio = (3.0, 1000.0) if stream else (2.0, 100.0)
+        e["target"] = f"within {gap:g}% of DP at >= {ratio:g}x fewer bytes"
+        e["target_met"] = e["gap_pct"] is not None and e["gap_pct"] <= gap and (e["bytes_ratio"] or 0) >= ratio
+        ref = by[dref]["val_curve"]
+        for key, name in (("gap_at_syncs", n), ("against_gap_at_syncs", other)):
+            if name in by:
+                c = dict((int(a), v) for a, v in by[name]["val_curve"])
+                e[key] = {st: 100.0 * (c[st] - at(ref, st)) / at(ref, st)
+                          for st in range(100, 3001, 100) if st in c and st > r["warm_offset_steps"] and at(ref, st)}
+        out.append(e)
+    return out
+
+
 def fmt_bytes(b):
     if not b:
         return "0"
@@ -632,6 +694,24 @@ def markdown(rows, out):
             L.append(f"| `{e['row']}` | `{e['against']}` | {e['split_step']} | {e['syncs']} | {e['final_val_loss']:.4f} | "
                      f"{e['gap_pct']:+.2f}% | {og} | {e['bytes_ratio']:.0f}x | {g} |")
         L += ["", "(in the step columns: this row's gap, and in brackets the other row's)"]
+    r6 = out.get("round6") or []
+    if r6:
+        cols = list(range(900, 3001, 300))
+        L += ["", "Sixth round: one knob on the fifth round's continued rows (--init-step 1, the fifth round's binary); gap against "
+              "`dp4_len3` (and `dp4_len3_v5`, the same binary's DP); bytes ratio counted, DP's whole run over the row's bytes; "
+              "target: 3% at 1000x for streaming rows, 2% at 100x otherwise:", "",
+              "| row | knob | against | split | H | syncs | final val loss | gap | gap vs v5 DP | gap of the other | bytes ratio | target met | "
+              + " | ".join(map(str, cols)) + " |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|" + "---:|" * len(cols)]
+        for e in r6:
+            g = " | ".join("" if st not in e.get("gap_at_syncs", {}) else
+                           f"{e['gap_at_syncs'][st]:+.2f} ({e['against_gap_at_syncs'][st]:+.2f})" if st in e.get("against_gap_at_syncs", {}) else
+                           f"{e['gap_at_syncs'][st]:+.2f}" for st in cols)
+            og = "" if e["against_gap_pct"] is None else f"{e['against_gap_pct']:+.2f}%"
+            v5 = "" if e.get("gap_vs_v5_pct") is None else f"{e['gap_vs_v5_pct']:+.2f}%"
+            vs = "" if e["dp"] == "dp4_len3" else f" (vs `{e['dp']}`)"
+            L.append(f"| `{e['row']}`{vs} | {e['knob']} | `{e['against']}` | {e['split_step']} | {e['H']} | {e['syncs']} | {e['final_val_loss']:.4f} | "
+                     f"{e['gap_pct']:+.2f}% | {v5} | {og} | {e['bytes_ratio']:.0f}x | {'yes' if e['target_met'] else 'no'} | {g} |")
+        L += ["", "(in the step columns: this row's gap, and in brackets the other row's)"]
     if out["checks"]:
         L += ["", "Checks: " + "; ".join(out["checks"])]
     return "\n".join(L) + "\n"
@@ -722,6 +802,13 @@ def plot(by, out, path):
         pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[e["row"]]["val_curve"] if at(ref, st)]
         cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r5c, "k"), ls="-", lw=2, marker=".", ms=3,
                 label=f"{e['row']} vs dp4_len3")
+    # the sixth round: one knob on the continued rows
+    r6c = iter(["darkorange", "gold", "crimson", "teal", "magenta"])
+    for e in out.get("round6") or []:
+        ref, tps = by[e["dp"]]["val_curve"], by[e["dp"]]["tokens_per_step"]
+        pts = [(st, 100.0 * (v - at(ref, st)) / at(ref, st)) for st, v in by[e["row"]]["val_curve"] if at(ref, st)]
+        cx.plot([p[0] * tps / 1e6 for p in pts], [p[1] for p in pts], color=next(r6c, "k"), ls="--", lw=1.5, marker=".", ms=3,
+                label=f"{e['row']} vs {e['dp']}")
     cx.axhline(0, color="k", lw=0.8)
     cx.axhline(2, color="tab:red", lw=0.8, ls=":", label="+2% (target)")
     cx.set_ylim(-5, 40)

@@ -7,7 +7,7 @@
 # checkpoint at 20% of the run, K = 2, streaming with fp4, non-i.i.d. islands and
 # more seeds. Rows run in priority order, so a partial run is already useful.
 #
-# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin] [--long N] [--round4] [--round5]
+# usage: bench/diloco/run.sh [--quick] [--work DIR] [--fresh] [--until ROW] [--scale N] [--grid] [--reuse-bin] [--long N] [--round4] [--round5] [--round6]
 #   --quick   smoke version: every run 12.5x shorter (H and the warm-start step scaled
 #             with it); results go to WORK only, bench/diloco/results.* are left alone
 #   --work    where the corpus, the runs and a snapshot of build/atoll go
@@ -37,6 +37,9 @@
 #             earlier rows' binary, is left alone): a DP sanity row (dp4_lenN's first
 #             100 steps) and the warm rows continued exactly (--init-step 1, DP's own
 #             schedule and seed); rows.txt is appended to, meta.json kept
+#   --round6  with --long N: ONLY the sixth round's rows (round6.sh), on WORK/atoll-v5
+#             (made by --round5): streaming fp4 from the 40% split, outer lr 0.4, a 25%
+#             split, fp4 at H = 150 without streaming; two rows at a time
 #
 # Every process runs under `nice -n 19` (the machine is shared; losses, not timings,
 # are the result). Each rank has one thread (mpirun -q --oversubscribe). A failing row
@@ -44,7 +47,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0 LONG=1 ROUND4=0 ROUND5=0
+QUICK=0 FRESH=0 WORK="" UNTIL="" SCALE=1 GRID=0 REUSE_BIN=0 LONG=1 ROUND4=0 ROUND5=0 ROUND6=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -57,7 +60,8 @@ while [ $# -gt 0 ]; do
     --long) LONG=$2; shift ;;
     --round4) ROUND4=1 ;;
     --round5) ROUND5=1 REUSE_BIN=1 ;;
-    -h|--help) sed -n 2,42p "$0"; exit 0 ;;
+    --round6) ROUND6=1 REUSE_BIN=1 ;;
+    -h|--help) sed -n 2,46p "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -170,8 +174,8 @@ run_row() {
 }
 final_loss() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["final_val_loss"])' "$1/run/summary.json"; }
 
-# --- where and with what (--round5 keeps the earlier rounds' meta.json)
-[ $ROUND5 = 1 ] || {
+# --- where and with what (--round5 and --round6 keep the earlier rounds' meta.json)
+[ $ROUND5 = 1 ] || [ $ROUND6 = 1 ] || {
   echo "{"
   echo "  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
   echo "  \"machine\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\","
@@ -194,6 +198,8 @@ report() {
 
 [ $ROUND5 = 1 ] && [ $LONG = 1 ] && { echo "run.sh: --round5 wants --long N (its rows continue dp4_lenN)" >&2; exit 2; }
 [ $ROUND5 = 1 ] && . "$HERE/round5.sh" # runs the fifth round's rows, the report, and exits
+[ $ROUND6 = 1 ] && [ $LONG = 1 ] && { echo "run.sh: --round6 wants --long N (its rows continue dp4_lenN)" >&2; exit 2; }
+[ $ROUND6 = 1 ] && . "$HERE/round6.sh" # the sixth round's rows, the report, and exits
 T_ALL=$(date +%s)
 # the machine's load, once a minute (the README reports it; stopped when run.sh exits)
 ( while sleep 60; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$WORK/loadavg.log"; done ) &
