@@ -363,9 +363,10 @@ float atoll_model_forward_slot(atoll_model *m, int slot, int chunk, const int32_
   if (!ends) return 0.0f;
   atoll_model_emit(m, ATOLL_EV_HEAD_FORWARD, m->s.layers);
   float *x = sl->acts[m->nblocks - 1].res_out;
-  atoll_model_norm_forward(m, sl->lnf, sl->lnf_bf16, sl->lnf_mean, sl->lnf_rstd, x,
-                           tensor_at(m, m->params, lay->t_lnf), m->llama ? NULL : tensor_at(m, m->params, lay->t_lnf + 1), N);
-  atoll_model_product_forward(m, sl->logits, sl->lnf, sl->lnf_bf16, tensor_at(m, m->params, lay->t_head), NULL, N, C, Vl, 0);
+  float *lnfw = tensor_at(m, m->params, lay->t_lnf), *lnfb = m->llama ? NULL : tensor_at(m, m->params, lay->t_lnf + 1);
+  atoll_model_norm_forward(m, sl->lnf, sl->lnf_bf16, sl->lnf_mean, sl->lnf_rstd, x, lnfw, lnfb, N);
+  atoll_model_product_forward(m, sl->logits, sl->lnf, sl->lnf_bf16, tensor_at(m, m->params, lay->t_head), NULL, N, C,
+                              Vl, 0);
   if (!sl->have_targets) return 0.0f;
   if (m->tp > 1)
     xent_forward_tp(m, sl, N);
@@ -399,7 +400,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
     else
       o->xent_backward(sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
     atoll_model_product_backward(m, m->dC, tensor_at(m, G, lay->t_head), NULL, sl->logits, sl->lnf, sl->lnf_bf16,
-                     tensor_at(m, P, lay->t_head), N, C, Vl, 0);
+                                 tensor_at(m, P, lay->t_head), N, C, Vl, 0);
     const float *dlnf = atoll_model_sum_input_grad(m, N);
     atoll_model_poll(m);
     float *x = sl->acts[m->nblocks - 1].res_out; /* the last chunk ends the part */
@@ -428,7 +429,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
     block_acts *a = &sl->acts[i];
     /* MLP half: res_out = res_mid + fcproj(gelu(fc(ln2(res_mid)))) */
     atoll_model_product_backward(m, m->d4C, g.fcprojw, g.fcprojb, atoll_model_full_dout(m, m->dres, N), a->fch_gelu,
-                     a->fch_gelu_bf16, p.fcprojw, N, 4 * Cl, C, 0);
+                                 a->fch_gelu_bf16, p.fcprojw, N, 4 * Cl, C, 0);
     atoll_model_poll(m);
     o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
     atoll_model_product_backward(m, m->dC, g.fcw, g.fcb, m->d4C, a->ln2, a->ln2_bf16, p.fcw, N, C, 4 * Cl, 0);
@@ -436,8 +437,8 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
     atoll_model_poll(m);
     o->layernorm_backward(m->dres, g.ln2w, g.ln2b, dln2, a->res_mid, p.ln2w, a->ln2_mean, a->ln2_rstd, Nl, C);
     /* attention half: res_mid = res_in + attproj(attn(qkv(ln1(res_in)))) */
-    atoll_model_product_backward(m, m->dC, g.attprojw, g.attprojb, atoll_model_full_dout(m, m->dres, N), a->atty, a->atty_bf16,
-                     p.attprojw, N, Cl, C, 0);
+    atoll_model_product_backward(m, m->dC, g.attprojw, g.attprojb, atoll_model_full_dout(m, m->dres, N), a->atty,
+                                 a->atty_bf16, p.attprojw, N, Cl, C, 0);
     atoll_model_poll(m);
     o->attention_backward(m->d3C, m->dC, a->qkv, a->atty, a->lse, B, T, Cl, NHl);
     atoll_model_poll(m);

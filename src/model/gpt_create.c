@@ -220,12 +220,12 @@ int atoll_model_create_on(atoll_model **out, const atoll_shape *s, const atoll_p
 }
 
 int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq, int slots,
-                      atoll_model_mem *out, atoll_err *err) {
+                      const atoll_ops *ops, atoll_model_mem *out, atoll_err *err) {
   memset(out, 0, sizeof *out);
   atoll_model *m = calloc(1, sizeof *m);
   if (!m) return atoll_fail(err, "out of memory");
   m->count_only = 1;
-  int rc = model_begin(m, s, part, max_batch, max_seq, slots, NULL, err);
+  int rc = model_begin(m, s, part, max_batch, max_seq, slots, ops, err);
   if (rc == 0 && (!m->slots || alloc_buffers(m))) rc = atoll_fail(err, "out of memory estimating the model's size");
   if (rc == 0) {
     out->weights = m->lay.nparams * sizeof(float);

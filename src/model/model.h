@@ -42,10 +42,11 @@ typedef struct {
   size_t grads;   /* the flat gradient buffer */
   size_t acts;    /* activations of every slot and the backward scratch */
 } atoll_model_mem;
-/* What atoll_model_create_part with the same arguments would allocate; fails on the
- * same bad sizes, without allocating any of it. */
+/* What atoll_model_create_on with the same arguments would allocate (ops NULL: the fp32
+ * CPU table); fails on the same bad sizes, without allocating any of it. acts includes the
+ * bf16 table's kept copies (2 bytes a parameter, and its inputs' bf16 activations). */
 int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq, int slots,
-                      atoll_model_mem *out, atoll_err *err);
+                      const struct atoll_ops *ops, atoll_model_mem *out, atoll_err *err);
 /* GPT-2 initialisation (both archs): N(0, 0.02) for matrices and embeddings, residual
  * projections (attn.proj / mlp.proj, llama's attn.o / mlp.down) scaled by 1/sqrt(2L), norm
  * gains 1, biases 0. A part

@@ -5,6 +5,7 @@
 #include "train/train_memory.h"
 
 #include "model/model.h"
+#include "ops/ops.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -38,7 +39,9 @@ static uint64_t bytes_available(void) {
 int atoll_run_check_memory(const atoll_config *c, const atoll_part *part, int dp, int slots, int seq,
                            atoll_err *err) {
   atoll_model_mem mm;
-  if (atoll_model_bytes(&c->model, part, c->batch, seq, slots, &mm, err)) return -1;
+  /* the bf16 CPU table's kept copies count too (the device's tables keep none) */
+  const atoll_ops *ops = strcmp(c->precision, "bf16") == 0 && strcmp(c->device, "cpu") == 0 ? atoll_ops_cpu_bf16() : NULL;
+  if (atoll_model_bytes(&c->model, part, c->batch, seq, slots, ops, &mm, err)) return -1;
   int stage = dp > 1 ? c->zero_stage : 0;
   /* ZeRO-1 shards the moments, ZeRO-2 also the gradients, ZeRO-3 also the weights
    * (their pages are handed back; the unit gathered at a time is left out) */
