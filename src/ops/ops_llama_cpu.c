@@ -6,6 +6,7 @@
 #include "ops/ops_llama_cpu.h"
 
 #include "core/fatal.h"
+#include "ops/exp_approx.h"
 #include "ops/gemm_cpu.h"
 
 #include <cblas.h>
@@ -117,13 +118,15 @@ void atoll_llama_rope(float *x, int B, int T, int H, int hs, float theta, int po
 
 #define BLOCK 4096
 
-static inline float swiglu_value(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+/* silu(g) u = g sigmoid(g) u; exp through atoll_exp_approx so that the loops vectorize */
+static inline float swiglu_value(float g, float u) { return g / (1.0f + atoll_exp_approx(-g)) * u; }
 
 void atoll_llama_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
   size_t nblocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
     size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+#pragma omp simd
     for (size_t i = blk * BLOCK; i < i1; i++) out[i] = swiglu_value(gate[i], up[i]);
   }
 }
@@ -134,6 +137,7 @@ void atoll_llama_swiglu_forward_bf16(uint16_t *out, const float *gate, const flo
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
     size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+#pragma omp simd
     for (size_t i = blk * BLOCK; i < i1; i++) out[i] = atoll_bf16_from_f32(swiglu_value(gate[i], up[i]));
   }
 }
@@ -145,8 +149,9 @@ void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, co
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
     size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+#pragma omp simd
     for (size_t i = blk * BLOCK; i < i1; i++) {
-      float g = gate[i], d = dout[i], s = 1.0f / (1.0f + expf(-g));
+      float g = gate[i], d = dout[i], s = 1.0f / (1.0f + atoll_exp_approx(-g));
       dup[i] = d * g * s;
       dgate[i] = d * up[i] * s * (1.0f + g * (1.0f - s));
     }
@@ -189,11 +194,13 @@ void atoll_llama_gqa_forward(float *out, float *lse, const float *q, const float
             float mx = -INFINITY, sum = 0.0f;
 #pragma omp simd reduction(max : mx)
             for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+#pragma omp simd reduction(+ : sum)
             for (int j = 0; j < n; j++) {
-              row[j] = expf(row[j] - mx);
+              row[j] = atoll_exp_approx(row[j] - mx);
               sum += row[j];
             }
             float inv = 1.0f / sum;
+#pragma omp simd
             for (int j = 0; j < n; j++) row[j] *= inv;
             for (int j = n; j < cols; j++) row[j] = 0.0f;
             lh[i] = mx + logf(sum);
@@ -239,7 +246,8 @@ void atoll_llama_gqa_backward(float *dq, float *dk, float *dv, const float *dout
             for (int i = r0; i < r1; i++) {
               float *row = P + (size_t)(i - r0) * r1;
               float l = lh[i], d = 0.0f;
-              for (int j = 0; j <= i; j++) row[j] = expf(row[j] - l);
+#pragma omp simd
+              for (int j = 0; j <= i; j++) row[j] = atoll_exp_approx(row[j] - l);
               for (int j = i + 1; j < r1; j++) row[j] = 0.0f;
               const float *o = oh + (size_t)i * ldq, *g = gh + (size_t)i * ldq;
               for (int c = 0; c < hs; c++) d += o[c] * g[c];
