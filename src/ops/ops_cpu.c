@@ -100,35 +100,36 @@ static inline void layernorm_stats(const float *xr, int C, float *mean, float *r
   *rstd = 1.0f / sqrtf(v / C + eps);
 }
 
-static void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
-                              const float *b, int N, int C) {
+/* out, or (out NULL) outb: the same values rounded to bf16 for the next product (ops.h) */
+static void layernorm_rows(float *out, uint16_t *outb, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float *xr = x + (size_t)n * C;
-    float *o = out + (size_t)n * C;
     float m, r;
     layernorm_stats(xr, C, &m, &r);
+    if (out) {
+      float *o = out + (size_t)n * C;
 #pragma omp simd
-    for (int c = 0; c < C; c++) o[c] = (xr[c] - m) * r * w[c] + b[c];
+      for (int c = 0; c < C; c++) o[c] = (xr[c] - m) * r * w[c] + b[c];
+    } else {
+      uint16_t *o = outb + (size_t)n * C;
+#pragma omp simd
+      for (int c = 0; c < C; c++) o[c] = atoll_bf16_from_f32((xr[c] - m) * r * w[c] + b[c]);
+    }
     mean[n] = m;
     rstd[n] = r;
   }
 }
 
-/* The same values, written rounded to bf16 for the next product (ops.h). */
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                              const float *b, int N, int C) {
+  layernorm_rows(out, NULL, mean, rstd, x, w, b, N, C);
+}
+
 static void layernorm_forward_bf16(uint16_t *out, float *mean, float *rstd, const float *x, const float *w,
                                    const float *b, int N, int C) {
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++) {
-    const float *xr = x + (size_t)n * C;
-    uint16_t *o = out + (size_t)n * C;
-    float m, r;
-    layernorm_stats(xr, C, &m, &r);
-#pragma omp simd
-    for (int c = 0; c < C; c++) o[c] = atoll_bf16_from_f32((xr[c] - m) * r * w[c] + b[c]);
-    mean[n] = m;
-    rstd[n] = r;
-  }
+  layernorm_rows(NULL, out, mean, rstd, x, w, b, N, C);
 }
 
 static void layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
@@ -482,26 +483,25 @@ static inline float gelu_value(float v) {
   return v * (e / (1.0f + e));
 }
 
-static void gelu_forward(float *out, const float *x, size_t n) {
+/* out, or (out NULL) outb: the same values rounded to bf16 for the next product (ops.h) */
+static void gelu_elements(float *out, uint16_t *outb, const float *x, size_t n) {
   size_t nblocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
     size_t i0 = blk * BLOCK, i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
+    if (out) {
 #pragma omp simd
-    for (size_t i = i0; i < i1; i++) out[i] = gelu_value(x[i]);
+      for (size_t i = i0; i < i1; i++) out[i] = gelu_value(x[i]);
+    } else {
+#pragma omp simd
+      for (size_t i = i0; i < i1; i++) outb[i] = atoll_bf16_from_f32(gelu_value(x[i]));
+    }
   }
 }
 
-/* The same values, written rounded to bf16 for the next product (ops.h). */
-static void gelu_forward_bf16(uint16_t *out, const float *x, size_t n) {
-  size_t nblocks = (n + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; blk++) {
-    size_t i0 = blk * BLOCK, i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
-#pragma omp simd
-    for (size_t i = i0; i < i1; i++) out[i] = atoll_bf16_from_f32(gelu_value(x[i]));
-  }
-}
+static void gelu_forward(float *out, const float *x, size_t n) { gelu_elements(out, NULL, x, n); }
+
+static void gelu_forward_bf16(uint16_t *out, const float *x, size_t n) { gelu_elements(NULL, out, x, n); }
 
 /* n floats rounded to bf16 (round to nearest even). */
 static void round_bf16(uint16_t *dst, const float *src, size_t n) {

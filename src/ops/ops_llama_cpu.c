@@ -27,30 +27,33 @@ static inline float rms_rstd(const float *xr, int C, float eps) {
   return 1.0f / sqrtf(ss / C + eps);
 }
 
-void atoll_llama_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+/* out, or (out NULL) outb: the same values rounded to bf16 for the next products (ops.h) */
+static void rmsnorm_rows(float *out, uint16_t *outb, float *rstd, const float *x, const float *w, int N, int C,
+                         float eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float *xr = x + (size_t)n * C;
-    float *o = out + (size_t)n * C;
     float r = rms_rstd(xr, C, eps);
+    if (out) {
+      float *o = out + (size_t)n * C;
 #pragma omp simd
-    for (int c = 0; c < C; c++) o[c] = xr[c] * r * w[c];
+      for (int c = 0; c < C; c++) o[c] = xr[c] * r * w[c];
+    } else {
+      uint16_t *o = outb + (size_t)n * C;
+#pragma omp simd
+      for (int c = 0; c < C; c++) o[c] = atoll_bf16_from_f32(xr[c] * r * w[c]);
+    }
     rstd[n] = r;
   }
 }
 
-/* The same values, written rounded to bf16 for the next products (ops.h). */
+void atoll_llama_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C, float eps) {
+  rmsnorm_rows(out, NULL, rstd, x, w, N, C, eps);
+}
+
 void atoll_llama_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *x, const float *w, int N, int C,
                                       float eps) {
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++) {
-    const float *xr = x + (size_t)n * C;
-    uint16_t *o = out + (size_t)n * C;
-    float r = rms_rstd(xr, C, eps);
-#pragma omp simd
-    for (int c = 0; c < C; c++) o[c] = atoll_bf16_from_f32(xr[c] * r * w[c]);
-    rstd[n] = r;
-  }
+  rmsnorm_rows(NULL, out, rstd, x, w, N, C, eps);
 }
 
 /* With y = w x r, r = (mean(x^2) + eps)^(-1/2):
@@ -121,25 +124,28 @@ void atoll_llama_rope(float *x, int B, int T, int H, int hs, float theta, int po
 /* silu(g) u = g sigmoid(g) u; exp through atoll_exp_approx so that the loops vectorize */
 static inline float swiglu_value(float g, float u) { return g / (1.0f + atoll_exp_approx(-g)) * u; }
 
-void atoll_llama_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+/* out, or (out NULL) outb: the same values rounded to bf16 for the next product (ops.h) */
+static void swiglu_elements(float *out, uint16_t *outb, const float *gate, const float *up, size_t n) {
   size_t nblocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
-    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+    size_t i0 = blk * BLOCK, i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+    if (out) {
 #pragma omp simd
-    for (size_t i = blk * BLOCK; i < i1; i++) out[i] = swiglu_value(gate[i], up[i]);
+      for (size_t i = i0; i < i1; i++) out[i] = swiglu_value(gate[i], up[i]);
+    } else {
+#pragma omp simd
+      for (size_t i = i0; i < i1; i++) outb[i] = atoll_bf16_from_f32(swiglu_value(gate[i], up[i]));
+    }
   }
 }
 
-/* The same values, written rounded to bf16 for the next product (ops.h). */
+void atoll_llama_swiglu_forward(float *out, const float *gate, const float *up, size_t n) {
+  swiglu_elements(out, NULL, gate, up, n);
+}
+
 void atoll_llama_swiglu_forward_bf16(uint16_t *out, const float *gate, const float *up, size_t n) {
-  size_t nblocks = (n + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; blk++) {
-    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
-#pragma omp simd
-    for (size_t i = blk * BLOCK; i < i1; i++) out[i] = atoll_bf16_from_f32(swiglu_value(gate[i], up[i]));
-  }
+  swiglu_elements(NULL, out, gate, up, n);
 }
 
 /* silu(g) = g s, s = sigmoid(g); silu'(g) = s (1 + g (1 - s)). */
