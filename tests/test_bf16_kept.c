@@ -4,7 +4,9 @@
  *    LayerNorm, GELU, RMSNorm and SwiGLU written in bf16 = the fp32 kernel's output
  *    rounded; a product on
  *    rounded x and w = the bf16 table's product on the fp32 ones (forward at beta 0 and 1,
- *    with and without bias; backward's dx, dw and dbias), including empty sizes;
+ *    with and without bias; backward's dx, dw and dbias), including empty sizes; GELU's
+ *    backward written as the next product's rounded dout with its bias gradient = GELU's
+ *    fp32 backward followed by the bf16 product;
  *  - a whole model created on the bf16 table (kept inputs and weights; and with
  *    atoll_model_keep_weights 0, as under ZeRO-3) against the same model switched to it
  *    after creation (every product rounds its own inputs): the same loss and gradients
@@ -97,6 +99,28 @@ static void check_product(const atoll_ops *h, int N, int C, int OC) {
   free(dx0), free(dw0), free(db0), free(dx1), free(dw1), free(db1), free(dx2), free(dw2), free(db2);
 }
 
+/* GELU's backward writing fc's rounded dout with its bias gradient, then the product on
+ * it, against gelu_backward and the bf16 table's product on the fp32 dout */
+static void test_gelu_into_product(const atoll_ops *h) {
+  int N = 33, C = 48, OC = 200; /* OC: not a whole number of channel chunks */
+  size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+  float *pre = randn(NO, 1.5f), *dout = randn(NO, 1.0f), *x = randn(NC, 1.0f), *w = randn(OCC, 0.3f);
+  float *g = malloc(sizeof(float) * NO), *db1 = randn(OC, 1.0f), *db2 = malloc(sizeof(float) * OC);
+  float *dx1 = malloc(sizeof(float) * NC), *dx2 = malloc(sizeof(float) * NC);
+  float *dw1 = randn(OCC, 1.0f), *dw2 = malloc(sizeof(float) * OCC);
+  uint16_t *gb = malloc(sizeof(uint16_t) * NO), *xb = rounded(x, NC), *wb = rounded(w, OCC);
+  memcpy(db2, db1, sizeof(float) * OC), memcpy(dw2, dw1, sizeof(float) * OCC);
+  h->gelu_backward(g, pre, dout, NO);
+  h->matmul_backward(dx1, dw1, db1, g, x, w, N, C, OC, 0);
+  h->gelu_backward_bf16(gb, db2, pre, dout, N, OC);
+  CHECK(same_rounding(g, gb, NO));
+  h->matmul_backward_rounded(dx2, dw2, gb, xb, wb, N, C, OC, 0);
+  CHECK(memcmp(db1, db2, sizeof(float) * OC) == 0);
+  CHECK(memcmp(dx1, dx2, sizeof(float) * NC) == 0 && memcmp(dw1, dw2, sizeof(float) * OCC) == 0);
+  free(pre), free(dout), free(x), free(w), free(g), free(db1), free(db2), free(dx1), free(dx2), free(dw1), free(dw2);
+  free(gb), free(xb), free(wb);
+}
+
 static void test_products(const atoll_ops *h) {
   check_product(h, 37, 96, 80);
   check_product(h, 64, 128, 384);
@@ -151,10 +175,12 @@ int main(void) {
   }
   const atoll_ops *h = atoll_ops_cpu_bf16();
   CHECK(h->round_bf16 && h->layernorm_forward_bf16 && h->gelu_forward_bf16 && h->rmsnorm_forward_bf16 &&
-        h->swiglu_forward_bf16 && h->matmul_forward_bf16 && h->matmul_backward_bf16);
+        h->swiglu_forward_bf16 && h->matmul_forward_bf16 && h->matmul_backward_bf16 && h->gelu_backward_bf16 &&
+        h->matmul_backward_rounded);
   CHECK(!atoll_ops_cpu()->matmul_forward_bf16); /* the fp32 table rounds nothing */
   test_producers(h);
   test_products(h);
+  test_gelu_into_product(h);
   atoll_shape gpt2 = {.layers = 2, .heads = 4, .dim = 64, .context = 32, .vocab = 96, .arch = "gpt2"};
   atoll_shape llama = {.layers = 2, .heads = 4, .dim = 64, .context = 32, .vocab = 96, .arch = "llama",
                        .kv_heads = 2, .multiple_of = 32};

@@ -431,8 +431,14 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
     atoll_model_product_backward(m, m->d4C, g.fcprojw, g.fcprojb, atoll_model_full_dout(m, m->dres, N), a->fch_gelu,
                                  a->fch_gelu_bf16, p.fcprojw, N, 4 * Cl, C, 0);
     atoll_model_poll(m);
-    o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
-    atoll_model_product_backward(m, m->dC, g.fcw, g.fcb, m->d4C, a->ln2, a->ln2_bf16, p.fcw, N, C, 4 * Cl, 0);
+    if (m->kept) { /* GELU's backward writes fc's rounded dout and sums its bias gradient */
+      o->gelu_backward_bf16(m->d4C_bf16, g.fcb, a->fch, m->d4C, N, 4 * C);
+      o->matmul_backward_rounded(m->dC, g.fcw, m->d4C_bf16, a->ln2_bf16, weight_bf16(m, p.fcw, (size_t)4 * C * C, 0),
+                                 N, C, 4 * C, 0);
+    } else {
+      o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
+      atoll_model_product_backward(m, m->dC, g.fcw, g.fcb, m->d4C, a->ln2, NULL, p.fcw, N, C, 4 * Cl, 0);
+    }
     const float *dln2 = atoll_model_sum_input_grad(m, N);
     atoll_model_poll(m);
     o->layernorm_backward(m->dres, g.ln2w, g.ln2b, dln2, a->res_mid, p.ln2w, a->ln2_mean, a->ln2_rstd, Nl, C);

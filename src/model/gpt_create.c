@@ -175,6 +175,7 @@ static int alloc_buffers(atoll_model *m) {
       if (m->lay.tensors[i].numel > largest) largest = m->lay.tensors[i].numel;
     m->params_bf16 = alloc_bf16(m, m->lay.nparams);
     m->weight_scratch = alloc_bf16(m, largest);
+    if (!m->llama) m->d4C_bf16 = alloc_bf16(m, (size_t)m->max_B * m->max_T * 4 * m->s.dim);
   }
   for (int i = 0; i < m->nslots; i++)
     if (alloc_slot(m, &m->slots[i])) return -1;

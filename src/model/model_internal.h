@@ -68,6 +68,7 @@ struct atoll_model {
    * weight into weight_scratch (the largest tensor's size). */
   int kept, keep_weights;
   uint16_t *params_bf16, *weight_scratch;
+  uint16_t *d4C_bf16; /* kept, GPT-2: fc's output gradient as GELU's backward rounds it */
   slot_acts *slots;
   /* backward scratch */
   float *dres, *dC, *d3C, *d4C;

@@ -79,6 +79,11 @@ typedef struct atoll_ops {
                               int OC, int accumulate);
   void (*matmul_backward_bf16)(float *dx, float *dw, float *dbias, const float *dout, const uint16_t *x,
                                const uint16_t *w, int N, int C, int OC, int accumulate_dx);
+  /* GELU's backward [N,C] written as the next product's rounded dout, with that product's
+   * bias gradient (dbias +=) summed in the same pass; and the product's backward on it */
+  void (*gelu_backward_bf16)(uint16_t *dx, float *dbias, const float *x, const float *dout, int N, int C);
+  void (*matmul_backward_rounded)(float *dx, float *dw, const uint16_t *dout, const uint16_t *x, const uint16_t *w,
+                                  int N, int C, int OC, int accumulate_dx);
 
   /* Causal multi-head attention from qkv [B,T,3C] (q | k | v, heads of size C/NH).
    * out [B,T,C]; lse [B,NH,T] is the softmax log-normaliser saved for backward. */

@@ -255,14 +255,26 @@ static void matmul_backward(float *dx, float *dw, float *dbias, const float *dou
   matmul_backward_with(atoll_gemm_f32, dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
 }
 
+/* Channels per task of a column sum that also rounds every element: a span of up to
+ * WIDE_CHUNK channels read row after row (long contiguous runs the prefetcher follows;
+ * 64-channel chunks read 256 bytes per row and were bound by memory latency), about
+ * one span per thread. Each channel's sum still runs over the rows in order, so the
+ * bits do not depend on the span. */
+#define WIDE_CHUNK 1024
+static int wide_chunk(int cols) {
+  int nt = omp_get_max_threads(), ch = (cols + nt - 1) / nt;
+  ch = (ch + 15) / 16 * 16;
+  return ch > WIDE_CHUNK ? WIDE_CHUNK : ch < 16 ? 16 : ch;
+}
+
 /* dout rounded to bf16 once for both products, in the same pass that sums dbias (split
  * by channel as in matmul_backward_with, so dbias gets the same bits as at fp32). */
 static void bf16_convert_colsum(uint16_t *out, float *colsum, const float *X, int rows, int cols) {
-  int nchunks = (cols + CHUNK - 1) / CHUNK;
+  int span = wide_chunk(cols), nchunks = (cols + span - 1) / span;
 #pragma omp parallel for schedule(static)
   for (int ch = 0; ch < nchunks; ch++) {
-    int j0 = ch * CHUNK, j1 = j0 + CHUNK < cols ? j0 + CHUNK : cols;
-    float acc[CHUNK] = {0};
+    int j0 = ch * span, j1 = j0 + span < cols ? j0 + span : cols;
+    float acc[WIDE_CHUNK] = {0};
     for (int n = 0; n < rows; n++) {
       const float *d = X + (size_t)n * cols;
       uint16_t *o = out + (size_t)n * cols;
@@ -277,6 +289,15 @@ static void bf16_convert_colsum(uint16_t *out, float *colsum, const float *X, in
   }
 }
 
+/* bf16 on inputs and an output gradient already rounded (ops.h) */
+static void matmul_backward_rounded(float *dx, float *dw, const uint16_t *dout, const uint16_t *x, const uint16_t *w,
+                                    int N, int C, int OC, int accumulate_dx) {
+  /* dx[N,C] = dout @ w;  dw[OC,C] += dout^T @ x (empty sums: the engine writes zeros or
+   * leaves C as it is) */
+  atoll_gemm_bf16_bits(0, 0, N, C, OC, 1.0f, dout, OC, w, C, accumulate_dx ? 1.0f : 0.0f, dx, C, NULL);
+  atoll_gemm_bf16_bits(1, 0, OC, C, N, 1.0f, dout, OC, x, C, 1.0f, dw, C, NULL);
+}
+
 /* bf16 on inputs already rounded (ops.h: kept by the caller); dout is rounded here,
  * once for both products. */
 static void matmul_backward_kept(float *dx, float *dw, float *dbias, const float *dout, const uint16_t *x,
@@ -286,10 +307,7 @@ static void matmul_backward_kept(float *dx, float *dw, float *dbias, const float
     bf16_convert_colsum(db, dbias, dout, N, OC);
   else
     atoll_bf16_convert(db, dout, N, OC, OC);
-  /* dx[N,C] = dout @ w;  dw[OC,C] += dout^T @ x (empty sums: the engine writes zeros or
-   * leaves C as it is) */
-  atoll_gemm_bf16_bits(0, 0, N, C, OC, 1.0f, db, OC, w, C, accumulate_dx ? 1.0f : 0.0f, dx, C, NULL);
-  atoll_gemm_bf16_bits(1, 0, OC, C, N, 1.0f, db, OC, x, C, 1.0f, dw, C, NULL);
+  matmul_backward_rounded(dx, dw, db, x, w, N, C, OC, accumulate_dx);
 }
 
 static void matmul_backward_bf16(float *dx, float *dw, float *dbias, const float *dout, const float *x,
@@ -514,22 +532,46 @@ static void round_bf16(uint16_t *dst, const float *src, size_t n) {
   }
 }
 
+/* GELU's derivative at v; with e = exp(2u): 0.5 (1 + tanh u) = e / (1 + e),
+ * sech^2 u = 4 e / (1 + e)^2 */
+static inline float gelu_grad(float v) {
+  float e = gelu_exp2u(v);
+  float r = 1.0f / (1.0f + e);
+  float half_one_plus_tanh = e * r;
+  float sech2 = 4.0f * half_one_plus_tanh * r;
+  return half_one_plus_tanh + 0.5f * v * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
 static void gelu_backward(float *dx, const float *x, const float *dout, size_t n) {
   size_t nblocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
     size_t i0 = blk * BLOCK, i1 = i0 + BLOCK < n ? i0 + BLOCK : n;
 #pragma omp simd
-    for (size_t i = i0; i < i1; i++) {
-      /* with e = exp(2u): 0.5 (1 + tanh u) = e / (1 + e), sech^2 u = 4 e / (1 + e)^2 */
-      float v = x[i];
-      float e = gelu_exp2u(v);
-      float r = 1.0f / (1.0f + e);
-      float half_one_plus_tanh = e * r;
-      float sech2 = 4.0f * half_one_plus_tanh * r;
-      float local = half_one_plus_tanh + 0.5f * v * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
-      dx[i] = local * dout[i];
+    for (size_t i = i0; i < i1; i++) dx[i] = gelu_grad(x[i]) * dout[i];
+  }
+}
+
+/* gelu_backward's dx over N rows of C, written rounded to bf16 for the next product's
+ * backward, its column sums added to dbias in the same pass (spans of channels as in
+ * bf16_convert_colsum: the same bits as gelu_backward followed by the bf16 product). */
+static void gelu_backward_bf16(uint16_t *dx, float *dbias, const float *x, const float *dout, int N, int C) {
+  int span = wide_chunk(C), nchunks = (C + span - 1) / span;
+#pragma omp parallel for schedule(static)
+  for (int ch = 0; ch < nchunks; ch++) {
+    int j0 = ch * span, j1 = j0 + span < C ? j0 + span : C;
+    float acc[WIDE_CHUNK] = {0};
+    for (int n = 0; n < N; n++) {
+      const float *xr = x + (size_t)n * C, *d = dout + (size_t)n * C;
+      uint16_t *o = dx + (size_t)n * C;
+#pragma omp simd
+      for (int j = j0; j < j1; j++) {
+        float g = gelu_grad(xr[j]) * d[j];
+        acc[j - j0] += g;
+        o[j] = atoll_bf16_from_f32(g);
+      }
     }
+    for (int j = j0; j < j1; j++) dbias[j] += acc[j - j0];
   }
 }
 
@@ -616,6 +658,8 @@ static void make_bf16_ops(void) {
   cpu_bf16_ops.swiglu_forward_bf16 = atoll_llama_swiglu_forward_bf16;
   cpu_bf16_ops.matmul_forward_bf16 = matmul_forward_kept;
   cpu_bf16_ops.matmul_backward_bf16 = matmul_backward_kept;
+  cpu_bf16_ops.gelu_backward_bf16 = gelu_backward_bf16;
+  cpu_bf16_ops.matmul_backward_rounded = matmul_backward_rounded;
   /* attention's products in bf16 too, on AMX tiles; without AMX attention stays
    * fp32 (src/ops/attention_bf16.c says why) */
   if (atoll_attention_bf16_available()) {
