@@ -272,6 +272,11 @@ void atoll_model_product_backward(atoll_model *m, float *dx, float *dw, float *d
     m->ops->matmul_backward(dx, dw, dbias, dout, x, w, N, C, OC, accumulate_dx);
 }
 
+void atoll_model_product_backward_rounded(atoll_model *m, float *dx, float *dw, const uint16_t *doutb,
+                                          const uint16_t *xb, const float *w, int N, int C, int OC, int accumulate_dx) {
+  m->ops->matmul_backward_rounded(dx, dw, doutb, xb, weight_bf16(m, w, (size_t)OC * C, 0), N, C, OC, accumulate_dx);
+}
+
 void atoll_model_block_out(atoll_model *m, float *out, const float *resid, const float *x, const uint16_t *xb,
                            const float *w, const float *bias, int N, int K) {
   if (!m->kept) {
@@ -433,8 +438,7 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
     atoll_model_poll(m);
     if (m->kept) { /* GELU's backward writes fc's rounded dout and sums its bias gradient */
       o->gelu_backward_bf16(m->d4C_bf16, g.fcb, a->fch, m->d4C, N, 4 * C);
-      o->matmul_backward_rounded(m->dC, g.fcw, m->d4C_bf16, a->ln2_bf16, weight_bf16(m, p.fcw, (size_t)4 * C * C, 0),
-                                 N, C, 4 * C, 0);
+      atoll_model_product_backward_rounded(m, m->dC, g.fcw, m->d4C_bf16, a->ln2_bf16, p.fcw, N, C, 4 * C, 0);
     } else {
       o->gelu_backward(m->d4C, a->fch, m->d4C, (size_t)N * 4 * Cl);
       atoll_model_product_backward(m, m->dC, g.fcw, g.fcb, m->d4C, a->ln2, NULL, p.fcw, N, C, 4 * Cl, 0);

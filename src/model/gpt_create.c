@@ -20,6 +20,15 @@ static float *alloc_f(atoll_model *m, size_t n) {
     m->counted += bytes;
     return (float *)m; /* never dereferenced: a counting model runs no pass */
   }
+  if (m->nallocs == m->allocs_cap) { /* grown as needed: the buffers' count varies by arch and precision */
+    void **grown = realloc(m->allocs, sizeof(void *) * 2 * (size_t)m->allocs_cap);
+    if (!grown) {
+      m->alloc_failed = 1;
+      return NULL;
+    }
+    m->allocs = grown;
+    m->allocs_cap *= 2;
+  }
   void *p = m->ops->alloc(bytes);
   m->allocs[m->nallocs++] = p;
   return p;
@@ -40,7 +49,17 @@ void atoll_model_set_ops(atoll_model *m, const atoll_ops *ops) {
 
 const atoll_ops *atoll_model_ops(const atoll_model *m) { return m->ops; }
 
-void atoll_model_keep_weights(atoll_model *m, int on) { m->keep_weights = on; }
+void atoll_model_keep_weights(atoll_model *m, int on) {
+  if (!on && m->params_bf16) { /* hand the mapping back: ZeRO-3 keeps no full-size buffer of weights */
+    for (int i = 0; i < m->nallocs; i++)
+      if (m->allocs[i] == (void *)m->params_bf16) {
+        m->ops->free(m->allocs[i]);
+        m->allocs[i] = NULL;
+      }
+    m->params_bf16 = NULL;
+  }
+  m->keep_weights = on && m->params_bf16;
+}
 
 int atoll_model_create(atoll_model **out, const atoll_shape *s, int max_batch, int max_seq,
                        atoll_err *err) {
@@ -175,7 +194,7 @@ static int alloc_buffers(atoll_model *m) {
       if (m->lay.tensors[i].numel > largest) largest = m->lay.tensors[i].numel;
     m->params_bf16 = alloc_bf16(m, m->lay.nparams);
     m->weight_scratch = alloc_bf16(m, largest);
-    if (!m->llama) m->d4C_bf16 = alloc_bf16(m, (size_t)m->max_B * m->max_T * 4 * m->s.dim);
+    m->d4C_bf16 = alloc_bf16(m, (size_t)m->max_B * m->max_T * (m->llama ? 2 * (size_t)m->Hl : 4 * (size_t)m->s.dim));
   }
   for (int i = 0; i < m->nslots; i++)
     if (alloc_slot(m, &m->slots[i])) return -1;
@@ -190,6 +209,7 @@ static int alloc_buffers(atoll_model *m) {
     m->host_losses = malloc(N * sizeof(float));
     if (!m->host_losses) return -1;
   }
+  if (m->alloc_failed) return -1;
   for (int i = 0; i < m->nallocs; i++)
     if (!m->allocs[i]) return -1;
   return 0;
@@ -209,7 +229,8 @@ int atoll_model_create_on(atoll_model **out, const atoll_shape *s, const atoll_p
     atoll_model_destroy(m);
     return -1;
   }
-  m->allocs = calloc((size_t)(32 + slots * (16 + part->chunks + 16 * m->nblocks)), sizeof(void *));
+  m->allocs_cap = 32 + slots * (16 + part->chunks + 16 * m->nblocks);
+  m->allocs = calloc((size_t)m->allocs_cap, sizeof(void *));
   if (!m->allocs || !m->slots || alloc_buffers(m)) {
     size_t nparams = m->lay.nparams;
     atoll_model_destroy(m);
@@ -231,7 +252,9 @@ int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batc
   if (rc == 0) {
     out->weights = m->lay.nparams * sizeof(float);
     out->grads = out->weights;
-    out->acts = m->counted - out->weights - out->grads;
+    /* params_bf16 as alloc_bf16 counts it: (n + 1) / 2 floats */
+    out->weights_bf16 = m->kept ? (m->lay.nparams + 1) / 2 * sizeof(float) : 0;
+    out->acts = m->counted - out->weights - out->grads - out->weights_bf16;
   }
   atoll_model_destroy(m);
   return rc;

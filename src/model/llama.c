@@ -64,9 +64,16 @@ void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int
   atoll_model_product_backward(m, dgate, g.wd, NULL, atoll_model_full_dout(m, m->dres, N), a->fch_gelu,
                                a->fch_gelu_bf16, p.wd, N, Hl, C, 0);
   atoll_model_poll(m);
-  o->swiglu_backward(dgate, dup, dgate, a->fch, a->up, NH);
-  atoll_model_product_backward(m, m->dC, g.wg, NULL, dgate, a->ln2, a->ln2_bf16, p.wg, N, C, Hl, 0);
-  atoll_model_product_backward(m, m->dC, g.wu, NULL, dup, a->ln2, a->ln2_bf16, p.wu, N, C, Hl, 1);
+  if (m->kept) { /* SwiGLU's backward writes the gate and up products' rounded douts */
+    uint16_t *dgateb = m->d4C_bf16, *dupb = m->d4C_bf16 + NH;
+    o->swiglu_backward_bf16(dgateb, dupb, dgate, a->fch, a->up, NH);
+    atoll_model_product_backward_rounded(m, m->dC, g.wg, dgateb, a->ln2_bf16, p.wg, N, C, Hl, 0);
+    atoll_model_product_backward_rounded(m, m->dC, g.wu, dupb, a->ln2_bf16, p.wu, N, C, Hl, 1);
+  } else {
+    o->swiglu_backward(dgate, dup, dgate, a->fch, a->up, NH);
+    atoll_model_product_backward(m, m->dC, g.wg, NULL, dgate, a->ln2, NULL, p.wg, N, C, Hl, 0);
+    atoll_model_product_backward(m, m->dC, g.wu, NULL, dup, a->ln2, NULL, p.wu, N, C, Hl, 1);
+  }
   const float *dn2 = atoll_model_sum_input_grad(m, N);
   atoll_model_poll(m);
   o->rmsnorm_backward(m->dres, g.n2, dn2, a->res_mid, p.n2, a->ln2_rstd, Nl, C);

@@ -30,8 +30,9 @@ void atoll_model_destroy(atoll_model *m);
  * bf16; the new table must use the same memory (the same alloc), or the process ends. */
 void atoll_model_set_ops(atoll_model *m, const struct atoll_ops *ops);
 /* With the bf16 CPU table: 1 (the default) keeps each weight matrix's bf16 copy from
- * forward to backward (2 bytes a parameter), 0 rounds it again in backward (ZeRO-3,
- * whose weights are not resident between the two). The same bits either way. */
+ * forward to backward (2 bytes a parameter), 0 rounds it again in backward and hands
+ * the copy's memory back, for good (ZeRO-3, whose weights are not resident between the
+ * two). The same bits either way. */
 void atoll_model_keep_weights(atoll_model *m, int on);
 /* The kernel table; its memory ops reach the model's buffers. */
 const struct atoll_ops *atoll_model_ops(const atoll_model *m);
@@ -41,10 +42,11 @@ typedef struct {
   size_t weights; /* the flat parameter buffer */
   size_t grads;   /* the flat gradient buffer */
   size_t acts;    /* activations of every slot and the backward scratch */
+  size_t weights_bf16; /* the bf16 table's kept copy of the weights (0 without it) */
 } atoll_model_mem;
 /* What atoll_model_create_on with the same arguments would allocate (ops NULL: the fp32
- * CPU table); fails on the same bad sizes, without allocating any of it. acts includes the
- * bf16 table's kept copies (2 bytes a parameter, and its inputs' bf16 activations). */
+ * CPU table); fails on the same bad sizes, without allocating any of it. With the bf16
+ * table acts holds its inputs' bf16 activations and weights_bf16 its weights' copy. */
 int atoll_model_bytes(const atoll_shape *s, const atoll_part *part, int max_batch, int max_seq, int slots,
                       const struct atoll_ops *ops, atoll_model_mem *out, atoll_err *err);
 /* GPT-2 initialisation (both archs): N(0, 0.02) for matrices and embeddings, residual

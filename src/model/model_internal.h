@@ -68,7 +68,7 @@ struct atoll_model {
    * weight into weight_scratch (the largest tensor's size). */
   int kept, keep_weights;
   uint16_t *params_bf16, *weight_scratch;
-  uint16_t *d4C_bf16; /* kept, GPT-2: fc's output gradient as GELU's backward rounds it */
+  uint16_t *d4C_bf16; /* kept: fc's output gradient as GELU's backward rounds it (llama: dgate, dup) */
   slot_acts *slots;
   /* backward scratch */
   float *dres, *dC, *d3C, *d4C;
@@ -79,7 +79,7 @@ struct atoll_model {
   atoll_model_tp tpc;      /* collectives of the tensor-parallel group */
   /* all allocations, freed together */
   void **allocs;
-  int nallocs;
+  int nallocs, allocs_cap, alloc_failed;
   /* atoll_model_bytes: alloc_f only adds up the bytes, so the estimate is the
    * allocation code itself and cannot drift from it */
   int count_only;
@@ -100,6 +100,10 @@ void atoll_model_product_forward(atoll_model *m, float *out, const float *x, con
 void atoll_model_product_backward(atoll_model *m, float *dx, float *dw, float *dbias, const float *dout,
                                   const float *x, const uint16_t *xb, const float *w, int N, int C, int OC,
                                   int accumulate_dx);
+/* kept only: the backward of a product whose output gradient its producer already
+ * rounded (doutb) and whose bias gradient it summed */
+void atoll_model_product_backward_rounded(atoll_model *m, float *dx, float *dw, const uint16_t *doutb,
+                                          const uint16_t *xb, const float *w, int N, int C, int OC, int accumulate_dx);
 void atoll_model_block_out(atoll_model *m, float *out, const float *resid, const float *x, const uint16_t *xb,
                            const float *w, const float *bias, int N, int K);
 void atoll_model_norm_forward(atoll_model *m, float *out, uint16_t *outb, float *mean, float *rstd, const float *x,

@@ -659,6 +659,7 @@ static void make_bf16_ops(void) {
   cpu_bf16_ops.matmul_forward_bf16 = matmul_forward_kept;
   cpu_bf16_ops.matmul_backward_bf16 = matmul_backward_kept;
   cpu_bf16_ops.gelu_backward_bf16 = gelu_backward_bf16;
+  cpu_bf16_ops.swiglu_backward_bf16 = atoll_llama_swiglu_backward_bf16;
   cpu_bf16_ops.matmul_backward_rounded = matmul_backward_rounded;
   /* attention's products in bf16 too, on AMX tiles; without AMX attention stays
    * fp32 (src/ops/attention_bf16.c says why) */

@@ -149,6 +149,13 @@ void atoll_llama_swiglu_forward_bf16(uint16_t *out, const float *gate, const flo
 }
 
 /* silu(g) = g s, s = sigmoid(g); silu'(g) = s (1 + g (1 - s)). */
+/* dgate and dup of one element (the derivatives above) */
+static inline void swiglu_grads(float g, float u, float d, float *dgate, float *dup) {
+  float s = 1.0f / (1.0f + atoll_exp_approx(-g));
+  *dup = d * g * s;
+  *dgate = d * u * s * (1.0f + g * (1.0f - s));
+}
+
 void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                                  size_t n) {
   size_t nblocks = (n + BLOCK - 1) / BLOCK;
@@ -157,9 +164,27 @@ void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, co
     size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
 #pragma omp simd
     for (size_t i = blk * BLOCK; i < i1; i++) {
-      float g = gate[i], d = dout[i], s = 1.0f / (1.0f + atoll_exp_approx(-g));
-      dup[i] = d * g * s;
-      dgate[i] = d * up[i] * s * (1.0f + g * (1.0f - s));
+      float dg, du;
+      swiglu_grads(gate[i], up[i], dout[i], &dg, &du);
+      dup[i] = du;
+      dgate[i] = dg;
+    }
+  }
+}
+
+/* The same gradients, written rounded to bf16 as the gate and up products' douts (ops.h). */
+void atoll_llama_swiglu_backward_bf16(uint16_t *dgate, uint16_t *dup, const float *dout, const float *gate,
+                                      const float *up, size_t n) {
+  size_t nblocks = (n + BLOCK - 1) / BLOCK;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; blk++) {
+    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+#pragma omp simd
+    for (size_t i = blk * BLOCK; i < i1; i++) {
+      float dg, du;
+      swiglu_grads(gate[i], up[i], dout[i], &dg, &du);
+      dup[i] = atoll_bf16_from_f32(du);
+      dgate[i] = atoll_bf16_from_f32(dg);
     }
   }
 }

@@ -16,6 +16,8 @@ void atoll_llama_swiglu_forward(float *out, const float *gate, const float *up, 
 void atoll_llama_swiglu_forward_bf16(uint16_t *out, const float *gate, const float *up, size_t n);
 void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                                  size_t n);
+void atoll_llama_swiglu_backward_bf16(uint16_t *dgate, uint16_t *dup, const float *dout, const float *gate,
+                                      const float *up, size_t n);
 void atoll_llama_gqa_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
                              int Tk, int NH, int NKV, int hs);
 void atoll_llama_gqa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,

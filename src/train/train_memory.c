@@ -49,7 +49,9 @@ int atoll_run_check_memory(const atoll_config *c, const atoll_part *part, int dp
   double weights = stage >= 3 ? shard : (double)mm.weights;
   double grads = stage >= 2 ? shard : (double)mm.grads;
   double moments = 2.0 * (stage >= 1 ? shard : (double)mm.weights); /* m and v, also with SGD */
-  double state = weights + grads + moments, acts = (double)mm.acts;
+  /* the bf16 table's kept copy of the weights; ZeRO-3 hands it back (atoll_model_keep_weights) */
+  double kept = stage >= 3 ? 0.0 : (double)mm.weights_bf16;
+  double state = weights + grads + moments + kept, acts = (double)mm.acts;
   /* With a device the host holds copies of the weights and moments (checkpoints, the
    * weights' hash: train.c's host_params, state.m and state.v). A GPU holds the rest,
    * and its memory is not checked here (its allocator refuses what does not fit); the
