@@ -10,7 +10,8 @@
  *  - a whole model created on the bf16 table (kept inputs and weights; and with
  *    atoll_model_keep_weights 0, as under ZeRO-3) against the same model switched to it
  *    after creation (every product rounds its own inputs): the same loss and gradients
- *    bit for bit over two accumulated micro-batches, for GPT-2 and Llama.
+ *    bit for bit over two accumulated micro-batches, for GPT-2 and Llama;
+ *  - atoll_model_bytes counts the kept weight copy apart from the activations.
  * Skipped (exit 77) where bf16 cannot run. */
 #include "check.h"
 #include "core/rng.h"
@@ -167,6 +168,19 @@ static void test_model(const atoll_shape *s) {
   for (int k = 0; k < 3; k++) atoll_model_destroy(ms[k]);
 }
 
+/* the start-up memory estimate counts the kept copies: 2 bytes a parameter of weights, and
+ * fewer activation bytes than at fp32 (bf16 copies instead of fp32 ln_1, ln_2, GELU) */
+static void test_bytes(const atoll_shape *s) {
+  atoll_err err;
+  atoll_part whole = atoll_part_whole();
+  atoll_model_mem f, h;
+  CHECK_OK(atoll_model_bytes(s, &whole, 4, 32, 1, NULL, &f, &err), &err);
+  CHECK_OK(atoll_model_bytes(s, &whole, 4, 32, 1, atoll_ops_cpu_bf16(), &h, &err), &err);
+  size_t P = f.weights / sizeof(float);
+  CHECK(f.weights_bf16 == 0 && h.weights_bf16 >= 2 * P && h.weights_bf16 <= 2 * P + 4);
+  CHECK(h.weights == f.weights && h.grads == f.grads && h.acts < f.acts);
+}
+
 int main(void) {
   atoll_rng_seed(&rng, 20261202);
   if (atoll_gemm_bf16_check(NULL) != 0) {
@@ -186,5 +200,7 @@ int main(void) {
                        .kv_heads = 2, .multiple_of = 32};
   test_model(&gpt2);
   test_model(&llama);
+  test_bytes(&gpt2);
+  test_bytes(&llama);
   CHECK_DONE();
 }
