@@ -156,37 +156,37 @@ static inline void swiglu_grads(float g, float u, float d, float *dgate, float *
   *dgate = d * u * s * (1.0f + g * (1.0f - s));
 }
 
-void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                                 size_t n) {
+/* dgate and dup, or (dgate NULL) dgateb and dupb: the same rounded to bf16 as the gate
+ * and up products' douts (ops.h). dgate may be dout itself. */
+static void swiglu_backward_elements(float *dgate, float *dup, uint16_t *dgateb, uint16_t *dupb, const float *dout,
+                                     const float *gate, const float *up, size_t n) {
   size_t nblocks = (n + BLOCK - 1) / BLOCK;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; blk++) {
-    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+    size_t i0 = blk * BLOCK, i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
+    if (dgate) {
 #pragma omp simd
-    for (size_t i = blk * BLOCK; i < i1; i++) {
-      float dg, du;
-      swiglu_grads(gate[i], up[i], dout[i], &dg, &du);
-      dup[i] = du;
-      dgate[i] = dg;
+      for (size_t i = i0; i < i1; i++) swiglu_grads(gate[i], up[i], dout[i], &dgate[i], &dup[i]);
+    } else {
+#pragma omp simd
+      for (size_t i = i0; i < i1; i++) {
+        float dg, du;
+        swiglu_grads(gate[i], up[i], dout[i], &dg, &du);
+        dgateb[i] = atoll_bf16_from_f32(dg);
+        dupb[i] = atoll_bf16_from_f32(du);
+      }
     }
   }
 }
 
-/* The same gradients, written rounded to bf16 as the gate and up products' douts (ops.h). */
+void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                                 size_t n) {
+  swiglu_backward_elements(dgate, dup, NULL, NULL, dout, gate, up, n);
+}
+
 void atoll_llama_swiglu_backward_bf16(uint16_t *dgate, uint16_t *dup, const float *dout, const float *gate,
                                       const float *up, size_t n) {
-  size_t nblocks = (n + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; blk++) {
-    size_t i1 = (blk + 1) * BLOCK < n ? (blk + 1) * BLOCK : n;
-#pragma omp simd
-    for (size_t i = blk * BLOCK; i < i1; i++) {
-      float dg, du;
-      swiglu_grads(gate[i], up[i], dout[i], &dg, &du);
-      dup[i] = atoll_bf16_from_f32(du);
-      dgate[i] = atoll_bf16_from_f32(dg);
-    }
-  }
+  swiglu_backward_elements(NULL, NULL, dgate, dup, dout, gate, up, n);
 }
 
 /* ---------------------------------------------------- grouped-query attention --- */
