@@ -80,9 +80,10 @@ typedef struct atoll_ops {
   void (*matmul_backward_bf16)(float *dx, float *dw, float *dbias, const float *dout, const uint16_t *x,
                                const uint16_t *w, int N, int C, int OC, int accumulate_dx);
   /* GELU's backward [N,C] written as the next product's rounded dout, with that product's
-   * bias gradient (dbias +=) summed in the same pass; and the product's backward on it */
+   * bias gradient (dbias +=) summed in the same pass; swiglu_backward's dgate and dup
+   * written rounded as the gate and up products' douts (no biases); and the backward
+   * of a product on such a rounded dout */
   void (*gelu_backward_bf16)(uint16_t *dx, float *dbias, const float *x, const float *dout, int N, int C);
-  /* swiglu_backward's dgate and dup, written rounded as the gate and up products' douts */
   void (*swiglu_backward_bf16)(uint16_t *dgate, uint16_t *dup, const float *dout, const float *gate,
                                const float *up, size_t n);
   void (*matmul_backward_rounded)(float *dx, float *dw, const uint16_t *dout, const uint16_t *x, const uint16_t *w,
