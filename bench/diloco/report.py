@@ -678,6 +678,12 @@ def markdown(rows, out):
             vs = "" if re.fullmatch(r"dp4_len\d+", r["dp"]) else f" (vs `{r['dp']}`)"
             L.append(f"| `{r['row']}`{vs} | {r['split_step']} | {r['H']} | {r['outer_lr']:.2g} | {r['fragments']} | {r['outer_dtype']} | {r['syncs']} | "
                      f"{r['final_val_loss']:.4f} | {r['gap_pct']:+.2f}% | {r['bytes_ratio']:.0f}x | {g} |")
+    def sync_cells(e, cols):
+        """a continued row's gap at each sync column, the compared row's in brackets"""
+        mine, other = e.get("gap_at_syncs", {}), e.get("against_gap_at_syncs", {})
+        return " | ".join("" if st not in mine else f"{mine[st]:+.2f} ({other[st]:+.2f})" if st in other else
+                          f"{mine[st]:+.2f}" for st in cols)
+
     r5 = out.get("round5") or []
     if r5:
         cols = list(range(900, 3001, 300))
@@ -687,9 +693,7 @@ def markdown(rows, out):
               "| row | against | split | syncs | final val loss | gap | gap of the other | bytes ratio | " + " | ".join(map(str, cols)) + " |",
               "|---|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(cols)]
         for e in r5:
-            g = " | ".join("" if st not in e.get("gap_at_syncs", {}) else
-                           f"{e['gap_at_syncs'][st]:+.2f} ({e['against_gap_at_syncs'][st]:+.2f})" if st in e.get("against_gap_at_syncs", {}) else
-                           f"{e['gap_at_syncs'][st]:+.2f}" for st in cols)
+            g = sync_cells(e, cols)
             og = "" if e["against_gap_pct"] is None else f"{e['against_gap_pct']:+.2f}%"
             L.append(f"| `{e['row']}` | `{e['against']}` | {e['split_step']} | {e['syncs']} | {e['final_val_loss']:.4f} | "
                      f"{e['gap_pct']:+.2f}% | {og} | {e['bytes_ratio']:.0f}x | {g} |")
@@ -703,9 +707,7 @@ def markdown(rows, out):
               "| row | knob | against | split | H | syncs | final val loss | gap | gap vs v5 DP | gap of the other | bytes ratio | target met | "
               + " | ".join(map(str, cols)) + " |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|" + "---:|" * len(cols)]
         for e in r6:
-            g = " | ".join("" if st not in e.get("gap_at_syncs", {}) else
-                           f"{e['gap_at_syncs'][st]:+.2f} ({e['against_gap_at_syncs'][st]:+.2f})" if st in e.get("against_gap_at_syncs", {}) else
-                           f"{e['gap_at_syncs'][st]:+.2f}" for st in cols)
+            g = sync_cells(e, cols)
             og = "" if e["against_gap_pct"] is None else f"{e['against_gap_pct']:+.2f}%"
             v5 = "" if e.get("gap_vs_v5_pct") is None else f"{e['gap_vs_v5_pct']:+.2f}%"
             vs = "" if e["dp"] == "dp4_len3" else f" (vs `{e['dp']}`)"

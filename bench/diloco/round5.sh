@@ -16,14 +16,7 @@ LR=$(cat "$WORK/inner_lr") SEED=1337
 SL=$((LONG * S)) WL=$((LONG * S / 5)) EV=$((S / 20 > 0 ? S / 20 : 1))
 DPL="--steps $SL --warmup $((SL / 20)) --min-lr-ratio 0.1 --eval-every $EV --lr $LR --seed $SEED"
 R5ROWS="dp4_len${LONG}_v5_to100 dp4_len${LONG}_v5 k4_h100_cont_len$LONG k4_h100_cont40_len$LONG k4_h100_cont_len${LONG}_blocks"
-# the machine's load, once a minute while this round runs
-( while sleep 60; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$WORK/loadavg_round5.log"; done ) &
-LOADLOG5=$!
-trap 'kill $LOADLOG5 2>/dev/null || true' EXIT
-# rows.txt keeps the earlier rounds' rows; this round's lines are written again
-touch "$WORK/rows.txt"
-for n in $R5ROWS; do sed -i "/^$n /d" "$WORK/rows.txt"; done
-echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\", \"atoll_v5_sha256\": \"$SHA\", \"load_average_at_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"git_commit\": \"$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)\"}" > "$WORK/meta_round5.json"
+round_start 5 "$R5ROWS"
 # 0. sanity: dp4_lenN's command (up to --save-every) with the new binary, stopped at step
 # 100; report.py compares its losses with dp4_lenN's first 100 steps
 run_row dp4_len${LONG}_v5_to100 4 "$BASE $DPL --save-every 0 --stop-after 100" dp4_len$LONG

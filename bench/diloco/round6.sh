@@ -17,12 +17,7 @@ DIL="--save-every 0 $WAN"
 # flags of a continued warm row from checkpoint $1 at H = $2 and outer lr $3
 cont() { echo "$DPL --init-from $1 --init-optim 1 --init-step 1 $DIL --islands 4 --sync-every $(h $2) --outer-optimizer nesterov --outer-lr $3 --outer-momentum 0.9"; }
 R6ROWS="k4_h100_cont40_len${LONG}_stream_fp4 k4_h150_cont40_len${LONG}_stream_fp4 k4_h100_cont_len${LONG}_olr0.4 dp4_len${LONG}_v5_from${WL}_to$W25 k4_h100_cont25_len$LONG k4_h150_cont_len${LONG}_fp4 k4_h100_cont40_len${LONG}_stream_fp4_seed2"
-( while sleep 60; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$WORK/loadavg_round6.log"; done ) &
-LOADLOG6=$!
-trap 'kill $LOADLOG6 2>/dev/null || true' EXIT
-touch "$WORK/rows.txt"
-for n in $R6ROWS; do sed -i "/^$n /d" "$WORK/rows.txt"; done
-echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\", \"atoll_v5_sha256\": \"$SHA\", \"load_average_at_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"git_commit\": \"$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)\"}" > "$WORK/meta_round6.json"
+round_start 6 "$R6ROWS"
 # Two lanes at once (2 cores): A = 1. streaming fp4 from the 40% split, then 3a. the 25%
 # split's checkpoint (DP continued exactly from its 20% checkpoint to step W25: dp4_lenN's
 # flags, --init-step 1, stopped with a checkpoint; report.py compares its losses with

@@ -196,6 +196,18 @@ report() {
   if [ $QUICK = 1 ]; then "$PY" "$HERE/report.py" "$WORK" "$WORK"; else "$PY" "$HERE/report.py" "$WORK" "$HERE"; fi
 }
 
+# A later round's start (round5.sh, round6.sh; $1 its number, $2 its rows): the load once
+# a minute into loadavg_round$1.log, its rows taken out of rows.txt (which keeps the earlier
+# rounds'; each row's line is written again when it ends), and meta_round$1.json.
+round_start() {
+  ( while sleep 60; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$WORK/loadavg_round$1.log"; done ) &
+  ROUND_LOADLOG=$!
+  trap 'kill $ROUND_LOADLOG 2>/dev/null || true' EXIT
+  touch "$WORK/rows.txt"
+  for n in $2; do sed -i "/^$n /d" "$WORK/rows.txt"; done
+  echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\", \"atoll_v5_sha256\": \"$SHA\", \"load_average_at_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"git_commit\": \"$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)\"}" > "$WORK/meta_round$1.json"
+}
+
 [ $ROUND5 = 1 ] && [ $LONG = 1 ] && { echo "run.sh: --round5 wants --long N (its rows continue dp4_lenN)" >&2; exit 2; }
 [ $ROUND5 = 1 ] && . "$HERE/round5.sh" # runs the fifth round's rows, the report, and exits
 [ $ROUND6 = 1 ] && [ $LONG = 1 ] && { echo "run.sh: --round6 wants --long N (its rows continue dp4_lenN)" >&2; exit 2; }
