@@ -4,7 +4,8 @@
  * offsets on every rank (the model code never changes), but only the pages a rank is
  * using are resident: atoll_mem_release zeroes a range and returns its whole pages
  * to the kernel (madvise MADV_DONTNEED on private anonymous memory reads back as
- * zeros), so peak RSS follows the ZeRO formula instead of the full model. */
+ * zeros), so peak RSS follows the ZeRO formula instead of the full model. Buffers of
+ * 4 MiB and more ask for transparent huge pages (mem.c says why). */
 #ifndef ATOLL_MEM_H
 #define ATOLL_MEM_H
 
