@@ -260,28 +260,44 @@ typedef struct {
 
 /* ------------------------------------------------------------------ forward --- */
 
+/* The softmax loops run over whole groups of LANES columns: the rows' lengths change by
+ * one from row to row, and a scalar remainder loop (up to 15 exponentials per row) had
+ * cost about as much as the vector loop. Columns past a row's end, up to the next
+ * multiple of LANES, lie inside its stride and take part as zeros. */
+#define LANES 16
+
 /* Softmax of each scaled score row of a block's query rows r0..r1 (row i sees keys
- * 0..p0+i; scores at stride ld), written as bf16 rows of stride lda into P (zero past
- * the diagonal, up to lda); each row's log-sum-exp in lse. */
+ * 0..p0+i; scores at stride ld, a multiple of LANES), written as bf16 rows of stride lda
+ * (>= the row's length rounded up to LANES) into P (zero past the diagonal, up to lda);
+ * each row's log-sum-exp in lse. */
 static void block_softmax(uint16_t *P, int lda, float *S, int ld, int r0, int r1, int p0, float *lse) {
   for (int i = r0; i < r1; i++) {
     float *row = S + (size_t)(i - r0) * ld;
     uint16_t *p = P + (size_t)(i - r0) * lda;
-    int n = p0 + i + 1;
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) {
-      row[j] = atoll_exp_approx(row[j] - mx);
-      sum += row[j];
-    }
-    float inv = 1.0f / sum;
+    int n = p0 + i + 1, nl = round_up(n, LANES);
+    for (int j = n; j < nl; j++) row[j] = -INFINITY;
+    float mx[LANES], acc[LANES];
+    for (int l = 0; l < LANES; l++) mx[l] = -INFINITY, acc[l] = 0.0f;
+    for (int j0 = 0; j0 < nl; j0 += LANES)
 #pragma omp simd
-    for (int j = 0; j < n; j++) p[j] = atoll_bf16_from_f32(row[j] * inv);
-    for (int j = n; j < lda; j++) p[j] = 0;
-    lse[i] = mx + logf(sum);
+      for (int l = 0; l < LANES; l++) mx[l] = row[j0 + l] > mx[l] ? row[j0 + l] : mx[l];
+    float m = mx[0];
+    for (int l = 1; l < LANES; l++) m = mx[l] > m ? mx[l] : m;
+    for (int j0 = 0; j0 < nl; j0 += LANES)
+#pragma omp simd
+      for (int l = 0; l < LANES; l++) {
+        float e = j0 + l < n ? atoll_exp_approx(row[j0 + l] - m) : 0.0f;
+        row[j0 + l] = e;
+        acc[l] += e;
+      }
+    float sum = 0.0f;
+    for (int l = 0; l < LANES; l++) sum += acc[l];
+    float inv = 1.0f / sum;
+    for (int j0 = 0; j0 < nl; j0 += LANES)
+#pragma omp simd
+      for (int l = 0; l < LANES; l++) p[j0 + l] = atoll_bf16_from_f32(row[j0 + l] * inv);
+    for (int j = nl; j < lda; j++) p[j] = 0;
+    lse[i] = m + logf(sum);
   }
 }
 
@@ -342,9 +358,9 @@ TARGET static void backward_head(const buffers *w, const dims *d, const head_io 
     for (int i = r0; i < r1; i++) {
       float *row = w->s + (size_t)(i - r0) * tk, l = io->lse[i];
       int n = i + 1;
+      for (int j0 = 0; j0 < round_up(r1, LANES); j0 += LANES) /* zero past the diagonal */
 #pragma omp simd
-      for (int j = 0; j < n; j++) row[j] = atoll_exp_approx(row[j] - l);
-      for (int j = n; j < r1; j++) row[j] = 0.0f;
+        for (int c = 0; c < LANES; c++) row[j0 + c] = j0 + c < n ? atoll_exp_approx(row[j0 + c] - l) : 0.0f;
       const float *o = io->out + (size_t)i * ldo, *g = io->dout + (size_t)i * ldo;
       float dd = 0.0f;
 #pragma omp simd reduction(+ : dd)
