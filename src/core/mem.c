@@ -41,6 +41,9 @@ void atoll_mem_release(float *buf, size_t begin, size_t end) {
     return;
   }
   memset((void *)lo, 0, plo - lo);
+  /* no huge pages here any more: the kernel's background merger would fill a handed-back
+   * 2 MiB block again around the few pages still resident in it */
+  madvise((void *)plo, phi - plo, MADV_NOHUGEPAGE);
   madvise((void *)plo, phi - plo, MADV_DONTNEED);
   memset((void *)phi, 0, hi - phi);
 }

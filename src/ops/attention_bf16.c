@@ -358,7 +358,9 @@ TARGET static void backward_head(const buffers *w, const dims *d, const head_io 
     for (int i = r0; i < r1; i++) {
       float *row = w->s + (size_t)(i - r0) * tk, l = io->lse[i];
       int n = i + 1;
-      for (int j0 = 0; j0 < round_up(r1, LANES); j0 += LANES) /* zero past the diagonal */
+      int rl = round_up(r1, LANES);
+      for (int j = r1; j < rl; j++) row[j] = 0.0f; /* not written by the product: read below */
+      for (int j0 = 0; j0 < rl; j0 += LANES) /* zero past the diagonal */
 #pragma omp simd
         for (int c = 0; c < LANES; c++) row[j0 + c] = j0 + c < n ? atoll_exp_approx(row[j0 + c] - l) : 0.0f;
       const float *o = io->out + (size_t)i * ldo, *g = io->dout + (size_t)i * ldo;
