@@ -15,10 +15,10 @@ void *atoll_mem_alloc(size_t bytes) {
   void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return NULL;
   /* Large buffers (activations, weights, optimizer state) ask for transparent huge pages
-   * (where the kernel gives them only on request, as Debian's does): the passes that read
-   * a head's rows at a stride of several kilobytes then miss the TLB far less. A bf16
-   * step at bench/README.md's shape took 1.6% less time. Advice only: nothing fails
-   * without it. */
+   * (where the kernel gives them only on request, as Debian's does), meant to cut TLB
+   * misses in the passes that read a head's rows at a stride of several kilobytes (not
+   * measured as such). A bf16 step at bench/README.md's shape took 1.6% less time.
+   * Advice only: nothing fails without it. */
   if (len >= HUGE_FROM) madvise(base, len, MADV_HUGEPAGE);
   *(size_t *)base = len;
   return (char *)base + page;
