@@ -85,14 +85,16 @@ if command -v mpirun >/dev/null 2>&1; then
   M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --precision bf16 --data $TMP/data --steps 20 --warmup 2 --lr 3e-3 --eval-every 10 --eval-batches 3 --save-every 0"
   $ATOLL train $M --accum 2 --out "$TMP/single2" >/dev/null 2>&1 || fail "bf16 single accum 2"
   $MPIRUN -np 2 $ATOLL train $M --out "$TMP/ddp2" >/dev/null 2>"$TMP/err" || fail "bf16 ddp 2: $(tail -1 "$TMP/err")"
-  # Losses within 3e-5; weights within 3e-3 norm-wise (the sanitizer build, compiled
-  # with other optimizations, measured 1.04e-5 and 1.04e-3; the plain build 5.4e-6). The two runs differ only in
-  # how the two micro-batches' gradients are added (a ring vs the products' own
-  # accumulation), an fp32 rounding; bf16 rounds that into a different bf16 value now
-  # and then, and Adam turns the noise of gradients that are exactly zero (attention's
-  # key bias; runs_close.py) into lr-sized steps. With attention in bf16 too (AMX) that
-  # gave 1.2e-3 norm-wise (2e-4 without the key bias) where fp32 attention gave < 1e-5.
-  out=$($CLOSE "$TMP/ddp2" "$TMP/single2" 3e-5 1 3e-3) && pass "bf16 DDP N=2 == single process accum 2: $out" || fail "bf16 DDP N=2 vs single: $out"
+  # Losses within 3e-5; weights within 2e-3 norm-wise, attention's key biases left out
+  # (runs_close.py: their gradient is exactly zero, its rounding noise has a sign that
+  # depends on summation order, and Adam turns it into lr-sized steps, a random walk
+  # that alone reached 3.5e-3 norm-wise in the sanitizer build once the build used
+  # 512-bit vectors). The two runs differ only in how the two micro-batches' gradients
+  # are added (a ring vs the products' own accumulation), an fp32 rounding that bf16
+  # rounds into a different bf16 value now and then. Measured: sanitizer build losses
+  # 1.3e-5, weights 4.3e-4 without the key biases (3.5e-3 with them); the plain build
+  # 9.9e-6 and 3.2e-4 (2.8e-3 with them).
+  out=$($CLOSE "$TMP/ddp2" "$TMP/single2" 3e-5 1 2e-3) && pass "bf16 DDP N=2 == single process accum 2: $out" || fail "bf16 DDP N=2 vs single: $out"
 else
   echo "no mpirun: DDP check skipped"
 fi

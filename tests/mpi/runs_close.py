@@ -10,7 +10,10 @@ Norm-wise, not element-wise: the bias of the attention keys has an exact gradien
 zero (adding a constant to every key's score leaves the softmax unchanged), so its
 computed gradient is rounding noise whose sign depends on summation order, and Adam
 turns that noise into lr-sized steps. Element-wise comparisons of those 1/12 of a
-block's biases would measure noise, not correctness."""
+block's biases would measure noise, not correctness; the norm-wise comparison leaves
+them out too (the middle third of every h.N.attn.qkv.bias: q | k | v), since their random
+walk alone can exceed a tolerance the rest of the model meets by far. Bit-identity
+(WEIGHT_RTOL 0) still compares them."""
 import json, struct, sys
 import numpy as np
 
@@ -41,6 +44,18 @@ for s in sorted(mb):
             if not e <= rtol:
                 bad.append(f"step {s} {k}: {ma[s].get(k)} vs {mb[s][k]}")
 cka, wa = weights(a); ckb, wb = weights(b)
+
+def without_key_bias(w):
+    out = {}
+    for k, v in w.items():
+        if k.endswith("attn.qkv.bias") and v.size % 3 == 0:
+            v = v.copy(); c = v.size // 3
+            v[c:2 * c] = 0.0
+        out[k] = v
+    return out
+
+if wrtol > 0:
+    wa, wb = without_key_bias(wa), without_key_bias(wb)
 if sorted(wa) != sorted(wb):
     bad.append("different tensors")
     wworst, tmax, tname = float("inf"), 0.0, ""
@@ -51,7 +66,8 @@ else:
     if not wworst <= wrtol:
         bad.append(f"weights: norm-wise rel diff {wworst:.2e}")
     tmax, tname = max((np.abs(wa[k] - wb[k]).max() / max(np.abs(wb[k]).max(), 1e-30), k) for k in wb)
-print(f"losses: worst rel diff {worst:.2e}; weights ({cka.split('/')[-1]}): norm-wise rel diff {wworst:.2e} (worst tensor element-wise {tmax:.1e}, {tname})")
+keys = " (key biases left out)" if wrtol > 0 else ""
+print(f"losses: worst rel diff {worst:.2e}; weights ({cka.split('/')[-1]}){keys}: norm-wise rel diff {wworst:.2e} (worst tensor element-wise {tmax:.1e}, {tname})")
 for x in bad[:5]:
     print("  " + x)
 sys.exit(1 if bad else 0)
