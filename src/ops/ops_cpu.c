@@ -212,9 +212,10 @@ static void matmul_forward_kept(float *out, const uint16_t *x, const uint16_t *w
                                 int OC, int accumulate) {
   if (N == 0 || OC == 0) return;
   atoll_gemm_bf16_bits(0, 1, N, OC, C, 1.0f, x, C, w, C, accumulate ? 1.0f : 0.0f, out, OC, NULL);
-  /* The bias could go into the product (atoll_gemm_bf16_bits takes one) and save this pass,
-   * but that rounds differently, and the short DDP-vs-accumulation check of
-   * tests/cli/test_bf16.sh, already near its 1e-5 bound, went past it on 3 of 4 seeds. */
+  /* The bias could go into the product (atoll_gemm_bf16_bits takes one). For a fresh out
+   * oneDNN adds it to the finished sum, the same bits as this pass, but the step was no
+   * shorter (bench/README.md, "512-bit vectors, ..."); added to out (accumulate) it goes
+   * in before out and rounds differently. */
   if (bias) add_bias(out, bias, N, OC);
 }
 
