@@ -127,9 +127,10 @@ static void pairs_of_cols(uint32_t *Bp, int ldb, const float *X, int ldx, int K,
 
 /* ------------------------------------------------------------------ product --- */
 
-/* AMX: eight tile registers of 16 rows x 64 bytes; tile 0 accumulates 16 x 16 fp32,
- * tile 1 holds 16 rows x 32 bf16 of A, tile 2 16 pair rows x 16 words of B. Each
- * thread loads the configuration before its products and releases it after. */
+/* AMX: eight tile registers of 16 rows x 64 bytes, all configured so: tiles 0-3
+ * accumulate 16 x 16 fp32, tiles 4-5 hold 16 rows x 32 bf16 of A, tiles 6-7 16 pair
+ * rows x 16 words of B. Each thread loads the configuration before its products and
+ * releases it after. */
 typedef struct {
   uint8_t palette, start_row, reserved[14];
   uint16_t colsb[16];
@@ -140,42 +141,88 @@ TARGET static void tiles_on(void) {
   tile_config c;
   memset(&c, 0, sizeof c);
   c.palette = 1;
-  for (int i = 0; i < 3; i++) c.colsb[i] = 64, c.rows[i] = 16;
+  for (int i = 0; i < 8; i++) c.colsb[i] = 64, c.rows[i] = 16;
   _tile_loadconfig(&c);
 }
 
 TARGET static void tiles_off(void) { _tile_release(); }
 
+/* One 16 x 16 tile of C at c (rows mr <= 16, columns nr <= 16 of it inside C) from A's
+ * 16 rows at a and B's 16 columns at b. A whole tile goes straight to C, an edge tile
+ * through a local one, so nothing outside C is written. */
+TARGET static void one_tile(int chunks, const uint16_t *a, int lda, const uint32_t *b, int ldb, float *c, int ldc,
+                            int mr, int nr, int accumulate) {
+  int whole = mr == 16 && nr == 16;
+  if (whole && accumulate)
+    _tile_loadd(0, c, (long)ldc * 4);
+  else
+    _tile_zero(0);
+  for (int k = 0; k < chunks; k++) {
+    _tile_loadd(4, a + (size_t)k * 32, (long)lda * 2);
+    _tile_loadd(6, b + (size_t)k * 16 * ldb, (long)ldb * 4);
+    _tile_dpbf16ps(0, 4, 6);
+  }
+  if (whole) {
+    _tile_stored(0, c, (long)ldc * 4);
+    return;
+  }
+  float edge[16 * 16] __attribute__((aligned(64)));
+  _tile_stored(0, edge, 64);
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nr; j++) c[(size_t)r * ldc + j] = (accumulate ? c[(size_t)r * ldc + j] : 0.0f) + edge[r * 16 + j];
+}
+
+/* Four whole tiles of C, 32 x 32 at c: each A and B tile is loaded once for two
+ * products (one_tile loads both for every product, and the loads, not the products,
+ * bound these short sums). Each tile sums its chunks in the same order as one_tile. */
+TARGET static void four_tiles(int chunks, const uint16_t *a, int lda, const uint32_t *b, int ldb, float *c, int ldc,
+                              int accumulate) {
+  float *c1 = c + 16, *c2 = c + (size_t)16 * ldc, *c3 = c2 + 16;
+  if (accumulate) {
+    _tile_loadd(0, c, (long)ldc * 4);
+    _tile_loadd(1, c1, (long)ldc * 4);
+    _tile_loadd(2, c2, (long)ldc * 4);
+    _tile_loadd(3, c3, (long)ldc * 4);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int k = 0; k < chunks; k++) {
+    _tile_loadd(4, a + (size_t)k * 32, (long)lda * 2);
+    _tile_loadd(5, a + (size_t)16 * lda + (size_t)k * 32, (long)lda * 2);
+    _tile_loadd(6, b + (size_t)k * 16 * ldb, (long)ldb * 4);
+    _tile_loadd(7, b + (size_t)k * 16 * ldb + 16, (long)ldb * 4);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, (long)ldc * 4);
+  _tile_stored(1, c1, (long)ldc * 4);
+  _tile_stored(2, c2, (long)ldc * 4);
+  _tile_stored(3, c3, (long)ldc * 4);
+}
+
 /* C (M x N, row stride ldc) = A B, or += when accumulate. A: bf16 rows of stride lda,
  * readable for round_up(M, 16) rows and 32 round_up(Kh, 16) columns, zero in columns
  * [2 Kh, ...). B: pair layout, rows of ldb words (a multiple of 16, >= N), round_up(Kh,
- * 16) rows, zero past Kh. Whole 16 x 16 tiles go straight to C; edge tiles through a
- * local tile, so nothing outside M x N is written. */
+ * 16) rows, zero past Kh. C in blocks of 32 x 32: whole ones by four_tiles, the rest
+ * tile by tile. */
 TARGET static void gemm_pairs(int M, int N, int Kh, const uint16_t *A, int lda, const uint32_t *Bp, int ldb, float *C,
                               int ldc, int accumulate) {
   int chunks = (Kh + 15) / 16;
-  float edge[16 * 16] __attribute__((aligned(64)));
-  for (int m0 = 0; m0 < M; m0 += 16)
-    for (int n0 = 0; n0 < N; n0 += 16) {
-      int whole = m0 + 16 <= M && n0 + 16 <= N;
-      float *c = C + (size_t)m0 * ldc + n0;
-      if (whole && accumulate)
-        _tile_loadd(0, c, (long)ldc * 4);
-      else
-        _tile_zero(0);
-      for (int k = 0; k < chunks; k++) {
-        _tile_loadd(1, A + (size_t)m0 * lda + (size_t)k * 32, (long)lda * 2);
-        _tile_loadd(2, Bp + (size_t)k * 16 * ldb + n0, (long)ldb * 4);
-        _tile_dpbf16ps(0, 1, 2);
-      }
-      if (whole) {
-        _tile_stored(0, c, (long)ldc * 4);
+  for (int m0 = 0; m0 < M; m0 += 32)
+    for (int n0 = 0; n0 < N; n0 += 32) {
+      if (m0 + 32 <= M && n0 + 32 <= N) {
+        four_tiles(chunks, A + (size_t)m0 * lda, lda, Bp + n0, ldb, C + (size_t)m0 * ldc + n0, ldc, accumulate);
         continue;
       }
-      _tile_stored(0, edge, 64);
-      int mr = M - m0 < 16 ? M - m0 : 16, nr = N - n0 < 16 ? N - n0 : 16;
-      for (int r = 0; r < mr; r++)
-        for (int j = 0; j < nr; j++) c[(size_t)r * ldc + j] = (accumulate ? c[(size_t)r * ldc + j] : 0.0f) + edge[r * 16 + j];
+      for (int m1 = m0; m1 < M && m1 < m0 + 32; m1 += 16)
+        for (int n1 = n0; n1 < N && n1 < n0 + 32; n1 += 16)
+          one_tile(chunks, A + (size_t)m1 * lda, lda, Bp + n1, ldb, C + (size_t)m1 * ldc + n1, ldc,
+                   M - m1 < 16 ? M - m1 : 16, N - n1 < 16 ? N - n1 : 16, accumulate);
     }
 }
 
