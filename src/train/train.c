@@ -274,6 +274,10 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   rc = atoll_run_out_open(&l->out, c, world, resume_dir, err);
   if (rc) return rc;
   rc = start_state(l, resume_dir, start, err);
+  /* a stop already passed would run one step and stop: say so instead */
+  if (rc == 0 && c->stop_after > 0 && *start >= c->stop_after && *start < c->steps)
+    rc = atoll_fail(err, "--stop-after %d: the run already begins at step %d; pass a later step or leave --stop-after out",
+                    c->stop_after, *start);
   if (rc == 0) {
     state_to_device(l);
     atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */

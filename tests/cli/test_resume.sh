@@ -14,6 +14,11 @@ $RUN --out "$TMP/part" --stop-after 10 >/dev/null 2>&1 || fail "run stopped at 1
 finished() { $PY -c "import json, sys; s = json.load(open(sys.argv[1])); print(s['steps'], s['finished'])" "$1/summary.json"; }
 [ "$(finished "$TMP/part")" = "10 False" ] && pass "a stopped run's summary.json says steps 10, finished false" \
   || fail "stopped run's summary: $(finished "$TMP/part")"
+# a resume with a stop it has already reached is refused (it used to run one step)
+if $ATOLL train --resume "$TMP/part" --stop-after 10 >/dev/null 2>"$TMP/stop.err"; then fail "a resume at step 10 with --stop-after 10 ran"
+else grep -q "stop-after 10: the run already begins at step 10" "$TMP/stop.err" && pass "--stop-after 10 at step 10 refused: $(tail -1 "$TMP/stop.err")" \
+  || fail "--stop-after 10 at step 10: $(cat "$TMP/stop.err")"; fi
+[ -d "$TMP/part/checkpoints/step_00000011" ] && fail "the refused resume saved step 11"
 $ATOLL train --resume "$TMP/part" >/dev/null 2>&1 || fail "resume"
 [ "$(finished "$TMP/part")" = "24 True" ] && pass "after the resume: steps 24, finished true" || fail "resumed run's summary: $(finished "$TMP/part")"
 f=$TMP/full/checkpoints/step_00000024; p=$TMP/part/checkpoints/step_00000024
