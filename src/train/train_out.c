@@ -148,7 +148,9 @@ static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *re
   if (foreign_dir(c->out, stranger, sizeof stranger))
     return atoll_fail(err, "--out %s: not empty and not a run directory (it holds '%s' but no metrics.jsonl, summary.json or checkpoints/); choose a new or empty directory",
                       c->out, stranger);
+  int existed = access(c->out, F_OK) == 0;
   if (atoll_run_dir_lock(c->out, &o->lock_fd, err)) return -1;
+  if (!existed) snprintf(o->made, sizeof o->made, "%s", c->out);
   /* under the lock no other process saves here: whatever a killed save or prune
    * left is an orphan */
   if (atoll_ckpt_clean(root, err)) return -1;
@@ -163,6 +165,7 @@ static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *re
 int atoll_run_out_open(atoll_run_out *o, const atoll_config *c, atoll_comm *world, const char *resume_dir,
                        atoll_err *err) {
   o->lock_fd = -1;
+  o->made[0] = '\0';
   int rank = atoll_comm_rank(world);
   int failed = rank == 0 && open_on_rank0(o, c, resume_dir, err) != 0;
   atoll_broadcast(world, &failed, sizeof failed, 0); /* every rank exits on rank 0's one message */
@@ -171,7 +174,26 @@ int atoll_run_out_open(atoll_run_out *o, const atoll_config *c, atoll_comm *worl
   return rank == 0 ? ATOLL_TRAIN_ERROR : ATOLL_TRAIN_QUIET;
 }
 
+/* 1 when dir holds nothing but .lock */
+static int only_lock(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int others = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, ".lock")) others = 1;
+  closedir(d);
+  return !others;
+}
+
 void atoll_run_out_close(atoll_run_out *o) {
+  if (o->lock_fd >= 0 && o->made[0] && only_lock(o->made)) {
+    char path[sizeof o->made + 8];
+    snprintf(path, sizeof path, "%s/.lock", o->made);
+    unlink(path); /* still locked: no other run can have taken the directory meanwhile */
+    rmdir(o->made);
+  }
+  o->made[0] = '\0';
   atoll_run_dir_unlock(o->lock_fd);
   o->lock_fd = -1;
 }

@@ -9,7 +9,8 @@
 #include "atoll/atoll.h"
 
 typedef struct {
-  int lock_fd; /* rank 0: OUT/.lock; -1 elsewhere or when not held */
+  int lock_fd;     /* rank 0: OUT/.lock; -1 elsewhere or when not held */
+  char made[4096]; /* rank 0: OUT when this run made the directory, else "" */
 } atoll_run_out;
 
 /* Collective, before anything is written to OUT: rank 0 locks OUT, cleans
@@ -19,7 +20,8 @@ typedef struct {
  * ATOLL_TRAIN_QUIET on the others. o->lock_fd is valid (-1 or held) on return. */
 int atoll_run_out_open(atoll_run_out *o, const atoll_config *c, atoll_comm *world, const char *resume_dir,
                        atoll_err *err);
-/* Releases the lock (the end of the run). */
+/* Releases the lock (the end of the run). An OUT this run made that holds nothing but
+ * the lock (the run failed before writing anything) is removed again. */
 void atoll_run_out_close(atoll_run_out *o);
 
 #endif
