@@ -288,9 +288,10 @@ typedef struct {
 
 /* Measures this machine with the current OpenMP/OpenBLAS thread count (about 1 s). */
 int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err);
-/* Reads the sgemm peak (GFLOP/s) from a bench/run.sh results file: a top-level
- * "sgemm_peak_gflops", or "sgemm": {"peak_gflops"}; and the thread count it was
- * measured at ("sgemm": {"threads"} or "threads"; 0 when absent). */
+/* Reads the fp32 matmul peak (GFLOP/s) from a bench/run.sh results file: "peak_gflops":
+ * {"fp32"} (bench/README.md), or older files' top-level "sgemm_peak_gflops" or "sgemm":
+ * {"peak_gflops"}; and the thread count it was measured at ("sgemm": {"threads"} or
+ * "threads"; 0 when absent). */
 int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_err *err);
 /* Fills the CPU accelerator's peak (and elementwise rate, derived from it unless
  * measured) for a device of `threads` cores given its sgemm FLOP/s. */

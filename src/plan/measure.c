@@ -78,6 +78,8 @@ int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "sgemm");
     v = cJSON_GetObjectItemCaseSensitive(s, "peak_gflops");
   }
+  if (!cJSON_IsNumber(v)) /* bench/run.sh's: "peak_gflops": {"fp32": ..., "bf16": ...} */
+    v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "peak_gflops"), "fp32");
   int ok = cJSON_IsNumber(v) && v->valuedouble > 0;
   if (ok) *gflops = v->valuedouble;
   /* the thread count it was measured at: "sgemm": {"threads"} or a top-level "threads" */
@@ -85,6 +87,6 @@ int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_
   if (!cJSON_IsNumber(th)) th = cJSON_GetObjectItemCaseSensitive(j, "threads");
   if (threads) *threads = cJSON_IsNumber(th) && th->valuedouble >= 1 ? (int)th->valuedouble : 0;
   cJSON_Delete(j);
-  if (!ok) return atoll_fail(err, "%s: no sgemm_peak_gflops (or sgemm.peak_gflops) number", path);
+  if (!ok) return atoll_fail(err, "%s: no sgemm_peak_gflops (or sgemm.peak_gflops, peak_gflops.fp32) number", path);
   return 0;
 }

@@ -132,6 +132,19 @@ $ATOLL plan --config "$TMP/c.json" --gpus 1024 --json >"$TMP/c2.json" 2>&1
 $PY -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['cluster']['gpus'] == 1024 else 1)" "$TMP/c2.json" \
   && pass "flags override the config file" || fail "flags do not override the config file"
 
+# ---------------------------------------------------------------- bench results
+# the fp32 peak of a bench/run.sh results file ("peak_gflops": {"fp32"}) is the cpu's peak,
+# scaled from the file's threads to the plan's; a file without one gets one line
+printf '{"threads": 2, "peak_gflops": {"fp32": 300.0, "bf16": 900.0}}\n' >"$TMP/bench.json"
+for th in 2 1; do
+  want=$([ $th = 2 ] && echo "cpu peak 300.0 GFLOP/s from $TMP/bench.json" || echo "cpu peak 150.0 GFLOP/s: $TMP/bench.json's 300.0 at 2 threads, scaled to 1")
+  $ATOLL plan --model gpt2 --accel cpu --gpus 1 --threads $th --bench-results "$TMP/bench.json" >"$TMP/out" 2>&1
+  grep -qF "$want" "$TMP/out" && pass "bench results at --threads $th: $want" || fail "bench results at --threads $th: $(grep -i 'cpu' "$TMP/out" | head -3)"
+done
+printf '{"threads": 2, "peak_gflops": {"bf16": 900.0}}\n' >"$TMP/bench_bf16.json"
+expect_error "a results file without an fp32 peak" "peak_gflops.fp32) number" \
+  $ATOLL plan --model gpt2 --accel cpu --gpus 1 --bench-results "$TMP/bench_bf16.json"
+
 # ---------------------------------------------------------------- calibration
 # A tiny model on one thread (about 2 s), then the plan of that run with this machine
 # measured right after it. The machine may be shared: one retry tells noise from error.
