@@ -56,6 +56,14 @@ done
 
 log() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 
+# PyTorch's CPU allocator hands large blocks to glibc's malloc, which maps them afresh
+# (mmap) and unmaps them on free: every step then faults in and zeroes its activations
+# again. At GPT-2 124M on a 2-core Xeon VM that was 4.5 M page faults and 16 s of system
+# time in a 26 s run, and half the speed (484 against 936 tokens/s, eager bf16). The PyTorch
+# peers run with glibc keeping freed memory instead, as a tuned installation would
+# (bench/README.md); atoll maps its buffers once.
+TORCH_MALLOC="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1099511627776"
+
 # PyTorch 1.13 (Debian) and 2.x (PyPI venv); a missing one is left out with a note.
 HAVE1=0; "$PY1" -c "import torch" 2>/dev/null && HAVE1=1
 PY2=${ATOLL_PYTHON:-}
@@ -110,7 +118,7 @@ run_peer() { # round shape peer L H C T B V
         torch2_compile_fp32) extra=(--attention sdpa --compile) ;;
         torch2_compile_bf16) extra=(--attention sdpa --compile --precision bf16) ;;
       esac
-      "$py" bench/torch_gpt.py --threads $THREADS --steps "$steps" --layers $L --heads $H --dim $C --context $T \
+      env $TORCH_MALLOC "$py" bench/torch_gpt.py --threads $THREADS --steps "$steps" --layers $L --heads $H --dim $C --context $T \
         --batch $B --vocab $V "${extra[@]}" >"$out" 2>"$TMP/${shape}_${peer}_$r.log" \
         || { tail -5 "$TMP/${shape}_${peer}_$r.log" >&2; return 1; } ;;
   esac

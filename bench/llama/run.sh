@@ -46,6 +46,8 @@ if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ] || [ "$THREADS" -lt 1 ]; then
 fi
 
 log() { echo "[llama-bench $(date +%H:%M:%S)] $*" >&2; }
+# PyTorch keeps freed memory in glibc's malloc instead of unmapping it (bench/run.sh says why)
+TORCH_MALLOC="MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1099511627776"
 
 PY2=${ATOLL_PYTHON:-}
 if [ -z "$PY2" ] && [ -f scripts/venv.sh ]; then PY2=$(bash scripts/venv.sh 2>/dev/null || true); fi
@@ -84,7 +86,7 @@ run_peer() { # round peer
         torch2_eager_bf16) extra=(--precision bf16) ;;
         torch2_compile_fp32) extra=(--compile) ;;
       esac
-      "$PY2" bench/llama/torch_llama.py --threads "$THREADS" --steps "$STEPS" --layers $L --heads $H --kv-heads $KV \
+      env $TORCH_MALLOC "$PY2" bench/llama/torch_llama.py --threads "$THREADS" --steps "$STEPS" --layers $L --heads $H --kv-heads $KV \
         --dim $C --context $T --batch $B --vocab $V "${extra[@]}" >"$out" 2>"$lg" \
         || { tail -5 "$lg" >&2; return 1; } ;;
   esac
