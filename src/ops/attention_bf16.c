@@ -142,6 +142,10 @@ TARGET static void tiles_on(void) {
   memset(&c, 0, sizeof c);
   c.palette = 1;
   for (int i = 0; i < 8; i++) c.colsb[i] = 64, c.rows[i] = 16;
+  /* gcc 12 without -march=native dropped the stores above (it does not count
+   * ldtilecfg as reading c), and the first tile instruction then faulted: the empty
+   * asm takes c's address and clobbers memory, so the stores must happen first */
+  __asm__ __volatile__("" : : "r"(&c) : "memory");
   _tile_loadconfig(&c);
 }
 
