@@ -222,9 +222,7 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
   *start = 0;
   if (resume_dir) {
     if (atoll_run_load(r, &l->state, resume_dir, start, err)) return -1;
-    if (*start > c->steps)
-      return atoll_fail(err, "--steps %d: the checkpoint %s is already at step %d", c->steps, resume_dir, *start);
-    return 0;
+    return atoll_run_check_start(c, resume_dir, *start, err); /* as train_out.c checked on rank 0 */
   }
   char latest[1200];
   atoll_err ignored;
@@ -274,10 +272,7 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   rc = atoll_run_out_open(&l->out, c, world, resume_dir, err);
   if (rc) return rc;
   rc = start_state(l, resume_dir, start, err);
-  /* a stop already passed would run one step and stop: say so instead */
-  if (rc == 0 && c->stop_after > 0 && *start >= c->stop_after && *start < c->steps)
-    rc = atoll_fail(err, "--stop-after %d: the run already begins at step %d; pass a later step or leave --stop-after out",
-                    c->stop_after, *start);
+  if (rc == 0 && !resume_dir) rc = atoll_run_check_start(c, c->init_from, *start, err); /* --init-step 1 */
   if (rc == 0) {
     state_to_device(l);
     atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */

@@ -113,12 +113,23 @@ static int move_aside(const atoll_config *c, const char *root, int step, int cou
   return 0;
 }
 
+int atoll_run_check_start(const atoll_config *c, const char *ckpt, int start, atoll_err *err) {
+  if (start > c->steps) return atoll_fail(err, "--steps %d: the checkpoint %s is already at step %d", c->steps, ckpt, start);
+  /* a stop already reached would run one step and stop */
+  if (c->stop_after > 0 && start >= c->stop_after && start < c->steps)
+    return atoll_fail(err, "--stop-after %d: the run already begins at step %d; pass a later step or leave --stop-after out",
+                      c->stop_after, start);
+  return 0;
+}
+
 /* A resume must not mix its checkpoints with others in OUT/checkpoints: newer ones of
- * the same run (saving and pruning would interleave two histories) or another run's. */
+ * the same run (saving and pruning would interleave two histories) or another run's.
+ * A resume refused for its step is refused here, before --move-newer moves anything. */
 static int check_resume(const atoll_config *c, const char *root, const char *resume_dir, atoll_err *err) {
   int step = 0, count, newest;
   char hash[32];
   if (read_step(resume_dir, &step, hash, sizeof hash, err)) return -1;
+  if (atoll_run_check_start(c, resume_dir, step, err)) return -1;
   int same = same_run(root, resume_dir, step, hash);
   int after = same ? step : -1;
   if (atoll_ckpt_newer(root, after, &count, &newest, err)) return -1;

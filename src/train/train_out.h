@@ -20,6 +20,9 @@ typedef struct {
  * ATOLL_TRAIN_QUIET on the others. o->lock_fd is valid (-1 or held) on return. */
 int atoll_run_out_open(atoll_run_out *o, const atoll_config *c, atoll_comm *world, const char *resume_dir,
                        atoll_err *err);
+/* 0 when a run of c may begin at step start (from checkpoint ckpt): not past --steps,
+ * and not at or past a --stop-after it would then overrun; else -1 with one line. */
+int atoll_run_check_start(const atoll_config *c, const char *ckpt, int start, atoll_err *err);
 /* Releases the lock (the end of the run). An OUT this run made that holds nothing but
  * the lock (the run failed before writing anything) is removed again. */
 void atoll_run_out_close(atoll_run_out *o);

@@ -79,6 +79,13 @@ grep -q "step 24" "$TMP/err" || fail "the refusal does not name the newest step:
 [ "$(ls "$C" | tr '\n' ' ')" = "$before" ] && [ "$(grep -c . "$TMP/run/metrics.jsonl")" -eq 24 ] \
   && pass "refused resume left checkpoints and metrics alone" || fail "refused resume changed $C: $(ls "$C")"
 expect_error "--move-newer without --resume" "--move-newer" $ATOLL train $TINY $D --steps 2 --move-newer "$TMP/x" --out "$TMP/fresh"
+# a resume refused for its step (--stop-after already reached, --steps below it) moves nothing
+expect_error "--move-newer with --stop-after 10 at step 10" "the run already begins at step 10" \
+  $ATOLL train --resume "$C/step_00000010" --move-newer "$TMP/aside" --stop-after 10
+expect_error "--move-newer with --steps 9 at step 10" "already at step 10" \
+  $ATOLL train --resume "$C/step_00000010" --move-newer "$TMP/aside" --steps 9
+[ ! -e "$TMP/aside" ] && [ "$(ls "$C" | tr '\n' ' ')" = "$before" ] \
+  && pass "resumes refused for their step moved nothing" || fail "a refused resume moved: $(ls "$TMP/aside" 2>&1)"
 $ATOLL train --resume "$C/step_00000010" --move-newer "$TMP/aside" >/dev/null 2>"$TMP/err" \
   || fail "resume with --move-newer: $(tail -1 "$TMP/err")"
 moved=$(ls "$TMP/aside" 2>/dev/null | tr '\n' ' ')
