@@ -142,6 +142,43 @@ static int check_resume(const atoll_config *c, const char *root, const char *res
                     c->out, count, count == 1 ? "" : "s", newest, resume_dir);
 }
 
+/* p without trailing slashes and "." components: "a/b/./" is "a/b" */
+static void trim(char *p) {
+  size_t n = strlen(p);
+  for (;;) {
+    while (n > 1 && p[n - 1] == '/') n--;
+    if (n >= 2 && p[n - 1] == '.' && p[n - 2] == '/') {
+      n--;
+      continue;
+    }
+    break;
+  }
+  p[n] = '\0';
+}
+
+/* p without its last component; 0 when nothing is left */
+static int strip_last(char *p) {
+  trim(p);
+  size_t n = strlen(p);
+  while (n > 0 && p[n - 1] != '/') n--;
+  p[n] = '\0';
+  trim(p);
+  return p[0] != '\0';
+}
+
+/* How many trailing components of dir do not exist yet (0: dir exists). */
+static int missing_levels(const char *dir) {
+  char p[OUT_PATH];
+  snprintf(p, sizeof p, "%s", dir);
+  trim(p);
+  int n = 0;
+  while (p[0] && access(p, F_OK) != 0) {
+    n++;
+    if (!strip_last(p)) break;
+  }
+  return n;
+}
+
 static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *resume_dir, atoll_err *err) {
   char root[OUT_PATH];
   snprintf(root, sizeof root, "%s/checkpoints", c->out);
@@ -159,9 +196,13 @@ static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *re
   if (foreign_dir(c->out, stranger, sizeof stranger))
     return atoll_fail(err, "--out %s: not empty and not a run directory (it holds '%s' but no metrics.jsonl, summary.json or checkpoints/); choose a new or empty directory",
                       c->out, stranger);
-  int existed = access(c->out, F_OK) == 0;
+  int missing = missing_levels(c->out); /* the lock makes them */
   if (atoll_run_dir_lock(c->out, &o->lock_fd, err)) return -1;
-  if (!existed) snprintf(o->made, sizeof o->made, "%s", c->out);
+  if (missing > 0) {
+    snprintf(o->made, sizeof o->made, "%s", c->out);
+    trim(o->made);
+    o->made_levels = missing;
+  }
   /* under the lock no other process saves here: whatever a killed save or prune
    * left is an orphan */
   if (atoll_ckpt_clean(root, err)) return -1;
@@ -177,6 +218,7 @@ int atoll_run_out_open(atoll_run_out *o, const atoll_config *c, atoll_comm *worl
                        atoll_err *err) {
   o->lock_fd = -1;
   o->made[0] = '\0';
+  o->made_levels = 0;
   int rank = atoll_comm_rank(world);
   int failed = rank == 0 && open_on_rank0(o, c, resume_dir, err) != 0;
   atoll_broadcast(world, &failed, sizeof failed, 0); /* every rank exits on rank 0's one message */
@@ -201,10 +243,16 @@ void atoll_run_out_close(atoll_run_out *o) {
   if (o->lock_fd >= 0 && o->made[0] && only_lock(o->made)) {
     char path[sizeof o->made + 8];
     snprintf(path, sizeof path, "%s/.lock", o->made);
-    unlink(path); /* still locked: no other run can have taken the directory meanwhile */
-    rmdir(o->made);
+    /* A run starting now finds no lock and makes its own: then rmdir fails on its file
+     * and the directory stays theirs. rmdir never removes a directory with anything in
+     * it, so the parents this run made go only while they are empty. */
+    unlink(path);
+    snprintf(path, sizeof path, "%s", o->made);
+    for (int i = 0; i < o->made_levels && rmdir(path) == 0; i++)
+      if (!strip_last(path)) break;
   }
   o->made[0] = '\0';
+  o->made_levels = 0;
   atoll_run_dir_unlock(o->lock_fd);
   o->lock_fd = -1;
 }

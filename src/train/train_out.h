@@ -11,6 +11,7 @@
 typedef struct {
   int lock_fd;     /* rank 0: OUT/.lock; -1 elsewhere or when not held */
   char made[4096]; /* rank 0: OUT when this run made the directory, else "" */
+  int made_levels; /* how many levels of it this run made (OUT and missing parents) */
 } atoll_run_out;
 
 /* Collective, before anything is written to OUT: rank 0 locks OUT, cleans

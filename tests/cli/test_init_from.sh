@@ -80,12 +80,13 @@ $ATOLL train $M --steps 8 --out "$TMP/s_full" >/dev/null 2>&1 || fail "8-step so
 $ATOLL train $M --steps 8 --save-every 4 --stop-after 4 --out "$TMP/s_half" >/dev/null 2>&1 || fail "source stopped at 4"
 H4=$(last "$TMP/s_half")
 # --steps not past the checkpoint's step: one line, and the new OUT is not left behind
-if $ATOLL train $M --steps 4 --init-from "$H4" --init-step 1 --out "$TMP/s_short" >/dev/null 2>"$TMP/err"; then
+if $ATOLL train $M --steps 4 --init-from "$H4" --init-step 1 --out "$TMP/s_short/a/./" >/dev/null 2>"$TMP/err"; then
   fail "--init-step 1 with --steps 4 from step 4 ran"
 else
   grep -q "pass more than 4" "$TMP/err" && pass "--init-step 1, --steps 4 from step 4 refused: $(tail -1 "$TMP/err")" \
     || fail "--init-step 1, --steps 4: $(cat "$TMP/err")"
-  [ -e "$TMP/s_short" ] && fail "the refused run left $TMP/s_short ($(ls -A "$TMP/s_short"))" || pass "the refused run left no OUT"
+  [ -e "$TMP/s_short" ] && fail "the refused run left $TMP/s_short ($(ls -AR "$TMP/s_short"))" \
+    || pass "the refused run left neither OUT nor the parent it made"
 fi
 $ATOLL train $M --steps 8 --init-from "$H4" --init-optim 1 --init-step 1 --out "$TMP/s_cont" >/dev/null 2>"$TMP/err" ||
   fail "--init-step 1: $(tail -1 "$TMP/err")"
