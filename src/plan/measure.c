@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,20 +74,22 @@ int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_
   cJSON *j = cJSON_Parse(buf);
   free(buf);
   if (!j) return atoll_fail(err, "%s: invalid JSON", path);
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "sgemm_peak_gflops");
-  if (!cJSON_IsNumber(v)) {
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "sgemm");
-    v = cJSON_GetObjectItemCaseSensitive(s, "peak_gflops");
-  }
-  if (!cJSON_IsNumber(v)) /* bench/run.sh's: "peak_gflops": {"fp32": ..., "bf16": ...} */
-    v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "peak_gflops"), "fp32");
-  int ok = cJSON_IsNumber(v) && v->valuedouble > 0;
-  if (ok) *gflops = v->valuedouble;
+  /* bench/run.sh's "peak_gflops": {"fp32": ...}, else older files' keys */
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "peak_gflops"), "fp32");
+  if (!cJSON_IsNumber(v)) v = cJSON_GetObjectItemCaseSensitive(j, "sgemm_peak_gflops");
+  if (!cJSON_IsNumber(v)) v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "sgemm"), "peak_gflops");
+  int found = cJSON_IsNumber(v);
+  double g = found ? v->valuedouble : 0.0;
+  /* a CPU's fp32 peak: from a thousandth of a GFLOP/s to ten PFLOP/s */
+  int ok = found && isfinite(g) && g >= 1e-3 && g <= 1e7;
+  if (ok) *gflops = g;
   /* the thread count it was measured at: "sgemm": {"threads"} or a top-level "threads" */
   const cJSON *th = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "sgemm"), "threads");
   if (!cJSON_IsNumber(th)) th = cJSON_GetObjectItemCaseSensitive(j, "threads");
-  if (threads) *threads = cJSON_IsNumber(th) && th->valuedouble >= 1 ? (int)th->valuedouble : 0;
+  double t = cJSON_IsNumber(th) ? th->valuedouble : 0.0;
+  if (threads) *threads = t >= 1 && t <= 1e6 && t == floor(t) ? (int)t : 0;
   cJSON_Delete(j);
-  if (!ok) return atoll_fail(err, "%s: no sgemm_peak_gflops (or sgemm.peak_gflops, peak_gflops.fp32) number", path);
+  if (!found) return atoll_fail(err, "%s: no peak_gflops.fp32 (or sgemm_peak_gflops, sgemm.peak_gflops) number", path);
+  if (!ok) return atoll_fail(err, "%s: fp32 peak %g GFLOP/s is not a CPU's (expected 0.001 to 1e7)", path, g);
   return 0;
 }

@@ -142,8 +142,12 @@ for th in 2 1; do
   grep -qF "$want" "$TMP/out" && pass "bench results at --threads $th: $want" || fail "bench results at --threads $th: $(grep -i 'cpu' "$TMP/out" | head -3)"
 done
 printf '{"threads": 2, "peak_gflops": {"bf16": 900.0}}\n' >"$TMP/bench_bf16.json"
-expect_error "a results file without an fp32 peak" "peak_gflops.fp32) number" \
+expect_error "a results file without an fp32 peak" "no peak_gflops.fp32" \
   $ATOLL plan --model gpt2 --accel cpu --gpus 1 --bench-results "$TMP/bench_bf16.json"
+for g in 1e999 1e-300 1e300 -5; do
+  printf '{"threads": 2, "peak_gflops": {"fp32": %s}}\n' $g >"$TMP/bench_odd.json"
+  expect_error "a results file with fp32 peak $g" "is not a CPU's" $ATOLL plan --model gpt2 --accel cpu --gpus 1 --bench-results "$TMP/bench_odd.json"
+done
 
 # ---------------------------------------------------------------- calibration
 # A tiny model on one thread (about 2 s), then the plan of that run with this machine
