@@ -11,11 +11,12 @@
  * Products, for every weight W [O, I] of a GPT block (qkv 3C x C, proj C x C, fc 4C x C,
  * mlp proj C x 4C) and the LM head (V x C), N rows:
  *   fwd  y[N,O] = x[N,I] W^T;  dx  dx[N,I] = dy[N,O] W;  dW  dW[O,I] += dy^T x
- plus a square 2048^3 product. "best_gflops" is an engine's fastest product of all these:
- * at bf16 a square product is slower than the model's own (1.0 against 1.6 TFLOP/s for
- * fc_fwd on a 2-core Xeon with AMX), so the square alone understates the peak. Rounds are interleaved: each round times every
- * engine once on every product, so a loaded machine slows all engines alike; figures are
- * medians over rounds. Prints one JSON object on stdout. */
+ * plus a square 2048^3 product. "best_gflops" is an engine's fastest product of all
+ * these: at bf16 a square product is slower than the model's own (0.94 against 1.2-1.46
+ * TFLOP/s on a 2-core Xeon with AMX), so the square alone understates the peak. Rounds
+ * are interleaved: each round times every engine once on every product, so a loaded
+ * machine slows all engines alike; figures are medians over rounds. Prints one JSON
+ * object on stdout. */
 #define _POSIX_C_SOURCE 200809L
 #include "atoll/atoll.h"
 #include "ops/cpu_features.h"
@@ -125,8 +126,10 @@ int main(int argc, char **argv) {
   gemm_case peak = {"square_2048", 0, 0, 2048, 2048, 2048, 0.0f};
   cases[nc++] = peak;
 
-  size_t maxn = (size_t)2048 * 2048;
-  size_t need = (size_t)rows * 4 * dim > maxn ? (size_t)rows * 4 * dim : maxn;
+  /* the largest operand: a square, the activations [rows, 4 dim] or [rows, vocab], or
+   * the LM head [vocab, dim] */
+  size_t need = (size_t)2048 * 2048, sizes[3] = {(size_t)rows * 4 * dim, (size_t)rows * vocab, (size_t)vocab * dim};
+  for (int i = 0; i < 3; i++) need = sizes[i] > need ? sizes[i] : need;
   float *A = fill(need, 1), *B = fill(need, 2), *C = fill(need, 3);
   Ab = malloc(need * sizeof(uint16_t)), Bb = malloc(need * sizeof(uint16_t));
   if (!Ab || !Bb) return 1;

@@ -146,9 +146,9 @@ done
 CPU_MODEL=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 T1=$([ $HAVE1 = 1 ] && "$PY1" -c "import torch; print(torch.__version__)" || echo none)
 T2=$([ $HAVE2 = 1 ] && "$PY2" -c "import torch; print(torch.__version__)" || echo none)
-/usr/bin/python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$QUICK" "$T1" "$T2" "$SHAPES" "$PEERS" "$GPT2_STEPS" <<'PYEOF'
+/usr/bin/python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$QUICK" "$T1" "$T2" "$SHAPES" "$PEERS" "$GPT2_STEPS" "$TORCH_MALLOC" <<'PYEOF'
 import datetime, json, os, statistics, sys
-tmp, results, rounds, steps, threads, cpu, quick, t1, t2, shapes, peers, gpt2_steps = sys.argv[1:13]
+tmp, results, rounds, steps, threads, cpu, quick, t1, t2, shapes, peers, gpt2_steps, torch_env = sys.argv[1:14]
 rounds, steps, threads, quick, gpt2_steps = int(rounds), int(steps), int(threads), quick == "1", int(gpt2_steps)
 shapes, peers = shapes.split(), peers.split()
 med = statistics.median
@@ -174,7 +174,7 @@ labels = {"atoll_fp32": "atoll fp32", "atoll_bf16": "atoll bf16", "torch1_fp32":
           "torch2_compile_fp32": f"PyTorch {t2} compile fp32", "torch2_compile_bf16": f"PyTorch {t2} compile bf16 autocast"}
 out = {"quick": quick, "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "cpu_model": cpu,
        "cpu_features": eng[0]["features"], "openblas_core": eng[0]["openblas_core"], "threads": threads,
-       "rounds": rounds, "steps": steps, "gpt2_steps": gpt2_steps, "torch1": t1, "torch2": t2, "engines": engines, "peak_gflops": peak, "shapes": {}}
+       "rounds": rounds, "steps": steps, "gpt2_steps": gpt2_steps, "torch1": t1, "torch2": t2, "torch_env": torch_env, "engines": engines, "peak_gflops": peak, "shapes": {}}
 md = [f"Run {out['date']} on {cpu} ({eng[0]['features']}), {threads} threads; {rounds} interleaved round(s), {steps} steps per run"
       + (f" ({gpt2_steps} at gpt2)" if "gpt2" in shapes else "")
       + (" — QUICK SMOKE RUN, not a benchmark result" if quick else "") + ".", "",

@@ -110,9 +110,9 @@ log "CPU: $CPU_MODEL"
 T2=$([ $HAVE2 = 1 ] && "$PY2" -c "import torch; print(torch.__version__)" || echo none)
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 /usr/bin/python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$QUICK" "$T2" "$PEERS" \
-  "$LOAD_START" "$LOAD_END" "$COMMIT" "$L $H $KV $C $T $B $V" <<'PYEOF'
+  "$LOAD_START" "$LOAD_END" "$COMMIT" "$L $H $KV $C $T $B $V" "$TORCH_MALLOC" <<'PYEOF'
 import datetime, json, os, statistics, sys
-tmp, results, rounds, steps, threads, cpu, quick, t2, peers, load0, load1, commit, dims = sys.argv[1:14]
+tmp, results, rounds, steps, threads, cpu, quick, t2, peers, load0, load1, commit, dims, torch_env = sys.argv[1:15]
 rounds, steps, threads, quick, peers = int(rounds), int(steps), int(threads), quick == "1", peers.split()
 L, H, KV, C, T, B, V = map(int, dims.split())
 med = statistics.median
@@ -160,7 +160,7 @@ for p, row in rows.items():
 failed = sorted(f[:-7] for f in os.listdir(tmp) if f.endswith(".failed"))
 if failed:
     md += ["", "Failed runs: " + ", ".join(failed)]
-out = {"quick": quick, "cpu_model": cpu, "threads": threads, "rounds": rounds, "steps": steps, "torch2": t2,
+out = {"quick": quick, "cpu_model": cpu, "threads": threads, "rounds": rounds, "steps": steps, "torch2": t2, "torch_env": torch_env,
        "atoll_commit": commit, "load_average_start": load0, "load_average_end": load1,
        "shape": {"layers": L, "heads": H, "kv_heads": KV, "dim": C, "context": T, "batch": B, "vocab": V},
        "params_equal": same, "params": counts, "peers": rows, "failed": failed, "markdown": "\n".join(md)}
