@@ -221,8 +221,8 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
   const atoll_config *c = r->cfg;
   *start = 0;
   if (resume_dir) {
-    if (atoll_run_load(r, &l->state, resume_dir, start, err)) return -1;
-    return atoll_run_check_start(c, resume_dir, *start, err); /* as train_out.c checked on rank 0 */
+    /* train_out.c's check_resume refused a step past --steps or --stop-after before */
+    return atoll_run_load(r, &l->state, resume_dir, start, err) ? -1 : 0;
   }
   char latest[1200];
   atoll_err ignored;
