@@ -12,11 +12,11 @@
  * mlp proj C x 4C) and the LM head (V x C), N rows:
  *   fwd  y[N,O] = x[N,I] W^T;  dx  dx[N,I] = dy[N,O] W;  dW  dW[O,I] += dy^T x
  * plus a square 2048^3 product. "best_gflops" is an engine's fastest product of all
- * these: at bf16 a square product is slower than the model's own (0.94 against 1.2-1.46
- * TFLOP/s on a 2-core Xeon with AMX), so the square alone understates the peak. Rounds
- * are interleaved: each round times every engine once on every product, so a loaded
- * machine slows all engines alike; figures are medians over rounds. Prints one JSON
- * object on stdout. */
+ * these: at bf16 a square product is slower than most of the model's own (0.94 against
+ * up to 1.46 TFLOP/s on a 2-core Xeon with AMX), so the square alone understates the
+ * peak. Rounds are interleaved: each round times every engine once on every product, so
+ * a loaded machine slows all engines alike; figures are medians over rounds. Prints one
+ * JSON object on stdout. */
 #define _POSIX_C_SOURCE 200809L
 #include "atoll/atoll.h"
 #include "ops/cpu_features.h"
