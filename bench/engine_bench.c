@@ -108,8 +108,8 @@ int main(int argc, char **argv) {
     void (*set_threads)(int) = (void (*)(int))dlsym(blis, "bli_thread_set_num_threads");
     if (set_threads) set_threads(threads);
   }
-  int have[NENGINES] = {1, atoll_gemm_set_engine(ATOLL_ENGINE_ONEDNN, NULL) == 0, blis_sgemm != NULL,
-                        atoll_gemm_bf16_check(NULL) == 0, atoll_gemm_bf16_check(NULL) == 0};
+  int bf16 = atoll_gemm_bf16_check(NULL) == 0;
+  int have[NENGINES] = {1, atoll_gemm_set_engine(ATOLL_ENGINE_ONEDNN, NULL) == 0, blis_sgemm != NULL, bf16, bf16};
 
   int outs[5] = {3 * dim, dim, 4 * dim, dim, vocab}, ins[5] = {dim, dim, dim, 4 * dim, dim};
   const char *wn[5] = {"qkv", "attn_proj", "fc", "mlp_proj", "lm_head"};

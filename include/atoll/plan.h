@@ -293,6 +293,10 @@ int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err);
  * {"peak_gflops"}; and the thread count it was measured at ("sgemm": {"threads"} or
  * "threads"; 0 when absent). */
 int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_err *err);
+/* A CPU's fp32 peak, GFLOP/s, as --cpu-gflops and a results file may give it: from a
+ * thousandth of a GFLOP/s to ten PFLOP/s */
+#define ATOLL_PLAN_CPU_GFLOPS_MIN 1e-3
+#define ATOLL_PLAN_CPU_GFLOPS_MAX 1e7
 /* Fills the CPU accelerator's peak (and elementwise rate, derived from it unless
  * measured) for a device of `threads` cores given its sgemm FLOP/s. */
 void atoll_plan_cpu_set(atoll_plan_accel *a, double sgemm_flops, double elem_bw);

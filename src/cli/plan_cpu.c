@@ -42,7 +42,9 @@ int atoll_plan_setup_cpu(const atoll_plan_opts *o, atoll_plan_accel *a, char *no
   if ((s = atoll_plan_opt(o, "cpu-gflops"))) {
     double g = 0;
     if (atoll_plan_parse_double("cpu-gflops", s, &g, err)) return -1;
-    if (!(g >= 1e-3 && g <= 1e7)) return atoll_fail(err, "--cpu-gflops: expected 0.001 to 1e7 (GFLOP/s), got %s", s);
+    if (!(g >= ATOLL_PLAN_CPU_GFLOPS_MIN && g <= ATOLL_PLAN_CPU_GFLOPS_MAX))
+      return atoll_fail(err, "--cpu-gflops: expected %g to %g (GFLOP/s), got %s", ATOLL_PLAN_CPU_GFLOPS_MIN,
+                        ATOLL_PLAN_CPU_GFLOPS_MAX, s);
     atoll_plan_cpu_set(a, g * 1e9, 0);
     snprintf(note, nn, "cpu peak %.1f GFLOP/s (--cpu-gflops)", g);
   } else if (atoll_plan_opt(o, "measure")) {

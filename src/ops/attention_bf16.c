@@ -459,11 +459,11 @@ typedef struct {
 static head_io head_at(const heads *a, int b, int h) {
   size_t aq = b * a->bq + (size_t)h * a->hs, ao = b * a->bo + (size_t)h * a->hs;
   size_t ak = b * a->bk + (size_t)(h / (a->NH / a->NKV)) * a->hs;
+  size_t rows = ((size_t)b * a->NH + h) * a->T; /* this head's place in lse and D */
   head_io io = {.q = a->q + aq, .k = a->k + ak, .v = a->v + ak, .out = a->out + ao,
-                .lse = a->lse + ((size_t)b * a->NH + h) * a->T, .ldq = a->ldq, .ldo = a->ldo, .ldk = a->ldk};
+                .lse = a->lse + rows, .ldq = a->ldq, .ldo = a->ldo, .ldk = a->ldk};
   if (a->dout)
-    io.dout = a->dout + ao, io.dq = a->dq + aq, io.dk = a->dk + ak, io.dv = a->dv + ak,
-    io.D = a->D + ((size_t)b * a->NH + h) * a->T;
+    io.dout = a->dout + ao, io.dq = a->dq + aq, io.dk = a->dk + ak, io.dv = a->dv + ak, io.D = a->D + rows;
   return io;
 }
 

@@ -33,6 +33,11 @@ static void cpu_free(void *p) { atoll_mem_free(p); }
  * copies and gradient zeroing were about 2% of a bf16 step, all on one thread). */
 #define SPLIT_BYTES ((size_t)1 << 20)
 
+/* 1 when a fill of bytes runs on the calling thread alone */
+static int one_thread(size_t bytes) {
+  return bytes < SPLIT_BYTES || omp_in_parallel() || omp_get_max_threads() == 1;
+}
+
 static void split_fill(void *dst, const void *src, size_t bytes) {
   int nt = omp_get_max_threads();
   size_t per = (bytes / (size_t)nt + 4095) & ~(size_t)4095; /* whole pages */
@@ -49,19 +54,17 @@ static void split_fill(void *dst, const void *src, size_t bytes) {
 }
 
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
-  if (bytes < SPLIT_BYTES || omp_in_parallel() || omp_get_max_threads() == 1) {
-    if (bytes) memcpy(dst, src, bytes);
-    return;
-  }
-  split_fill(dst, src, bytes);
+  if (!one_thread(bytes))
+    split_fill(dst, src, bytes);
+  else if (bytes)
+    memcpy(dst, src, bytes);
 }
 
 static void cpu_zero(void *dst, size_t bytes) {
-  if (bytes < SPLIT_BYTES || omp_in_parallel() || omp_get_max_threads() == 1) {
-    if (bytes) memset(dst, 0, bytes);
-    return;
-  }
-  split_fill(dst, NULL, bytes);
+  if (!one_thread(bytes))
+    split_fill(dst, NULL, bytes);
+  else if (bytes)
+    memset(dst, 0, bytes);
 }
 
 /* Channels per task when threads split a reduction over rows by channel. */

@@ -80,8 +80,7 @@ int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_
   if (!cJSON_IsNumber(v)) v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "sgemm"), "peak_gflops");
   int found = cJSON_IsNumber(v);
   double g = found ? v->valuedouble : 0.0;
-  /* a CPU's fp32 peak: from a thousandth of a GFLOP/s to ten PFLOP/s */
-  int ok = found && isfinite(g) && g >= 1e-3 && g <= 1e7;
+  int ok = found && isfinite(g) && g >= ATOLL_PLAN_CPU_GFLOPS_MIN && g <= ATOLL_PLAN_CPU_GFLOPS_MAX;
   if (ok) *gflops = g;
   /* the thread count it was measured at: "sgemm": {"threads"} or a top-level "threads" */
   const cJSON *th = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "sgemm"), "threads");
@@ -90,6 +89,8 @@ int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_
   if (threads) *threads = t >= 1 && t <= 1e6 && t == floor(t) ? (int)t : 0;
   cJSON_Delete(j);
   if (!found) return atoll_fail(err, "%s: no peak_gflops.fp32 (or sgemm_peak_gflops, sgemm.peak_gflops) number", path);
-  if (!ok) return atoll_fail(err, "%s: fp32 peak %g GFLOP/s is not a CPU's (expected 0.001 to 1e7)", path, g);
+  if (!ok)
+    return atoll_fail(err, "%s: fp32 peak %g GFLOP/s is not a CPU's (expected %g to %g)", path, g,
+                      ATOLL_PLAN_CPU_GFLOPS_MIN, ATOLL_PLAN_CPU_GFLOPS_MAX);
   return 0;
 }

@@ -156,25 +156,23 @@ static void trim(char *p) {
   p[n] = '\0';
 }
 
-/* p without its last component; 0 when nothing is left */
-static int strip_last(char *p) {
-  trim(p);
-  size_t n = strlen(p);
-  while (n > 0 && p[n - 1] != '/') n--;
-  p[n] = '\0';
-  trim(p);
-  return p[0] != '\0';
+/* p (n bytes) replaced by its trimmed parent ("." for a bare name, which exists) */
+static void go_up(char *p, size_t n) {
+  char up[4096];
+  atoll_parent_dir(p, up, sizeof up);
+  trim(up);
+  snprintf(p, n, "%s", up);
 }
 
 /* How many trailing components of dir do not exist yet (0: dir exists). */
 static int missing_levels(const char *dir) {
-  char p[OUT_PATH];
+  char p[4096];
   snprintf(p, sizeof p, "%s", dir);
   trim(p);
   int n = 0;
-  while (p[0] && access(p, F_OK) != 0) {
-    n++;
-    if (!strip_last(p)) break;
+  for (; access(p, F_OK) != 0; n++) {
+    if (strcmp(p, ".") == 0 || strcmp(p, "/") == 0) break; /* a removed working directory */
+    go_up(p, sizeof p);
   }
   return n;
 }
@@ -248,8 +246,7 @@ void atoll_run_out_close(atoll_run_out *o) {
      * it, so the parents this run made go only while they are empty. */
     unlink(path);
     snprintf(path, sizeof path, "%s", o->made);
-    for (int i = 0; i < o->made_levels && rmdir(path) == 0; i++)
-      if (!strip_last(path)) break;
+    for (int i = 0; i < o->made_levels && rmdir(path) == 0; i++) go_up(path, sizeof path);
   }
   o->made[0] = '\0';
   o->made_levels = 0;
