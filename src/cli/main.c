@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint.h"
 #include "cli/export_cli.h"
 #include "cli/openblas_core.h"
+#include "ops/cpu_features.h"
 #include "cli/net_cli.h"
 #include "cli/plan_cli.h"
 #include "cli/test_hooks.h"
@@ -473,6 +474,7 @@ int main(int argc, char **argv) {
 #ifdef ATOLL_HAVE_NCCL
   atoll_device_set_nccl(atoll_nccl_coll_open); /* without it, --dp-comm nccl says "built without NCCL" */
 #endif
+  (void)atoll_cpu(); /* an unknown ATOLL_MAX_ISA is the first thing said */
   atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
   atoll_cli_report_openblas_core();
   const char *cmd = argv[1];

@@ -3,10 +3,12 @@
  * it falls back to a generic SSE3 kernel ("Prescott") 4-7x slower than its AVX-512 one.
  * It reads OPENBLAS_CORETYPE only at load time, so setting it later in the process does
  * nothing: atoll sets it and re-executes itself, once, before anything else runs (before
- * MPI starts: the process keeps its pid, so launchers do not notice). A value the user
- * set is left alone. */
+ * MPI starts: the process keeps its pid, so launchers do not notice). It does the same
+ * when ATOLL_MAX_ISA (ops/cpu_features.h) is below the AVX-512 kernels OpenBLAS found:
+ * Haswell's then. A value the user set is left alone. */
 #include "cli/openblas_core.h"
 
+#include "ops/cpu_features.h"
 #include "ops/gemm_cpu.h"
 
 #include <stdio.h>
@@ -45,7 +47,11 @@ static int launcher_rank(void) {
 
 void atoll_cli_report_openblas_core(void) {
   const char *found = atoll_cli_openblas_found();
-  if (found && launcher_rank() == 0)
+  if (!found || launcher_rank() != 0) return;
+  if (atoll_openblas_generic(found))
     fprintf(stderr, "atoll: OpenBLAS picked its generic '%s' kernels on this CPU; running with OPENBLAS_CORETYPE=%s (%s kernels)\n",
             found, getenv("OPENBLAS_CORETYPE"), atoll_openblas_core());
+  else
+    fprintf(stderr, "atoll: ATOLL_MAX_ISA=%s: OpenBLAS's '%s' kernels use more; running with OPENBLAS_CORETYPE=%s (%s kernels)\n",
+            atoll_cpu()->cap, found, getenv("OPENBLAS_CORETYPE"), atoll_openblas_core());
 }

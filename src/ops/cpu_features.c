@@ -6,7 +6,10 @@
  * (arch_prctl ARCH_REQ_XCOMP_PERM, feature 18) before it runs an AMX instruction. */
 #include "ops/cpu_features.h"
 
+#include "core/fatal.h"
+
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -90,10 +93,30 @@ static void detect(void) {
 #endif
 }
 
+/* Clears the flags above ATOLL_MAX_ISA (cpu_features.h). */
+static void apply_cap(atoll_cpu_features *f) {
+  const char *v = getenv("ATOLL_MAX_ISA");
+  if (!v || !*v) return;
+  static const char *levels[] = {"avx2", "avx512", "avx512_bf16", "amx"};
+  int level = -1;
+  for (int i = 0; i < 4; i++)
+    if (strcmp(v, levels[i]) == 0) level = i;
+  if (level < 0) atoll_fatal("ATOLL_MAX_ISA=%.32s: unknown instruction set (use " ATOLL_MAX_ISA_VALUES ")", v);
+  if (level < 1) f->avx512 = 0;
+  if (level < 2) f->avx512_bf16 = 0;
+  if (level < 3) f->amx_bf16 = 0;
+  snprintf(f->cap, sizeof f->cap, "%s", v);
+}
+
+static void detect_capped(void) {
+  detect();
+  apply_cap(&features);
+}
+
 static const atoll_cpu_features *override;
 
 const atoll_cpu_features *atoll_cpu(void) {
-  pthread_once(&once, detect);
+  pthread_once(&once, detect_capped);
   return override ? override : &features;
 }
 

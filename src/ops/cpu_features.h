@@ -13,9 +13,20 @@ typedef struct {
   int avx512_bf16;      /* AVX512_BF16: vdpbf16ps, vcvtne2ps2bf16 */
   int amx_bf16;         /* AMX-TILE + AMX-BF16, usable: the OS saves tile data and this
                            process was granted it (Linux arch_prctl) */
+  char cap[16];         /* ATOLL_MAX_ISA as applied ("" when unset): the flags above
+                           are those of a processor with at most that instruction set */
 } atoll_cpu_features;
 
-/* The features of this machine (computed once, thread-safe). */
+/* ATOLL_MAX_ISA caps what atoll uses, as if the processor had no more than: "avx2"
+ * (no AVX-512), "avx512" (no AVX512_BF16, no AMX), "avx512_bf16" (no AMX) or "amx"
+ * (everything found). It steers every run-time choice (atoll's AMX attention, the bf16
+ * refusal, the fp32 engine, oneDNN's kernels through dnnl_set_max_cpu_isa, OpenBLAS's
+ * through OPENBLAS_CORETYPE), not the compiler's: atoll's own loops are built for the
+ * build machine (ATOLL_NATIVE). It lets one machine run the code paths of smaller ones. */
+#define ATOLL_MAX_ISA_VALUES "avx2, avx512, avx512_bf16 or amx"
+
+/* The features of this machine, capped by ATOLL_MAX_ISA (computed once, thread-safe;
+ * an unknown ATOLL_MAX_ISA ends the process with one line: atoll_fatal). */
 const atoll_cpu_features *atoll_cpu(void);
 
 /* Tests: replaces what atoll_cpu() returns (NULL: back to the detected features), to

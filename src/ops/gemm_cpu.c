@@ -26,13 +26,14 @@ char *openblas_get_corename(void); /* OpenBLAS's own API, not part of CBLAS */
 static atoll_engine fp32_engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
-/* The default by measurement (bench/README.md, "Matrix engines"): on processors with
- * AVX-512 oneDNN's sgemm was faster than OpenBLAS at the model's shapes; elsewhere
- * OpenBLAS stays (not measured yet on AVX2-only machines). */
+/* The default by measurement (bench/README.md, "Matrix engines"): oneDNN's sgemm was
+ * faster than OpenBLAS at the model's shapes with AVX-512, and on the AVX2 code paths
+ * of the same Xeon (ATOLL_MAX_ISA=avx2; no AVX2-only processor was at hand); OpenBLAS
+ * below AVX2. */
 static void choose_engine(void) {
   fp32_engine = ATOLL_ENGINE_OPENBLAS;
 #ifdef ATOLL_HAVE_DNNL
-  if (atoll_cpu()->avx512) fp32_engine = ATOLL_ENGINE_ONEDNN;
+  if (atoll_cpu()->avx512 || atoll_cpu()->avx2) fp32_engine = ATOLL_ENGINE_ONEDNN;
 #endif
 }
 
@@ -74,11 +75,18 @@ static int generic_core(const char *name) {
 
 const char *atoll_openblas_better_core(void) { return atoll_openblas_better_core_for(atoll_openblas_core()); }
 
+/* OpenBLAS's kernel families that use AVX-512 */
+static int avx512_core(const char *name) {
+  return strcasecmp(name, "SkylakeX") == 0 || strcasecmp(name, "Cooperlake") == 0 ||
+         strcasecmp(name, "SapphireRapids") == 0;
+}
+
+int atoll_openblas_generic(const char *core) { return generic_core(core); }
+
 const char *atoll_openblas_better_core_for(const char *core) {
   const atoll_cpu_features *f = atoll_cpu();
-  if (!generic_core(core)) return NULL;
-  if (f->avx512) return "SkylakeX";
-  if (f->avx2) return "Haswell";
+  if (generic_core(core)) return f->avx512 ? "SkylakeX" : f->avx2 ? "Haswell" : NULL;
+  if (!f->avx512 && avx512_core(core) && f->avx2) return "Haswell"; /* ATOLL_MAX_ISA below avx512 */
   return NULL;
 }
 
@@ -90,7 +98,21 @@ static dnnl_stream_t dnnl_strm;
 static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
 static int dnnl_ok;
 
+/* ATOLL_MAX_ISA (cpu_features.h) as oneDNN's own cap, before its first call; a
+ * ONEDNN_MAX_CPU_ISA the user set is left alone. */
+static pthread_once_t dnnl_cap_once = PTHREAD_ONCE_INIT;
+static void dnnl_cap(void) {
+  const char *cap = atoll_cpu()->cap;
+  if (!*cap || getenv("ONEDNN_MAX_CPU_ISA") || getenv("DNNL_MAX_CPU_ISA")) return;
+  dnnl_cpu_isa_t isa = strcmp(cap, "avx2") == 0          ? dnnl_cpu_isa_avx2
+                       : strcmp(cap, "avx512") == 0      ? dnnl_cpu_isa_avx512_core
+                       : strcmp(cap, "avx512_bf16") == 0 ? dnnl_cpu_isa_avx512_core_bf16
+                                                         : dnnl_cpu_isa_all;
+  if (dnnl_set_max_cpu_isa(isa) != dnnl_success) atoll_fatal("ATOLL_MAX_ISA=%s: oneDNN refused the cap", cap);
+}
+
 static void dnnl_start(void) {
+  pthread_once(&dnnl_cap_once, dnnl_cap);
   dnnl_ok = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success &&
             dnnl_stream_create(&dnnl_strm, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
 }
@@ -294,6 +316,7 @@ void atoll_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const floa
                     int ldb, float beta, float *C, int ldc) {
 #ifdef ATOLL_HAVE_DNNL
   if (atoll_gemm_engine() == ATOLL_ENGINE_ONEDNN && !omp_in_parallel()) {
+    pthread_once(&dnnl_cap_once, dnnl_cap);
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success) atoll_fatal("oneDNN: sgemm %dx%dx%d failed (status %d)", M, N, K, (int)st);
     return;
@@ -363,6 +386,9 @@ int atoll_gemm_bf16_check(atoll_err *err) {
   return atoll_fail(err, "--precision bf16: this build has no oneDNN (install libdnnl-dev and rebuild); use --precision fp32");
 #else
   const atoll_cpu_features *f = atoll_cpu();
+  if (!f->avx512_bf16 && !f->amx_bf16 && *f->cap)
+    return atoll_fail(err, "--precision bf16: ATOLL_MAX_ISA=%s leaves neither AVX512_BF16 nor AMX-BF16 instructions; "
+                      "use --precision fp32 or a higher ATOLL_MAX_ISA", f->cap);
   if (!f->avx512_bf16 && !f->amx_bf16)
     return atoll_fail(err, "--precision bf16: this CPU (%s) has neither AVX512_BF16 nor AMX-BF16 instructions; "
                       "use --precision fp32", f->model);
@@ -377,8 +403,9 @@ void atoll_gemm_describe(char *buf, size_t n, int precision_bf16, int threads) {
   char feats[96];
   atoll_cpu_feature_list(f, feats, sizeof feats);
   atoll_engine e = atoll_gemm_engine();
-  int len = snprintf(buf, n, "CPU %s (%s), %d thread%s; fp32 products: %s", f->model, feats, threads,
-                     threads == 1 ? "" : "s", atoll_gemm_engine_name(e));
+  int len = snprintf(buf, n, "CPU %s (%s%s%s), %d thread%s; fp32 products: %s", f->model, feats,
+                     *f->cap ? "; capped by ATOLL_MAX_ISA=" : "", f->cap, threads, threads == 1 ? "" : "s",
+                     atoll_gemm_engine_name(e));
   if (e == ATOLL_ENGINE_OPENBLAS && len > 0 && (size_t)len < n)
     len += snprintf(buf + len, n - (size_t)len, " (%s kernels)", atoll_openblas_core());
   if (precision_bf16 && len > 0 && (size_t)len < n)

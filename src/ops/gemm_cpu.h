@@ -63,6 +63,7 @@ int atoll_gemm_bf16_check(atoll_err *err);
 const char *atoll_openblas_core(void);
 const char *atoll_openblas_better_core(void);
 const char *atoll_openblas_better_core_for(const char *core); /* the same for a named kernel family */
+int atoll_openblas_generic(const char *core);                  /* 1 for a family without AVX2 */
 
 /* One line for the run's header: CPU model, features used, engine and kernel family,
  * bf16 instructions when precision_bf16, threads. */

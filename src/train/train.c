@@ -287,7 +287,8 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
 }
 
 /* What the run computes on: CPU, instruction sets, matrix engine, kernel family,
- * threads; a warning when OpenBLAS runs generic kernels on a better processor. */
+ * threads; a warning when OpenBLAS runs generic kernels on a better processor, or
+ * kernels above ATOLL_MAX_ISA; a note when bf16 runs without AMX. */
 static void print_engine_line(const atoll_run *r) {
   const atoll_config *c = r->cfg;
   if (r->device_desc[0]) {
@@ -298,11 +299,18 @@ static void print_engine_line(const atoll_run *r) {
   int threads = c->threads > 0 ? c->threads : omp_get_max_threads();
   atoll_gemm_describe(line, sizeof line, strcmp(c->precision, "bf16") == 0, threads);
   fprintf(stderr, "atoll train: %s; precision %s\n", line, c->precision);
-  const char *better = atoll_openblas_better_core();
-  if (better)
+  const char *better = atoll_openblas_better_core(), *core = atoll_openblas_core();
+  const atoll_cpu_features *f = atoll_cpu();
+  if (better && atoll_openblas_generic(core))
     fprintf(stderr, "atoll train: warning: OpenBLAS runs its generic '%s' kernels on a CPU with %s; "
-            "set OPENBLAS_CORETYPE=%s for its fast ones\n", atoll_openblas_core(), atoll_cpu()->avx512 ? "AVX-512" : "AVX2",
-            better);
+            "set OPENBLAS_CORETYPE=%s for its fast ones\n", core, f->avx512 ? "AVX-512" : "AVX2", better);
+  else if (better)
+    fprintf(stderr, "atoll train: warning: OpenBLAS runs its '%s' kernels, above ATOLL_MAX_ISA=%s; "
+            "set OPENBLAS_CORETYPE=%s for the capped ones\n", core, f->cap, better);
+  if (strcmp(c->precision, "bf16") == 0 && !f->amx_bf16)
+    fprintf(stderr, "atoll train: note: without AMX, bf16 products run on AVX512_BF16; on the one such path measured "
+            "(a Xeon's, bench/README.md) they ran at 0.65x the speed of fp32's and training at 0.72x: "
+            "compare with --precision fp32\n");
 }
 
 static void print_banner(const atoll_run *r) {

@@ -1,0 +1,64 @@
+#!/bin/sh
+# ATOLL_MAX_ISA (src/ops/cpu_features.h) runs the code paths of a smaller processor on
+# this one: an unknown value and bf16 without its instructions are refused with one
+# line; below AMX, bf16 runs on AVX512_BF16 products with the fp32 attention, and below
+# AVX-512, fp32 runs on oneDNN's AVX2 kernels (OpenBLAS's Haswell ones in attention);
+# each trains to the losses of the uncapped run within its precision. A cap above what the CPU has changes nothing, so
+# the comparisons that need a feature this machine lacks are skipped (said so).
+# usage: test_max_isa.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+small_data
+M="--layers 2 --heads 2 --dim 64 --context 48 --batch 4 --threads 2 --steps 8 --warmup 2 --eval-every 0 --save-every 0 --data $TMP/data"
+has() { grep -qw "$1" /proc/cpuinfo; }
+loss() { $PY -c "import json, sys; print(json.load(open(sys.argv[1]))['final_train_loss'])" "$1/summary.json"; }
+close() { # close NAME A B REL: |A - B| <= REL |A|
+  $PY -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= r * abs(a) else 1)" "$2" "$3" "$4" \
+    && pass "$1: $3 against $2" || fail "$1: $3 against $2 (allowed relative difference $4)"
+}
+
+ATOLL_MAX_ISA=sse4 expect_error "unknown ATOLL_MAX_ISA" "ATOLL_MAX_ISA=sse4: unknown instruction set" \
+  "$ATOLL" train $M --out "$TMP/bad"
+[ -e "$TMP/bad" ] && fail "unknown ATOLL_MAX_ISA: $TMP/bad was made" || pass "unknown ATOLL_MAX_ISA: no run directory made"
+
+if has avx512_bf16 || has amx_bf16; then
+  ATOLL_MAX_ISA=avx512 expect_error "bf16 below avx512_bf16" "ATOLL_MAX_ISA=avx512 leaves neither" \
+    "$ATOLL" train $M --precision bf16 --out "$TMP/bf16_avx512"
+else
+  echo "skipped: bf16 below avx512_bf16 (this CPU has no bf16 instructions to cap)"
+fi
+
+# bf16 with and without AMX: the products sum in another order and the attention is fp32
+# below AMX, so the losses agree within bf16's precision, not bit for bit
+if has amx_bf16 && has avx512_bf16; then
+  "$ATOLL" train $M --precision bf16 --out "$TMP/amx" >/dev/null 2>"$TMP/amx.err" || fail "bf16: $(tail -1 "$TMP/amx.err")"
+  ATOLL_MAX_ISA=avx512_bf16 "$ATOLL" train $M --precision bf16 --out "$TMP/nox" >"$TMP/nox.out" 2>"$TMP/nox.err" \
+    || fail "bf16 capped at avx512_bf16: $(tail -1 "$TMP/nox.err")"
+  grep -q "capped by ATOLL_MAX_ISA=avx512_bf16" "$TMP/nox.err" && grep -q "bf16 products: oneDNN matmul on AVX512_BF16" "$TMP/nox.err" \
+    && grep -q "attention: OpenBLAS" "$TMP/nox.err" \
+    && pass "bf16 capped at avx512_bf16: the header says so" || fail "bf16 capped header: $(grep CPU "$TMP/nox.err")"
+  close "bf16 loss after 8 steps, AMX against AVX512_BF16" "$(loss "$TMP/amx")" "$(loss "$TMP/nox")" 0.01
+else
+  echo "skipped: bf16 without AMX (this CPU lacks AMX or AVX512_BF16)"
+fi
+
+# fp32 below AVX-512: OpenBLAS re-executed with its Haswell kernels (it says why)
+if has avx512f && has avx2; then
+  "$ATOLL" train $M --out "$TMP/f512" >/dev/null 2>"$TMP/f512.err" || fail "fp32: $(tail -1 "$TMP/f512.err")"
+  env -u OPENBLAS_CORETYPE ATOLL_MAX_ISA=avx2 "$ATOLL" train $M --out "$TMP/favx2" >"$TMP/favx2.out" 2>"$TMP/favx2.err" \
+    || fail "fp32 capped at avx2: $(tail -1 "$TMP/favx2.err")"
+  grep -q "attention: OpenBLAS (Haswell kernels)" "$TMP/favx2.err" && grep -q "(avx2; capped by ATOLL_MAX_ISA=avx2)" "$TMP/favx2.err" && grep -q "OPENBLAS_CORETYPE=Haswell" "$TMP/favx2.err" \
+    && pass "fp32 capped at avx2: $(grep -o "fp32 products: .*" "$TMP/favx2.err")" \
+    || fail "fp32 capped at avx2: $(cat "$TMP/favx2.err")"
+  close "fp32 loss after 8 steps, AVX-512 against AVX2 kernels" "$(loss "$TMP/f512")" "$(loss "$TMP/favx2")" 1e-4
+else
+  echo "skipped: fp32 below AVX-512 (this CPU has no AVX-512 to cap)"
+fi
+
+# a cap at or above what the CPU has: the same run, bit for bit
+"$ATOLL" train $M --out "$TMP/plain" >/dev/null 2>&1
+ATOLL_MAX_ISA=amx "$ATOLL" train $M --out "$TMP/amxcap" >/dev/null 2>&1
+h1=$($PY -c "import json; print(json.load(open('$TMP/plain/summary.json'))['weights_hash'])")
+h2=$($PY -c "import json; print(json.load(open('$TMP/amxcap/summary.json'))['weights_hash'])")
+[ -n "$h1" ] && [ "$h1" = "$h2" ] && pass "ATOLL_MAX_ISA=amx: the uncapped run's weights ($h1)" || fail "ATOLL_MAX_ISA=amx: weights $h2, uncapped $h1"
+finish
