@@ -772,6 +772,7 @@ static void test_ckpt_state_errors(void) {
       {"{\"format\": \"atoll-checkpoint\", \"version\": 1}", "missing \"step\""},
       {"{\"format\": \"atoll-checkpoint\", \"version\": 1, \"step\": -1}", "integer >= 0"},
       {"{\"format\": \"atoll-checkpoint\", \"version\": 1, \"step\": 2.5}", "integer >= 0"},
+      {"{\"format\": \"atoll-checkpoint\", \"version\": 1, \"step\": 3}\n{\"step\": 9}", "unexpected content after"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char sub[600];

@@ -22,6 +22,7 @@
 #include "ckpt/ckpt_internal.h"
 
 #include "core/fs.h"
+#include "core/json_text.h"
 
 #include "ckpt/safetensors.h"
 #include "ckpt/safetensors_internal.h"
@@ -368,14 +369,8 @@ int atoll_ckpt_read_state(const char *dir, cJSON **state, atoll_err *err) {
   if (atoll_ckpt_join(path, sizeof path, dir, STATE_FILE, err) != 0) return -1;
   if (stat(path, &st) != 0 && errno == ENOENT)
     return atoll_fail(err, "%s: not a checkpoint (no state.json)", dir);
-  char *text = NULL;
-  size_t len = 0;
-  if (atoll_read_file(path, CK_MAX_STATE, &text, &len, err) != 0) return -1;
-  const char *end = NULL;
-  cJSON *s = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-  size_t at = end ? (size_t)(end - text) : 0;
-  free(text);
-  if (!s) return atoll_fail(err, "%s: invalid JSON (error near byte %zu)", path, at);
+  cJSON *s = atoll_json_read_whole(path, CK_MAX_STATE, err);
+  if (!s) return -1;
   if (validate_state(s, path, err) != 0) {
     cJSON_Delete(s);
     return -1;

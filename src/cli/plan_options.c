@@ -4,8 +4,9 @@
  * unknown or repeated key, a value of the wrong type, or anything after the object. */
 #include "cli/plan_options.h"
 
+#include "core/json_text.h"
+
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,14 +181,10 @@ static int config_key(atoll_plan_opts *o, const cJSON *it, int *seen, const char
 
 int atoll_plan_opts_read_config(atoll_plan_opts *o, const char *text, size_t len, const char *path,
                                 atoll_err *err) {
-  const char *end = NULL;
-  cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-  size_t at = end && end >= text ? (size_t)(end - text) : 0;
-  if (!j) return atoll_fail(err, "%s: invalid JSON near byte %zu", path, at);
+  cJSON *j = atoll_json_parse_whole(text, len, path, err);
+  if (!j) return -1;
   int rc = 0;
-  for (size_t k = at; k < len && rc == 0; k++)
-    if (!isspace((unsigned char)text[k])) rc = atoll_fail(err, "%s: content after the JSON object at byte %zu", path, k);
-  if (rc == 0 && !cJSON_IsObject(j)) rc = atoll_fail(err, "%s: expected a JSON object of settings", path);
+  if (!cJSON_IsObject(j)) rc = atoll_fail(err, "%s: expected a JSON object of settings", path);
   int seen[ATOLL_PLAN_MAX_OPTS] = {0};
   for (const cJSON *it = rc == 0 ? j->child : NULL; it && rc == 0; it = it->next) rc = config_key(o, it, seen, path, err);
   cJSON_Delete(j);

@@ -6,9 +6,9 @@
  * world), its micro-batches per step the layout's (or the config's "microbatches" or
  * "accum" for an older summary). */
 #include "atoll/plan.h"
+#include "core/json_text.h"
 #include "model/layout.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,17 +29,8 @@ static int get_int(const cJSON *o, const char *key, int dflt, int *out, const ch
 
 int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, atoll_err *err) {
   memset(cal, 0, sizeof *cal);
-  FILE *f = fopen(path, "rb");
-  if (!f) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 1 << 22;
-  char *buf = malloc(cap);
-  size_t n = buf ? fread(buf, 1, cap - 1, f) : 0;
-  fclose(f);
-  if (!buf) return atoll_fail(err, "%s: out of memory", path);
-  buf[n] = 0;
-  cJSON *j = cJSON_Parse(buf);
-  free(buf);
-  if (!j) return atoll_fail(err, "%s: invalid JSON (expected an atoll run's summary.json)", path);
+  cJSON *j = atoll_json_read_whole(path, 1 << 22, err);
+  if (!j) return -1;
   int rc = -1;
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(j, "config");
   const cJSON *med = cJSON_GetObjectItemCaseSensitive(j, "median_step_seconds");

@@ -8,10 +8,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "atoll/plan.h"
 #include "core/clock.h"
+#include "core/json_text.h"
 #include "ops/ops.h"
 
 #include <cblas.h>
-#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -64,16 +64,8 @@ int atoll_plan_measure_cpu(atoll_plan_cpu_measure *out, atoll_err *err) {
 }
 
 int atoll_plan_read_bench(const char *path, double *gflops, int *threads, atoll_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
-  char *buf = malloc(1 << 20);
-  size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-  fclose(f);
-  if (!buf) return atoll_fail(err, "%s: out of memory", path);
-  buf[n] = 0;
-  cJSON *j = cJSON_Parse(buf);
-  free(buf);
-  if (!j) return atoll_fail(err, "%s: invalid JSON", path);
+  cJSON *j = atoll_json_read_whole(path, 1 << 20, err);
+  if (!j) return -1;
   /* bench/run.sh's "peak_gflops": {"fp32": ...}, else older files' keys */
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "peak_gflops"), "fp32");
   if (!cJSON_IsNumber(v)) v = cJSON_GetObjectItemCaseSensitive(j, "sgemm_peak_gflops");

@@ -3,6 +3,7 @@
  * checkpoints and summary.json. */
 #include "train/config.h"
 
+#include "core/json_text.h"
 #include "parallel/outer_lr.h"
 #include "parallel/pipeline.h"
 
@@ -287,19 +288,8 @@ int atoll_config_apply_json(atoll_config *c, const cJSON *obj, const char *sourc
 
 int atoll_config_apply_text(atoll_config *c, const char *text, size_t len, const char *source,
                             atoll_err *err) {
-  const char *end = NULL;
-  cJSON *obj = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-  if (!obj) {
-    size_t at = end && end >= text ? (size_t)(end - text) : 0;
-    return atoll_fail(err, "%s: invalid JSON near byte %zu", source, at);
-  }
-  size_t at = (size_t)(end - text); /* only white space may follow the object */
-  while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
-    at++;
-  if (at < len && !(text[at] == '\0' && at + 1 == len)) {
-    cJSON_Delete(obj);
-    return atoll_fail(err, "%s: unexpected content after the JSON object at byte %zu", source, at);
-  }
+  cJSON *obj = atoll_json_parse_whole(text, len, source, err);
+  if (!obj) return -1;
   int rc = atoll_config_apply_json(c, obj, source, err);
   cJSON_Delete(obj);
   return rc;

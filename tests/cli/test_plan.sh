@@ -49,11 +49,14 @@ expect_error "config: a key given 100 times" "$TMP/dup.json: duplicate key 'mode
 printf '{"model": "gpt2", "batch_tokens": "1M", "batch-tokens": "2M"}' >"$TMP/dup2.json"
 expect_error "config: one key in two spellings" "duplicate key 'batch-tokens'" $ATOLL plan --config "$TMP/dup2.json"
 printf '{"model": "gpt2"} {"gpus": 8}' >"$TMP/trail.json"
-expect_error "config: content after the object" "$TMP/trail.json: content after the JSON object" \
+expect_error "config: content after the object" "$TMP/trail.json: unexpected content after the JSON object" \
   $ATOLL plan --config "$TMP/trail.json"
 $PY -c "import json; print(json.dumps({'model': 'gpt2', 'set': ['dp_overlap=0.5'] * 40}))" >"$TMP/sets.json"
 expect_error "config: more assumptions than --set takes" "at most 32" $ATOLL plan --config "$TMP/sets.json"
 expect_error "calibrate: missing file" "$TMP/none.json" $ATOLL plan --calibrate "$TMP/none.json"
+printf '{"steps": 3} {"config": {}}' >"$TMP/twosummaries.json"
+expect_error "calibrate: two JSON values" "twosummaries.json: unexpected content after the JSON object at byte 13" \
+  $ATOLL plan --calibrate "$TMP/twosummaries.json"
 printf '{"steps": 3}' >"$TMP/notsummary.json"
 expect_error "calibrate: not a summary" "config" $ATOLL plan --calibrate "$TMP/notsummary.json"
 
@@ -144,6 +147,13 @@ done
 printf '{"threads": 2, "peak_gflops": {"bf16": 900.0}}\n' >"$TMP/bench_bf16.json"
 expect_error "a results file without an fp32 peak" "no peak_gflops.fp32" \
   $ATOLL plan --model gpt2 --accel cpu --gpus 1 --bench-results "$TMP/bench_bf16.json"
+# the whole file is one JSON value: junk after it, or a NUL byte, is refused (it was ignored)
+printf '{"threads": 2, "peak_gflops": {"fp32": 300.0}}\n}garbage' >"$TMP/bench_junk.json"
+expect_error "a results file with content after its JSON" "bench_junk.json: unexpected content after the JSON object at byte 47" \
+  $ATOLL plan --model gpt2 --accel cpu --gpus 1 --bench-results "$TMP/bench_junk.json"
+printf '{"threads": 2, "peak_gflops": {"fp32": 300.0}}\000{}' >"$TMP/bench_nul.json"
+expect_error "a results file with a NUL byte after its JSON" "bench_nul.json: unexpected content after the JSON object" \
+  $ATOLL plan --model gpt2 --accel cpu --gpus 1 --bench-results "$TMP/bench_nul.json"
 for g in 1e999 1e-300 1e300 -5; do
   printf '{"threads": 2, "peak_gflops": {"fp32": %s}}\n' $g >"$TMP/bench_odd.json"
   expect_error "a results file with fp32 peak $g" "is not a CPU's" $ATOLL plan --model gpt2 --accel cpu --gpus 1 --bench-results "$TMP/bench_odd.json"
