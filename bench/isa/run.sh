@@ -25,7 +25,7 @@ ROUNDS=3
 STEPS=12
 THREADS=2
 RESULTS="$ROOT/bench/isa/results.json"
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) ROUNDS=1; STEPS=5 ;;
@@ -38,7 +38,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ROUNDS$STEPS$THREADS" in *[!0-9]*|"") echo "run.sh: --rounds, --steps and --threads take integers" >&2; exit 2 ;; esac
+for v in "$ROUNDS" "$STEPS" "$THREADS"; do
+  case "$v" in *[!0-9]*|"") echo "run.sh: --rounds, --steps and --threads take integers" >&2; exit 2 ;; esac
+done
 if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ] || [ "$THREADS" -lt 1 ]; then
   echo "run.sh: need --rounds >= 1, --steps >= 5 (the first 3 steps are warm-up), --threads >= 1" >&2; exit 2
 fi
@@ -51,7 +53,7 @@ PY2=${ATOLL_PYTHON:-$(bash scripts/venv.sh 2>/dev/null || true)}
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 
 log "building atoll (native, and -march=haswell for the avx2 rows)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DATOLL_NATIVE=ON >/dev/null
 cmake --build build --target atoll -j"$(nproc)" >/dev/null
 cmake -S . -B "$TMP/build-avx2" -DCMAKE_BUILD_TYPE=Release -DATOLL_NATIVE=OFF -DATOLL_CUDA=OFF -DCMAKE_C_FLAGS=-march=haswell >/dev/null
 cmake --build "$TMP/build-avx2" --target atoll -j"$(nproc)" >/dev/null
@@ -92,7 +94,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 CPU_MODEL=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$JOBS" "$TORCH_MALLOC" "$(git rev-parse --short HEAD)" <<'PYEOF'
+python3 - "$TMP" "$RESULTS" "$ROUNDS" "$STEPS" "$THREADS" "$CPU_MODEL" "$JOBS" "$TORCH_MALLOC" "$(git describe --always --dirty)" <<'PYEOF'
 import json, statistics, sys, os
 tmp, results, rounds, steps, threads, cpu, jobs, tm, commit = sys.argv[1:]
 rounds = int(rounds)

@@ -3,7 +3,7 @@
 #include "ckpt/hf.h"
 
 #include "ckpt/safetensors.h"
-#include "core/fs.h"
+#include "core/json_text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,11 +118,8 @@ static int check_rest(const atoll_st_file *f, const atoll_hf_arch *a, const char
 static int read_config(const char *dir, const atoll_layout *whole, const atoll_hf_arch **arch, atoll_err *err) {
   char path[1200];
   snprintf(path, sizeof path, "%s/config.json", dir);
-  char *text = NULL;
-  size_t len = 0;
-  if (atoll_read_file(path, 1u << 20, &text, &len, err)) return -1;
-  cJSON *cfg = cJSON_ParseWithLength(text, len);
-  free(text);
+  cJSON *cfg = atoll_json_read_whole(path, 1u << 20, err);
+  if (!cfg) return -1;
   if (!cJSON_IsObject(cfg)) {
     cJSON_Delete(cfg);
     return atoll_fail(err, "%s: not a JSON object", path);

@@ -1,7 +1,7 @@
 /* Tokenizer records of data directories and checkpoints (data/data_tokenizer.h). */
 #include "data/data_tokenizer.h"
 
-#include "core/fs.h"
+#include "core/json_text.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -65,11 +65,8 @@ int atoll_data_tokenizer(const char *dir, atoll_tokenizer_record *rec, atoll_err
   struct stat st;
   if (stat(path, &st) != 0 && errno == ENOENT) return 0;
   if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return atoll_fail(err, "%s: not a regular file", path);
-  char *text = NULL;
-  size_t len = 0;
-  if (atoll_read_file(path, (size_t)1 << 26, &text, &len, err) != 0) return -1;
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  free(text);
+  cJSON *root = atoll_json_read_whole(path, (size_t)1 << 26, err);
+  if (!root) return -1;
   int rc = 0;
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
   const cJSON *hash = cJSON_GetObjectItemCaseSensitive(root, "tokenizer_hash");

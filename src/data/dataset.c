@@ -10,7 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "data/token_file.h"
 
-#include "core/fs.h"
+#include "core/json_text.h"
 #include "core/rng.h"
 #include "data/dataset.h"
 
@@ -267,11 +267,8 @@ static int check_manifest(atoll_dataset *ds, const char *dir, const char *split,
   if (stat(path, &st) != 0 && errno == ENOENT) return 0;
   if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) /* a FIFO would hang the read */
     return atoll_fail(err, "%s: not a regular file", path);
-  char *text = NULL;
-  size_t len = 0;
-  if (atoll_read_file(path, (size_t)1 << 26, &text, &len, err) != 0) return -1;
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  free(text);
+  cJSON *root = atoll_json_read_whole(path, (size_t)1 << 26, err);
+  if (!root) return -1;
   int rc = cJSON_IsObject(root) ? manifest_matches(root, ds, path, split, err)
                                 : atoll_fail(err, "%s: not a JSON object", path);
   cJSON_Delete(root);

@@ -3,6 +3,7 @@
 #include "net/coordinator_int.h"
 
 #include "core/fs.h"
+#include "core/json_text.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -47,14 +48,11 @@ void atoll_coord_save_state(coord *c) {
 
 /* A state file from an earlier run: the revision, hash and step carry on. */
 int atoll_coord_load_state(coord *c, atoll_err *err) {
-  char *text = NULL;
-  size_t len = 0;
   FILE *f = fopen(c->state_path, "r");
   if (!f) return 0; /* a first start */
   fclose(f);
-  if (atoll_read_file(c->state_path, 1 << 20, &text, &len, err)) return -1;
-  cJSON *s = cJSON_ParseWithLength(text, len);
-  free(text);
+  cJSON *s = atoll_json_read_whole(c->state_path, 1 << 20, err);
+  if (!s) return -1;
   const cJSON *rev = cJSON_GetObjectItemCaseSensitive(s, "revision"), *h = cJSON_GetObjectItemCaseSensitive(s, "hash"),
               *st = cJSON_GetObjectItemCaseSensitive(s, "step"), *mem = cJSON_GetObjectItemCaseSensitive(s, "members");
   if (!cJSON_IsNumber(rev) || rev->valuedouble < 0 || !cJSON_IsString(h) || strlen(h->valuestring) != 2 * ATOLL_WIRE_HASH ||

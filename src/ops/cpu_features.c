@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -100,12 +101,22 @@ static void apply_cap(atoll_cpu_features *f) {
   static const char *levels[] = {"avx2", "avx512", "avx512_bf16", "amx"};
   int level = -1;
   for (int i = 0; i < 4; i++)
-    if (strcmp(v, levels[i]) == 0) level = i;
-  if (level < 0) atoll_fatal("ATOLL_MAX_ISA=%.32s: unknown instruction set (use " ATOLL_MAX_ISA_VALUES ")", v);
+    if (strcasecmp(v, levels[i]) == 0) level = i;
+  if (level < 0) { /* said back on one line: printable characters only, at most 32 */
+    char shown[40];
+    size_t n = 0;
+    for (; v[n] && n < 32; n++) shown[n] = v[n] >= 0x20 && v[n] < 0x7f ? v[n] : '?';
+    shown[n] = 0;
+    atoll_fatal("ATOLL_MAX_ISA=%s%s: unknown instruction set (use " ATOLL_MAX_ISA_VALUES ")", shown, v[n] ? "..." : "");
+  }
+  int had_bf16 = f->avx512_bf16 || f->amx_bf16;
+  atoll_cpu_features before = *f;
   if (level < 1) f->avx512 = 0;
   if (level < 2) f->avx512_bf16 = 0;
   if (level < 3) f->amx_bf16 = 0;
-  snprintf(f->cap, sizeof f->cap, "%s", v);
+  f->capped = before.avx512 != f->avx512 || before.avx512_bf16 != f->avx512_bf16 || before.amx_bf16 != f->amx_bf16;
+  f->capped_bf16 = had_bf16 && !f->avx512_bf16 && !f->amx_bf16;
+  snprintf(f->cap, sizeof f->cap, "%s", levels[level]);
 }
 
 static void detect_capped(void) {

@@ -15,9 +15,11 @@ typedef struct {
                            process was granted it (Linux arch_prctl) */
   char cap[16];         /* ATOLL_MAX_ISA as applied ("" when unset): the flags above
                            are those of a processor with at most that instruction set */
+  int capped;           /* 1 when the cap cleared a flag this processor has */
+  int capped_bf16;      /* 1 when it cleared the last of AVX512_BF16 and AMX-BF16 */
 } atoll_cpu_features;
 
-/* ATOLL_MAX_ISA caps what atoll uses, as if the processor had no more than: "avx2"
+/* ATOLL_MAX_ISA (any case) caps what atoll uses, as if the processor had no more than: "avx2"
  * (no AVX-512), "avx512" (no AVX512_BF16, no AMX), "avx512_bf16" (no AMX) or "amx"
  * (everything found). It steers every run-time choice (atoll's AMX attention, the bf16
  * refusal, the fp32 engine, oneDNN's kernels through dnnl_set_max_cpu_isa, OpenBLAS's

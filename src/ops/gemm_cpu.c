@@ -98,18 +98,19 @@ static dnnl_stream_t dnnl_strm;
 static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
 static int dnnl_ok;
 
-/* ATOLL_MAX_ISA (cpu_features.h) as oneDNN's own cap, before its first call; a
- * ONEDNN_MAX_CPU_ISA the user set is left alone. */
+/* ATOLL_MAX_ISA (cpu_features.h) as oneDNN's own cap, before its first call; it wins
+ * over a ONEDNN_MAX_CPU_ISA in the environment. "amx" caps nothing: such a variable
+ * then stays in force, and the header and the bf16 check ask oneDNN what it runs. */
 static pthread_once_t dnnl_cap_once = PTHREAD_ONCE_INIT;
 static void dnnl_cap(void) {
   const char *cap = atoll_cpu()->cap;
-  if (!*cap || getenv("ONEDNN_MAX_CPU_ISA") || getenv("DNNL_MAX_CPU_ISA")) return;
-  dnnl_cpu_isa_t isa = strcmp(cap, "avx2") == 0          ? dnnl_cpu_isa_avx2
-                       : strcmp(cap, "avx512") == 0      ? dnnl_cpu_isa_avx512_core
-                       : strcmp(cap, "avx512_bf16") == 0 ? dnnl_cpu_isa_avx512_core_bf16
-                                                         : dnnl_cpu_isa_all;
+  if (!*cap || strcmp(cap, "amx") == 0) return;
+  dnnl_cpu_isa_t isa = strcmp(cap, "avx2") == 0 ? dnnl_cpu_isa_avx2
+                       : strcmp(cap, "avx512") == 0 ? dnnl_cpu_isa_avx512_core
+                                                    : dnnl_cpu_isa_avx512_core_bf16;
   if (dnnl_set_max_cpu_isa(isa) != dnnl_success) atoll_fatal("ATOLL_MAX_ISA=%s: oneDNN refused the cap", cap);
 }
+
 
 static void dnnl_start(void) {
   pthread_once(&dnnl_cap_once, dnnl_cap);
@@ -381,12 +382,22 @@ void atoll_gemm_bf16_batch(int batch, int ta, int tb, int M, int N, int K, float
 #endif
 }
 
+int atoll_gemm_bf16_on_amx(void) {
+#ifdef ATOLL_HAVE_DNNL
+  pthread_once(&dnnl_cap_once, dnnl_cap);
+  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
+  return (isa & amx) == amx;
+#else
+  return 0;
+#endif
+}
+
 int atoll_gemm_bf16_check(atoll_err *err) {
 #ifndef ATOLL_HAVE_DNNL
   return atoll_fail(err, "--precision bf16: this build has no oneDNN (install libdnnl-dev and rebuild); use --precision fp32");
 #else
   const atoll_cpu_features *f = atoll_cpu();
-  if (!f->avx512_bf16 && !f->amx_bf16 && *f->cap)
+  if (f->capped_bf16)
     return atoll_fail(err, "--precision bf16: ATOLL_MAX_ISA=%s leaves neither AVX512_BF16 nor AMX-BF16 instructions; "
                       "use --precision fp32 or a higher ATOLL_MAX_ISA", f->cap);
   if (!f->avx512_bf16 && !f->amx_bf16)
@@ -394,6 +405,20 @@ int atoll_gemm_bf16_check(atoll_err *err) {
                       "use --precision fp32", f->model);
   pthread_once(&dnnl_once, dnnl_start);
   if (!dnnl_ok) return atoll_fail(err, "--precision bf16: oneDNN could not create a CPU engine");
+  /* oneDNN may be capped below bf16 by its own variable: ask for a product */
+  dnnl_memory_desc_t a, b, c;
+  dnnl_dims_t da = {16, 32}, db = {32, 16}, dc = {16, 16};
+  dnnl_matmul_desc_t md;
+  dnnl_primitive_desc_t pd = NULL;
+  int ok = dnnl_memory_desc_init_by_tag(&a, 2, da, dnnl_bf16, dnnl_ab) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&b, 2, db, dnnl_bf16, dnnl_ab) == dnnl_success &&
+           dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab) == dnnl_success &&
+           dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+           dnnl_primitive_desc_create(&pd, &md, NULL, dnnl_eng, NULL) == dnnl_success;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (!ok)
+    return atoll_fail(err, "--precision bf16: oneDNN offers no bf16 product here (is ONEDNN_MAX_CPU_ISA set below "
+                      "AVX512_CORE_BF16?); use --precision fp32");
   return 0;
 #endif
 }
@@ -404,13 +429,13 @@ void atoll_gemm_describe(char *buf, size_t n, int precision_bf16, int threads) {
   atoll_cpu_feature_list(f, feats, sizeof feats);
   atoll_engine e = atoll_gemm_engine();
   int len = snprintf(buf, n, "CPU %s (%s%s%s), %d thread%s; fp32 products: %s", f->model, feats,
-                     *f->cap ? "; capped by ATOLL_MAX_ISA=" : "", f->cap, threads, threads == 1 ? "" : "s",
-                     atoll_gemm_engine_name(e));
+                     f->capped ? "; capped by ATOLL_MAX_ISA=" : "", f->capped ? f->cap : "", threads,
+                     threads == 1 ? "" : "s", atoll_gemm_engine_name(e));
   if (e == ATOLL_ENGINE_OPENBLAS && len > 0 && (size_t)len < n)
     len += snprintf(buf + len, n - (size_t)len, " (%s kernels)", atoll_openblas_core());
   if (precision_bf16 && len > 0 && (size_t)len < n)
     len += snprintf(buf + len, n - (size_t)len, "; bf16 products: oneDNN matmul on %s, fp32 accumulation",
-                    f->amx_bf16 ? "AMX-BF16 tiles" : "AVX512_BF16");
+                    atoll_gemm_bf16_on_amx() ? "AMX-BF16 tiles" : "AVX512_BF16");
   if (len <= 0 || (size_t)len >= n) return;
   if (precision_bf16 && atoll_attention_bf16_available())
     snprintf(buf + len, n - (size_t)len, "; attention: bf16 on AMX-BF16 tiles (src/ops/attention_bf16.c)");

@@ -64,6 +64,9 @@ const char *atoll_openblas_core(void);
 const char *atoll_openblas_better_core(void);
 const char *atoll_openblas_better_core_for(const char *core); /* the same for a named kernel family */
 int atoll_openblas_generic(const char *core);                  /* 1 for a family without AVX2 */
+/* 1 when oneDNN's bf16 products run on AMX tiles (its effective instruction set, under
+ * ATOLL_MAX_ISA or its own ONEDNN_MAX_CPU_ISA); builds with oneDNN only. */
+int atoll_gemm_bf16_on_amx(void);
 
 /* One line for the run's header: CPU model, features used, engine and kernel family,
  * bf16 instructions when precision_bf16, threads. */

@@ -11,7 +11,7 @@
  * for the byte tokenizer only. With --join, k is --island-id and K --islands. */
 #include "train/run.h"
 
-#include "core/fs.h"
+#include "core/json_text.h"
 #include "data/dataset.h"
 #include "train/config.h"
 
@@ -51,14 +51,11 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
   int mode = atoll_island_data_mode(c->island_data);
   char path[1100];
   snprintf(path, sizeof path, "%s/manifest.json", c->data);
-  char *text = NULL;
-  size_t len = 0;
-  if (atoll_read_file(path, 64u << 20, &text, &len, err)) {
+  cJSON *man = atoll_json_read_whole(path, 64u << 20, err);
+  if (!man) {
     atoll_err why = *err;
     return atoll_fail(err, "--island-data %s needs the manifest of atoll prepare: %s", c->island_data, why.msg);
   }
-  cJSON *man = cJSON_ParseWithLength(text, len);
-  free(text);
   const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(man, "tokenizer");
   int bytes_tokenizer = !cJSON_IsString(kind) || strcmp(kind->valuestring, "bytes") == 0;

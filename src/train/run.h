@@ -77,6 +77,10 @@ typedef struct {
  * the flag. atoll_run_setup checks it too; the CLI checks it before it prepares the
  * default corpus. */
 int atoll_run_check_layout(const atoll_config *c, int world_size, atoll_err *err);
+/* What this machine must have for c: on the CPU at bf16, AVX512_BF16 or AMX (under
+ * ATOLL_MAX_ISA). Machines differ, so the ranks agree on it before any collective;
+ * atoll_run_setup checks it too. */
+int atoll_run_check_machine(const atoll_config *c, atoll_err *err);
 int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
                     atoll_err *err);
 void atoll_run_free(atoll_run *r);

@@ -265,7 +265,10 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   l->out.lock_fd = -1; /* not held until atoll_run_out_open */
   atoll_run *r = &l->run;
   atoll_comm_set_timeout(world, c->comm_timeout);
-  int rc = atoll_train_agree(world, open_run(l, c, hooks, world, err), err);
+  /* a rank refused here must not leave the others waiting in setup's collectives */
+  int rc = atoll_train_agree(world, atoll_run_check_machine(c, err), err);
+  if (rc) return rc;
+  rc = atoll_train_agree(world, open_run(l, c, hooks, world, err), err);
   if (rc) return rc;
   /* the settings are valid on every rank: take OUT before anything is written there
    * (an agreed verdict of rank 0) */
@@ -307,7 +310,7 @@ static void print_engine_line(const atoll_run *r) {
   else if (better)
     fprintf(stderr, "atoll train: warning: OpenBLAS runs its '%s' kernels, above ATOLL_MAX_ISA=%s; "
             "set OPENBLAS_CORETYPE=%s for the capped ones\n", core, f->cap, better);
-  if (strcmp(c->precision, "bf16") == 0 && !f->amx_bf16)
+  if (strcmp(c->precision, "bf16") == 0 && !atoll_gemm_bf16_on_amx())
     fprintf(stderr, "atoll train: note: without AMX, bf16 products run on AVX512_BF16; on the one such path measured "
             "(a Xeon's, bench/README.md) they ran at 0.65x the speed of fp32's and training at 0.72x: "
             "compare with --precision fp32\n");

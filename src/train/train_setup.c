@@ -126,6 +126,11 @@ static int setup_strategies(atoll_run *r, const atoll_pipeline_config *pc, atoll
   return c->islands > 1 || c->join[0] ? setup_diloco(r, err) : 0;
 }
 
+int atoll_run_check_machine(const atoll_config *c, atoll_err *err) {
+  if (strcmp(c->device, "cpu") == 0 && strcmp(c->precision, "bf16") == 0) return atoll_gemm_bf16_check(err);
+  return 0;
+}
+
 int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
                     atoll_err *err) {
   memset(r, 0, sizeof *r);
@@ -137,7 +142,7 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   r->world_size = atoll_comm_size(world);
   r->seq = c->seq ? c->seq : c->model.context;
   snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->out);
-  if (strcmp(c->device, "cpu") == 0 && strcmp(c->precision, "bf16") == 0 && atoll_gemm_bf16_check(err)) return -1;
+  if (atoll_run_check_machine(c, err)) return -1;
   const atoll_ops *ops;
   if (atoll_device_open(c, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
   r->peak_flops = 1e12 * (c->peak_tflops > 0 ? c->peak_tflops

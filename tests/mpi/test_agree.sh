@@ -42,6 +42,12 @@ B="--out $TMP/c1 --heads 3"
 agreed "a setting refused on rank 1 only" "rank 1: .*heads" two
 agreed "a bad test hook on rank 1 only" "rank 1: ATOLL_FAULT_NAN_STEP" \
   $LAUNCH -np 1 $ATOLL train $M --out "$TMP/c1" : -np 1 -x ATOLL_FAULT_NAN_STEP=soon $ATOLL train $M --out "$TMP/c1"
+# a machine that cannot run bf16 on one rank only (a cap there stands in for an older
+# node): refused before the mesh's collectives, which had waited out --comm-timeout
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  agreed "bf16 refused by rank 1's machine only" "rank 1: --precision bf16: ATOLL_MAX_ISA=avx512 leaves" \
+    $LAUNCH -np 1 $ATOLL train $M --precision bf16 --out "$TMP/c1" : -np 1 -x ATOLL_MAX_ISA=avx512 $ATOLL train $M --precision bf16 --out "$TMP/c1"
+fi
 $MPIRUN -np 2 $ATOLL train $M --steps 2 --out "$TMP/base" >/dev/null 2>"$TMP/err" || fail "base run: $(tail -1 "$TMP/err")"
 A="--resume $TMP/base"; B="--resume $TMP/nope"
 agreed "unreadable --resume on rank 1 only" "rank 1: $TMP/nope" two
