@@ -111,7 +111,6 @@ static void dnnl_cap(void) {
   if (dnnl_set_max_cpu_isa(isa) != dnnl_success) atoll_fatal("ATOLL_MAX_ISA=%s: oneDNN refused the cap", cap);
 }
 
-
 static void dnnl_start(void) {
   pthread_once(&dnnl_cap_once, dnnl_cap);
   dnnl_ok = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success &&
