@@ -56,7 +56,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ROUNDS$STEPS$MEM_ROUNDS" in *[!0-9]*|"") echo "dp_run.sh: --rounds, --steps and --mem-rounds take integers" >&2; exit 2 ;; esac
+for v in "$ROUNDS" "$STEPS" "$MEM_ROUNDS"; do
+  case "$v" in *[!0-9]*|"") echo "dp_run.sh: --rounds, --steps and --mem-rounds take integers" >&2; exit 2 ;; esac
+done
 if [ "$ROUNDS" -lt 1 ] || [ "$MEM_ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ]; then
   echo "dp_run.sh: need --rounds >= 1, --mem-rounds >= 1 and --steps >= 5" >&2; exit 2
 fi

@@ -46,7 +46,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ROUNDS$STEPS$GPT2_STEPS$THREADS" in *[!0-9]*|"") echo "run.sh: --rounds, --steps, --gpt2-steps and --threads take integers" >&2; exit 2 ;; esac
+for v in "$ROUNDS" "$STEPS" "$GPT2_STEPS" "$THREADS"; do
+  case "$v" in *[!0-9]*|"") echo "run.sh: --rounds, --steps, --gpt2-steps and --threads take integers" >&2; exit 2 ;; esac
+done
 if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ] || [ "$GPT2_STEPS" -lt 5 ] || [ "$THREADS" -lt 1 ]; then
   echo "run.sh: need --rounds >= 1, --steps and --gpt2-steps >= 5 (the first 3 steps are warm-up), --threads >= 1" >&2; exit 2
 fi

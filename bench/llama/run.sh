@@ -40,7 +40,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ROUNDS$STEPS$THREADS" in *[!0-9]*|"") echo "run.sh: --rounds, --steps and --threads take integers" >&2; exit 2 ;; esac
+for v in "$ROUNDS" "$STEPS" "$THREADS"; do
+  case "$v" in *[!0-9]*|"") echo "run.sh: --rounds, --steps and --threads take integers" >&2; exit 2 ;; esac
+done
 if [ "$ROUNDS" -lt 1 ] || [ "$STEPS" -lt 5 ] || [ "$THREADS" -lt 1 ]; then
   echo "run.sh: need --rounds >= 1, --steps >= 5 (the first 3 steps are warm-up), --threads >= 1" >&2; exit 2
 fi

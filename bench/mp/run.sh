@@ -37,7 +37,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$ROUNDS$STEPS" in *[!0-9]*|"") echo "run.sh: --rounds and --steps take integers" >&2; exit 2 ;; esac
+for v in "$ROUNDS" "$STEPS"; do
+  case "$v" in *[!0-9]*|"") echo "run.sh: --rounds and --steps take integers" >&2; exit 2 ;; esac
+done
 [ "$ROUNDS" -ge 1 ] && [ "$STEPS" -ge 5 ] || { echo "run.sh: need --rounds >= 1 and --steps >= 5" >&2; exit 2; }
 [ -n "$WORK" ] || { [ $QUICK = 1 ] && WORK=/tmp/atoll-mp-quick || WORK=/tmp/atoll-mp; }
 mkdir -p "$WORK/rows"

@@ -399,13 +399,19 @@ void atoll_model_backward_slot(atoll_model *m, int slot, int chunk, float loss_s
 
   atoll_model_emit(m, ATOLL_EV_BACKWARD_BEGIN, lay->chunk_end[chunk]);
   if (ends) {
-    /* loss -> logits (in place) -> ln_f -> residual stream */
-    if (m->tp > 1)
-      xent_backward_tp(m, sl, loss_scale / (float)N, N);
-    else
-      o->xent_backward(sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
-    atoll_model_product_backward(m, m->dC, tensor_at(m, G, lay->t_head), NULL, sl->logits, sl->lnf, sl->lnf_bf16,
-                                 tensor_at(m, P, lay->t_head), N, C, Vl, 0);
+    /* loss -> dlogits (in place in the logits, or rounded when kept) -> ln_f -> residual stream */
+    if (m->kept) { /* the gradient goes straight into the head product's rounded dout */
+      o->xent_backward_bf16(m->dlogits_bf16, sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
+      atoll_model_product_backward_rounded(m, m->dC, tensor_at(m, G, lay->t_head), m->dlogits_bf16, sl->lnf_bf16,
+                                           tensor_at(m, P, lay->t_head), N, C, Vl, 0);
+    } else {
+      if (m->tp > 1)
+        xent_backward_tp(m, sl, loss_scale / (float)N, N);
+      else
+        o->xent_backward(sl->logits, sl->xent_lse, sl->targets, loss_scale / (float)N, N, Vl);
+      atoll_model_product_backward(m, m->dC, tensor_at(m, G, lay->t_head), NULL, sl->logits, sl->lnf, sl->lnf_bf16,
+                                   tensor_at(m, P, lay->t_head), N, C, Vl, 0);
+    }
     const float *dlnf = atoll_model_sum_input_grad(m, N);
     atoll_model_poll(m);
     float *x = sl->acts[m->nblocks - 1].res_out; /* the last chunk ends the part */

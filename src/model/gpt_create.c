@@ -195,6 +195,7 @@ static int alloc_buffers(atoll_model *m) {
     m->params_bf16 = alloc_bf16(m, m->lay.nparams);
     m->weight_scratch = alloc_bf16(m, largest);
     m->d4C_bf16 = alloc_bf16(m, (size_t)m->max_B * m->max_T * (m->llama ? 2 * (size_t)m->Hl : 4 * (size_t)m->s.dim));
+    if (m->lay.last_stage) m->dlogits_bf16 = alloc_bf16(m, N * (size_t)m->Vl);
   }
   for (int i = 0; i < m->nslots; i++)
     if (alloc_slot(m, &m->slots[i])) return -1;

@@ -69,6 +69,7 @@ struct atoll_model {
   int kept, keep_weights;
   uint16_t *params_bf16, *weight_scratch;
   uint16_t *d4C_bf16; /* kept: fc's output gradient as GELU's backward rounds it (llama: dgate, dup) */
+  uint16_t *dlogits_bf16; /* kept, last stage: the LM head's output gradient, rounded [N, V] */
   slot_acts *slots;
   /* backward scratch */
   float *dres, *dC, *d3C, *d4C;

@@ -84,6 +84,9 @@ typedef struct atoll_ops {
    * written rounded as the gate and up products' douts (no biases); and the backward
    * of a product on such a rounded dout */
   void (*gelu_backward_bf16)(uint16_t *dx, float *dbias, const float *x, const float *dout, int N, int C);
+  /* xent_backward's dlogits [N,V] written rounded as the LM head's dout (logits kept) */
+  void (*xent_backward_bf16)(uint16_t *dlogits, const float *logits, const float *lse, const int32_t *targets,
+                             float dloss, int N, int V);
   void (*swiglu_backward_bf16)(uint16_t *dgate, uint16_t *dup, const float *dout, const float *gate,
                                const float *up, size_t n);
   void (*matmul_backward_rounded)(float *dx, float *dw, const uint16_t *dout, const uint16_t *x, const uint16_t *w,

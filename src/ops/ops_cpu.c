@@ -638,6 +638,35 @@ static void xent_backward(float *logits, const float *lse, const int32_t *target
   }
 }
 
+/* xent_backward's values, rounded to bf16 into dlogits for the LM head's backward: the
+ * same bits as xent_backward followed by the product's rounding of its dout, without
+ * writing the fp32 gradient to the logits and reading it back (400 MB a step at GPT-2's
+ * vocabulary). Each row goes through a thread's fp32 buffer, which stays in cache, so
+ * that the target's subtraction is done as in xent_backward. */
+static void xent_backward_bf16(uint16_t *dlogits, const float *logits, const float *lse, const int32_t *targets,
+                               float dloss, int N, int V) {
+  int failed = 0;
+#pragma omp parallel reduction(| : failed)
+  {
+    float *g = malloc(sizeof(float) * (size_t)V);
+    failed = !g;
+#pragma omp for schedule(static)
+    for (int n = 0; n < N; n++) {
+      if (!g) continue;
+      const float *z = logits + (size_t)n * V;
+      uint16_t *d = dlogits + (size_t)n * V;
+      float l = lse[n];
+#pragma omp simd
+      for (int v = 0; v < V; v++) g[v] = atoll_exp_approx(z[v] - l) * dloss;
+      g[targets[n]] -= dloss;
+#pragma omp simd
+      for (int v = 0; v < V; v++) d[v] = atoll_bf16_from_f32(g[v]);
+    }
+    free(g);
+  }
+  if (failed) atoll_fatal("cross-entropy backward: out of memory for a row of %d floats", V);
+}
+
 static const atoll_ops cpu_ops = {
     .name = "cpu",
     .device = 0,
@@ -691,6 +720,7 @@ static void make_bf16_ops(void) {
   cpu_bf16_ops.matmul_forward_bf16 = matmul_forward_kept;
   cpu_bf16_ops.matmul_backward_bf16 = matmul_backward_kept;
   cpu_bf16_ops.gelu_backward_bf16 = gelu_backward_bf16;
+  cpu_bf16_ops.xent_backward_bf16 = xent_backward_bf16;
   cpu_bf16_ops.swiglu_backward_bf16 = atoll_llama_swiglu_backward_bf16;
   cpu_bf16_ops.matmul_backward_rounded = matmul_backward_rounded;
   /* attention's products in bf16 too, on AMX tiles; without AMX attention stays
