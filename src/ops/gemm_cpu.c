@@ -381,14 +381,28 @@ void atoll_gemm_bf16_batch(int batch, int ta, int tb, int M, int N, int K, float
 #endif
 }
 
-int atoll_gemm_bf16_on_amx(void) {
+/* oneDNN's instruction set as it will run (after ATOLL_MAX_ISA or its own variable) has
+ * all the bits of `want` */
+static int dnnl_runs(unsigned want) {
 #ifdef ATOLL_HAVE_DNNL
   pthread_once(&dnnl_cap_once, dnnl_cap);
-  unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
-  return (isa & amx) == amx;
+  return ((unsigned)dnnl_get_effective_cpu_isa() & want) == want;
 #else
+  (void)want;
   return 0;
 #endif
+}
+
+#ifndef ATOLL_HAVE_DNNL
+enum { dnnl_cpu_isa_avx512_core_amx = 0, dnnl_cpu_isa_avx512_core_bf16 = 0 };
+#endif
+
+int atoll_gemm_bf16_on_amx(void) { return dnnl_runs(dnnl_cpu_isa_avx512_core_amx); }
+
+const char *atoll_gemm_bf16_units(void) {
+  if (atoll_gemm_bf16_on_amx()) return "AMX-BF16 tiles";
+  if (dnnl_runs(dnnl_cpu_isa_avx512_core_bf16)) return "AVX512_BF16";
+  return "AVX-512 without bf16 instructions (ONEDNN_MAX_CPU_ISA is below AVX512_CORE_BF16: oneDNN emulates them)";
 }
 
 int atoll_gemm_bf16_check(atoll_err *err) {
@@ -417,7 +431,7 @@ int atoll_gemm_bf16_check(atoll_err *err) {
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (!ok)
     return atoll_fail(err, "--precision bf16: oneDNN offers no bf16 product here (is ONEDNN_MAX_CPU_ISA set below "
-                      "AVX512_CORE_BF16?); use --precision fp32");
+                      "AVX512_CORE?); use --precision fp32");
   return 0;
 #endif
 }
@@ -434,7 +448,7 @@ void atoll_gemm_describe(char *buf, size_t n, int precision_bf16, int threads) {
     len += snprintf(buf + len, n - (size_t)len, " (%s kernels)", atoll_openblas_core());
   if (precision_bf16 && len > 0 && (size_t)len < n)
     len += snprintf(buf + len, n - (size_t)len, "; bf16 products: oneDNN matmul on %s, fp32 accumulation",
-                    atoll_gemm_bf16_on_amx() ? "AMX-BF16 tiles" : "AVX512_BF16");
+                    atoll_gemm_bf16_units());
   if (len <= 0 || (size_t)len >= n) return;
   if (precision_bf16 && atoll_attention_bf16_available())
     snprintf(buf + len, n - (size_t)len, "; attention: bf16 on AMX-BF16 tiles (src/ops/attention_bf16.c)");

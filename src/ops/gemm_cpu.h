@@ -67,6 +67,9 @@ int atoll_openblas_generic(const char *core);                  /* 1 for a family
 /* 1 when oneDNN's bf16 products run on AMX tiles (its effective instruction set, under
  * ATOLL_MAX_ISA or its own ONEDNN_MAX_CPU_ISA); builds with oneDNN only. */
 int atoll_gemm_bf16_on_amx(void);
+/* What oneDNN's bf16 products run on, in words: "AMX-BF16 tiles", "AVX512_BF16", or
+ * emulation when its own variable caps it below bf16 instructions. */
+const char *atoll_gemm_bf16_units(void);
 
 /* One line for the run's header: CPU model, features used, engine and kernel family,
  * bf16 instructions when precision_bf16, threads. */

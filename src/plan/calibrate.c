@@ -30,7 +30,10 @@ static int get_int(const cJSON *o, const char *key, int dflt, int *out, const ch
 int atoll_plan_calibrate_read(const char *path, atoll_plan_calibration *cal, atoll_err *err) {
   memset(cal, 0, sizeof *cal);
   cJSON *j = atoll_json_read_whole(path, 1 << 22, err);
-  if (!j) return -1;
+  if (!j) {
+    atoll_err why = *err;
+    return atoll_fail(err, "%s (expected an atoll run's summary.json)", why.msg);
+  }
   int rc = -1;
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(j, "config");
   const cJSON *med = cJSON_GetObjectItemCaseSensitive(j, "median_step_seconds");

@@ -311,9 +311,9 @@ static void print_engine_line(const atoll_run *r) {
     fprintf(stderr, "atoll train: warning: OpenBLAS runs its '%s' kernels, above ATOLL_MAX_ISA=%s; "
             "set OPENBLAS_CORETYPE=%s for the capped ones\n", core, f->cap, better);
   if (strcmp(c->precision, "bf16") == 0 && !atoll_gemm_bf16_on_amx())
-    fprintf(stderr, "atoll train: note: without AMX, bf16 products run on AVX512_BF16; on the one such path measured "
-            "(a Xeon's, bench/README.md) they ran at 0.65x the speed of fp32's and training at 0.72x: "
-            "compare with --precision fp32\n");
+    fprintf(stderr, "atoll train: note: without AMX, bf16 products run on %s; on the one such path measured "
+            "(a Xeon's AVX512_BF16, bench/README.md) they ran at 0.65x the speed of fp32's and training at 0.72x: "
+            "compare with --precision fp32\n", atoll_gemm_bf16_units());
 }
 
 static void print_banner(const atoll_run *r) {

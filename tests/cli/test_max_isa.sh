@@ -48,6 +48,17 @@ else
   echo "skipped: bf16 without AMX (this CPU lacks AMX or AVX512_BF16)"
 fi
 
+# oneDNN capped by its own variable below bf16 instructions: the header says it emulates
+if [ $BF16 = 1 ] && has avx512f; then
+  ONEDNN_MAX_CPU_ISA=AVX512_CORE "$ATOLL" train $M --precision bf16 --steps 2 --out "$TMP/emul" >/dev/null 2>"$TMP/emul.err" \
+    || fail "bf16 with ONEDNN_MAX_CPU_ISA=AVX512_CORE: $(tail -1 "$TMP/emul.err")"
+  grep -q "bf16 products: oneDNN matmul on AVX-512 without bf16 instructions" "$TMP/emul.err" \
+    && pass "bf16 with ONEDNN_MAX_CPU_ISA=AVX512_CORE: $(grep -o 'bf16 products: [^,]*' "$TMP/emul.err")" \
+    || fail "bf16 with ONEDNN_MAX_CPU_ISA=AVX512_CORE: $(grep CPU "$TMP/emul.err")"
+  ONEDNN_MAX_CPU_ISA=AVX2 expect_error "bf16 with ONEDNN_MAX_CPU_ISA=AVX2" "oneDNN offers no bf16 product here" \
+    "$ATOLL" train $M --precision bf16 --out "$TMP/emul2"
+fi
+
 # fp32 below AVX-512; OpenBLAS, where it had picked AVX-512 kernels, re-executed with
 # its Haswell ones
 if has avx512f && has avx2; then

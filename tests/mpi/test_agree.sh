@@ -43,8 +43,10 @@ agreed "a setting refused on rank 1 only" "rank 1: .*heads" two
 agreed "a bad test hook on rank 1 only" "rank 1: ATOLL_FAULT_NAN_STEP" \
   $LAUNCH -np 1 $ATOLL train $M --out "$TMP/c1" : -np 1 -x ATOLL_FAULT_NAN_STEP=soon $ATOLL train $M --out "$TMP/c1"
 # a machine that cannot run bf16 on one rank only (a cap there stands in for an older
-# node): refused before the mesh's collectives, which had waited out --comm-timeout
-if grep -qw avx512_bf16 /proc/cpuinfo; then
+# node): refused before the mesh's collectives, which had waited out --comm-timeout.
+# Where bf16 cannot run at all (no oneDNN, no bf16 instructions) there is nothing to cap.
+unset ONEDNN_MAX_CPU_ISA DNNL_MAX_CPU_ISA ATOLL_MAX_ISA
+if grep -qw avx512_bf16 /proc/cpuinfo && $ATOLL train $M --precision bf16 --steps 1 --out "$TMP/bf16probe" >/dev/null 2>&1; then
   agreed "bf16 refused by rank 1's machine only" "rank 1: --precision bf16: ATOLL_MAX_ISA=avx512 leaves" \
     $LAUNCH -np 1 $ATOLL train $M --precision bf16 --out "$TMP/c1" : -np 1 -x ATOLL_MAX_ISA=avx512 $ATOLL train $M --precision bf16 --out "$TMP/c1"
 fi
