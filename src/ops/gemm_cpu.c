@@ -381,28 +381,31 @@ void atoll_gemm_bf16_batch(int batch, int ta, int tb, int M, int N, int K, float
 #endif
 }
 
-/* oneDNN's instruction set as it will run (after ATOLL_MAX_ISA or its own variable) has
- * all the bits of `want` */
-static int dnnl_runs(unsigned want) {
 #ifdef ATOLL_HAVE_DNNL
+/* oneDNN's instruction set as it will run (after ATOLL_MAX_ISA or its own variable) has
+ * all the bits of isa */
+static int dnnl_runs(dnnl_cpu_isa_t isa) {
   pthread_once(&dnnl_cap_once, dnnl_cap);
-  return ((unsigned)dnnl_get_effective_cpu_isa() & want) == want;
+  return ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)isa) == (unsigned)isa;
+}
+#endif
+
+int atoll_gemm_bf16_on_amx(void) {
+#ifdef ATOLL_HAVE_DNNL
+  return dnnl_runs(dnnl_cpu_isa_avx512_core_amx);
 #else
-  (void)want;
   return 0;
 #endif
 }
 
-#ifndef ATOLL_HAVE_DNNL
-enum { dnnl_cpu_isa_avx512_core_amx = 0, dnnl_cpu_isa_avx512_core_bf16 = 0 };
-#endif
-
-int atoll_gemm_bf16_on_amx(void) { return dnnl_runs(dnnl_cpu_isa_avx512_core_amx); }
-
 const char *atoll_gemm_bf16_units(void) {
-  if (atoll_gemm_bf16_on_amx()) return "AMX-BF16 tiles";
+#ifdef ATOLL_HAVE_DNNL
+  if (dnnl_runs(dnnl_cpu_isa_avx512_core_amx)) return "AMX-BF16 tiles";
   if (dnnl_runs(dnnl_cpu_isa_avx512_core_bf16)) return "AVX512_BF16";
   return "AVX-512 without bf16 instructions (ONEDNN_MAX_CPU_ISA is below AVX512_CORE_BF16: oneDNN emulates them)";
+#else
+  return "nothing (this build has no oneDNN)";
+#endif
 }
 
 int atoll_gemm_bf16_check(atoll_err *err) {
