@@ -78,7 +78,9 @@ mismatch() {
   start_coordinator "$D" $cport 2 --island-timeout 30
   $MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 3 --net-timeout 20 $(island_flags "$D" $cport 0 $p0) --out "$D/net0" >/dev/null 2>"$D/net0.err" &
   a=$!
-  t=0; while [ $t -lt 60 ] && [ "$(grep -c 'of 2 joined' "$D/coord.log" 2>/dev/null)" -lt 2 ]; do sleep 1; t=$((t + 1)); done
+  t=0; while [ $t -lt 60 ] && [ "$(grep -c 'of 2 joined' "$D/coord.log")" -lt 2 ]; do sleep 1; t=$((t + 1)); done
+  # island 1 must come second, or it would set the run's layout and island 0 be refused
+  [ "$(grep -c 'of 2 joined' "$D/coord.log")" -ge 2 ] || { fail "$name: island 0 did not register in 60 s: $(tail -1 "$D/net0.err")"; kill $a $COORD_PID 2>/dev/null; wait $a $COORD_PID 2>/dev/null; return; }
   $launch $ATOLL train $M --islands 2 --sync-every 3 "$@" $(island_flags "$D" $cport 1 $p1) --out "$D/net1" >/dev/null 2>"$D/net1.err"
   rc=$?
   kill $a 2>/dev/null; wait $a 2>/dev/null

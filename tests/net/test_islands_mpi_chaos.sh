@@ -45,7 +45,7 @@ island 0 "$D/n0"; island 1 "$D/n1"; island 2 "$D/n2"
 # the kill comes after the first two commits (a slow start, e.g. under ASan, put it
 # before any commit: the restarted island then had no state to fetch), bounded
 i=0
-while [ "$(grep -c "committed: revision" "$D/coord.log" 2>/dev/null)" -lt 2 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+while [ "$(grep -c "committed: revision" "$D/coord.log")" -lt 2 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 sleep $(rnd 1 0.5 2.0)
 # joins so far: an island that started late (a loaded machine) joined before the kill
 early_joins=$(grep -c "joins at step" "$D/coord.log")
