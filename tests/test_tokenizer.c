@@ -396,6 +396,26 @@ static void test_corrupt(atoll_tokenizer *t) {
     int rc = atoll_tokenizer_parse(&u, good, cut, "cut.json", &err);
     CHECK(rc != 0 && !u && !strchr(err.msg, '\n') && strstr(err.msg, "cut.json"));
   }
+  /* anything after the object: refused, naming the byte (a second object, junk, a NUL) */
+  const char *tails[] = {"{}", "x", "\n]"};
+  for (size_t i = 0; i < sizeof tails / sizeof *tails; i++) {
+    size_t tl = strlen(tails[i]);
+    char *two = malloc(n + tl + 1);
+    memcpy(two, good, n);
+    memcpy(two + n, tails[i], tl + 1);
+    u = NULL;
+    int rc = atoll_tokenizer_parse(&u, two, n + tl, "tail.json", &err);
+    CHECK(rc != 0 && !u && strstr(err.msg, "tail.json: unexpected content after the JSON object"));
+    free(two);
+  }
+  {
+    char *nul = malloc(n + 2);
+    memcpy(nul, good, n);
+    nul[n] = '\0', nul[n + 1] = ' ';
+    u = NULL;
+    CHECK(atoll_tokenizer_parse(&u, nul, n + 2, "nul.json", &err) != 0 && !u && strstr(err.msg, "unexpected content"));
+    free(nul);
+  }
   /* a missing file names itself */
   CHECK(atoll_tokenizer_load(&u, tmp_path("missing.json"), &err) != 0 && strstr(err.msg, "missing.json"));
   free(good);

@@ -3,6 +3,7 @@
  * pre-tokenizer (add_prefix_space false, use_regex true) and decoder. Token strings
  * are written in ByteLevel's alphabet: each byte one code point (atoll_byte_symbol). */
 #include "core/fs.h"
+#include "core/json_text.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode.h"
 
@@ -358,8 +359,9 @@ int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, c
   *out = NULL;
   if (has_nul_escape(text, len))
     return atoll_fail(err, "%s: a string holds \\u0000 (NUL): not supported (byte 0 is spelled \"\u0100\" in byte-level symbols)", name);
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  if (!root) return atoll_fail(err, "%s: not valid JSON (a tokenizer.json was expected)", name);
+  atoll_err why;
+  cJSON *root = atoll_json_parse_whole(text, len, name, &why);
+  if (!root) return atoll_fail(err, "%s (a tokenizer.json was expected)", why.msg);
   atoll_tokenizer *t = calloc(1, sizeof *t);
   atoll_bytemap map = {0};
   int rc = -1;

@@ -87,7 +87,7 @@ else fail "export of a BPE checkpoint: tokenizer.json or vocab_size wrong"; fi
 
 # --- refused with one line ---
 head -c 3000 "$TMP/tok.json" >"$TMP/cut.json"
-expect_error "truncated tokenizer.json" "cut.json: not valid JSON" "$ATOLL" tokenizer info --tokenizer "$TMP/cut.json"
+expect_error "truncated tokenizer.json" "cut.json: invalid JSON near byte" "$ATOLL" tokenizer info --tokenizer "$TMP/cut.json"
 sed 's/"add_prefix_space":\tfalse/"add_prefix_space":\ttrue/' "$TMP/tok.json" >"$TMP/prefix.json"
 expect_error "add_prefix_space true" "prefix.json: pre_tokenizer: add_prefix_space" "$ATOLL" tokenizer encode --tokenizer "$TMP/prefix.json" --text "$CORPUS/art"
 expect_error "missing tokenizer" "nothere.json" "$ATOLL" tokenizer info --tokenizer "$TMP/nothere.json"

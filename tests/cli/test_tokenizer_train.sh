@@ -72,7 +72,7 @@ cp -r "$CK" "$TMP/ck"
 cp "$TMP/other.json" "$TMP/ck/tokenizer.json"
 expect_error "checkpoint with a replaced tokenizer.json" "is not the one the checkpoint" "$ATOLL" sample --ckpt "$TMP/ck" --tokens 2
 head -c 500 "$CK/tokenizer.json" >"$TMP/ck/tokenizer.json"
-expect_error "checkpoint with a cut tokenizer.json" "not valid JSON" "$ATOLL" sample --ckpt "$TMP/ck" --tokens 2
+expect_error "checkpoint with a cut tokenizer.json" "invalid JSON near byte" "$ATOLL" sample --ckpt "$TMP/ck" --tokens 2
 expect_error "prepare with a missing tokenizer" "nothere.json" "$ATOLL" prepare --text $F/art --tokenizer "$TMP/nothere.json" --out "$TMP/x"
 cp -r "$TMP/data" "$TMP/data2"
 cp "$TMP/other.json" "$TMP/data2/tokenizer.json"
