@@ -315,7 +315,10 @@ static uint16_t *to_bf16(int slot, const float *X, int rows, int cols, int ld) {
 void atoll_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc) {
 #ifdef ATOLL_HAVE_DNNL
-  if (atoll_gemm_engine() == ATOLL_ENGINE_ONEDNN && !omp_in_parallel()) {
+  /* also inside atoll's own parallel loops (attention's per-head products): oneDNN then
+   * runs the product on the calling thread, 1.03x OpenBLAS's small kernels over a whole
+   * fp32 step (bench/README.md, "Where the remaining targets stand") */
+  if (atoll_gemm_engine() == ATOLL_ENGINE_ONEDNN) {
     pthread_once(&dnnl_cap_once, dnnl_cap);
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success) atoll_fatal("oneDNN: sgemm %dx%dx%d failed (status %d)", M, N, K, (int)st);
