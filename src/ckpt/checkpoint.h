@@ -88,8 +88,10 @@ int atoll_ckpt_prune(const char *root, int keep, atoll_err *err);
  * call once at start, holding the run directory's lock (run_dir.h) so that no other
  * process is saving there. A save killed between its two renames left its checkpoint
  * only as a hidden .tmp-/.old- copy: that copy is renamed back. Every other hidden
- * .tmp-/.old-/.doomed- directory and every step_* directory without state.json is
- * deleted. A missing root is not an error. */
+ * .tmp-/.old-/.doomed- directory is deleted, and every step_* directory without
+ * state.json that holds only a checkpoint's files (model, optimizer, tokenizer.json) or
+ * nothing: anything else in one (an export, the user's files) stays. A missing root is
+ * not an error. */
 int atoll_ckpt_clean(const char *root, atoll_err *err);
 
 /* How many step_* checkpoints under root have a step greater than `step` (-1: all

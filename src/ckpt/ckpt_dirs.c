@@ -244,6 +244,23 @@ int atoll_ckpt_prune(const char *root, int keep, atoll_err *err) {
   return atoll_ckpt_prune_ex(root, keep, -1, err);
 }
 
+/* 1 when dir holds nothing but files a checkpoint directory has (or nothing) */
+static int only_checkpoint_files(const char *dir) {
+  static const char *const ours[] = {"model.safetensors", "optimizer.safetensors", "tokenizer.json"};
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int only = 1;
+  struct dirent *e;
+  while (only && (e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    int known = 0;
+    for (size_t i = 0; i < sizeof ours / sizeof *ours; i++) known |= !strcmp(e->d_name, ours[i]);
+    only = known;
+  }
+  closedir(d);
+  return only;
+}
+
 int atoll_ckpt_clean(const char *root, atoll_err *err) {
   int rc = sweep_siblings(root, 1, err);
   DIR *d = opendir(root);
@@ -254,8 +271,10 @@ int atoll_ckpt_clean(const char *root, atoll_err *err) {
     atoll_err e2;
     if (step_of(e->d_name) < 0 || atoll_ckpt_join(path, sizeof path, root, e->d_name, NULL) != 0)
       continue;
-    /* A step_* directory without state.json is no checkpoint: what a kill left. */
-    if (!atoll_ckpt_is_dir(path) || atoll_ckpt_has_state(path)) continue;
+    /* A step_* directory without state.json is no checkpoint: what an older atoll's
+     * interrupted deletion left, if it holds only a checkpoint's files; anything else
+     * is the user's (an export, notes) and stays. */
+    if (!atoll_ckpt_is_dir(path) || atoll_ckpt_has_state(path) || !only_checkpoint_files(path)) continue;
     if (doom(root, e->d_name, &e2) != 0 && rc == 0) rc = atoll_fail(err, "%s", e2.msg);
   }
   closedir(d);
