@@ -252,7 +252,7 @@ static void run_dir_of(const char *ckpt_dir, char *out, size_t outsz) {
  * the flags'. resume: a checkpoint or run directory; its resolved checkpoint goes to
  * ckpt_dir. */
 static int apply_settings(int argc, char **argv, const char *config_file, const char *resume, atoll_config *cfg,
-                          char *ckpt_dir, size_t ckpt_dir_size, atoll_err *err) {
+                          char *ckpt_dir, size_t ckpt_dir_size, int *data_from_ckpt, atoll_err *err) {
   atoll_config from_ckpt = *cfg;
   if (resume) {
     if (atoll_ckpt_resolve(resume, ckpt_dir, ckpt_dir_size, err)) return -1;
@@ -280,6 +280,7 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
   }
   if (resume && check_resume_shape(cfg, &from_ckpt, ckpt_dir, err)) return -1;
+  *data_from_ckpt = resume && strcmp(cfg->data, from_ckpt.data) == 0;
   /* --outer-lr not given (nor in --config or the resumed checkpoint's settings): by H */
   if (cfg->outer_lr < 0) cfg->outer_lr = atoll_diloco_default_outer_lr(cfg->sync_every);
   return atoll_config_check(cfg, err);
@@ -315,7 +316,7 @@ static int agreed_exit(int rc, const atoll_err *err) { return rc == ATOLL_TRAIN_
 /* This rank's settings from its flags, --config and --resume: 0, -1 (err), or 1 for
  * --help. */
 static int read_train_settings(int argc, char **argv, atoll_config *cfg, const char **resume, int *data_given,
-                               char *ckpt_dir, size_t ckpt_dir_size, atoll_err *err) {
+                               int *data_from_ckpt, char *ckpt_dir, size_t ckpt_dir_size, atoll_err *err) {
   const char *config_file = NULL;
   *resume = NULL;
   *data_given = 0;
@@ -324,6 +325,8 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
     if (strncmp(argv[i], "--", 2) != 0)
       return atoll_fail(err, "%s: unexpected argument (flags are --key value)", argv[i]);
+    if (strchr(argv[i], '='))
+      return atoll_fail(err, "%s: flags are --key value, with a space, not '='", argv[i]);
     if (i + 1 >= argc) return atoll_fail(err, "%s: missing value", argv[i]);
     if (strcmp(argv[i], "--config") == 0) config_file = argv[i + 1];
     if (strcmp(argv[i], "--resume") == 0) *resume = argv[i + 1];
@@ -334,7 +337,28 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
   for (int i = 0; *resume && i + 1 < argc; i += 2) /* a resumed run continues its own weights */
     if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0)
       return atoll_fail(err, "%s: conflicts with --resume (a resumed run continues from its checkpoint)", argv[i]);
-  return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, err);
+  return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, data_from_ckpt, err);
+}
+
+/* --data made absolute, so that a checkpoint's settings name the same directory from
+ * any working directory (a relative path recorded there was read against the resuming
+ * process's, and could silently name another corpus). Checkpoints from before record
+ * it as given: a resume says which directory such a path now names. */
+static int absolute_data(atoll_config *c, int data_from_ckpt, const char *ckpt_dir, int rank, atoll_err *err) {
+  if (c->data[0] == '/') return 0;
+  char *abs = realpath(c->data, NULL);
+  if (!abs) {
+    if (data_from_ckpt)
+      return atoll_fail(err, "--data %s (recorded relative in %s/state.json, read from the working directory): %s; pass --data",
+                        c->data, ckpt_dir, strerror(errno));
+    return 0; /* the data's reader names the problem */
+  }
+  if (data_from_ckpt && rank == 0)
+    fprintf(stderr, "atoll train: the checkpoint records --data %s, relative: reading %s (pass --data to choose)\n",
+            c->data, abs);
+  if (strlen(abs) < sizeof c->data) snprintf(c->data, sizeof c->data, "%s", abs);
+  free(abs);
+  return 0;
 }
 
 static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll_test_hooks *hooks,
@@ -344,13 +368,13 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   atoll_config cfg;
   atoll_config_defaults(&cfg);
   const char *resume = NULL;
-  int data_given = 0;
+  int data_given = 0, data_from_ckpt = 0;
   char ckpt_dir[1200] = "";
   int rc = -1;
   if (hooks_err)
     err = *hooks_err;
   else
-    rc = read_train_settings(argc, argv, &cfg, &resume, &data_given, ckpt_dir, sizeof ckpt_dir, &err);
+    rc = read_train_settings(argc, argv, &cfg, &resume, &data_given, &data_from_ckpt, ckpt_dir, sizeof ckpt_dir, &err);
   if (rc == 1) {
     train_help();
     return 0;
@@ -363,6 +387,8 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);
   if (prep) return die_on(rank, &err);
+  if ((rc = atoll_train_agree(world, absolute_data(&cfg, data_from_ckpt, ckpt_dir, rank, &err), &err)))
+    return agreed_exit(rc, &err);
   int vocab_flag = 0;
   for (int i = 0; i < argc; i++) vocab_flag |= strcmp(argv[i], "--vocab") == 0;
   if ((rc = atoll_train_agree(world, adopt_data_vocab(&cfg, vocab_flag, resume, &err), &err)))

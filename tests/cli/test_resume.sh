@@ -53,4 +53,26 @@ $ATOLL train --resume "$TMP/part3" >/dev/null 2>&1 || fail "resume at --threads 
 h=checkpoints/step_00000016/model.safetensors
 $PY "$SRC/tests/cli/st_equal.py" "$TMP/full3/$h" "$TMP/part3/$h" && pass "--threads 3: weights bit-identical after resume" || fail "--threads 3: weights differ after resume"
 $PY "$SRC/tests/cli/metrics_equal.py" "$TMP/full3/metrics.jsonl" "$TMP/part3/metrics.jsonl" && pass "--threads 3: losses identical at every step" || fail "--threads 3: metrics differ"
+# a relative --data is recorded absolute: a resume from another working directory reads the
+# same corpus (it read whatever ./DATA named there), and an older checkpoint's relative
+# path is named when the resume reads it
+mkdir -p "$TMP/wd/elsewhere"
+cp -r "$TMP/data" "$TMP/wd/d"
+(cd "$TMP/wd" && $ATOLL train $TINY --data d --steps 4 --eval-every 0 --out run >/dev/null 2>&1) || fail "run with a relative --data"
+rec=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['config']['data'])" "$TMP/wd/run/checkpoints/step_00000004/state.json")
+[ "$rec" = "$(cd "$TMP/wd/d" && pwd -P)" ] && pass "a relative --data is recorded absolute: $rec" || fail "recorded --data: $rec"
+(cd "$TMP/wd/elsewhere" && $ATOLL train --resume ../run --steps 6 >/dev/null 2>"$TMP/wd/err") && pass "resumed from another working directory" \
+  || fail "resume from another working directory: $(tail -1 "$TMP/wd/err")"
+$PY - "$TMP/wd/run/checkpoints/step_00000006/state.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1])); s["config"]["data"] = "d"
+open(sys.argv[1], "w").write(json.dumps(s))
+PYEOF
+cd "$TMP/wd/elsewhere" || fail "cd"
+expect_error "an older checkpoint's relative --data, missing here" "recorded relative in" $ATOLL train --resume ../run --steps 8
+cd - >/dev/null || fail "cd -"
+(cd "$TMP/wd" && $ATOLL train --resume run --steps 8 >/dev/null 2>"$TMP/wd/err2") && grep -q "records --data d, relative: reading $(cd "$TMP/wd/d" && pwd -P)" "$TMP/wd/err2" \
+  && pass "an older checkpoint's relative --data: the resume names what it reads" || fail "relative --data note: $(cat "$TMP/wd/err2")"
+expect_error "--key=value" "with a space, not '='" $ATOLL train --lr=1e-3 --steps 3
+
 finish
