@@ -1,6 +1,6 @@
 /* atoll tokenizer: train, inspect and run tokenizers from the command line.
  *
- *   atoll tokenizer train  --text FILE|DIR... --vocab-size N --out tokenizer.json
+ *   atoll tokenizer train  --text FILE|DIR... --vocab-size N --out tokenizer.json [--jsonl-field KEY]
  *   atoll tokenizer bytes  --out tokenizer.json
  *   atoll tokenizer info   --tokenizer FILE
  *   atoll tokenizer encode --tokenizer FILE [--text FILE] [--stats]
@@ -9,9 +9,9 @@
 #include "cli/tokenizer_cli.h"
 #include "core/clock.h"
 #include "core/fs.h"
+#include "data/text_input.h"
 #include "tokenizer/tokenizer.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +26,11 @@ static int fail(const atoll_err *err) {
 static void help(FILE *f) {
   fprintf(f,
           "usage: atoll tokenizer <train|bytes|info|encode|decode> [options]\n\n"
-          "  train  --text FILE|DIR... --vocab-size N --out FILE\n"
+          "  train  --text FILE|DIR... --vocab-size N --out FILE [--jsonl-field KEY]\n"
           "         byte-level BPE with GPT-2's pre-tokenization, written as Hugging Face\n"
-          "         tokenizer.json (a DIR stands for its regular non-hidden files but *.dat)\n"
+          "         tokenizer.json; reads --text as atoll prepare does: a DIR stands for the\n"
+          "         files below it, gzip is decompressed, *.jsonl and *.jsonl.gz give each\n"
+          "         line's KEY (default \"text\")\n"
           "  bytes  --out FILE          the byte tokenizer (256 ids = bytes) as tokenizer.json\n"
           "  info   --tokenizer FILE    kind, vocabulary, merges and hash\n"
           "  encode --tokenizer FILE [--text FILE] [--stats]\n"
@@ -75,64 +77,31 @@ static int slurp(const char *path, char **out, size_t *len, atoll_err *err) {
   return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Appends path, or a directory's regular non-hidden files but *.dat (sorted). */
-static int add_input(char ***list, int *n, int *cap, const char *path, atoll_err *err) {
-  struct stat st;
-  if (stat(path, &st) != 0) return atoll_fail(err, "--text %s: %s", path, strerror(errno));
-  /* a FIFO blocked in open, /dev/zero was read until memory ran out */
-  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-    return atoll_fail(err, "--text %s: not a regular file or directory (a FIFO, device or socket)", path);
-  DIR *d = S_ISDIR(st.st_mode) ? opendir(path) : NULL;
-  if (S_ISDIR(st.st_mode) && !d) return atoll_fail(err, "--text %s: cannot read directory: %s", path, strerror(errno));
-  int first = *n;
-  for (struct dirent *e = NULL;;) {
-    char full[4096];
-    if (d) {
-      if (!(e = readdir(d))) break;
-      size_t l = strlen(e->d_name);
-      if (e->d_name[0] == '.' || (l > 4 && strcmp(e->d_name + l - 4, ".dat") == 0)) continue;
-      snprintf(full, sizeof full, "%s/%s", path, e->d_name);
-      struct stat fs;
-      if (lstat(full, &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
-    } else {
-      snprintf(full, sizeof full, "%s", path);
-    }
-    if (*n == *cap) {
-      *cap = *cap ? 2 * *cap : 64;
-      char **g = realloc(*list, sizeof(char *) * (size_t)*cap);
-      if (!g) {
-        if (d) closedir(d);
-        return atoll_fail(err, "out of memory listing the input files");
-      }
-      *list = g;
-    }
-    if (!((*list)[*n] = strdup(full))) {
-      if (d) closedir(d);
-      return atoll_fail(err, "out of memory listing the input files");
-    }
-    (*n)++;
-    if (!d) break;
-  }
-  if (d) {
-    closedir(d);
-    if (*n == first) return atoll_fail(err, "--text %s: directory holds no text files", path);
-    qsort(*list + first, (size_t)(*n - first), sizeof(char *), cmp_str);
-  }
-  return 0;
-}
-
+/* atoll tokenizer train: the --text arguments become sources exactly as atoll prepare's
+ * do (src/data/text_input.h: directories walked, gzip decompressed, JSON Lines reduced
+ * to --jsonl-field's text), so a tokenizer learns the text prepare will encode. */
 static int cmd_train(int argc, char **argv) {
   atoll_err err = {{0}};
-  char **files = NULL;
-  int nfiles = 0, cap = 0, in_text = 0, rc = 1;
+  atoll_text_list files = {0};
+  const char **args = malloc(sizeof(char *) * (size_t)(argc + 1));
+  int nargs = 0, in_text = 0, rc = 1;
   long vocab = -1;
-  const char *out = NULL;
+  const char *out = NULL, *field = "text";
+  if (!args) {
+    atoll_fail(&err, "out of memory reading the flags");
+    goto done;
+  }
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--text") == 0) {
       in_text = 1;
+    } else if (strcmp(a, "--jsonl-field") == 0) {
+      in_text = 0;
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        atoll_fail(&err, "--jsonl-field: missing value (a JSON key, e.g. text)");
+        goto done;
+      }
+      field = argv[++i];
     } else if (strcmp(a, "--vocab-size") == 0 || strcmp(a, "--out") == 0) {
       in_text = 0;
       if (i + 1 >= argc) {
@@ -152,21 +121,23 @@ static int cmd_train(int argc, char **argv) {
         }
       }
     } else if (in_text && strncmp(a, "--", 2) != 0) {
-      if (add_input(&files, &nfiles, &cap, a, &err) != 0) goto done;
+      args[nargs++] = a;
     } else {
       atoll_fail(&err, "%s: unknown flag for tokenizer train (see atoll tokenizer --help)", a);
       goto done;
     }
   }
-  if (!nfiles || vocab < 0 || !out) {
+  if (!nargs || vocab < 0 || !out) {
     atoll_fail(&err, "%s: tokenizer train needs --text FILE|DIR..., --vocab-size N and --out FILE",
-               !nfiles ? "--text" : vocab < 0 ? "--vocab-size" : "--out");
+               !nargs ? "--text" : vocab < 0 ? "--vocab-size" : "--out");
     goto done;
   }
+  if (atoll_text_list_expand(&files, args, nargs, NULL, &err) != 0) goto done;
   atoll_tokenizer *t = NULL;
   atoll_bpe_train_stats st;
   double t0 = atoll_seconds();
-  if (atoll_bpe_train(&t, (const char *const *)files, nfiles, (int)vocab, &st, &err) != 0) goto done;
+  if (atoll_bpe_train_inputs(&t, (const char *const *)files.paths, files.n, field, (int)vocab, &st, &err) != 0)
+    goto done;
   double secs = atoll_seconds() - t0;
   if (atoll_tokenizer_write_json(t, out, &err) == 0) {
     char hex[17];
@@ -174,15 +145,15 @@ static int cmd_train(int argc, char **argv) {
     fprintf(stderr,
             "atoll tokenizer train: %d file(s), %.1f MB, %llu distinct words; vocabulary %d (%d merges) -> %s\n"
             "  %.2f s (read %.2f, count words %.2f, merge %.2f): %.2f MB/s; hash %s\n",
-            nfiles, st.bytes / 1e6, (unsigned long long)st.words, atoll_tokenizer_vocab(t),
+            files.n, st.bytes / 1e6, (unsigned long long)st.words, atoll_tokenizer_vocab(t),
             atoll_tokenizer_merges(t), out, secs, st.read_s, st.count_s, st.merge_s,
             secs > 0 ? st.bytes / 1e6 / secs : 0.0, hex);
     rc = 0;
   }
   atoll_tokenizer_free(t);
 done:
-  for (int i = 0; i < nfiles; i++) free(files[i]);
-  free(files);
+  atoll_text_list_free(&files);
+  free(args);
   return rc ? fail(&err) : 0;
 }
 

@@ -10,7 +10,7 @@
  * count is no longer its pair's is dropped (and pushed again with the current count
  * when that is lower); a pair whose count grows is pushed anew. */
 #include "core/clock.h"
-#include "core/fs.h"
+#include "data/text_input.h"
 #include "tokenizer/tokenizer_internal.h"
 
 #include <stdlib.h>
@@ -288,6 +288,102 @@ static int count_words(atoll_bytemap *words, const uint8_t *text, size_t n) {
   return 0;
 }
 
+/* Text read but not counted yet: counted in pieces of about COUNT_PIECE bytes, each
+ * ending at a safe cut (atoll_tokenizer_safe_cut: no pre-token crosses it), so the
+ * words are those of the whole text while memory stays bounded (as prepare encodes). */
+#define COUNT_PIECE ((size_t)1 << 20)
+
+typedef struct {
+  uint8_t *p;
+  size_t n, cap;
+  size_t scanned; /* p[0, scanned) holds no safe cut at or past COUNT_PIECE */
+} held_text;
+
+/* Counts the words of held[0, n) and drops those bytes. */
+static int count_head(atoll_bytemap *words, held_text *h, size_t n) {
+  if (n == 0) return 0;
+  if (count_words(words, h->p, n) != 0) return -1;
+  memmove(h->p, h->p + n, h->n - n);
+  h->n -= n;
+  h->scanned = 0;
+  return 0;
+}
+
+/* Appends p[0, n) to what is held; counts up to a safe cut once over COUNT_PIECE. */
+static int hold_text(atoll_bytemap *words, held_text *h, const uint8_t *p, size_t n) {
+  if (h->cap - h->n < n) {
+    size_t cap = h->cap ? h->cap : 2 * COUNT_PIECE;
+    while (cap - h->n < n) cap *= 2;
+    uint8_t *grown = realloc(h->p, cap);
+    if (!grown) return -1;
+    h->p = grown;
+    h->cap = cap;
+  }
+  memcpy(h->p + h->n, p, n);
+  h->n += n;
+  while (h->n > COUNT_PIECE) {
+    size_t from = h->scanned > COUNT_PIECE ? h->scanned : COUNT_PIECE;
+    size_t cut = atoll_tokenizer_safe_cut(h->p, h->n, from);
+    if (cut >= h->n) {
+      h->scanned = h->n;
+      break;
+    }
+    if (count_head(words, h, cut) != 0) return -1;
+  }
+  return 0;
+}
+
+/* Counts the words of one scanned source, read as prepare reads it (text_input.h):
+ * a JSON Lines document ends a text (its words are counted apart, as prepare encodes
+ * each document apart), so does the source's end. */
+static int count_source(atoll_bytemap *words, held_text *h, const atoll_text_source *s, const char *field,
+                        atoll_bpe_train_stats *st, atoll_err *err) {
+  atoll_text_reader *r = NULL;
+  if (atoll_text_reader_open(&r, s, field, err) != 0) return -1;
+  int rc = 0, oom = 0;
+  for (;;) {
+    const uint8_t *p;
+    size_t n;
+    int doc_end = 0;
+    double t0 = atoll_seconds();
+    rc = s->jsonl ? atoll_text_reader_next_doc(r, &p, &n, &doc_end, err) : atoll_text_reader_next(r, &p, &n, err);
+    double t1 = atoll_seconds();
+    st->read_s += t1 - t0;
+    if (rc != 0 || (n == 0 && !doc_end)) break;
+    st->bytes += n;
+    oom = hold_text(words, h, p, n) != 0 || (doc_end && count_head(words, h, h->n) != 0);
+    st->count_s += atoll_seconds() - t1;
+    if (oom) break;
+  }
+  atoll_text_reader_close(r);
+  double t1 = atoll_seconds();
+  if (rc == 0 && !oom) oom = count_head(words, h, h->n) != 0;
+  st->count_s += atoll_seconds() - t1;
+  h->n = h->scanned = 0;
+  if (rc == 0 && oom) rc = atoll_fail(err, "%s: out of memory counting words", s->path);
+  return rc;
+}
+
+/* Every source scanned (and so checked, as prepare checks them) before any is counted;
+ * input without text is refused, as prepare refuses it. *src holds nfiles sources. */
+static int scan_all(atoll_text_source **src, const char *const *files, int nfiles, const char *field,
+                    atoll_err *err) {
+  *src = calloc(nfiles > 0 ? (size_t)nfiles : 1, sizeof **src);
+  if (!*src) return atoll_fail(err, "tokenizer train: out of memory");
+  uint64_t total = 0;
+  for (int i = 0; i < nfiles; i++) {
+    if (atoll_text_scan(&(*src)[i], files[i], field, NULL, NULL, err) != 0) return -1;
+    total += (*src)[i].text_bytes;
+  }
+  if (total == 0 && nfiles <= 1)
+    return atoll_fail(err, "%s: input is empty (0 bytes of text): nothing to train on",
+                      nfiles ? files[0] : "tokenizer train");
+  if (total == 0)
+    return atoll_fail(err, "%s and %d other file(s): input is empty (0 bytes of text): nothing to train on",
+                      files[0], nfiles - 1);
+  return 0;
+}
+
 /* Words as symbol arrays (bytes' ids are the byte values) and the first pair counts. */
 static int load_words(trainer *tr, const atoll_bytemap *words) {
   size_t n = words->n, total = words->arena_n;
@@ -376,30 +472,28 @@ static int merge_all(trainer *tr, int vocab_size) {
 
 int atoll_bpe_train(atoll_tokenizer **out, const char *const *files, int nfiles, int vocab_size,
                     atoll_bpe_train_stats *stats, atoll_err *err) {
+  return atoll_bpe_train_inputs(out, files, nfiles, NULL, vocab_size, stats, err);
+}
+
+int atoll_bpe_train_inputs(atoll_tokenizer **out, const char *const *files, int nfiles, const char *jsonl_field,
+                           int vocab_size, atoll_bpe_train_stats *stats, atoll_err *err) {
   *out = NULL;
   atoll_bpe_train_stats st = {0};
   if (vocab_size < 256 || vocab_size > ATOLL_TOKENIZER_MAX_VOCAB)
     return atoll_fail(err, "--vocab-size %d: must be in [256, %d] (256 byte tokens plus merges)", vocab_size,
                       ATOLL_TOKENIZER_MAX_VOCAB);
+  const char *field = jsonl_field ? jsonl_field : "text";
   atoll_bytemap words = {0};
   trainer tr = {0};
+  held_text held = {0};
+  atoll_text_source *src = NULL;
   int rc = -1;
-  for (int i = 0; i < nfiles; i++) {
-    char *text = NULL;
-    size_t len = 0;
-    double t0 = atoll_seconds();
-    if (atoll_read_file(files[i], (size_t)1 << 40, &text, &len, err) != 0) goto done;
-    double t1 = atoll_seconds();
-    int c = count_words(&words, (const uint8_t *)text, len);
-    free(text);
-    st.read_s += t1 - t0;
-    st.count_s += atoll_seconds() - t1;
-    st.bytes += len;
-    if (c != 0) {
-      atoll_fail(err, "%s: out of memory counting words", files[i]);
-      goto done;
-    }
-  }
+  double ts = atoll_seconds();
+  int scanned = scan_all(&src, files, nfiles, field, err);
+  st.read_s += atoll_seconds() - ts;
+  if (scanned != 0) goto done;
+  for (int i = 0; i < nfiles; i++)
+    if (count_source(&words, &held, &src[i], field, &st, err) != 0) goto done;
   st.words = words.n;
   double t0 = atoll_seconds();
   int cap = vocab_size + 1;
@@ -441,6 +535,8 @@ int atoll_bpe_train(atoll_tokenizer **out, const char *const *files, int nfiles,
   *out = t;
   rc = 0;
 done:
+  free(held.p);
+  free(src);
   atoll_bytemap_free(&words);
   trainer_free(&tr);
   if (stats) *stats = st;

@@ -70,13 +70,20 @@ char *atoll_tokenizer_to_json(const atoll_tokenizer *t);
 /* Writes it to path atomically. */
 int atoll_tokenizer_write_json(const atoll_tokenizer *t, const char *path, atoll_err *err);
 
-/* Trains byte-level BPE on files[0..nfiles) up to vocab_size tokens (256 bytes +
- * merges). Ties between equally frequent pairs go to the smaller (left id, right id). */
+/* Trains byte-level BPE on the text of files[0..nfiles) (read as atoll prepare reads
+ * it, see atoll_bpe_train_inputs) up to vocab_size tokens (256 bytes + merges). Ties
+ * between equally frequent pairs go to the smaller (left id, right id). */
 typedef struct {
   double read_s, count_s, merge_s; /* seconds spent reading, counting words, merging */
-  uint64_t bytes, words;           /* input bytes, distinct pre-token words */
+  uint64_t bytes, words;           /* bytes of text read, distinct pre-token words */
 } atoll_bpe_train_stats;
 int atoll_bpe_train(atoll_tokenizer **out, const char *const *files, int nfiles, int vocab_size,
                     atoll_bpe_train_stats *stats, atoll_err *err);
+/* The same, the files read exactly as atoll prepare reads them (src/data/text_input.h:
+ * gzip decompressed, JSON Lines reduced to jsonl_field's text, NULL: "text"), every file
+ * checked before any is counted; input without any text is an error. atoll_bpe_train
+ * is this with jsonl_field NULL. */
+int atoll_bpe_train_inputs(atoll_tokenizer **out, const char *const *files, int nfiles, const char *jsonl_field,
+                           int vocab_size, atoll_bpe_train_stats *stats, atoll_err *err);
 
 #endif

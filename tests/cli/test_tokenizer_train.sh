@@ -5,7 +5,9 @@
 # checkpoint's tokenizer record and copy, atoll sample decoding through it; and the
 # refusals: a smaller --vocab, a resume on another tokenizer's data, sample with
 # another --tokenizer, a damaged tokenizer.json in the checkpoint. Byte data still
-# trains as before. No Python packages needed.
+# trains as before. tokenizer train reads --text as prepare does: gzip decompressed,
+# JSON Lines' --jsonl-field, subdirectories walked; a truncated gzip, a line without
+# the field and input without text refused. No Python packages needed.
 # usage: test_tokenizer_train.sh ATOLL SRC
 ATOLL=$1
 SRC=$2
@@ -83,4 +85,55 @@ expect_error "data dir with a replaced tokenizer.json" "is not the one" "$ATOLL"
   [ ! -e "$TMP/bytes/tokenizer.json" ] && [ ! -e "$TMP/brun/checkpoints/step_00000010/tokenizer.json" ] &&
   "$ATOLL" sample --ckpt "$TMP/brun" --prompt "ab" --tokens 5 >/dev/null 2>&1 &&
   pass "byte data trains and samples as before" || fail "byte-token run"
+
+# --- tokenizer train reads --text as prepare reads it (src/data/text_input.h) ---
+T="--vocab-size 600"
+cp "$F/art" "$TMP/art.txt"
+gzip -c "$F/art" >"$TMP/art.gz"
+"$ATOLL" tokenizer train --text "$TMP/art.txt" $T --out "$TMP/t_txt.json" 2>/dev/null || fail "tokenizer train art.txt"
+"$ATOLL" tokenizer train --text "$TMP/art.gz" $T --out "$TMP/t_gz.json" 2>/dev/null || fail "tokenizer train art.gz"
+cmp -s "$TMP/t_txt.json" "$TMP/t_gz.json" && pass "a .gz trains the tokenizer of its decompressed text" ||
+  fail "a .gz trains another tokenizer than its text"
+head -c 20000 "$TMP/art.gz" >"$TMP/cut.gz"
+expect_error "truncated gzip refused" "cut.gz: truncated gzip data" "$ATOLL" tokenizer train --text "$TMP/cut.gz" $T --out "$TMP/x.json"
+# JSON Lines: the field's text, not the JSON; documents end without trailing blanks and
+# start without leading ones, so each one's words are those of the joined text
+"$PY" - "$F/art" "$TMP" <<'PYEOF'
+import json, sys
+docs = [d.strip() for d in open(sys.argv[1], "rb").read().decode("latin-1").split("\n%\n")]
+docs = [d for d in docs if d]
+tmp = sys.argv[2]
+with open(f"{tmp}/art.jsonl", "w") as f:
+    for i, d in enumerate(docs):
+        f.write(json.dumps({"id": i, "text": d, "body": d.upper(), "meta": {"text": "x"}}) + "\n")
+open(f"{tmp}/text.txt", "w", encoding="utf-8").write("".join(d + "\n" for d in docs))
+open(f"{tmp}/body.txt", "w", encoding="utf-8").write("".join(d.upper() + "\n" for d in docs))
+with open(f"{tmp}/nofield.jsonl", "w") as f:
+    f.write(json.dumps({"text": "one"}) + "\n" + json.dumps({"body": "two"}) + "\n")
+PYEOF
+"$ATOLL" tokenizer train --text "$TMP/art.jsonl" $T --out "$TMP/t_jl.json" 2>/dev/null || fail "tokenizer train art.jsonl"
+"$ATOLL" tokenizer train --text "$TMP/text.txt" $T --out "$TMP/t_jl_ref.json" 2>/dev/null || fail "tokenizer train text.txt"
+cmp -s "$TMP/t_jl.json" "$TMP/t_jl_ref.json" && pass "JSON Lines train on the \"text\" field's text" ||
+  fail "JSON Lines: not the tokenizer of the \"text\" field's text"
+"$ATOLL" tokenizer train --text "$TMP/art.jsonl" --jsonl-field body $T --out "$TMP/t_body.json" 2>/dev/null || fail "tokenizer train --jsonl-field body"
+"$ATOLL" tokenizer train --text "$TMP/body.txt" $T --out "$TMP/t_body_ref.json" 2>/dev/null || fail "tokenizer train body.txt"
+cmp -s "$TMP/t_body.json" "$TMP/t_body_ref.json" && pass "--jsonl-field body trains on that field's text" ||
+  fail "--jsonl-field body: not the tokenizer of that field's text"
+expect_error "JSON Lines line without the field refused" "nofield.jsonl:2: no \"text\" field" \
+  "$ATOLL" tokenizer train --text "$TMP/nofield.jsonl" $T --out "$TMP/x.json"
+# a directory's subdirectories are read, as prepare reads them
+mkdir -p "$TMP/nest/sub"
+cp "$F/art" "$TMP/nest/a"
+cp "$F/food" "$TMP/nest/sub/b"
+"$ATOLL" tokenizer train --text "$TMP/nest" $T --out "$TMP/t_nest.json" 2>"$TMP/nest.err" || fail "tokenizer train nest"
+"$ATOLL" tokenizer train --text "$TMP/nest/a" "$TMP/nest/sub/b" $T --out "$TMP/t_nest_ref.json" 2>/dev/null || fail "tokenizer train nest/a nest/sub/b"
+"$ATOLL" prepare --text "$TMP/nest" --out "$TMP/p_nest" >/dev/null 2>"$TMP/pnest.err" || fail "prepare nest"
+grep -q "2 file(s)" "$TMP/nest.err" && grep -q "2 file(s)" "$TMP/pnest.err" && cmp -s "$TMP/t_nest.json" "$TMP/t_nest_ref.json" &&
+  pass "a directory's subdirectories are read (2 files, as prepare reads)" || fail "directory with a subdirectory: $(head -1 "$TMP/nest.err")"
+# input without text is refused, as prepare refuses it
+: >"$TMP/empty.txt"
+: | gzip -c >"$TMP/empty.gz"
+expect_error "empty input refused" "empty.txt: input is empty" "$ATOLL" tokenizer train --text "$TMP/empty.txt" $T --out "$TMP/x.json"
+expect_error "input of empty files refused" "input is empty" "$ATOLL" tokenizer train --text "$TMP/empty.txt" "$TMP/empty.gz" $T --out "$TMP/x.json"
+[ ! -e "$TMP/x.json" ] && pass "no tokenizer.json written by a refused train" || fail "a refused train wrote $TMP/x.json"
 finish
