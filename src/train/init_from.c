@@ -10,10 +10,12 @@
 #include "core/mem.h"
 #include "data/data_tokenizer.h"
 #include "model/layout.h"
+#include "tokenizer/tokenizer.h"
 #include "train/config.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The source checkpoint's model shape must be the run's. */
 static int check_shape(const atoll_run *r, const char *dir, const cJSON *state, atoll_err *err) {
@@ -60,6 +62,24 @@ static int check_tokenizer(const atoll_run *r, const char *dir, const cJSON *sta
   if (strcmp(saved.hash, data.hash) == 0) return 0;
   return atoll_fail(err, "--init-from %s: the checkpoint was trained on tokenizer %s %s (vocabulary %d), but --data %s holds ids of tokenizer %s %s (vocabulary %d); prepare the data with the checkpoint's tokenizer",
                     dir, saved.kind, saved.hash, saved.vocab, r->cfg->data, data.kind, data.hash, data.vocab);
+}
+
+/* The same for a Hugging Face directory, on its tokenizer.json itself (a model's ids
+ * mean what its tokenizer says); a directory without one is taken on trust, said once. */
+static int check_hf_tokenizer(const atoll_run *r, const char *dir, int *unchecked, atoll_err *err) {
+  char path[1300];
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  *unchecked = access(path, F_OK) != 0;
+  if (*unchecked) return 0;
+  atoll_tokenizer *t = NULL;
+  atoll_tokenizer_record hf, data;
+  if (atoll_tokenizer_load(&t, path, err)) return -1;
+  atoll_tokenizer_record_of(t, &hf);
+  atoll_tokenizer_free(t);
+  if (atoll_data_tokenizer(r->cfg->data, &data, err)) return -1;
+  if (strcmp(hf.hash, data.hash) == 0) return 0;
+  return atoll_fail(err, "--init-from-hf %s: its tokenizer.json is tokenizer %s %s (vocabulary %d), but --data %s holds ids of tokenizer %s %s (vocabulary %d); prepare the data with --tokenizer %s",
+                    dir, hf.kind, hf.hash, hf.vocab, r->cfg->data, data.kind, data.hash, data.vocab, path);
 }
 
 /* This rank's shard [begin, end) of a whole-model buffer of moments into dst. */
@@ -128,7 +148,7 @@ int atoll_run_init_from(atoll_run *r, atoll_train_state *st, int *start, atoll_e
   *start = 0;
   if (!c->init_from[0] && !c->init_from_hf[0]) return 0;
   size_t whole_n = r->whole.nparams, part_n = r->lay->nparams;
-  int moments = c->init_from[0] && c->init_optim;
+  int moments = c->init_from[0] && c->init_optim, unchecked = 0;
   float *wp = atoll_mem_alloc(whole_n * sizeof(float));
   float *wm = moments ? atoll_mem_alloc(whole_n * sizeof(float)) : NULL;
   float *wv = moments ? atoll_mem_alloc(whole_n * sizeof(float)) : NULL;
@@ -138,9 +158,14 @@ int atoll_run_init_from(atoll_run *r, atoll_train_state *st, int *start, atoll_e
     atoll_fail(err, "out of memory reading the starting weights (%zu parameters)", whole_n);
   } else if (c->init_from[0]) {
     rc = from_checkpoint(r, st, wp, wm, wv, px, start, err);
+  } else if (check_hf_tokenizer(r, c->init_from_hf, &unchecked, err)) {
+    /* err names the mismatch */
   } else if (atoll_hf_import(c->init_from_hf, &r->whole, wp, err) == 0) {
     atoll_run_cut_part(r, atoll_run_params(r), wp);
     if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init_from_hf);
+    if (r->rank == 0 && unchecked)
+      fprintf(stderr, "atoll train: %s has no tokenizer.json: its token ids were not checked against --data's\n",
+              c->init_from_hf);
     rc = 0;
   } else {
     atoll_err why = *err;
