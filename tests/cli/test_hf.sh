@@ -69,4 +69,13 @@ expect_error "both starting points" "conflicts with --init-from" \
   "$ATOLL" train $TINY --data data --out r11 --steps 1 --init-from-hf hfm --init-from r1
 expect_error "--init-from-hf with --resume" "--init-from-hf: conflicts with --resume" \
   "$ATOLL" train --resume r1 --steps 8 --init-from-hf hfm
+# the directory's tokenizer.json must be --data's tokenizer (byte data here): another
+# tokenizer's ids, or a file that is no tokenizer, are refused
+cp -r exp expbpe && "$ATOLL" tokenizer train --text /usr/share/games/fortunes/art --vocab-size 300 --out expbpe/tokenizer.json >/dev/null 2>&1 \
+  || fail "a BPE tokenizer for expbpe"
+expect_error "hf tokenizer.json of another tokenizer" "its tokenizer.json is tokenizer bpe" \
+  "$ATOLL" train $TINY --data data --out r9 --steps 1 --init-from-hf expbpe
+cp -r exp expjunk && echo garbage >expjunk/tokenizer.json
+expect_error "hf tokenizer.json that is no tokenizer" "expjunk/tokenizer.json" \
+  "$ATOLL" train $TINY --data data --out r10 --steps 1 --init-from-hf expjunk
 finish
