@@ -3,7 +3,7 @@
  *   atoll train   [--config FILE] [--resume DIR] [--key value ...]
  *   atoll prepare --text FILE|DIR... --out DIR [--val-fraction F] [--jsonl-field KEY] [--tokenizer FILE]
  *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--keep-special]
- *                 [--device cpu|cuda]
+ *                 [--device cpu|cuda] [--threads N]
  *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
@@ -416,17 +416,20 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
 static int cmd_sample(int argc, char **argv) {
   atoll_err err = {{0}};
   atoll_sample_opts o = {.ckpt = NULL, .prompt = "", .tokens = 200, .temperature = 0.8f, .top_k = 40, .seed = 1};
+  atoll_config threads; /* --threads: read, checked and applied as train's */
+  atoll_config_defaults(&threads);
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll sample --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-             "                    [--tokenizer FILE] [--keep-special] [--device cpu|cuda]\n"
+             "                    [--tokenizer FILE] [--keep-special] [--device cpu|cuda] [--threads N]\n"
              "  DIR: a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
              "  the prompt is encoded and the output decoded with the checkpoint's tokenizer\n"
              "  (DIR/tokenizer.json; --tokenizer FILE must be that same tokenizer); special added\n"
              "  tokens are generated but not printed, as Hugging Face's decode does, unless --keep-special\n"
-             "  defaults: --tokens 200 --temperature 0.8 --top-k 40 --seed 1\n");
-      return 0;
+             "  --threads N: OpenMP and OpenBLAS threads, as train's (0: all cores)\n"
+             "  defaults: --tokens 200 --temperature 0.8 --top-k 40 --seed 1 --threads 0\n");
+      return atoll_flush_stdout(&err) ? die(&err) : 0;
     }
     if (strcmp(a, "--keep-special") == 0) {
       o.keep_special = 1;
@@ -455,6 +458,9 @@ static int cmd_sample(int argc, char **argv) {
       continue;
     } else if (strcmp(a, "--device") == 0) {
       o.device = v;
+      continue;
+    } else if (strcmp(a, "--threads") == 0) {
+      if (atoll_config_set(&threads, "threads", v, &err)) return die(&err);
       continue;
     } else if (strcmp(a, "--tokens") == 0) {
       long t = strtol(v, &end, 10);
@@ -485,6 +491,10 @@ static int cmd_sample(int argc, char **argv) {
   char dir[1200];
   if (atoll_ckpt_resolve(o.ckpt, dir, sizeof dir, &err)) return die(&err);
   o.ckpt = dir;
+  if (threads.threads > 0) {
+    omp_set_num_threads(threads.threads);
+    openblas_set_num_threads(threads.threads);
+  }
   if (atoll_sample(&o, stdout, &err)) return die(&err);
   return 0;
 }

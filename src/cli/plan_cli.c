@@ -4,6 +4,7 @@
  * CLI, only this code touches process-wide state (plan_cpu.c: thread counts for
  * --measure) and decides exit statuses; the planner (src/plan) returns errors. */
 #include "cli/plan_cli.h"
+#include "core/fs.h"
 #include "cli/plan_setup.h"
 
 #include <errno.h>
@@ -385,7 +386,10 @@ int atoll_plan_main(int argc, char **argv) {
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       atoll_plan_opts_help(stdout);
-      return 0;
+      atoll_err help_err;
+      if (atoll_flush_stdout(&help_err) == 0) return 0;
+      fprintf(stderr, "atoll: error: %s\n", help_err.msg);
+      return 1;
     }
   atoll_err err = {{0}};
   atoll_plan_opts o;
@@ -420,6 +424,9 @@ int atoll_plan_main(int argc, char **argv) {
   else
     rc = run_search(&o, p, &err) ? 1 : 0;
 out:
+  /* the plan (table, --json, --list) must have reached stdout: a full disk or a closed
+   * stdout is an error, as in tokenizer_cli.c, not a silent status 0 */
+  if (rc == 0 && atoll_flush_stdout(&err)) rc = 1;
   if (rc) fprintf(stderr, "atoll: error: %s\n", err.msg[0] ? err.msg : "plan failed");
   free(p);
   atoll_plan_opts_free(&o);

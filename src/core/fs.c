@@ -191,3 +191,8 @@ int atoll_rm_tree(const char *path) {
   closedir(d);
   return rc == 0 ? rmdir(path) : -1;
 }
+
+int atoll_flush_stdout(atoll_err *err) {
+  if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+  return atoll_fail(err, "stdout: cannot write: %s", strerror(errno ? errno : EIO));
+}

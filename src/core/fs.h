@@ -18,6 +18,10 @@ int atoll_mkdir_p(const char *path, atoll_err *err);
  * terminated one past *len; a FIFO, device or socket is refused. */
 int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len, atoll_err *err);
 
+/* Flushes stdout: 0, or -1 with "stdout: cannot write: REASON" when what a command
+ * printed did not all reach it (a full disk, a closed stdout). */
+int atoll_flush_stdout(atoll_err *err);
+
 /* Writes len bytes of text as the whole of path, atomically: into a temporary
  * sibling ".NAME.tmp-PID" in the same directory, fsynced, renamed over path, and the
  * directory fsynced. Every write is checked; on failure path is as it was and the

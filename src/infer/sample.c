@@ -14,6 +14,7 @@
 #include "train/config.h"
 #include "train/device.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,8 +188,8 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     return -1;
   }
   size_t n = plen;
-  int slid = 0;
-  for (int k = 0; k < o->tokens; k++) {
+  int slid = 0, werr = 0; /* werr: errno of the first failed write to out */
+  for (int k = 0; k < o->tokens && !werr; k++) {
     if (n == cap) { /* full: keep the last context */
       memmove(seq, seq + n - ctx, ctx * sizeof *seq);
       n = ctx;
@@ -205,13 +206,17 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     const uint8_t *bytes = atoll_tokenizer_token(tok, id, &len);
     if (bytes) fwrite(bytes, 1, len, out);
     else fputc('?', out); /* an id of the model's vocabulary beyond the tokenizer's (--vocab padding) */
-    fflush(out);
+    errno = 0; /* each token reaches out now; a failed write (as tokenizer_cli.c checks) ends the loop */
+    if (fflush(out) != 0 || ferror(out)) werr = errno ? errno : EIO;
   }
-  fputc('\n', out);
+  errno = 0;
+  if (!werr && (fputc('\n', out) == EOF || fflush(out) != 0 || ferror(out))) werr = errno ? errno : EIO;
   atoll_decoder_destroy(dec);
   free(seq);
   free(probs);
   atoll_model_destroy(m);
   atoll_tokenizer_free(tok);
+  /* a full disk, a closed pipe or stdout: an error, not text silently lost (status 0) */
+  if (werr) return atoll_fail(err, "%s: cannot write: %s", out == stdout ? "stdout" : "output", strerror(werr));
   return 0;
 }

@@ -68,6 +68,34 @@ $TO $ATOLL sample --ckpt "$TMP/rl" --prompt "$(head -c 2000 $ART)" --tokens 200 
 # plan --versus: a key given twice (the later one won silently)
 expect_error "plan --versus dp twice" "given twice" $TO $ATOLL plan --model gpt2 --versus dp=1,tp=1,pp=1,cp=1,dp=2
 
+# stdout that cannot be written (a full disk, a closed stdout): sample and plan exited 0
+# with their output lost; now one line, as tokenizer encode/decode
+to_full() { "$@" >/dev/full; }
+to_closed() { "$@" >&-; }
+if [ -c /dev/full ]; then
+  expect_error "sample > /dev/full" "stdout: cannot write: No space left on device" to_full $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 50
+  expect_error "sample --tokens 0 > /dev/full" "stdout: cannot write" to_full $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 0
+  expect_error "plan > /dev/full" "stdout: cannot write: No space left on device" to_full $TO $ATOLL plan --model gpt2
+  expect_error "plan --json > /dev/full" "stdout: cannot write: No space left on device" to_full $TO $ATOLL plan --model gpt2 --json
+else
+  echo "skip: no /dev/full"
+fi
+expect_error "sample >&-" "stdout: cannot write" to_closed $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 50
+expect_error "plan >&-" "stdout: cannot write" to_closed $TO $ATOLL plan --model gpt2
+
+# sample --threads: train's flag (N > 0 threads, 0 all cores); the text does not change
+a=$($TO $ATOLL sample --ckpt "$TMP/rg" --tokens 300 --seed 5 2>&1) || fail "sample default threads: $a"
+for t in 1 2 0; do
+  b=$($TO $ATOLL sample --ckpt "$TMP/rg" --tokens 300 --seed 5 --threads $t 2>&1)
+  [ $? -eq 0 ] && [ "$a" = "$b" ] && pass "sample --threads $t: the default's text" || fail "sample --threads $t: $b"
+done
+# refused with train's messages (not sample's "unknown flag")
+expect_error "sample --threads -1" "threads must be in" $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 3 --threads -1
+expect_error "sample --threads 1025" "threads must be in" $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 3 --threads 1025
+expect_error "sample --threads junk" "threads: expected a number, got 'junk'" $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 3 --threads junk
+expect_error "sample --threads ''" "threads: expected a number" $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 3 --threads ""
+expect_error "sample --threads 1.5" "threads must be an integer" $TO $ATOLL sample --ckpt "$TMP/rg" --tokens 3 --threads 1.5
+
 # export: a killed export's hidden temporary directory (its pid gone) is removed by the
 # next export next to it; a live process's one (pid 1) and a foreign name are left
 $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/rx" >/dev/null 2>&1 || fail "run to export"
