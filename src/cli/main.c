@@ -340,23 +340,19 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
   return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, data_from_ckpt, err);
 }
 
-/* --data made absolute, so that a checkpoint's settings name the same directory from
- * any working directory (a relative path recorded there was read against the resuming
- * process's, and could silently name another corpus). Checkpoints from before record
- * it as given: a resume says which directory such a path now names. */
-static int absolute_data(atoll_config *c, int data_from_ckpt, const char *ckpt_dir, int rank, atoll_err *err) {
-  if (c->data[0] == '/') return 0;
+/* Checkpoints record --data as an absolute path (train_ckpt.c); those from before
+ * recorded it as given, and a relative one is read against this working directory,
+ * which may hold another corpus under that name: say which directory it now names. */
+static int check_recorded_data(const atoll_config *c, int data_from_ckpt, const char *ckpt_dir, int rank,
+                               atoll_err *err) {
+  if (!data_from_ckpt || c->data[0] == '/') return 0;
   char *abs = realpath(c->data, NULL);
-  if (!abs) {
-    if (data_from_ckpt)
-      return atoll_fail(err, "--data %s (recorded relative in %s/state.json, read from the working directory): %s; pass --data",
-                        c->data, ckpt_dir, strerror(errno));
-    return 0; /* the data's reader names the problem */
-  }
-  if (data_from_ckpt && rank == 0)
+  if (!abs)
+    return atoll_fail(err, "--data %s (recorded relative in %s/state.json, read from the working directory): %s; pass --data",
+                      c->data, ckpt_dir, strerror(errno));
+  if (rank == 0)
     fprintf(stderr, "atoll train: the checkpoint records --data %s, relative: reading %s (pass --data to choose)\n",
             c->data, abs);
-  if (strlen(abs) < sizeof c->data) snprintf(c->data, sizeof c->data, "%s", abs);
   free(abs);
   return 0;
 }
@@ -387,7 +383,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   int prep = rank == 0 ? ensure_default_data(&cfg, data_given, &err) : 0;
   atoll_broadcast(world, &prep, sizeof prep, 0);
   if (prep) return die_on(rank, &err);
-  if ((rc = atoll_train_agree(world, absolute_data(&cfg, data_from_ckpt, ckpt_dir, rank, &err), &err)))
+  if ((rc = atoll_train_agree(world, check_recorded_data(&cfg, data_from_ckpt, ckpt_dir, rank, &err), &err)))
     return agreed_exit(rc, &err);
   int vocab_flag = 0;
   for (int i = 0; i < argc; i++) vocab_flag |= strcmp(argv[i], "--vocab") == 0;

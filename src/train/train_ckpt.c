@@ -247,6 +247,18 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
 }
 
 /* Adds item to o under key; on failure deletes item and returns 0. */
+/* The settings as a checkpoint records them: --data as an absolute path, so that a
+ * resume from another working directory reads the same corpus (a relative one named
+ * whatever that directory held under the name). The run itself, and the ranks'
+ * agreement on settings, keep the path as given. */
+static cJSON *recorded_config(const atoll_config *c) {
+  cJSON *o = atoll_config_to_json(c);
+  char *abs = o && c->data[0] != '/' ? realpath(c->data, NULL) : NULL;
+  if (abs) cJSON_ReplaceItemInObjectCaseSensitive(o, "data", cJSON_CreateString(abs));
+  free(abs);
+  return o;
+}
+
 static int add_item(cJSON *o, const char *key, cJSON *item) {
   if (item && cJSON_AddItemToObject(o, key, item)) return 1;
   cJSON_Delete(item);
@@ -258,7 +270,7 @@ static int add_item(cJSON *o, const char *key, cJSON *item) {
 static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int step, uint64_t hash) {
   cJSON *state = cJSON_CreateObject();
   int ok = state && cJSON_AddNumberToObject(state, "step", step) &&
-           add_item(state, "config", atoll_config_to_json(r->cfg)) && add_item(state, "rng", rng_to_json(&st->rng));
+           add_item(state, "config", recorded_config(r->cfg)) && add_item(state, "rng", rng_to_json(&st->rng));
   cJSON *data = ok ? cJSON_AddObjectToObject(state, "data") : NULL;
   char seed[32], weights_hash[32];
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->cfg->seed);

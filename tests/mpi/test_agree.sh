@@ -55,14 +55,15 @@ A="--resume $TMP/base"; B="--resume $TMP/nope"
 agreed "unreadable --resume on rank 1 only" "rank 1: $TMP/nope" two
 # the same --data, --out and --resume text, read in two working directories whose
 # shards differ (the manifests are equal): the data fails to open on rank 1 only, and
-# rank 0 must not go on into the checkpoint's (collective) load
+# rank 0 must not go on into the checkpoint's (collective) load. --data is given: the
+# checkpoint records the absolute path, which names the same directory on both ranks
 mkdir -p "$TMP/wa" "$TMP/wb/d"; ln -s "$TMP/data" "$TMP/wa/d"
 cp "$TMP/data"/* "$TMP/wb/d/"; head -c 100 "$TMP/data/val_000.bin" >"$TMP/wb/d/val_000.bin"
 R="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data d --out run"
 (cd "$TMP/wa" && $MPIRUN -np 2 $ATOLL train $R --steps 2 >/dev/null 2>"$TMP/err") || fail "run to resume: $(tail -1 "$TMP/err")"
 cp -r "$TMP/wa/run" "$TMP/wb/run"
 agreed "a shard unreadable on rank 1 only" "rank 1: d/val_000.bin" \
-  $LAUNCH -np 1 -wdir "$TMP/wa" $ATOLL train --resume run --steps 4 : -np 1 -wdir "$TMP/wb" $ATOLL train --resume run --steps 4
+  $LAUNCH -np 1 -wdir "$TMP/wa" $ATOLL train --resume run --data d --steps 4 : -np 1 -wdir "$TMP/wb" $ATOLL train --resume run --data d --steps 4
 
 # 2. settings that must agree, checked before the first collective that uses them
 A="--out $TMP/s"
