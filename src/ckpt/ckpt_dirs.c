@@ -317,6 +317,22 @@ int atoll_ckpt_move_aside(const char *root, int step, const char *dest_dir, atol
   if (list_steps(root, &v, &n, &missing, err) != 0) return missing ? 0 : -1;
   int rc = dest_free(dest_dir, err);
   if (rc == 0) rc = atoll_mkdir_p(dest_dir, err);
+  /* dest_dir inside a checkpoint that moves: refused before anything moves (the move of
+   * that checkpoint into its own subdirectory failed halfway, after the older ones) */
+  char *dest_real = rc == 0 ? realpath(dest_dir, NULL) : NULL;
+  for (int i = 0; dest_real && rc == 0 && i < n; i++) {
+    char from[CK_PATH];
+    if (v[i].step <= step || atoll_ckpt_join(from, sizeof from, root, v[i].name, NULL) != 0) continue;
+    char *from_real = realpath(from, NULL);
+    size_t l = from_real ? strlen(from_real) : 0;
+    if (from_real && strncmp(dest_real, from_real, l) == 0 && (dest_real[l] == '/' || dest_real[l] == '\0')) {
+      rc = atoll_fail(err, "%s: lies inside the checkpoint %s, which is among those to move; choose a directory outside it",
+                      dest_dir, from);
+      rmdir(dest_dir); /* made just now, empty */
+    }
+    free(from_real);
+  }
+  free(dest_real);
   for (int i = 0; rc == 0 && i < n; i++) {
     char from[CK_PATH], to[CK_PATH];
     if (v[i].step <= step) continue;

@@ -96,6 +96,10 @@ expect_error "--move-newer with --steps 9 at step 10" "already at step 10" \
   $ATOLL train --resume "$C/step_00000010" --move-newer "$TMP/aside" --steps 9
 [ ! -e "$TMP/aside" ] && [ "$(ls "$C" | tr '\n' ' ')" = "$before" ] \
   && pass "resumes refused for their step moved nothing" || fail "a refused resume moved: $(ls "$TMP/aside" 2>&1)"
+before=$(find "$C" | sort | tr '\n' ' ')
+expect_error "--move-newer into a checkpoint that moves" "lies inside the checkpoint" \
+  $ATOLL train --resume "$C/step_00000010" --move-newer "$C/step_00000020/aside"
+[ "$(find "$C" | sort | tr '\n' ' ')" = "$before" ] && pass "the refused --move-newer moved nothing" || fail "--move-newer into a moving checkpoint changed $C"
 $ATOLL train --resume "$C/step_00000010" --move-newer "$TMP/aside" >/dev/null 2>"$TMP/err" \
   || fail "resume with --move-newer: $(tail -1 "$TMP/err")"
 moved=$(ls "$TMP/aside" 2>/dev/null | tr '\n' ' ')
