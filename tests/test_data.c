@@ -343,7 +343,7 @@ static void test_prepare_errors(void) {
   CHECK(err_has(&e, "val_fraction", "0.7"));
   CHECK(atoll_prepare(ok, 1, tpath("p1"), -0.1, &e) == -1);
   CHECK(atoll_prepare(ok, 1, tpath("p1"), 0.0, &e) == -1);
-  CHECK(err_has(&e, "prepare", "empty"));
+  CHECK(err_has(&e, "val_fraction", "validation split"));
   const char *empty[2] = {tpath("empty.txt"), tpath("empty.txt")};
   CHECK(atoll_prepare(empty, 2, tpath("p1"), 0.1, &e) == -1);
   CHECK(err_has(&e, "prepare", "empty"));

@@ -529,8 +529,8 @@ static int prepare_locked(const char *const *files, int nfiles, const atoll_prep
 
 int atoll_prepare_inputs(const char *const *paths, int npaths, const atoll_prepare_input *in,
                          const char *outdir, double val_fraction, atoll_err *err) {
-  if (!(val_fraction >= 0.0 && val_fraction <= 0.5)) /* also rejects NaN */
-    return atoll_fail(err, "prepare: val_fraction %g outside [0, 0.5]", val_fraction);
+  if (!(val_fraction > 0.0 && val_fraction <= 0.5)) /* also rejects NaN */
+    return atoll_fail(err, "prepare: val_fraction %g outside (0, 0.5]: training needs a validation split", val_fraction);
   if (npaths <= 0) return atoll_fail(err, "prepare: no input files");
   char out[1000], tmp[1040], old[1040];
   if (out_names(outdir, out, tmp, old, err) != 0 || check_inputs_outside(paths, npaths, out, err))
