@@ -351,11 +351,12 @@ static void print_calibration(const atoll_plan_calibration *cal, const char *pat
 }
 
 static int run_calibrate(const atoll_plan_opts *o, const char *path, atoll_err *err) {
-  atoll_plan_calibration cal;
-  if (atoll_plan_calibrate_read(path, &cal, err)) return -1;
   double tol = -1, share = 1;
   const char *s;
   if ((s = get(o, "tolerance")) && atoll_plan_parse_double("tolerance", s, &tol, err)) return -1;
+  if (s && !(tol >= 0)) return atoll_fail(err, "--tolerance %s: must be >= 0 (a fraction: 0.2 is 20%%)", s);
+  atoll_plan_calibration cal;
+  if (atoll_plan_calibrate_read(path, &cal, err)) return -1;
   char note[256];
   atoll_plan_cluster c;
   atoll_plan_assume a;

@@ -250,6 +250,8 @@ static int build_cluster(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_er
   atoll_plan_accel acc;
   if (atoll_plan_accel_find((s = get(o, "accel")) ? s : "h100", &acc, err)) return -1;
   if (acc.is_cpu && atoll_plan_setup_cpu(o, &acc, p->cpu_note, sizeof p->cpu_note, err)) return -1;
+  if (!acc.is_cpu && get(o, "threads"))
+    return atoll_fail(err, "--threads: only with --accel cpu (threads per process of a CPU cluster)");
   if (!acc.is_cpu && (get(o, "measure") || get(o, "cpu-gflops") || get(o, "bench-results")))
     return atoll_fail(err, "--measure, --cpu-gflops and --bench-results apply to --accel cpu only");
   if ((s = get(o, "memory")) && parse_mem("memory", s, &acc.mem_bytes, err)) return -1;

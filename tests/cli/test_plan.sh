@@ -59,6 +59,9 @@ expect_error "calibrate: two JSON values" "twosummaries.json: unexpected content
   $ATOLL plan --calibrate "$TMP/twosummaries.json"
 printf '{"steps": 3}' >"$TMP/notsummary.json"
 expect_error "calibrate: not a summary" "config" $ATOLL plan --calibrate "$TMP/notsummary.json"
+expect_error "calibrate: a negative tolerance (it switched the check off)" "--tolerance -1: must be >= 0" \
+  $ATOLL plan --calibrate "$TMP/notsummary.json" --tolerance -1
+expect_error "--threads on a GPU cluster (ignored before)" "--threads: only with --accel cpu" $ATOLL plan --model gpt2 --threads 4
 
 # ---------------------------------------------------------------- --json
 $ATOLL plan --model llama3-405b --accel h100 --gpus 16384 --top 3 --json >"$TMP/s16k.json" 2>"$TMP/err" \
