@@ -4,6 +4,7 @@
  * unknown or repeated key, a value of the wrong type, or anything after the object. */
 #include "cli/plan_options.h"
 
+#include "core/fs.h"
 #include "core/json_text.h"
 
 #include <cjson/cJSON.h>
@@ -113,30 +114,6 @@ static int set_opt(atoll_plan_opts *o, int i, const char *v, atoll_err *err) {
 
 /* ------------------------------------------------------------- config file --- */
 
-/* Reads a config file whole (at most CONFIG_MAX_BYTES); *len gets its size. */
-static char *slurp(const char *path, size_t *len, atoll_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    atoll_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  char *buf = malloc(CONFIG_MAX_BYTES);
-  size_t n = buf ? fread(buf, 1, CONFIG_MAX_BYTES, f) : 0;
-  int big = buf && n == CONFIG_MAX_BYTES && fgetc(f) != EOF;
-  fclose(f);
-  if (!buf) {
-    atoll_fail(err, "%s: out of memory reading the config file", path);
-    return NULL;
-  }
-  if (big) {
-    free(buf);
-    atoll_fail(err, "%s: config file larger than 1 MiB", path);
-    return NULL;
-  }
-  *len = n;
-  return buf;
-}
-
 /* One config value as the string its flag would take: strings as they are, numbers
  * with every digit, booleans as 0 or 1. */
 static int config_value(atoll_plan_opts *o, int i, const cJSON *v, const char *path, atoll_err *err) {
@@ -193,7 +170,8 @@ int atoll_plan_opts_read_config(atoll_plan_opts *o, const char *text, size_t len
 
 static int apply_config_file(atoll_plan_opts *o, const char *path, atoll_err *err) {
   size_t len = 0;
-  char *text = slurp(path, &len, err);
+  char *text = NULL; /* atoll_read_file: a directory, FIFO or device is named as such */
+  if (atoll_read_file(path, CONFIG_MAX_BYTES, &text, &len, err)) text = NULL;
   if (!text) return -1;
   int rc = atoll_plan_opts_read_config(o, text, len, path, err);
   free(text);

@@ -40,6 +40,9 @@ expect_error "seq beyond a GPT-2 context" "context" $ATOLL plan --model gpt2 --s
 expect_error "unknown assumption" "--set" $ATOLL plan --model gpt2 --set speed=2
 printf '{"model": "gpt2", "gpus": ' >"$TMP/bad.json"
 expect_error "config: invalid JSON" "$TMP/bad.json" $ATOLL plan --config "$TMP/bad.json"
+mkdir -p "$TMP/confdir"; mkfifo "$TMP/conffifo"
+expect_error "config: a directory" "confdir: cannot read: Is a directory" $ATOLL plan --config "$TMP/confdir"
+expect_error "config: a FIFO (an open without O_NONBLOCK waited for ever)" "conffifo: not a regular file" timeout 20 $ATOLL plan --config "$TMP/conffifo"
 printf '{"model": "gpt2", "colour": "blue"}' >"$TMP/unknown.json"
 expect_error "config: unknown key" "colour" $ATOLL plan --config "$TMP/unknown.json"
 # issue 12: a key repeated 100 times overran the reader's fixed array of 82 strings
