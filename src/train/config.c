@@ -63,7 +63,7 @@ static const key_spec KEYS[] = {
     {"grad-clip", K_FLOAT, F(opt.grad_clip), 0, 1e9, "global gradient-norm clip (0: off)"},
     {"beta1", K_FLOAT, F(opt.beta1), 0, 0.999999, "AdamW beta1"},
     {"beta2", K_FLOAT, F(opt.beta2), 0, 0.999999999, "AdamW beta2"},
-    {"eps", K_FLOAT, F(opt.eps), 1e-30, 1, "AdamW epsilon (0 divides 0 by 0 for a parameter without gradient)"},
+    {"eps", K_FLOAT, F(opt.eps), 0, 1, "AdamW epsilon"},
     {"seed", K_U64, F(seed), 0, 0, "seed for weights and data order"},
     {"threads", K_INT, F(threads), 0, 1024, "threads (0: all cores)"},
     {"data", STR(data), "prepared data directory"},

@@ -11,7 +11,6 @@ D="--data $TMP/data"
 expect_error "unknown flag" "--bogus" $ATOLL train --bogus 1
 expect_error "flag without value" "--steps" $ATOLL train --steps
 expect_error "non-numeric value" "--lr" $ATOLL train --lr fast
-expect_error "--eps 0 (0/0 for a parameter without gradient)" "--eps" $ATOLL train --eps 0
 expect_error "heads do not divide width" "heads" $ATOLL train $D --heads 5 --dim 64
 expect_error "seq longer than context" "seq" $ATOLL train $D --context 16 --seq 32
 expect_error "negative steps" "steps" $ATOLL train $D --steps -3
