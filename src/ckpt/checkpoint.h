@@ -89,9 +89,9 @@ int atoll_ckpt_prune(const char *root, int keep, atoll_err *err);
  * process is saving there. A save killed between its two renames left its checkpoint
  * only as a hidden .tmp-/.old- copy: that copy is renamed back. Every other hidden
  * .tmp-/.old-/.doomed- directory is deleted, and every step_* directory without
- * state.json that holds only a checkpoint's files (model, optimizer, tokenizer.json) or
- * nothing: anything else in one (an export, the user's files) stays. A missing root is
- * not an error. */
+ * state.json that holds only a checkpoint's files or nothing. One that holds anything
+ * else (an export, the user's files) stays, and the clean fails naming it: a save at its
+ * step would fail. A missing root is not an error. */
 int atoll_ckpt_clean(const char *root, atoll_err *err);
 
 /* How many step_* checkpoints under root have a step greater than `step` (-1: all

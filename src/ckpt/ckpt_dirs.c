@@ -244,19 +244,24 @@ int atoll_ckpt_prune(const char *root, int keep, atoll_err *err) {
   return atoll_ckpt_prune_ex(root, keep, -1, err);
 }
 
+/* A file name a checkpoint directory holds (checkpoint.c, train_ckpt.c, diloco.c) */
+static int checkpoint_file(const char *name) {
+  static const char *const ours[] = {"model.safetensors", "optimizer.safetensors", "tokenizer.json",
+                                     "outer.safetensors"};
+  for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
+    if (!strcmp(name, ours[i])) return 1;
+  int k, end = 0; /* island_K.safetensors */
+  return sscanf(name, "island_%d.safetensors%n", &k, &end) == 1 && end > 0 && name[end] == '\0';
+}
+
 /* 1 when dir holds nothing but files a checkpoint directory has (or nothing) */
 static int only_checkpoint_files(const char *dir) {
-  static const char *const ours[] = {"model.safetensors", "optimizer.safetensors", "tokenizer.json"};
   DIR *d = opendir(dir);
   if (!d) return 0;
   int only = 1;
   struct dirent *e;
-  while (only && (e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    int known = 0;
-    for (size_t i = 0; i < sizeof ours / sizeof *ours; i++) known |= !strcmp(e->d_name, ours[i]);
-    only = known;
-  }
+  while (only && (e = readdir(d)) != NULL)
+    only = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || checkpoint_file(e->d_name);
   closedir(d);
   return only;
 }
@@ -272,9 +277,16 @@ int atoll_ckpt_clean(const char *root, atoll_err *err) {
     if (step_of(e->d_name) < 0 || atoll_ckpt_join(path, sizeof path, root, e->d_name, NULL) != 0)
       continue;
     /* A step_* directory without state.json is no checkpoint: what an older atoll's
-     * interrupted deletion left, if it holds only a checkpoint's files; anything else
-     * is the user's (an export, notes) and stays. */
-    if (!atoll_ckpt_is_dir(path) || atoll_ckpt_has_state(path) || !only_checkpoint_files(path)) continue;
+     * interrupted deletion left, if it holds only a checkpoint's files. Anything else
+     * is the user's (an export, notes): kept, and the run refused now, since a save at
+     * that step would refuse to replace it after the training since the last one. */
+    if (!atoll_ckpt_is_dir(path) || atoll_ckpt_has_state(path)) continue;
+    if (!only_checkpoint_files(path)) {
+      if (rc == 0)
+        rc = atoll_fail(err, "%s: not a checkpoint (no state.json) and holds other files; move it out of %s, which "
+                             "holds the run's checkpoints", path, root);
+      continue;
+    }
     if (doom(root, e->d_name, &e2) != 0 && rc == 0) rc = atoll_fail(err, "%s", e2.msg);
   }
   closedir(d);
@@ -315,7 +327,7 @@ int atoll_ckpt_move_aside(const char *root, int step, const char *dest_dir, atol
   int n, missing;
   ck_entry *v;
   if (list_steps(root, &v, &n, &missing, err) != 0) return missing ? 0 : -1;
-  int rc = dest_free(dest_dir, err);
+  int rc = dest_free(dest_dir, err), existed = access(dest_dir, F_OK) == 0;
   if (rc == 0) rc = atoll_mkdir_p(dest_dir, err);
   /* dest_dir inside a checkpoint that moves: refused before anything moves (the move of
    * that checkpoint into its own subdirectory failed halfway, after the older ones) */
@@ -328,7 +340,7 @@ int atoll_ckpt_move_aside(const char *root, int step, const char *dest_dir, atol
     if (from_real && strncmp(dest_real, from_real, l) == 0 && (dest_real[l] == '/' || dest_real[l] == '\0')) {
       rc = atoll_fail(err, "%s: lies inside the checkpoint %s, which is among those to move; choose a directory outside it",
                       dest_dir, from);
-      rmdir(dest_dir); /* made just now, empty */
+      if (!existed) rmdir(dest_dir); /* made just now, empty (its parents mkdir -p made stay) */
     }
     free(from_real);
   }

@@ -280,7 +280,9 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
   }
   if (resume && check_resume_shape(cfg, &from_ckpt, ckpt_dir, err)) return -1;
-  *data_from_ckpt = resume && strcmp(cfg->data, from_ckpt.data) == 0;
+  int data_flag = 0;
+  for (int i = 0; i < argc; i += 2) data_flag |= strcmp(argv[i], "--data") == 0;
+  *data_from_ckpt = resume && !data_flag && strcmp(cfg->data, from_ckpt.data) == 0;
   /* --outer-lr not given (nor in --config or the resumed checkpoint's settings): by H */
   if (cfg->outer_lr < 0) cfg->outer_lr = atoll_diloco_default_outer_lr(cfg->sync_every);
   return atoll_config_check(cfg, err);
@@ -345,7 +347,11 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
  * which may hold another corpus under that name: say which directory it now names. */
 static int check_recorded_data(const atoll_config *c, int data_from_ckpt, const char *ckpt_dir, int rank,
                                atoll_err *err) {
-  if (!data_from_ckpt || c->data[0] == '/') return 0;
+  if (!data_from_ckpt) return 0;
+  if (c->data[0] == '/') /* rank 0's path: another node may keep its copy elsewhere */
+    return is_dir(c->data) ? 0
+                           : atoll_fail(err, "--data %s (recorded in %s/state.json): no such directory here; pass --data",
+                                        c->data, ckpt_dir);
   char *abs = realpath(c->data, NULL);
   if (!abs)
     return atoll_fail(err, "--data %s (recorded relative in %s/state.json, read from the working directory): %s; pass --data",

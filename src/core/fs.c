@@ -193,6 +193,8 @@ int atoll_rm_tree(const char *path) {
 }
 
 int atoll_flush_stdout(atoll_err *err) {
+  /* errno is not cleared: when fflush has nothing left to write, the reason is the one
+   * an earlier write left (ENOSPC for a full disk), usually still in errno */
   if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
   return atoll_fail(err, "stdout: cannot write: %s", strerror(errno ? errno : EIO));
 }

@@ -73,7 +73,10 @@ static int check_hf_tokenizer(const atoll_run *r, const char *dir, int *unchecke
   if (*unchecked) return 0;
   atoll_tokenizer *t = NULL;
   atoll_tokenizer_record hf, data;
-  if (atoll_tokenizer_load(&t, path, err)) return -1;
+  if (atoll_tokenizer_load(&t, path, err)) {
+    atoll_err why = *err;
+    return atoll_fail(err, "--init-from-hf %s: %s", dir, why.msg);
+  }
   atoll_tokenizer_record_of(t, &hf);
   atoll_tokenizer_free(t);
   if (atoll_data_tokenizer(r->cfg->data, &data, err)) return -1;

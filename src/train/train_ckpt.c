@@ -246,7 +246,6 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
   return atoll_fail(err, "rank %d: %s", bad, why);
 }
 
-/* Adds item to o under key; on failure deletes item and returns 0. */
 /* The settings as a checkpoint records them: --data as an absolute path, so that a
  * resume from another working directory reads the same corpus (a relative one named
  * whatever that directory held under the name). The run itself, and the ranks'
@@ -254,11 +253,13 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
 static cJSON *recorded_config(const atoll_config *c) {
   cJSON *o = atoll_config_to_json(c);
   char *abs = o && c->data[0] != '/' ? realpath(c->data, NULL) : NULL;
-  if (abs) cJSON_ReplaceItemInObjectCaseSensitive(o, "data", cJSON_CreateString(abs));
+  /* a path the config's field cannot hold would make the checkpoint unreadable */
+  if (abs && strlen(abs) < sizeof c->data) cJSON_ReplaceItemInObjectCaseSensitive(o, "data", cJSON_CreateString(abs));
   free(abs);
   return o;
 }
 
+/* Adds item to o under key; on failure deletes item and returns 0. */
 static int add_item(cJSON *o, const char *key, cJSON *item) {
   if (item && cJSON_AddItemToObject(o, key, item)) return 1;
   cJSON_Delete(item);

@@ -60,10 +60,21 @@ R="$ATOLL train $TINY $D --eval-every 0"
 $R --steps 4 --out "$TMP/orph" >/dev/null 2>&1 || fail "run to clean"
 mkdir -p "$TMP/orph/checkpoints/step_00000099" "$TMP/orph/checkpoints/.tmp-step_00000004-1"
 echo junk >"$TMP/orph/checkpoints/step_00000099/model.safetensors"
-# ... but a step_ directory holding anything else is the user's (an export there, notes)
-mkdir -p "$TMP/orph/checkpoints/step_00000098"
-echo precious >"$TMP/orph/checkpoints/step_00000098/notes.txt"
+# ... but a step_ directory holding anything else is the user's (an export there, notes):
+# kept, and the run refused at start (a save at that step would refuse to replace it
+# after all the training since the last checkpoint)
+mkdir -p "$TMP/orph/checkpoints/step_00000005"
+echo precious >"$TMP/orph/checkpoints/step_00000005/notes.txt"
 $ATOLL export --ckpt "$TMP/orph" --to hf --out "$TMP/orph/checkpoints/step_00000097" >/dev/null 2>&1 || fail "export into checkpoints/"
+expect_error "a step_ directory with the user's files in checkpoints/" "not a checkpoint (no state.json) and holds other files" \
+  $ATOLL train --resume "$TMP/orph" --steps 6
+if [ "$(cat "$TMP/orph/checkpoints/step_00000005/notes.txt" 2>/dev/null)" = precious ] \
+   && [ -f "$TMP/orph/checkpoints/step_00000097/config.json" ]; then
+  pass "the user's files in step_ directories are kept"
+else
+  fail "a step_ directory with the user's files was removed: $(ls -a "$TMP/orph/checkpoints" | tr '\n' ' ')"
+fi
+mv "$TMP/orph/checkpoints/step_00000005" "$TMP/orph/checkpoints/step_00000097" "$TMP/"
 $ATOLL train --resume "$TMP/orph" --steps 6 >/dev/null 2>"$TMP/err" || fail "resume with orphans: $(tail -1 "$TMP/err")"
 left=$(ls -a "$TMP/orph/checkpoints" | tr '\n' ' ')
 if [ ! -e "$TMP/orph/checkpoints/step_00000099" ] && [ ! -e "$TMP/orph/checkpoints/.tmp-step_00000004-1" ] \
@@ -71,12 +82,6 @@ if [ ! -e "$TMP/orph/checkpoints/step_00000099" ] && [ ! -e "$TMP/orph/checkpoin
   pass "orphans cleaned, resumed to step 6 ($left)"
 else
   fail "orphans: $left"
-fi
-if [ "$(cat "$TMP/orph/checkpoints/step_00000098/notes.txt" 2>/dev/null)" = precious ] \
-   && [ -f "$TMP/orph/checkpoints/step_00000097/config.json" ]; then
-  pass "a step_ directory with the user's files (notes, an export) is left alone"
-else
-  fail "a step_ directory with the user's files was removed: $left"
 fi
 
 # 3. resuming an older checkpoint into its own directory, which holds newer ones
