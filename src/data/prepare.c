@@ -27,6 +27,7 @@
 
 #include "core/fs.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/text_pieces.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -62,9 +63,7 @@ typedef struct {
   atoll_tokenizer *tok; /* NULL: bytes */
   uint32_t vocab;
   atoll_tokens ids;     /* a piece's ids */
-  uint8_t *text;        /* the current passage's bytes not encoded yet */
-  size_t text_n, text_cap;
-  size_t scanned;       /* text[0, scanned) holds no safe cut at or past ENCODE_PIECE */
+  atoll_text_pieces text; /* the current passage's bytes not encoded yet */
 } split_out;
 
 /* ------------------------------------------------------------- sources --- */
@@ -119,15 +118,18 @@ static int split_put_tokens(split_out *o, const int32_t *ids, const uint8_t *byt
   return 0;
 }
 
-/* Encodes text[0, n) of the current passage and drops it from what is held. */
-static int encode_head(split_out *o, size_t n, atoll_err *err) {
-  o->ids.n = 0;
-  if (atoll_tokenizer_encode(o->tok, o->text, n, &o->ids, err) != 0 ||
-      split_put_tokens(o, o->ids.ids, NULL, o->ids.n, err) != 0)
+/* A piece of the current passage (text_pieces.h), encoded and written. */
+typedef struct {
+  split_out *o;
+  atoll_err *err;
+} encode_ctx;
+
+static int encode_piece(void *ctx, const uint8_t *text, size_t n) {
+  encode_ctx *c = ctx;
+  c->o->ids.n = 0;
+  if (atoll_tokenizer_encode(c->o->tok, text, n, &c->o->ids, c->err) != 0 ||
+      split_put_tokens(c->o, c->o->ids.ids, NULL, c->o->ids.n, c->err) != 0)
     return -1;
-  memmove(o->text, o->text + n, o->text_n - n);
-  o->text_n -= n;
-  o->scanned = 0;
   return 0;
 }
 
@@ -136,31 +138,17 @@ static int encode_head(split_out *o, size_t n, atoll_err *err) {
  * Text without a safe cut is held until one comes or the passage ends. */
 static int split_put(split_out *o, const uint8_t *p, size_t n, atoll_err *err) {
   if (!o->tok) return split_put_tokens(o, NULL, p, n, err);
-  if (o->text_cap - o->text_n < n) {
-    size_t cap = o->text_cap ? o->text_cap : ENCODE_PIECE;
-    while (cap - o->text_n < n) cap *= 2;
-    uint8_t *grown = realloc(o->text, cap);
-    if (!grown) return atoll_fail(err, "prepare: out of memory holding %zu bytes of text to encode", cap);
-    o->text = grown;
-    o->text_cap = cap;
-  }
-  memcpy(o->text + o->text_n, p, n);
-  o->text_n += n;
-  while (o->text_n > ENCODE_PIECE) {
-    size_t from = o->scanned > ENCODE_PIECE ? o->scanned : ENCODE_PIECE;
-    size_t cut = atoll_tokenizer_safe_cut(o->text, o->text_n, from);
-    if (cut >= o->text_n) {
-      o->scanned = o->text_n;
-      break;
-    }
-    if (encode_head(o, cut, err) != 0) return -1;
-  }
-  return 0;
+  encode_ctx c = {o, err};
+  o->text.piece = ENCODE_PIECE;
+  int rc = atoll_text_pieces_add(&o->text, p, n, encode_piece, &c);
+  if (rc == -2) return atoll_fail(err, "prepare: out of memory holding %zu bytes of text to encode", o->text.n + n);
+  return rc;
 }
 
 /* The current passage ends: what is held is encoded. */
 static int split_end_passage(split_out *o, atoll_err *err) {
-  return o->tok && o->text_n > 0 ? encode_head(o, o->text_n, err) : 0;
+  encode_ctx c = {o, err};
+  return o->tok ? atoll_text_pieces_end(&o->text, encode_piece, &c) : 0;
 }
 
 static int split_finish(split_out *o, atoll_err *err) {
@@ -485,7 +473,7 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
 static void split_free(split_out *o) {
   if (o->open) atoll_token_file_writer_abort(&o->w);
   atoll_tokens_free(&o->ids);
-  free(o->text);
+  atoll_text_pieces_free(&o->text);
 }
 
 static int write_set(const char *dir, source *src, int n, const char *field, double vf,

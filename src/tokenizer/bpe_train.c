@@ -11,6 +11,7 @@
  * when that is lower); a pair whose count grows is pushed anew. */
 #include "core/clock.h"
 #include "data/text_input.h"
+#include "tokenizer/text_pieces.h"
 #include "tokenizer/tokenizer_internal.h"
 
 #include <stdlib.h>
@@ -288,55 +289,17 @@ static int count_words(atoll_bytemap *words, const uint8_t *text, size_t n) {
   return 0;
 }
 
-/* Text read but not counted yet: counted in pieces of about COUNT_PIECE bytes, each
- * ending at a safe cut (atoll_tokenizer_safe_cut: no pre-token crosses it), so the
- * words are those of the whole text while memory stays bounded (as prepare encodes). */
+/* Text read but not counted yet (text_pieces.h): counted in pieces of about COUNT_PIECE
+ * bytes, each ending at a safe cut, so the words are those of the whole text while
+ * memory stays bounded (as prepare encodes). */
 #define COUNT_PIECE ((size_t)1 << 20)
 
-typedef struct {
-  uint8_t *p;
-  size_t n, cap;
-  size_t scanned; /* p[0, scanned) holds no safe cut at or past COUNT_PIECE */
-} held_text;
-
-/* Counts the words of held[0, n) and drops those bytes. */
-static int count_head(atoll_bytemap *words, held_text *h, size_t n) {
-  if (n == 0) return 0;
-  if (count_words(words, h->p, n) != 0) return -1;
-  memmove(h->p, h->p + n, h->n - n);
-  h->n -= n;
-  h->scanned = 0;
-  return 0;
-}
-
-/* Appends p[0, n) to what is held; counts up to a safe cut once over COUNT_PIECE. */
-static int hold_text(atoll_bytemap *words, held_text *h, const uint8_t *p, size_t n) {
-  if (h->cap - h->n < n) {
-    size_t cap = h->cap ? h->cap : 2 * COUNT_PIECE;
-    while (cap - h->n < n) cap *= 2;
-    uint8_t *grown = realloc(h->p, cap);
-    if (!grown) return -1;
-    h->p = grown;
-    h->cap = cap;
-  }
-  memcpy(h->p + h->n, p, n);
-  h->n += n;
-  while (h->n > COUNT_PIECE) {
-    size_t from = h->scanned > COUNT_PIECE ? h->scanned : COUNT_PIECE;
-    size_t cut = atoll_tokenizer_safe_cut(h->p, h->n, from);
-    if (cut >= h->n) {
-      h->scanned = h->n;
-      break;
-    }
-    if (count_head(words, h, cut) != 0) return -1;
-  }
-  return 0;
-}
+static int count_piece(void *words, const uint8_t *text, size_t n) { return count_words(words, text, n); }
 
 /* Counts the words of one scanned source, read as prepare reads it (text_input.h):
  * a JSON Lines document ends a text (its words are counted apart, as prepare encodes
  * each document apart), so does the source's end. */
-static int count_source(atoll_bytemap *words, held_text *h, const atoll_text_source *s, const char *field,
+static int count_source(atoll_bytemap *words, atoll_text_pieces *h, const atoll_text_source *s, const char *field,
                         atoll_bpe_train_stats *st, atoll_err *err) {
   atoll_text_reader *r = NULL;
   if (atoll_text_reader_open(&r, s, field, err) != 0) return -1;
@@ -351,13 +314,13 @@ static int count_source(atoll_bytemap *words, held_text *h, const atoll_text_sou
     st->read_s += t1 - t0;
     if (rc != 0 || (n == 0 && !doc_end)) break;
     st->bytes += n;
-    oom = hold_text(words, h, p, n) != 0 || (doc_end && count_head(words, h, h->n) != 0);
+    oom = atoll_text_pieces_add(h, p, n, count_piece, words) != 0 || (doc_end && atoll_text_pieces_end(h, count_piece, words) != 0);
     st->count_s += atoll_seconds() - t1;
     if (oom) break;
   }
   atoll_text_reader_close(r);
   double t1 = atoll_seconds();
-  if (rc == 0 && !oom) oom = count_head(words, h, h->n) != 0;
+  if (rc == 0 && !oom) oom = atoll_text_pieces_end(h, count_piece, words) != 0;
   st->count_s += atoll_seconds() - t1;
   h->n = h->scanned = 0;
   if (rc == 0 && oom) rc = atoll_fail(err, "%s: out of memory counting words", s->path);
@@ -485,7 +448,7 @@ int atoll_bpe_train_inputs(atoll_tokenizer **out, const char *const *files, int 
   const char *field = jsonl_field ? jsonl_field : "text";
   atoll_bytemap words = {0};
   trainer tr = {0};
-  held_text held = {0};
+  atoll_text_pieces held = {.piece = COUNT_PIECE};
   atoll_text_source *src = NULL;
   int rc = -1;
   double ts = atoll_seconds();
@@ -535,7 +498,7 @@ int atoll_bpe_train_inputs(atoll_tokenizer **out, const char *const *files, int 
   *out = t;
   rc = 0;
 done:
-  free(held.p);
+  atoll_text_pieces_free(&held);
   free(src);
   atoll_bytemap_free(&words);
   trainer_free(&tr);
