@@ -315,15 +315,15 @@ static uint16_t *to_bf16(int slot, const float *X, int rows, int cols, int ld) {
 void atoll_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                     int ldb, float beta, float *C, int ldc) {
 #ifdef ATOLL_HAVE_DNNL
-  /* also inside atoll's own parallel loops (attention's per-head products): oneDNN then
-   * runs the product on the calling thread, 1.03x OpenBLAS's small kernels over a whole
-   * fp32 step (bench/README.md, "Where the remaining targets stand") */
   if (atoll_gemm_engine() == ATOLL_ENGINE_ONEDNN && M > 0 && N > 0 && K == 0) {
     /* an empty sum: C = beta C, as cblas_sgemm (oneDNN 2.6's sgemm leaves C as it is) */
     for (int i = 0; i < M; i++)
       for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
     return;
   }
+  /* also inside atoll's own parallel loops (attention's per-head products): oneDNN then
+   * runs the product on the calling thread, 1.03x OpenBLAS's small kernels over a whole
+   * fp32 step (bench/README.md, "Where the remaining targets stand") */
   if (atoll_gemm_engine() == ATOLL_ENGINE_ONEDNN) {
     pthread_once(&dnnl_cap_once, dnnl_cap);
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
