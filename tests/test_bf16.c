@@ -110,6 +110,18 @@ static void test_gemm(const char *what, gemm_fn gemm, int round, double tol) {
         }
 }
 
+/* an empty sum (K = 0): C = beta C, for every engine (oneDNN 2.6's sgemm alone left C) */
+static void test_gemm_empty(const char *what, gemm_fn gemm) {
+  for (int beta = 0; beta < 3; beta++) {
+    float A[1] = {1.0f}, B[1] = {1.0f}, C[6], R[6];
+    for (int i = 0; i < 6; i++) C[i] = R[i] = (float)(i + 1);
+    for (int i = 0; i < 6; i++) R[i] = beta ? (float)beta * R[i] : 0.0f;
+    gemm(0, 0, 2, 3, 0, 1.0f, A, 1, B, 3, (float)beta, C, 3);
+    if (memcmp(C, R, sizeof C) != 0) fprintf(stderr, "%s: K = 0, beta %d: C is not beta C\n", what, beta);
+    CHECK(memcmp(C, R, sizeof C) == 0);
+  }
+}
+
 /* the bf16 table's products against the fp32 table's */
 static void test_ops_tables(void) {
   const atoll_ops *f = atoll_ops_cpu(), *h = atoll_ops_cpu_bf16();
@@ -207,7 +219,11 @@ int main(void) {
   atoll_engine def = atoll_gemm_engine();
   CHECK(atoll_gemm_set_engine(ATOLL_ENGINE_OPENBLAS, NULL) == 0);
   test_gemm("OpenBLAS sgemm", atoll_gemm_f32, 0, 1e-5);
-  if (atoll_gemm_set_engine(ATOLL_ENGINE_ONEDNN, NULL) == 0) test_gemm("oneDNN sgemm", atoll_gemm_f32, 0, 1e-5);
+  test_gemm_empty("OpenBLAS sgemm", atoll_gemm_f32);
+  if (atoll_gemm_set_engine(ATOLL_ENGINE_ONEDNN, NULL) == 0) {
+    test_gemm("oneDNN sgemm", atoll_gemm_f32, 0, 1e-5);
+    test_gemm_empty("oneDNN sgemm", atoll_gemm_f32);
+  }
   atoll_gemm_set_engine(def, NULL);
   atoll_err err;
   if (atoll_gemm_bf16_check(&err)) {
