@@ -431,7 +431,7 @@ static int cmd_sample(int argc, char **argv) {
              "  tokens are generated but not printed, as Hugging Face's decode does, unless --keep-special\n"
              "  --threads N: OpenMP and OpenBLAS threads, as train's (0: all cores)\n"
              "  defaults: --tokens 200 --temperature 0.8 --top-k 40 --seed 1 --threads 0\n");
-      return atoll_flush_stdout(&err) ? die(&err) : 0;
+      return atoll_flush_file(stdout, "stdout", &err) ? die(&err) : 0;
     }
     if (strcmp(a, "--keep-special") == 0) {
       o.keep_special = 1;

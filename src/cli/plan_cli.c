@@ -4,8 +4,8 @@
  * CLI, only this code touches process-wide state (plan_cpu.c: thread counts for
  * --measure) and decides exit statuses; the planner (src/plan) returns errors. */
 #include "cli/plan_cli.h"
-#include "core/fs.h"
 #include "cli/plan_setup.h"
+#include "core/fs.h"
 
 #include <errno.h>
 #include <math.h>
@@ -388,7 +388,7 @@ int atoll_plan_main(int argc, char **argv) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       atoll_plan_opts_help(stdout);
       atoll_err help_err;
-      if (atoll_flush_stdout(&help_err) == 0) return 0;
+      if (atoll_flush_file(stdout, "stdout", &help_err) == 0) return 0;
       fprintf(stderr, "atoll: error: %s\n", help_err.msg);
       return 1;
     }
@@ -427,7 +427,7 @@ int atoll_plan_main(int argc, char **argv) {
 out:
   /* the plan (table, --json, --list) must have reached stdout: a full disk or a closed
    * stdout is an error, as in tokenizer_cli.c, not a silent status 0 */
-  if (rc == 0 && atoll_flush_stdout(&err)) rc = 1;
+  if (rc == 0 && atoll_flush_file(stdout, "stdout", &err)) rc = 1;
   if (rc) fprintf(stderr, "atoll: error: %s\n", err.msg[0] ? err.msg : "plan failed");
   free(p);
   atoll_plan_opts_free(&o);

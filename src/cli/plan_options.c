@@ -8,7 +8,6 @@
 #include "core/json_text.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,8 +170,7 @@ int atoll_plan_opts_read_config(atoll_plan_opts *o, const char *text, size_t len
 static int apply_config_file(atoll_plan_opts *o, const char *path, atoll_err *err) {
   size_t len = 0;
   char *text = NULL; /* atoll_read_file: a directory, FIFO or device is named as such */
-  if (atoll_read_file(path, CONFIG_MAX_BYTES, &text, &len, err)) text = NULL;
-  if (!text) return -1;
+  if (atoll_read_file(path, CONFIG_MAX_BYTES, &text, &len, err)) return -1;
   int rc = atoll_plan_opts_read_config(o, text, len, path, err);
   free(text);
   return rc;

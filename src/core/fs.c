@@ -192,9 +192,9 @@ int atoll_rm_tree(const char *path) {
   return rc == 0 ? rmdir(path) : -1;
 }
 
-int atoll_flush_stdout(atoll_err *err) {
+int atoll_flush_file(FILE *f, const char *name, atoll_err *err) {
   /* errno is not cleared: when fflush has nothing left to write, the reason is the one
    * an earlier write left (ENOSPC for a full disk), usually still in errno */
-  if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
-  return atoll_fail(err, "stdout: cannot write: %s", strerror(errno ? errno : EIO));
+  if (fflush(f) == 0 && !ferror(f)) return 0;
+  return atoll_fail(err, "%s: cannot write: %s", name, strerror(errno ? errno : EIO));
 }

@@ -1,12 +1,13 @@
 /* Small file-system helpers shared by the modules that write run directories,
  * checkpoints and data: one mkdir -p, one whole-file reader, one atomic whole-file
- * writer, one rm -r. */
+ * writer, one rm -r, one checked flush of a stream. */
 #ifndef ATOLL_FS_H
 #define ATOLL_FS_H
 
 #include "atoll/atoll.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* fsync a file or (flags O_DIRECTORY) a directory; a file system that cannot fsync
  * directories is tolerated. */
@@ -18,9 +19,9 @@ int atoll_mkdir_p(const char *path, atoll_err *err);
  * terminated one past *len; a FIFO, device or socket is refused. */
 int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len, atoll_err *err);
 
-/* Flushes stdout: 0, or -1 with "stdout: cannot write: REASON" when what a command
- * printed did not all reach it (a full disk, a closed stdout). */
-int atoll_flush_stdout(atoll_err *err);
+/* Flushes f: 0, or -1 with "NAME: cannot write: REASON" when what was written to it
+ * did not all arrive (a full disk, a closed stdout or pipe). */
+int atoll_flush_file(FILE *f, const char *name, atoll_err *err);
 
 /* Writes len bytes of text as the whole of path, atomically: into a temporary
  * sibling ".NAME.tmp-PID" in the same directory, fsynced, renamed over path, and the

@@ -106,3 +106,10 @@ int atoll_tokenizer_load_checked(const char *file, const atoll_tokenizer_record 
   }
   return 0;
 }
+
+int atoll_tokenizer_same_ids(const atoll_tokenizer_record *model, const atoll_tokenizer_record *data,
+                             const char *data_dir, const char *lead, const char *fix, atoll_err *err) {
+  if (strcmp(model->hash, data->hash) == 0) return 0;
+  return atoll_fail(err, "%s tokenizer %s %s (vocabulary %d), but --data %s holds ids of tokenizer %s %s (vocabulary %d); %s",
+                    lead, model->kind, model->hash, model->vocab, data_dir, data->kind, data->hash, data->vocab, fix);
+}

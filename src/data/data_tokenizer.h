@@ -26,6 +26,12 @@ int atoll_data_tokenizer(const char *dir, atoll_tokenizer_record *rec, atoll_err
  * record's owner in the message ("DIR/manifest.json", "CKPT/state.json"). */
 int atoll_tokenizer_load_checked(const char *file, const atoll_tokenizer_record *rec, const char *what,
                                  atoll_tokenizer **t, atoll_err *err);
+/* 0 when weights trained on model's ids may train on data_dir's (the same tokenizer);
+ * else "LEAD tokenizer KIND HASH (vocabulary V), but --data DIR holds ids of tokenizer
+ * KIND HASH (vocabulary V); FIX", LEAD naming where the weights come from ("--resume CK:
+ * the checkpoint was trained on"). */
+int atoll_tokenizer_same_ids(const atoll_tokenizer_record *model, const atoll_tokenizer_record *data,
+                             const char *data_dir, const char *lead, const char *fix, atoll_err *err);
 /* The record as a JSON object {"kind", "hash", "vocab"} (NULL when out of memory), and
  * back (absent: bytes). */
 cJSON *atoll_tokenizer_record_json(const atoll_tokenizer_record *rec);

@@ -8,13 +8,13 @@
 
 #include "ckpt/checkpoint.h"
 #include "data/data_tokenizer.h"
+#include "core/fs.h"
 #include "core/rng.h"
 #include "model/decode.h"
 #include "model/model.h"
 #include "train/config.h"
 #include "train/device.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,8 +188,9 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     return -1;
   }
   size_t n = plen;
-  int slid = 0, werr = 0; /* werr: errno of the first failed write to out */
-  for (int k = 0; k < o->tokens && !werr; k++) {
+  const char *out_name = out == stdout ? "stdout" : "output";
+  int slid = 0, failed = 0; /* a write to out failed (err says why): a full disk, a closed pipe */
+  for (int k = 0; k < o->tokens && !failed; k++) {
     if (n == cap) { /* full: keep the last context */
       memmove(seq, seq + n - ctx, ctx * sizeof *seq);
       n = ctx;
@@ -206,17 +207,17 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     const uint8_t *bytes = atoll_tokenizer_token(tok, id, &len);
     if (bytes) fwrite(bytes, 1, len, out);
     else fputc('?', out); /* an id of the model's vocabulary beyond the tokenizer's (--vocab padding) */
-    errno = 0; /* each token reaches out now; a failed write (as tokenizer_cli.c checks) ends the loop */
-    if (fflush(out) != 0 || ferror(out)) werr = errno ? errno : EIO;
+    failed = atoll_flush_file(out, out_name, err) != 0; /* each token reaches out now */
   }
-  errno = 0;
-  if (!werr && (fputc('\n', out) == EOF || fflush(out) != 0 || ferror(out))) werr = errno ? errno : EIO;
+  if (!failed) {
+    fputc('\n', out);
+    failed = atoll_flush_file(out, out_name, err) != 0;
+  }
   atoll_decoder_destroy(dec);
   free(seq);
   free(probs);
   atoll_model_destroy(m);
   atoll_tokenizer_free(tok);
   /* a full disk, a closed pipe or stdout: an error, not text silently lost (status 0) */
-  if (werr) return atoll_fail(err, "%s: cannot write: %s", out == stdout ? "stdout" : "output", strerror(werr));
-  return 0;
+  return failed ? -1 : 0;
 }

@@ -59,9 +59,10 @@ static int check_tokenizer(const atoll_run *r, const char *dir, const cJSON *sta
   if (atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), what, &saved, err) ||
       atoll_data_tokenizer(r->cfg->data, &data, err))
     return -1;
-  if (strcmp(saved.hash, data.hash) == 0) return 0;
-  return atoll_fail(err, "--init-from %s: the checkpoint was trained on tokenizer %s %s (vocabulary %d), but --data %s holds ids of tokenizer %s %s (vocabulary %d); prepare the data with the checkpoint's tokenizer",
-                    dir, saved.kind, saved.hash, saved.vocab, r->cfg->data, data.kind, data.hash, data.vocab);
+  char lead[1300];
+  snprintf(lead, sizeof lead, "--init-from %s: the checkpoint was trained on", dir);
+  return atoll_tokenizer_same_ids(&saved, &data, r->cfg->data, lead, "prepare the data with the checkpoint's tokenizer",
+                                  err);
 }
 
 /* The same for a Hugging Face directory, on its tokenizer.json itself (a model's ids
@@ -80,9 +81,10 @@ static int check_hf_tokenizer(const atoll_run *r, const char *dir, int *unchecke
   atoll_tokenizer_record_of(t, &hf);
   atoll_tokenizer_free(t);
   if (atoll_data_tokenizer(r->cfg->data, &data, err)) return -1;
-  if (strcmp(hf.hash, data.hash) == 0) return 0;
-  return atoll_fail(err, "--init-from-hf %s: its tokenizer.json is tokenizer %s %s (vocabulary %d), but --data %s holds ids of tokenizer %s %s (vocabulary %d); prepare the data with --tokenizer %s",
-                    dir, hf.kind, hf.hash, hf.vocab, r->cfg->data, data.kind, data.hash, data.vocab, path);
+  char lead[1400], fix[1400];
+  snprintf(lead, sizeof lead, "--init-from-hf %s: its tokenizer.json is", dir);
+  snprintf(fix, sizeof fix, "prepare the data with --tokenizer %s", path);
+  return atoll_tokenizer_same_ids(&hf, &data, r->cfg->data, lead, fix, err);
 }
 
 /* This rank's shard [begin, end) of a whole-model buffer of moments into dst. */
