@@ -26,6 +26,7 @@ agreed_run() {
   t0=$(date +%s)
   "$@" >/dev/null 2>"$TMP/run.err"
   rc=$? took=$(( $(date +%s) - t0 ))
+  drop_launcher_noise "$TMP/run.err"
   grep -v '^atoll train: ' "$TMP/run.err" >"$TMP/run.msg"
   if [ $rc -eq 0 ] || [ $rc -ge 124 ]; then fail "$name: status $rc after ${took}s: $(cat "$TMP/run.err")"
   elif [ "$(grep -c . "$TMP/run.msg")" -ne 1 ] || ! grep -q -- "$keyword" "$TMP/run.msg"; then fail "$name: expected one line with '$keyword': $(cat "$TMP/run.err")"
