@@ -127,7 +127,7 @@ expect_error "limit: --global-batch" "--global-batch" $ATOLL train $D --batch 1 
 t0=$(date +%s%N)
 expect_error "memory: huge batch" "needs about" $ATOLL train $D --layers 2 --heads 2 --dim 32 --context 4096 --batch 65536 --out "$TMP/huge"
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-[ $ms -lt 3000 ] && pass "memory: refused in $ms ms" || fail "memory: refusing took $ms ms"
+[ $ms -lt 10000 ] && pass "memory: refused in $ms ms" || fail "memory: refusing took $ms ms"
 # under a 1 GiB address-space limit the estimate (3.2 GiB, RSS 3.17 GiB when run) is refused,
 # while a tiny run still trains
 # AddressSanitizer reserves terabytes of shadow address space, which ulimit -v forbids:

@@ -14,7 +14,7 @@ D="$TMP/slots"; mkdir -p "$D"
 net_keys "$D" 1 || { fail keys; finish; }
 M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 0 --save-every 0 --steps 6 --sync-every 2 --islands 1 --net-timeout 5"
 for min in 2 1; do
-  CPORT=$(free_ports 1); PORT=$(free_ports 1)
+  set -- $(free_ports 2); CPORT=$1; PORT=$2
   start_coordinator "$D" $CPORT $min --island-timeout 4 --state "$D/state$min.json"
   t0=$(date +%s)
   timeout 120 $ATOLL train $M $(island_flags "$D" $CPORT 0 $PORT) --out "$D/run$min" >/dev/null 2>"$D/err$min"
@@ -32,7 +32,7 @@ for min in 2 1; do
 done
 
 # a bad --overlap is refused before the island registers with the coordinator
-CPORT=$(free_ports 1); PORT=$(free_ports 1)
+set -- $(free_ports 2); CPORT=$1; PORT=$2
 : > "$D/coord.log"
 start_coordinator "$D" $CPORT 2 --island-timeout 4 --state "$D/state_overlap.json"
 i=0; while [ $i -lt 50 ] && ! grep -q "coordinator: listening" "$D/coord.log"; do sleep 0.2; i=$((i + 1)); done
