@@ -87,6 +87,8 @@ int main(int argc, char **argv) {
     atoll_wire_member mem[64];
     char why[200];
     if (atoll_wire_parse(buf, (size_t)k, &r, mem, 64, why, sizeof why)) printf("reply unreadable: %s\n", why);
+    else if (r.type == ATOLL_WIRE_WAIT || r.type == ATOLL_WIRE_ERROR)
+      printf("reply %s: %s\n", atoll_wire_type_name(r.type), r.u.text); /* the reason, for the tests */
     else printf("reply %s\n", atoll_wire_type_name(r.type));
     fflush(stdout);
   }

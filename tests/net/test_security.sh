@@ -25,7 +25,7 @@ cp "$T/good/key.pub" "$T/coord/allowed/good.pub"
 cp "$T/bad/key.pub" "$T/coord/allowed/bad.pub"
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 EP=tcp://127.0.0.1:$PORT
-timeout 60 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 2 --island-timeout 30 >"$T/coord.log" 2>&1 &
+timeout 100 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 2 --island-timeout 30 >"$T/coord.log" 2>&1 &
 COORD_PID=$!
 i=0
 while ! grep -q "listening on $EP" "$T/coord.log" && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
@@ -54,7 +54,7 @@ seen "dropped HELLO from island 3 (key .*): replayed" || fail "replay not droppe
 
 # 4. the coordinator carries on: a good island joins, and with island 3 forms a quorum
 #    (--min-islands 2: island 3, ready first, is told to wait until island 5 comes)
-$PEER $EP "$CPUB" "$T/bad/key.secret" 3 ready 10 >"$T/bad.out" 2>&1 &
+$PEER $EP "$CPUB" "$T/bad/key.secret" 3 ready 15 >"$T/bad.out" 2>&1 &
 P1=$!
 seen "waiting for islands: 1 present, at least 2 needed" || fail "no waiting line below --min-islands"
 $PEER $EP "$CPUB" "$T/good/key.secret" 5 ready 3 >"$T/good.out" 2>&1
