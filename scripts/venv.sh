@@ -10,6 +10,10 @@ VENV=${ATOLL_VENV:-$ROOT/.venv}
 REQ="$ROOT/scripts/venv-requirements.txt"
 PY="$VENV/bin/python"
 stamp="$VENV/.atoll-requirements"
+# One maker at a time: a second caller waits here, then finds the venv complete.
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock 9
 if [ ! -x "$PY" ] || ! cmp -s "$REQ" "$stamp"; then
   echo "venv: installing scripts/venv-requirements.txt into $VENV" >&2
   command -v python3 >/dev/null || { echo "venv: python3 not found" >&2; exit 1; }
