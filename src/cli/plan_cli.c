@@ -1,10 +1,9 @@
-/* atoll plan: the planner's command line. Options (src/cli/plan_options.c) become a
- * plan (plan_setup.c), then one of: a layout search (the default), --fewest, --sweep,
+/* atoll plan: the planner's command line. Options (src/plan/options.c) become a
+ * plan (src/plan/setup.c), then one of: a layout search (the default), --fewest, --sweep,
  * --calibrate, --list. See `atoll plan --help` and docs/plan.md. Like the rest of the
  * CLI, only this code touches process-wide state (plan_cpu.c: thread counts for
  * --measure) and decides exit statuses; the planner (src/plan) returns errors. */
 #include "cli/plan_cli.h"
-#include "cli/plan_setup.h"
 #include "core/fs.h"
 
 #include <errno.h>
@@ -412,7 +411,7 @@ int atoll_plan_main(int argc, char **argv) {
     atoll_fail(&err, "out of memory");
     goto out;
   }
-  if (atoll_plan_setup_build(&o, p, &err)) goto out;
+  if (atoll_plan_setup_build(&o, atoll_plan_setup_cpu, p, &err)) goto out;
   const char *sweep = get(&o, "sweep");
   if (get(&o, "fewest") && sweep) {
     atoll_fail(&err, "--fewest and --sweep: give one of them");

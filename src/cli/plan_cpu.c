@@ -1,6 +1,6 @@
 /* atoll plan --accel cpu: this machine's figures. Measuring (--measure) sets the
  * process's OpenMP and OpenBLAS thread counts, which only the CLI may do. */
-#include "cli/plan_setup.h"
+#include "cli/plan_cli.h"
 
 #include <omp.h>
 #include <stdio.h>

@@ -2,15 +2,15 @@
  * through atoll_plan_opts_read_config and, if accepted, atoll_plan_setup_build and the
  * evaluation of the smallest layout (one device). Nothing may crash or leak; a
  * rejection must carry a message. The cpu accelerator keeps the catalog's figures:
- * under the fuzzer nothing measures this machine or reads a benchmark file (the stub
+ * under the fuzzer nothing measures this machine or reads a benchmark file (catalog_cpu
  * below stands in for src/cli/plan_cpu.c). Built by tests/fuzz/run_fuzz.sh. */
-#include "cli/plan_setup.h"
+#include "plan/setup.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-int atoll_plan_setup_cpu(const atoll_plan_opts *o, atoll_plan_accel *a, char *note, size_t note_size, atoll_err *err) {
+static int catalog_cpu(const atoll_plan_opts *o, atoll_plan_accel *a, char *note, size_t note_size, atoll_err *err) {
   (void)o, (void)a, (void)err;
   snprintf(note, note_size, "cpu: the catalog's figures (fuzzing)");
   return 0;
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   atoll_plan_setup *p = malloc(sizeof *p);
   if (p) {
     memset(&err, 0, sizeof err);
-    if (atoll_plan_setup_build(&opts, p, &err) != 0) {
+    if (atoll_plan_setup_build(&opts, catalog_cpu, p, &err) != 0) {
       if (err.msg[0] == 0) abort();
     } else {
       plan_one_device(p);

@@ -132,12 +132,7 @@ static void gen(void) {
 }
 #endif
 #ifdef GEN_PLAN_CONFIG
-#include "cli/plan_setup.h"
-/* the generator builds no plan: nothing calls this */
-int atoll_plan_setup_cpu(const atoll_plan_opts *o, atoll_plan_accel *a, char *note, size_t n, atoll_err *err) {
-  (void)o, (void)a, (void)note, (void)n;
-  return atoll_fail(err, "gen_seeds: no cpu setup");
-}
+#include "plan/setup.h"
 static void text(const char *name, const char *json) {
   FILE *f = fopen(at(name), "w");
   fputs(json, f);
@@ -273,7 +268,7 @@ targets=(
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
   "jsonl|GEN_JSONL|src/data/jsonl.c src/core/err.c|"
   "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/added_tokens.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/tokenizer/text_pieces.c src/data/text_input.c src/data/jsonl.c src/data/token_file.c src/core/json_text.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lz -lm"
-  "plan_config|GEN_PLAN_CONFIG|src/cli/plan_options.c src/cli/plan_setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
+  "plan_config|GEN_PLAN_CONFIG|src/plan/options.c src/plan/setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "wire|GEN_WIRE|src/net/wire.c|"
 )
 

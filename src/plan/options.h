@@ -1,5 +1,5 @@
-/* atoll plan's options (src/cli): the flag table, the command line and --config FILE.
- * Every option is a string until src/cli/plan_setup.c turns it into a plan. */
+/* atoll plan's options: the flag table, the command line and --config FILE. Every
+ * option is a string until src/plan/setup.c turns it into a plan. */
 #ifndef ATOLL_PLAN_OPTIONS_H
 #define ATOLL_PLAN_OPTIONS_H
 

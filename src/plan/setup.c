@@ -1,7 +1,7 @@
 /* atoll plan's options turned into a plan: numbers with units (16M, 400Gbps, 10us,
  * 80GiB), the model (a catalog entry, possibly changed, or a shape), the cluster, the
  * sizes the user fixed and the training settings. */
-#include "cli/plan_setup.h"
+#include "plan/setup.h"
 
 #include <errno.h>
 #include <math.h>
@@ -245,11 +245,11 @@ static int build_model(const atoll_plan_opts *o, atoll_plan_model *m, atoll_err 
 }
 
 /* The accelerator, its node and network, islands, and the assumptions (--set). */
-static int build_cluster(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *err) {
+static int build_cluster(const atoll_plan_opts *o, atoll_plan_cpu_fn cpu, atoll_plan_setup *p, atoll_err *err) {
   const char *s;
   atoll_plan_accel acc;
   if (atoll_plan_accel_find((s = get(o, "accel")) ? s : "h100", &acc, err)) return -1;
-  if (acc.is_cpu && atoll_plan_setup_cpu(o, &acc, p->cpu_note, sizeof p->cpu_note, err)) return -1;
+  if (acc.is_cpu && cpu(o, &acc, p->cpu_note, sizeof p->cpu_note, err)) return -1;
   if (!acc.is_cpu && get(o, "threads"))
     return atoll_fail(err, "--threads: only with --accel cpu (threads per process of a CPU cluster)");
   if (!acc.is_cpu && (get(o, "measure") || get(o, "cpu-gflops") || get(o, "bench-results")))
@@ -356,9 +356,9 @@ static int build_train(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err 
   return 0;
 }
 
-int atoll_plan_setup_build(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *err) {
+int atoll_plan_setup_build(const atoll_plan_opts *o, atoll_plan_cpu_fn cpu, atoll_plan_setup *p, atoll_err *err) {
   memset(p, 0, sizeof *p);
-  if (build_model(o, &p->model, err) || build_cluster(o, p, err) || build_fixed(o, p, err) || build_train(o, p, err))
+  if (build_model(o, &p->model, err) || build_cluster(o, cpu, p, err) || build_fixed(o, p, err) || build_train(o, p, err))
     return -1;
   return 0;
 }

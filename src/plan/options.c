@@ -2,7 +2,7 @@
  * --config FILE, a JSON object with the same keys (dashes or underscores). A config
  * file is refused whole, with one message naming it, when it is not one object, has an
  * unknown or repeated key, a value of the wrong type, or anything after the object. */
-#include "cli/plan_options.h"
+#include "plan/options.h"
 
 #include "core/fs.h"
 #include "core/json_text.h"
