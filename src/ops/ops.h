@@ -12,7 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One AdamW step over a span of one tensor (src/optim/adamw.c computes these). */
+/* One AdamW step over a span of one tensor (src/optim/adamw.c computes these; the CPU
+ * kernel is src/ops/optim_cpu.c). */
 typedef struct {
   float lr, decay_factor; /* decay_factor: 1 - lr * weight_decay, or 1 for tensors without decay */
   float beta1, beta2, bc1, bc2_sqrt, eps;

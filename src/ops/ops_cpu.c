@@ -13,7 +13,7 @@
 #include "ops/attention_bf16.h"
 #include "ops/exp_approx.h"
 #include "ops/gemm_cpu.h"
-#include "optim/optim.h"
+#include "ops/optim_cpu.h"
 
 #include <math.h>
 #include <omp.h>

@@ -5,13 +5,11 @@
 
 #include "model/layout.h"
 #include "ops/ops.h"
+#include "ops/optim_cpu.h" /* atoll_sumsq */
 
 
 /* Learning rate for 0-based step `step`: warm-up then cosine decay. */
 float atoll_lr_at(const atoll_adamw_config *c, int step);
-/* Sum of squares of g[begin, end) in double (for the global gradient norm); the same
- * bits at any OpenMP thread count. */
-double atoll_sumsq(const float *g, size_t begin, size_t end);
 /* One AdamW update of params[begin, end) with moments m, v (m[0] and v[0] belong to
  * params[begin], so a shard's moments can be stored alone);
  * t is the 1-based step count for bias correction; grad_scale multiplies the
@@ -24,10 +22,5 @@ void atoll_adamw_update(const atoll_ops *o, const atoll_layout *lay, const atoll
  * on tensors with decay = 1 (o's sgd kernel). */
 void atoll_sgd_update(const atoll_ops *o, const atoll_layout *lay, float weight_decay, float *params, const float *grads,
                       size_t begin, size_t end, float lr, float grad_scale);
-
-/* The CPU table's optimizer kernels (src/ops/ops.h: sumsq, adamw, sgd). */
-double atoll_sumsq_cpu(const float *g, size_t n);
-void atoll_adamw_span_cpu(float *p, const float *g, float *m, float *v, size_t n, const atoll_adamw_span *a);
-void atoll_sgd_span_cpu(float *p, const float *g, size_t n, float decay, float step);
 
 #endif

@@ -5,11 +5,6 @@
 #include "ops/ops.h"
 #include "optim/optim.h"
 
-void atoll_sgd_span_cpu(float *p, const float *g, size_t n, float decay, float step) {
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; i++) p[i] = p[i] * decay - step * g[i];
-}
-
 void atoll_sgd_update(const atoll_ops *o, const atoll_layout *lay, float weight_decay, float *params, const float *grads,
                       size_t begin, size_t end, float lr, float grad_scale) {
   for (int k = 0; k < lay->ntensors; k++) {

@@ -1,8 +1,8 @@
 /* The optimizer's kernels of the table (src/ops/ops.h: sumsq, adamw, sgd).
  * NOT YET RUN ON A GPU; tests/gpu/test_cuda_ops.c checks them against the CPU table.
  *
- * adamw and sgd compute the CPU's formulas (atoll_adamw_span_cpu in src/optim/adamw.c,
- * atoll_sgd_span_cpu in src/optim/sgd.c) operation by operation, in the same order,
+ * adamw and sgd compute the CPU's formulas (atoll_adamw_span_cpu and
+ * atoll_sgd_span_cpu in src/ops/optim_cpu.c) operation by operation, in the same order,
  * each operation rounded on its own: written with the _rn intrinsics (__fmul_rn,
  * __fadd_rn, __fsub_rn, __fdiv_rn, __fsqrt_rn), which nvcc never contracts into a
  * fused multiply-add, whatever -fmad says. The result is then the correctly rounded
