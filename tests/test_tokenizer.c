@@ -1,8 +1,9 @@
 /* The tokenizer (src/tokenizer/): pre-tokenization cases, the encoder against a slow
  * reference (lowest rank first, leftmost of equals), the trainer against a slow
  * reference (recount every pair at every merge), decode(encode(x)) == x for arbitrary
- * bytes, tokenizer.json written and read back, the byte tokenizer, and corrupt files
- * refused with one line. Agreement with Hugging Face is tests/cli/test_tokenizer.sh. */
+ * bytes, tokenizer.json written and read back (merges in either form), the byte
+ * tokenizer, and corrupt and hostile files (a 100 kB token in a merge, raw control bytes
+ * in strings, a key twice, deep nesting) refused with one line. Agreement with Hugging Face is tests/cli/test_tokenizer.sh. */
 #include "check.h"
 #include "core/rng.h"
 #include "tokenizer/tokenizer_internal.h"
