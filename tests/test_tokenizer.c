@@ -1,8 +1,9 @@
 /* The tokenizer (src/tokenizer/): pre-tokenization cases, the encoder against a slow
  * reference (lowest rank first, leftmost of equals), the trainer against a slow
  * reference (recount every pair at every merge), decode(encode(x)) == x for arbitrary
- * bytes, tokenizer.json written and read back, the byte tokenizer, and corrupt files
- * refused with one line. Agreement with Hugging Face is tests/cli/test_tokenizer.sh. */
+ * bytes, tokenizer.json written and read back (merges in either form), the byte
+ * tokenizer, and corrupt and hostile files (a 100 kB token in a merge, raw control bytes
+ * in strings, a key twice, deep nesting) refused with one line. Agreement with Hugging Face is tests/cli/test_tokenizer.sh. */
 #include "check.h"
 #include "core/rng.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -345,6 +346,83 @@ static char *replace(const char *text, const char *from, const char *to) {
   return out;
 }
 
+/* Parses text (n bytes) and expects a refusal of one line that names the file and holds want. */
+static void expect_refused(const char *what, const char *text, size_t n, const char *want) {
+  atoll_err err;
+  atoll_tokenizer *u = NULL;
+  int rc = atoll_tokenizer_parse(&u, text, n, "bad.json", &err);
+  if (rc == 0 || u || !strstr(err.msg, "bad.json") || strchr(err.msg, '\n') || !strstr(err.msg, want)) {
+    fprintf(stderr, "%s: rc %d, message: %s (expected '%s')\n", what, rc, rc ? err.msg : "(none)", want);
+    check_failures++;
+  }
+  atoll_tokenizer_free(u);
+}
+
+/* Strings of the file taken as hostile: merges in the array form (whose strings have no
+ * bound: a long one overflowed the lookup's buffer), a raw NUL (cut the token short), a
+ * deep nesting. */
+static void test_hostile_strings(const char *good) {
+  atoll_err err;
+  atoll_tokenizer *t = NULL, *u = NULL;
+  CHECK_OK(atoll_tokenizer_parse(&t, good, strlen(good), "good.json", &err), &err);
+  /* every merge "l r" as ["l", "r"]: the same tokenizer */
+  char *arr = malloc(2 * strlen(good) + 1);
+  size_t k = 0;
+  const char *m = strstr(good, "\"merges\":");
+  memcpy(arr, good, (size_t)(m - good));
+  k = (size_t)(m - good);
+  int in = 0;
+  for (const char *p = m; *p; p++) { /* merges are last in the model: "l r" -> ["l","r"] up to its ']' */
+    if (!in && *p == ']') {
+      strcpy(arr + k, p);
+      k += strlen(p);
+      break;
+    }
+    if (in && *p == '\\') { /* an escape: two bytes as they are */
+      arr[k++] = *p++;
+      arr[k++] = *p;
+    } else if (*p == '"' && p > m + 8) {
+      arr[k++] = in ? '"' : '[';
+      arr[k++] = in ? ']' : '"';
+      in = !in;
+    } else if (in && *p == ' ') {
+      memcpy(arr + k, "\",\"", 3);
+      k += 3;
+    } else {
+      arr[k++] = *p;
+    }
+  }
+  arr[k] = 0;
+  CHECK_OK(atoll_tokenizer_parse(&u, arr, k, "arrays.json", &err), &err);
+  CHECK(u && t && atoll_tokenizer_hash(u) == atoll_tokenizer_hash(t));
+  atoll_tokenizer_free(u);
+  /* a first merge of a 100 kB token, left or right, in the array form: no token, refused */
+  size_t longn = 100000, pre = (size_t)(strchr(strstr(arr, "\"merges\":"), '[') + 1 - arr);
+  char *aaa = malloc(longn + 1), *lng = malloc(k + longn + 16);
+  memset(aaa, 'A', longn);
+  aaa[longn] = 0;
+  snprintf(lng, k + longn + 16, "%.*s[\"%s\",\"b\"],%s", (int)pre, arr, aaa, arr + pre);
+  expect_refused("array merge of a 100 kB token", lng, strlen(lng), "merge 0 names a token that is not in the vocabulary");
+  snprintf(lng, k + longn + 16, "%.*s[\"b\",\"%s\"],%s", (int)pre, arr, aaa, arr + pre);
+  expect_refused("array merge, long right token", lng, strlen(lng), "merge 0 names a token that is not in the vocabulary");
+  free(aaa);
+  free(lng);
+  free(arr);
+  /* a raw NUL inside a token: "Ā<NUL>x" was read as "Ā", and the file accepted */
+  char *nul = replace(good, "\"Ā\":\t0", "\"Ā@x\":\t0");
+  size_t n = strlen(nul);
+  strstr(nul, "Ā@x")[2] = 0; /* the @ (Ā is two bytes) */
+  expect_refused("raw NUL in a token", nul, n, "raw control byte 0x00");
+  free(nul);
+  /* nesting far deeper than cJSON's limit: refused, not a stack overflow */
+  size_t deep = 200000;
+  char *d = malloc(deep);
+  memset(d, '[', deep);
+  expect_refused("deep nesting", d, deep, "invalid JSON");
+  free(d);
+  atoll_tokenizer_free(t);
+}
+
 static void test_corrupt(atoll_tokenizer *t) {
   char *good = atoll_tokenizer_to_json(t);
   atoll_err err;
@@ -366,7 +444,12 @@ static void test_corrupt(atoll_tokenizer *t) {
       {"\"Ā\":\t0", "\"Ā\":\t\"0\"", "not a number"},
       {"\"Ā\":\t0", "\"\xe4\xb8\x80\":\t0", "byte-level"},
       {"\"Ā\":\t0", "\"\":\t0", "empty"},
-      {"\"Ā\":\t0", "\"ā\":\t0", "listed twice"},
+      {"\"Ā\":\t0", "\"ā\":\t0", "key 'ā' appears more than once"},
+      /* a key twice anywhere: cJSON reads the first, tokenizers (serde) the last or none */
+      {"\"normalizer\":\tnull", "\"normalizer\":\tnull, \"normalizer\":\t{\"type\":\"NFC\"}", "more than once"},
+      /* raw control bytes inside strings: JSON needs them escaped (tokenizers refuses them) */
+      {"\"Ā\":\t0", "\"Ā\x01\":\t0", "raw control byte 0x01"},
+      {"\"type\":\t\"BPE\"", "\"type\":\t\"BPE\n\"", "raw control byte 0x0A"},
       {"\"merges\":\t[\"", "\"merges\":\t[\"Ā \", \"", "merge 0"},
       {"\"merges\":\t[\"", "\"merges\":\t[\"\xe4\xb8\x80 \xe4\xb8\x80\", \"", "merge 0"},
       {"\"merges\":\t[\"", "\"merges\":\t[\"Ā Ā\", \"", "not in the vocabulary"},
@@ -389,6 +472,7 @@ static void test_corrupt(atoll_tokenizer *t) {
     atoll_tokenizer_free(u);
     free(bad);
   }
+  test_hostile_strings(good);
   /* truncated anywhere: refused, one line */
   size_t n = strlen(good);
   for (size_t cut = 0; cut < n; cut += n / 97 + 1) {

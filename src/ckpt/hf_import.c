@@ -120,9 +120,10 @@ static int read_config(const char *dir, const atoll_layout *whole, const atoll_h
   snprintf(path, sizeof path, "%s/config.json", dir);
   cJSON *cfg = atoll_json_read_whole(path, 1u << 20, err);
   if (!cfg) return -1;
-  if (!cJSON_IsObject(cfg)) {
+  if (!cJSON_IsObject(cfg) || atoll_json_unique_keys(cfg, path, err)) {
+    if (!cJSON_IsObject(cfg)) atoll_fail(err, "%s: not a JSON object", path);
     cJSON_Delete(cfg);
-    return atoll_fail(err, "%s: not a JSON object", path);
+    return -1;
   }
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
   *arch = atoll_hf_arch_find(cJSON_IsString(type) ? type->valuestring : NULL);

@@ -61,6 +61,19 @@ static cJSON *gpt2_config_json(const atoll_shape *s) {
   return o;
 }
 
+/* 0 when train's --flag takes the file's value `have`, so that a hint to pass it may be
+ * given; else -1 with err saying so (a hint such as "pass --layers 1000000000" would
+ * only be refused in turn). The range is train's own: atoll_config_set decides. */
+static int flag_takes(const char *path, const char *key, double have, const char *flag, atoll_err *err) {
+  atoll_config c;
+  atoll_config_defaults(&c);
+  char value[40];
+  snprintf(value, sizeof value, "%.17g", have);
+  atoll_err why;
+  if (atoll_config_set(&c, flag, value, &why) == 0) return 0;
+  return atoll_fail(err, "%s: %s is %.15g, which atoll cannot run (%s)", path, key, have, why.msg);
+}
+
 /* A boolean key that must hold `want` when present (absent: transformers' default
  * `dflt`); `why` ends the message ("atoll's GPT-2 needs true"). */
 static int check_bool(const cJSON *cfg, const char *key, int want, int dflt, const char *path, const char *why,
@@ -81,6 +94,7 @@ static int check_ints(const cJSON *cfg, int n, const char *const *keys, const ch
     double have = dflt && dflt[i] >= 0 && (!v || cJSON_IsNull(v)) ? dflt[i] : cJSON_IsNumber(v) ? v->valuedouble : -1;
     if (have < 0 || have != floor(have) || have > 1e9)
       return atoll_fail(err, "%s: %s is missing or not an integer", path, keys[i]);
+    if (have != want[i] && flag_takes(path, keys[i], have, flags[i], err)) return -1;
     if (have != want[i])
       return atoll_fail(err, "%s: %s is %.0f, this run has --%s %d (pass --%s %.0f)", path, keys[i], have, flags[i],
                         want[i], flags[i], have);
@@ -190,6 +204,7 @@ static int check_float(const cJSON *v, const char *key, double dflt, float want,
                        atoll_err *err) {
   if (v && !cJSON_IsNumber(v)) return atoll_fail(err, "%s: %s is not a number", path, key);
   double have = v ? v->valuedouble : dflt;
+  if ((float)have != want && flag_takes(path, key, have, flag, err)) return -1;
   if ((float)have != want)
     return atoll_fail(err, "%s: %s is %g, this run has --%s %g (pass --%s %g)", path, key, have, flag,
                       float_decimal(want), flag, have);

@@ -17,4 +17,10 @@ cJSON *atoll_json_parse_whole(const char *text, size_t len, const char *source, 
 /* The same for a whole regular file of at most max_bytes (atoll_read_file). */
 cJSON *atoll_json_read_whole(const char *path, size_t max_bytes, atoll_err *err);
 
+/* 0 when no object in j, at any depth, holds a key twice; else -1 with err set to
+ * "SOURCE: key 'K' appears more than once" (K cut to 40 bytes). cJSON keeps every
+ * copy and finds the first, while Python's json and serde take the last: a reader of
+ * files that other tools also read refuses them. */
+int atoll_json_unique_keys(const cJSON *j, const char *source, atoll_err *err);
+
 #endif

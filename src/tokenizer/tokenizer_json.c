@@ -287,7 +287,11 @@ static int merge_parts(const cJSON *m, char *tmp, size_t tmpsz, const char **l, 
   return -1;
 }
 
-static int lookup(const atoll_bytemap *map, const char *s, uint8_t *buf) {
+/* The id of the token spelled s; -1 when there is none. buf (cap bytes) takes its
+ * bytes, one per character of s at most: a longer s is no token (the array form of a
+ * merge hands over the file's strings, of any length). */
+static int lookup(const atoll_bytemap *map, const char *s, uint8_t *buf, size_t cap) {
+  if (strlen(s) > cap) return -1;
   long k = atoll_symbols_to_bytes(s, buf);
   if (k <= 0) return -1;
   int64_t e = atoll_bytemap_find(map, buf, (size_t)k, atoll_bytes_hash(buf, (size_t)k));
@@ -319,7 +323,7 @@ static int read_merges(atoll_tokenizer *t, const cJSON *merges, const atoll_byte
       atoll_fail(err, "%s: model.merges: merge %d is not \"left right\" or [\"left\", \"right\"] of known tokens", name, r);
       goto done;
     }
-    int li = lookup(map, ls, buf), ri = lookup(map, rs, buf);
+    int li = lookup(map, ls, buf, bufsz), ri = lookup(map, rs, buf, bufsz);
     if (li < 0 || ri < 0) {
       atoll_fail(err, "%s: model.merges: merge %d names a token that is not in the vocabulary", name, r);
       goto done;
@@ -343,13 +347,28 @@ done:
   return rc;
 }
 
-/* 1 when a JSON string holds the escape \u0000: cJSON ends the string there, so a
- * token "a\u0000b" would silently be read as "a". */
-static int has_nul_escape(const char *text, size_t len) {
-  for (size_t i = 0; i + 6 <= len; i++) {
-    if (text[i] != '\\') continue;
-    if (memcmp(text + i, "\\u0000", 6) == 0) return 1;
-    i++; /* the escaped character is not the start of another escape */
+/* Refuses what cJSON would read into a string other than tokenizers does: a raw
+ * control byte (JSON requires it escaped; cJSON keeps it, and a NUL cuts the C string
+ * short) and the escape \u0000 (cJSON ends the string there, so a token "a\u0000b"
+ * would silently be read as "a"). Scans strings only: elsewhere such bytes are not
+ * JSON, and the parser refuses them. */
+static int check_strings(const char *text, size_t len, const char *name, atoll_err *err) {
+  int in = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (!in) {
+      in = c == '"';
+    } else if (c < 0x20) {
+      return atoll_fail(err, "%s: byte %zu: raw control byte 0x%02X inside a string (JSON needs it escaped)", name,
+                        i, c);
+    } else if (c == '"') {
+      in = 0;
+    } else if (c == '\\') {
+      if (i + 6 <= len && memcmp(text + i, "\\u0000", 6) == 0)
+        return atoll_fail(err, "%s: byte %zu: a string holds \\u0000 (NUL): not supported (byte 0 is spelled "
+                          "\"\u0100\" in byte-level symbols)", name, i);
+      i++; /* the escaped character does not end the string */
+    }
   }
   return 0;
 }
@@ -357,11 +376,14 @@ static int has_nul_escape(const char *text, size_t len) {
 int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, const char *name,
                           atoll_err *err) {
   *out = NULL;
-  if (has_nul_escape(text, len))
-    return atoll_fail(err, "%s: a string holds \\u0000 (NUL): not supported (byte 0 is spelled \"\u0100\" in byte-level symbols)", name);
+  if (check_strings(text, len, name, err)) return -1;
   atoll_err why;
   cJSON *root = atoll_json_parse_whole(text, len, name, &why);
   if (!root) return atoll_fail(err, "%s (a tokenizer.json was expected)", why.msg);
+  if (atoll_json_unique_keys(root, name, err)) {
+    cJSON_Delete(root);
+    return -1;
+  }
   atoll_tokenizer *t = calloc(1, sizeof *t);
   atoll_bytemap map = {0};
   int rc = -1;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Hostile input for the newer commands (tokenizer, --init-from, sample's KV-cache loop,
-# plan --versus, readers of settings files): each case once hung, ran on silently or
-# wrapped a number. Every command is bounded by a timeout.
+# plan --versus, readers of settings files, --init-from-hf's config.json): each case once
+# hung, ran on silently, wrapped a number or suggested a flag value out of range. Every
+# command is bounded by a timeout.
 # usage: test_hostile_new.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -106,5 +107,31 @@ if $TO $ATOLL export --ckpt "$TMP/rx" --to hf --out "$TMP/xp/hf" >/dev/null 2>"$
 else
   fail "export leftovers: $(ls -a "$TMP/xp" | tr '\n' ' ') $(cat "$TMP/err")"
 fi
+
+# --init-from-hf's config.json: a key twice was read as its first value (Python's json
+# takes the last), at the top or nested; a value out of train's range got the hint
+# "pass --layers 1000000000", a flag train refuses
+hf_case() { # NAME SED_SCRIPT: a copy of the export with config.json edited
+  rm -rf "$TMP/$1" && cp -r "$TMP/xp/hf" "$TMP/$1" && sed "$2" "$TMP/xp/hf/config.json" >"$TMP/$1/config.json"
+}
+hf_case hd1 's/^\t"n_layer":\t2,/\t"n_layer":\t2,\n\t"n_layer":\t3,/'
+expect_error "hf config.json: a key twice" "hd1/config.json: key 'n_layer' appears more than once" \
+  $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h1" --init-from-hf "$TMP/hd1"
+hf_case hd2 's/^{/{"extra": {"a": 1, "a": 2},/'
+expect_error "hf config.json: a nested key twice" "hd2/config.json: key 'a' appears more than once" \
+  $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h2" --init-from-hf "$TMP/hd2"
+hf_case hd3 's/"n_layer":\t2,/"n_layer":\t1000000000,/'
+expect_error "hf config.json: n_layer out of range" "n_layer is 1000000000, which atoll cannot run (--layers: layers must be in" \
+  $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h3" --init-from-hf "$TMP/hd3"
+hf_case hd4 's/"vocab_size":\t256,/"vocab_size":\t3000000,/'
+expect_error "hf config.json: vocab_size out of range" "vocab_size is 3000000, which atoll cannot run (--vocab: vocab must be in" \
+  $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h4" --init-from-hf "$TMP/hd4"
+$TO $ATOLL export --ckpt "$TMP/rl" --to hf --out "$TMP/xl" >/dev/null 2>&1 || fail "export llama"
+rm -rf "$TMP/hd6" && cp -r "$TMP/xl" "$TMP/hd6" && sed 's/"rope_theta":\t10000/"rope_theta":\t1e12/' "$TMP/xl/config.json" >"$TMP/hd6/config.json"
+expect_error "hf config.json: rope_theta out of range" "rope_theta is 1000000000000, which atoll cannot run (--rope-theta: rope-theta must be in" \
+  $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h6" --arch llama --kv-heads 1 --init-from-hf "$TMP/hd6"
+hf_case hd5 's/"n_layer":\t2,/"n_layer":\t3,/'
+expect_error "hf config.json: n_layer in range, another" "n_layer is 3, this run has --layers 2 (pass --layers 3)" \
+  $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h5" --init-from-hf "$TMP/hd5"
 
 finish

@@ -3,7 +3,8 @@
 # loads atoll's tokenizer.json and gives exactly atoll's ids on the whole default
 # corpus and on a non-ASCII text (accents, CJK, emoji, digits, whitespace runs); the
 # byte tokenizer's file too; decode(encode(x)) == x for arbitrary bytes, invalid UTF-8
-# included; corrupt files and bad flags refused with one line.
+# included; merges in the array form; corrupt and hostile files (a 100 kB token, raw
+# control bytes, a key twice) and bad flags refused with one line.
 # Needs the venv's tokenizers (scripts/venv.sh, or ATOLL_PYTHON).
 # usage: test_tokenizer.sh ATOLL SRC
 ATOLL=$1
@@ -95,4 +96,35 @@ expect_error "vocab too small" "--vocab-size" "$ATOLL" tokenizer train --text "$
 expect_error "train without --out" "--out" "$ATOLL" tokenizer train --text "$CORPUS/art" --vocab-size 300
 expect_error "unknown subcommand" "unknown subcommand" "$ATOLL" tokenizer frobnicate
 expect_error "decode of an id outside the vocabulary" "not a token id" sh -c "echo 1 2 999999 | '$ATOLL' tokenizer decode --tokenizer '$TMP/bytes.json'"
+
+# --- hostile strings: merges in the array form (["l", "r"]) are the same tokenizer, for
+# atoll and Hugging Face; a 100 kB token in the first merge overflowed a buffer; a raw NUL
+# in a token cut it short and a raw control byte passed; a key twice read the first ---
+"$PYV" - "$TMP/uni.json" "$TMP" <<'PYEOF'
+import json, sys
+t = json.load(open(sys.argv[1], encoding="utf-8"))
+def put(name, doc):
+    with open(sys.argv[2] + "/" + name, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False)
+t["model"]["merges"] = [m.split(" ") for m in t["model"]["merges"]]
+put("arrays.json", t)
+t["model"]["merges"] = [["A" * 100000, "b"]] + t["model"]["merges"]
+put("long.json", t)
+raw = open(sys.argv[1], "rb").read()
+open(sys.argv[2] + "/nul.json", "wb").write(raw.replace(b'"\xc4\x80":', b'"\xc4\x80\x00x":', 1))
+open(sys.argv[2] + "/ctl.json", "wb").write(raw.replace(b'"\xc4\x80":', b'"\xc4\x80\x1f":', 1))
+open(sys.argv[2] + "/twice.json", "wb").write(raw.replace(b'"normalizer":', b'"normalizer":\tnull, "normalizer":', 1))
+PYEOF
+a=$("$ATOLL" tokenizer info --tokenizer "$TMP/uni.json" 2>&1) b=$("$ATOLL" tokenizer info --tokenizer "$TMP/arrays.json" 2>&1)
+[ -n "$a" ] && [ "$a" = "$b" ] && pass "array-form merges: the same tokenizer ($b)" || fail "array-form merges: '$b', string form '$a'"
+if "$PYV" "$SRC/tests/tokenizer/hf_compare.py" "$ATOLL" "$TMP/arrays.json" "$TMP/unicode.txt" >"$TMP/cmp3.log" 2>&1; then
+  pass "Hugging Face = atoll with array-form merges: $(tail -1 "$TMP/cmp3.log")"
+else
+  fail "Hugging Face differs (array-form merges): $(tail -5 "$TMP/cmp3.log")"
+fi
+expect_error "a 100 kB token in an array-form merge" "long.json: model.merges: merge 0 names a token that is not in the vocabulary" \
+  "$ATOLL" tokenizer info --tokenizer "$TMP/long.json"
+expect_error "a raw NUL in a token" "nul.json: byte [0-9]*: raw control byte 0x00 inside a string" "$ATOLL" tokenizer info --tokenizer "$TMP/nul.json"
+expect_error "a raw control byte in a token" "ctl.json: byte [0-9]*: raw control byte 0x1F" "$ATOLL" tokenizer info --tokenizer "$TMP/ctl.json"
+expect_error "a key twice" "twice.json: key 'normalizer' appears more than once" "$ATOLL" tokenizer info --tokenizer "$TMP/twice.json"
 finish

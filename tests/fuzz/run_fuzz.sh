@@ -171,6 +171,47 @@ static void gen(void) {
 #ifdef GEN_TOKENIZER
 #include "tokenizer/tokenizer.h"
 #include <cjson/cJSON.h>
+static void put_json(const char *name, const cJSON *root) {
+  char *text = cJSON_Print(root);
+  FILE *f = fopen(at(name), "w");
+  if (!text || !f) {
+    atoll_err e;
+    atoll_fail(&e, "cannot write %s", name);
+    die("tokenizer seed", &e);
+  }
+  fputs(text, f);
+  fclose(f);
+  cJSON_free(text);
+}
+/* The merges of json in the array form (["l", "r"]), and the same with a first merge
+ * that names a 1000-byte token (the array form's strings have no bound of their own). */
+static void array_merges(const char *json) {
+  cJSON *root = cJSON_Parse(json), *arr = cJSON_CreateArray();
+  cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+  for (cJSON *m = merges ? merges->child : NULL; m && arr; m = m->next) {
+    char *sp = strchr(m->valuestring, ' ');
+    cJSON *pair = cJSON_CreateArray();
+    *sp = 0;
+    cJSON_AddItemToArray(pair, cJSON_CreateString(m->valuestring));
+    cJSON_AddItemToArray(pair, cJSON_CreateString(sp + 1));
+    cJSON_AddItemToArray(arr, pair);
+  }
+  if (!arr || !cJSON_ReplaceItemInObject(model, "merges", arr)) {
+    atoll_err e;
+    atoll_fail(&e, "cannot build it");
+    die("array merges seed", &e);
+  }
+  put_json("arrays.json", root);
+  static char longtok[1001];
+  memset(longtok, 'A', 1000);
+  cJSON *pair = cJSON_CreateArray();
+  cJSON_AddItemToArray(pair, cJSON_CreateString(longtok));
+  cJSON_AddItemToArray(pair, cJSON_CreateString("b"));
+  cJSON_InsertItemInArray(arr, 0, pair);
+  put_json("long_merge.json", root);
+  cJSON_Delete(root);
+}
 static void gen(void) {
   atoll_tokenizer *t = NULL;
   atoll_err e;
@@ -201,12 +242,9 @@ static void gen(void) {
     atoll_fail(&e, "cannot build it");
     die("added tokens seed", &e);
   }
-  char *with = cJSON_Print(root);
-  f = fopen(at("added.json"), "w");
-  fputs(with, f);
-  fclose(f);
-  cJSON_free(with);
+  put_json("added.json", root);
   cJSON_Delete(root);
+  array_merges(json);
   free(json);
   atoll_tokenizer_free(t);
   remove(path);
