@@ -4,7 +4,12 @@
  * planner's API is atoll/plan.h. The model, its layout and the parallel strategies are
  * internal (src/). Every function that can fail returns 0 on success and
  * -1 on failure, with a one-line message (naming the file or flag and the problem)
- * in an atoll_err. Only the command-line tool decides to exit.
+ * in an atoll_err. The library ends the process itself only where no caller could go
+ * on: atoll_fatal (src/core/fatal.h: a stalled or failed collective, out of memory for
+ * a small buffer inside a kernel or collective, a oneDNN, NCCL or CUDA error, a bad
+ * ATOLL_MAX_ISA; it ends every rank of the job), atoll_comm_abort, and the handler that
+ * stops a run whose mapped token file shrank (src/data/token_file.c, _exit(1));
+ * docs/architecture.md, "Errors, exits and the environment", lists them.
  */
 #ifndef ATOLL_ATOLL_H
 #define ATOLL_ATOLL_H
@@ -101,7 +106,7 @@ typedef struct {
   float outer_lr, outer_momentum, merge_alpha, wan_gbps, wan_latency_ms;
   char outer_optimizer[16]; /* "nesterov" or "sgd" */
   char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
-  char island_data[8];      /* "iid" or "files" */
+  char island_data[8];      /* "iid", "files" or "blocks" (src/train/island_data.c) */
   /* a new run's starting point (src/train/init_from.c); ignored by a resumed run */
   char init_from[1024];     /* a checkpoint (or run directory): its weights */
   int init_optim;           /* 1: also its AdamW moments */
