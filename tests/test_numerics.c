@@ -6,7 +6,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
-#include "parallel/quant.h"
+#include "core/quant.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,11 +1,11 @@
-/* What atoll prepare reads (src/data/text_input.c, src/data/jsonl.c): the JSON Lines
+/* What atoll prepare reads (src/text/text_input.c, src/text/jsonl.c): the JSON Lines
  * parser's text and errors (PATH:LINE) fed whole and in pieces of every small size,
  * gzip (multi-member, corrupt, truncated, misnamed), the directory walk's order,
  * and prepare end to end: a gzipped or JSON Lines copy of a text gives the same token
  * files as the text itself, CRLF lines the same as LF. */
 #include "check.h"
-#include "data/jsonl.h"
-#include "data/text_input.h"
+#include "text/jsonl.h"
+#include "text/text_input.h"
 
 #include <stdio.h>
 #include <stdlib.h>

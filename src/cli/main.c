@@ -81,7 +81,7 @@ static int is_dir(const char *p) {
 
 /* ------------------------------------------------------------------ prepare --- */
 
-/* Files and directories (walked: src/data/text_input.h) into outdir; tokenizer: a
+/* Files and directories (walked: src/text/text_input.h) into outdir; tokenizer: a
  * tokenizer.json, or NULL for bytes. */
 static int prepare_files(char **args, int nargs, const char *outdir, double val_fraction,
                          const char *field, const char *tokenizer, atoll_err *err) {

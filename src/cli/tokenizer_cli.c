@@ -9,7 +9,7 @@
 #include "cli/tokenizer_cli.h"
 #include "core/clock.h"
 #include "core/fs.h"
-#include "data/text_input.h"
+#include "text/text_input.h"
 #include "tokenizer/tokenizer.h"
 
 #include <errno.h>
@@ -78,7 +78,7 @@ static int slurp(const char *path, char **out, size_t *len, atoll_err *err) {
 }
 
 /* atoll tokenizer train: the --text arguments become sources exactly as atoll prepare's
- * do (src/data/text_input.h: directories walked, gzip decompressed, JSON Lines reduced
+ * do (src/text/text_input.h: directories walked, gzip decompressed, JSON Lines reduced
  * to --jsonl-field's text), so a tokenizer learns the text prepare will encode. */
 static int cmd_train(int argc, char **argv) {
   atoll_err err = {{0}};

@@ -3,7 +3,7 @@
  * ids, a copy of it in DIR, its kind and hash in the manifest).
  *
  * The inputs are the sources FILE_OR_DIR arguments stand for, read by
- * src/data/text_input.h (plain text, gzip, JSON Lines) in two streaming passes, so
+ * src/text/text_input.h (plain text, gzip, JSON Lines) in two streaming passes, so
  * memory stays bounded whatever their size: the first counts and checks every source
  * before anything is written, the second writes. Each source's last val_fraction of
  * bytes of text, moved forward to the start of the next line when there is one, goes
@@ -22,7 +22,7 @@
  * either the old set or the new one, never a mix. DIR may only hold prepare's own
  * files, and no input may lie inside DIR. */
 #define _GNU_SOURCE /* renameat2 */
-#include "data/text_input.h"
+#include "text/text_input.h"
 #include "data/token_file.h"
 
 #include "core/fs.h"

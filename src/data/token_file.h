@@ -27,7 +27,9 @@ int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err
 void atoll_token_file_close(atoll_token_file *sh);
 int32_t atoll_token_file_token(const atoll_token_file *sh, uint64_t i);
 
-#define ATOLL_TOKEN_FILE_MAGIC "ATOLLTOK"
+/* ATOLL_TOKEN_FILE_MAGIC, the 8 bytes a token file starts with, is defined in
+ * src/text/text_input.h: the text readers below this layer refuse such a file. */
+#include "text/text_input.h"
 #define ATOLL_TOKEN_FILE_VERSION 1u
 #define ATOLL_TOKEN_FILE_HEADER 32u
 #define ATOLL_TOKEN_FILE_MAX_VOCAB 2147483648u /* 2^31: every token fits an int32 */

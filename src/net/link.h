@@ -17,7 +17,7 @@
 #define ATOLL_NET_LINK_H
 
 #include "atoll/atoll.h"
-#include "parallel/quant.h"
+#include "core/quant.h"
 
 #include <stddef.h>
 #include <signal.h>

@@ -34,7 +34,7 @@
 #include "ops/ops.h"
 #include "parallel/mesh.h"
 #include "parallel/outer_lr.h"
-#include "parallel/quant.h"
+#include "core/quant.h"
 #include "parallel/strategy.h"
 
 /* The outer exchange between islands that are separate jobs (islands_net.c): when a

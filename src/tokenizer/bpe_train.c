@@ -10,7 +10,7 @@
  * count is no longer its pair's is dropped (and pushed again with the current count
  * when that is lower); a pair whose count grows is pushed anew. */
 #include "core/clock.h"
-#include "data/text_input.h"
+#include "text/text_input.h"
 #include "tokenizer/text_pieces.h"
 #include "tokenizer/tokenizer_internal.h"
 

@@ -79,7 +79,7 @@ typedef struct {
 } atoll_bpe_train_stats;
 int atoll_bpe_train(atoll_tokenizer **out, const char *const *files, int nfiles, int vocab_size,
                     atoll_bpe_train_stats *stats, atoll_err *err);
-/* The same, the files read exactly as atoll prepare reads them (src/data/text_input.h:
+/* The same, the files read exactly as atoll prepare reads them (src/text/text_input.h:
  * gzip decompressed, JSON Lines reduced to jsonl_field's text, NULL: "text"), every file
  * checked before any is counted; input without any text is an error. atoll_bpe_train
  * is this with jsonl_field NULL. */

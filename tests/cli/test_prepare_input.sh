@@ -1,5 +1,5 @@
 #!/bin/sh
-# atoll prepare's input side from the command line (src/data/text_input.c, jsonl.c):
+# atoll prepare's input side from the command line (src/text/text_input.c, jsonl.c):
 # - the default corpus gives the token files of the rule prepare had before its
 #   streaming readers, rebuilt here in Python from the raw files;
 # - gzip and JSON Lines inputs: one clear error line (corrupt, truncated, PATH:LINE),

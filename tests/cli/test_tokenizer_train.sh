@@ -86,7 +86,7 @@ expect_error "data dir with a replaced tokenizer.json" "is not the one" "$ATOLL"
   "$ATOLL" sample --ckpt "$TMP/brun" --prompt "ab" --tokens 5 >/dev/null 2>&1 &&
   pass "byte data trains and samples as before" || fail "byte-token run"
 
-# --- tokenizer train reads --text as prepare reads it (src/data/text_input.h) ---
+# --- tokenizer train reads --text as prepare reads it (src/text/text_input.h) ---
 T="--vocab-size 600"
 cp "$F/art" "$TMP/art.txt"
 gzip -c "$F/art" >"$TMP/art.gz"

@@ -1,11 +1,11 @@
-/* libFuzzer target: the JSON Lines parser (src/data/jsonl.c) on any bytes. The input is
+/* libFuzzer target: the JSON Lines parser (src/text/jsonl.c) on any bytes. The input is
  * parsed twice, whole into a large output and in pieces of 1 to 16 bytes (sizes drawn
  * from the input) into the smallest output allowed; both must agree on the text, the
  * document count and, on a rejection, the message, which must not be empty. The pieces
  * run also stops at documents' ends (stop_at_doc, as prepare --tokenizer reads): each
  * stop must follow a newline, and there are no more stops than documents. Built by
  * tests/fuzz/run_fuzz.sh. */
-#include "data/jsonl.h"
+#include "text/jsonl.h"
 
 #include <stdlib.h>
 #include <string.h>

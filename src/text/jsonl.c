@@ -2,7 +2,7 @@
  * state machine, so a line of any length costs no memory. Whitespace is JSON's (space,
  * tab, CR), so CRLF line ends work; a '\n' ends a line and may appear nowhere inside a
  * value. Lines of whitespace only are skipped. */
-#include "data/jsonl.h"
+#include "text/jsonl.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -4,11 +4,10 @@
  * into a fixed buffer), decompressed bytes (zlib's inflate, for gzip sources), text
  * (the JSON Lines parser, for JSON Lines sources). */
 #define _GNU_SOURCE /* memrchr */
-#include "data/text_input.h"
+#include "text/text_input.h"
 
 #include "core/clock.h"
-#include "data/jsonl.h"
-#include "data/token_file.h"
+#include "text/jsonl.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,16 +1,20 @@
-/* What atoll prepare reads (src/data/text_input.c): the list of sources that FILE_OR_DIR
+/* What atoll prepare reads (src/text/text_input.c): the list of sources that FILE_OR_DIR
  * arguments stand for, and a streaming reader that yields each source's text in
  * pieces of bounded size, whatever the source's size: plain text as it is, gzip
  * decompressed (zlib, streamed; concatenated members too), JSON Lines reduced to one
- * field's text per line (src/data/jsonl.h), and JSON Lines inside gzip. The rules are
+ * field's text per line (src/text/jsonl.h), and JSON Lines inside gzip. The rules are
  * in docs/formats.md ("What prepare reads"). */
-#ifndef ATOLL_DATA_TEXT_INPUT_H
-#define ATOLL_DATA_TEXT_INPUT_H
+#ifndef ATOLL_TEXT_TEXT_INPUT_H
+#define ATOLL_TEXT_TEXT_INPUT_H
 
 #include "atoll/atoll.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The 8 bytes a token file (prepare's output, src/data/token_file.c) starts with: a text
+ * source that starts with them is refused, since it is not text. */
+#define ATOLL_TOKEN_FILE_MAGIC "ATOLLTOK"
 
 /* ------------------------------------------------------------- the listing --- */
 

@@ -1,12 +1,12 @@
-/* JSON Lines for atoll prepare (src/data/jsonl.c): a streaming parser that takes a
+/* JSON Lines for atoll prepare (src/text/jsonl.c): a streaming parser that takes a
  * JSON Lines file's bytes in pieces of any size and emits, for each line, the string
  * value of one field of its object: the document text. Memory is the size of this
  * struct whatever the line lengths. Every line is checked against JSON's grammar
  * (RFC 8259); a line that is not one JSON object, lacks the field, holds it twice or
  * holds a non-string there is an error naming PATH:LINE. The rules are in
  * docs/formats.md ("What prepare reads"). */
-#ifndef ATOLL_DATA_JSONL_H
-#define ATOLL_DATA_JSONL_H
+#ifndef ATOLL_TEXT_JSONL_H
+#define ATOLL_TEXT_JSONL_H
 
 #include "atoll/atoll.h"
 

@@ -1,4 +1,4 @@
-#include "parallel/quant.h"
+#include "core/quant.h"
 
 #include <math.h>
 #include <string.h>
