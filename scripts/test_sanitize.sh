@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds atoll with AddressSanitizer and UndefinedBehaviorSanitizer (ATOLL_SANITIZE=ON)
-# into build-asan and runs the whole test suite there. .ci/run calls it after the
-# plain suite. Leak checking is off: Open MPI's own allocations at exit would drown
-# atoll's; every other ASan and UBSan finding fails the test that met it.
+# Builds atoll with AddressSanitizer and UndefinedBehaviorSanitizer, float-cast-overflow
+# included (ATOLL_SANITIZE=ON), into build-asan and runs the whole test suite there.
+# .ci/run calls it after the plain suite. Leak checking is off: Open MPI's own
+# allocations at exit would drown atoll's; every other ASan and UBSan finding fails the
+# test that met it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATOLL_SANITIZE=ON -DATOLL_CUDA=OFF >/dev/null
