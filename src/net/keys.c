@@ -21,8 +21,21 @@ static int write_new(const char *path, const char *text, atoll_err *err) {
   if (fd < 0)
     return atoll_fail(err, "%s: %s", path, errno == EEXIST ? "exists; refusing to overwrite a key" : strerror(errno));
   size_t n = strlen(text);
-  int rc = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0 ? 0 : -1;
+  /* 0600 exactly, whatever the umask (which can only have taken bits away) */
+  int rc = fchmod(fd, 0600) == 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0 ? 0 : -1;
   if (close(fd) || rc) return atoll_fail(err, "%s: write failed: %s", path, strerror(errno));
+  return 0;
+}
+
+/* A directory others may write to (sticky or not) would let them put files beside the
+ * keys: a key of their own in allowed/, or a link where ours are to go. */
+static int private_dir(const char *dir, atoll_err *err) {
+  struct stat st;
+  if (stat(dir, &st)) return atoll_fail(err, "%s: %s", dir, strerror(errno));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return atoll_fail(err, "%s: writable by %s (mode %04o): refusing to keep keys there, where others could add or "
+                      "replace files; use a directory only you can write (chmod go-w)",
+                      dir, st.st_mode & S_IWOTH ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
   return 0;
 }
 
@@ -30,9 +43,9 @@ int atoll_keys_generate(const char *dir, atoll_err *err) {
   char pub[ATOLL_KEY_Z85 + 1], sec[ATOLL_KEY_Z85 + 1], path[4200], text[64];
   if (!zmq_has("curve")) return atoll_fail(err, "this libzmq was built without CURVE security");
   if (zmq_curve_keypair(pub, sec)) return atoll_fail(err, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
-  if (atoll_mkdir_p(dir, err)) return -1;
+  if (atoll_mkdir_p(dir, err) || private_dir(dir, err)) return -1;
   snprintf(path, sizeof path, "%s/allowed", dir);
-  if (atoll_mkdir_p(path, err)) return -1;
+  if (atoll_mkdir_p(path, err) || private_dir(path, err)) return -1;
   snprintf(path, sizeof path, "%s/key.secret", dir);
   snprintf(text, sizeof text, "%s\n", sec);
   if (write_new(path, text, err)) return -1;

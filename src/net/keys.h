@@ -3,7 +3,8 @@
  * `atoll keys --out DIR` writes DIR/key.pub (the public key) and DIR/key.secret (the
  * secret key), each 40 Z85 characters and a newline, mode 0600, and an empty
  * DIR/allowed/ (a coordinator's allow-list: copy islands' key.pub files there, any
- * name ending in .pub). A secret key file readable by group or others is refused. */
+ * name ending in .pub). DIR or DIR/allowed/ writable by group or others is refused
+ * (nothing is written), and so is a secret key file readable by group or others. */
 #ifndef ATOLL_NET_KEYS_H
 #define ATOLL_NET_KEYS_H
 

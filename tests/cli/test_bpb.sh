@@ -72,7 +72,9 @@ cp -r "$TMP/data" "$TMP/old"
 import json; p = '$TMP/old/manifest.json'; m = json.load(open(p)); del m['train_bytes'], m['val_bytes']; json.dump(m, open(p, 'w'))"
 # shellcheck disable=SC2086
 if "$ATOLL" train $TINY $RUN --data "$TMP/old" --out "$TMP/r_old" >/dev/null 2>"$TMP/old.log"; then
-  if grep -q val_bpb "$TMP/r_old/summary.json" "$TMP/r_old/metrics.jsonl" "$TMP/old.log"; then fail "old manifest: val_bpb reported"
+  # (grep on a missing file would find nothing too: both files must be there)
+  if [ ! -s "$TMP/r_old/summary.json" ] || [ ! -s "$TMP/r_old/metrics.jsonl" ]; then fail "old manifest: no summary.json or metrics.jsonl"
+  elif grep -q val_bpb "$TMP/r_old/summary.json" "$TMP/r_old/metrics.jsonl" "$TMP/old.log"; then fail "old manifest: val_bpb reported"
   else pass "old manifest: trains, no val_bpb"; fi
 else fail "old manifest: $(tail -1 "$TMP/old.log")"; fi
 # --- a bad val_bytes ---

@@ -134,4 +134,20 @@ hf_case hd5 's/"n_layer":\t2,/"n_layer":\t3,/'
 expect_error "hf config.json: n_layer in range, another" "n_layer is 3, this run has --layers 2 (pass --layers 3)" \
   $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h5" --init-from-hf "$TMP/hd5"
 
+# keys --out a directory others may write to (sticky or not), or with such an allowed/: the
+# secret key was written there without a word; one line naming the directory, nothing written
+for m in 777 1777 775; do
+  mkdir -p "$TMP/k$m" && chmod $m "$TMP/k$m"
+  expect_error "keys --out a directory of mode $m" "$TMP/k$m: writable by" $TO $ATOLL keys --out "$TMP/k$m"
+  [ -z "$(ls -A "$TMP/k$m")" ] && pass "keys --out mode $m: nothing written" || fail "keys --out mode $m wrote $(ls -A "$TMP/k$m")"
+done
+mkdir -p "$TMP/kal/allowed" && chmod 777 "$TMP/kal/allowed"
+expect_error "keys --out DIR with a world-writable DIR/allowed" "kal/allowed: writable by everyone" $TO $ATOLL keys --out "$TMP/kal"
+[ ! -e "$TMP/kal/key.secret" ] && pass "keys: no secret key beside a world-writable allowed/" || fail "keys wrote $TMP/kal/key.secret"
+# a directory it makes, under umask 0, is not writable by others (0755): accepted;
+# key.secret and key.pub are 0600
+(umask 0 && $TO $ATOLL keys --out "$TMP/kfresh/sub" >/dev/null 2>"$TMP/err") || fail "keys --out a new directory: $(cat "$TMP/err")"
+modes=$(stat -c %a "$TMP/kfresh/sub/key.secret" "$TMP/kfresh/sub/key.pub" 2>&1 | tr '\n' ' ')
+[ "$modes" = "600 600 " ] && pass "keys under umask 0: key.secret and key.pub mode 600" || fail "keys under umask 0: modes $modes"
+
 finish

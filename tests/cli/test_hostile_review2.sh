@@ -10,7 +10,7 @@ SRC=$2
 "$ATOLL" tokenizer bytes --out "$TMP/bytes.json" || { echo "FAIL: tokenizer bytes"; exit 1; }
 added() { # NAME JSON-ARRAY [RAW-SED]: the byte tokenizer with added_tokens = the array
   sed "s|\"added_tokens\":[^]]*]|\"added_tokens\":$2|; s|\"added_tokens\": *\[\]|\"added_tokens\":$2|" "$TMP/bytes.json" >"$TMP/$1.json"
-  grep -q "$3" "$TMP/$1.json" || echo "FAIL: could not make $1.json"
+  grep -q "$3" "$TMP/$1.json" || fail "could not make $1.json (the case below is not tested)"
 }
 tok() { printf '{"id":%s,"content":"%s","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}' "$1" "$2"; }
 added nul "[$(tok 97 'a\\u0000b')]" 'u0000'
@@ -30,7 +30,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 d['added_tokens'] = [dict(id=256 + i, content='<t%d>' % i, single_word=False, lstrip=False, rstrip=False,
                           normalized=False, special=True) for i in range(50000)]
-json.dump(d, open(sys.argv[2], 'w'))" "$TMP/bytes.json" "$TMP/many.json"
+json.dump(d, open(sys.argv[2], 'w'))" "$TMP/bytes.json" "$TMP/many.json" || fail "could not make many.json"
 out=$(timeout 300 "$ATOLL" tokenizer info --tokenizer "$TMP/many.json" 2>&1)
 case $out in *"vocab 50256 "*) pass "50000 added tokens load (vocab 50256)";; *) fail "50000 added tokens: $out";; esac
 
@@ -39,7 +39,8 @@ small_data
 cp -r "$TMP/data" "$TMP/few"
 "$PY" -c "
 import json, sys
-m = json.load(open(sys.argv[1])); m['val_bytes'] = 1; json.dump(m, open(sys.argv[1], 'w'))" "$TMP/few/manifest.json"
+m = json.load(open(sys.argv[1])); m['val_bytes'] = 1; json.dump(m, open(sys.argv[1], 'w'))" "$TMP/few/manifest.json" \
+  || fail "could not set val_bytes in few/manifest.json"
 expect_error "val_bytes below val_tokens refused" "each at least one byte" "$ATOLL" train $TINY --steps 1 --data "$TMP/few" --out "$TMP/r_few"
 
 finish

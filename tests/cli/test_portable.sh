@@ -23,6 +23,7 @@ for p in fp32 bf16; do
     --eval-every 0 --save-every 0 --data $TMP/data"
   $ATOLL $RUN --out "$TMP/native_$p" >/dev/null 2>"$TMP/native_$p.err"; rn=$?
   $PORTABLE $RUN --out "$TMP/portable_$p" >/dev/null 2>"$TMP/portable_$p.err"; rp=$?
+  [ $rn -ne 0 ] && [ $p = fp32 ] && { fail "fp32: this build failed (exit $rn): $(tail -3 "$TMP/native_$p.err")"; continue; }
   if [ $rn -ne 0 ]; then
     # bf16 refused here (no AVX512_BF16 or AMX): the portable build must refuse it alike
     [ $rp -eq $rn ] && [ "$(tail -1 "$TMP/native_$p.err")" = "$(tail -1 "$TMP/portable_$p.err")" ] \

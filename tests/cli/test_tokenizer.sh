@@ -60,11 +60,15 @@ case $info in "kind bytes vocab 256 merges 0 hash "*) pass "bytes info: $info";;
 import random, sys
 r = random.Random(5)
 alphabet = [bytes([b]) for b in range(256)] + [b' the', b'\xc3\xa9', b'\xe6\x97\xa5', b'\xf0\x9f\x99\x82', b'  ', b'\n']
-sys.stdout.buffer.write(b''.join(r.choice(alphabet) for _ in range(200000)))" >"$TMP/random.bin"
+sys.stdout.buffer.write(b''.join(r.choice(alphabet) for _ in range(200000)))" >"$TMP/random.bin" \
+  || fail "could not make random.bin"
 for tok in tok uni bytes; do
-  "$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/random.bin" >"$TMP/random.ids" &&
-    "$ATOLL" tokenizer decode --tokenizer "$TMP/$tok.json" --ids "$TMP/random.ids" >"$TMP/random.back"
-  if cmp -s "$TMP/random.bin" "$TMP/random.back"; then
+  # (each round's own output: a failed encode or decode must not leave the last round's file to compare)
+  rm -f "$TMP/random.ids" "$TMP/random.back"
+  if [ -s "$TMP/random.bin" ] &&
+     "$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/random.bin" >"$TMP/random.ids" &&
+     "$ATOLL" tokenizer decode --tokenizer "$TMP/$tok.json" --ids "$TMP/random.ids" >"$TMP/random.back" &&
+     cmp -s "$TMP/random.bin" "$TMP/random.back"; then
     pass "decode(encode(x)) == x, $tok.json, $(wc -c <"$TMP/random.bin") random bytes -> $(wc -w <"$TMP/random.ids") tokens"
   else
     fail "decode(encode(x)) != x with $tok.json"

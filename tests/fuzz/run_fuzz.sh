@@ -10,7 +10,7 @@
 # clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
-# parallel. Exit status: 0 if every target built and found nothing, 1 if one failed
+# waves of FUZZ_JOBS (default: the CPU count) at once. Exit status: 0 if every target built and found nothing, 1 if one failed
 # to build or found a crash (the reproducer is left in WORK_DIR/NAME/), 77 (the
 # ctest skip code) if clang or its fuzzer runtime is missing.
 set -u
@@ -23,7 +23,7 @@ SRC=$(cd "$1" && pwd) || exit 2
 WORK=$2
 SECONDS_EACH=$3
 CC=${FUZZ_CC:-clang}
-FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all
        -I"$SRC/include" -I"$SRC/src")
 
 mkdir -p "$WORK" && WORK=$(cd "$WORK" && pwd) || exit 2
@@ -349,21 +349,45 @@ write_dicts() {
 EOF
 }
 
+# FUZZ_JOBS (default: the CPU count) targets at once, for the builds and for the runs:
+# each fuzzer then has about a core for its SECONDS_EACH (all at once would share the
+# cores among every target and cut each one's executions), and the whole takes about
+# SECONDS_EACH x targets / FUZZ_JOBS, plus the builds.
+JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 status=0
-declare -A pids=()
+entries=()
 for entry in "${targets[@]}"; do
-  IFS='|' read -r name gendef sources libs <<<"$entry"
+  name=${entry%%|*}
   if [ ! -f "$SRC/tests/fuzz/fuzz_$name.c" ]; then
     echo "fuzz_$name: skipped (tests/fuzz/fuzz_$name.c not present)"
     continue
   fi
-  if ! build_target "$name" "$gendef" "$sources" "$libs"; then
-    echo "fuzz_$name: FAILED TO BUILD (log: $WORK/$name/build.log)"
-    sed 's/^/  /' "$WORK/$name/build.log" | tail -20
-    status=1
-    continue
-  fi
-  extra=()
+  entries+=("$entry")
+done
+ready=()
+for ((i = 0; i < ${#entries[@]}; i += JOBS)); do
+  declare -A bpids=()
+  for entry in "${entries[@]:i:JOBS}"; do
+    IFS='|' read -r name gendef sources libs <<<"$entry"
+    build_target "$name" "$gendef" "$sources" "$libs" &
+    bpids[$name]=$!
+  done
+  for entry in "${entries[@]:i:JOBS}"; do
+    name=${entry%%|*}
+    if wait "${bpids[$name]}"; then
+      ready+=("$name")
+    else
+      echo "fuzz_$name: FAILED TO BUILD (log: $WORK/$name/build.log)"
+      sed 's/^/  /' "$WORK/$name/build.log" | tail -20
+      status=1
+    fi
+  done
+done
+
+# start_target NAME: its fuzzer in the background, for SECONDS_EACH seconds
+declare -A pids=()
+start_target() {
+  local name=$1 extra=()
   if [ "$name" = safetensors ]; then
     write_dicts
     extra+=(-dict="$WORK/safetensors/dict")
@@ -373,16 +397,30 @@ for entry in "${targets[@]}"; do
       -print_final_stats=1 -artifact_prefix="$WORK/$name/" "${extra[@]}" corpus \
       >"$WORK/$name/fuzz.log" 2>&1) &
   pids[$name]=$!
-done
-
-for name in "${!pids[@]}"; do
+}
+# finish_target NAME: waits for it; a crash, or no count of executed inputs in its
+# final stats (it did not fuzz), fails the run
+finish_target() {
+  local name=$1 runs
   if wait "${pids[$name]}"; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$WORK/$name/fuzz.log" | grep -o '[0-9]*$')
-    echo "fuzz_$name: ok (${runs:-?} inputs in ${SECONDS_EACH}s, corpus $(ls "$WORK/$name/corpus" | wc -l) files)"
+    if [ -n "$runs" ] && [ "$runs" -gt 0 ]; then
+      echo "fuzz_$name: ok ($runs inputs in ${SECONDS_EACH}s, corpus $(ls "$WORK/$name/corpus" | wc -l) files)"
+    else
+      echo "fuzz_$name: FAILED: no inputs executed (log: $WORK/$name/fuzz.log)"
+      tail -5 "$WORK/$name/fuzz.log" | sed 's/^/  /'
+      status=1
+    fi
   else
     echo "fuzz_$name: FOUND A PROBLEM (log: $WORK/$name/fuzz.log)"
     grep -E 'ERROR|SUMMARY|runtime error|Test unit written' "$WORK/$name/fuzz.log" | head -10 | sed 's/^/  /'
     status=1
   fi
+}
+
+for ((i = 0; i < ${#ready[@]}; i += JOBS)); do
+  for name in "${ready[@]:i:JOBS}"; do start_target "$name"; done
+  for name in "${ready[@]:i:JOBS}"; do finish_target "$name"; done
 done
+echo "fuzz: ${#ready[@]} target(s) of ${SECONDS_EACH} s each, $JOBS at a time: ${SECONDS} s in all"
 exit $status

@@ -4,7 +4,7 @@
   init_check.py equal A.safetensors PREFIX_A B.safetensors PREFIX_B
       every tensor PREFIX_A<name> of A is bit-identical to PREFIX_B<name> of B
   init_check.py zero A.safetensors
-      every value is 0
+      every value is 0 (and there is at least one tensor); "nonzero values" if not
   init_check.py moments SRC_OPT WITH_OPT WITHOUT_OPT BETA1 BETA2
       one AdamW step at lr 0 from the same weights, with and without the source's
       moments: m' - m'' = beta1 m_src and v' - v'' = beta2 v_src (same gradient)
@@ -36,6 +36,7 @@ def equal(a, pa, b, pb):
 
 def zero(a):
     t = load(a)
+    assert t, "no tensors"
     assert all(not v.any() for v in t.values()), "nonzero values"
     print(f"{len(t)} tensors all zero")
 

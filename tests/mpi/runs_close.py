@@ -4,7 +4,9 @@
 Exit 0 if two runs agree within RTOL: every step's loss (from FIRST_STEP on) and
 val_loss as |a - b| <= RTOL |b|, and the final checkpoints' weights as
 ||a - b|| <= WEIGHT_RTOL ||b|| over the whole model (WEIGHT_RTOL defaults to RTOL).
-RTOL 0 demands bit-identical.
+RTOL 0 demands bit-identical. Exit 1 if they do not agree, 2 if they cannot be compared
+(a missing run, checkpoint or file), so that a caller expecting a difference does not
+take an error for one.
 
 Norm-wise, not element-wise: the bias of the attention keys has an exact gradient of
 zero (adding a constant to every key's score leaves the softmax unchanged), so its
@@ -14,8 +16,18 @@ block's biases would measure noise, not correctness; the norm-wise comparison le
 them out too (the middle third of every h.N.attn.qkv.bias: q | k | v), since their random
 walk alone can exceed a tolerance the rest of the model meets by far. Bit-identity
 (WEIGHT_RTOL 0) still compares them."""
-import json, struct, sys
-import numpy as np
+import json, os, struct, sys, traceback
+
+
+def cannot_compare(kind, value, tb):
+    traceback.print_exception(kind, value, tb)
+    sys.stdout.flush()
+    os._exit(2)
+
+
+sys.excepthook = cannot_compare
+import numpy as np  # noqa: E402 (after the hook: a Python without numpy cannot compare)
+
 
 def weights(run):
     import glob
@@ -31,6 +43,9 @@ first = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 wrtol = float(sys.argv[5]) if len(sys.argv) > 5 else rtol
 ma = {o["step"]: o for o in map(json.loads, open(f"{a}/metrics.jsonl"))}
 mb = {o["step"]: o for o in map(json.loads, open(f"{b}/metrics.jsonl"))}
+if not mb:
+    print(f"no steps in {b}/metrics.jsonl: nothing to compare")
+    sys.exit(2)
 bad, worst = [], 0.0
 for s in sorted(mb):
     if s < first:

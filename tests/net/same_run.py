@@ -11,6 +11,7 @@ def vals(run):
     return [(o["step"], o["val_loss"]) for o in map(json.loads, open(f"{run}/metrics.jsonl")) if "val_loss" in o]
 a, b = sys.argv[1], sys.argv[2]
 wa, wb = weights(a), weights(b)
+if not wb: sys.exit(f"no tensors in {b}'s final checkpoint")
 bad = [k for k in wb if wa.get(k) != wb[k]] + [k for k in wa if k not in wb]
 if bad: sys.exit(f"weights differ in {len(bad)} tensors, e.g. {bad[:3]}")
 if vals(a) != vals(b): sys.exit(f"validation losses differ: {vals(a)} vs {vals(b)}")

@@ -10,6 +10,8 @@ def weights(run):
     return {k: blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
 
 a, b = weights(sys.argv[1]), weights(sys.argv[2])
+if not b:
+    sys.exit(f"no tensors in {sys.argv[2]}'s final checkpoint")
 bad = [k for k in b if a.get(k) != b[k]] + [k for k in a if k not in b]
 if bad:
     sys.exit(f"weights differ in {len(bad)} tensors, e.g. {bad[:3]}")

@@ -1,5 +1,8 @@
 #!/bin/sh
-# ctest entry: atoll's model against PyTorch (Debian's python3-torch).
+# atoll's model against PyTorch (Debian's python3-torch): torch_dump runs a tiny GPT-2
+# (or, with llama, a Llama) in atoll and writes its weights, batches, logits, gradients
+# and 10 AdamW steps' losses; ref_gpt.py / ref_llama.py recompute them in PyTorch and
+# fail (so does this script, set -e) where any differs beyond 1e-4.
 # usage: run.sh TORCH_DUMP_BINARY SOURCE_DIR [llama]
 set -e
 dir=$(mktemp -d)
