@@ -1,7 +1,8 @@
 /* Tests for what keeps a run directory whole (issue 12): the run directory's lock,
  * pruning that a kill cannot turn into orphans, protect_step, cleaning at start,
  * checkpoints newer than a resumed step, per-file hashes checked at load, and the
- * atomic whole-file writer. */
+ * atomic whole-file writer; the exact size limit of the whole-file reader and a parent
+ * directory sync whose failure is reported. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -357,6 +358,49 @@ static void test_write_atomic(void) {
   CHECK_MSG(err, "/proc/atoll_summary.json");
 }
 
+/* ------------------------------------------------------ fs helpers --- */
+
+/* atoll_read_file's limit is exact: a file of max_bytes is read, one of max_bytes + 1
+ * is refused, both below the first buffer (4096) and past a growth of it. */
+static void test_read_limit(void) {
+  atoll_err err = {{0}};
+  char path[600];
+  path_in(path, sizeof path, "limit.txt");
+  const size_t sizes[] = {10, 5000};
+  for (int i = 0; i < 2; i++) {
+    size_t size = sizes[i], len = 0;
+    char *body = malloc(size), *text = NULL;
+    memset(body, 'a', size);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(body, 1, size, f) == size);
+    if (f) fclose(f);
+    CHECK_OK(atoll_read_file(path, size, &text, &len, &err), &err);
+    CHECK(text && len == size && memcmp(text, body, size) == 0 && text[size] == 0);
+    free(text), text = NULL;
+    CHECK(atoll_read_file(path, size - 1, &text, &len, &err) != 0);
+    CHECK_MSG(err, "larger than");
+    CHECK(text == NULL);
+    free(body);
+  }
+}
+
+/* A directory that cannot be opened to sync the rename into it is an error the caller
+ * hears, naming it (it was ignored, so a file counted as durable might not be). */
+static void test_sync_parent(void) {
+  atoll_err err = {{0}};
+  char path[700], file[600];
+  path_in(file, sizeof file, "sync_plain");
+  FILE *f = fopen(file, "w");
+  if (f) fclose(f);
+  CHECK_OK(atoll_sync_parent_dir(file, &err), &err);
+  snprintf(path, sizeof path, "%s/x.json", file); /* its "directory" is a regular file */
+  CHECK(atoll_sync_parent_dir(path, &err) != 0);
+  CHECK_MSG(err, file);
+  path_in(path, sizeof path, "no_such_dir/x.json");
+  CHECK(atoll_sync_parent_dir(path, &err) != 0);
+  CHECK_MSG(err, "no_such_dir");
+}
+
 int main(void) {
   snprintf(g_tmp, sizeof g_tmp, "/tmp/atoll_test_run_dir_XXXXXX");
   if (!mkdtemp(g_tmp)) {
@@ -370,6 +414,8 @@ int main(void) {
   test_newer_move_aside();
   test_hashes();
   test_write_atomic();
+  test_read_limit();
+  test_sync_parent();
   rm_rf(g_tmp);
   CHECK_DONE();
 }

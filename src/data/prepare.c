@@ -464,8 +464,7 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
   } else {
     return atoll_fail(err, "--out %s: cannot swap in %s: %s", out, tmp, strerror(errno));
   }
-  atoll_sync_parent_dir(out);
-  return 0;
+  return atoll_sync_parent_dir(out, err);
 }
 
 /* ----------------------------------------------------------------- entry --- */

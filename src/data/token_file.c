@@ -452,9 +452,9 @@ int atoll_token_file_writer_finish(atoll_token_file_writer *w, atoll_err *err) {
     atoll_token_file_writer_abort(w);
     return -1;
   }
-  atoll_sync_parent_dir(w->path);
+  rc = atoll_sync_parent_dir(w->path, err); /* the rename is durable only then */
   atoll_token_file_writer_abort(w); /* frees the buffer; the file is already in place */
-  return 0;
+  return rc;
 }
 
 int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,
