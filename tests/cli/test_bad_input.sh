@@ -106,6 +106,13 @@ $ATOLL sample --ckpt "$TMP/run" --tokens 5 >/dev/null 2>&1 && pass "the run is s
 printf '{"layers": 2, "dim": 32, "layers": 3}' >"$TMP/dup.json"
 expect_error "config: duplicate key" "layers" $ATOLL train $D --config "$TMP/dup.json"
 grep -q "dup.json" "$TMP/err" || fail "config: duplicate key: message lacks the file: $(cat "$TMP/err")"
+# the same setting in two spellings, or under its older name, is a duplicate too (issue 32)
+printf '{"sync_every": 5, "sync-every": 7}' >"$TMP/dup_spelling.json"
+expect_error "config: one setting in two spellings" "dup_spelling.json: keys 'sync_every' and 'sync-every' are the same setting" \
+  $ATOLL train $D --config "$TMP/dup_spelling.json"
+printf '{"shard": 1, "zero": 0}' >"$TMP/dup_alias.json"
+expect_error "config: a setting and its older name" "dup_alias.json: keys 'shard' and 'zero' are the same setting (zero)" \
+  $ATOLL train $D --config "$TMP/dup_alias.json"
 printf '{"layers": 2}\n{"layers": 3}\n' >"$TMP/trailing.json"
 expect_error "config: content after the object" "$TMP/trailing.json" $ATOLL train $D --config "$TMP/trailing.json"
 printf '{"layers": 2, "resume": "%s"}' "$TMP/run" >"$TMP/resume.json"
