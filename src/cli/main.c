@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "core/stop_signal.h"
 #include "data/data_tokenizer.h"
+#include "data/token_file.h"
 #include "model/layout.h"
 #include "parallel/outer_lr.h"
 #include "train/agree.h"
@@ -516,6 +517,10 @@ int main(int argc, char **argv) {
   atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
   atoll_cli_report_openblas_core();
   const char *cmd = argv[1];
+  atoll_err guard_err = {{0}};
+  /* the program, not the library, takes SIGBUS: a token file cut short while mapped
+   * ends the run with one line naming it (src/data/token_file.c) */
+  if (atoll_token_file_guard_install(&guard_err)) return die(&guard_err);
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
