@@ -109,10 +109,10 @@ grep -q "dup.json" "$TMP/err" || fail "config: duplicate key: message lacks the 
 # the same setting in two spellings, or under its older name, is a duplicate too (issue 32)
 printf '{"sync_every": 5, "sync-every": 7}' >"$TMP/dup_spelling.json"
 expect_error "config: one setting in two spellings" "dup_spelling.json: keys 'sync_every' and 'sync-every' are the same setting" \
-  $ATOLL train $D --config "$TMP/dup_spelling.json"
+  $ATOLL train $TINY $D --steps 1 --out "$TMP/dup_spelling" --config "$TMP/dup_spelling.json"
 printf '{"shard": 1, "zero": 0}' >"$TMP/dup_alias.json"
 expect_error "config: a setting and its older name" "dup_alias.json: keys 'shard' and 'zero' are the same setting (zero)" \
-  $ATOLL train $D --config "$TMP/dup_alias.json"
+  $ATOLL train $TINY $D --steps 1 --out "$TMP/dup_alias" --config "$TMP/dup_alias.json"
 printf '{"layers": 2}\n{"layers": 3}\n' >"$TMP/trailing.json"
 expect_error "config: content after the object" "$TMP/trailing.json" $ATOLL train $D --config "$TMP/trailing.json"
 printf '{"layers": 2, "resume": "%s"}' "$TMP/run" >"$TMP/resume.json"
