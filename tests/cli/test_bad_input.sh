@@ -102,6 +102,15 @@ fi
   && pass "last good checkpoint (step 5) kept, none written for step 6" || fail "checkpoints after NaN: $(ls "$TMP/run/checkpoints")"
 $ATOLL sample --ckpt "$TMP/run" --tokens 5 >/dev/null 2>&1 && pass "the run is still usable" || fail "sample after NaN"
 
+# a checkpoint under a ~1500-byte path (nested directories, below PATH_MAX): sample reads
+# it, and an error about such a path keeps its reason, past the message's 512 bytes (issue 32)
+LONG=$TMP/long; while [ ${#LONG} -lt 1500 ]; do LONG=$LONG/nested_directory_name; done
+mkdir -p "$LONG" && cp -r "$TMP/run" "$LONG/run"
+$ATOLL sample --ckpt "$LONG/run" --tokens 2 >/dev/null 2>"$TMP/err" && pass "sample --ckpt with a 1500-byte path" \
+  || fail "sample --ckpt with a 1500-byte path: $(cat "$TMP/err")"
+expect_error "sample --ckpt: a missing 1500-byte path keeps the reason" "/nope: cannot open: No such file or directory" \
+  $ATOLL sample --ckpt "$LONG/nope" --tokens 2
+
 # config files: duplicate keys, trailing content and a resume key are refused (issue 12)
 printf '{"layers": 2, "dim": 32, "layers": 3}' >"$TMP/dup.json"
 expect_error "config: duplicate key" "layers" $ATOLL train $D --config "$TMP/dup.json"
