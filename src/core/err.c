@@ -11,7 +11,8 @@
 /* Copies text into out (cap bytes) whole when it fits. A longer text (a message with a
  * long path) has its longest words (runs without a space: paths) cut in the middle to
  * "head...tail", longest first, until it fits, so that the reason after a path always
- * shows; only a text that is still too long is cut at its end. */
+ * shows; a text that is still too long loses the middle of the whole (its end is
+ * kept: messages end with the reason). */
 static void fit_message(char *out, size_t cap, char *text) {
   size_t len = strlen(text);
   while (len >= cap) {
@@ -32,9 +33,15 @@ static void fit_message(char *out, size_t cap, char *text) {
     memmove(w + head + 3, w + best_len - tail, len - (best + best_len - tail) + 1);
     len = strlen(text);
   }
-  if (len >= cap) len = cap - 1;
-  memcpy(out, text, len);
-  out[len] = 0;
+  if (len < cap) {
+    memcpy(out, text, len + 1);
+    return;
+  }
+  /* still too long (many long words): the middle of the whole text goes, its end stays */
+  size_t head = (cap - 4) / 2, tail = cap - 4 - head;
+  memcpy(out, text, head);
+  memcpy(out + head, "...", 3);
+  memcpy(out + head + 3, text + len - tail, tail + 1);
 }
 
 int atoll_fail(atoll_err *err, const char *fmt, ...) {
