@@ -535,7 +535,7 @@ static void test_ckpt_roundtrip(void) {
   CHECK(got && cJSON_Compare(cJSON_GetObjectItem(got, "config"),
                              cJSON_GetObjectItem(state, "config"), 1));
   CHECK(got && strcmp(cJSON_GetObjectItem(got, "format")->valuestring, "atoll-checkpoint") == 0);
-  CHECK(got && cJSON_GetObjectItem(got, "version")->valuedouble == 1);
+  CHECK(got && cJSON_GetObjectItem(got, "version")->valuedouble == ATOLL_CKPT_VERSION);
   cJSON_Delete(got);
 
   /* model.safetensors carries the config as a string and the format tag. */
@@ -767,7 +767,8 @@ static void test_ckpt_state_errors(void) {
       {"[]", "not a JSON object"},
       {"{\"format\": \"other\", \"version\": 1, \"step\": 3}", "not an atoll checkpoint"},
       {"{\"version\": 1, \"step\": 3}", "not an atoll checkpoint"},
-      {"{\"format\": \"atoll-checkpoint\", \"version\": 2, \"step\": 3}", "unsupported version 2"},
+      {"{\"format\": \"atoll-checkpoint\", \"version\": 3, \"step\": 3}", "unsupported version 3"},
+      {"{\"format\": \"atoll-checkpoint\", \"version\": 0, \"step\": 3}", "unsupported version 0"},
       {"{\"format\": \"atoll-checkpoint\", \"step\": 3}", "version"},
       {"{\"format\": \"atoll-checkpoint\", \"version\": 1}", "missing \"step\""},
       {"{\"format\": \"atoll-checkpoint\", \"version\": 1, \"step\": -1}", "integer >= 0"},

@@ -1,6 +1,7 @@
 /* A library user's whole path through the public header alone (include/atoll/atoll.h):
  * prepare text, configure, train with no test hooks (NULL), find the checkpoint, sample
- * from it. Nothing here may need an internal header. */
+ * from it. Nothing here may need an internal header. Also: a long error message keeps
+ * its reason. */
 #include "atoll/atoll.h"
 
 #include "check.h"
@@ -17,7 +18,30 @@ static int set(atoll_config *c, const char *key, const char *value) {
   return 0;
 }
 
+/* An error message longer than atoll_err holds (a 1500-byte path) keeps its reason:
+ * the path is cut in the middle, its start and end kept, not the message's end. */
+static void test_long_message(void) {
+  char path[1600] = "/start";
+  while (strlen(path) < 1500) strcat(path, "/nested_directory");
+  strcat(path, "/state.json");
+  atoll_err err = {{0}};
+  CHECK(atoll_fail(&err, "%s: cannot open: %s", path, "No such file or directory") == -1);
+  size_t n = strlen(err.msg);
+  const char *reason = ": cannot open: No such file or directory";
+  CHECK(n < sizeof err.msg && n > sizeof err.msg - 8); /* the path keeps what room there is */
+  CHECK(n > strlen(reason) && strcmp(err.msg + n - strlen(reason), reason) == 0);
+  CHECK(strncmp(err.msg, "/start/nested_directory", 23) == 0 && strstr(err.msg, "...") != NULL);
+  CHECK(strstr(err.msg, "/nested_directory/state.json:") != NULL);
+  /* a message made from its own previous text, as callers that add context do */
+  CHECK(atoll_fail(&err, "resume: %s", err.msg) == -1);
+  CHECK(strncmp(err.msg, "resume: ", 8) == 0 && strstr(err.msg, reason) != NULL);
+  /* short messages are untouched */
+  atoll_fail(&err, "%s: %d", "a b", 7);
+  CHECK(strcmp(err.msg, "a b: 7") == 0);
+}
+
 int main(void) {
+  test_long_message();
   char dir[] = "/tmp/atoll_api_XXXXXX", text[256], data[256], out[256], latest[512];
   CHECK(mkdtemp(dir) != NULL);
   snprintf(text, sizeof text, "%s/text.txt", dir);

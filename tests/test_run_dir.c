@@ -1,7 +1,9 @@
 /* Tests for what keeps a run directory whole (issue 12): the run directory's lock,
  * pruning that a kill cannot turn into orphans, protect_step, cleaning at start,
- * checkpoints newer than a resumed step, per-file hashes checked at load, and the
- * atomic whole-file writer. */
+ * checkpoints newer than a resumed step, per-file hashes (required from version 2),
+ * weights_hash and non-negative second moments checked at load, and the
+ * atomic whole-file writer; the exact size limit of the whole-file reader and a parent
+ * directory sync whose failure is reported. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -11,6 +13,7 @@
 #include "ckpt/run_dir.h"
 #include "ckpt_fixture.h"
 #include "core/fs.h"
+#include "core/rng.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -257,8 +260,9 @@ static void flip_bit(const char *dir, const char *file) {
   free(buf);
 }
 
-/* Rewrites dir/state.json without "file_hashes", as written before them. */
-static void drop_hashes(const char *dir) {
+/* Rewrites dir/state.json without "file_hashes": as written before them when version
+ * is 1, else as edited. */
+static void drop_hashes(const char *dir, int version) {
   char path[1024];
   size_t size = 0;
   snprintf(path, sizeof path, "%s/state.json", dir);
@@ -266,6 +270,7 @@ static void drop_hashes(const char *dir) {
   text[size] = 0;
   cJSON *s = cJSON_Parse(text);
   cJSON_DeleteItemFromObject(s, "file_hashes");
+  cJSON_ReplaceItemInObject(s, "version", cJSON_CreateNumber(version));
   char *out = cJSON_Print(s);
   write_bytes(path, out, strlen(out));
   cJSON_free(out), cJSON_Delete(s), free(text);
@@ -315,14 +320,54 @@ static void test_hashes(void) {
   flip_bit(dir, "outer.safetensors");
   CHECK_OK(atoll_ckpt_load_extra(dir, &tl.lay, "outer.safetensors", rd, 1, &err), &err);
 
-  /* A checkpoint written before the hashes (no key) loads unchecked. */
+  /* A checkpoint of version 2 always has the hashes: without them it is refused; one
+   * of version 1, written before the hashes (no key), loads unchecked. */
   flip_bit(dir, "model.safetensors");
-  drop_hashes(dir);
+  drop_hashes(dir, 2);
+  CHECK(atoll_ckpt_load(dir, &tl.lay, c.p, c.m, c.v, &err) != 0);
+  CHECK_MSG(err, "model.safetensors: state.json has no \"file_hashes\"");
+  drop_hashes(dir, 1);
   CHECK_OK(atoll_ckpt_load(dir, &tl.lay, c.p, c.m, c.v, &err), &err);
   /* A state carried over from a loaded checkpoint does not carry its hashes over. */
   cJSON_AddStringToObject(state, "file_hashes", "stale");
   CHECK_OK(atoll_ckpt_save(dir, &tl.lay, b.p, b.m, b.v, state, &err), &err);
   CHECK_OK(atoll_ckpt_load(dir, &tl.lay, c.p, c.m, c.v, &err), &err);
+  cJSON_Delete(state);
+  bufs_free(&b), bufs_free(&c);
+}
+
+/* state.json's weights_hash is checked against the weights loaded, where the run had
+ * one whole model per rank (not under tp/pp, whose hash is of parts), and a negative
+ * second moment is refused at load naming the file and tensor (it resumed, and the
+ * loss turned NaN later). */
+static void test_weights_hash_and_moments(void) {
+  test_layout tl;
+  layout4(&tl);
+  atoll_err err = {{0}};
+  bufs b = bufs_new(tl.lay.nparams), c = bufs_new(tl.lay.nparams);
+  bufs_random(&b);
+  char dir[512], hex[17];
+  path_in(dir, sizeof dir, "whash/step_00000003");
+  cJSON *state = make_state(3);
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)atoll_hash_floats(b.p, tl.lay.nparams));
+  cJSON_AddStringToObject(state, "weights_hash", hex);
+  CHECK_OK(atoll_ckpt_save(dir, &tl.lay, b.p, b.m, b.v, state, &err), &err);
+  CHECK_OK(atoll_ckpt_load(dir, &tl.lay, c.p, c.m, c.v, &err), &err);
+  cJSON_ReplaceItemInObject(state, "weights_hash", cJSON_CreateString("0123456789abcdef"));
+  CHECK_OK(atoll_ckpt_save(dir, &tl.lay, b.p, b.m, b.v, state, &err), &err);
+  CHECK(atoll_ckpt_load(dir, &tl.lay, c.p, NULL, NULL, &err) != 0);
+  CHECK_MSG(err, "model.safetensors: the weights do not match state.json's weights_hash");
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(state, "config"), "tp", 2); /* a hash of parts */
+  CHECK_OK(atoll_ckpt_save(dir, &tl.lay, b.p, b.m, b.v, state, &err), &err);
+  CHECK_OK(atoll_ckpt_load(dir, &tl.lay, c.p, NULL, NULL, &err), &err);
+
+  b.v[tl.lay.tensors[1].offset + 2] = -0.5f;
+  CHECK_OK(atoll_ckpt_save(dir, &tl.lay, b.p, b.m, b.v, state, &err), &err);
+  CHECK_OK(atoll_ckpt_load(dir, &tl.lay, c.p, NULL, NULL, &err), &err); /* weights only */
+  CHECK(atoll_ckpt_load(dir, &tl.lay, c.p, c.m, c.v, &err) != 0);
+  char want[700];
+  snprintf(want, sizeof want, "optimizer.safetensors: tensor exp_avg_sq.%s: element 2 is negative", tl.lay.tensors[1].name);
+  CHECK_MSG(err, want);
   cJSON_Delete(state);
   bufs_free(&b), bufs_free(&c);
 }
@@ -357,6 +402,49 @@ static void test_write_atomic(void) {
   CHECK_MSG(err, "/proc/atoll_summary.json");
 }
 
+/* ------------------------------------------------------ fs helpers --- */
+
+/* atoll_read_file's limit is exact: a file of max_bytes is read, one of max_bytes + 1
+ * is refused, both below the first buffer (4096) and past a growth of it. */
+static void test_read_limit(void) {
+  atoll_err err = {{0}};
+  char path[600];
+  path_in(path, sizeof path, "limit.txt");
+  const size_t sizes[] = {10, 5000};
+  for (int i = 0; i < 2; i++) {
+    size_t size = sizes[i], len = 0;
+    char *body = malloc(size), *text = NULL;
+    memset(body, 'a', size);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(body, 1, size, f) == size);
+    if (f) fclose(f);
+    CHECK_OK(atoll_read_file(path, size, &text, &len, &err), &err);
+    CHECK(text && len == size && memcmp(text, body, size) == 0 && text[size] == 0);
+    free(text), text = NULL;
+    CHECK(atoll_read_file(path, size - 1, &text, &len, &err) != 0);
+    CHECK_MSG(err, "larger than");
+    CHECK(text == NULL);
+    free(body);
+  }
+}
+
+/* A directory that cannot be opened to sync the rename into it is an error the caller
+ * hears, naming it (it was ignored, so a file counted as durable might not be). */
+static void test_sync_parent(void) {
+  atoll_err err = {{0}};
+  char path[700], file[600];
+  path_in(file, sizeof file, "sync_plain");
+  FILE *f = fopen(file, "w");
+  if (f) fclose(f);
+  CHECK_OK(atoll_sync_parent_dir(file, &err), &err);
+  snprintf(path, sizeof path, "%s/x.json", file); /* its "directory" is a regular file */
+  CHECK(atoll_sync_parent_dir(path, &err) != 0);
+  CHECK_MSG(err, file);
+  path_in(path, sizeof path, "no_such_dir/x.json");
+  CHECK(atoll_sync_parent_dir(path, &err) != 0);
+  CHECK_MSG(err, "no_such_dir");
+}
+
 int main(void) {
   snprintf(g_tmp, sizeof g_tmp, "/tmp/atoll_test_run_dir_XXXXXX");
   if (!mkdtemp(g_tmp)) {
@@ -369,7 +457,10 @@ int main(void) {
   test_clean();
   test_newer_move_aside();
   test_hashes();
+  test_weights_hash_and_moments();
   test_write_atomic();
+  test_read_limit();
+  test_sync_parent();
   rm_rf(g_tmp);
   CHECK_DONE();
 }

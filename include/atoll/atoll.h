@@ -29,7 +29,9 @@ typedef struct {
   char msg[512];
 } atoll_err;
 
-/* Formats a message into err (if non-NULL) and returns -1. */
+/* Formats a message into err (if non-NULL) and returns -1. A message longer than msg
+ * has its longest words (paths) cut in the middle ("head...tail") so that the rest,
+ * the reason, still shows. */
 int atoll_fail(atoll_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------ model shape --- */

@@ -354,9 +354,9 @@ static int validate_state(const cJSON *s, const char *path, atoll_err *err) {
   int version, step;
   if (json_int(cJSON_GetObjectItemCaseSensitive(s, "version"), &version) != 0)
     return atoll_fail(err, "%s: missing or invalid \"version\"", path);
-  if (version != ATOLL_CKPT_VERSION)
-    return atoll_fail(err, "%s: unsupported version %d (this build reads version %d)", path,
-                      version, ATOLL_CKPT_VERSION);
+  if (version != ATOLL_CKPT_VERSION && version != ATOLL_CKPT_VERSION_UNHASHED)
+    return atoll_fail(err, "%s: unsupported version %d (this build reads versions %d and %d)", path,
+                      version, ATOLL_CKPT_VERSION_UNHASHED, ATOLL_CKPT_VERSION);
   return check_step(s, path, &step, err);
 }
 
@@ -386,6 +386,25 @@ static int check_model_metadata(const cJSON *meta, const char *path, atoll_err *
   return 0;
 }
 
+/* AdamW's second moments ("exp_avg_sq." buffers) are averages of squares: a negative
+ * one (a damaged file) would resume and turn the update NaN steps later, blamed on
+ * training. Refused here, naming the file and tensor. (NaN and Inf the reader refuses.) */
+static int check_second_moments(const char *dir, const char *file, const atoll_layout *lay,
+                                const atoll_st_read_buffer *buffers, int nbuffers, atoll_err *err) {
+  for (int b = 0; b < nbuffers; b++) {
+    if (strcmp(buffers[b].prefix, "exp_avg_sq.") != 0) continue;
+    for (int i = 0; i < lay->ntensors; i++) {
+      const atoll_tensor *t = &lay->tensors[i];
+      const float *v = buffers[b].data + t->offset;
+      for (size_t k = 0; k < t->numel; k++)
+        if (v[k] < 0)
+          return atoll_fail(err, "%s/%s: tensor exp_avg_sq.%s: element %zu is negative (%g); a second moment "
+                            "cannot be (the file is damaged)", dir, file, t->name, k, (double)v[k]);
+    }
+  }
+  return 0;
+}
+
 int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, float *exp_avg,
                     float *exp_avg_sq, atoll_err *err) {
   char path[CK_PATH];
@@ -397,6 +416,7 @@ int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, flo
   int rc = atoll_ckpt_read_verified(dir, MODEL_FILE, state, lay, &weights, 1, &meta, err);
   if (rc == 0 && atoll_ckpt_join(path, sizeof path, dir, MODEL_FILE, err) != 0) rc = -1;
   if (rc == 0) rc = check_model_metadata(meta, path, err);
+  if (rc == 0) rc = atoll_ckpt_check_weights_hash(state, lay, params, path, err);
   cJSON_Delete(meta);
   if (rc == 0 && exp_avg) {
     atoll_st_read_buffer buffers[2] = {{"exp_avg.", exp_avg}, {"exp_avg_sq.", exp_avg_sq}};
@@ -406,6 +426,7 @@ int atoll_ckpt_load(const char *dir, const atoll_layout *lay, float *params, flo
       rc = atoll_fail(err, "%s: checkpoint has no optimizer state (no %s)", dir, OPTIM_FILE);
     else
       rc = atoll_ckpt_read_verified(dir, OPTIM_FILE, state, lay, buffers, 2, NULL, err);
+    if (rc == 0) rc = check_second_moments(dir, OPTIM_FILE, lay, buffers, 2, err);
   }
   cJSON_Delete(state);
   return rc;
@@ -419,6 +440,7 @@ int atoll_ckpt_load_extra(const char *dir, const atoll_layout *lay, const char *
   if (access(path, F_OK) != 0) return atoll_fail(err, "%s: checkpoint has no %s", dir, file);
   if (atoll_ckpt_read_state(dir, &state, err) != 0) return -1;
   int rc = atoll_ckpt_read_verified(dir, file, state, lay, buffers, nbuffers, NULL, err);
+  if (rc == 0) rc = check_second_moments(dir, file, lay, buffers, nbuffers, err);
   cJSON_Delete(state);
   return rc;
 }

@@ -7,10 +7,13 @@
  *   optimizer.safetensors  AdamW moments "exp_avg.<name>" then "exp_avg_sq.<name>"
  *                          (absent if the checkpoint was saved without moments)
  *   state.json             the training loop's state object plus
- *                          "format": "atoll-checkpoint", "version": 1; "step" (an
+ *                          "format": "atoll-checkpoint", "version": 2; "step" (an
  *                          integer >= 0) is required; "file_hashes" (written here)
  *                          holds a hash of each tensor file's data section, checked
- *                          at load; the rest is not interpreted here.
+ *                          at load (required from version 2 on); "weights_hash",
+ *                          when the run had one whole model per rank, is checked
+ *                          against the weights loaded; the rest is not interpreted
+ *                          here.
  *
  * Checkpoints of a run live in ROOT/step_NNNNNNNN (atoll_ckpt_dirname). Saving is
  * atomic: a kill at any moment leaves either the previous complete checkpoint or the
@@ -29,7 +32,10 @@
 #include <stddef.h>
 
 #define ATOLL_CKPT_FORMAT "atoll-checkpoint"
-#define ATOLL_CKPT_VERSION 1
+/* Version 2 always has "file_hashes"; version 1 (atoll before 2026-12-01 wrote it
+ * without them, later ones with them) is still read, unchecked when they are absent. */
+#define ATOLL_CKPT_VERSION 2
+#define ATOLL_CKPT_VERSION_UNHASHED 1
 
 /* Saves a checkpoint to dir (created, with its parents, if missing; replaced
  * atomically if it exists). params, exp_avg and exp_avg_sq are flat buffers of

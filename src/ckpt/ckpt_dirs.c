@@ -123,7 +123,7 @@ int atoll_ckpt_find_latest(const char *root, char *out, size_t outsz, atoll_err 
 int atoll_ckpt_resolve(const char *path, char *out, size_t outsz, atoll_err *err) {
   if (atoll_ckpt_find_latest(path, out, outsz, err) == 0) return 0;
   atoll_err first = *err;
-  char root[1200];
+  char root[CK_PATH];
   struct stat st;
   int n = snprintf(root, sizeof root, "%s/checkpoints", path);
   if (n > 0 && (size_t)n < sizeof root && stat(root, &st) == 0 && S_ISDIR(st.st_mode) &&

@@ -48,23 +48,33 @@ static void hash_data(const uint8_t *data, uint64_t size, void *ctx) {
   d->hash = atoll_ckpt_buffers_hash(bufs, d->nbuffers, d->nparams);
 }
 
+/* 16 lowercase hex digits into *v. */
+static int parse_hex16(const cJSON *item, uint64_t *v) {
+  const char *s = cJSON_IsString(item) ? item->valuestring : "";
+  int good = strlen(s) == 16;
+  for (int i = 0; good && i < 16; i++) good = strchr("0123456789abcdef", s[i]) != NULL;
+  return good && sscanf(s, "%16" SCNx64, v) == 1 ? 0 : -1;
+}
+
 /* The expected hash of file from state's "file_hashes" into *want; *have is 0 when
- * the state predates per-file hashes (no such key). */
+ * a version 1 state predates per-file hashes (no such key). From version 2 on every
+ * state has them: one without was edited, and is refused. */
 static int expected_hash(const cJSON *state, const char *path, const char *file, int *have,
                          uint64_t *want, atoll_err *err) {
   const cJSON *hashes = cJSON_GetObjectItemCaseSensitive(state, HASH_KEY);
+  const cJSON *version = cJSON_GetObjectItemCaseSensitive(state, "version");
   *have = hashes != NULL;
-  if (!hashes) return 0;
+  if (!hashes && cJSON_IsNumber(version) && version->valuedouble == ATOLL_CKPT_VERSION_UNHASHED) return 0;
+  if (!hashes)
+    return atoll_fail(err, "%s: state.json has no \"%s\" (checkpoints of version %d always do): cannot "
+                      "check the file", path, HASH_KEY, ATOLL_CKPT_VERSION);
   if (!cJSON_IsObject(hashes))
     return atoll_fail(err, "%s: state.json's \"%s\" is not an object", path, HASH_KEY);
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(hashes, file);
   if (!h)
     return atoll_fail(err, "%s: state.json's \"%s\" has no entry for it (the file was added)",
                       path, HASH_KEY);
-  const char *s = cJSON_IsString(h) ? h->valuestring : "";
-  int good = strlen(s) == 16;
-  for (int i = 0; good && i < 16; i++) good = strchr("0123456789abcdef", s[i]) != NULL;
-  if (!good || sscanf(s, "%16" SCNx64, want) != 1)
+  if (parse_hex16(h, want) != 0)
     return atoll_fail(err, "%s: its hash in state.json is not 16 lowercase hex digits", path);
   return 0;
 }
@@ -87,5 +97,29 @@ int atoll_ckpt_read_verified(const char *dir, const char *file, const cJSON *sta
     return atoll_fail(err, "%s: contents do not match the hash in state.json (the file was "
                       "changed or damaged)", path);
   }
+  return 0;
+}
+
+/* A recorded setting of the run, as a number (def when absent or not a number). */
+static double config_number(const cJSON *state, const char *key, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(state, "config"), key);
+  return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+int atoll_ckpt_check_weights_hash(const cJSON *state, const atoll_layout *lay, const float *params,
+                                  const char *path, atoll_err *err) {
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(state, "weights_hash");
+  if (!h) return 0;
+  uint64_t want;
+  if (parse_hex16(h, &want) != 0)
+    return atoll_fail(err, "%s: state.json's \"weights_hash\" is not 16 lowercase hex digits", path);
+  const cJSON *islands = cJSON_GetObjectItemCaseSensitive(state, "islands");
+  const cJSON *join = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(state, "config"), "join");
+  int whole = config_number(state, "tp", 1) == 1 && config_number(state, "pp", 1) == 1 &&
+              config_number(state, "islands", 1) == 1 && (!islands || (cJSON_IsNumber(islands) && islands->valuedouble == 1)) &&
+              (!cJSON_IsString(join) || !join->valuestring[0]);
+  if (whole && atoll_hash_floats(params, lay->nparams) != want)
+    return atoll_fail(err, "%s: the weights do not match state.json's weights_hash (the file or state.json was "
+                      "changed)", path);
   return 0;
 }

@@ -24,10 +24,17 @@ int atoll_ckpt_has_state(const char *dir);
 uint64_t atoll_ckpt_buffers_hash(const float *const *bufs, int nbufs, size_t nparams);
 /* Adds file's hash (16 hex digits) to the object hashes. */
 int atoll_ckpt_record_hash(cJSON *hashes, const char *file, uint64_t hash, atoll_err *err);
-/* atoll_st_read_buffers of dir/file, then, if state (the checkpoint's state.json) holds
- * "file_hashes", a check of the file's data section against its entry. */
+/* atoll_st_read_buffers of dir/file, then a check of the file's data section against
+ * its entry in state's (the checkpoint's state.json) "file_hashes"; a state without
+ * them is refused, except one of version 1 (written before them), read unchecked. */
 int atoll_ckpt_read_verified(const char *dir, const char *file, const cJSON *state,
                              const atoll_layout *lay, const atoll_st_read_buffer *buffers, int nbuffers,
                              cJSON **metadata, atoll_err *err);
+/* The weights loaded from path (model.safetensors) against state's "weights_hash",
+ * where the run that wrote it had one whole model per rank (its config: tp 1, pp 1,
+ * no DiLoCo islands; otherwise the hash is of parts, or of an island's own weights,
+ * and is not checked here). No "weights_hash": nothing to check. */
+int atoll_ckpt_check_weights_hash(const cJSON *state, const atoll_layout *lay, const float *params,
+                                  const char *path, atoll_err *err);
 
 #endif

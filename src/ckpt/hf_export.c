@@ -201,6 +201,5 @@ int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float 
     atoll_rm_tree(tmp);
     return -1;
   }
-  atoll_sync_parent_dir(out_dir);
-  return 0;
+  return atoll_sync_parent_dir(out_dir, err);
 }

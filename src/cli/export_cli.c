@@ -9,6 +9,7 @@
 #include "core/mem.h"
 #include "train/config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +21,13 @@ static int fail(const atoll_err *err) {
 
 /* The checkpoint's weights (hash-checked) in the whole model's layout. */
 static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
-  char dir[1200];
+  char dir[PATH_MAX];
   if (atoll_ckpt_resolve(ckpt, dir, sizeof dir, err)) return -1;
   cJSON *state = NULL;
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   atoll_config cfg;
   atoll_config_defaults(&cfg);
-  char source[1300];
+  char source[PATH_MAX + 16];
   snprintf(source, sizeof source, "%s/state.json", dir);
   const cJSON *saved = cJSON_GetObjectItemCaseSensitive(state, "config");
   int rc = saved ? atoll_config_apply_json(&cfg, saved, source, err)
@@ -34,7 +35,7 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   /* a BPE checkpoint exports its own tokenizer.json (checked against state.json) */
   atoll_tokenizer_record rec;
   atoll_tokenizer *tok = NULL;
-  char tok_path[1300];
+  char tok_path[PATH_MAX + 16];
   snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
   if (rc == 0)
     rc = atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), source, &rec, err);

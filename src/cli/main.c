@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "core/stop_signal.h"
 #include "data/data_tokenizer.h"
+#include "data/token_file.h"
 #include "model/layout.h"
 #include "parallel/outer_lr.h"
 #include "train/agree.h"
@@ -241,11 +242,16 @@ static int adopt_data_vocab(atoll_config *c, int vocab_flag, const char *resume,
  * --out being relative) wrote into the original. A checkpoint outside a run's
  * checkpoints/ keeps the recorded --out; --out on the command line wins either way. */
 static void run_dir_of(const char *ckpt_dir, char *out, size_t outsz) {
-  char parent[1200];
+  char parent[PATH_MAX];
   atoll_parent_dir(ckpt_dir, parent, sizeof parent);
   const char *base = strrchr(parent, '/');
   base = base ? base + 1 : parent;
-  if (strcmp(base, "checkpoints") == 0) atoll_parent_dir(parent, out, outsz);
+  if (strcmp(base, "checkpoints") != 0) return;
+  char run[PATH_MAX];
+  atoll_parent_dir(parent, run, sizeof run);
+  /* never a cut path, which would name another directory: "" makes --out required */
+  if (strlen(run) >= outsz) out[0] = 0;
+  else memcpy(out, run, strlen(run) + 1);
 }
 
 /* The settings, later ones overriding: the checkpoint's (--resume), --config FILE's,
@@ -258,7 +264,7 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     if (atoll_ckpt_resolve(resume, ckpt_dir, ckpt_dir_size, err)) return -1;
     cJSON *state = NULL;
     if (atoll_ckpt_read_state(ckpt_dir, &state, err)) return -1;
-    char source[1300];
+    char source[PATH_MAX + 16];
     snprintf(source, sizeof source, "%s/state.json", ckpt_dir);
     int rc = atoll_config_apply_json(cfg, cJSON_GetObjectItemCaseSensitive(state, "config"), source, err);
     cJSON_Delete(state);
@@ -279,6 +285,9 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     if (strcmp(key, "config") == 0) continue;
     if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
   }
+  if (resume && !cfg->out[0])
+    return atoll_fail(err, "--resume %s: its run directory's path is longer than %zu bytes; pass --out",
+                      ckpt_dir, sizeof cfg->out - 1);
   if (resume && check_resume_shape(cfg, &from_ckpt, ckpt_dir, err)) return -1;
   int data_flag = 0;
   for (int i = 0; i < argc; i += 2) data_flag |= strcmp(argv[i], "--data") == 0;
@@ -371,7 +380,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   atoll_config_defaults(&cfg);
   const char *resume = NULL;
   int data_given = 0, data_from_ckpt = 0;
-  char ckpt_dir[1200] = "";
+  char ckpt_dir[PATH_MAX] = "";
   int rc = -1;
   if (hooks_err)
     err = *hooks_err;
@@ -490,7 +499,7 @@ static int cmd_sample(int argc, char **argv) {
     atoll_fail(&err, "--ckpt: sample needs a checkpoint directory");
     return die(&err);
   }
-  char dir[1200];
+  char dir[PATH_MAX];
   if (atoll_ckpt_resolve(o.ckpt, dir, sizeof dir, &err)) return die(&err);
   o.ckpt = dir;
   if (threads.threads > 0) {
@@ -516,6 +525,10 @@ int main(int argc, char **argv) {
   atoll_cli_fix_openblas_core(argv); /* may re-execute the program with OPENBLAS_CORETYPE set */
   atoll_cli_report_openblas_core();
   const char *cmd = argv[1];
+  atoll_err guard_err = {{0}};
+  /* the program, not the library, takes SIGBUS: a token file cut short while mapped
+   * ends the run with one line naming it (src/data/token_file.c) */
+  if (atoll_token_file_guard_install(&guard_err)) return die(&guard_err);
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);

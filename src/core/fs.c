@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,18 +65,22 @@ int atoll_read_file(const char *path, size_t max_bytes, char **out, size_t *len,
     close(fd);
     return atoll_fail(err, "%s: cannot open: %s", path, strerror(e));
   }
-  size_t cap = 4096, n = 0;
+  /* The buffer never grows past max_bytes + 1 bytes and the NUL: reading one byte more
+   * than max_bytes is what tells a file of exactly max_bytes from a larger one. */
+  if (max_bytes > SIZE_MAX - 2) max_bytes = SIZE_MAX - 2;
+  size_t top = max_bytes + 2, cap = top < 4096 ? top : 4096, n = 0;
   char *buf = malloc(cap);
   while (buf) {
     n += fread(buf + n, 1, cap - 1 - n, f);
-    if (n < cap - 1) break;
-    if (cap > max_bytes) {
+    if (n > max_bytes) {
       free(buf), fclose(f);
       return atoll_fail(err, "%s: larger than %zu bytes", path, max_bytes);
     }
-    char *p = realloc(buf, cap * 2);
+    if (n < cap - 1) break;
+    size_t grown = cap > top / 2 ? top : cap * 2;
+    char *p = realloc(buf, grown);
     if (!p) free(buf);
-    buf = p, cap *= 2;
+    buf = p, cap = grown;
   }
   int bad = ferror(f), why = errno; /* e.g. EISDIR: fopen opens a directory, fread fails */
   fclose(f);
@@ -110,14 +115,11 @@ void atoll_parent_dir(const char *path, char *out, size_t outsz) {
   else *slash = 0;
 }
 
-void atoll_sync_parent_dir(const char *path) {
+int atoll_sync_parent_dir(const char *path, atoll_err *err) {
   char dir[4096];
+  if (strlen(path) >= sizeof dir) return atoll_fail(err, "%.200s...: path too long", path);
   atoll_parent_dir(path, dir, sizeof dir);
-  int fd = open(dir, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
+  return atoll_fsync_path(dir, O_DIRECTORY, err);
 }
 
 void atoll_remove_atomic_leftovers(const char *path) {

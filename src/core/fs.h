@@ -35,9 +35,10 @@ void atoll_remove_atomic_leftovers(const char *path);
 /* The directory that holds path: its last component cut off (trailing slashes
  * ignored), "." for a bare name, "/" at the root. */
 void atoll_parent_dir(const char *path, char *out, size_t outsz);
-/* fsyncs the directory holding path, so that a rename into it is durable. Best effort:
- * some file systems refuse fsync on directories. */
-void atoll_sync_parent_dir(const char *path);
+/* fsyncs the directory holding path, so that a rename into it is durable: 0, or -1
+ * with the reason when the directory cannot be opened or synced (a file system that
+ * cannot fsync directories at all is tolerated, as in atoll_fsync_path). */
+int atoll_sync_parent_dir(const char *path, atoll_err *err);
 /* rm -r: removes path and everything below it; symbolic links are removed, not
  * followed. A missing path is not an error. Returns 0, or -1 with errno set. */
 int atoll_rm_tree(const char *path);

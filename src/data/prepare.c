@@ -230,9 +230,17 @@ static int write_sources(source *src, int n, const char *field, double vf, split
   }
   if (nval == 0) {
     uint64_t total = 0;
-    for (int i = 0; i < n; i++) total += src[i].in.text_bytes;
-    return atoll_fail(err, "prepare: validation split would be empty (val_fraction %g of %" PRIu64
-                      " bytes); raise val_fraction or add text", vf, total);
+    int moved = 0; /* a source had a val part, which the move to a line break emptied */
+    for (int i = 0; i < n; i++) {
+      total += src[i].in.text_bytes;
+      moved |= (uint64_t)((double)src[i].in.text_bytes * vf) > 0;
+    }
+    if (moved)
+      return atoll_fail(err, "prepare: validation split would be empty: it starts after the first line break "
+                        "in the last val_fraction %g of each input, and in this text (%" PRIu64 " bytes) that "
+                        "line break is the last byte; add text with more lines", vf, total);
+    return atoll_fail(err, "prepare: validation split would be empty (val_fraction %g of %" PRIu64 " bytes); %s",
+                      vf, total, vf < 0.5 ? "raise val_fraction or add text" : "add text");
   }
   if (split_finish(train, err) != 0) return -1;
   return split_finish(val, err);
@@ -464,8 +472,7 @@ static int swap_in(const char *tmp, const char *out, const char *old, atoll_err 
   } else {
     return atoll_fail(err, "--out %s: cannot swap in %s: %s", out, tmp, strerror(errno));
   }
-  atoll_sync_parent_dir(out);
-  return 0;
+  return atoll_sync_parent_dir(out, err);
 }
 
 /* ----------------------------------------------------------------- entry --- */

@@ -170,25 +170,34 @@ int atoll_token_file_parse(atoll_token_file *sh, const char *name, const void *b
 /* --------------------------------------------------------- mapping guard --- */
 
 /* A token file cut short while it is mapped makes a read past its new end raise
- * SIGBUS. Every mapping is registered here, and the handler turns such a fault into
- * one line naming the file and exit status 1 (the job cannot go on without its data);
- * a fault elsewhere goes to the previous handler. Mappings past GUARD_SLOTS, or whose
- * path could not be copied, keep the plain SIGBUS. */
+ * SIGBUS. Every mapping is registered here, and the handler, once the program has
+ * installed it (atoll_token_file_guard_install; src/cli/main.c does), turns such a fault
+ * into one line naming the file and exit status 1 (the job cannot go on without its
+ * data); a fault elsewhere goes to the previous handler. The library itself never
+ * installs it: a program that does not call the install function keeps the plain
+ * SIGBUS. Mappings past GUARD_SLOTS keep the plain SIGBUS too.
+ *
+ * Each slot holds its own copy of the path, in static storage, so that the handler
+ * reads no memory that a caller or guard_remove may free. */
 #define GUARD_SLOTS 4096
+#define GUARD_PATH ((size_t)sizeof(((atoll_token_file *)0)->path))
 
 typedef struct {
   _Atomic uintptr_t begin; /* 0: free slot */
   uintptr_t end;
-  char *path;
+  char path[GUARD_PATH]; /* NUL-terminated; written only while begin is 0 */
 } guard_slot;
 
 static guard_slot guards[GUARD_SLOTS];
 static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
 static struct sigaction guard_prev;
+static int guard_errno; /* 0, or why sigaction failed */
 
-static void put_str(const char *s) {
-  size_t n = strlen(s);
+/* Writes at most max bytes of s, up to its NUL, to stderr (async-signal-safe). */
+static void put_str(const char *s, size_t max) {
+  size_t n = 0;
+  while (n < max && s[n]) n++;
   while (n > 0) {
     ssize_t k = write(2, s, n);
     if (k <= 0) return;
@@ -203,40 +212,41 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx) {
   for (int i = 0; i < GUARD_SLOTS; i++) {
     uintptr_t b = atomic_load(&guards[i].begin);
     if (b && a >= b && a < guards[i].end) {
-      put_str("atoll: fatal: ");
-      put_str(guards[i].path);
+      put_str("atoll: fatal: ", 64);
+      put_str(guards[i].path, GUARD_PATH);
       put_str(": token file shrank while in use (read past its end); was it rewritten or "
-              "truncated during training?\n");
+              "truncated during training?\n", 256);
       _exit(1);
     }
   }
   sigaction(SIGBUS, &guard_prev, NULL); /* not ours: the fault repeats under it */
 }
 
-static void guard_install(void) {
+static void guard_install_once(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_sigbus;
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGBUS, &sa, &guard_prev);
+  if (sigaction(SIGBUS, &sa, &guard_prev) != 0) guard_errno = errno;
+}
+
+int atoll_token_file_guard_install(atoll_err *err) {
+  pthread_once(&guard_once, guard_install_once);
+  if (guard_errno) return atoll_fail(err, "SIGBUS: cannot install the token file guard: %s", strerror(guard_errno));
+  return 0;
 }
 
 static void guard_add(const void *map, size_t size, const char *path) {
-  pthread_once(&guard_once, guard_install);
-  char *copy = strdup(path);
-  if (!copy) return;
   pthread_mutex_lock(&guard_lock);
   for (int i = 0; i < GUARD_SLOTS; i++)
     if (!atomic_load(&guards[i].begin)) {
       guards[i].end = (uintptr_t)map + size;
-      guards[i].path = copy;
+      snprintf(guards[i].path, sizeof guards[i].path, "%s", path); /* the caller checked its length */
       atomic_store(&guards[i].begin, (uintptr_t)map); /* published last */
-      copy = NULL;
       break;
     }
   pthread_mutex_unlock(&guard_lock);
-  free(copy); /* every slot taken */
 }
 
 static void guard_remove(const void *map) {
@@ -244,8 +254,6 @@ static void guard_remove(const void *map) {
   for (int i = 0; i < GUARD_SLOTS; i++)
     if (atomic_load(&guards[i].begin) == (uintptr_t)map) {
       atomic_store(&guards[i].begin, 0);
-      free(guards[i].path);
-      guards[i].path = NULL;
       break;
     }
   pthread_mutex_unlock(&guard_lock);
@@ -452,9 +460,9 @@ int atoll_token_file_writer_finish(atoll_token_file_writer *w, atoll_err *err) {
     atoll_token_file_writer_abort(w);
     return -1;
   }
-  atoll_sync_parent_dir(w->path);
+  rc = atoll_sync_parent_dir(w->path, err); /* the rename is durable only then */
   atoll_token_file_writer_abort(w); /* frees the buffer; the file is already in place */
-  return 0;
+  return rc;
 }
 
 int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab,

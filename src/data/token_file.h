@@ -26,6 +26,11 @@ int atoll_token_file_write(const char *path, const int32_t *tokens, uint64_t n, 
 int atoll_token_file_open(atoll_token_file *sh, const char *path, atoll_err *err);
 void atoll_token_file_close(atoll_token_file *sh);
 int32_t atoll_token_file_token(const atoll_token_file *sh, uint64_t i);
+/* Installs the process-wide SIGBUS handler that turns a read past the end of a mapped
+ * token file cut short meanwhile into one line naming the file and exit status 1.
+ * For programs (src/cli/main.c calls it first thing); the library never installs it,
+ * so a program that does not call it keeps its own SIGBUS handling. Idempotent. */
+int atoll_token_file_guard_install(atoll_err *err);
 
 /* ATOLL_TOKEN_FILE_MAGIC, the 8 bytes a token file starts with, is defined in
  * src/text/text_input.h: the text readers below this layer refuse such a file. */

@@ -15,6 +15,7 @@
 #include "train/config.h"
 #include "train/device.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static int load_shape(const char *dir, atoll_shape *shape, atoll_tokenizer_recor
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   atoll_config c;
   atoll_config_defaults(&c);
-  char source[1300];
+  char source[PATH_MAX + 16];
   snprintf(source, sizeof source, "%s/state.json", dir);
   int rc = atoll_config_apply_json(&c, cJSON_GetObjectItemCaseSensitive(state, "config"), source, err);
   if (rc == 0)
@@ -39,7 +40,7 @@ static int load_shape(const char *dir, atoll_shape *shape, atoll_tokenizer_recor
  * given, must be the same one. */
 static int load_tokenizer(const char *dir, const char *given, const atoll_tokenizer_record *rec,
                           atoll_tokenizer **t, atoll_err *err) {
-  char what[1300], path[1300];
+  char what[PATH_MAX + 64], path[PATH_MAX + 16];
   snprintf(what, sizeof what, "the checkpoint %s (state.json)", dir);
   if (given) {
     if (atoll_tokenizer_load(t, given, err)) return -1;
@@ -132,7 +133,7 @@ static int load_model(const char *dir, const atoll_shape *shape, const char *dev
 }
 
 int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
-  char dir[1200];
+  char dir[PATH_MAX];
   if (atoll_ckpt_resolve(o->ckpt, dir, sizeof dir, err)) return -1;
   if (o->tokens < 0) return atoll_fail(err, "--tokens: must be >= 0, got %d", o->tokens);
   if (o->top_k < 0) return atoll_fail(err, "--top-k: must be >= 0, got %d", o->top_k);

@@ -52,8 +52,7 @@ int atoll_keys_generate(const char *dir, atoll_err *err) {
   snprintf(path, sizeof path, "%s/key.pub", dir);
   snprintf(text, sizeof text, "%s\n", pub);
   if (write_new(path, text, err)) return -1;
-  atoll_sync_parent_dir(path);
-  return 0;
+  return atoll_sync_parent_dir(path, err);
 }
 
 /* A key file: 40 Z85 characters, then optionally a newline, nothing else. */

@@ -248,12 +248,18 @@ int atoll_config_set(atoll_config *c, const char *key, const char *value, atoll_
 }
 
 /* A key that a settings object may not hold: twice (which one would win is not
- * obvious), or "resume", which says how to start this invocation, not what the run is. */
-static int check_settings_key(const cJSON *obj, const cJSON *it, const char *key,
+ * obvious), or "resume", which says how to start this invocation, not what the run is.
+ * Twice means the same setting (k), whatever the spelling: "sync_every" and
+ * "sync-every", or "shard" and its newer name "zero". */
+static int check_settings_key(const cJSON *obj, const cJSON *it, const char *key, const key_spec *k,
                               const char *source, atoll_err *err) {
-  for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
-    if (prev->string && strcmp(prev->string, key) == 0)
+  for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
+    if (!prev->string || find_key(prev->string) != k) continue;
+    if (strcmp(prev->string, key) == 0)
       return atoll_fail(err, "%s: key '%s' appears more than once", source, key);
+    return atoll_fail(err, "%s: keys '%s' and '%s' are the same setting (%s); give it once", source,
+                      prev->string, key, k->key);
+  }
   if (strcmp(key, "resume") == 0)
     return atoll_fail(err, "%s: key 'resume' is not read from settings; pass --resume DIR on the "
                       "command line", source);
@@ -266,7 +272,7 @@ int atoll_config_apply_json(atoll_config *c, const cJSON *obj, const char *sourc
     const char *key = it->string ? it->string : "";
     const key_spec *k = find_key(key);
     if (!k) return atoll_fail(err, "%s: unknown key '%s'", source, key);
-    if (check_settings_key(obj, it, key, source, err)) return -1;
+    if (check_settings_key(obj, it, key, k, source, err)) return -1;
     if (k->type == K_STR) {
       if (!cJSON_IsString(it)) return atoll_fail(err, "%s: %s must be a string", source, k->key);
       if (set_string(c, k, it->valuestring, source, err)) return -1;

@@ -103,10 +103,26 @@ fi
   && pass "last good checkpoint (step 5) kept, none written for step 6" || fail "checkpoints after NaN: $(ls "$TMP/run/checkpoints")"
 $ATOLL sample --ckpt "$TMP/run" --tokens 5 >/dev/null 2>&1 && pass "the run is still usable" || fail "sample after NaN"
 
+# a checkpoint under a ~1500-byte path (nested directories, below PATH_MAX): sample reads
+# it, and an error about such a path keeps its reason, past the message's 512 bytes (issue 32)
+LONG=$TMP/long; while [ ${#LONG} -lt 1500 ]; do LONG=$LONG/nested_directory_name; done
+mkdir -p "$LONG" && cp -r "$TMP/run" "$LONG/run"
+$ATOLL sample --ckpt "$LONG/run" --tokens 2 >/dev/null 2>"$TMP/err" && pass "sample --ckpt with a 1500-byte path" \
+  || fail "sample --ckpt with a 1500-byte path: $(cat "$TMP/err")"
+expect_error "sample --ckpt: a missing 1500-byte path keeps the reason" "/nope: cannot open: No such file or directory" \
+  $ATOLL sample --ckpt "$LONG/nope" --tokens 2
+
 # config files: duplicate keys, trailing content and a resume key are refused (issue 12)
 printf '{"layers": 2, "dim": 32, "layers": 3}' >"$TMP/dup.json"
 expect_error "config: duplicate key" "layers" $ATOLL train $D --config "$TMP/dup.json"
 grep -q "dup.json" "$TMP/err" || fail "config: duplicate key: message lacks the file: $(cat "$TMP/err")"
+# the same setting in two spellings, or under its older name, is a duplicate too (issue 32)
+printf '{"sync_every": 5, "sync-every": 7}' >"$TMP/dup_spelling.json"
+expect_error "config: one setting in two spellings" "dup_spelling.json: keys 'sync_every' and 'sync-every' are the same setting" \
+  $ATOLL train $TINY $D --steps 1 --out "$TMP/dup_spelling" --config "$TMP/dup_spelling.json"
+printf '{"shard": 1, "zero": 0}' >"$TMP/dup_alias.json"
+expect_error "config: a setting and its older name" "dup_alias.json: keys 'shard' and 'zero' are the same setting (zero)" \
+  $ATOLL train $TINY $D --steps 1 --out "$TMP/dup_alias" --config "$TMP/dup_alias.json"
 printf '{"layers": 2}\n{"layers": 3}\n' >"$TMP/trailing.json"
 expect_error "config: content after the object" "$TMP/trailing.json" $ATOLL train $D --config "$TMP/trailing.json"
 printf '{"layers": 2, "resume": "%s"}' "$TMP/run" >"$TMP/resume.json"

@@ -3,7 +3,7 @@
 # - the default corpus gives the token files of the rule prepare had before its
 #   streaming readers, rebuilt here in Python from the raw files;
 # - gzip and JSON Lines inputs: one clear error line (corrupt, truncated, PATH:LINE),
-#   --jsonl-field, CRLF lines, empty files;
+#   --jsonl-field, CRLF lines, empty files, a one-line text too short to split;
 # - about 480 MB of gzipped text (one JSON line of 128 MiB among them) prepared under a
 #   340 MiB address-space limit, with the live progress line on a terminal.
 # usage: test_prepare_input.sh ATOLL SRC
@@ -71,6 +71,12 @@ mkdir -p "$TMP/empties"
 : >"$TMP/empties/a.txt"
 printf '\n\r\n' >"$TMP/empties/b.jsonl"
 expect_error "prepare: only empty files" "input is empty" $ATOLL prepare --text "$TMP/empties" --out "$TMP/refused/e6"
+# one line: the validation split starts after a line break, and the only one is the last
+# byte, so val_fraction 0.5 (the maximum) cannot help: the message says so (issue 32)
+printf 'hello world\n' >"$TMP/one_line.txt"
+expect_error "prepare: one line, val_fraction 0.5" "that line break is the last byte" \
+  $ATOLL prepare --text "$TMP/one_line.txt" --val-fraction 0.5 --out "$TMP/refused/e7"
+grep -q "raise val_fraction" "$TMP/err" && fail "prepare: one line: suggests raising val_fraction: $(cat "$TMP/err")"
 
 # --- the larger corpus (scripts/corpus.sh): Debian's kernel docs, gzipped, as shipped ---
 DOCS=/usr/share/doc/linux-doc-6.1/Documentation
