@@ -568,6 +568,16 @@ static int watch(atoll_link *l, xchg *e, atoll_err *err) {
                     2 * l->cfg.timeout, missing);
 }
 
+/* The chunk that a DATA frame's range is, in a piece of qb bytes cut into CHUNK-byte
+ * chunks: its index (below the piece's chunk count), or -1 when the range is not
+ * exactly one of them (another total, an offset inside or past the piece, another
+ * length). Every place and flag a frame writes is indexed through this. */
+static long chunk_at(const atoll_wire_data *w, size_t qb, size_t CHUNK) {
+  if (w->total != qb || w->offset >= qb || w->offset % CHUNK) return -1;
+  size_t want = qb - w->offset < CHUNK ? qb - w->offset : CHUNK;
+  return w->len == want ? (long)(w->offset / CHUNK) : -1;
+}
+
 /* A parsed DATA frame from key `keyz`: stored in its place and counted, or a reason
  * in why (empty: used, or expected and ignored). *from: the member it comes from. */
 static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const char *keyz, int *from, char *why, size_t whysz) {
@@ -582,12 +592,14 @@ static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const ch
   else if (w->step != e->step || w->fragment != e->frag || w->quorum != e->qid)
     snprintf(why, whysz, "not of this exchange (step %u, fragment %u, quorum %llu)", w->step, w->fragment,
              (unsigned long long)w->quorum);
-  else if (w->piece != (w->phase == 1 ? (uint32_t)e->k : (uint32_t)*from) || w->total != qb || w->offset % CHUNK ||
-           w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK))
+  else if (w->phase > 2) /* (a joining island's state: its rows are not in got) */
+    snprintf(why, whysz, "phase %u is not sent in an exchange", w->phase);
+  else if (w->piece != (w->phase == 1 ? (uint32_t)e->k : (uint32_t)*from) || chunk_at(w, qb, CHUNK) < 0)
     snprintf(why, whysz, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
              (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
   else {
-    uint8_t *seen = &l->got[((size_t)(w->phase - 1) * e->K + *from) * e->nch + w->offset / CHUNK];
+    size_t c = (size_t)chunk_at(w, qb, CHUNK);
+    uint8_t *seen = &l->got[((size_t)(w->phase - 1) * e->K + *from) * e->nch + c];
     uint8_t *place = (w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)*from + w->offset;
     if (*seen && memcmp(place, w->bytes, w->len) != 0)
       snprintf(why, whysz, "replayed (phase %u, offset %llu already received, different bytes)", w->phase,
@@ -595,7 +607,7 @@ static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const ch
     else if (!*seen) { /* (seen with the same bytes: a resent chunk, send_chunks' second try) */
       *seen = 1;
       memcpy(place, w->bytes, w->len);
-      if (w->phase == 1) e->have1++, e->arrived[w->offset / CHUNK]++;
+      if (w->phase == 1) e->have1++, e->arrived[c]++;
       else e->have2++;
       e->last_progress = atoll_net_now();
     }
@@ -699,13 +711,13 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
       continue; /* the exchange's checks name such peers; here only the donor's state counts */
     const atoll_wire_data *w = &d.u.data;
     if (d.type != ATOLL_WIRE_DATA || w->phase < 3 || w->quorum != id || w->step != step) continue; /* earlier traffic */
-    if (!zmq_z85_decode(key, keyz) || memcmp(key, donor->key, ATOLL_KEY_BYTES) || w->from != donor->island ||
-        w->total != qb || w->offset % CHUNK || w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK)) {
+    long c = chunk_at(w, qb, CHUNK);
+    if (!zmq_z85_decode(key, keyz) || memcmp(key, donor->key, ATOLL_KEY_BYTES) || w->from != donor->island || c < 0) {
       fprintf(stderr, "island %u: dropped a state message from key %.8s... (%s): not the donor's, or the model's size differs\n",
               l->cfg.island, keyz, addr);
       continue;
     }
-    uint8_t *seen = &got[(size_t)(w->phase - 3) * nch + w->offset / CHUNK];
+    uint8_t *seen = &got[(size_t)(w->phase - 3) * nch + (size_t)c];
     if (*seen) continue;
     *seen = 1;
     memcpy(buf + (size_t)(w->phase - 3) * qb + w->offset, w->bytes, w->len);
