@@ -198,12 +198,13 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   int rc = -1;
   uint8_t secret[ATOLL_KEY_BYTES], pub[ATOLL_KEY_BYTES];
   char path[4200];
-  snprintf(path, sizeof path, "%s/key.secret", cfg->keys);
-  if (atoll_key_read_secret(path, secret, pub, err) || atoll_coord_load_state(c, err)) goto done;
+  if (atoll_key_path(path, sizeof path, cfg->keys, "key.secret", err) || atoll_key_read_secret(path, secret, pub, err) ||
+      atoll_coord_load_state(c, err))
+    goto done;
   atoll_sender_init(&c->tx);
   c->ctx = zmq_ctx_new();
   if (atoll_zap_start(&c->zap, c->ctx, "coordinator", 0, err)) goto done;
-  snprintf(path, sizeof path, "%s/allowed", cfg->keys);
+  atoll_key_path(path, sizeof path, cfg->keys, "allowed", err); /* (shorter than key.secret's, checked above) */
   int allowed = atoll_zap_allow_dir(c->zap, path, err);
   if (allowed < 0) goto done;
   if (allowed == 0) {

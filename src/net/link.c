@@ -456,7 +456,7 @@ static int attempt_setup(atoll_link *l, xchg *e, atoll_err *err) {
       e->k = i;
       continue;
     }
-    atoll_zap_allow(l->zap, l->members[i].key);
+    if (atoll_zap_allow(l->zap, l->members[i].key)) return atoll_fail(err, "%s: out of memory for the allow-list", e->what);
   }
   if (e->k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", e->what);
   e->t_quorum = atoll_net_now(); /* net.transfer_seconds counts from here */
@@ -680,7 +680,7 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   uint64_t id = sf->u.quorum.id;
   uint8_t want[ATOLL_WIRE_HASH], key[ATOLL_KEY_BYTES];
   memcpy(want, sf->u.quorum.hash, ATOLL_WIRE_HASH);
-  atoll_zap_allow(l->zap, donor->key);
+  if (atoll_zap_allow(l->zap, donor->key)) return atoll_fail(err, "joining at step %u: out of memory for the allow-list", step);
   size_t qb = l->state_n * sizeof(float), CHUNK = chunk_of(qb), nch = (qb + CHUNK - 1) / CHUNK;
   uint8_t *buf = malloc(2 * qb + 1), *got = calloc(2 * nch + 1, 1);
   if (!buf || !got) {

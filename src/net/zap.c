@@ -10,8 +10,6 @@
 #include <time.h>
 #include <zmq.h>
 
-#define MAX_KEYS 4096
-
 struct atoll_zap {
   void *rep;
   pthread_t thread;
@@ -28,8 +26,8 @@ struct atoll_zap {
   uint8_t graceless[16][ATOLL_KEY_BYTES];
   double graceless_at[16];
   int graceless_next;
-  int n;
-  uint8_t keys[MAX_KEYS][ATOLL_KEY_BYTES];
+  int n, cap;
+  uint8_t (*keys)[ATOLL_KEY_BYTES]; /* n keys, room for cap: grows (no fixed limit) */
 };
 
 static int find(atoll_zap *z, const uint8_t *key) {
@@ -56,11 +54,21 @@ static int allowed(atoll_zap *z, const uint8_t *key, double grace) {
   return ok;
 }
 
-void atoll_zap_allow(atoll_zap *z, const uint8_t key[ATOLL_KEY_BYTES]) {
+int atoll_zap_allow(atoll_zap *z, const uint8_t key[ATOLL_KEY_BYTES]) {
+  int rc = 0;
   pthread_mutex_lock(&z->mu);
-  if (!find(z, key) && z->n < MAX_KEYS) memcpy(z->keys[z->n++], key, ATOLL_KEY_BYTES);
+  if (!find(z, key)) {
+    if (z->n == z->cap) {
+      int cap = z->cap ? 2 * z->cap : 64;
+      void *grown = cap > z->cap ? realloc(z->keys, (size_t)cap * ATOLL_KEY_BYTES) : NULL;
+      if (grown) z->keys = grown, z->cap = cap;
+    }
+    if (z->n < z->cap) memcpy(z->keys[z->n++], key, ATOLL_KEY_BYTES);
+    else rc = -1;
+  }
   pthread_cond_broadcast(&z->changed);
   pthread_mutex_unlock(&z->mu);
+  return rc;
 }
 
 int atoll_zap_count(atoll_zap *z) {
@@ -82,12 +90,14 @@ int atoll_zap_allow_dir(atoll_zap *z, const char *dir, atoll_err *err) {
     if (n < 5 || strcmp(e->d_name + n - 4, ".pub") != 0) continue;
     char path[4400];
     uint8_t key[ATOLL_KEY_BYTES];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (atoll_key_read_public(path, key, err)) {
+    if (atoll_key_path(path, sizeof path, dir, e->d_name, err) || atoll_key_read_public(path, key, err)) {
       rc = -1;
       break;
     }
-    atoll_zap_allow(z, key);
+    if (atoll_zap_allow(z, key)) {
+      rc = atoll_fail(err, "%s: out of memory for the allow-list (%d keys)", path, count);
+      break;
+    }
     count++;
   }
   closedir(d);
@@ -192,5 +202,6 @@ void atoll_zap_stop(atoll_zap *z) {
   zmq_close(z->rep);
   pthread_mutex_destroy(&z->mu);
   pthread_cond_destroy(&z->changed);
+  free(z->keys);
   free(z);
 }

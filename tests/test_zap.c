@@ -1,0 +1,89 @@
+/* The CURVE allow-list (src/net/zap.c, docs/islands.md "Keys and the allow-list"): an
+ * allowed/ directory of 4100 keys (more than the 4096 the list once held, silently)
+ * is read whole, and a 4101st key's client gets through the CURVE handshake to a
+ * server of that context while a key not listed does not; a key path too long for
+ * its buffer is an error, never a path cut short (src/net/keys.c). */
+#include "check.h"
+#include "net/keys.h"
+#include "net/sock.h"
+#include "net/zap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define KEYS 4100
+
+/* A client with (pub, sec) sends one frame to the server at ep: 1 when it arrives. */
+static int gets_through(void *ctx, void *server, const char *ep, const uint8_t spub[32], const uint8_t pub[32],
+                        const uint8_t sec[32]) {
+  atoll_err err;
+  void *c = atoll_sock_client(ctx, ZMQ_DEALER, pub, sec, spub, &err);
+  if (!c || zmq_connect(c, ep)) return 0;
+  zmq_send(c, "hi", 2, ZMQ_DONTWAIT); /* queued until the handshake is done */
+  uint8_t buf[64];
+  long n = atoll_sock_recv(server, buf, sizeof buf, buf, &(size_t){0}, NULL, NULL, 1500);
+  zmq_close(c);
+  return n == 2;
+}
+
+int main(void) {
+  atoll_err err;
+  char dir[] = "/tmp/atoll_zap_XXXXXX", path[600], allowed[500];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(allowed, sizeof allowed, "%s/allowed", dir);
+  CHECK(mkdir(allowed, 0700) == 0);
+  char z85pub[41], z85sec[41];
+  uint8_t pub[32], sec[32];
+  for (int i = 0; i < KEYS; i++) {
+    CHECK(zmq_curve_keypair(z85pub, z85sec) == 0);
+    snprintf(path, sizeof path, "%s/k%04d.pub", allowed, i);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) break;
+    fprintf(f, "%s\n", z85pub);
+    fclose(f);
+  }
+  CHECK(zmq_curve_keypair(z85pub, z85sec) == 0); /* one more: key 4101 */
+  zmq_z85_decode(pub, z85pub), zmq_z85_decode(sec, z85sec);
+
+  void *ctx = zmq_ctx_new();
+  atoll_zap *z;
+  CHECK_OK(atoll_zap_start(&z, ctx, "test", 0, &err), &err);
+  CHECK(atoll_zap_allow_dir(z, allowed, &err) == KEYS);
+  CHECK(atoll_zap_count(z) == KEYS);
+  CHECK(atoll_zap_allow(z, pub) == 0 && atoll_zap_count(z) == KEYS + 1);
+  CHECK(atoll_zap_allow(z, pub) == 0 && atoll_zap_count(z) == KEYS + 1); /* not twice */
+
+  /* key 4101 gets through the handshake; a stranger's does not */
+  char spz[41], ssz[41];
+  uint8_t spub[32], ssec[32];
+  CHECK(zmq_curve_keypair(spz, ssz) == 0);
+  zmq_z85_decode(spub, spz), zmq_z85_decode(ssec, ssz);
+  void *server = atoll_sock_server(ctx, ZMQ_ROUTER, ssec, &err);
+  char ep[256];
+  size_t eplen = sizeof ep;
+  CHECK(server && zmq_bind(server, "tcp://127.0.0.1:*") == 0 && zmq_getsockopt(server, ZMQ_LAST_ENDPOINT, ep, &eplen) == 0);
+  CHECK(gets_through(ctx, server, ep, spub, pub, sec));
+  uint8_t spub2[32], ssec2[32];
+  CHECK(zmq_curve_keypair(z85pub, z85sec) == 0);
+  zmq_z85_decode(spub2, z85pub), zmq_z85_decode(ssec2, z85sec);
+  CHECK(!gets_through(ctx, server, ep, spub, spub2, ssec2));
+  CHECK(atoll_zap_refused(z) >= 1);
+  zmq_close(server);
+  atoll_zap_stop(z);
+  zmq_ctx_term(ctx);
+
+  /* a path that does not fit its buffer is an error naming it */
+  char small[16];
+  CHECK(atoll_key_path(small, sizeof small, "/tmp/k", "key.pub", &err) == 0 && strcmp(small, "/tmp/k/key.pub") == 0);
+  CHECK(atoll_key_path(small, sizeof small, "/tmp/keys", "key.secret", &err) == -1 && strstr(err.msg, "path too long"));
+
+  char cmd[4500];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+  CHECK_DONE();
+}
