@@ -151,11 +151,14 @@ static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, co
     fprintf(stderr, "coordinator: dropped %s from %s: not registered (no HELLO)\n", atoll_wire_type_name(msg->type), who);
     return NULL;
   }
-  if (atoll_coord_replayed(m, msg->session, msg->seq)) {
+  int replay = atoll_coord_replayed(m, msg->session, msg->seq, atoll_net_now(), c->cfg->island_timeout);
+  if (replay == 1)
     fprintf(stderr, "coordinator: dropped %s from %s: replayed (session %016llx, seq %u already seen)\n",
             atoll_wire_type_name(msg->type), who, (unsigned long long)msg->session, msg->seq);
-    return NULL;
-  }
+  else if (replay == 2)
+    fprintf(stderr, "coordinator: dropped %s from %s: a new session while %d of its sessions are live (heard within --island-timeout %g s)\n",
+            atoll_wire_type_name(msg->type), who, SESSIONS, c->cfg->island_timeout);
+  if (replay) return NULL;
   return m;
 }
 

@@ -5,7 +5,9 @@
  *
  * KIND: hello, ready (hello then READY for step 1), truncated, oversized, badmagic,
  * badtype, badversion, trailing, replay (one HELLO sent twice, same session and seq),
- * multipart, data. Prints each reply as "reply TYPE ..." on stdout.
+ * multipart, evict (a HELLO; then a HEARTBEAT from each of 8 new sessions, more than
+ * the coordinator once remembered; then the first HELLO again, the same bytes), data.
+ * Prints each reply as "reply TYPE ..." on stdout.
  *
  * data: a member that plays foul in the exchange (the island's data door, link.c).
  * It registers with its data socket at $NET_PEER_LISTEN, sends READY for step
@@ -170,6 +172,18 @@ int main(int argc, char **argv) {
     send_raw(s, buf, n + 1);
   } else if (strcmp(kind, "replay") == 0) {
     send_raw(s, buf, n);
+    send_raw(s, buf, n);
+  } else if (strcmp(kind, "evict") == 0) { /* sessions 0xe0 (the HELLO), 0xe1 to 0xe8 */
+    atoll_wire_msg e = m;
+    e.session = 0xe0;
+    n = atoll_wire_encode(&e, buf, sizeof buf);
+    send_raw(s, buf, n);
+    static uint8_t hb[4096];
+    for (uint64_t i = 1; i <= 8; i++) {
+      atoll_wire_msg h = e;
+      h.type = ATOLL_WIRE_HEARTBEAT, h.session = 0xe0 + i;
+      send_raw(s, hb, atoll_wire_encode(&h, hb, sizeof hb));
+    }
     send_raw(s, buf, n);
   } else if (strcmp(kind, "multipart") == 0) {
     zmq_send(s, buf, n, ZMQ_SNDMORE);

@@ -2,7 +2,8 @@
 # The coordinator's door (docs/islands.md): an island with an unknown key is refused
 # during the handshake; malformed, truncated, oversized and replayed messages from an
 # allowed key are dropped with a log line naming the peer, and the coordinator carries
-# on (a well-formed island still joins and gets its quorum afterwards).
+# on (a well-formed island still joins and gets its quorum afterwards); a replay stays
+# dropped however many new sessions the key opens meanwhile.
 #   usage: test_security.sh ATOLL NET_PEER
 set -u
 ATOLL=$1
@@ -62,6 +63,11 @@ wait $P1
 seen "island 5 joined" || fail "a good island could not join after the garbage"
 grep -q "reply QUORUM" "$T/good.out" || fail "good island got no quorum: $(cat "$T/good.out")"
 grep -q "reply QUORUM" "$T/bad.out" || fail "island 3 got no quorum: $(cat "$T/bad.out")"
+# 5. a replay from a session that new sessions would once have pushed out of the
+#    coordinator's table (8 sessions; issue 32 item 18): still dropped
+$PEER $EP "$CPUB" "$T/bad/key.secret" 3 evict 1.5 >/dev/null 2>&1
+seen "dropped HELLO from island 3 (key .*): replayed (session 00000000000000e0, seq 1" || fail "a replay after 8 new sessions was taken"
+seen "dropped HEARTBEAT from island 3 (key .*): a new session while 8 of its sessions are live" || fail "no line for a 9th live session"
 kill $COORD_PID; wait $COORD_PID 2>/dev/null; COORD_PID=
 [ -f "$T/coord/coordinator.json" ] || fail "no state file"
 grep -q '"endpoint"' "$T/coord/coordinator.json" || fail "state file lacks members"
