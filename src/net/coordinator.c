@@ -218,14 +218,12 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   if (!c->sock) goto done;
   int handover = 1; /* a restarted island takes over its routing id */
   zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &handover, sizeof handover);
-  if (zmq_bind(c->sock, cfg->listen)) {
-    atoll_fail(err, "--listen %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
-    goto done;
-  }
+  char bound[256]; /* (the port ZeroMQ took, for tcp://HOST:0) */
+  if (atoll_sock_bind(c->sock, "--listen", cfg->listen, bound, sizeof bound, err)) goto done;
   char pz[ATOLL_KEY_Z85 + 1];
   atoll_key_z85(pub, pz);
   fprintf(stderr, "coordinator: listening on %s (key %s), %d island keys allowed, min islands %d, island timeout %g s\n",
-          cfg->listen, pz, allowed, cfg->min_islands, cfg->island_timeout);
+          bound, pz, allowed, cfg->min_islands, cfg->island_timeout);
   double start = atoll_net_now();
   c->started = start;
   c->next_id = first_quorum_id();

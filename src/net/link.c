@@ -127,6 +127,31 @@ static void *heartbeat_main(void *arg) {
 
 /* --------------------------------------------------------------- open/close --- */
 
+/* Binds the data socket to --island-listen and sets l->listen, the endpoint the other
+ * islands are told: --island-advertise, else the one bound (its real port for 0 or *);
+ * a wildcard host cannot be told, so it needs --island-advertise. */
+static int bind_data(atoll_link *l, const atoll_link_config *cfg, atoll_err *err) {
+  char bound[256];
+  if (atoll_sock_bind(l->pull, "--island-listen", cfg->listen, bound, sizeof bound, err)) return -1;
+  const char *adv = cfg->advertise && cfg->advertise[0] ? cfg->advertise : NULL;
+  if (!adv) {
+    if (atoll_sock_wildcard(bound))
+      return atoll_fail(err, "--island-listen %s: a wildcard address cannot be told to the other islands; give the address they reach this island at with --island-advertise tcp://HOST:PORT",
+                        cfg->listen);
+    snprintf(l->listen, sizeof l->listen, "%s", bound);
+    return 0;
+  }
+  if (atoll_sock_check_endpoint("--island-advertise", adv, err)) return -1;
+  const char *colon = strrchr(adv, ':'), *bport = strrchr(bound, ':');
+  if (strncmp(adv, "tcp://", 6) != 0 || atoll_sock_wildcard(adv))
+    return atoll_fail(err, "--island-advertise %s: needs tcp://HOST:PORT with a HOST the other islands can reach", adv);
+  int n = strcmp(colon + 1, "0") == 0 || strcmp(colon + 1, "*") == 0 /* the bound port */
+              ? snprintf(l->listen, sizeof l->listen, "%.*s%s", (int)(colon - adv), adv, bport ? bport : ":0")
+              : snprintf(l->listen, sizeof l->listen, "%s", adv);
+  if (n < 0 || n > ATOLL_WIRE_MAX_ENDPOINT) return atoll_fail(err, "--island-advertise %s: longer than %d bytes", adv, ATOLL_WIRE_MAX_ENDPOINT);
+  return 0;
+}
+
 int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err) {
   *out = NULL;
   if (cfg->ranks < 1 || cfg->rank >= cfg->ranks) return atoll_fail(err, "island rank %u of %u: out of range", cfg->rank, cfg->ranks);
@@ -135,7 +160,6 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   if (!l) return atoll_fail(err, "out of memory");
   l->cfg = *cfg;
   snprintf(l->join, sizeof l->join, "%s", cfg->join);
-  snprintf(l->listen, sizeof l->listen, "%s", cfg->listen);
   l->rbuf = malloc(ATOLL_WIRE_MAX_DATA + 1);
   if (!l->rbuf) goto oom;
   if (atoll_key_read_secret(cfg->key_file, l->sec, l->pub, err) || atoll_key_read_public(cfg->coordinator_key, l->cpub, err))
@@ -150,10 +174,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   if (atoll_zap_start(&l->zap, l->ctx, label, 0.0, err)) goto fail;
   l->pull = atoll_sock_server(l->ctx, ZMQ_PULL, l->sec, err);
   if (!l->pull) goto fail;
-  if (zmq_bind(l->pull, cfg->listen)) {
-    atoll_fail(err, "--island-listen %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
-    goto fail;
-  }
+  if (bind_data(l, cfg, err)) goto fail;
   l->coord = atoll_sock_client(l->ctx, ZMQ_DEALER, l->pub, l->sec, l->cpub, err);
   if (!l->coord) goto fail;
   if (zmq_connect(l->coord, cfg->join)) {
@@ -164,7 +185,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = cfg->island;
   m.u.hello.rank = cfg->rank, m.u.hello.ranks = cfg->ranks, m.u.hello.layout = cfg->layout;
-  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", cfg->listen);
+  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, (int)(1000 * cfg->timeout));
   if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
     atoll_fail(err, "cannot start the heartbeat thread");
