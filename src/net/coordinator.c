@@ -1,6 +1,7 @@
 /* The islands' coordinator (coordinator.h). One thread: a ROUTER socket polled every
  * 100 ms; membership timeouts are checked between messages. */
 #include "net/coordinator_int.h"
+#include "net/monitor.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -199,6 +200,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   if (cfg->state) snprintf(c->state_path, sizeof c->state_path, "%s", cfg->state);
   else snprintf(c->state_path, sizeof c->state_path, "%s/coordinator.json", cfg->keys);
   int rc = -1;
+  atoll_monitor *mon = NULL; /* logs failed handshakes (monitor.h) */
   uint8_t secret[ATOLL_KEY_BYTES], pub[ATOLL_KEY_BYTES];
   char path[4200];
   if (atoll_key_path(path, sizeof path, cfg->keys, "key.secret", err) || atoll_key_read_secret(path, secret, pub, err) ||
@@ -218,6 +220,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   if (!c->sock) goto done;
   int handover = 1; /* a restarted island takes over its routing id */
   zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &handover, sizeof handover);
+  if (atoll_monitor_start(&mon, c->ctx, c->sock, "coordinator", err)) goto done;
   char bound[256]; /* (the port ZeroMQ took, for tcp://HOST:0) */
   if (atoll_sock_bind(c->sock, "--listen", cfg->listen, bound, sizeof bound, err)) goto done;
   char pz[ATOLL_KEY_Z85 + 1];
@@ -240,6 +243,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   atoll_coord_save_state(c);
   rc = 0;
 done:
+  atoll_monitor_stop(mon);
   if (c->sock) zmq_close(c->sock);
   atoll_zap_stop(c->zap);
   if (c->ctx) zmq_ctx_term(c->ctx);
