@@ -2,7 +2,9 @@
  * allowed/ directory of 4100 keys (more than the 4096 the list once held, silently)
  * is read whole, and a 4101st key's client gets through the CURVE handshake to a
  * server of that context while a key not listed does not; a key path too long for
- * its buffer is an error, never a path cut short (src/net/keys.c). */
+ * its buffer is an error, never a path cut short (src/net/keys.c). With a grace, a
+ * connection whose key is allowed a moment later gets through, and one whose key never
+ * comes holds up no other connection. */
 #include "check.h"
 #include "net/keys.h"
 #include "net/sock.h"
@@ -17,17 +19,67 @@
 
 #define KEYS 4100
 
-/* A client with (pub, sec) sends one frame to the server at ep: 1 when it arrives. */
-static int gets_through(void *ctx, void *server, const char *ep, const uint8_t spub[32], const uint8_t pub[32],
-                        const uint8_t sec[32]) {
+/* A client with (pub, sec) that sends one frame to the server at ep (queued until its
+ * handshake is done); the caller closes it. */
+static void *client(void *ctx, const char *ep, const uint8_t spub[32], const uint8_t pub[32], const uint8_t sec[32]) {
   atoll_err err;
   void *c = atoll_sock_client(ctx, ZMQ_DEALER, pub, sec, spub, &err);
-  if (!c || zmq_connect(c, ep)) return 0;
-  zmq_send(c, "hi", 2, ZMQ_DONTWAIT); /* queued until the handshake is done */
+  if (c && zmq_connect(c, ep) == 0) zmq_send(c, "hi", 2, ZMQ_DONTWAIT);
+  return c;
+}
+
+/* A frame arrives at the server within ms. */
+static int arrives(void *server, int ms) {
   uint8_t buf[64];
-  long n = atoll_sock_recv(server, buf, sizeof buf, buf, &(size_t){0}, NULL, NULL, 1500);
+  return atoll_sock_recv(server, buf, sizeof buf, buf, &(size_t){0}, NULL, NULL, ms) == 2;
+}
+
+static int gets_through(void *ctx, void *server, const char *ep, const uint8_t spub[32], const uint8_t pub[32],
+                        const uint8_t sec[32]) {
+  void *c = client(ctx, ep, spub, pub, sec);
+  int ok = c && arrives(server, 1500);
+  if (c) zmq_close(c);
+  return ok;
+}
+
+static void keypair(uint8_t pub[32], uint8_t sec[32]) {
+  char pz[41], sz[41];
+  CHECK(zmq_curve_keypair(pz, sz) == 0);
+  zmq_z85_decode(pub, pz), zmq_z85_decode(sec, sz);
+}
+
+/* With a grace, a connection whose key is allowed a moment after it came gets through
+ * (an island's peer that read the quorum first), and one whose key never comes does
+ * not hold up another connection meanwhile (islands' ZAP handler, issue 32 item 13). */
+static void grace(void) {
+  atoll_err err;
+  void *ctx = zmq_ctx_new();
+  atoll_zap *z;
+  CHECK_OK(atoll_zap_start(&z, ctx, "grace", 2.0, &err), &err);
+  uint8_t spub[32], ssec[32], late[32], late_sec[32], never[32], never_sec[32], known[32], known_sec[32];
+  keypair(spub, ssec), keypair(late, late_sec), keypair(never, never_sec), keypair(known, known_sec);
+  atoll_zap_allow(z, known);
+  void *server = atoll_sock_server(ctx, ZMQ_ROUTER, ssec, &err);
+  char ep[256];
+  size_t eplen = sizeof ep;
+  CHECK(server && zmq_bind(server, "tcp://127.0.0.1:*") == 0 && zmq_getsockopt(server, ZMQ_LAST_ENDPOINT, ep, &eplen) == 0);
+  void *c = client(ctx, ep, spub, late, late_sec);
+  usleep(300000);
+  atoll_zap_allow(z, late);
+  CHECK(arrives(server, 1500));
   zmq_close(c);
-  return n == 2;
+  c = client(ctx, ep, spub, never, never_sec); /* held for 2 s, then refused */
+  usleep(200000);
+  double t0 = atoll_net_now();
+  CHECK(gets_through(ctx, server, ep, spub, known, known_sec));
+  CHECK(atoll_net_now() - t0 < 1.0);
+  CHECK(atoll_zap_refused(z) == 0);
+  CHECK(!arrives(server, 2500));
+  CHECK(atoll_zap_refused(z) == 1);
+  zmq_close(c);
+  zmq_close(server);
+  atoll_zap_stop(z);
+  zmq_ctx_term(ctx);
 }
 
 int main(void) {
@@ -81,6 +133,8 @@ int main(void) {
   char small[16];
   CHECK(atoll_key_path(small, sizeof small, "/tmp/k", "key.pub", &err) == 0 && strcmp(small, "/tmp/k/key.pub") == 0);
   CHECK(atoll_key_path(small, sizeof small, "/tmp/keys", "key.secret", &err) == -1 && strstr(err.msg, "path too long"));
+
+  grace();
 
   char cmd[4500];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

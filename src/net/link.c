@@ -168,10 +168,11 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, cfg->streams < 4 ? cfg->streams : 4);
   char label[32];
   snprintf(label, sizeof label, "island %u", cfg->island);
-  /* no grace: a peer refused because it connected before this island read the quorum
-   * naming it gets fresh sockets at its next attempt (a grace held the one ZAP thread
-   * for every stale socket of a restarted peer, and a joining island got no state) */
-  if (atoll_zap_start(&l->zap, l->ctx, label, 0.0, err)) goto fail;
+  /* a grace of 2 s: a peer that connects before this island read the quorum naming it
+   * (its own came first) waits for this island's allow-list instead of being refused,
+   * logged as a stranger and sent to again 2 s later (the handler holds its request
+   * without holding its thread: a restarted peer's stale sockets delay no one else) */
+  if (atoll_zap_start(&l->zap, l->ctx, label, 2.0, err)) goto fail;
   l->pull = atoll_sock_server(l->ctx, ZMQ_PULL, l->sec, err);
   if (!l->pull) goto fail;
   if (bind_data(l, cfg, err)) goto fail;

@@ -12,7 +12,9 @@
 typedef struct atoll_zap atoll_zap;
 
 /* Starts the handler on ctx; label prefixes its log lines ("coordinator"). grace:
- * seconds a request with an unknown key waits for the key to be allowed (0: none). */
+ * seconds a CURVE connection with an unknown key waits for the key to be allowed (0:
+ * none); it waits without holding the handler (other connections are answered), and a
+ * key refused after its grace gets none for 10 s. */
 int atoll_zap_start(atoll_zap **out, void *ctx, const char *label, double grace, atoll_err *err);
 void atoll_zap_stop(atoll_zap *z);
 /* Adds a key (thread-safe); a key already there is not added twice. The list grows
