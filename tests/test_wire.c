@@ -1,7 +1,7 @@
 /* The islands' wire parser (src/net/wire.c, docs/islands.md "Wire format"): a message
  * of every type re-encodes to the same bytes; every shorter prefix of it is refused;
  * and each check of the header and of each payload refuses its malformed case with its
- * own reason. */
+ * own reason (a DATA frame's range: never empty, inside its total). */
 #include "check.h"
 #include "net/wire.h"
 
@@ -112,5 +112,13 @@ int main(void) {
   n = round_trip(&d);
   put32(ATOLL_WIRE_HEADER + 41, 8); /* len 8, 16 present */
   refused(n, "DATA: 8 data bytes announced, 16 present");
+  /* an empty range, even at offset == total (a receiver would index one chunk past
+   * the piece: docs/islands.md, issue 32 item 6) */
+  d.u.data.offset = 64, d.u.data.len = 0;
+  n = atoll_wire_encode(&d, buf, sizeof buf);
+  refused(n, "DATA: empty range at 64 of 64 bytes");
+  d.u.data.offset = 0;
+  n = atoll_wire_encode(&d, buf, sizeof buf);
+  refused(n, "DATA: empty range at 0 of 64 bytes");
   CHECK_DONE();
 }

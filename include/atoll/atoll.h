@@ -124,6 +124,7 @@ typedef struct {
   char island_key[1024];     /* this island's secret key file (atoll keys) */
   char coordinator_key[1024]; /* the coordinator's public key file */
   char island_listen[256];   /* where this island's data socket listens (peers connect there) */
+  char island_advertise[256]; /* the endpoint told to peers, when --island-listen is a wildcard ("": the bound one) */
   int island_id;             /* this island's slot of --islands (its data and its place in the sum) */
   int net_streams;           /* parallel streams (TCP connections) per peer */
   float net_timeout;         /* seconds any network wait may take before the exchange fails */

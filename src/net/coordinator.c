@@ -1,6 +1,7 @@
 /* The islands' coordinator (coordinator.h). One thread: a ROUTER socket polled every
  * 100 ms; membership timeouts are checked between messages. */
 #include "net/coordinator_int.h"
+#include "net/monitor.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -151,11 +152,14 @@ static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, co
     fprintf(stderr, "coordinator: dropped %s from %s: not registered (no HELLO)\n", atoll_wire_type_name(msg->type), who);
     return NULL;
   }
-  if (atoll_coord_replayed(m, msg->session, msg->seq)) {
+  int replay = atoll_coord_replayed(m, msg->session, msg->seq, atoll_net_now(), c->cfg->island_timeout);
+  if (replay == 1)
     fprintf(stderr, "coordinator: dropped %s from %s: replayed (session %016llx, seq %u already seen)\n",
             atoll_wire_type_name(msg->type), who, (unsigned long long)msg->session, msg->seq);
-    return NULL;
-  }
+  else if (replay == 2)
+    fprintf(stderr, "coordinator: dropped %s from %s: a new session while %d of its sessions are live (heard within --island-timeout %g s)\n",
+            atoll_wire_type_name(msg->type), who, SESSIONS, c->cfg->island_timeout);
+  if (replay) return NULL;
   return m;
 }
 
@@ -196,14 +200,16 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   if (cfg->state) snprintf(c->state_path, sizeof c->state_path, "%s", cfg->state);
   else snprintf(c->state_path, sizeof c->state_path, "%s/coordinator.json", cfg->keys);
   int rc = -1;
+  atoll_monitor *mon = NULL; /* logs failed handshakes (monitor.h) */
   uint8_t secret[ATOLL_KEY_BYTES], pub[ATOLL_KEY_BYTES];
   char path[4200];
-  snprintf(path, sizeof path, "%s/key.secret", cfg->keys);
-  if (atoll_key_read_secret(path, secret, pub, err) || atoll_coord_load_state(c, err)) goto done;
+  if (atoll_key_path(path, sizeof path, cfg->keys, "key.secret", err) || atoll_key_read_secret(path, secret, pub, err) ||
+      atoll_coord_load_state(c, err))
+    goto done;
   atoll_sender_init(&c->tx);
   c->ctx = zmq_ctx_new();
   if (atoll_zap_start(&c->zap, c->ctx, "coordinator", 0, err)) goto done;
-  snprintf(path, sizeof path, "%s/allowed", cfg->keys);
+  atoll_key_path(path, sizeof path, cfg->keys, "allowed", err); /* (shorter than key.secret's, checked above) */
   int allowed = atoll_zap_allow_dir(c->zap, path, err);
   if (allowed < 0) goto done;
   if (allowed == 0) {
@@ -214,14 +220,13 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   if (!c->sock) goto done;
   int handover = 1; /* a restarted island takes over its routing id */
   zmq_setsockopt(c->sock, ZMQ_ROUTER_HANDOVER, &handover, sizeof handover);
-  if (zmq_bind(c->sock, cfg->listen)) {
-    atoll_fail(err, "--listen %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
-    goto done;
-  }
+  if (atoll_monitor_start(&mon, c->ctx, c->sock, "coordinator", err)) goto done;
+  char bound[256]; /* (the port ZeroMQ took, for tcp://HOST:0) */
+  if (atoll_sock_bind(c->sock, "--listen", cfg->listen, bound, sizeof bound, err)) goto done;
   char pz[ATOLL_KEY_Z85 + 1];
   atoll_key_z85(pub, pz);
   fprintf(stderr, "coordinator: listening on %s (key %s), %d island keys allowed, min islands %d, island timeout %g s\n",
-          cfg->listen, pz, allowed, cfg->min_islands, cfg->island_timeout);
+          bound, pz, allowed, cfg->min_islands, cfg->island_timeout);
   double start = atoll_net_now();
   c->started = start;
   c->next_id = first_quorum_id();
@@ -238,6 +243,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   atoll_coord_save_state(c);
   rc = 0;
 done:
+  atoll_monitor_stop(mon);
   if (c->sock) zmq_close(c->sock);
   atoll_zap_stop(c->zap);
   if (c->ctx) zmq_ctx_term(c->ctx);

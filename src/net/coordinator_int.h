@@ -15,7 +15,8 @@
 #include <stdint.h>
 
 #define MAX_MEMBERS 256
-#define SESSIONS 8
+#define SESSIONS 8  /* live sessions per member (replays: coordinator_members.c) */
+#define RETIRED 64  /* and the retired ones still checked */
 
 typedef struct {
   uint8_t rid[256];
@@ -31,9 +32,12 @@ typedef struct {
   uint64_t layout;
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
   double last_heard;
-  uint64_t sessions[SESSIONS];
+  uint64_t sessions[SESSIONS]; /* its senders' sessions, last seq and when heard (0: free) */
   uint32_t seqs[SESSIONS];
-  int next_session;
+  double heard[SESSIONS];
+  uint64_t retired[RETIRED];   /* sessions silent for --island-timeout, and their last seq */
+  uint32_t retired_seqs[RETIRED];
+  int next_retired;
   int ready;              /* READY for (ready_step, ready_frag) */
   uint32_t ready_step, ready_frag;
   route ready_to;
@@ -106,7 +110,8 @@ void atoll_coord_send_sync(coord *c, const route *r, atoll_wire_type type, uint3
                            const uint8_t *hash);
 int atoll_coord_in_group(const coord *c, const group *g, const member *m);
 member *atoll_coord_group_member(coord *c, const group *g, int j);
-int atoll_coord_replayed(member *m, uint64_t session, uint32_t seq);
+/* 0: take the message; 1: replayed; 2: a new session while SESSIONS are live */
+int atoll_coord_replayed(member *m, uint64_t session, uint32_t seq, double now, double window);
 member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire_hello *h, const route *from, const char *addr);
 void atoll_coord_forget_reshaped(coord *c, const char *keyz, const atoll_wire_hello *h);
 void atoll_coord_expire(coord *c);

@@ -80,17 +80,38 @@ void atoll_coord_send_sync(coord *c, const route *r, atoll_wire_type type, uint3
   atoll_coord_send_to(c, r, &msg);
 }
 
-/* Replays: a (session, seq) at or below the last one seen from that session. */
-int atoll_coord_replayed(member *m, uint64_t session, uint32_t seq) {
+/* Replays: a (session, seq) at or below the last one seen from that session. A
+ * member's live sessions (heard within `window` s) are never pushed out: a new session
+ * takes a free slot or the one silent longest, if silent for more than window, whose
+ * session and last seq go to a ring of RETIRED that is still checked; with every slot
+ * live, the new session is refused (2). So whoever opens new sessions with a member's
+ * key cannot evict a live one, and a retired one stays checked until RETIRED more have
+ * retired: at least RETIRED / SESSIONS windows. A retired session that speaks again,
+ * with a higher seq (an island's socket silent between syncs), is live again. */
+int atoll_coord_replayed(member *m, uint64_t session, uint32_t seq, double now, double window) {
   for (int i = 0; i < SESSIONS; i++)
-    if (m->sessions[i] == session && session != 0) {
+    if (m->heard[i] > 0 && m->sessions[i] == session) {
       if (seq <= m->seqs[i]) return 1;
-      m->seqs[i] = seq;
+      m->seqs[i] = seq, m->heard[i] = now;
       return 0;
     }
-  int i = m->next_session++ % SESSIONS;
-  m->sessions[i] = session;
-  m->seqs[i] = seq;
+  for (int j = 0; j < RETIRED; j++)
+    if (session != 0 && m->retired[j] == session) {
+      if (seq <= m->retired_seqs[j]) return 1;
+      m->retired[j] = 0, m->retired_seqs[j] = 0; /* live again (below) */
+    }
+  int slot = -1;
+  for (int i = 0; i < SESSIONS; i++)
+    if (m->heard[i] == 0 || (now - m->heard[i] > window && (slot < 0 || m->heard[i] < m->heard[slot]))) {
+      slot = i;
+      if (m->heard[i] == 0) break;
+    }
+  if (slot < 0) return 2;
+  if (m->heard[slot] > 0) {
+    int j = m->next_retired++ % RETIRED;
+    m->retired[j] = m->sessions[slot], m->retired_seqs[j] = m->seqs[slot];
+  }
+  m->sessions[slot] = session, m->seqs[slot] = seq, m->heard[slot] = now;
   return 0;
 }
 

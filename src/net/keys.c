@@ -16,6 +16,13 @@ void atoll_key_z85(const uint8_t key[ATOLL_KEY_BYTES], char out[ATOLL_KEY_Z85 + 
   if (!zmq_z85_encode(out, key, ATOLL_KEY_BYTES)) out[0] = 0;
 }
 
+int atoll_key_path(char *out, size_t n, const char *dir, const char *name, atoll_err *err) {
+  int k = snprintf(out, n, "%s/%s", dir, name);
+  if (k < 0 || (size_t)k >= n)
+    return atoll_fail(err, "%.200s.../%s: path too long (%zu bytes; at most %zu)", dir, name, strlen(dir) + 1 + strlen(name), n - 1);
+  return 0;
+}
+
 static int write_new(const char *path, const char *text, atoll_err *err) {
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0)
@@ -43,13 +50,15 @@ int atoll_keys_generate(const char *dir, atoll_err *err) {
   char pub[ATOLL_KEY_Z85 + 1], sec[ATOLL_KEY_Z85 + 1], path[4200], text[64];
   if (!zmq_has("curve")) return atoll_fail(err, "this libzmq was built without CURVE security");
   if (zmq_curve_keypair(pub, sec)) return atoll_fail(err, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
+  /* (each path checked before anything is made: none is cut short) */
+  if (atoll_key_path(path, sizeof path, dir, "key.secret", err)) return -1;
   if (atoll_mkdir_p(dir, err) || private_dir(dir, err)) return -1;
-  snprintf(path, sizeof path, "%s/allowed", dir);
-  if (atoll_mkdir_p(path, err) || private_dir(path, err)) return -1;
-  snprintf(path, sizeof path, "%s/key.secret", dir);
+  if (atoll_key_path(path, sizeof path, dir, "allowed", err) || atoll_mkdir_p(path, err) || private_dir(path, err))
+    return -1;
+  atoll_key_path(path, sizeof path, dir, "key.secret", err);
   snprintf(text, sizeof text, "%s\n", sec);
   if (write_new(path, text, err)) return -1;
-  snprintf(path, sizeof path, "%s/key.pub", dir);
+  atoll_key_path(path, sizeof path, dir, "key.pub", err);
   snprintf(text, sizeof text, "%s\n", pub);
   if (write_new(path, text, err)) return -1;
   return atoll_sync_parent_dir(path, err);

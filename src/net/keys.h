@@ -10,6 +10,7 @@
 
 #include "atoll/atoll.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define ATOLL_KEY_BYTES 32
@@ -20,6 +21,9 @@ int atoll_keys_generate(const char *dir, atoll_err *err);
 int atoll_key_read_secret(const char *path, uint8_t secret[ATOLL_KEY_BYTES], uint8_t pub[ATOLL_KEY_BYTES],
                           atoll_err *err);
 int atoll_key_read_public(const char *path, uint8_t pub[ATOLL_KEY_BYTES], atoll_err *err);
+/* DIR/NAME into out (n bytes): 0, or -1 (err names both) when it does not fit: a
+ * path cut short would name another file. */
+int atoll_key_path(char *out, size_t n, const char *dir, const char *name, atoll_err *err);
 /* Z85 text of a key (41 bytes with the NUL). */
 void atoll_key_z85(const uint8_t key[ATOLL_KEY_BYTES], char out[ATOLL_KEY_Z85 + 1]);
 

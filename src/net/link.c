@@ -127,6 +127,31 @@ static void *heartbeat_main(void *arg) {
 
 /* --------------------------------------------------------------- open/close --- */
 
+/* Binds the data socket to --island-listen and sets l->listen, the endpoint the other
+ * islands are told: --island-advertise, else the one bound (its real port for 0 or *);
+ * a wildcard host cannot be told, so it needs --island-advertise. */
+static int bind_data(atoll_link *l, const atoll_link_config *cfg, atoll_err *err) {
+  char bound[256];
+  if (atoll_sock_bind(l->pull, "--island-listen", cfg->listen, bound, sizeof bound, err)) return -1;
+  const char *adv = cfg->advertise && cfg->advertise[0] ? cfg->advertise : NULL;
+  if (!adv) {
+    if (atoll_sock_wildcard(bound))
+      return atoll_fail(err, "--island-listen %s: a wildcard address cannot be told to the other islands; give the address they reach this island at with --island-advertise tcp://HOST:PORT",
+                        cfg->listen);
+    snprintf(l->listen, sizeof l->listen, "%s", bound);
+    return 0;
+  }
+  if (atoll_sock_check_endpoint("--island-advertise", adv, err)) return -1;
+  const char *colon = strrchr(adv, ':'), *bport = strrchr(bound, ':');
+  if (strncmp(adv, "tcp://", 6) != 0 || atoll_sock_wildcard(adv))
+    return atoll_fail(err, "--island-advertise %s: needs tcp://HOST:PORT with a HOST the other islands can reach", adv);
+  int n = strcmp(colon + 1, "0") == 0 || strcmp(colon + 1, "*") == 0 /* the bound port */
+              ? snprintf(l->listen, sizeof l->listen, "%.*s%s", (int)(colon - adv), adv, bport ? bport : ":0")
+              : snprintf(l->listen, sizeof l->listen, "%s", adv);
+  if (n < 0 || n > ATOLL_WIRE_MAX_ENDPOINT) return atoll_fail(err, "--island-advertise %s: longer than %d bytes", adv, ATOLL_WIRE_MAX_ENDPOINT);
+  return 0;
+}
+
 int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err) {
   *out = NULL;
   if (cfg->ranks < 1 || cfg->rank >= cfg->ranks) return atoll_fail(err, "island rank %u of %u: out of range", cfg->rank, cfg->ranks);
@@ -135,7 +160,6 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   if (!l) return atoll_fail(err, "out of memory");
   l->cfg = *cfg;
   snprintf(l->join, sizeof l->join, "%s", cfg->join);
-  snprintf(l->listen, sizeof l->listen, "%s", cfg->listen);
   l->rbuf = malloc(ATOLL_WIRE_MAX_DATA + 1);
   if (!l->rbuf) goto oom;
   if (atoll_key_read_secret(cfg->key_file, l->sec, l->pub, err) || atoll_key_read_public(cfg->coordinator_key, l->cpub, err))
@@ -144,16 +168,14 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   zmq_ctx_set(l->ctx, ZMQ_IO_THREADS, cfg->streams < 4 ? cfg->streams : 4);
   char label[32];
   snprintf(label, sizeof label, "island %u", cfg->island);
-  /* no grace: a peer refused because it connected before this island read the quorum
-   * naming it gets fresh sockets at its next attempt (a grace held the one ZAP thread
-   * for every stale socket of a restarted peer, and a joining island got no state) */
-  if (atoll_zap_start(&l->zap, l->ctx, label, 0.0, err)) goto fail;
+  /* a grace of 2 s: a peer that connects before this island read the quorum naming it
+   * (its own came first) waits for this island's allow-list instead of being refused,
+   * logged as a stranger and sent to again 2 s later (the handler holds its request
+   * without holding its thread: a restarted peer's stale sockets delay no one else) */
+  if (atoll_zap_start(&l->zap, l->ctx, label, 2.0, err)) goto fail;
   l->pull = atoll_sock_server(l->ctx, ZMQ_PULL, l->sec, err);
   if (!l->pull) goto fail;
-  if (zmq_bind(l->pull, cfg->listen)) {
-    atoll_fail(err, "--island-listen %s: %s", cfg->listen, zmq_strerror(zmq_errno()));
-    goto fail;
-  }
+  if (bind_data(l, cfg, err)) goto fail;
   l->coord = atoll_sock_client(l->ctx, ZMQ_DEALER, l->pub, l->sec, l->cpub, err);
   if (!l->coord) goto fail;
   if (zmq_connect(l->coord, cfg->join)) {
@@ -164,7 +186,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = cfg->island;
   m.u.hello.rank = cfg->rank, m.u.hello.ranks = cfg->ranks, m.u.hello.layout = cfg->layout;
-  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", cfg->listen);
+  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, (int)(1000 * cfg->timeout));
   if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
     atoll_fail(err, "cannot start the heartbeat thread");
@@ -456,7 +478,7 @@ static int attempt_setup(atoll_link *l, xchg *e, atoll_err *err) {
       e->k = i;
       continue;
     }
-    atoll_zap_allow(l->zap, l->members[i].key);
+    if (atoll_zap_allow(l->zap, l->members[i].key)) return atoll_fail(err, "%s: out of memory for the allow-list", e->what);
   }
   if (e->k < 0) return atoll_fail(err, "%s: this island is not in the quorum the coordinator sent", e->what);
   e->t_quorum = atoll_net_now(); /* net.transfer_seconds counts from here */
@@ -568,6 +590,16 @@ static int watch(atoll_link *l, xchg *e, atoll_err *err) {
                     2 * l->cfg.timeout, missing);
 }
 
+/* The chunk that a DATA frame's range is, in a piece of qb bytes cut into CHUNK-byte
+ * chunks: its index (below the piece's chunk count), or -1 when the range is not
+ * exactly one of them (another total, an offset inside or past the piece, another
+ * length). Every place and flag a frame writes is indexed through this. */
+static long chunk_at(const atoll_wire_data *w, size_t qb, size_t CHUNK) {
+  if (w->total != qb || w->offset >= qb || w->offset % CHUNK) return -1;
+  size_t want = qb - w->offset < CHUNK ? qb - w->offset : CHUNK;
+  return w->len == want ? (long)(w->offset / CHUNK) : -1;
+}
+
 /* A parsed DATA frame from key `keyz`: stored in its place and counted, or a reason
  * in why (empty: used, or expected and ignored). *from: the member it comes from. */
 static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const char *keyz, int *from, char *why, size_t whysz) {
@@ -582,12 +614,14 @@ static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const ch
   else if (w->step != e->step || w->fragment != e->frag || w->quorum != e->qid)
     snprintf(why, whysz, "not of this exchange (step %u, fragment %u, quorum %llu)", w->step, w->fragment,
              (unsigned long long)w->quorum);
-  else if (w->piece != (w->phase == 1 ? (uint32_t)e->k : (uint32_t)*from) || w->total != qb || w->offset % CHUNK ||
-           w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK))
+  else if (w->phase > 2) /* (a joining island's state: its rows are not in got) */
+    snprintf(why, whysz, "phase %u is not sent in an exchange", w->phase);
+  else if (w->piece != (w->phase == 1 ? (uint32_t)e->k : (uint32_t)*from) || chunk_at(w, qb, CHUNK) < 0)
     snprintf(why, whysz, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
              (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
   else {
-    uint8_t *seen = &l->got[((size_t)(w->phase - 1) * e->K + *from) * e->nch + w->offset / CHUNK];
+    size_t c = (size_t)chunk_at(w, qb, CHUNK);
+    uint8_t *seen = &l->got[((size_t)(w->phase - 1) * e->K + *from) * e->nch + c];
     uint8_t *place = (w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)*from + w->offset;
     if (*seen && memcmp(place, w->bytes, w->len) != 0)
       snprintf(why, whysz, "replayed (phase %u, offset %llu already received, different bytes)", w->phase,
@@ -595,7 +629,7 @@ static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const ch
     else if (!*seen) { /* (seen with the same bytes: a resent chunk, send_chunks' second try) */
       *seen = 1;
       memcpy(place, w->bytes, w->len);
-      if (w->phase == 1) e->have1++, e->arrived[w->offset / CHUNK]++;
+      if (w->phase == 1) e->have1++, e->arrived[c]++;
       else e->have2++;
       e->last_progress = atoll_net_now();
     }
@@ -668,7 +702,7 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
   uint64_t id = sf->u.quorum.id;
   uint8_t want[ATOLL_WIRE_HASH], key[ATOLL_KEY_BYTES];
   memcpy(want, sf->u.quorum.hash, ATOLL_WIRE_HASH);
-  atoll_zap_allow(l->zap, donor->key);
+  if (atoll_zap_allow(l->zap, donor->key)) return atoll_fail(err, "joining at step %u: out of memory for the allow-list", step);
   size_t qb = l->state_n * sizeof(float), CHUNK = chunk_of(qb), nch = (qb + CHUNK - 1) / CHUNK;
   uint8_t *buf = malloc(2 * qb + 1), *got = calloc(2 * nch + 1, 1);
   if (!buf || !got) {
@@ -699,13 +733,13 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
       continue; /* the exchange's checks name such peers; here only the donor's state counts */
     const atoll_wire_data *w = &d.u.data;
     if (d.type != ATOLL_WIRE_DATA || w->phase < 3 || w->quorum != id || w->step != step) continue; /* earlier traffic */
-    if (!zmq_z85_decode(key, keyz) || memcmp(key, donor->key, ATOLL_KEY_BYTES) || w->from != donor->island ||
-        w->total != qb || w->offset % CHUNK || w->len != (qb - w->offset < CHUNK ? qb - w->offset : CHUNK)) {
+    long c = chunk_at(w, qb, CHUNK);
+    if (!zmq_z85_decode(key, keyz) || memcmp(key, donor->key, ATOLL_KEY_BYTES) || w->from != donor->island || c < 0) {
       fprintf(stderr, "island %u: dropped a state message from key %.8s... (%s): not the donor's, or the model's size differs\n",
               l->cfg.island, keyz, addr);
       continue;
     }
-    uint8_t *seen = &got[(size_t)(w->phase - 3) * nch + w->offset / CHUNK];
+    uint8_t *seen = &got[(size_t)(w->phase - 3) * nch + (size_t)c];
     if (*seen) continue;
     *seen = 1;
     memcpy(buf + (size_t)(w->phase - 3) * qb + w->offset, w->bytes, w->len);

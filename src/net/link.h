@@ -26,6 +26,7 @@
 typedef struct {
   const char *join;            /* coordinator endpoint */
   const char *listen;          /* this island's data endpoint (bound, and told to peers) */
+  const char *advertise;       /* NULL or "": peers are told the bound endpoint; else this one */
   const char *key_file;        /* this island's secret key */
   const char *coordinator_key; /* the coordinator's public key file */
   uint32_t island;

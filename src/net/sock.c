@@ -61,6 +61,47 @@ void *atoll_sock_client(void *ctx, int type, const uint8_t pub[ATOLL_KEY_BYTES],
   return s;
 }
 
+/* The host and port of a tcp:// endpoint (port: after the last ':'); 0, or -1. */
+static int tcp_parts(const char *ep, const char **host, size_t *host_len, const char **port) {
+  if (strncmp(ep, "tcp://", 6) != 0) return -1;
+  const char *colon = strrchr(ep + 6, ':');
+  if (!colon) return -1;
+  *host = ep + 6, *host_len = (size_t)(colon - ep - 6), *port = colon + 1;
+  return 0;
+}
+
+int atoll_sock_check_endpoint(const char *flag, const char *ep, atoll_err *err) {
+  const char *host, *port;
+  size_t hl;
+  if (strncmp(ep, "tcp://", 6) != 0) return 0; /* ipc://, inproc://: ZeroMQ's to judge */
+  if (tcp_parts(ep, &host, &hl, &port) || hl == 0)
+    return atoll_fail(err, "%s %s: expected tcp://HOST:PORT", flag, ep);
+  size_t digits = strspn(port, "0123456789");
+  long v = digits > 0 && digits <= 5 && !port[digits] ? strtol(port, NULL, 10) : -1;
+  if (strcmp(port, "*") != 0 && (v < 0 || v > 65535))
+    return atoll_fail(err, "%s %s: port %s is not a port (1 to 65535, or 0 or * for any free one)", flag, ep, port);
+  return 0;
+}
+
+int atoll_sock_wildcard(const char *ep) {
+  const char *host, *port;
+  size_t hl;
+  if (tcp_parts(ep, &host, &hl, &port)) return 0;
+  static const char *any[] = {"*", "0.0.0.0", "[::]", "::", "[0:0:0:0:0:0:0:0]"};
+  for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
+    if (hl == strlen(any[i]) && strncmp(host, any[i], hl) == 0) return 1;
+  return 0;
+}
+
+int atoll_sock_bind(void *s, const char *flag, const char *ep, char *bound, size_t n, atoll_err *err) {
+  if (atoll_sock_check_endpoint(flag, ep, err)) return -1;
+  if (zmq_bind(s, ep)) return atoll_fail(err, "%s %s: %s", flag, ep, zmq_strerror(zmq_errno()));
+  size_t len = n;
+  if (zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, bound, &len) || len == 0 || len > n)
+    snprintf(bound, n, "%s", ep);
+  return 0;
+}
+
 void atoll_sender_init(atoll_sender *s) {
   memset(s, 0, sizeof *s);
   if (sodium_init() < 0) abort(); /* libsodium cannot start: nothing secure can follow */

@@ -17,6 +17,16 @@ void *atoll_sock_server(void *ctx, int type, const uint8_t secret[ATOLL_KEY_BYTE
 void *atoll_sock_client(void *ctx, int type, const uint8_t pub[ATOLL_KEY_BYTES], const uint8_t secret[ATOLL_KEY_BYTES],
                         const uint8_t server_key[ATOLL_KEY_BYTES], atoll_err *err);
 
+/* A tcp:// endpoint's port must be 1 to 65535, or 0 or * (any free one; ZeroMQ would
+ * take 99999 as another port): 0, or -1 with err naming flag. Other transports pass. */
+int atoll_sock_check_endpoint(const char *flag, const char *ep, atoll_err *err);
+/* 1 when a tcp:// endpoint's host is a wildcard (*, 0.0.0.0, [::]): bindable, but no
+ * address to give a peer. */
+int atoll_sock_wildcard(const char *ep);
+/* Checks ep (above), binds s to it and writes the endpoint bound (ZMQ_LAST_ENDPOINT:
+ * the port ZeroMQ chose for 0 or *) into bound (n bytes). 0, or -1 with err. */
+int atoll_sock_bind(void *s, const char *flag, const char *ep, char *bound, size_t n, atoll_err *err);
+
 /* The sender side of a socket: a random session number, and a sequence. */
 typedef struct {
   uint64_t session;

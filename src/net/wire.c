@@ -148,6 +148,9 @@ static int parse_data(rd *r, atoll_wire_data *d, const char *name, char *why, si
   if (d->phase < 1 || d->phase > 4) return fail(why, whysz, "%s: phase %u", name, d->phase);
   if (d->from >= ATOLL_WIRE_MAX_MEMBERS || d->piece >= ATOLL_WIRE_MAX_MEMBERS)
     return fail(why, whysz, "%s: island %u / piece %u out of range", name, d->from, d->piece);
+  /* no chunk is empty (a sender sends none of an empty piece): so offset < total */
+  if (d->len == 0) return fail(why, whysz, "%s: empty range at %llu of %llu bytes", name, (unsigned long long)d->offset,
+                               (unsigned long long)d->total);
   if (d->total > ((uint64_t)1 << 40) || d->offset > d->total || d->len > d->total - d->offset)
     return fail(why, whysz, "%s: range [%llu, +%u) outside %llu bytes", name, (unsigned long long)d->offset, d->len,
                 (unsigned long long)d->total);

@@ -12,11 +12,14 @@
 typedef struct atoll_zap atoll_zap;
 
 /* Starts the handler on ctx; label prefixes its log lines ("coordinator"). grace:
- * seconds a request with an unknown key waits for the key to be allowed (0: none). */
+ * seconds a CURVE connection with an unknown key waits for the key to be allowed (0:
+ * none); it waits without holding the handler (other connections are answered), and a
+ * key refused after its grace gets none for 10 s. */
 int atoll_zap_start(atoll_zap **out, void *ctx, const char *label, double grace, atoll_err *err);
 void atoll_zap_stop(atoll_zap *z);
-/* Adds a key (thread-safe); a key already there is not added twice. */
-void atoll_zap_allow(atoll_zap *z, const uint8_t key[ATOLL_KEY_BYTES]);
+/* Adds a key (thread-safe); a key already there is not added twice. The list grows
+ * as needed: -1 only when memory runs out (the key is not added), else 0. */
+int atoll_zap_allow(atoll_zap *z, const uint8_t key[ATOLL_KEY_BYTES]);
 /* Adds every DIR/\*.pub; returns how many keys, or -1 (err) for an unreadable file. */
 int atoll_zap_allow_dir(atoll_zap *z, const char *dir, atoll_err *err);
 int atoll_zap_count(atoll_zap *z);

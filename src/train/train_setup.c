@@ -76,8 +76,11 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
   if (c->join[0]) { /* islands as separate jobs: the outer exchange goes over the network */
     /* an island of several ranks: each rank has its own data endpoint and session
      * with the coordinator, and exchanges its slice with the same rank of the others */
-    char listen[300];
+    char listen[300], advertise[300] = "";
     if (atoll_islands_net_rank_endpoint(c->island_listen, r->rank, listen, sizeof listen, err)) return -1;
+    if (c->island_advertise[0] && atoll_islands_net_rank_endpoint(c->island_advertise, r->rank, advertise, sizeof advertise, err))
+      return atoll_fail(err, "--island-advertise %s: an island of several ranks needs tcp://HOST:PORT (rank r is announced at PORT + r)",
+                        c->island_advertise);
     size_t slice_b = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank);
     size_t slice_e = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank + 1);
     /* what every island must share: the inner layout, the model's size and this rank's
@@ -85,7 +88,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
     int shape[] = {r->world_size, r->mesh.tp, r->mesh.pp, r->mesh.dp, r->chunks, (int)(r->lay->nparams >> 31),
                    (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff),
                    c->islands, atoll_island_data_mode(c->island_data)};
-    atoll_link_config lc = {.join = c->join, .listen = listen, .key_file = c->island_key,
+    atoll_link_config lc = {.join = c->join, .listen = listen, .advertise = advertise, .key_file = c->island_key,
                             .coordinator_key = c->coordinator_key, .island = (uint32_t)c->island_id,
                             .islands = (uint32_t)c->islands,
                             .rank = (uint32_t)r->rank, .ranks = (uint32_t)r->world_size,

@@ -5,7 +5,17 @@
  *
  * KIND: hello, ready (hello then READY for step 1), truncated, oversized, badmagic,
  * badtype, badversion, trailing, replay (one HELLO sent twice, same session and seq),
- * multipart. Prints each reply as "reply TYPE ..." on stdout. */
+ * multipart, evict (a HELLO; then a HEARTBEAT from each of 8 new sessions, more than
+ * the coordinator once remembered; then the first HELLO again, the same bytes), data.
+ * Prints each reply as "reply TYPE ..." on stdout.
+ *
+ * data: a member that plays foul in the exchange (the island's data door, link.c).
+ * It registers with its data socket at $NET_PEER_LISTEN, sends READY for step
+ * $NET_PEER_STEP (fragment 0) until the QUORUM comes, waits for the other member's
+ * first phase-1 frame (which gives the piece's size and means its key is allowed),
+ * then sends that member DATA frames no receiver may take, one each: phase 3 (a
+ * joining island's state) at chunk 1, an empty range at offset == total, an offset
+ * inside a chunk, another total. Prints "sent N hostile frames". */
 #include "net/keys.h"
 #include "net/sock.h"
 #include "net/wire.h"
@@ -16,6 +26,92 @@
 #include <zmq.h>
 
 static int send_raw(void *s, const uint8_t *b, size_t n) { return zmq_send(s, b, n, 0) < 0 ? -1 : 0; }
+
+/* link.c's chunk size of a piece of qb bytes (the receiver derives it alike) */
+static size_t chunk_of(size_t qb) {
+  size_t c = ((qb + 15) / 16 + 4095) / 4096 * 4096;
+  return c < 4096 ? 4096 : c < (1u << 20) ? c : (1u << 20);
+}
+
+/* The `data` kind (above): 0 when every hostile frame was sent. */
+static int play_data(void *ctx, void *s, atoll_sender *tx, atoll_wire_msg *hello, const uint8_t pub[32], const uint8_t sec[32],
+                     double secs) {
+  const char *listen = getenv("NET_PEER_LISTEN"), *step_env = getenv("NET_PEER_STEP");
+  if (!listen || !step_env) return fprintf(stderr, "net_peer: data needs NET_PEER_LISTEN and NET_PEER_STEP\n"), 1;
+  atoll_err err;
+  void *pull = atoll_sock_server(ctx, ZMQ_PULL, sec, &err);
+  if (!pull || zmq_bind(pull, listen)) return fprintf(stderr, "net_peer: cannot listen on %s\n", listen), 1;
+  snprintf(hello->u.hello.endpoint, sizeof hello->u.hello.endpoint, "%s", listen);
+  atoll_sock_send(s, tx, hello, NULL, 0);
+  static uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
+  static atoll_wire_member mem[64];
+  atoll_wire_msg q = {0}, r;
+  char why[200];
+  double t0 = atoll_net_now(), asked = -1;
+  /* the island registered first and set the run's layout: the coordinator's refusal
+   * names its fingerprint, which this peer then claims */
+  while (atoll_net_now() - t0 < 1) {
+    long k = atoll_sock_recv(s, buf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, 100);
+    unsigned long long layout;
+    const char *at;
+    if (k > 0 && atoll_wire_parse(buf, (size_t)k, &r, mem, 64, why, sizeof why) == 0 && r.type == ATOLL_WIRE_ERROR &&
+        (at = strstr(r.u.text, ", not ")) && sscanf(at, ", not %llx", &layout) == 1) {
+      hello->u.hello.layout = layout;
+      atoll_sock_send(s, tx, hello, NULL, 0);
+      break;
+    }
+  }
+  while (q.type != ATOLL_WIRE_QUORUM) { /* READY every second until the QUORUM */
+    if (atoll_net_now() - t0 > secs) return fprintf(stderr, "net_peer: no quorum\n"), 1;
+    if (atoll_net_now() - asked > 1) {
+      atoll_wire_msg ready = {.type = ATOLL_WIRE_READY};
+      ready.u.sync.step = (uint32_t)atoi(step_env);
+      atoll_sock_send(s, tx, &ready, NULL, 0);
+      asked = atoll_net_now();
+    }
+    long k = atoll_sock_recv(s, buf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, 100);
+    if (k > 0 && atoll_wire_parse(buf, (size_t)k, &r, mem, 64, why, sizeof why) == 0 && r.type == ATOLL_WIRE_QUORUM) q = r;
+  }
+  int me = -1, other = -1;
+  for (uint32_t i = 0; i < q.u.quorum.n; i++)
+    if (mem[i].island == hello->u.hello.island) me = (int)i;
+    else if (other < 0) other = (int)i;
+  if (me < 0 || other < 0) return fprintf(stderr, "net_peer: not a quorum of two\n"), 1;
+  atoll_wire_msg d = {0};
+  while (d.type != ATOLL_WIRE_DATA || d.u.data.phase != 1) { /* the other's phase 1: its size */
+    if (atoll_net_now() - t0 > secs) return fprintf(stderr, "net_peer: no data from the other member\n"), 1;
+    long k = atoll_sock_recv(pull, buf, ATOLL_WIRE_MAX_DATA, NULL, NULL, NULL, NULL, 100);
+    if (k > 0 && atoll_wire_parse(buf, (size_t)k, &r, NULL, 0, why, sizeof why) == 0) d = r;
+  }
+  size_t qb = d.u.data.total, CHUNK = chunk_of(qb), nch = (qb + CHUNK - 1) / CHUNK;
+  void *push = atoll_sock_client(ctx, ZMQ_PUSH, pub, sec, mem[other].key, &err);
+  if (!push || zmq_connect(push, mem[other].endpoint)) return 1;
+  static uint8_t zeros[1u << 20];
+  size_t c1 = nch > 1 ? CHUNK : 0, len1 = qb - c1 < CHUNK ? qb - c1 : CHUNK;
+  atoll_wire_data base = {q.u.quorum.step, q.u.quorum.fragment, q.u.quorum.id, hello->u.hello.island, 1, (uint32_t)other,
+                          0, qb, 0, zeros};
+  atoll_wire_data foul[4] = {base, base, base, base};
+  foul[0].phase = 3, foul[0].piece = (uint32_t)me, foul[0].offset = c1, foul[0].len = (uint32_t)len1;
+  foul[1].offset = qb, foul[1].len = 0; /* an empty range at offset == total */
+  foul[2].offset = 1, foul[2].len = (uint32_t)(qb - 1 < CHUNK ? qb - 1 : CHUNK);
+  foul[3].total = qb + 4096, foul[3].len = (uint32_t)(CHUNK < qb ? CHUNK : qb);
+  int sent = 0;
+  for (int i = 0; i < 4; i++) {
+    atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
+    m.u.data = foul[i];
+    m.session = tx->session, m.seq = ++tx->seq; /* (encoded here: the sender refuses what the parser would) */
+    size_t n = atoll_wire_encode(&m, buf, sizeof buf);
+    zmq_pollitem_t it = {push, 0, ZMQ_POLLOUT, 0};
+    if (n && zmq_poll(&it, 1, 5000) == 1 && send_raw(push, buf, n) == 0) sent++;
+  }
+  printf("sent %d hostile frames (piece of %zu bytes, %zu chunks)\n", sent, qb, nch);
+  fflush(stdout);
+  double t1 = atoll_net_now(); /* the frames leave before the sockets close */
+  while (atoll_net_now() - t1 < 1) atoll_sock_recv(pull, buf, ATOLL_WIRE_MAX_DATA, NULL, NULL, NULL, NULL, 100);
+  zmq_close(push);
+  zmq_close(pull);
+  return sent == 4 ? 0 : 1;
+}
 
 int main(int argc, char **argv) {
   if (argc < 6) {
@@ -43,7 +139,12 @@ int main(int argc, char **argv) {
   m.seq = 1;
   static uint8_t buf[200000];
   size_t n = atoll_wire_encode(&m, buf, sizeof buf);
-  if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0) {
+  if (strcmp(kind, "data") == 0) {
+    int rc = play_data(ctx, s, &tx, &m, pub, sec, secs);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return rc;
+  } else if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0) {
     atoll_sock_send(s, &tx, &m, NULL, 0);
     if (strcmp(kind, "ready") == 0) {
       atoll_wire_msg r = {.type = ATOLL_WIRE_READY};
@@ -71,6 +172,18 @@ int main(int argc, char **argv) {
     send_raw(s, buf, n + 1);
   } else if (strcmp(kind, "replay") == 0) {
     send_raw(s, buf, n);
+    send_raw(s, buf, n);
+  } else if (strcmp(kind, "evict") == 0) { /* sessions 0xe0 (the HELLO), 0xe1 to 0xe8 */
+    atoll_wire_msg e = m;
+    e.session = 0xe0;
+    n = atoll_wire_encode(&e, buf, sizeof buf);
+    send_raw(s, buf, n);
+    static uint8_t hb[4096];
+    for (uint64_t i = 1; i <= 8; i++) {
+      atoll_wire_msg h = e;
+      h.type = ATOLL_WIRE_HEARTBEAT, h.session = 0xe0 + i;
+      send_raw(s, hb, atoll_wire_encode(&h, hb, sizeof hb));
+    }
     send_raw(s, buf, n);
   } else if (strcmp(kind, "multipart") == 0) {
     zmq_send(s, buf, n, ZMQ_SNDMORE);

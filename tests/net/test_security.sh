@@ -1,8 +1,10 @@
 #!/bin/sh
 # The coordinator's door (docs/islands.md): an island with an unknown key is refused
-# during the handshake; malformed, truncated, oversized and replayed messages from an
+# during the handshake with one line; junk bytes, a ZMTP greeting announcing a 2^63-byte
+# frame and another coordinator key each leave one line naming the address; malformed, truncated, oversized and replayed messages from an
 # allowed key are dropped with a log line naming the peer, and the coordinator carries
-# on (a well-formed island still joins and gets its quorum afterwards).
+# on (a well-formed island still joins and gets its quorum afterwards); a replay stays
+# dropped however many new sessions the key opens meanwhile.
 #   usage: test_security.sh ATOLL NET_PEER
 set -u
 ATOLL=$1
@@ -37,6 +39,35 @@ $PEER $EP "$CPUB" "$T/stranger/key.secret" 7 hello 2 >"$T/stranger.out" 2>&1
 seen "refused a connection from 127.0.0.1: CURVE key .* is not in the allow-list" || fail "unknown key not refused with a log line"
 grep -q "island 7 joined" "$T/coord.log" && fail "unknown key joined"
 
+# 1b. failed handshakes: one line each, naming the address (docs/islands.md, "What is
+#     logged"); each from its own loopback address, as the lines are once per address
+#     per 10 s. The unknown key above left only the allow-list's line.
+raw() { # raw SRC_IP KIND: a TCP peer that is not a ZeroMQ one
+  /usr/bin/python3 - "$1" "$PORT" "$2" <<'PYEOF'
+import socket, struct, sys, time
+s = socket.socket(); s.bind((sys.argv[1], 0)); s.connect(("127.0.0.1", int(sys.argv[2])))
+time.sleep(0.3)  # (the coordinator reads a peer's address as it accepts: docs/islands.md)
+if sys.argv[3] == "junk":
+    s.sendall(b"GET / HTTP/1.1\r\nHost: coordinator\r\n\r\n")
+else:  # a ZMTP 3.0 greeting for CURVE, then a frame announcing 2^63 bytes
+    s.sendall(b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"CURVE".ljust(20, b"\0") + b"\0" * 32)
+    s.sendall(b"\x06" + struct.pack(">Q", 1 << 63))
+time.sleep(0.5); s.close()
+PYEOF
+}
+raw 127.0.0.2 junk
+raw 127.0.0.3 huge
+$PEER "tcp://127.0.0.4:0;127.0.0.1:$PORT" "$T/good/key.pub" "$T/good/key.secret" 6 hello 1 >/dev/null 2>&1 # another coordinator key
+seen "coordinator: handshake failed with 127.0.0.2 port [0-9]*: not a ZMTP 3 greeting" || fail "no line for junk bytes"
+seen "coordinator: handshake failed with 127.0.0.3 port [0-9]*: not a ZMTP 3 greeting" || fail "no line for a 2^63-byte frame"
+seen "coordinator: handshake failed with 127.0.0.4 port [0-9]*: a CURVE box did not open" || fail "no line for another coordinator key"
+sleep 0.5
+for a in 127.0.0.2 127.0.0.3 127.0.0.4; do
+  [ "$(grep -c "handshake failed with $a " "$T/coord.log")" -eq 1 ] || fail "not exactly one line for $a: $(grep "$a" "$T/coord.log")"
+done
+[ "$(grep -c "refused a connection from 127.0.0.1\|handshake failed with 127.0.0.1 " "$T/coord.log")" -eq 1 ] \
+  || fail "the unknown key left more than the allow-list's line: $(grep "from 127.0.0.1\|with 127.0.0.1" "$T/coord.log")"
+
 # 2. garbage from an allowed key: each kind dropped with a line naming the peer
 for kind in truncated oversized badmagic badtype badversion trailing multipart; do
   $PEER $EP "$CPUB" "$T/bad/key.secret" 3 $kind 1 >/dev/null 2>&1
@@ -62,6 +93,11 @@ wait $P1
 seen "island 5 joined" || fail "a good island could not join after the garbage"
 grep -q "reply QUORUM" "$T/good.out" || fail "good island got no quorum: $(cat "$T/good.out")"
 grep -q "reply QUORUM" "$T/bad.out" || fail "island 3 got no quorum: $(cat "$T/bad.out")"
+# 5. a replay from a session that new sessions would once have pushed out of the
+#    coordinator's table (8 sessions; issue 32 item 18): still dropped
+$PEER $EP "$CPUB" "$T/bad/key.secret" 3 evict 1.5 >/dev/null 2>&1
+seen "dropped HELLO from island 3 (key .*): replayed (session 00000000000000e0, seq 1" || fail "a replay after 8 new sessions was taken"
+seen "dropped HEARTBEAT from island 3 (key .*): a new session while 8 of its sessions are live" || fail "no line for a 9th live session"
 kill $COORD_PID; wait $COORD_PID 2>/dev/null; COORD_PID=
 [ -f "$T/coord/coordinator.json" ] || fail "no state file"
 grep -q '"endpoint"' "$T/coord/coordinator.json" || fail "state file lacks members"

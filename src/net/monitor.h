@@ -1,0 +1,19 @@
+/* Handshake failures on a CURVE server socket, logged (docs/islands.md, "What is
+ * logged"): a thread reads ZeroMQ's socket monitor and writes one line for each
+ * connection that closed before its handshake was done, naming the peer's address and
+ * the reason, at most once per address per 10 s. Refusals by the allow-list are left
+ * to the ZAP handler's own line (zap.h), which names the key. */
+#ifndef ATOLL_NET_MONITOR_H
+#define ATOLL_NET_MONITOR_H
+
+#include "atoll/atoll.h"
+
+typedef struct atoll_monitor atoll_monitor;
+
+/* Watches sock (of ctx), before it binds; label prefixes the lines ("coordinator"). */
+int atoll_monitor_start(atoll_monitor **out, void *ctx, void *sock, const char *label, atoll_err *err);
+void atoll_monitor_stop(atoll_monitor *m);
+/* Lines written so far. */
+int atoll_monitor_logged(atoll_monitor *m);
+
+#endif
