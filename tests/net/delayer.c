@@ -8,7 +8,8 @@
  * a flow is a hash of addresses, protocol and ports into 4096 slots, so a collision
  * only adds order. Packets wait in a heap ordered by (release, arrival). The queue
  * holds at most --queue-bytes of packets; a packet that does not fit is dropped and
- * counted. SIGTERM or SIGINT: the counters on one stderr line, exit 0.
+ * counted. SIGTERM or SIGINT: the counters, and how late packets left (the wake-ups
+ * of a loaded machine), on one stderr line; exit 0.
  *
  *   delayer --dev NAME [--delay-ms D] [--jitter-ms J] [--loss P] [--seed S] [--queue-bytes B]
  *
@@ -207,6 +208,7 @@ static int open_tun(const char *name) {
 
 typedef struct {
   uint64_t in, out, lost, full, write_errors;
+  int64_t late_sum, late_max; /* ns past the release time when written */
 } counters;
 
 /* Reads every packet waiting on the device (non-blocking) into the queue. */
@@ -251,6 +253,9 @@ static void release_due(int fd, uint64_t *queued, counters *c) {
   int64_t now = now_ns();
   while (heap_n > 0 && heap[0].release <= now) {
     packet p = heap_pop();
+    int64_t late = now - p.release;
+    c->late_sum += late;
+    if (late > c->late_max) c->late_max = late;
     if (write(fd, p.data, p.len) == (ssize_t)p.len)
       c->out++;
     else
@@ -313,9 +318,11 @@ int main(int argc, char **argv) {
     release_due(fd, &queued, &c);
   }
   fprintf(stderr, "delayer: %s: %llu packets in, %llu out, %llu lost (--loss), %llu dropped (queue full), "
-                  "%llu write errors, %zu still queued\n", o.dev, (unsigned long long)c.in,
+                  "%llu write errors, %zu still queued; written %.3f ms late on average, %.3f at most\n",
+          o.dev, (unsigned long long)c.in,
           (unsigned long long)c.out, (unsigned long long)c.lost, (unsigned long long)c.full,
-          (unsigned long long)c.write_errors, heap_n);
+          (unsigned long long)c.write_errors, heap_n, c.out + c.write_errors ? c.late_sum / 1e6 / (double)(c.out + c.write_errors) : 0.0,
+          c.late_max / 1e6);
   while (heap_n > 0) free(heap_pop().data);
   free(heap);
   close(fd);
