@@ -3,7 +3,8 @@
  *
  *   net_peer ENDPOINT COORDINATOR_PUB SECRET_FILE ISLAND KIND [SECONDS]
  *
- * KIND: hello, ready (hello then READY for step 1), truncated, oversized, badmagic,
+ * KIND: hello, ready (hello then READY for step 1), readyloop (the same, READY repeated
+ * every 0.5 s as an island does while it waits), truncated, oversized, badmagic,
  * badtype, badversion, trailing, replay (one HELLO sent twice, same session and seq),
  * multipart. Prints each reply as "reply TYPE ..." on stdout. */
 #include "net/keys.h"
@@ -43,9 +44,10 @@ int main(int argc, char **argv) {
   m.seq = 1;
   static uint8_t buf[200000];
   size_t n = atoll_wire_encode(&m, buf, sizeof buf);
-  if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0) {
+  int loop_ready = strcmp(kind, "readyloop") == 0;
+  if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0 || loop_ready) {
     atoll_sock_send(s, &tx, &m, NULL, 0);
-    if (strcmp(kind, "ready") == 0) {
+    if (strcmp(kind, "ready") == 0 || loop_ready) {
       atoll_wire_msg r = {.type = ATOLL_WIRE_READY};
       r.u.sync.step = 1;
       atoll_sock_send(s, &tx, &r, NULL, 0);
@@ -79,8 +81,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "net_peer: unknown kind %s\n", kind);
     return 2;
   }
-  double t0 = atoll_net_now();
+  double t0 = atoll_net_now(), sent = t0;
   while (atoll_net_now() - t0 < secs) {
+    if (loop_ready && atoll_net_now() - sent >= 0.5) {
+      atoll_wire_msg r = {.type = ATOLL_WIRE_READY};
+      r.u.sync.step = 1;
+      atoll_sock_send(s, &tx, &r, NULL, 0);
+      sent = atoll_net_now();
+    }
     long k = atoll_sock_recv(s, buf, sizeof buf, NULL, NULL, NULL, NULL, 100);
     if (k < 0) continue;
     atoll_wire_msg r;

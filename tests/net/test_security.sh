@@ -25,7 +25,7 @@ cp "$T/good/key.pub" "$T/coord/allowed/good.pub"
 cp "$T/bad/key.pub" "$T/coord/allowed/bad.pub"
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 EP=tcp://127.0.0.1:$PORT
-timeout 100 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 2 --island-timeout 30 >"$T/coord.log" 2>&1 &
+timeout 100 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 2 --island-timeout 30 --state "$T/coord/coordinator.json" >"$T/coord.log" 2>&1 &
 COORD_PID=$!
 i=0
 while ! grep -q "listening on $EP" "$T/coord.log" && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
