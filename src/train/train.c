@@ -441,6 +441,8 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
     }
   }
   rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : 0;
+  /* islands as separate jobs: a finished island leaves the coordinator at once */
+  if (rc == 0 && !stopped && l->run.net) atoll_islands_net_finish(l->run.net);
   /* a kill between the last step's save and its prune left a checkpoint more than
    * --keep; a resume at the last step saves nothing, so it prunes here, after the run
    * finished (a resume that fails on the way deletes nothing) */

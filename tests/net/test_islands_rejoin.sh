@@ -6,7 +6,12 @@
 # fetch the last committed state from island 0, which waits for the next exchange, and
 # the two finish the run together (a chaos run of test_islands_chaos stalled this way
 # for 80 s and failed). Asserts: both finish with status 0, island 2 joined with the
-# hash checked, and their global weights are bit-identical.
+# hash checked, and their global weights are bit-identical; each finished island says
+# goodbye (not "left (silent)"), the coordinator then ends by itself with status 0 and a
+# summary line, and summary.json counts the run's 3 islands.
+# Then the same with island 0's outer momentum damaged on its way to the joiner (test
+# hook ATOLL_FAULT_FEED_MOMENTUM): the joiner refuses it, since the hash it checks
+# covers the momentum as well as the weights.
 #   usage: test_islands_rejoin.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -41,11 +46,45 @@ PID2=$!
 ok=1
 wait $PID0 || { ok=0; echo "island 0:"; tail -n 3 "$D/n0.err"; }
 wait $PID2 || { ok=0; echo "island 2:"; tail -n 3 "$D/n2.err"; }
-kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+# every island registered has finished (island 1 left, killed): the coordinator ends
+n=0; while kill -0 $COORD_PID 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+if kill -0 $COORD_PID 2>/dev/null; then
+  fail "the coordinator did not end within 10 s of the last island's end"
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+else
+  wait $COORD_PID; crc=$?
+  [ $crc -eq 0 ] && grep -q "every island finished: the run ends at revision" "$D/coord.log" \
+    && pass "the coordinator ended by itself: $(grep -o 'every island finished.*' "$D/coord.log" | cut -c1-120)" \
+    || fail "the coordinator ended with status $crc: $(tail -n 1 "$D/coord.log")"
+fi
+grep -q "island 0 finished (said goodbye" "$D/coord.log" && grep -q "island 2 finished (said goodbye" "$D/coord.log" \
+  && pass "islands 0 and 2 said goodbye" || fail "no goodbye: $(grep -E 'island [02] (finished|left)' "$D/coord.log")"
+grep -q "island [02] left (silent" "$D/coord.log" && fail "a finished island logged as silent: $(grep 'left (silent' "$D/coord.log")"
+out=$($PY -c 'import json, sys; n = json.load(open(sys.argv[1]))["islands"]; print(n); sys.exit(0 if n == 3 else 1)' "$D/n0/summary.json") \
+  && pass "summary.json: islands 3" || fail "summary.json: islands $out, expected 3"
 [ $ok -eq 1 ] && pass "islands 0 and 2 finished the run" || { fail "an island failed"; grep -E "joined|left|joins|behind|waiting" "$D/coord.log" | tail -n 12; }
 grep -q "joined at step .*hash checked" "$D/n2.err" && pass "island 2 $(grep -o 'joined at step [0-9]* (revision [0-9]*' "$D/n2.err" | head -1), hash checked" \
   || fail "island 2 did not join: $(tail -n 2 "$D/n2.err")"
 grep -q "island 2 joins at step .* from island 0" "$D/coord.log" && pass "the coordinator had island 2 fetch from island 0 while too few islands were left" \
   || fail "no feed line in the coordinator's log"
 out=$($PY "$SRC/tests/net/same_weights.py" "$D/n2" "$D/n0") && pass "island 2's global weights == island 0's ($out)" || fail "weights: $out"
+
+# --- the joiner checks the momentum too: island 0 sends a damaged one ---
+D="$TMP/badmomentum"; mkdir -p "$D"
+net_keys "$D" 3 || { fail keys; finish; }
+M2=$(echo "$M" | sed 's/--steps 40/--steps 14/')
+set -- $(free_ports 4); CPORT=$1; P0=$2; P1=$3; P2=$4
+start_coordinator "$D" $CPORT 2 --island-timeout 3
+ATOLL_FAULT_FEED_MOMENTUM=1 timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+wait_log "committed: revision 2," 60 || fail "momentum case: islands 0 and 1 did not commit twice"
+kill9 $PID1
+timeout -k 5 60 $ATOLL train $M2 $(island_flags "$D" $CPORT 2 $P2) --out "$D/n2" >/dev/null 2>"$D/n2.err"
+rc=$?
+kill $PID0 $COORD_PID 2>/dev/null; wait $PID0 $COORD_PID 2>/dev/null
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "weights and outer momentum fetched from island 0 do not match the quorum's hash; refusing them" "$D/n2.err" \
+  && pass "a damaged momentum is refused: $(grep -o 'joining at step [0-9]*: the weights and outer.*' "$D/n2.err" | head -1 | cut -c1-120)" \
+  || fail "a damaged momentum (status $rc): $(grep -E 'joined|refusing|error' "$D/n2.err" | head -2)"
 finish
