@@ -131,6 +131,19 @@ static int parse(coord *c, long n, const char *who, atoll_wire_msg *msg) {
   return 0;
 }
 
+/* READY, DONE, COMMIT or BYE from an allowed key that is not a member: normal, not an
+ * attack. An island that left (silent through a cut link, or stalled) or that a restarted
+ * coordinator does not know yet keeps repeating its READY, and when a cut link comes back
+ * its socket delivers every READY queued meanwhile at once (a second's worth each),
+ * before its next heartbeat registers it again. Ignored, and said once per key per 10 s. */
+static void unregistered(coord *c, const atoll_wire_msg *msg, const char *keyz, const char *who) {
+  if (strcmp(c->unreg_key, keyz) == 0 && atoll_net_now() - c->unreg_at < 10) return;
+  snprintf(c->unreg_key, sizeof c->unreg_key, "%.40s", keyz);
+  c->unreg_at = atoll_net_now();
+  fprintf(stderr, "coordinator: ignored %s from %s: not a member (it left, or this coordinator restarted); its next heartbeat registers it\n",
+          atoll_wire_type_name(msg->type), who);
+}
+
 /* The member a message comes from (registering it on HELLO), or NULL (dropped, with one line). */
 static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, const char *keyz, const char *addr,
                       const char *who) {
@@ -150,7 +163,7 @@ static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, co
             atoll_wire_type_name(msg->type));
     return NULL;
   } else if (!m) {
-    fprintf(stderr, "coordinator: dropped %s from %s: not registered (no HELLO)\n", atoll_wire_type_name(msg->type), who);
+    unregistered(c, msg, keyz, who);
     return NULL;
   }
   if (atoll_coord_replayed(m, msg->session, msg->seq)) {
@@ -191,7 +204,7 @@ static int other_run(coord *c, const member *m, const atoll_wire_msg *msg, const
 }
 
 /* A finished island says so (BYE): it leaves now, not after --island-timeout of silence. */
-static void on_bye(coord *c, member *m) {
+static void on_bye(coord *c, member *m, uint32_t step) {
   if (c->xq.open && atoll_coord_in_group(c, &c->xq, m) >= 0) {
     char why[96];
     snprintf(why, sizeof why, "island %u finished", m->island);
@@ -202,9 +215,9 @@ static void on_bye(coord *c, member *m) {
   c->finished_here++;
   if (m->ranks > 1)
     fprintf(stderr, "coordinator: island %u rank %u finished (said goodbye at step %u); %d members\n", m->island, m->rank,
-            m->step, atoll_coord_live(c));
+            step, atoll_coord_live(c));
   else
-    fprintf(stderr, "coordinator: island %u finished (said goodbye at step %u); %d members\n", m->island, m->step,
+    fprintf(stderr, "coordinator: island %u finished (said goodbye at step %u); %d members\n", m->island, step,
             atoll_coord_live(c));
   atoll_coord_save_state(c);
   atoll_coord_try_commit(c);
@@ -226,7 +239,7 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   case ATOLL_WIRE_READY: on_ready(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_DONE: on_done(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_COMMIT: on_commit(c, m, &msg.u.sync, from); break;
-  case ATOLL_WIRE_BYE: on_bye(c, m); break;
+  case ATOLL_WIRE_BYE: on_bye(c, m, msg.u.sync.step); break;
   default: break;
   }
 }

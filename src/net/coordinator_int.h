@@ -93,6 +93,8 @@ typedef struct {
   int finished_here; /* members that said goodbye (BYE) to this process */
   int lock_fd;      /* the state file's lock (-1: none) */
   char refused_key[ATOLL_KEY_Z85 + 1];  /* the last refused layout (logged once per 10 s) */
+  char unreg_key[ATOLL_KEY_Z85 + 1];   /* the last key whose messages came before its registration (once per 10 s) */
+  double unreg_at;
   double refused_at;
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;

@@ -4,7 +4,8 @@
  *   net_peer ENDPOINT COORDINATOR_PUB SECRET_FILE ISLAND KIND [SECONDS]
  *
  * KIND: hello, ready (hello then READY for step 1), readyloop (the same, READY repeated
- * every 0.5 s as an island does while it waits), truncated, oversized, badmagic,
+ * every 0.5 s as an island does while it waits), readyonly (READY every 0.5 s, never a
+ * HELLO: an island the coordinator does not know), truncated, oversized, badmagic,
  * badtype, badversion, trailing, replay (one HELLO sent twice, same session and seq),
  * multipart. Prints each reply as "reply TYPE ..." on stdout. */
 #include "net/keys.h"
@@ -44,8 +45,10 @@ int main(int argc, char **argv) {
   m.seq = 1;
   static uint8_t buf[200000];
   size_t n = atoll_wire_encode(&m, buf, sizeof buf);
-  int loop_ready = strcmp(kind, "readyloop") == 0;
-  if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0 || loop_ready) {
+  int loop_ready = strcmp(kind, "readyloop") == 0 || strcmp(kind, "readyonly") == 0;
+  if (strcmp(kind, "readyonly") == 0) {
+    /* no HELLO: the loop below sends the READYs */
+  } else if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0 || loop_ready) {
     atoll_sock_send(s, &tx, &m, NULL, 0);
     if (strcmp(kind, "ready") == 0 || loop_ready) {
       atoll_wire_msg r = {.type = ATOLL_WIRE_READY};
@@ -81,7 +84,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "net_peer: unknown kind %s\n", kind);
     return 2;
   }
-  double t0 = atoll_net_now(), sent = t0;
+  double t0 = atoll_net_now(), sent = t0 - 1;
   while (atoll_net_now() - t0 < secs) {
     if (loop_ready && atoll_net_now() - sent >= 0.5) {
       atoll_wire_msg r = {.type = ATOLL_WIRE_READY};

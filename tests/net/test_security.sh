@@ -2,7 +2,8 @@
 # The coordinator's door (docs/islands.md): an island with an unknown key is refused
 # during the handshake; malformed, truncated, oversized and replayed messages from an
 # allowed key are dropped with a log line naming the peer, and the coordinator carries
-# on (a well-formed island still joins and gets its quorum afterwards).
+# on (a well-formed island still joins and gets its quorum afterwards). READYs from an
+# allowed key that is not a member are ignored with one line, not one per message.
 #   usage: test_security.sh ATOLL NET_PEER
 set -u
 ATOLL=$1
@@ -51,6 +52,14 @@ seen "dropped a message from .*: more than one frame" || fail "multipart message
 $PEER $EP "$CPUB" "$T/bad/key.secret" 3 replay 1.5 >/dev/null 2>&1
 seen "island 3 joined" || fail "the first copy of the replayed HELLO did not register"
 seen "dropped HELLO from island 3 (key .*): replayed" || fail "replay not dropped"
+
+# 3b. READYs from an allowed key that is not a member (an island that left, or that a
+#     restarted coordinator does not know yet, repeats its READY): ignored, said once,
+#     not logged as a drop per message (10 READYs in 5 s here)
+$PEER $EP "$CPUB" "$T/good/key.secret" 5 readyonly 5 >/dev/null 2>&1
+seen "ignored READY from peer with key .*: not a member" || fail "no line for READYs from a key that is not a member"
+[ "$(grep -c "ignored READY from peer with key" "$T/coord.log")" -eq 1 ] && ! grep -q "dropped READY" "$T/coord.log" \
+  || fail "READYs from a key that is not a member: $(grep -c "READY from peer" "$T/coord.log") lines, expected 1"
 
 # 4. the coordinator carries on: a good island joins, and with island 3 forms a quorum
 #    (--min-islands 2: island 3, ready first, is told to wait until island 5 comes)
