@@ -8,7 +8,8 @@
 # for 80 s and failed). Asserts: both finish with status 0, island 2 joined with the
 # hash checked, and their global weights are bit-identical; each finished island says
 # goodbye (not "left (silent)"), the coordinator then ends by itself with status 0 and a
-# summary line, and summary.json counts the run's 3 islands.
+# summary line, and summary.json counts the run's 3 islands. Island 1 restarted with
+# its first command is refused with one line naming --resume, before it registers.
 # Then the same with island 0's outer momentum damaged on its way to the joiner (test
 # hook ATOLL_FAULT_FEED_MOMENTUM): the joiner refuses it, since the hash it checks
 # covers the momentum as well as the weights.
@@ -24,7 +25,9 @@ set -- $(free_ports 4); CPORT=$1; P0=$2; P1=$3; P2=$4
 start_coordinator "$D" $CPORT 2 --island-timeout 3
 timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
 PID0=$!
-timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+# island 1 keeps checkpoints, so that its restart with the same command meets one
+M1=$(echo "$M" | sed 's/--save-every 0/--save-every 2/')
+timeout -k 5 150 $ATOLL train $M1 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
 PID1=$!
 # wait_log PATTERN SECONDS: until the coordinator's log holds PATTERN
 wait_log() {
@@ -41,6 +44,17 @@ kill9 $PID1
 n=0
 while [ "$(grep -c "at least 2 needed" "$D/coord.log")" -le "$before" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
 [ "$(grep -c "at least 2 needed" "$D/coord.log")" -gt "$before" ] || fail "island 0 was not left alone waiting"
+# island 1 restarted with the same command: refused with one line that says what to do,
+# before it registers with the coordinator (its HELLO would abort island 0's exchange)
+seen1=$(grep -c -E "island 1 (joined|restarted)" "$D/coord.log")
+timeout -k 5 60 $ATOLL train $M1 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1b.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c . "$D/n1b.err")" -eq 1 ] && grep -q -- "already holds a run .*pass --resume $D/n1 to continue it" "$D/n1b.err" \
+  && pass "island 1 restarted with the same command: $(cut -c1-60 "$D/n1b.err")... $(grep -o 'pass --resume.*' "$D/n1b.err" | cut -c1-40)..." \
+  || fail "island 1 restarted with the same command (status $rc): $(head -3 "$D/n1b.err")"
+sleep 0.5
+[ "$(grep -c -E "island 1 (joined|restarted)" "$D/coord.log")" -eq "$seen1" ] && pass "the refused island 1 never registered" \
+  || fail "the refused island 1 registered: $(grep -E "island 1 (joined|restarted)" "$D/coord.log" | tail -1)"
 timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 2 $P2) --out "$D/n2" >/dev/null 2>"$D/n2.err" &
 PID2=$!
 ok=1
