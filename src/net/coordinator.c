@@ -85,6 +85,19 @@ static void on_done(coord *c, member *m, const atoll_wire_sync *s, const route *
 
 static void on_commit(coord *c, member *m, const atoll_wire_sync *s, const route *from) {
   m->commit_to = *from;
+  if (c->revision > 0 && s->step < c->last_step) {
+    /* the run committed later steps without it: it left during this commit (its link
+     * was cut, or it was stopped, for longer than --island-timeout) and came back.
+     * Unanswered it waited out its bound and stopped; it is answered with its own
+     * revision and hash (nothing new for it), so that its next READY finds it behind
+     * and it joins with the committed state */
+    if (m->commit_step != s->step) /* (once: a restored link delivers its repeated COMMITs at once) */
+      fprintf(stderr, "coordinator: island %u commits step %u, the run is at step %u (revision %llu): it left meanwhile; it keeps revision %llu and joins\n",
+              m->island, s->step, c->last_step, (unsigned long long)c->revision, (unsigned long long)s->revision);
+    m->commit_step = s->step;
+    atoll_coord_send_sync(c, from, ATOLL_WIRE_COMMITTED, s->step, 0, s->revision, s->hash);
+    return;
+  }
   if (s->step == c->last_step && c->revision > 0 && memcmp(s->hash, c->rank_hash[m->rank], ATOLL_WIRE_HASH) == 0 &&
       !(c->cq.n > 0 && c->cq.step == s->step)) {
     atoll_coord_send_sync(c, from, ATOLL_WIRE_COMMITTED, c->last_step, 0, c->revision, c->rank_hash[m->rank]); /* already committed */

@@ -853,6 +853,7 @@ int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atol
   snprintf(what, sizeof what, "commit of step %u", step);
   atoll_wire_msg req = {.type = ATOLL_WIRE_COMMIT}, m;
   req.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}, l->cfg.rank};
+  if (l->cfg.commit_sigstop == step) raise(SIGSTOP); /* test hook: silent (a cut link) until SIGCONT */
   memcpy(req.u.sync.hash, hash, ATOLL_WIRE_HASH);
   if (coord_ask(l, &req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, what, err)) return -1;
   if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)

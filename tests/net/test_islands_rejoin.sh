@@ -13,6 +13,11 @@
 # Then the same with island 0's outer momentum damaged on its way to the joiner (test
 # hook ATOLL_FAULT_FEED_MOMENTUM): the joiner refuses it, since the hash it checks
 # covers the momentum as well as the weights.
+# Last, island 1 of 2 falls silent in its commit of step 6 (it stops itself, test hook
+# ATOLL_FAULT_COMMIT_SIGSTOP: as a cut link) for longer than --island-timeout, while
+# island 0 (--min-islands 1) commits on; resumed, its COMMIT of that old step is answered
+# (it was left unanswered, and the island stopped after 2 x --net-timeout), and it joins
+# with the committed state and finishes.
 #   usage: test_islands_rejoin.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -101,4 +106,25 @@ kill $PID0 $COORD_PID 2>/dev/null; wait $PID0 $COORD_PID 2>/dev/null
 [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "weights and outer momentum fetched from island 0 do not match the quorum's hash; refusing them" "$D/n2.err" \
   && pass "a damaged momentum is refused: $(grep -o 'joining at step [0-9]*: the weights and outer.*' "$D/n2.err" | head -1 | cut -c1-120)" \
   || fail "a damaged momentum (status $rc): $(grep -E 'joined|refusing|error' "$D/n2.err" | head -2)"
+
+# --- an island silent during its commit comes back and joins ---
+D="$TMP/stopped"; mkdir -p "$D"
+net_keys "$D" 2 || { fail keys; finish; }
+set -- $(free_ports 3); CPORT=$1; P0=$2; P1=$3
+start_coordinator "$D" $CPORT 1 --island-timeout 2
+timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+ATOLL_FAULT_COMMIT_SIGSTOP=6 timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+wait_log "island 1 left (silent" 60 || fail "stopped island 1 did not leave"
+left=$(grep -c "committed" "$D/coord.log")
+n=0; while [ "$(grep -c "committed" "$D/coord.log")" -lt $((left + 2)) ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+for c in $(pgrep -P $PID1); do kill -CONT "$c"; done
+ok=1
+wait $PID1 || { ok=0; fail "island 1, resumed after the others committed on: $(grep -v '^step' "$D/n1.err" | tail -n 2)"; }
+wait $PID0 || { ok=0; fail "island 0: $(tail -n 2 "$D/n0.err")"; }
+kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+[ $ok -eq 1 ] && grep -q "joined at step .*hash checked" "$D/n1.err" \
+  && pass "island 1, silent in its commit of step 6, came back: $(grep -o 'it left meanwhile.*' "$D/coord.log" | head -1); $(grep -o 'joined at step [0-9]*' "$D/n1.err")" \
+  || fail "island 1 did not join after its silent commit: $(grep -E 'left meanwhile|joined' "$D/coord.log" | tail -2)"
 finish
