@@ -73,6 +73,14 @@ int main(void) {
   n = round_trip(&s);
   put32(n - 4, 4000);
   refused(n, "COMMIT: rank 4000 out of range");
+  /* BYE (type 15, a finished island leaves): a sync message too */
+  s.type = ATOLL_WIRE_BYE;
+  n = round_trip(&s);
+  CHECK(strcmp(atoll_wire_type_name(ATOLL_WIRE_BYE), "BYE") == 0);
+  put32(n - 4, 4000);
+  refused(n, "BYE: rank 4000 out of range");
+  round_trip(&s), buf[5] = 16;
+  refused(n, "unknown message type 16");
 
   /* QUORUM: members in increasing island order, at most max_members */
   atoll_wire_msg q = {.type = ATOLL_WIRE_QUORUM};

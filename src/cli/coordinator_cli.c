@@ -33,7 +33,10 @@ int atoll_coordinator_main(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll coordinator --listen tcp://ADDR:PORT --keys DIR [--min-islands M] [--island-timeout S] [--state FILE]\n"
-             "  DIR holds the coordinator's key.secret (atoll keys --out DIR) and allowed/*.pub, the islands' public keys\n");
+             "  DIR holds the coordinator's key.secret (atoll keys --out DIR) and allowed/*.pub, the islands' public keys\n"
+             "  --state FILE keeps the run's revision and members there (locked while in use; FILE.lock), so that a\n"
+             "  restarted coordinator continues the run; one FILE per run. Without it nothing outlives the process.\n"
+             "  The coordinator ends (status 0) once every island that registered has finished its run.\n");
       return 0;
     }
     if (i + 1 >= argc) {

@@ -34,6 +34,8 @@ static const struct {
     INT_HOOK("ATOLL_COMM_WINDOW", 0, 1024, comm_window),
     INT_HOOK("ATOLL_CUDA_SYNC", 0, 1, cuda_sync),
     INT_HOOK("ATOLL_FAULT_FETCH_FAIL_RANK", -1, 1L << 30, fetch_fail_rank),
+    INT_HOOK("ATOLL_FAULT_FEED_MOMENTUM", 0, 1, feed_bad_momentum),
+    INT_HOOK("ATOLL_FAULT_COMMIT_SIGSTOP", 0, 1L << 30, commit_sigstop),
 };
 
 int atoll_test_hooks_from_env(atoll_test_hooks *h, atoll_err *err) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 static void on_hello(coord *c, member *m, const atoll_wire_msg *msg) {
@@ -85,6 +86,19 @@ static void on_done(coord *c, member *m, const atoll_wire_sync *s, const route *
 
 static void on_commit(coord *c, member *m, const atoll_wire_sync *s, const route *from) {
   m->commit_to = *from;
+  if (c->revision > 0 && s->step < c->last_step) {
+    /* the run committed later steps without it: it left during this commit (its link
+     * was cut, or it was stopped, for longer than --island-timeout) and came back.
+     * Unanswered it waited out its bound and stopped; it is answered with its own
+     * revision and hash (nothing new for it), so that its next READY finds it behind
+     * and it joins with the committed state */
+    if (m->commit_step != s->step) /* (once: a restored link delivers its repeated COMMITs at once) */
+      fprintf(stderr, "coordinator: island %u commits step %u, the run is at step %u (revision %llu): it left meanwhile; it keeps revision %llu and joins\n",
+              m->island, s->step, c->last_step, (unsigned long long)c->revision, (unsigned long long)s->revision);
+    m->commit_step = s->step;
+    atoll_coord_send_sync(c, from, ATOLL_WIRE_COMMITTED, s->step, 0, s->revision, s->hash);
+    return;
+  }
   if (s->step == c->last_step && c->revision > 0 && memcmp(s->hash, c->rank_hash[m->rank], ATOLL_WIRE_HASH) == 0 &&
       !(c->cq.n > 0 && c->cq.step == s->step)) {
     atoll_coord_send_sync(c, from, ATOLL_WIRE_COMMITTED, c->last_step, 0, c->revision, c->rank_hash[m->rank]); /* already committed */
@@ -131,6 +145,19 @@ static int parse(coord *c, long n, const char *who, atoll_wire_msg *msg) {
   return 0;
 }
 
+/* READY, DONE, COMMIT or BYE from an allowed key that is not a member: normal, not an
+ * attack. An island that left (silent through a cut link, or stalled) or that a restarted
+ * coordinator does not know yet keeps repeating its READY, and when a cut link comes back
+ * its socket delivers every READY queued meanwhile at once (a second's worth each),
+ * before its next heartbeat registers it again. Ignored, and said once per key per 10 s. */
+static void unregistered(coord *c, const atoll_wire_msg *msg, const char *keyz, const char *who) {
+  if (strcmp(c->unreg_key, keyz) == 0 && atoll_net_now() - c->unreg_at < 10) return;
+  snprintf(c->unreg_key, sizeof c->unreg_key, "%.40s", keyz);
+  c->unreg_at = atoll_net_now();
+  fprintf(stderr, "coordinator: ignored %s from %s: not a member (it left, or this coordinator restarted); its next heartbeat registers it\n",
+          atoll_wire_type_name(msg->type), who);
+}
+
 /* The member a message comes from (registering it on HELLO), or NULL (dropped, with one line). */
 static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, const char *keyz, const char *addr,
                       const char *who) {
@@ -144,12 +171,13 @@ static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, co
               msg->u.hello.island);
       return NULL;
     }
-  } else if (msg->type != ATOLL_WIRE_READY && msg->type != ATOLL_WIRE_COMMIT && msg->type != ATOLL_WIRE_DONE) {
+  } else if (msg->type != ATOLL_WIRE_READY && msg->type != ATOLL_WIRE_COMMIT && msg->type != ATOLL_WIRE_DONE &&
+             msg->type != ATOLL_WIRE_BYE) {
     fprintf(stderr, "coordinator: dropped a message from %s: %s is not sent to a coordinator\n", who,
             atoll_wire_type_name(msg->type));
     return NULL;
   } else if (!m) {
-    fprintf(stderr, "coordinator: dropped %s from %s: not registered (no HELLO)\n", atoll_wire_type_name(msg->type), who);
+    unregistered(c, msg, keyz, who);
     return NULL;
   }
   int replay = atoll_coord_replayed(m, msg->session, msg->seq, atoll_net_now(), c->cfg->island_timeout);
@@ -163,6 +191,56 @@ static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, co
   return m;
 }
 
+/* A coordinator restored at revision R > 0 continues the run whose islands hold R (or
+ * R - 1: the COMMITTED of R not yet read; such an island's COMMIT of the committed step
+ * is answered). Islands that all hold less are fresh processes (restarted islands join
+ * by fetching from one that holds R): once no island of the state's run re-registered
+ * within --island-timeout, they belong to another run given the same --state, and would
+ * wait for a donor that never comes; each is refused with an ERROR, logged once. */
+static int other_run(coord *c, const member *m, const atoll_wire_msg *msg, const route *from) {
+  if (!c->unconfirmed || msg->type == ATOLL_WIRE_DONE || msg->type == ATOLL_WIRE_BYE) return 0;
+  int hello = msg->type == ATOLL_WIRE_HELLO || msg->type == ATOLL_WIRE_HEARTBEAT;
+  uint64_t rev = hello ? msg->u.hello.revision : msg->u.sync.revision;
+  int committed = msg->type == ATOLL_WIRE_COMMIT && msg->u.sync.step == c->last_step &&
+                  memcmp(msg->u.sync.hash, c->rank_hash[m->rank], ATOLL_WIRE_HASH) == 0;
+  if ((rev > 0 && rev + 1 >= c->revision) || committed) {
+    c->unconfirmed = 0;
+    return 0;
+  }
+  if (atoll_net_now() - c->started < c->cfg->island_timeout) return 0; /* the grace to re-register */
+  char text[600];
+  snprintf(text, sizeof text,
+           "the coordinator's state file %.300s is at revision %llu (step %u) of an earlier run, and no island of that run is left: "
+           "start this run's coordinator with another --state (or remove that file)",
+           c->state_path, (unsigned long long)c->revision, c->last_step);
+  if (!c->refused_run)
+    fprintf(stderr, "coordinator: refused island %u (revision %llu): %s\n", m->island, (unsigned long long)rev, text);
+  c->refused_run = 1;
+  if (msg->type != ATOLL_WIRE_HEARTBEAT) atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
+  return 1;
+}
+
+/* A finished island says so (BYE): it leaves now, not after --island-timeout of silence. */
+static void on_bye(coord *c, member *m, uint32_t step) {
+  if (c->xq.open && atoll_coord_in_group(c, &c->xq, m) >= 0) {
+    char why[96];
+    snprintf(why, sizeof why, "island %u finished", m->island);
+    atoll_coord_abort_exchange(c, why);
+  }
+  m->used = 0;
+  c->n_finished++;
+  c->finished_here++;
+  if (m->ranks > 1)
+    fprintf(stderr, "coordinator: island %u rank %u finished (said goodbye at step %u); %d members\n", m->island, m->rank,
+            step, atoll_coord_live(c));
+  else
+    fprintf(stderr, "coordinator: island %u finished (said goodbye at step %u); %d members\n", m->island, step,
+            atoll_coord_live(c));
+  atoll_coord_save_state(c);
+  atoll_coord_try_commit(c);
+  atoll_coord_try_quorum(c);
+}
+
 static void handle(coord *c, long n, const route *from, const char *keyz, const char *addr) {
   atoll_wire_msg msg;
   char who[200];
@@ -171,12 +249,14 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   member *m = sender(c, &msg, from, keyz, addr, who);
   if (!m) return;
   m->last_heard = atoll_net_now();
+  if (other_run(c, m, &msg, from)) return;
   switch (msg.type) {
   case ATOLL_WIRE_HELLO:
   case ATOLL_WIRE_HEARTBEAT: on_hello(c, m, &msg); break;
   case ATOLL_WIRE_READY: on_ready(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_DONE: on_done(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_COMMIT: on_commit(c, m, &msg.u.sync, from); break;
+  case ATOLL_WIRE_BYE: on_bye(c, m, msg.u.sync.step); break;
   default: break;
   }
 }
@@ -197,14 +277,19 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   coord *c = calloc(1, sizeof *c);
   if (!c) return atoll_fail(err, "out of memory");
   c->cfg = cfg;
-  if (cfg->state) snprintf(c->state_path, sizeof c->state_path, "%s", cfg->state);
-  else snprintf(c->state_path, sizeof c->state_path, "%s/coordinator.json", cfg->keys);
+  c->lock_fd = -1;
+  /* state only where --state names it: a default in the keys directory, shared by every
+   * run that uses those keys, made a new run continue an old run's revision */
+  if (cfg->state && snprintf(c->state_path, sizeof c->state_path, "%s", cfg->state) >= (int)sizeof c->state_path) {
+    free(c);
+    return atoll_fail(err, "--state %.200s...: path too long", cfg->state);
+  }
   int rc = -1;
   atoll_monitor *mon = NULL; /* logs failed handshakes (monitor.h) */
   uint8_t secret[ATOLL_KEY_BYTES], pub[ATOLL_KEY_BYTES];
   char path[4200];
   if (atoll_key_path(path, sizeof path, cfg->keys, "key.secret", err) || atoll_key_read_secret(path, secret, pub, err) ||
-      atoll_coord_load_state(c, err))
+      atoll_coord_lock_state(c, err) || atoll_coord_load_state(c, err))
     goto done;
   atoll_sender_init(&c->tx);
   c->ctx = zmq_ctx_new();
@@ -230,15 +315,19 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   double start = atoll_net_now();
   c->started = start;
   c->next_id = first_quorum_id();
+  int finished = 0;
   while (!(stop && *stop) && !(cfg->run_seconds > 0 && atoll_net_now() - start > cfg->run_seconds)) {
     route from;
     char keyz[64], addr[64];
     long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     atoll_coord_expire(c);
+    /* the run is over once every member left and the last ones said they finished */
+    if ((finished = c->finished_here > 0 && atoll_coord_live(c) == 0)) break;
   }
-  fprintf(stderr, "coordinator: stopping at revision %llu (step %u); members registered %llu, left %llu, restarted %llu; islands joined with the committed state %llu\n",
-          (unsigned long long)c->revision, c->last_step, (unsigned long long)c->n_registered, (unsigned long long)c->n_left,
+  fprintf(stderr, "coordinator: %s at revision %llu (step %u); members registered %llu, finished %llu, left %llu, restarted %llu; islands joined with the committed state %llu\n",
+          finished ? "every island finished: the run ends" : "stopping", (unsigned long long)c->revision, c->last_step,
+          (unsigned long long)c->n_registered, (unsigned long long)c->n_finished, (unsigned long long)c->n_left,
           (unsigned long long)c->n_restarted, (unsigned long long)c->n_state_joins);
   atoll_coord_save_state(c);
   rc = 0;
@@ -247,6 +336,7 @@ done:
   if (c->sock) zmq_close(c->sock);
   atoll_zap_stop(c->zap);
   if (c->ctx) zmq_ctx_term(c->ctx);
+  if (c->lock_fd >= 0) close(c->lock_fd);
   free(c);
   return rc;
 }

@@ -17,7 +17,7 @@
 typedef struct {
   const char *listen;     /* tcp://ADDR:PORT */
   const char *keys;       /* DIR: key.secret, allowed/\*.pub */
-  const char *state;      /* state file (NULL: DIR/coordinator.json) */
+  const char *state;      /* state file (NULL: none; docs/islands.md, "State file") */
   int min_islands;
   double island_timeout;  /* seconds of silence before an island is dropped */
   double run_seconds;     /* > 0: stop after this long (tests) */

@@ -91,8 +91,14 @@ typedef struct {
   /* membership changes of the run (state file "counts"; restored after a restart):
    * members that registered, left (silent or stalled) or restarted, and islands that
    * joined with the committed state */
-  uint64_t n_registered, n_left, n_restarted, n_state_joins;
+  uint64_t n_registered, n_left, n_restarted, n_state_joins, n_finished;
+  int unconfirmed;  /* restored at a revision > 0, and no island of that run seen yet */
+  int refused_run;  /* islands of another run were refused (logged once) */
+  int finished_here; /* members that said goodbye (BYE) to this process */
+  int lock_fd;      /* the state file's lock (-1: none) */
   char refused_key[ATOLL_KEY_Z85 + 1];  /* the last refused layout (logged once per 10 s) */
+  char unreg_key[ATOLL_KEY_Z85 + 1];   /* the last key whose messages came before its registration (once per 10 s) */
+  double unreg_at;
   double refused_at;
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;
@@ -130,7 +136,19 @@ void atoll_coord_try_commit(coord *c);
 int atoll_coord_feed_waiting(coord *c);
 
 /* coordinator_state.c */
+#define COORD_COUNTS 5 /* counts: registered, left, restarted, state_joins, finished */
+typedef struct {
+  uint64_t revision;
+  uint32_t step, ranks;
+  uint8_t hash[ATOLL_WIRE_HASH];
+  uint8_t rank_hash[MAX_MEMBERS][ATOLL_WIRE_HASH];
+  uint64_t counts[COORD_COUNTS];
+  int members;
+} coord_saved;
+/* Parses a state file's text (path names it in errors): 0, or -1 with one line. */
+int atoll_coord_state_parse(const char *text, size_t len, const char *path, coord_saved *out, atoll_err *err);
 void atoll_coord_save_state(coord *c);
 int atoll_coord_load_state(coord *c, atoll_err *err);
+int atoll_coord_lock_state(coord *c, atoll_err *err);
 
 #endif

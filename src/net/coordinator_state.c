@@ -1,19 +1,34 @@
-/* The coordinator's state file (docs/formats.md): written atomically after each commit
- * and membership change, read back at start. */
+/* The coordinator's state file (docs/islands.md, "State file"): written atomically
+ * after each commit and membership change, read back at start, and locked while a
+ * coordinator uses it. The file is checked like any other input: every number an
+ * integer in its range, every hash strict hex, every member well formed; anything
+ * else is refused with one line naming the file and the member. */
 #include "net/coordinator_int.h"
 
 #include "core/fs.h"
 #include "core/json_text.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#define EXACT_MAX 9007199254740992.0 /* 2^53: the largest integer a JSON number holds exactly */
+
+static void to_hex(const uint8_t *h, char out[2 * ATOLL_WIRE_HASH + 1]) {
+  for (int i = 0; i < ATOLL_WIRE_HASH; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
 
 void atoll_coord_save_state(coord *c) {
+  if (!c->state_path[0]) return; /* no --state: nothing outlives this process */
   cJSON *s = cJSON_CreateObject(), *mem = cJSON_AddArrayToObject(s, "members");
   char h[2 * ATOLL_WIRE_HASH + 1];
-  for (int i = 0; i < ATOLL_WIRE_HASH; i++) snprintf(h + 2 * i, 3, "%02x", c->hash[i]);
+  to_hex(c->hash, h);
   cJSON_AddNumberToObject(s, "revision", (double)c->revision);
   cJSON_AddStringToObject(s, "hash", h);
   cJSON_AddNumberToObject(s, "step", c->last_step);
@@ -23,10 +38,11 @@ void atoll_coord_save_state(coord *c) {
   cJSON_AddNumberToObject(cnt, "left", (double)c->n_left);
   cJSON_AddNumberToObject(cnt, "restarted", (double)c->n_restarted);
   cJSON_AddNumberToObject(cnt, "state_joins", (double)c->n_state_joins);
+  cJSON_AddNumberToObject(cnt, "finished", (double)c->n_finished);
   cJSON *rh = cJSON_AddArrayToObject(s, "rank_hashes");
   for (uint32_t r = 0; r < c->ranks; r++) {
     char x[2 * ATOLL_WIRE_HASH + 1];
-    for (int i = 0; i < ATOLL_WIRE_HASH; i++) snprintf(x + 2 * i, 3, "%02x", c->rank_hash[r][i]);
+    to_hex(c->rank_hash[r], x);
     cJSON_AddItemToArray(rh, cJSON_CreateString(x));
   }
   for (int i = 0; i < MAX_MEMBERS; i++) {
@@ -46,51 +62,170 @@ void atoll_coord_save_state(coord *c) {
   cJSON_Delete(s);
 }
 
-/* A state file from an earlier run: the revision, hash and step carry on. */
-int atoll_coord_load_state(coord *c, atoll_err *err) {
-  FILE *f = fopen(c->state_path, "r");
-  if (!f) return 0; /* a first start */
-  fclose(f);
-  cJSON *s = atoll_json_read_whole(c->state_path, 1 << 20, err);
-  if (!s) return -1;
-  const cJSON *rev = cJSON_GetObjectItemCaseSensitive(s, "revision"), *h = cJSON_GetObjectItemCaseSensitive(s, "hash"),
-              *st = cJSON_GetObjectItemCaseSensitive(s, "step"), *mem = cJSON_GetObjectItemCaseSensitive(s, "members");
-  if (!cJSON_IsNumber(rev) || rev->valuedouble < 0 || !cJSON_IsString(h) || strlen(h->valuestring) != 2 * ATOLL_WIRE_HASH ||
-      !cJSON_IsNumber(st)) {
-    cJSON_Delete(s);
-    return atoll_fail(err, "%s: not a coordinator state file (revision, hash, step)", c->state_path);
-  }
-  c->revision = (uint64_t)rev->valuedouble;
-  c->restored_members = cJSON_GetArraySize(mem);
-  c->last_step = (uint32_t)st->valuedouble;
-  for (int i = 0; i < ATOLL_WIRE_HASH; i++) {
-    unsigned v;
-    if (sscanf(h->valuestring + 2 * i, "%2x", &v) != 1) {
-      cJSON_Delete(s);
-      return atoll_fail(err, "%s: hash is not hexadecimal", c->state_path);
+/* ------------------------------------------------------------------ reading --- */
+
+/* Member `name` of o as an integer in [0, max]: 0, 1 when absent and optional, or -1
+ * (err names the file and the member). */
+static int get_uint(const cJSON *o, const char *name, double max, int required, uint64_t *out, const char *path,
+                    const char *where, atoll_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (!v && !required) return 1;
+  if (!v) return atoll_fail(err, "%s: not a coordinator state file: %s%s is missing", path, where, name);
+  double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+  if (!(x >= 0 && x <= max && x == floor(x)))
+    return atoll_fail(err, "%s: %s%s must be an integer in [0, %.0f]", path, where, name, max);
+  *out = (uint64_t)x;
+  return 0;
+}
+
+static int hex_digit(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+/* A hash written as exactly 64 hex digits (no sign, space or prefix). */
+static int get_hash(const cJSON *v, uint8_t out[ATOLL_WIRE_HASH], const char *path, const char *name, atoll_err *err) {
+  const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+  if (s && strlen(s) == 2 * ATOLL_WIRE_HASH) {
+    int i = 0;
+    for (; i < ATOLL_WIRE_HASH; i++) {
+      int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+      if (hi < 0 || lo < 0) break;
+      out[i] = (uint8_t)(hi << 4 | lo);
     }
-    c->hash[i] = (uint8_t)v;
+    if (i == ATOLL_WIRE_HASH) return 0;
   }
-  memcpy(c->rank_hash[0], c->hash, ATOLL_WIRE_HASH);
-  const cJSON *cnt = cJSON_GetObjectItemCaseSensitive(s, "counts"), *v;
-  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "registered")) && cJSON_IsNumber(v)) c->n_registered = (uint64_t)v->valuedouble;
-  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "left")) && cJSON_IsNumber(v)) c->n_left = (uint64_t)v->valuedouble;
-  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "restarted")) && cJSON_IsNumber(v)) c->n_restarted = (uint64_t)v->valuedouble;
-  if ((v = cJSON_GetObjectItemCaseSensitive(cnt, "state_joins")) && cJSON_IsNumber(v)) c->n_state_joins = (uint64_t)v->valuedouble;
+  return atoll_fail(err, "%s: %s must be %d hexadecimal digits", path, name, 2 * ATOLL_WIRE_HASH);
+}
+
+/* A string of 1 to max printable ASCII bytes (from: its allowed characters, or NULL). */
+static int good_text(const cJSON *v, size_t lo, size_t max, const char *from) {
+  if (!cJSON_IsString(v)) return 0;
+  size_t n = strlen(v->valuestring);
+  if (n < lo || n > max) return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)v->valuestring[i];
+    if (ch < 0x21 || ch > 0x7e || (from && !strchr(from, ch))) return 0;
+  }
+  return 1;
+}
+
+static const char Z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+/* members[i]: {island, rank, key (Z85), endpoint}. */
+static int check_member(const cJSON *o, int i, const char *path, atoll_err *err) {
+  char where[48];
+  snprintf(where, sizeof where, "members[%d].", i);
+  if (!cJSON_IsObject(o)) return atoll_fail(err, "%s: members[%d] must be an object", path, i);
+  uint64_t v;
+  if (get_uint(o, "island", ATOLL_WIRE_MAX_MEMBERS - 1, 1, &v, path, where, err) ||
+      get_uint(o, "rank", MAX_MEMBERS - 1, 1, &v, path, where, err))
+    return -1;
+  if (!good_text(cJSON_GetObjectItemCaseSensitive(o, "key"), ATOLL_KEY_Z85, ATOLL_KEY_Z85, Z85))
+    return atoll_fail(err, "%s: members[%d].key must be a public key (%d Z85 characters)", path, i, ATOLL_KEY_Z85);
+  if (!good_text(cJSON_GetObjectItemCaseSensitive(o, "endpoint"), 1, ATOLL_WIRE_MAX_ENDPOINT, NULL))
+    return atoll_fail(err, "%s: members[%d].endpoint must be 1-%d printable characters", path, i, ATOLL_WIRE_MAX_ENDPOINT);
+  return 0;
+}
+
+static int parse_tree(const cJSON *s, const char *path, coord_saved *out, atoll_err *err) {
+  if (!cJSON_IsObject(s)) return atoll_fail(err, "%s: not a coordinator state file (not a JSON object)", path);
+  uint64_t step = 0, ranks = 0;
+  if (get_uint(s, "revision", EXACT_MAX, 1, &out->revision, path, "", err) ||
+      get_uint(s, "step", UINT32_MAX, 1, &step, path, "", err) || get_uint(s, "ranks", MAX_MEMBERS, 0, &ranks, path, "", err) < 0)
+    return -1;
+  out->step = (uint32_t)step;
+  out->ranks = (uint32_t)ranks;
+  if (get_hash(cJSON_GetObjectItemCaseSensitive(s, "hash"), out->hash, path, "hash", err)) return -1;
+  const cJSON *cnt = cJSON_GetObjectItemCaseSensitive(s, "counts");
+  if (cnt && !cJSON_IsObject(cnt)) return atoll_fail(err, "%s: counts must be an object", path);
+  static const char *const COUNTS[COORD_COUNTS] = {"registered", "left", "restarted", "state_joins", "finished"};
+  for (int k = 0; k < COORD_COUNTS; k++)
+    if (cnt && get_uint(cnt, COUNTS[k], EXACT_MAX, 0, &out->counts[k], path, "counts.", err) < 0) return -1;
+  memcpy(out->rank_hash[0], out->hash, ATOLL_WIRE_HASH);
   const cJSON *rh = cJSON_GetObjectItemCaseSensitive(s, "rank_hashes");
-  for (int r = 0; cJSON_IsArray(rh) && r < cJSON_GetArraySize(rh) && r < MAX_MEMBERS; r++) {
-    const cJSON *x = cJSON_GetArrayItem(rh, r);
-    if (!cJSON_IsString(x) || strlen(x->valuestring) != 2 * ATOLL_WIRE_HASH) continue;
-    for (int i = 0; i < ATOLL_WIRE_HASH; i++) {
-      unsigned v = 0;
-      sscanf(x->valuestring + 2 * i, "%2x", &v);
-      c->rank_hash[r][i] = (uint8_t)v;
-    }
+  if (rh && (!cJSON_IsArray(rh) || cJSON_GetArraySize(rh) > MAX_MEMBERS || (ranks && cJSON_GetArraySize(rh) != (int)ranks)))
+    return atoll_fail(err, "%s: rank_hashes must be an array of one hash per rank (ranks %llu)", path, (unsigned long long)ranks);
+  for (int r = 0; rh && r < cJSON_GetArraySize(rh); r++) {
+    char name[32];
+    snprintf(name, sizeof name, "rank_hashes[%d]", r);
+    if (get_hash(cJSON_GetArrayItem(rh, r), out->rank_hash[r], path, name, err)) return -1;
   }
-  char hh[17];
-  atoll_coord_hex(c->hash, hh);
-  fprintf(stderr, "coordinator: restored from %s: revision %llu, step %u, hash %s; %d islands were members (they re-register by heartbeat)\n",
-          c->state_path, (unsigned long long)c->revision, c->last_step, hh, cJSON_GetArraySize(mem));
+  const cJSON *mem = cJSON_GetObjectItemCaseSensitive(s, "members");
+  if (!cJSON_IsArray(mem) || cJSON_GetArraySize(mem) > MAX_MEMBERS)
+    return atoll_fail(err, "%s: members must be an array of at most %d members", path, MAX_MEMBERS);
+  for (int i = 0; i < cJSON_GetArraySize(mem); i++)
+    if (check_member(cJSON_GetArrayItem(mem, i), i, path, err)) return -1;
+  out->members = cJSON_GetArraySize(mem);
+  return 0;
+}
+
+int atoll_coord_state_parse(const char *text, size_t len, const char *path, coord_saved *out, atoll_err *err) {
+  memset(out, 0, sizeof *out);
+  cJSON *s = atoll_json_parse_whole(text, len, path, err);
+  if (!s) return -1;
+  int rc = parse_tree(s, path, out, err);
   cJSON_Delete(s);
+  return rc;
+}
+
+/* A state file from an earlier run of this coordinator: the revision, hash and step
+ * carry on. No file: a first start. */
+int atoll_coord_load_state(coord *c, atoll_err *err) {
+  if (!c->state_path[0]) return 0;
+  if (access(c->state_path, F_OK) != 0 && errno == ENOENT) return 0;
+  char *text = NULL;
+  size_t len = 0;
+  if (atoll_read_file(c->state_path, 1 << 20, &text, &len, err)) return -1;
+  static coord_saved s;
+  int rc = atoll_coord_state_parse(text, len, c->state_path, &s, err);
+  free(text);
+  if (rc) return -1;
+  c->revision = s.revision;
+  c->last_step = s.step;
+  memcpy(c->hash, s.hash, ATOLL_WIRE_HASH);
+  memcpy(c->rank_hash, s.rank_hash, sizeof c->rank_hash);
+  c->n_registered = s.counts[0], c->n_left = s.counts[1], c->n_restarted = s.counts[2];
+  c->n_state_joins = s.counts[3], c->n_finished = s.counts[4];
+  c->restored_members = s.members;
+  c->unconfirmed = c->revision > 0; /* until an island of that run shows up (coordinator.c) */
+  char hh[2 * ATOLL_WIRE_HASH + 1];
+  to_hex(c->hash, hh);
+  hh[16] = 0; /* the first 8 bytes, as the log shows hashes */
+  fprintf(stderr, "coordinator: restored from %s: revision %llu, step %u, hash %s; %d islands were members (they re-register by heartbeat)\n",
+          c->state_path, (unsigned long long)c->revision, c->last_step, hh, s.members);
+  return 0;
+}
+
+/* One coordinator per state file: an flock on FILE.lock, released by the kernel with
+ * its holder (as train's OUT/.lock, src/ckpt/run_dir.c); the pid in it names the
+ * holder in the refusal. */
+int atoll_coord_lock_state(coord *c, atoll_err *err) {
+  c->lock_fd = -1;
+  if (!c->state_path[0]) return 0;
+  char path[sizeof c->state_path + 8];
+  snprintf(path, sizeof path, "%s.lock", c->state_path);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return atoll_fail(err, "--state %s: cannot open %s: %s", c->state_path, path, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char buf[32] = {0};
+    long pid = pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
+    close(fd);
+    if (e != EWOULDBLOCK) return atoll_fail(err, "--state %s: cannot lock %s: %s", c->state_path, path, strerror(e));
+    char who[40] = "";
+    if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
+    return atoll_fail(err, "--state %s: another coordinator%s is using it; stop it, or give this one another --state",
+                      c->state_path, who);
+  }
+  char buf[32];
+  int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+    close(fd);
+    return atoll_fail(err, "--state %s: cannot write %s: %s", c->state_path, path, strerror(errno));
+  }
+  c->lock_fd = fd;
   return 0;
 }

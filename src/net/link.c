@@ -84,6 +84,14 @@ struct atoll_link {
   uint64_t last_qid; /* this island's previous quorum */
 };
 
+void atoll_link_state_hash(const atoll_link *l, const float *global, size_t n, uint8_t out[32]) {
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, NULL, 0, 32);
+  crypto_generichash_update(&st, (const uint8_t *)global, n * sizeof(float));
+  if (l->momentum && l->state_n == n) crypto_generichash_update(&st, (const uint8_t *)l->momentum, n * sizeof(float));
+  crypto_generichash_final(&st, out, 32);
+}
+
 void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n) {
   l->global = global;
   l->momentum = momentum;
@@ -746,11 +754,11 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
     have++;
     last = atoll_net_now();
   }
-  uint8_t hash[ATOLL_WIRE_HASH];
-  crypto_generichash(hash, sizeof hash, buf, qb, NULL, 0);
+  uint8_t hash[ATOLL_WIRE_HASH]; /* of the global weights and the momentum, as committed */
+  crypto_generichash(hash, sizeof hash, buf, 2 * qb, NULL, 0);
   if (memcmp(hash, want, ATOLL_WIRE_HASH) != 0) {
     free(buf), free(got);
-    return atoll_fail(err, "joining at step %u: the weights fetched from island %u do not match the quorum's hash; refusing them",
+    return atoll_fail(err, "joining at step %u: the weights and outer momentum fetched from island %u do not match the quorum's hash; refusing them",
                       step, donor->island);
   }
   memcpy(l->global, buf, qb);
@@ -774,7 +782,7 @@ static int fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err) 
 static int send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *err) {
   size_t qb = l->state_n * sizeof(float);
   uint8_t hash[ATOLL_WIRE_HASH];
-  crypto_generichash(hash, sizeof hash, (const uint8_t *)l->global, qb, NULL, 0);
+  atoll_link_state_hash(l, l->global, l->state_n, hash);
   if (memcmp(hash, m->u.quorum.hash, ATOLL_WIRE_HASH) != 0) {
     fprintf(stderr, "island %u: asked to send the state of step %u, but this island's differs from it; not sent\n",
             l->cfg.island, m->u.quorum.step);
@@ -790,7 +798,9 @@ static int send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *err)
     peer *p = peer_for(l, &m->u.quorum.members[i], err);
     if (!p) return -1;
     send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 3, 0, (const uint8_t *)l->global, qb);
+    if (l->cfg.feed_bad_momentum && qb) ((uint8_t *)l->momentum)[0] ^= 1; /* test hook: a damaged momentum */
     send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 4, 0, (const uint8_t *)l->momentum, qb);
+    if (l->cfg.feed_bad_momentum && qb) ((uint8_t *)l->momentum)[0] ^= 1;
     fprintf(stderr, "island %u: sent the state of step %u to joining island %u\n", l->cfg.island, m->u.quorum.step,
             m->u.quorum.members[i].island);
   }
@@ -863,12 +873,21 @@ void atoll_link_unjoin(atoll_link *l) {
   if (l->join_t0 == 0) l->join_t0 = atoll_net_now();
 }
 
+void atoll_link_goodbye(atoll_link *l) {
+  atoll_wire_msg m = {.type = ATOLL_WIRE_BYE};
+  m.u.sync = (atoll_wire_sync){atomic_load(&l->step), 0, l->revision, {0}, l->cfg.rank};
+  atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 1000);
+  int linger = 1000; /* atoll_link_close waits this long for it to leave */
+  zmq_setsockopt(l->coord, ZMQ_LINGER, &linger, sizeof linger);
+}
+
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err) {
   double t0 = atoll_net_now();
   char what[64];
   snprintf(what, sizeof what, "commit of step %u", step);
   atoll_wire_msg req = {.type = ATOLL_WIRE_COMMIT}, m;
   req.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}, l->cfg.rank};
+  if (l->cfg.commit_sigstop == step) raise(SIGSTOP); /* test hook: silent (a cut link) until SIGCONT */
   memcpy(req.u.sync.hash, hash, ATOLL_WIRE_HASH);
   if (coord_ask(l, &req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, what, err)) return -1;
   if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)

@@ -38,6 +38,8 @@ typedef struct {
   double wait_timeout;         /* bound of a wait for a quorum below --min-islands */
   double heartbeat;            /* seconds between heartbeats */
   int fail_first_fetch;        /* test hook: the first fetch of the committed state fails */
+  int feed_bad_momentum;       /* test hook: the momentum sent to joiners has a bit flipped */
+  uint32_t commit_sigstop;     /* test hook: SIGSTOP this process before the COMMIT of this step (0: none) */
 } atoll_link_config;
 
 typedef struct {
@@ -84,6 +86,12 @@ void atoll_link_unjoin(atoll_link *l);
 /* After the step's exchanges: every member's hash of its global weights must agree;
  * the coordinator commits the revision. */
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err);
+/* The island finished its run: tells the coordinator it leaves (BYE), so that it is
+ * not taken for a dead one, and the coordinator ends once every island finished. */
+void atoll_link_goodbye(atoll_link *l);
 atoll_link_stats atoll_link_get_stats(const atoll_link *l);
+/* The hash the islands commit and a joiner checks: BLAKE2b-256 of the global weights
+ * (n floats) and then the bound outer momentum (the same n floats' worth). */
+void atoll_link_state_hash(const atoll_link *l, const float *global, size_t n, uint8_t out[32]);
 
 #endif

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT", "COMMIT",
-                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM"};
+                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM", "BYE"};
 
 const char *atoll_wire_type_name(int type) {
   return type >= 1 && type <= ATOLL_WIRE_TYPE_MAX ? NAMES[type] : "unknown";
@@ -172,6 +172,7 @@ static int parse_payload(rd *r, atoll_wire_msg *m, atoll_wire_member *members, u
   case ATOLL_WIRE_DONE:
   case ATOLL_WIRE_GO:
   case ATOLL_WIRE_ABORT:
+  case ATOLL_WIRE_BYE:
     get_sync(r, &m->u.sync);
     if (!r->bad && m->u.sync.rank >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: rank %u out of range", name, m->u.sync.rank);
     return 0;
@@ -275,7 +276,8 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
   case ATOLL_WIRE_COMMITTED:
   case ATOLL_WIRE_DONE:
   case ATOLL_WIRE_GO:
-  case ATOLL_WIRE_ABORT: put_sync(&w, &m->u.sync); break;
+  case ATOLL_WIRE_ABORT:
+  case ATOLL_WIRE_BYE: put_sync(&w, &m->u.sync); break;
   case ATOLL_WIRE_QUORUM:
   case ATOLL_WIRE_FEED:
   case ATOLL_WIRE_STATE_FROM:

@@ -49,7 +49,8 @@ typedef enum {
   ATOLL_WIRE_ABORT = 12,    /* coordinator -> island: a member died or stalled: discard, retry */
   ATOLL_WIRE_FEED = 13,     /* coordinator -> island: send your state to these joining islands */
   ATOLL_WIRE_STATE_FROM = 14, /* coordinator -> joining island: fetch the state from this member */
-  ATOLL_WIRE_TYPE_MAX = 14
+  ATOLL_WIRE_BYE = 15,      /* island -> coordinator: it finished its run and leaves */
+  ATOLL_WIRE_TYPE_MAX = 15
 } atoll_wire_type;
 
 /* HELLO and HEARTBEAT */
@@ -63,7 +64,7 @@ typedef struct {
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1]; /* where its data socket listens */
 } atoll_wire_hello;
 
-/* READY, COMMIT, COMMITTED, DONE, GO, ABORT: one exchange is (step, fragment); in
+/* READY, COMMIT, COMMITTED, DONE, GO, ABORT, BYE: one exchange is (step, fragment); in
  * DONE, GO and ABORT `revision` holds the quorum's id; rank: the island rank that
  * sends it (or that the coordinator answers) */
 typedef struct {

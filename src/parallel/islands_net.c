@@ -16,10 +16,11 @@ static int net_mean(void *ctx, atoll_qtype dtype, float *x, size_t n, int step, 
   return atoll_link_mean(ctx, dtype, x, n, (uint32_t)step, (uint32_t)fragment, bad, err);
 }
 
-/* The islands agree on the BLAKE2b-256 hash of the global weights. */
+/* The islands agree on the BLAKE2b-256 hash of the global weights and outer momentum
+ * (what a joining island adopts, checked against the same hash). */
 static int net_commit(void *ctx, int step, const float *global, size_t n, atoll_err *err) {
   uint8_t hash[32];
-  crypto_generichash(hash, sizeof hash, (const unsigned char *)global, n * sizeof(float), NULL, 0);
+  atoll_link_state_hash(ctx, global, n, hash);
   return atoll_link_commit(ctx, (uint32_t)step, hash, err);
 }
 
@@ -60,6 +61,7 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n) { return &n->outer; }
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n) { return n ? &n->base : NULL; }
 void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop) { atoll_link_set_stop(n->link, stop); }
+void atoll_islands_net_finish(atoll_islands_net *n) { atoll_link_goodbye(n->link); }
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) { return atoll_link_get_stats(n->link); }
 
 int atoll_islands_net_rank_endpoint(const char *listen, int rank, char *out, size_t n, atoll_err *err) {

@@ -16,6 +16,8 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n);
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n);
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n);
+/* The run finished: the island tells the coordinator it leaves (atoll_link_goodbye). */
+void atoll_islands_net_finish(atoll_islands_net *n);
 void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop);
 
 /* An island of several ranks: rank r's data endpoint is --island-listen's with the

@@ -224,11 +224,6 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
     /* train_out.c's check_resume refused a step past --steps or --stop-after before */
     return atoll_run_load(r, &l->state, resume_dir, start, err) ? -1 : 0;
   }
-  char latest[1200];
-  atoll_err ignored;
-  if (r->rank == 0 && atoll_ckpt_find_latest(r->ckpt_root, latest, sizeof latest, &ignored) == 0)
-    return atoll_fail(err, "--out %s: already holds a run with checkpoint %s; pass --resume %s to continue it or choose another --out",
-                      c->out, latest, c->out);
   if (atoll_model_init_weights(r->model, c->seed)) return atoll_fail(err, "out of memory initialising the weights");
   state_to_host(l); /* --init-from changes the host copies */
   atoll_rng_seed(&l->state.rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
@@ -259,6 +254,20 @@ static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hook
 /* Returns 0, or an agreed ATOLL_TRAIN_ERROR / ATOLL_TRAIN_QUIET: the ranks agree after
  * each phase that may fail on some of them, before the next one's collectives
  * (loading a checkpoint is collective). */
+/* A new run into an OUT that holds one (a checkpoint) is refused, saying what to do.
+ * Checked before the run is set up: an island (--join) registers with its coordinator
+ * during the setup, and a restarted island's HELLO aborts the other islands' exchange. */
+static int holds_run(const atoll_config *c, atoll_comm *world, const char *resume_dir, atoll_err *err) {
+  if (resume_dir || atoll_comm_rank(world) != 0) return 0;
+  char root[1200], latest[1200];
+  atoll_err ignored;
+  if (snprintf(root, sizeof root, "%s/checkpoints", c->out) >= (int)sizeof root ||
+      atoll_ckpt_find_latest(root, latest, sizeof latest, &ignored) != 0)
+    return 0;
+  return atoll_fail(err, "--out %s: already holds a run with checkpoint %s; pass --resume %s to continue it%s or choose another --out",
+                    c->out, latest, c->out, c->join[0] ? " (the island joins its run again from there)" : "");
+}
+
 static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
                      const char *resume_dir, int *start, atoll_err *err) {
   memset(l, 0, sizeof *l);
@@ -267,6 +276,8 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   atoll_comm_set_timeout(world, c->comm_timeout);
   /* a rank refused here must not leave the others waiting in setup's collectives */
   int rc = atoll_train_agree(world, atoll_run_check_machine(c, err), err);
+  if (rc) return rc;
+  rc = atoll_train_agree(world, holds_run(c, world, resume_dir, err), err);
   if (rc) return rc;
   rc = atoll_train_agree(world, open_run(l, c, hooks, world, err), err);
   if (rc) return rc;
@@ -441,6 +452,8 @@ int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atol
     }
   }
   rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : 0;
+  /* islands as separate jobs: a finished island leaves the coordinator at once */
+  if (rc == 0 && !stopped && l->run.net) atoll_islands_net_finish(l->run.net);
   /* a kill between the last step's save and its prune left a checkpoint more than
    * --keep; a resume at the last step saves nothing, so it prunes here, after the run
    * finished (a resume that fails on the way deletes nothing) */

@@ -415,7 +415,8 @@ int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, 
   double total = summary_comm(s, rep, r);
   if (r->mesh.pp > 1) summary_pipeline(s, rep, r);
   /* islands: intra-island traffic is the traffic of all the axes above */
-  cJSON_AddNumberToObject(s, "islands", r->mesh.islands);
+  /* (a --join job is one island of the run's --islands) */
+  cJSON_AddNumberToObject(s, "islands", r->net ? r->cfg->islands : r->mesh.islands);
   cJSON_AddItemToObject(s, "intra_island_bytes", per_rank(r, total, NULL));
   if (r->diloco) summary_diloco(s, rep, r);
   cJSON_AddItemToObject(s, "config", atoll_config_to_json(r->cfg));

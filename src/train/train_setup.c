@@ -94,7 +94,9 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
                             .rank = (uint32_t)r->rank, .ranks = (uint32_t)r->world_size,
                             .layout = atoll_islands_net_layout(shape, (int)(sizeof shape / sizeof shape[0])),
                             .streams = c->net_streams, .timeout = c->net_timeout, .wait_timeout = 10 * c->net_timeout,
-                            .heartbeat = 0.5, .fail_first_fetch = r->hooks->fetch_fail_rank == r->rank};
+                            .heartbeat = 0.5, .fail_first_fetch = r->hooks->fetch_fail_rank == r->rank,
+                            .feed_bad_momentum = r->hooks->feed_bad_momentum,
+                            .commit_sigstop = (uint32_t)r->hooks->commit_sigstop};
     if (atoll_islands_net_create(&r->net, &lc, err)) return -1;
     atoll_strategies_add(&r->strategies, atoll_islands_net_strategy(r->net));
     dc.link = atoll_islands_net_link(r->net);

@@ -28,13 +28,15 @@ net_keys() {
   done
 }
 
-# start_coordinator DIR PORT MIN [extra flags]: sets COORD_PID; log in DIR/coord.log
+# start_coordinator DIR PORT MIN [extra flags]: sets COORD_PID; log in DIR/coord.log,
+# state in DIR/coord/coordinator.json (a later --state in the flags wins)
 start_coordinator() {
   dir=$1; port=$2; min=$3; shift 3
   # the log exists before this returns: a background job's redirection is made in the
   # child, later, and a caller counting lines in a missing file read "" (not 0)
   : >>"$dir/coord.log"
-  timeout -k 5 600 $ATOLL coordinator --listen tcp://127.0.0.1:$port --keys "$dir/coord" --min-islands $min "$@" >>"$dir/coord.log" 2>&1 &
+  timeout -k 5 600 $ATOLL coordinator --listen tcp://127.0.0.1:$port --keys "$dir/coord" --min-islands $min \
+    --state "$dir/coord/coordinator.json" "$@" >>"$dir/coord.log" 2>&1 &
   COORD_PID=$!
 }
 

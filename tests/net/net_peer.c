@@ -3,7 +3,9 @@
  *
  *   net_peer ENDPOINT COORDINATOR_PUB SECRET_FILE ISLAND KIND [SECONDS]
  *
- * KIND: hello, ready (hello then READY for step 1), truncated, oversized, badmagic,
+ * KIND: hello, ready (hello then READY for step 1), readyloop (the same, READY repeated
+ * every 0.5 s as an island does while it waits), readyonly (READY every 0.5 s, never a
+ * HELLO: an island the coordinator does not know), truncated, oversized, badmagic,
  * badtype, badversion, trailing, replay (one HELLO sent twice, same session and seq),
  * multipart, evict (a HELLO; then a HEARTBEAT from each of 8 new sessions, more than
  * the coordinator once remembered; then the first HELLO again, the same bytes), data.
@@ -139,14 +141,17 @@ int main(int argc, char **argv) {
   m.seq = 1;
   static uint8_t buf[200000];
   size_t n = atoll_wire_encode(&m, buf, sizeof buf);
+  int loop_ready = strcmp(kind, "readyloop") == 0 || strcmp(kind, "readyonly") == 0;
   if (strcmp(kind, "data") == 0) {
     int rc = play_data(ctx, s, &tx, &m, pub, sec, secs);
     zmq_close(s);
     zmq_ctx_term(ctx);
     return rc;
-  } else if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0) {
+  } else if (strcmp(kind, "readyonly") == 0) {
+    /* no HELLO: the loop below sends the READYs */
+  } else if (strcmp(kind, "hello") == 0 || strcmp(kind, "ready") == 0 || loop_ready) {
     atoll_sock_send(s, &tx, &m, NULL, 0);
-    if (strcmp(kind, "ready") == 0) {
+    if (strcmp(kind, "ready") == 0 || loop_ready) {
       atoll_wire_msg r = {.type = ATOLL_WIRE_READY};
       r.u.sync.step = 1;
       atoll_sock_send(s, &tx, &r, NULL, 0);
@@ -192,8 +197,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "net_peer: unknown kind %s\n", kind);
     return 2;
   }
-  double t0 = atoll_net_now();
+  double t0 = atoll_net_now(), sent = t0 - 1;
   while (atoll_net_now() - t0 < secs) {
+    if (loop_ready && atoll_net_now() - sent >= 0.5) {
+      atoll_wire_msg r = {.type = ATOLL_WIRE_READY};
+      r.u.sync.step = 1;
+      atoll_sock_send(s, &tx, &r, NULL, 0);
+      sent = atoll_net_now();
+    }
     long k = atoll_sock_recv(s, buf, sizeof buf, NULL, NULL, NULL, NULL, 100);
     if (k < 0) continue;
     atoll_wire_msg r;

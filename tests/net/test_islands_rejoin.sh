@@ -6,7 +6,18 @@
 # fetch the last committed state from island 0, which waits for the next exchange, and
 # the two finish the run together (a chaos run of test_islands_chaos stalled this way
 # for 80 s and failed). Asserts: both finish with status 0, island 2 joined with the
-# hash checked, and their global weights are bit-identical.
+# hash checked, and their global weights are bit-identical; each finished island says
+# goodbye (not "left (silent)"), the coordinator then ends by itself with status 0 and a
+# summary line, and summary.json counts the run's 3 islands. Island 1 restarted with
+# its first command is refused with one line naming --resume, before it registers.
+# Then the same with island 0's outer momentum damaged on its way to the joiner (test
+# hook ATOLL_FAULT_FEED_MOMENTUM): the joiner refuses it, since the hash it checks
+# covers the momentum as well as the weights.
+# Last, island 1 of 2 falls silent in its commit of step 6 (it stops itself, test hook
+# ATOLL_FAULT_COMMIT_SIGSTOP: as a cut link) for longer than --island-timeout, while
+# island 0 (--min-islands 1) commits on; resumed, its COMMIT of that old step is answered
+# (it was left unanswered, and the island stopped after 2 x --net-timeout), and it joins
+# with the committed state and finishes.
 #   usage: test_islands_rejoin.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -19,7 +30,9 @@ set -- $(free_ports 4); CPORT=$1; P0=$2; P1=$3; P2=$4
 start_coordinator "$D" $CPORT 2 --island-timeout 3
 timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
 PID0=$!
-timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+# island 1 keeps checkpoints, so that its restart with the same command meets one
+M1=$(echo "$M" | sed 's/--save-every 0/--save-every 2/')
+timeout -k 5 150 $ATOLL train $M1 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
 PID1=$!
 # wait_log PATTERN SECONDS: until the coordinator's log holds PATTERN
 wait_log() {
@@ -36,16 +49,82 @@ kill9 $PID1
 n=0
 while [ "$(grep -c "at least 2 needed" "$D/coord.log")" -le "$before" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
 [ "$(grep -c "at least 2 needed" "$D/coord.log")" -gt "$before" ] || fail "island 0 was not left alone waiting"
+# island 1 restarted with the same command: refused with one line that says what to do,
+# before it registers with the coordinator (its HELLO would abort island 0's exchange)
+seen1=$(grep -c -E "island 1 (joined|restarted)" "$D/coord.log")
+timeout -k 5 60 $ATOLL train $M1 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1b.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c . "$D/n1b.err")" -eq 1 ] && grep -q -- "already holds a run .*pass --resume $D/n1 to continue it" "$D/n1b.err" \
+  && pass "island 1 restarted with the same command: $(cut -c1-60 "$D/n1b.err")... $(grep -o 'pass --resume.*' "$D/n1b.err" | cut -c1-40)..." \
+  || fail "island 1 restarted with the same command (status $rc): $(head -3 "$D/n1b.err")"
+sleep 0.5
+[ "$(grep -c -E "island 1 (joined|restarted)" "$D/coord.log")" -eq "$seen1" ] && pass "the refused island 1 never registered" \
+  || fail "the refused island 1 registered: $(grep -E "island 1 (joined|restarted)" "$D/coord.log" | tail -1)"
 timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 2 $P2) --out "$D/n2" >/dev/null 2>"$D/n2.err" &
 PID2=$!
 ok=1
 wait $PID0 || { ok=0; echo "island 0:"; tail -n 3 "$D/n0.err"; }
 wait $PID2 || { ok=0; echo "island 2:"; tail -n 3 "$D/n2.err"; }
-kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+# every island registered has finished (island 1 left, killed): the coordinator ends
+n=0; while kill -0 $COORD_PID 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+if kill -0 $COORD_PID 2>/dev/null; then
+  fail "the coordinator did not end within 10 s of the last island's end"
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+else
+  wait $COORD_PID; crc=$?
+  [ $crc -eq 0 ] && grep -q "every island finished: the run ends at revision" "$D/coord.log" \
+    && pass "the coordinator ended by itself: $(grep -o 'every island finished.*' "$D/coord.log" | cut -c1-120)" \
+    || fail "the coordinator ended with status $crc: $(tail -n 1 "$D/coord.log")"
+fi
+grep -q "island 0 finished (said goodbye" "$D/coord.log" && grep -q "island 2 finished (said goodbye" "$D/coord.log" \
+  && pass "islands 0 and 2 said goodbye" || fail "no goodbye: $(grep -E 'island [02] (finished|left)' "$D/coord.log")"
+grep -q "island [02] left (silent" "$D/coord.log" && fail "a finished island logged as silent: $(grep 'left (silent' "$D/coord.log")"
+out=$($PY -c 'import json, sys; n = json.load(open(sys.argv[1]))["islands"]; print(n); sys.exit(0 if n == 3 else 1)' "$D/n0/summary.json") \
+  && pass "summary.json: islands 3" || fail "summary.json: islands $out, expected 3"
 [ $ok -eq 1 ] && pass "islands 0 and 2 finished the run" || { fail "an island failed"; grep -E "joined|left|joins|behind|waiting" "$D/coord.log" | tail -n 12; }
 grep -q "joined at step .*hash checked" "$D/n2.err" && pass "island 2 $(grep -o 'joined at step [0-9]* (revision [0-9]*' "$D/n2.err" | head -1), hash checked" \
   || fail "island 2 did not join: $(tail -n 2 "$D/n2.err")"
 grep -q "island 2 joins at step .* from island 0" "$D/coord.log" && pass "the coordinator had island 2 fetch from island 0 while too few islands were left" \
   || fail "no feed line in the coordinator's log"
 out=$($PY "$SRC/tests/net/same_weights.py" "$D/n2" "$D/n0") && pass "island 2's global weights == island 0's ($out)" || fail "weights: $out"
+
+# --- the joiner checks the momentum too: island 0 sends a damaged one ---
+D="$TMP/badmomentum"; mkdir -p "$D"
+net_keys "$D" 3 || { fail keys; finish; }
+M2=$(echo "$M" | sed 's/--steps 40/--steps 14/')
+set -- $(free_ports 4); CPORT=$1; P0=$2; P1=$3; P2=$4
+start_coordinator "$D" $CPORT 2 --island-timeout 3
+ATOLL_FAULT_FEED_MOMENTUM=1 timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+wait_log "committed: revision 2," 60 || fail "momentum case: islands 0 and 1 did not commit twice"
+kill9 $PID1
+timeout -k 5 60 $ATOLL train $M2 $(island_flags "$D" $CPORT 2 $P2) --out "$D/n2" >/dev/null 2>"$D/n2.err"
+rc=$?
+kill $PID0 $COORD_PID 2>/dev/null; wait $PID0 $COORD_PID 2>/dev/null
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "weights and outer momentum fetched from island 0 do not match the quorum's hash; refusing them" "$D/n2.err" \
+  && pass "a damaged momentum is refused: $(grep -o 'joining at step [0-9]*: the weights and outer.*' "$D/n2.err" | head -1 | cut -c1-120)" \
+  || fail "a damaged momentum (status $rc): $(grep -E 'joined|refusing|error' "$D/n2.err" | head -2)"
+
+# --- an island silent during its commit comes back and joins ---
+D="$TMP/stopped"; mkdir -p "$D"
+net_keys "$D" 2 || { fail keys; finish; }
+set -- $(free_ports 3); CPORT=$1; P0=$2; P1=$3
+start_coordinator "$D" $CPORT 1 --island-timeout 2
+timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+ATOLL_FAULT_COMMIT_SIGSTOP=6 timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+wait_log "island 1 left (silent" 60 || fail "stopped island 1 did not leave"
+left=$(grep -c "committed" "$D/coord.log")
+n=0; while [ "$(grep -c "committed" "$D/coord.log")" -lt $((left + 2)) ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+for c in $(pgrep -P $PID1); do kill -CONT "$c"; done
+ok=1
+wait $PID1 || { ok=0; fail "island 1, resumed after the others committed on: $(grep -v '^step' "$D/n1.err" | tail -n 2)"; }
+wait $PID0 || { ok=0; fail "island 0: $(tail -n 2 "$D/n0.err")"; }
+kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+[ $ok -eq 1 ] && grep -q "joined at step .*hash checked" "$D/n1.err" \
+  && pass "island 1, silent in its commit of step 6, came back: $(grep -o 'it left meanwhile.*' "$D/coord.log" | head -1); $(grep -o 'joined at step [0-9]*' "$D/n1.err")" \
+  || fail "island 1 did not join after its silent commit: $(grep -E 'left meanwhile|joined' "$D/coord.log" | tail -2)"
 finish

@@ -4,7 +4,8 @@
 # frame and another coordinator key each leave one line naming the address; malformed, truncated, oversized and replayed messages from an
 # allowed key are dropped with a log line naming the peer, and the coordinator carries
 # on (a well-formed island still joins and gets its quorum afterwards); a replay stays
-# dropped however many new sessions the key opens meanwhile.
+# dropped however many new sessions the key opens meanwhile. READYs from an allowed key
+# that is not a member are ignored with one line, not one per message.
 #   usage: test_security.sh ATOLL NET_PEER
 set -u
 ATOLL=$1
@@ -27,7 +28,7 @@ cp "$T/good/key.pub" "$T/coord/allowed/good.pub"
 cp "$T/bad/key.pub" "$T/coord/allowed/bad.pub"
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 EP=tcp://127.0.0.1:$PORT
-timeout 100 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 2 --island-timeout 30 >"$T/coord.log" 2>&1 &
+timeout 100 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 2 --island-timeout 30 --state "$T/coord/coordinator.json" >"$T/coord.log" 2>&1 &
 COORD_PID=$!
 i=0
 while ! grep -q "listening on $EP" "$T/coord.log" && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
@@ -82,6 +83,14 @@ seen "dropped a message from .*: more than one frame" || fail "multipart message
 $PEER $EP "$CPUB" "$T/bad/key.secret" 3 replay 1.5 >/dev/null 2>&1
 seen "island 3 joined" || fail "the first copy of the replayed HELLO did not register"
 seen "dropped HELLO from island 3 (key .*): replayed" || fail "replay not dropped"
+
+# 3b. READYs from an allowed key that is not a member (an island that left, or that a
+#     restarted coordinator does not know yet, repeats its READY): ignored, said once,
+#     not logged as a drop per message (10 READYs in 5 s here)
+$PEER $EP "$CPUB" "$T/good/key.secret" 5 readyonly 5 >/dev/null 2>&1
+seen "ignored READY from peer with key .*: not a member" || fail "no line for READYs from a key that is not a member"
+[ "$(grep -c "ignored READY from peer with key" "$T/coord.log")" -eq 1 ] && ! grep -q "dropped READY" "$T/coord.log" \
+  || fail "READYs from a key that is not a member: $(grep -c "READY from peer" "$T/coord.log") lines, expected 1"
 
 # 4. the coordinator carries on: a good island joins, and with island 3 forms a quorum
 #    (--min-islands 2: island 3, ready first, is told to wait until island 5 comes)

@@ -1,0 +1,44 @@
+/* libFuzzer target: the islands coordinator's state file parser (atoll_coord_state_parse,
+ * src/net/coordinator_state.c). Whatever the bytes, the parser returns (no overflow, no
+ * float-to-integer cast out of range: UBSan's float-cast-overflow is fatal here); what it
+ * accepts is in range. Seeds: a few state files written at start into ./corpus (the
+ * directory run_fuzz.sh runs it on), beside the JSON Lines seeds of its generator. */
+#include "net/coordinator_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void seed(const char *name, const char *text) {
+  char path[256];
+  snprintf(path, sizeof path, "corpus/%s", name);
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+}
+
+#define H64 "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  seed("state_empty.json", "{\"members\":[],\"revision\":0,\"hash\":\"" H64 "\",\"step\":0,\"ranks\":0,"
+                           "\"counts\":{\"registered\":0,\"left\":0,\"restarted\":0,\"state_joins\":0},\"rank_hashes\":[]}");
+  seed("state_run.json", "{\"members\":[{\"island\":0,\"rank\":0,\"key\":\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\","
+                         "\"endpoint\":\"tcp://127.0.0.1:6000\"},{\"island\":1,\"rank\":1,"
+                         "\"key\":\"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\",\"endpoint\":\"tcp://h:1\"}],"
+                         "\"revision\":30,\"hash\":\"" H64 "\",\"step\":60,\"ranks\":2,"
+                         "\"counts\":{\"registered\":7,\"left\":1,\"restarted\":1,\"state_joins\":1,\"finished\":2},"
+                         "\"rank_hashes\":[\"" H64 "\",\"" H64 "\"]}");
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static coord_saved s;
+  atoll_err err;
+  if (atoll_coord_state_parse((const char *)data, size, "state.json", &s, &err)) {
+    if (memchr(err.msg, '\n', strlen(err.msg))) abort(); /* a refusal is one line */
+    return 0;
+  }
+  if (s.revision > (1ull << 53) || s.ranks > MAX_MEMBERS || s.members < 0 || s.members > MAX_MEMBERS) abort();
+  return 0;
+}
