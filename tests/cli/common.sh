@@ -15,7 +15,7 @@ pass() { echo "ok: $*"; PASSES=$((PASSES + 1)); }
 # the suite and stops if it cannot, so CI never skips these. A venv without a module fails.
 use_venv() {
   VPY=${ATOLL_PYTHON:-$(bash "$SRC/scripts/venv.sh")} || {
-    echo "SKIP: scripts/venv.sh could not make the PyPI venv (is PyPI reachable?); this test needs $*"
+    echo "SKIP: scripts/venv.sh could not make the PyPI venv (its reason above); this test needs $*"
     exit 77
   }
   for m in "$@"; do

@@ -6,7 +6,8 @@
 # Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_token_file
 # (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_jsonl (prepare's
 # JSON Lines parser, whole against in pieces), fuzz_tokenizer (tokenizer.json reader,
-# encode/decode round trip), fuzz_wire (the islands' wire parser, src/net/wire.c). Each is compiled with
+# encode/decode round trip), fuzz_wire (the islands' wire parser, src/net/wire.c),
+# fuzz_coord_state (the coordinator's state file, src/net/coordinator_state.c). Each is compiled with
 # clang's fuzzer, ASan and UBSan (UB is
 # fatal), given a seed corpus of valid files made by a small generator that calls
 # the project's own writers, and run for SECONDS seconds; the targets run in
@@ -308,7 +309,7 @@ targets=(
   "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/added_tokens.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/tokenizer/text_pieces.c src/text/text_input.c src/text/jsonl.c src/data/token_file.c src/core/json_text.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lz -lm"
   "plan_config|GEN_PLAN_CONFIG|src/plan/options.c src/plan/setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "wire|GEN_WIRE|src/net/wire.c|"
-  "coord_state|GEN_JSONL|src/net/coordinator_state.c src/core/json_text.c src/core/fs.c src/core/err.c src/data/jsonl.c|-lcjson -lm"
+  "coord_state|GEN_JSONL|src/net/coordinator_state.c src/core/json_text.c src/core/fs.c src/core/err.c src/text/jsonl.c|-lcjson -lm"
 )
 
 build_target() { # name gendef sources libs
