@@ -295,6 +295,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   c->ctx = zmq_ctx_new();
   if (atoll_zap_start(&c->zap, c->ctx, "coordinator", 0, err)) goto done;
   atoll_key_path(path, sizeof path, cfg->keys, "allowed", err); /* (shorter than key.secret's, checked above) */
+  if (atoll_keys_private_dir(cfg->keys, err) || atoll_keys_private_dir(path, err)) goto done;
   int allowed = atoll_zap_allow_dir(c->zap, path, err);
   if (allowed < 0) goto done;
   if (allowed == 0) {

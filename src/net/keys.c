@@ -36,9 +36,9 @@ static int write_new(const char *path, const char *text, atoll_err *err) {
 
 /* A directory others may write to (sticky or not) would let them put files beside the
  * keys: a key of their own in allowed/, or a link where ours are to go. */
-static int private_dir(const char *dir, atoll_err *err) {
+int atoll_keys_private_dir(const char *dir, atoll_err *err) {
   struct stat st;
-  if (stat(dir, &st)) return atoll_fail(err, "%s: %s", dir, strerror(errno));
+  if (stat(dir, &st)) return errno == ENOENT ? 0 : atoll_fail(err, "%s: %s", dir, strerror(errno));
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return atoll_fail(err, "%s: writable by %s (mode %04o): refusing to keep keys there, where others could add or "
                       "replace files; use a directory only you can write (chmod go-w)",
@@ -52,8 +52,19 @@ int atoll_keys_generate(const char *dir, atoll_err *err) {
   if (zmq_curve_keypair(pub, sec)) return atoll_fail(err, "zmq_curve_keypair: %s", zmq_strerror(zmq_errno()));
   /* (each path checked before anything is made: none is cut short) */
   if (atoll_key_path(path, sizeof path, dir, "key.secret", err)) return -1;
-  if (atoll_mkdir_p(dir, err) || private_dir(dir, err)) return -1;
-  if (atoll_key_path(path, sizeof path, dir, "allowed", err) || atoll_mkdir_p(path, err) || private_dir(path, err))
+  /* a new directory in a parent others may write to without the sticky bit could be
+   * renamed away and replaced by theirs (in /tmp, sticky, it cannot) */
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    char parent[4200];
+    atoll_parent_dir(dir, parent, sizeof parent);
+    if (stat(parent, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      return atoll_fail(err, "%s: its parent %s is writable by others and not sticky (mode %04o): they could replace "
+                        "the key directory; make it in a directory only you can write", dir, parent,
+                        (unsigned)(st.st_mode & 07777));
+  }
+  if (atoll_mkdir_p(dir, err) || atoll_keys_private_dir(dir, err)) return -1;
+  if (atoll_key_path(path, sizeof path, dir, "allowed", err) || atoll_mkdir_p(path, err) || atoll_keys_private_dir(path, err))
     return -1;
   atoll_key_path(path, sizeof path, dir, "key.secret", err);
   snprintf(text, sizeof text, "%s\n", sec);

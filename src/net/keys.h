@@ -17,6 +17,10 @@
 #define ATOLL_KEY_Z85 40
 
 int atoll_keys_generate(const char *dir, atoll_err *err);
+/* 0 when only its owner may write to dir (or it does not exist: its reader says so);
+ * else -1 naming it: others could add a key to
+ * an allow-list there, or replace a key (keys --out and the coordinator check). */
+int atoll_keys_private_dir(const char *dir, atoll_err *err);
 /* The secret key in path and the public key derived from it. */
 int atoll_key_read_secret(const char *path, uint8_t secret[ATOLL_KEY_BYTES], uint8_t pub[ATOLL_KEY_BYTES],
                           atoll_err *err);

@@ -149,5 +149,17 @@ expect_error "keys --out DIR with a world-writable DIR/allowed" "kal/allowed: wr
 (umask 0 && $TO $ATOLL keys --out "$TMP/kfresh/sub" >/dev/null 2>"$TMP/err") || fail "keys --out a new directory: $(cat "$TMP/err")"
 modes=$(stat -c %a "$TMP/kfresh/sub/key.secret" "$TMP/kfresh/sub/key.pub" 2>&1 | tr '\n' ' ')
 [ "$modes" = "600 600 " ] && pass "keys under umask 0: key.secret and key.pub mode 600" || fail "keys under umask 0: modes $modes"
+# a new key directory in a parent others may write to, not sticky, could be swapped for
+# theirs: refused (in a sticky one such as /tmp it could not: accepted)
+mkdir -p "$TMP/kww" && chmod 777 "$TMP/kww"
+expect_error "keys --out a new directory in a world-writable, non-sticky parent" "its parent $TMP/kww is writable by others and not sticky" $TO $ATOLL keys --out "$TMP/kww/k"
+mkdir -p "$TMP/kst" && chmod 1777 "$TMP/kst"
+$TO $ATOLL keys --out "$TMP/kst/k" >/dev/null 2>"$TMP/err" && pass "keys --out in a sticky world-writable parent" || fail "keys --out in a sticky parent: $(cat "$TMP/err")"
+# the coordinator reads its keys only from directories only its owner may write: an
+# allowed/ made world-writable after keys --out let anyone add a key without a word
+chmod 777 "$TMP/kst/k/allowed"
+expect_error "coordinator with a world-writable allowed/" "k/allowed: writable by everyone" $TO $ATOLL coordinator --listen tcp://127.0.0.1:9 --keys "$TMP/kst/k"
+chmod 755 "$TMP/kst/k/allowed" && chmod 775 "$TMP/kst/k"
+expect_error "coordinator with a group-writable keys directory" "kst/k: writable by its group" $TO $ATOLL coordinator --listen tcp://127.0.0.1:9 --keys "$TMP/kst/k"
 
 finish
