@@ -10,12 +10,14 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXACT_MAX 9007199254740992.0 /* 2^53: the largest integer a JSON number holds exactly */
@@ -202,11 +204,35 @@ int atoll_coord_load_state(coord *c, atoll_err *err) {
 /* One coordinator per state file: an flock on FILE.lock, released by the kernel with
  * its holder (as train's OUT/.lock, src/ckpt/run_dir.c); the pid in it names the
  * holder in the refusal. */
+/* The state file's name with its symbolic links resolved (links to it, which may point
+ * at a file not written yet, then its directory's), so that every name of it locks one
+ * lock file: a link to a state file in use was a second, free lock. 0, or -1 when a
+ * directory cannot be resolved or a link loops. */
+static int resolved_name(const char *state, char *out, size_t outsz) {
+  char cur[PATH_MAX], target[PATH_MAX], dir[PATH_MAX], buf[PATH_MAX];
+  if (snprintf(cur, sizeof cur, "%s", state) >= (int)sizeof cur) return -1;
+  struct stat st;
+  for (int hops = 0; lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+    ssize_t n = readlink(cur, target, sizeof target - 1);
+    if (n < 0 || hops == 40) return -1;
+    target[n] = 0;
+    atoll_parent_dir(cur, dir, sizeof dir);
+    if (target[0] == '/') snprintf(cur, sizeof cur, "%s", target);
+    else if (snprintf(cur, sizeof cur, "%s/%s", dir, target) >= (int)sizeof cur) return -1;
+  }
+  atoll_parent_dir(cur, dir, sizeof dir);
+  if (!realpath(dir, buf)) return -1;
+  const char *base = strrchr(cur, '/');
+  return snprintf(out, outsz, "%s/%s", buf, base ? base + 1 : cur) < (int)outsz ? 0 : -1;
+}
+
 int atoll_coord_lock_state(coord *c, atoll_err *err) {
   c->lock_fd = -1;
   if (!c->state_path[0]) return 0;
-  char path[sizeof c->state_path + 8];
-  snprintf(path, sizeof path, "%s.lock", c->state_path);
+  char name[PATH_MAX], path[PATH_MAX + 8];
+  if (resolved_name(c->state_path, name, sizeof name) != 0)
+    return atoll_fail(err, "--state %s: cannot resolve its directory: %s", c->state_path, strerror(errno));
+  snprintf(path, sizeof path, "%s.lock", name);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return atoll_fail(err, "--state %s: cannot open %s: %s", c->state_path, path, strerror(errno));
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

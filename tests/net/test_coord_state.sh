@@ -64,9 +64,15 @@ FIRST=$!
 i=0; while ! grep -q "listening" "$D/first.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 timeout 20 $ATOLL coordinator --listen tcp://127.0.0.1:$P2 --keys "$D/coord" --state "$D/shared.json" --run-seconds 2 >/dev/null 2>"$D/err"
 rc=$?
-kill $FIRST 2>/dev/null; wait $FIRST 2>/dev/null
 [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c . "$D/err")" -eq 1 ] && grep -q -- "--state .*shared.json: another coordinator (pid [0-9]*) is using it" "$D/err" \
   && pass "a second coordinator on one state file: $(cat "$D/err")" || fail "second coordinator on one state file: status $rc: $(head -3 "$D/err")"
+# the same file through a symbolic link (its own lock file before: both ran)
+ln -s "$D/shared.json" "$D/link.json"
+timeout 20 $ATOLL coordinator --listen tcp://127.0.0.1:$P2 --keys "$D/coord" --state "$D/link.json" --run-seconds 2 >/dev/null 2>"$D/err"
+rc=$?
+kill $FIRST 2>/dev/null; wait $FIRST 2>/dev/null
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q -- "link.json: another coordinator (pid [0-9]*) is using it" "$D/err" \
+  && pass "a second coordinator on a symbolic link to the state file refused" || fail "a second coordinator through a symbolic link: status $rc: $(head -3 "$D/err")"
 
 # --- 3. state per run -----------------------------------------------------------------
 PORT=$(free_ports 1)
