@@ -11,7 +11,7 @@
  * the coordinator once remembered; then the first HELLO again, the same bytes), data.
  * Prints each reply as "reply TYPE ..." on stdout.
  *
- * data: a member that plays foul in the exchange (the island's data door, link.c).
+ * data: a member that plays foul in the exchange (the island's data door, link_data.c).
  * It registers with its data socket at $NET_PEER_LISTEN, sends READY for step
  * $NET_PEER_STEP (fragment 0) until the QUORUM comes, waits for the other member's
  * first phase-1 frame (which gives the piece's size and means its key is allowed),
@@ -29,7 +29,7 @@
 
 static int send_raw(void *s, const uint8_t *b, size_t n) { return zmq_send(s, b, n, 0) < 0 ? -1 : 0; }
 
-/* link.c's chunk size of a piece of qb bytes (the receiver derives it alike) */
+/* link_data.c's chunk size of a piece of qb bytes (the receiver derives it alike) */
 static size_t chunk_of(size_t qb) {
   size_t c = ((qb + 15) / 16 + 4095) / 4096 * 4096;
   return c < 4096 ? 4096 : c < (1u << 20) ? c : (1u << 20);

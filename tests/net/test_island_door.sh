@@ -5,7 +5,7 @@
 # --island-advertise is refused with one line, and with it the island binds the
 # wildcard and announces the advertised address with the bound port (the exchange
 # below runs over it).
-# The island's data door (src/net/link.c, docs/islands.md "Wire format"): a member of
+# The island's data door (src/net/link_data.c, docs/islands.md "Wire format"): a member of
 # the quorum (tests/net/net_peer.c, kind data) sends the island DATA frames that no
 # receiver may take: phase 3 (a joining island's state) inside an exchange, an empty
 # range at offset == total, an offset inside a chunk, another total. Each is dropped
