@@ -218,7 +218,12 @@ static int set_string(atoll_config *c, const key_spec *k, const char *s, const c
                       atoll_err *err) {
   char *field = (char *)c + k->offset;
   size_t cap = (size_t)k->max;
-  if (strlen(s) >= cap) return atoll_fail(err, "%s: %s is longer than %zu bytes", source, k->key, cap - 1);
+  if (strlen(s) >= cap) {
+    if (strcmp(source, "flag") == 0) /* a path, mostly: a shorter spelling of it works */
+      return atoll_fail(err, "--%s: longer than %zu bytes (%zu); for a path, give it relative to the working "
+                        "directory", k->key, cap - 1, strlen(s));
+    return atoll_fail(err, "%s: %s is longer than %zu bytes", source, k->key, cap - 1);
+  }
   memcpy(field, s, strlen(s) + 1);
   return 0;
 }
