@@ -168,7 +168,7 @@ int atoll_coord_state_parse(const char *text, size_t len, const char *path, coor
   memset(out, 0, sizeof *out);
   cJSON *s = atoll_json_parse_whole(text, len, path, err);
   if (!s) return -1;
-  int rc = parse_tree(s, path, out, err);
+  int rc = atoll_json_unique_keys(s, path, err) ? -1 : parse_tree(s, path, out, err); /* (a key twice: which?) */
   cJSON_Delete(s);
   return rc;
 }
