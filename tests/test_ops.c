@@ -36,7 +36,8 @@
  * loses ~100u); threads 2 and 3 vs 1: identical. A wrong formula (a missing term, a wrong
  * sign or scale, LayerNorm eps 1e-6 instead of 1e-5, a non-causal mask, a gradient
  * overwritten instead of added) gives errors of 1e-3 to 1e3 - each of those was tried
- * on an out-of-tree copy of ops_cpu.c and fails this test.
+ * on an out-of-tree copy of the CPU kernels (now ops_cpu.c and ops_cpu_elem.c) and
+ * fails this test.
  * Note: with the pthread build of OpenBLAS, omp_set_num_threads changes the threads of
  * the OpenMP loops only, not those of sgemm; with the OpenMP build it sets both. */
 #include "atoll/atoll.h"

@@ -6,7 +6,8 @@
  *   search.c     enumeration and ranking of layouts; fewest GPUs; days by GPU count
  *   measure.c    this machine's CPU figures (sgemm peak, elementwise rate)
  *   calibrate.c  a measured atoll run (summary.json) against the plan of that run
- *   report.c     table, --explain and --json output
+ *   report.c     header, table and --json output
+ *   explain.c    --explain and --versus in words
  *
  * Built as the library atoll_plan; the command line (flags, --config FILE) is in
  * src/cli/plan_*.c. Errors are returned (atoll_err), never exit the process.

@@ -33,7 +33,7 @@ static const atoll_hf_name GPT2_NAMES[] = {
     {"ln_f.bias", "transformer.ln_f.bias", 0},
 };
 
-/* atoll's LayerNorm epsilon (src/ops/ops_cpu.c) */
+/* atoll's LayerNorm epsilon (src/ops/ops_cpu_elem.c) */
 #define GPT2_LN_EPS 1e-5
 
 static cJSON *gpt2_config_json(const atoll_shape *s) {
