@@ -1,6 +1,8 @@
 /* A library user's whole path through the public header alone (include/atoll/atoll.h):
- * prepare text, configure, train with no test hooks (NULL), find the checkpoint, sample
- * from it. Nothing here may need an internal header. Also: a long error message keeps
+ * prepare text, configure, train, find the checkpoint, sample from it. atoll_train_run
+ * takes no test hooks (they stay internal, src/core/hooks.h): its type is checked below,
+ * and the name atoll_test_hooks is free here (declaring it would clash with a public
+ * declaration). Nothing here may need an internal header. Also: a long error message keeps
  * its reason. */
 #include "atoll/atoll.h"
 
@@ -8,6 +10,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* The public entry has exactly this type: no hooks parameter. */
+_Static_assert(_Generic(&atoll_train_run,
+                        int (*)(const atoll_config *, atoll_comm *, const char *, const volatile sig_atomic_t *,
+                                atoll_err *): 1,
+                        default: 0),
+               "atoll_train_run has the hook-free public signature");
+/* The test hooks' type is not part of the public header. */
+typedef int atoll_test_hooks;
 
 static int set(atoll_config *c, const char *key, const char *value) {
   atoll_err err = {{0}};
@@ -67,7 +78,7 @@ int main(void) {
 
   atoll_comm *world = NULL;
   CHECK(atoll_comm_init(&world, NULL, NULL, &err) == 0);
-  int rc = atoll_train_run(&c, NULL, world, NULL, NULL, &err);
+  int rc = atoll_train_run(&c, world, NULL, NULL, &err);
   if (rc) fprintf(stderr, "atoll_train_run: %s\n", err.msg);
   CHECK(rc == 0);
 

@@ -150,9 +150,6 @@ int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err)
 /* Frees a communicator; on the world also finalizes MPI if atoll_comm_init started it. */
 void atoll_comm_free(atoll_comm *c);
 
-/* Fault injection and tuning for tests (src/core/hooks.h); NULL: none. */
-typedef struct atoll_test_hooks atoll_test_hooks;
-
 /* Runs training as configured on every rank of world. resume_dir: a checkpoint (or run
  * directory) to continue from, or NULL. stop: optional flag set by a signal handler;
  * once nonzero the loop saves a checkpoint after the current step and returns 1.
@@ -161,8 +158,8 @@ typedef struct atoll_test_hooks atoll_test_hooks;
  * (message in err), ATOLL_TRAIN_QUIET on an error that another rank reports. */
 #define ATOLL_TRAIN_ERROR (-1)
 #define ATOLL_TRAIN_QUIET (-2)
-int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atoll_comm *world,
-                    const char *resume_dir, const volatile sig_atomic_t *stop, atoll_err *err);
+int atoll_train_run(const atoll_config *cfg, atoll_comm *world, const char *resume_dir,
+                    const volatile sig_atomic_t *stop, atoll_err *err);
 
 /* ------------------------------------------------------------- checkpoints --- */
 

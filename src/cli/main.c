@@ -414,7 +414,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
    * handler runs on its own stack (src/core/stop_signal.c: oneDNN borrows rsp) */
   if (atoll_stop_signals_install(&stop_flag, &err)) return die(&err);
 
-  rc = atoll_train_run(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
+  rc = atoll_train_run_hooked(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
   if (rc == ATOLL_TRAIN_QUIET) return 1;
   if (rc < 0) return die(&err);
   if (rc == 1) return 130;

@@ -1,5 +1,6 @@
 /* Agreement of the ranks before they act (src/train/agree.c); atoll_train_run itself is
- * public (atoll/atoll.h). Used by the loop and by the CLI. */
+ * public (atoll/atoll.h), atoll_train_run_hooked internal (train/run.h). Used by the loop
+ * and by the CLI. */
 #ifndef ATOLL_TRAIN_AGREE_H
 #define ATOLL_TRAIN_AGREE_H
 

@@ -84,6 +84,12 @@ int atoll_run_check_machine(const atoll_config *c, atoll_err *err);
 int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
                     atoll_err *err);
 void atoll_run_free(atoll_run *r);
+
+/* train.c: atoll_train_run (atoll/atoll.h) with test hooks (NULL: none); the CLI passes
+ * the hooks it read from the environment (src/cli/test_hooks.c). Kept out of the public
+ * header so that a library user never sees the hooks. */
+int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hooks, atoll_comm *world,
+                           const char *resume_dir, const volatile sig_atomic_t *stop, atoll_err *err);
 /* island_data.c: --island-data files or blocks restricts ds to this island's source files. */
 int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err);
 /* Sequences per step over all replicas. */

@@ -424,8 +424,8 @@ static int finish_run(loop *l, int step, atoll_err *err) {
   return atoll_report_summary(&l->report, r, step, l->state.last_loss, hash, err);
 }
 
-int atoll_train_run(const atoll_config *cfg, const atoll_test_hooks *hooks, atoll_comm *world, const char *resume_dir,
-                    const volatile sig_atomic_t *stop, atoll_err *err) {
+int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hooks, atoll_comm *world,
+                           const char *resume_dir, const volatile sig_atomic_t *stop, atoll_err *err) {
   loop *l = calloc(1, sizeof *l);
   int start = 0, stopped = 0;
   int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, &start, err)
@@ -466,4 +466,9 @@ done:
   if (l) loop_free(l);
   free(l);
   return rc;
+}
+
+int atoll_train_run(const atoll_config *cfg, atoll_comm *world, const char *resume_dir,
+                    const volatile sig_atomic_t *stop, atoll_err *err) {
+  return atoll_train_run_hooked(cfg, NULL, world, resume_dir, stop, err);
 }
