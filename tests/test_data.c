@@ -1,4 +1,6 @@
-/* Tests of the data module: token file format, dataset windows, atoll prepare. */
+/* Tests of the data module: token file format, dataset windows, atoll prepare. (About
+ * 770 lines, one job: src/data/'s readers and writers, whose cases share the token-file
+ * helpers at the top; the readers of input text have their own file, test_text_input.c.) */
 #define _XOPEN_SOURCE 700
 #include "atoll/atoll.h"
 #include "check.h"

@@ -151,9 +151,7 @@ static int parse(coord *c, long n, const char *who, atoll_wire_msg *msg) {
  * its socket delivers every READY queued meanwhile at once (a second's worth each),
  * before its next heartbeat registers it again. Ignored, and said once per key per 10 s. */
 static void unregistered(coord *c, const atoll_wire_msg *msg, const char *keyz, const char *who) {
-  if (strcmp(c->unreg_key, keyz) == 0 && atoll_net_now() - c->unreg_at < 10) return;
-  snprintf(c->unreg_key, sizeof c->unreg_key, "%.40s", keyz);
-  c->unreg_at = atoll_net_now();
+  if (!atoll_coord_say(&c->unreg, keyz)) return;
   fprintf(stderr, "coordinator: ignored %s from %s: not a member (it left, or this coordinator restarted); its next heartbeat registers it\n",
           atoll_wire_type_name(msg->type), who);
 }

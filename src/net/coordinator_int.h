@@ -65,6 +65,13 @@ typedef struct {
   int rebuilt; /* the commit group was rebuilt from COMMITs (a restarted coordinator), not from a GO */
 } group;
 
+/* A line repeated for the same key is said once per 10 s (retrying peers and
+ * heartbeats repeat their cause): the last key said, and when. */
+typedef struct {
+  char key[ATOLL_KEY_Z85 + 1];
+  double at;
+} said_lately;
+
 typedef struct {
   const atoll_coordinator_config *cfg;
   char state_path[4200];
@@ -96,15 +103,14 @@ typedef struct {
   int refused_run;  /* islands of another run were refused (logged once) */
   int finished_here; /* members that said goodbye (BYE) to this process */
   int lock_fd;      /* the state file's lock (-1: none) */
-  char refused_key[ATOLL_KEY_Z85 + 1];  /* the last refused layout (logged once per 10 s) */
-  char unreg_key[ATOLL_KEY_Z85 + 1];   /* the last key whose messages came before its registration (once per 10 s) */
-  double unreg_at;
-  double refused_at;
+  said_lately refused; /* a refused layout */
+  said_lately unreg;   /* messages from an allowed key that is not a member */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;
 
 /* coordinator_members.c */
 void atoll_coord_hex(const uint8_t *h, char out[17]); /* the first 8 bytes of a hash, in hex */
+int atoll_coord_say(said_lately *s, const char *keyz); /* 1: log it now (and it is noted) */
 int atoll_coord_live(const coord *c);
 void atoll_coord_name_of(const coord *c, const char *keyz, const char *addr, char *out, size_t n);
 member *atoll_coord_by_key(coord *c, const char *keyz, uint32_t rank);

@@ -10,6 +10,14 @@ void atoll_coord_hex(const uint8_t *h, char out[17]) {
   for (int i = 0; i < 8; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
+int atoll_coord_say(said_lately *s, const char *keyz) {
+  double now = atoll_net_now();
+  if (strcmp(s->key, keyz) == 0 && now - s->at < 10) return 0;
+  snprintf(s->key, sizeof s->key, "%.40s", keyz);
+  s->at = now;
+  return 1;
+}
+
 int atoll_coord_live(const coord *c) {
   int n = 0;
   for (int i = 0; i < MAX_MEMBERS; i++) n += c->m[i].used;
@@ -138,11 +146,7 @@ static int layout_refused(coord *c, const char *keyz, const atoll_wire_hello *h,
     c->layout_set[h->rank] = 1;
     return 0;
   }
-  if (strcmp(c->refused_key, keyz) != 0 || atoll_net_now() - c->refused_at > 10) { /* heartbeats repeat it */
-    fprintf(stderr, "coordinator: %s (key %.8s..., %s)\n", text, keyz, addr);
-    snprintf(c->refused_key, sizeof c->refused_key, "%.40s", keyz);
-    c->refused_at = atoll_net_now();
-  }
+  if (atoll_coord_say(&c->refused, keyz)) fprintf(stderr, "coordinator: %s (key %.8s..., %s)\n", text, keyz, addr);
   atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
   return 1;
 }

@@ -170,3 +170,17 @@ wan_delay() {
     WAN_ROUTED=1
   fi
 }
+
+# wan_watchdog SECONDS: ctest's TIMEOUT would SIGKILL the test's shell, and no trap would
+# delete its namespaces: this ends it first with SIGTERM (its traps run), saying why.
+# The test's EXIT trap calls wan_watchdog_stop.
+wan_watchdog() {
+  (sleep "$1" && echo "FAIL: the test ran for $1 s; stopping it" && kill -TERM $$) 2>/dev/null &
+  WAN_WATCH=$!
+}
+wan_watchdog_stop() {
+  [ -n "${WAN_WATCH:-}" ] || return 0
+  pkill -P "$WAN_WATCH" 2>/dev/null
+  kill "$WAN_WATCH" 2>/dev/null
+  WAN_WATCH=""
+}

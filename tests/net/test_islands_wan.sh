@@ -28,19 +28,15 @@ ATOLL=$1; SRC=$2; WAN_DELAYER=$3
 . "$SRC/tests/net/islands_lib.sh"
 . "$SRC/tests/net/netns_lib.sh"
 PIDS=""
-WATCH=""
 cleanup() {
   for p in $PIDS; do kill9 "$p" 2>/dev/null; done
-  [ -n "$WATCH" ] && { pkill -P "$WATCH" 2>/dev/null; kill "$WATCH" 2>/dev/null; }
+  wan_watchdog_stop
   wan_down
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
-# ctest's TIMEOUT (240 s) would SIGKILL this shell, and no trap would delete the
-# namespaces: end it first, through the trap
-(sleep 225 && echo "FAIL: the WAN test ran for 225 s; stopping it" && kill -TERM $$) 2>/dev/null &
-WATCH=$!
+wan_watchdog 225 # (ctest's TIMEOUT is 240 s)
 
 [ "$(id -u)" -eq 0 ] || { echo "skipped: the WAN test needs root to create network namespaces (running as uid $(id -u))"; exit 77; }
 command -v ip >/dev/null || { echo "skipped: no ip command (iproute2) to create network namespaces"; exit 77; }

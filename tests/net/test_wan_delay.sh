@@ -19,17 +19,14 @@ DELAYER=$1; SRC=$2
 . "$SRC/tests/net/netns_lib.sh"
 WAN_DELAYER=$DELAYER
 PROBE="$SRC/tests/net/udp_probe.py"
-WATCH=""
 cleanup() {
-  [ -n "$WATCH" ] && { pkill -P "$WATCH" 2>/dev/null; kill "$WATCH" 2>/dev/null; }
+  wan_watchdog_stop
   wan_down
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
-# ctest's TIMEOUT (90 s) would SIGKILL this shell and leave the namespaces: end first
-(sleep 75 && echo "FAIL: the delay test ran for 75 s; stopping it" && kill -TERM $$) 2>/dev/null &
-WATCH=$!
+wan_watchdog 75 # (ctest's TIMEOUT is 90 s)
 
 expect_error "delayer: a delay that is not a number" "--delay-ms" "$DELAYER" --dev dl0 --delay-ms abc
 expect_error "delayer: a loss above 1" "--loss" "$DELAYER" --dev dl0 --loss 1.5
