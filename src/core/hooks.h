@@ -26,6 +26,7 @@ typedef struct atoll_test_hooks {
   int fetch_fail_rank;      /* ATOLL_FAULT_FETCH_FAIL_RANK=R: with --join, rank R's first fetch of the committed state fails (-1: none) */
   int commit_sigstop;       /* ATOLL_FAULT_COMMIT_SIGSTOP=S: with --join, the island stops itself (SIGSTOP) before its COMMIT of step S (0: none) */
   int feed_bad_momentum;    /* ATOLL_FAULT_FEED_MOMENTUM=1: with --join, the outer momentum this island sends to joiners has a bit flipped */
+  int bye_sigstop;          /* ATOLL_FAULT_BYE_SIGSTOP=1: with --join, the finished island stops itself (SIGSTOP) before its goodbye */
 } atoll_test_hooks;
 
 static inline atoll_test_hooks atoll_test_hooks_none(void) {

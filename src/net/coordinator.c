@@ -39,6 +39,31 @@ static void on_hello(coord *c, member *m, const atoll_wire_msg *msg) {
   snprintf(m->endpoint, sizeof m->endpoint, "%s", msg->u.hello.endpoint);
 }
 
+/* Whether a joining island can never get the committed state: an island finished the
+ * run, and no member that holds the state is left to send it. */
+static int nothing_to_join(const coord *c) {
+  if (c->n_finished == 0) return 0;
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && !c->m[i].joining) return 0;
+  return 1;
+}
+
+/* A joining island meets a finished run: told so in one line (else it would wait for
+ * a commit that never comes), and it leaves. */
+static void refuse_join_after_end(coord *c, member *m, const route *from) {
+  char text[300];
+  snprintf(text, sizeof text,
+           "the run ended at step %u (revision %llu) while island %u was away: the islands that finished hold its final weights; "
+           "nothing is left to join",
+           c->last_step, (unsigned long long)c->revision, m->island);
+  fprintf(stderr, "coordinator: island %u asks to join, but the run ended at step %u and no island holding its state is left: told so\n",
+          m->island, c->last_step);
+  atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
+  m->used = 0;
+  c->n_left++;
+  c->finished_here += c->finished_here == 0; /* with no member left, this coordinator ends too */
+}
+
 static void on_ready(coord *c, member *m, const atoll_wire_sync *s, const route *from) {
   m->ready_to = *from; /* islands repeat READY until they get an answer */
   if (c->xq.open && atoll_coord_in_group(c, &c->xq, m) >= 0 && c->xq.step == s->step && c->xq.frag == s->fragment) {
@@ -62,6 +87,10 @@ static void on_ready(coord *c, member *m, const atoll_wire_sync *s, const route 
     }
     /* told where to fetch the state, it asks again: the fetch failed (the donor died) */
     if (m->joining != 2 || atoll_net_now() - m->state_sent > 2.0) m->joining = 1;
+    if (m->joining == 1 && nothing_to_join(c)) {
+      refuse_join_after_end(c, m, from);
+      return;
+    }
   } else {
     m->joining = 0;
   }

@@ -385,6 +385,7 @@ void atoll_link_unjoin(atoll_link *l) {
 }
 
 void atoll_link_goodbye(atoll_link *l) {
+  if (l->cfg.bye_sigstop) raise(SIGSTOP); /* test hook: finished, not yet gone, until SIGCONT */
   atoll_wire_msg m = {.type = ATOLL_WIRE_BYE};
   m.u.sync = (atoll_wire_sync){atomic_load(&l->step), 0, l->revision, {0}, l->cfg.rank};
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 1000);

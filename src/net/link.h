@@ -40,6 +40,7 @@ typedef struct {
   int fail_first_fetch;        /* test hook: the first fetch of the committed state fails */
   int feed_bad_momentum;       /* test hook: the momentum sent to joiners has a bit flipped */
   uint32_t commit_sigstop;     /* test hook: SIGSTOP this process before the COMMIT of this step (0: none) */
+  int bye_sigstop;             /* test hook: SIGSTOP this process before its goodbye */
 } atoll_link_config;
 
 typedef struct {

@@ -96,7 +96,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
                             .streams = c->net_streams, .timeout = c->net_timeout, .wait_timeout = 10 * c->net_timeout,
                             .heartbeat = 0.5, .fail_first_fetch = r->hooks->fetch_fail_rank == r->rank,
                             .feed_bad_momentum = r->hooks->feed_bad_momentum,
-                            .commit_sigstop = (uint32_t)r->hooks->commit_sigstop};
+                            .commit_sigstop = (uint32_t)r->hooks->commit_sigstop, .bye_sigstop = r->hooks->bye_sigstop};
     if (atoll_islands_net_create(&r->net, &lc, err)) return -1;
     atoll_strategies_add(&r->strategies, atoll_islands_net_strategy(r->net));
     dc.link = atoll_islands_net_link(r->net);

@@ -17,7 +17,10 @@
 # ATOLL_FAULT_COMMIT_SIGSTOP: as a cut link) for longer than --island-timeout, while
 # island 0 (--min-islands 1) commits on; resumed, its COMMIT of that old step is answered
 # (it was left unanswered, and the island stopped after 2 x --net-timeout), and it joins
-# with the committed state and finishes.
+# with the committed state and finishes. Then the same silent island comes back after
+# island 0 finished the run (island 0 stops itself before its goodbye,
+# ATOLL_FAULT_BYE_SIGSTOP, until island 1 is back): nobody is left to give it the state,
+# and it is told so in one line within seconds (it waited 50 s), and the coordinator ends.
 #   usage: test_islands_rejoin.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -112,9 +115,13 @@ D="$TMP/stopped"; mkdir -p "$D"
 net_keys "$D" 2 || { fail keys; finish; }
 set -- $(free_ports 3); CPORT=$1; P0=$2; P1=$3
 start_coordinator "$D" $CPORT 1 --island-timeout 2
-timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+# (60 steps: island 0 must still be running when island 1 comes back, about 3 s after
+# SIGCONT (its link reconnects), 10 commits on this machine; with 14 it could finish
+# first, and island 1 met the ended run of the next case)
+M3=$(echo "$M" | sed 's/--steps 40/--steps 60/')
+timeout -k 5 150 $ATOLL train $M3 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
 PID0=$!
-ATOLL_FAULT_COMMIT_SIGSTOP=6 timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+ATOLL_FAULT_COMMIT_SIGSTOP=6 timeout -k 5 150 $ATOLL train $M3 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
 PID1=$!
 wait_log "island 1 left (silent" 60 || fail "stopped island 1 did not leave"
 left=$(grep -c "committed" "$D/coord.log")
@@ -127,4 +134,42 @@ kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
 [ $ok -eq 1 ] && grep -q "joined at step .*hash checked" "$D/n1.err" \
   && pass "island 1, silent in its commit of step 6, came back: $(grep -o 'it left meanwhile.*' "$D/coord.log" | head -1); $(grep -o 'joined at step [0-9]*' "$D/n1.err")" \
   || fail "island 1 did not join after its silent commit: $(grep -E 'left meanwhile|joined' "$D/coord.log" | tail -2)"
+
+# --- an island that comes back after the run ended is told so at once ---
+# island 1 falls silent in its commit of step 6 and leaves; island 0 runs to the end
+# and stops itself before its goodbye (ATOLL_FAULT_BYE_SIGSTOP); island 1 comes back
+# and re-registers, behind; then island 0 says goodbye. Nobody holds the committed
+# state for island 1 any more: it must be told in one line (it waited 50 s for a
+# commit that never came), and the coordinator ends.
+D="$TMP/ended"; mkdir -p "$D"
+net_keys "$D" 2 || { fail keys; finish; }
+set -- $(free_ports 3); CPORT=$1; P0=$2; P1=$3
+start_coordinator "$D" $CPORT 1 --island-timeout 6
+ATOLL_FAULT_BYE_SIGSTOP=1 timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+ATOLL_FAULT_COMMIT_SIGSTOP=6 timeout -k 5 100 $ATOLL train $M2 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+# stopped PID: 0 when the process (a child of timeout PID) is stopped
+stopped() { for c in $(pgrep -P "$1"); do [ "$(cut -d' ' -f3 "/proc/$c/stat" 2>/dev/null)" = T ] && return 0; done; return 1; }
+wait_log "island 1 left (silent" 60 || fail "ended case: stopped island 1 did not leave"
+n=0; while ! stopped $PID0 && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+stopped $PID0 || fail "ended case: island 0 did not reach its goodbye"
+for c in $(pgrep -P $PID1); do kill -CONT "$c"; done
+wait_log "island 1 commits step 6" 20 || fail "ended case: island 1 did not come back"
+for c in $(pgrep -P $PID0); do kill -CONT "$c"; done
+t0=$(date +%s)
+wait $PID1; rc=$?
+took=$(($(date +%s) - t0))
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ $took -le 15 ] && grep -q "the run ended at step 14 (revision 7) while island 1 was away" "$D/n1.err" \
+  && pass "island 1, back after the run ended, is told so within $took s: $(grep -o 'the run ended.*' "$D/n1.err" | cut -c1-90)..." \
+  || fail "island 1 back after the run ended (status $rc, $took s): $(grep -v '^step' "$D/n1.err" | tail -n 2)"
+wait $PID0 || fail "ended case: island 0: $(tail -n 2 "$D/n0.err")"
+n=0; while kill -0 $COORD_PID 2>/dev/null && [ $n -lt 150 ]; do sleep 0.1; n=$((n + 1)); done
+if kill -0 $COORD_PID 2>/dev/null; then
+  fail "ended case: the coordinator did not end"
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+else
+  grep -q "island 1 asks to join, but the run ended at step 14" "$D/coord.log" && pass "the coordinator logged it and ended" \
+    || fail "ended case: no line in the coordinator's log: $(tail -n 2 "$D/coord.log")"
+fi
 finish
