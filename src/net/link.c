@@ -377,10 +377,10 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
 void atoll_link_unjoin(atoll_link *l) {
   fprintf(stderr, "island %u rank %u: another rank of the island could not fetch the state; asking again with it\n",
           l->cfg.island, l->cfg.rank);
+  if (l->stats.joins) l->stats.joins--, l->stats.missed -= l->revision - l->joined_from;
   l->revision = l->joined_from;
   atomic_store(&l->hb_revision, l->revision);
   l->joined_step = 0;
-  if (l->stats.joins) l->stats.joins--;
   if (l->join_t0 == 0) l->join_t0 = atoll_net_now();
 }
 

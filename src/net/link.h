@@ -54,6 +54,7 @@ typedef struct {
   int members;             /* of the last quorum */
   int members_min, members_max; /* over the exchanges applied */
   uint64_t joins;          /* times this island fetched the committed state and joined */
+  uint64_t missed;         /* commits of the run this island skipped by joining */
 } atoll_link_stats;
 
 typedef struct atoll_link atoll_link;

@@ -394,6 +394,7 @@ int atoll_link_fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *e
   atomic_store(&l->hb_revision, l->revision);
   l->joined_step = step;
   l->stats.joins++;
+  l->stats.missed += l->revision - l->joined_from;
   fprintf(stderr, "island %u: joined at step %u (revision %llu, hash checked)\n", l->cfg.island, step,
           (unsigned long long)l->revision);
   return 0;

@@ -24,6 +24,7 @@ struct atoll_diloco {
   size_t *frag_begin, *frag_end;             /* fragment ranges of the flat buffer */
   int *merge_due;                            /* per fragment: step of a pending merge, or 0 */
   int first_step;                            /* the step the run began at (--init-step 1: not 0) */
+  int contributed_to;                        /* the last step counted in stats.contributed_steps */
   double *pending_wan, *pending_clock;       /* per fragment: modelled link time, compute clock at its sync */
   double compute_clock;                      /* inner compute seconds so far */
   atoll_diloco_stats stats;
@@ -174,10 +175,11 @@ static int fragment_offset(const atoll_diloco *d, int f) {
   return (int)((long)f * d->cfg.sync_every / d->cfg.fragments);
 }
 
-void atoll_diloco_set_first_step(atoll_diloco *d, int step) { d->first_step = step; }
+void atoll_diloco_set_first_step(atoll_diloco *d, int step) { d->first_step = d->contributed_to = step; }
 
 void atoll_diloco_resume_at(atoll_diloco *d, int step) {
   int H = d->cfg.sync_every;
+  d->contributed_to = step;
   for (int f = 0; f < d->cfg.fragments; f++) {
     int off = fragment_offset(d, f);
     int last = step - ((step - off) % H + H) % H; /* latest s <= step with s mod H = off */
@@ -379,13 +381,16 @@ static int sync_fragment(atoll_diloco *d, int f, int step, atoll_err *err) {
   if (d->cfg.overlap == 0) {
     memcpy(w, g, sizeof(float) * n);
     island_gather(d, d->frag_begin[f], d->frag_end[f]);
+    d->stats.merges++;
   } else {
     d->merge_due[f] = step + d->cfg.overlap;
   }
   return 0;
 }
 
-static void merge_fragment(atoll_diloco *d, int f) {
+/* Fragment f's outer step, synced `overlap` steps ago (or fewer, at the run's last
+ * step), merged into the weights after step `step`. */
+static void merge_fragment(atoll_diloco *d, int f, int step) {
   size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
   size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
   double hidden = d->compute_clock - d->pending_clock[f];
@@ -393,6 +398,10 @@ static void merge_fragment(atoll_diloco *d, int f) {
   float a = d->cfg.merge_alpha;
   for (size_t i = b; i < e; i++) d->params[i] = a * d->params[i] + (1.0f - a) * d->global[i - d->slice_begin];
   island_gather(d, d->frag_begin[f], d->frag_end[f]);
+  int stale = step - (d->merge_due[f] - d->cfg.overlap);
+  d->stats.merges++;
+  d->stats.staleness_sum += (uint64_t)stale;
+  if (stale > d->stats.staleness_max) d->stats.staleness_max = stale;
   d->merge_due[f] = 0;
 }
 
@@ -416,17 +425,19 @@ static int sync_now(const atoll_diloco *d, int f, int step, int last) {
 static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   int frags = d->cfg.fragments, synced = 0;
   for (int f = 0; f < frags; f++)
-    if (merge_now(d, f, step, last)) merge_fragment(d, f);
+    if (merge_now(d, f, step, last)) merge_fragment(d, f, step);
   for (int f = 0; f < frags; f++) {
     if (sync_now(d, f, step, last)) {
       int rc = sync_fragment(d, f, step, err);
       if (rc < 0) return -1;
       if (rc == 2) return 0; /* joined: the loop continues from the joined step */
-      if (last && d->merge_due[f]) merge_fragment(d, f);
+      if (last && d->merge_due[f]) merge_fragment(d, f, step);
       synced = 1;
     }
   }
   if (!synced) return 0;
+  d->stats.contributed_steps += (uint64_t)(step - d->contributed_to);
+  d->contributed_to = step;
   if (check_sync(d, step, err)) return -1;
   return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;
 }

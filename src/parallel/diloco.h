@@ -89,6 +89,11 @@ typedef struct {
   double wan_seconds;          /* modelled time of those sends over the WAN */
   double wan_exposed_seconds;  /* the part not hidden by overlap */
   double sync_seconds;         /* measured time in syncs */
+  uint64_t contributed_steps;  /* inner steps whose outer gradient reached an outer sync
+                                * (those an island discarded by joining do not count) */
+  uint64_t merges;             /* outer steps applied to the weights (fragments counted) */
+  uint64_t staleness_sum;      /* over those: steps between the sync and the merge */
+  int staleness_max;           /* (0 without --overlap: applied at once) */
 } atoll_diloco_stats;
 
 typedef struct atoll_diloco atoll_diloco;

@@ -21,6 +21,9 @@ typedef struct {
   atoll_comm_stats step_comm;               /* intra-island communication inside steps */
   atoll_comm_stats axis_comm[ATOLL_AXES];   /* the same by axis */
   double compute_seconds; /* steps, without outer syncs */
+  double loop_seconds;    /* from the loop's start to the last step's report */
+  double longest_gap;     /* the longest step gap, and the step it came before */
+  int longest_gap_step;
   size_t train_peak_rss;  /* resident peak over training steps and evaluation */
   size_t process_peak_rss; /* resident peak of the whole process, carried across resets */
 } atoll_report;
@@ -46,6 +49,7 @@ typedef struct {
   int step, start;           /* steps done; the step this process started at */
   double run_start;          /* the loop's start */
   double compute, seconds;   /* the step's seconds before outer syncs; in all */
+  double gap;                /* seconds from the previous step's compute to this one's */
   float loss, lr, val;
   double norm;
   int evaluated;

@@ -55,6 +55,7 @@ typedef struct {
   int32_t *tokens;          /* [seq + 1] window scratch */
   double *eval_mine, *eval_all; /* evaluation losses: this rank's, every rank's */
   int eval_per_rank;
+  double compute_end;       /* when the last inner step's compute ended (0: none yet) */
 } loop;
 
 /* Where the pipeline's micro-batches come from: a step's training windows, or the
@@ -383,6 +384,9 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   if (rc) return rc;
   atoll_step_report s = {.step = step + 1, .start = start, .run_start = run_start, .loss = loss, .norm = norm};
   s.compute = atoll_seconds() - t0;
+  /* the time between two inner steps: outer syncs, evaluation, checkpoints, reports */
+  s.gap = l->compute_end > 0 ? t0 - l->compute_end : 0;
+  l->compute_end = t0 + s.compute;
   /* DiLoCo agrees on its verdicts over the world itself */
   if (atoll_strategies_after_step(&r->strategies, step + 1, step + 1 == c->steps, s.compute, err))
     return failed_alike(l);

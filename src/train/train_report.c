@@ -145,6 +145,8 @@ static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_rep
     for (int op = 0; op < ATOLL_OP_COUNT; op++) intra += (double)rep->step_comm.bytes_sent[op];
     ok = fprintf(f, ", \"outer_syncs\": %llu, \"inter_island_bytes\": %llu, \"intra_island_bytes\": %.0f",
                  (unsigned long long)d.outer_syncs, (unsigned long long)d.inter_island_bytes, intra) >= 0 && ok;
+    /* rank 0's lane of a timeline: its inner step, and the time before it */
+    ok = fprintf(f, ", \"compute_seconds\": %.6f, \"gap_seconds\": %.6f", s->compute, s->gap) >= 0 && ok;
     if (r->net) { /* islands as separate jobs: members of the last exchange, retries so far */
       atoll_link_stats n = atoll_islands_net_stats(r->net);
       ok = fprintf(f, ", \"members\": %d, \"retries\": %llu", n.members, (unsigned long long)n.retries) >= 0 && ok;
@@ -184,6 +186,8 @@ static void progress(const atoll_report *rep, const atoll_run *r, const atoll_st
 
 int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s, atoll_err *err) {
   rep->compute_seconds += s->compute;
+  rep->loop_seconds = atoll_seconds() - s->run_start;
+  if (s->gap > rep->longest_gap) rep->longest_gap = s->gap, rep->longest_gap_step = s->step;
   if (rep->nsteps_timed < r->cfg->steps) rep->step_seconds[rep->nsteps_timed++] = s->seconds;
   if (s->evaluated) {
     rep->last_val = s->val;
@@ -346,6 +350,29 @@ static void summary_pipeline(cJSON *s, const atoll_report *rep, const atoll_run 
   }
 }
 
+/* How an island spends its time and what it gives (docs/usage.md, "summary.json"):
+ * the share of the loop's wall time in inner steps, the longest time between two inner
+ * steps, the tokens whose outer gradient reached a sync, and the staleness of the
+ * outer steps applied. Per rank; the island's number is that of its slowest rank. */
+static void summary_timeline(cJSON *s, const atoll_report *rep, const atoll_run *r, const atoll_diloco_stats *d) {
+  double util = rep->loop_seconds > 0 ? rep->compute_seconds / rep->loop_seconds : 0, gap_max;
+  cJSON *u = per_rank(r, util, NULL);
+  double umin = 1;
+  for (int i = 0; i < cJSON_GetArraySize(u); i++)
+    if (cJSON_GetArrayItem(u, i)->valuedouble < umin) umin = cJSON_GetArrayItem(u, i)->valuedouble;
+  cJSON_AddNumberToObject(s, "compute_utilisation", umin);
+  cJSON_AddItemToObject(s, "compute_utilisation_per_rank", u);
+  cJSON_AddItemToObject(s, "longest_step_gap_seconds_per_rank", per_rank(r, rep->longest_gap, &gap_max));
+  cJSON_AddNumberToObject(s, "longest_step_gap_seconds", gap_max);
+  cJSON_AddNumberToObject(s, "longest_step_gap_before_step", rep->longest_gap_step); /* rank 0's */
+  /* an island's tokens per step: the job's, over the islands it holds */
+  double island_tokens = tokens_per_step(r) / (r->net ? 1 : r->mesh.islands);
+  cJSON_AddNumberToObject(s, "tokens_contributed_per_island", island_tokens * (double)d->contributed_steps);
+  cJSON_AddNumberToObject(s, "merges", (double)d->merges);
+  cJSON_AddNumberToObject(s, "staleness_steps_max", d->staleness_max);
+  cJSON_AddNumberToObject(s, "staleness_steps_mean", d->merges ? (double)d->staleness_sum / (double)d->merges : 0);
+}
+
 static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r) {
   atoll_diloco_stats d = atoll_diloco_get_stats(r->diloco);
   double inter_max, exposed_max, compute_max;
@@ -356,6 +383,7 @@ static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r
   cJSON_AddItemToObject(s, "wan_exposed_seconds", per_rank(r, d.wan_exposed_seconds, &exposed_max));
   cJSON_AddItemToObject(s, "outer_sync_seconds", per_rank(r, d.sync_seconds, NULL));
   cJSON_AddItemToObject(s, "compute_seconds", per_rank(r, rep->compute_seconds, &compute_max));
+  summary_timeline(s, rep, r, &d);
   /* what the run would take if the islands were joined by the modelled WAN */
   cJSON_AddNumberToObject(s, "estimated_seconds_over_wan", compute_max + exposed_max);
   if (r->net) { /* islands as separate jobs: this island's link (docs/islands.md) */
@@ -383,6 +411,7 @@ static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r
     cJSON_AddNumberToObject(o, "members_min", n.members_min);
     cJSON_AddNumberToObject(o, "members_max", n.members_max);
     cJSON_AddNumberToObject(o, "joins", (double)n.joins);
+    cJSON_AddNumberToObject(o, "commits_missed", (double)n.missed);
   }
 }
 

@@ -1,7 +1,9 @@
 #!/bin/sh
 # DiLoCo: with H = 1, outer SGD at lr 1 and inner SGD it equals data parallel; a run
 # stopped mid-round (fragment merges pending) resumes bit-exactly; inter-island bytes
-# follow the formula for every dtype and fragment count; a drifted island is caught.
+# follow the formula for every dtype and fragment count; summary.json's timeline
+# numbers (merges, staleness, tokens contributed, utilisation) hold; a drifted island is
+# caught.
 # usage: test_diloco.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -74,6 +76,33 @@ ok = ok and abs(f2_sync / per_sync["fp32"] - 0.5) < 0.15
 msg = ", ".join(f"{q} {per_sync[q]:.0f} B/sync" for q in per_sync) + f" (fp32 formula {fp32:.0f}); 2 fragments: {f2_sync:.0f} B/sync (fragments are whole layers, so about half)"
 open(f"{t}/verdict", "w").write(msg)
 sys.exit(0 if ok else 1)
+PYEOF
+
+# 3b. the islands' time and contributions in summary.json and metrics.jsonl: without
+#     overlap every outer step is applied at once (staleness 0), with --overlap 1 a
+#     step later (the run's last sync at once); every inner step reached a sync, so
+#     the tokens contributed are the island's tokens per step x steps
+$PY - "$TMP" <<'PYEOF' && pass "timeline: $(cat "$TMP/verdict")" || fail "timeline: $(cat "$TMP/verdict")"
+import json, sys
+t = sys.argv[1]
+bad = []
+# (run, tokens per island per step, steps, merges, largest staleness)
+for run, tok, steps, merges, stale in (("q_fp32", 2 * 32, 8, 4, 0), ("whole", 2 * 2 * 32, 16, 9, 1)):
+    s = json.load(open(f"{t}/{run}/summary.json"))
+    got = (s["tokens_contributed_per_island"], s["merges"], s["outer_syncs"], s["staleness_steps_max"])
+    if got != (tok * steps, merges, merges, stale):
+        bad.append(f"{run}: tokens, merges, syncs, staleness {got}, expected {(tok * steps, merges, merges, stale)}")
+    u, g = s["compute_utilisation"], s["longest_step_gap_seconds"]
+    if not (0 < u <= 1 and u == min(s["compute_utilisation_per_rank"]) and g >= 0 and 1 < s["longest_step_gap_before_step"] <= steps):
+        bad.append(f"{run}: utilisation {u}, longest gap {g} before step {s['longest_step_gap_before_step']}")
+    lines = [json.loads(x) for x in open(f"{t}/{run}/metrics.jsonl")]
+    if not all(x["compute_seconds"] > 0 and x["gap_seconds"] >= 0 for x in lines) or lines[0]["gap_seconds"] != 0:
+        bad.append(f"{run}: metrics.jsonl compute_seconds / gap_seconds")
+w = json.load(open(f"{t}/whole/summary.json"))
+msg = "; ".join(bad) or (f"overlap 1: {w['merges']} merges, staleness mean {w['staleness_steps_mean']:.2f} max 1, "
+                         f"{w['tokens_contributed_per_island']} tokens per island, compute utilisation {w['compute_utilisation']:.2f}")
+open(f"{t}/verdict", "w").write(msg)
+sys.exit(1 if bad else 0)
 PYEOF
 
 # 4. an island whose global weights drift is caught at the next outer sync

@@ -87,6 +87,9 @@ out=$($PY -c 'import json, sys; n = json.load(open(sys.argv[1]))["islands"]; pri
 [ $ok -eq 1 ] && pass "islands 0 and 2 finished the run" || { fail "an island failed"; grep -E "joined|left|joins|behind|waiting" "$D/coord.log" | tail -n 12; }
 grep -q "joined at step .*hash checked" "$D/n2.err" && pass "island 2 $(grep -o 'joined at step [0-9]* (revision [0-9]*' "$D/n2.err" | head -1), hash checked" \
   || fail "island 2 did not join: $(tail -n 2 "$D/n2.err")"
+rev=$(grep -o 'joined at step [0-9]* (revision [0-9]*' "$D/n2.err" | head -1 | grep -o '[0-9]*$')
+out=$($PY -c 'import json, sys; n = json.load(open(sys.argv[1]))["net"]["commits_missed"]; print(n); sys.exit(0 if n == int(sys.argv[2]) else 1)' "$D/n2/summary.json" "${rev:-0}") \
+  && pass "island 2's summary.json: commits_missed $out (it joined at revision $rev)" || fail "island 2's commits_missed $out, expected ${rev:-?}"
 grep -q "island 2 joins at step .* from island 0" "$D/coord.log" && pass "the coordinator had island 2 fetch from island 0 while too few islands were left" \
   || fail "no feed line in the coordinator's log"
 out=$($PY "$SRC/tests/net/same_weights.py" "$D/n2" "$D/n0") && pass "island 2's global weights == island 0's ($out)" || fail "weights: $out"
