@@ -79,8 +79,13 @@ int main(void) {
   CHECK(strcmp(atoll_wire_type_name(ATOLL_WIRE_BYE), "BYE") == 0);
   put32(n - 4, 4000);
   refused(n, "BYE: rank 4000 out of range");
-  round_trip(&s), buf[5] = 16;
-  refused(n, "unknown message type 16");
+  round_trip(&s), buf[5] = 17;
+  refused(n, "unknown message type 17");
+  /* WELCOME (type 16, the answer to a HELLO): text */
+  atoll_wire_msg wl = {.type = ATOLL_WIRE_WELCOME};
+  snprintf(wl.u.text, sizeof wl.u.text, "registered as island 0 rank 0");
+  round_trip(&wl);
+  CHECK(strcmp(atoll_wire_type_name(ATOLL_WIRE_WELCOME), "WELCOME") == 0);
 
   /* QUORUM: members in increasing island order, at most max_members */
   atoll_wire_msg q = {.type = ATOLL_WIRE_QUORUM};

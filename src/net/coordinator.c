@@ -11,8 +11,13 @@
 #include <unistd.h>
 #include <zmq.h>
 
-static void on_hello(coord *c, member *m, const atoll_wire_msg *msg) {
+static void on_hello(coord *c, member *m, const atoll_wire_msg *msg, const route *from) {
   if (msg->type == ATOLL_WIRE_HELLO) {
+    /* the island waits for this before any compute: its key and layout were taken */
+    char text[200];
+    snprintf(text, sizeof text, "registered as island %u rank %u; the run is at step %u (revision %llu); members now %d, islands needed %d",
+             m->island, m->rank, c->last_step, (unsigned long long)c->revision, atoll_coord_live(c), c->cfg->min_islands);
+    atoll_coord_send_text(c, from, ATOLL_WIRE_WELCOME, text);
     if (m->hello_session && m->hello_session != msg->session) { /* the island's process was restarted */
       fprintf(stderr, "coordinator: island %u restarted (a new process with the same key); it joins anew\n", m->island);
       c->n_restarted++;
@@ -279,7 +284,7 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   if (other_run(c, m, &msg, from)) return;
   switch (msg.type) {
   case ATOLL_WIRE_HELLO:
-  case ATOLL_WIRE_HEARTBEAT: on_hello(c, m, &msg); break;
+  case ATOLL_WIRE_HEARTBEAT: on_hello(c, m, &msg, from); break;
   case ATOLL_WIRE_READY: on_ready(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_DONE: on_done(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_COMMIT: on_commit(c, m, &msg.u.sync, from); break;

@@ -121,6 +121,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   if (bind_data(l, cfg, err)) goto fail;
   l->coord = atoll_sock_client(l->ctx, ZMQ_DEALER, l->pub, l->sec, l->cpub, err);
   if (!l->coord) goto fail;
+  if (atoll_link_watch_coord(l, err)) goto fail;
   if (zmq_connect(l->coord, cfg->join)) {
     atoll_fail(err, "--join %s: %s", cfg->join, zmq_strerror(zmq_errno()));
     goto fail;
@@ -130,7 +131,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   m.u.hello.island = cfg->island;
   m.u.hello.rank = cfg->rank, m.u.hello.ranks = cfg->ranks, m.u.hello.layout = cfg->layout;
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
-  atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, (int)(1000 * cfg->timeout));
+  if (atoll_link_greet(l, &m, err)) goto fail;
   if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
     atoll_fail(err, "cannot start the heartbeat thread");
     goto fail;
@@ -155,6 +156,7 @@ void atoll_link_close(atoll_link *l) {
     for (int s = 0; s < MAX_STREAMS; s++)
       if (l->peers[i].push[s]) zmq_close(l->peers[i].push[s]);
   if (l->pull) zmq_close(l->pull);
+  if (l->coord_mon) zmq_socket_monitor(l->coord, NULL, 0), zmq_close(l->coord_mon);
   if (l->coord) zmq_close(l->coord);
   atoll_zap_stop(l->zap);
   if (l->ctx) zmq_ctx_term(l->ctx);

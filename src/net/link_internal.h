@@ -35,6 +35,7 @@ struct atoll_link {
   atoll_link_config cfg;
   char join[256], listen[256];
   void *ctx, *coord, *pull;
+  void *coord_mon; /* while greeting: the monitor of coord (link_hello.c), else NULL */
   atoll_zap *zap;
   atoll_sender coord_tx;
   uint8_t pub[ATOLL_KEY_BYTES], sec[ATOLL_KEY_BYTES], cpub[ATOLL_KEY_BYTES];
@@ -100,5 +101,10 @@ void atoll_link_receive(atoll_link *l, xchg *e);
 int atoll_link_fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err);
 /* A donor sends its global weights and outer momentum to the joining islands of a FEED. */
 int atoll_link_send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *err);
+
+/* link_hello.c: before connecting, watch the coordinator's socket; after the HELLO,
+ * wait for WELCOME (0) or fail in one line: ERROR, a refused key, no answer. */
+int atoll_link_watch_coord(atoll_link *l, atoll_err *err);
+int atoll_link_greet(atoll_link *l, const atoll_wire_msg *hello, atoll_err *err);
 
 #endif

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT", "COMMIT",
-                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM", "BYE"};
+                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM", "BYE", "WELCOME"};
 
 const char *atoll_wire_type_name(int type) {
   return type >= 1 && type <= ATOLL_WIRE_TYPE_MAX ? NAMES[type] : "unknown";
@@ -180,6 +180,7 @@ static int parse_payload(rd *r, atoll_wire_msg *m, atoll_wire_member *members, u
   case ATOLL_WIRE_FEED:
   case ATOLL_WIRE_STATE_FROM: return parse_quorum(r, &m->u.quorum, members, max_members, name, why, whysz);
   case ATOLL_WIRE_WAIT:
+  case ATOLL_WIRE_WELCOME:
   case ATOLL_WIRE_ERROR:
     if (get_str(r, m->u.text, ATOLL_WIRE_MAX_TEXT, 1)) return fail(why, whysz, "%s: bad text", name);
     return 0;
@@ -294,6 +295,7 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
     }
     break;
   case ATOLL_WIRE_WAIT:
+  case ATOLL_WIRE_WELCOME:
   case ATOLL_WIRE_ERROR: put_str(&w, m->u.text, ATOLL_WIRE_MAX_TEXT); break;
   case ATOLL_WIRE_DATA:
     put_le(&w, m->u.data.step, 4);

@@ -50,7 +50,8 @@ typedef enum {
   ATOLL_WIRE_FEED = 13,     /* coordinator -> island: send your state to these joining islands */
   ATOLL_WIRE_STATE_FROM = 14, /* coordinator -> joining island: fetch the state from this member */
   ATOLL_WIRE_BYE = 15,      /* island -> coordinator: it finished its run and leaves */
-  ATOLL_WIRE_TYPE_MAX = 15
+  ATOLL_WIRE_WELCOME = 16,  /* coordinator -> island: its HELLO was taken (text: the run's state) */
+  ATOLL_WIRE_TYPE_MAX = 16
 } atoll_wire_type;
 
 /* HELLO and HEARTBEAT */

@@ -5,7 +5,9 @@
 # allowed key are dropped with a log line naming the peer, and the coordinator carries
 # on (a well-formed island still joins and gets its quorum afterwards); a replay stays
 # dropped however many new sessions the key opens meanwhile. READYs from an allowed key
-# that is not a member are ignored with one line, not one per message.
+# that is not a member are ignored with one line, not one per message. A real island
+# proves its keys before any compute: taken (one line), or refused in one line naming
+# --island-key or --coordinator-key, within seconds.
 #   usage: test_security.sh ATOLL NET_PEER
 set -u
 ATOLL=$1
@@ -110,4 +112,34 @@ seen "dropped HEARTBEAT from island 3 (key .*): a new session while 8 of its ses
 kill $COORD_PID; wait $COORD_PID 2>/dev/null; COORD_PID=
 [ -f "$T/coord/coordinator.json" ] || fail "no state file"
 grep -q '"endpoint"' "$T/coord/coordinator.json" || fail "state file lacks members"
+
+# 6. a real island proves its keys before any compute (WELCOME): an allowed key prints
+#    one line saying the coordinator took it; a key not in the allow-list, and another
+#    coordinator's public key, each end the island in one line naming the flag, within
+#    seconds and before step 1 (they showed only at the first outer sync, as "no answer")
+$ATOLL prepare --text /usr/share/games/fortunes/art --out "$T/data" >/dev/null 2>&1 || fail "cannot prepare test data"
+timeout 100 $ATOLL coordinator --listen $EP --keys "$T/coord" --min-islands 1 --island-timeout 30 >"$T/coord.log" 2>&1 &
+COORD_PID=$!
+seen "listening on $EP" || fail "second coordinator did not start"
+I="--layers 1 --heads 2 --dim 32 --context 16 --batch 2 --threads 1 --data $T/data --eval-every 0 --eval-batches 1 --steps 2 --sync-every 2 --islands 2 --net-timeout 5 --join $EP --island-id 0"
+IP=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# refused: status, seconds, one line naming the flag, nothing trained
+refused() { # NAME PATTERN ARGS...
+  name=$1; pat=$2; shift 2
+  t0=$(date +%s)
+  timeout 60 $ATOLL train $I --island-listen tcp://127.0.0.1:$IP --out "$T/isl_$name" "$@" >/dev/null 2>"$T/isl_$name.err"
+  rc=$? took=$(($(date +%s) - t0))
+  [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ $took -le 10 ] && [ "$(grep -c . "$T/isl_$name.err")" -eq 1 ] && grep -q -- "$pat" "$T/isl_$name.err" \
+    || fail "$name: status $rc after $took s: $(cat "$T/isl_$name.err")"
+}
+refused stranger "^atoll: error: --island-key $T/stranger/key.secret: the coordinator $EP refused this island's key" \
+  --coordinator-key "$CPUB" --island-key "$T/stranger/key.secret"
+refused coordkey "^atoll: error: --coordinator-key $T/bad/key.pub: the coordinator $EP closed this island's handshake" \
+  --coordinator-key "$T/bad/key.pub" --island-key "$T/good/key.secret"
+# (the allowed island last: once it finished, the coordinator ends)
+timeout 60 $ATOLL train $I --coordinator-key "$CPUB" --island-key "$T/good/key.secret" --island-listen tcp://127.0.0.1:$IP --out "$T/isl_good" >/dev/null 2>"$T/isl_good.err" \
+  || fail "an allowed island failed: $(tail -n 2 "$T/isl_good.err")"
+grep -q "^island 0: the coordinator $EP took this island's key: registered as island 0 rank 0" "$T/isl_good.err" \
+  || fail "no greeting line: $(head -n 2 "$T/isl_good.err")"
+kill $COORD_PID; wait $COORD_PID 2>/dev/null; COORD_PID=
 echo "test_security: ok"
