@@ -218,7 +218,9 @@ static void test_gqa(int B, int T, int Tk, int NH, int NKV, int hs) {
     printf("; dq %.2g dk %.2g dv %.2g vs reference, %.2g %.2g %.2g vs fp32", eq, ek, ev, rel_err_f(dq[0], dq[2], nq),
            rel_err_f(dk[0], dk[2], nk), rel_err_f(dv[0], dv[2], nk));
     CHECK(eq < 5e-3 && ek < 5e-3 && ev < 5e-3);
-    CHECK(rel_err_f(dq[0], dq[2], nq) < 5e-2 && rel_err_f(dk[0], dk[2], nk) < 5e-2 && rel_err_f(dv[0], dv[2], nk) < 5e-2);
+    CHECK(rel_err_f(dv[0], dv[2], nk) < 5e-2);
+    /* at T = 1 the exact dQ and dK are 0 (dP = D), and both kernels leave rounding noise */
+    if (T > 1) CHECK(rel_err_f(dq[0], dq[2], nq) < 5e-2 && rel_err_f(dk[0], dk[2], nk) < 5e-2);
     same &= memcmp(dq[0], dq[1], nq * 4) == 0 && memcmp(dk[0], dk[1], nk * 4) == 0 && memcmp(dv[0], dv[1], nk * 4) == 0;
   }
   printf("\n");

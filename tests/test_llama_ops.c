@@ -9,6 +9,8 @@
  *            attention's dq, dk, dv and SwiGLU's gradients must OVERWRITE (prefilled with
  *            garbage, compared directly).
  *  threads   each kernel run with 1 and 3 threads gives the same bits.
+ *  family    GPT-2's multi-head attention and grouped-query attention with groups of one
+ *            give the same bits (one kernel serves both).
  * Tolerances: forward 1e-5, backward 1e-4 (as test_ops.c). A wrong rotation direction,
  * pairing (interleaved instead of half split), theta, eps, or group mapping of the key/value
  * heads gives errors of 1e-2 and more. */
@@ -287,6 +289,33 @@ static void test_gqa_suffix(void) {
   free(q), free(k), free(v), free(full), free(part), free(lse);
 }
 
+/* One kernel family: GPT-2's multi-head entry on packed qkv rows gives the same bits as
+ * the grouped-query entry with groups of one on the same numbers split into q, k and v
+ * (forward and backward; T = 70 spans two blocks of query rows). */
+static void test_mha_is_gqa(void) {
+  int B = 2, T = 70, NH = 3, hs = 16, C = NH * hs;
+  size_t N = (size_t)B * T, nq = N * C;
+  float *qkv = randf(3 * nq, 1.0f), *R = randf(nq, 1.0f), *part[3];
+  for (int p = 0; p < 3; p++) {
+    part[p] = malloc(sizeof(float) * nq);
+    for (size_t n = 0; n < N; n++) memcpy(part[p] + n * C, qkv + n * 3 * C + (size_t)p * C, sizeof(float) * C);
+  }
+  float *o1 = malloc(sizeof(float) * nq), *o2 = malloc(sizeof(float) * nq), *l1 = malloc(sizeof(float) * N * NH),
+        *l2 = malloc(sizeof(float) * N * NH), *dqkv = malloc(sizeof(float) * 3 * nq), *d[3];
+  for (int p = 0; p < 3; p++) d[p] = malloc(sizeof(float) * nq);
+  K->attention_forward(o1, l1, qkv, B, T, C, NH);
+  K->gqa_forward(o2, l2, part[0], part[1], part[2], B, T, T, NH, NH, hs);
+  CHECK(memcmp(o1, o2, sizeof(float) * nq) == 0 && memcmp(l1, l2, sizeof(float) * N * NH) == 0);
+  K->attention_backward(dqkv, R, qkv, o1, l1, B, T, C, NH);
+  K->gqa_backward(d[0], d[1], d[2], R, part[0], part[1], part[2], o2, l2, B, T, NH, NH, hs);
+  int same = 1;
+  for (int p = 0; p < 3; p++)
+    for (size_t n = 0; n < N; n++) same &= memcmp(d[p] + n * C, dqkv + n * 3 * C + (size_t)p * C, sizeof(float) * C) == 0;
+  CHECK(same);
+  for (int p = 0; p < 3; p++) free(part[p]), free(d[p]);
+  free(qkv), free(R), free(o1), free(o2), free(l1), free(l2), free(dqkv);
+}
+
 int main(void) {
   K = atoll_ops_cpu();
   atoll_rng_seed(&rng, 7);
@@ -302,6 +331,7 @@ int main(void) {
   test_gqa(1, 67, 67, 2, 1, 4, 1); /* more than one block of query rows */
   test_gqa(2, 3, 8, 4, 2, 4, 0);   /* queries at the end of longer keys */
   test_gqa_suffix();
+  test_mha_is_gqa();
   printf("test_llama_ops: worst forward error %.2g, worst backward error %.2g\n", worst_fwd, worst_bwd);
   CHECK_DONE();
 }

@@ -1,6 +1,6 @@
 /* Causal attention with bf16 products, GPT-2's and grouped-query (src/ops/attention_bf16.h).
  *
- * The order of work is the fp32 kernel's (ops_cpu.c): one (batch, head) pair per
+ * The order of work is the fp32 kernel's (attention_cpu.c): one (batch, head) pair per
  * OpenMP task, query rows in blocks of ATT_BLOCK, each block's scores against the keys
  * it may see kept in per-thread scratch, backward recomputing the probabilities from
  * the log-sum-exp. What differs is the products: AMX tiles (TDPBF16PS: a 16 x 32 bf16
@@ -25,7 +25,7 @@
 #include "ops/cpu_features.h"
 #include "ops/exp_approx.h"
 #include "ops/gemm_cpu.h"
-#include "ops/ops_llama_cpu.h" /* atoll_att_scratch */
+#include "ops/attention_cpu.h" /* atoll_att_scratch */
 
 #include <math.h>
 #include <omp.h>

@@ -1,6 +1,7 @@
 /* CPU kernels: the op table (fp32 and bf16), host memory, matrix products through the
- * CPU matrix engine (gemm_cpu.h) and causal attention. The elementwise and normalisation
- * kernels are in src/ops/ops_cpu_elem.c, the Llama block's in src/ops/ops_llama_cpu.c.
+ * CPU matrix engine (gemm_cpu.h). The elementwise and normalisation kernels are in
+ * src/ops/ops_cpu_elem.c, the Llama block's in src/ops/ops_llama_cpu.c, causal attention
+ * (multi-head and grouped-query, fp32) in src/ops/attention_cpu.c.
  *
  * Determinism: every kernel gives bit-identical results for the same inputs and
  * thread count. Reductions over rows (bias and LayerNorm gradients, embedding
@@ -9,10 +10,9 @@
 #include "ops/ops.h"
 #include "ops/ops_llama_cpu.h"
 
-#include "core/fatal.h"
 #include "core/mem.h"
 #include "ops/attention_bf16.h"
-#include "ops/exp_approx.h"
+#include "ops/attention_cpu.h"
 #include "ops/gemm_cpu.h"
 #include "ops/ops_cpu_elem.h"
 #include "ops/optim_cpu.h"
@@ -196,166 +196,6 @@ static void matmul_backward_bf16(float *dx, float *dw, float *dbias, const float
   matmul_backward_kept(dx, dw, dbias, dout, xb, wb, N, C, OC, accumulate_dx);
 }
 
-/* ---------------------------------------------------------------- attention --- */
-
-/* Causal attention, one (batch, head) pair per OpenMP task, in blocks of ATT_BLOCK
- * query rows. Each block's scores against the keys it may see (columns [0, r1)) are a
- * small sgemm into per-thread scratch, softmaxed in place, then multiplied by V. Only
- * each row's log-sum-exp is kept for backward, so memory is O(T) per head instead of
- * an O(T^2) attention matrix per layer; backward recomputes the probabilities block
- * by block. Blocking also skips most of the masked upper triangle: the matrix
- * products cost about (1 + 1/nblocks)/2 of the full square.
- *
- * OpenBLAS's OpenMP build runs an sgemm called inside a parallel region on the
- * calling thread alone, so the heads are what is spread over the threads. */
-#define ATT_BLOCK 64
-
-typedef struct {
-  const float *q, *k, *v; /* rows of this head, row stride 3C */
-  int ld;                 /* 3C */
-  int T, hs;
-  float scale;
-} head_view;
-
-static head_view head_at(const float *qkv, int b, int h, int T, int C, int NH) {
-  head_view hv;
-  int hs = C / NH;
-  const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
-  hv.q = base;
-  hv.k = base + C;
-  hv.v = base + 2 * C;
-  hv.ld = 3 * C;
-  hv.T = T;
-  hv.hs = hs;
-  hv.scale = 1.0f / sqrtf((float)hs);
-  return hv;
-}
-
-/* S[rows r0..r1, cols 0..r1) = scale * Q K^T, row stride r1 */
-static void block_scores(float *S, const head_view *hv, int r0, int r1) {
-  atoll_gemm_f32(0, 1, r1 - r0, r1, hv->hs, hv->scale, hv->q + (size_t)r0 * hv->ld, hv->ld, hv->k, hv->ld,
-                 0.0f, S, r1);
-}
-
-/* Scratch of per_thread floats for each of *threads threads, allocated before the
- * parallel region (a failed malloc inside it had nowhere to go). Short of memory for
- * every thread, fewer threads run: the same bits, since one thread computes each
- * (batch, head) pair alone. The ops interface has no error path, so running out even
- * for one thread is fatal, with a message rather than a crash. */
-float *atoll_att_scratch(size_t per_thread, int *threads) {
-  for (int nt = omp_get_max_threads(); nt >= 1; nt /= 2) {
-    float *s = malloc(sizeof(float) * per_thread * (size_t)nt);
-    if (s) {
-      *threads = nt;
-      return s;
-    }
-  }
-  atoll_fatal("attention: out of memory for %zu bytes of scratch", sizeof(float) * per_thread);
-}
-
-static void attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                              int NH) {
-  size_t per_thread = (size_t)ATT_BLOCK * T;
-  int nt;
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    float *S = scratch + (size_t)omp_get_thread_num() * per_thread;
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int h = 0; h < NH; h++) {
-        head_view hv = head_at(qkv, b, h, T, C, NH);
-        float *lse_h = lse + ((size_t)b * NH + h) * T;
-        float *out_h = out + (size_t)b * T * C + (size_t)h * hv.hs;
-        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-          int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T;
-          block_scores(S, &hv, r0, r1);
-          for (int i = r0; i < r1; i++) {
-            float *row = S + (size_t)(i - r0) * r1;
-            int n = i + 1;
-            float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-            for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < n; j++) {
-              row[j] = atoll_exp_approx(row[j] - mx);
-              sum += row[j];
-            }
-            float inv = 1.0f / sum;
-#pragma omp simd
-            for (int j = 0; j < n; j++) row[j] *= inv;
-            for (int j = n; j < r1; j++) row[j] = 0.0f; /* masked: future keys */
-            lse_h[i] = mx + logf(sum);
-          }
-          /* out[rows] = P V */
-          atoll_gemm_f32(0, 0, r1 - r0, hv.hs, r1, 1.0f, S, r1, hv.v, hv.ld, 0.0f, out_h + (size_t)r0 * C, C);
-        }
-      }
-  }
-  free(scratch);
-}
-
-static void attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                               const float *lse, int B, int T, int C, int NH) {
-  size_t per_thread = 2 * (size_t)ATT_BLOCK * T;
-  int nt;
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    float *P = scratch + (size_t)omp_get_thread_num() * per_thread;
-    float *dS = P + (size_t)ATT_BLOCK * T;
-    float D[ATT_BLOCK];
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int h = 0; h < NH; h++) {
-        head_view hv = head_at(qkv, b, h, T, C, NH);
-        int hs = hv.hs, ld = hv.ld;
-        const float *lse_h = lse + ((size_t)b * NH + h) * T;
-        const float *dout_h = dout + (size_t)b * T * C + (size_t)h * hs;
-        const float *out_h = out + (size_t)b * T * C + (size_t)h * hs;
-        float *dq = dqkv + (size_t)b * T * ld + (size_t)h * hs;
-        float *dk = dq + C, *dv = dq + 2 * C;
-        for (int t = 0; t < T; t++) {
-          memset(dk + (size_t)t * ld, 0, sizeof(float) * (size_t)hs);
-          memset(dv + (size_t)t * ld, 0, sizeof(float) * (size_t)hs);
-        }
-        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-          int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-          /* P = exp(S - lse), recomputed */
-          block_scores(P, &hv, r0, r1);
-          for (int i = r0; i < r1; i++) {
-            float *row = P + (size_t)(i - r0) * r1;
-            float l = lse_h[i];
-            int n = i + 1;
-#pragma omp simd
-            for (int j = 0; j < n; j++) row[j] = atoll_exp_approx(row[j] - l);
-            for (int j = n; j < r1; j++) row[j] = 0.0f;
-            const float *o = out_h + (size_t)i * C, *g = dout_h + (size_t)i * C;
-            float d = 0.0f;
-#pragma omp simd reduction(+ : d)
-            for (int c = 0; c < hs; c++) d += o[c] * g[c];
-            D[i - r0] = d;
-          }
-          /* dP = dO V^T, then dS = P (dP - D) * scale, in place */
-          atoll_gemm_f32(0, 1, rows, r1, hs, 1.0f, dout_h + (size_t)r0 * C, C, hv.v, ld, 0.0f, dS, r1);
-          for (int i = 0; i < rows; i++) {
-            float *ds = dS + (size_t)i * r1;
-            const float *p = P + (size_t)i * r1;
-            float d = D[i];
-#pragma omp simd
-            for (int j = 0; j < r1; j++) ds[j] = p[j] * (ds[j] - d) * hv.scale;
-          }
-          /* dQ[rows] = dS K;  dK += dS^T Q[rows];  dV += P^T dO[rows] */
-          atoll_gemm_f32(0, 0, rows, hs, r1, 1.0f, dS, r1, hv.k, ld, 0.0f, dq + (size_t)r0 * ld, ld);
-          atoll_gemm_f32(1, 0, r1, hs, rows, 1.0f, dS, r1, hv.q + (size_t)r0 * ld, ld, 1.0f, dk, ld);
-          atoll_gemm_f32(1, 0, r1, hs, rows, 1.0f, P, r1, dout_h + (size_t)r0 * C, C, 1.0f, dv, ld);
-        }
-      }
-  }
-  free(scratch);
-}
-
 static const atoll_ops cpu_ops = {
     .name = "cpu",
     .device = 0,
@@ -374,8 +214,8 @@ static const atoll_ops cpu_ops = {
     .layernorm_backward = atoll_layernorm_backward_cpu,
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
-    .attention_forward = attention_forward,
-    .attention_backward = attention_backward,
+    .attention_forward = atoll_attention_forward_cpu,
+    .attention_backward = atoll_attention_backward_cpu,
     .gelu_forward = atoll_gelu_forward_cpu,
     .gelu_backward = atoll_gelu_backward_cpu,
     .xent_forward = atoll_xent_forward_cpu,
@@ -385,8 +225,8 @@ static const atoll_ops cpu_ops = {
     .rope = atoll_llama_rope,
     .swiglu_forward = atoll_llama_swiglu_forward,
     .swiglu_backward = atoll_llama_swiglu_backward,
-    .gqa_forward = atoll_llama_gqa_forward,
-    .gqa_backward = atoll_llama_gqa_backward,
+    .gqa_forward = atoll_gqa_forward_cpu,
+    .gqa_backward = atoll_gqa_backward_cpu,
 };
 
 const atoll_ops *atoll_ops_cpu(void) { return &cpu_ops; }

@@ -1,6 +1,6 @@
 /* The CPU table's elementwise and normalisation kernels: embeddings, LayerNorm, GELU,
  * rounding to bf16 and cross-entropy, as OpenMP-threaded loops written so the compiler
- * vectorizes them. The matrix products, attention and the table itself: src/ops/ops_cpu.c.
+ * vectorizes them. The matrix products and the table itself: src/ops/ops_cpu.c.
  *
  * Determinism: as in ops_cpu.c, every kernel gives bit-identical results for the same
  * inputs and thread count; reductions over rows (LayerNorm and embedding gradients, the

@@ -1,15 +1,15 @@
 /* CPU kernels of the Llama block: RMSNorm, rotary position embeddings (Hugging Face's
- * half-split convention), the SwiGLU gate and causal attention with grouped key/value
- * heads. Contracts: src/ops/ops.h. Same determinism rule as src/ops/ops_cpu.c: reductions
- * over rows are split across threads by channel, and every output float is written by
- * one thread, so results are bit-identical for a given thread count. */
+ * half-split convention) and the SwiGLU gate; grouped-query attention shares GPT-2's
+ * kernel (src/ops/attention_cpu.c). Contracts: src/ops/ops.h. Same determinism rule as
+ * src/ops/ops_cpu.c: reductions over rows are split across threads by channel, and every
+ * output float is written by one thread, so results are bit-identical for a given
+ * thread count. */
 #include "ops/ops_llama_cpu.h"
 
 #include "core/fatal.h"
 #include "ops/exp_approx.h"
 #include "ops/gemm_cpu.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -187,121 +187,4 @@ void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, co
 void atoll_llama_swiglu_backward_bf16(uint16_t *dgate, uint16_t *dup, const float *dout, const float *gate,
                                       const float *up, size_t n) {
   swiglu_backward_elements(NULL, NULL, dgate, dup, dout, gate, up, n);
-}
-
-/* ---------------------------------------------------- grouped-query attention --- */
-
-/* Blocks of ATT_BLOCK query rows against the keys they may see, as in ops_cpu.c's
- * attention: scores by sgemm into per-thread scratch, softmax in place, times V; only the
- * log-sum-exp is kept and backward recomputes the probabilities. Forward spreads
- * (batch, query head) pairs over the threads; backward spreads (batch, key/value head)
- * pairs, each thread summing its group's query heads into dk and dv alone. */
-#define ATT_BLOCK 64
-
-void atoll_llama_gqa_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
-                             int Tk, int NH, int NKV, int hs) {
-  size_t per_thread = (size_t)ATT_BLOCK * Tk;
-  int nt, group = NH / NKV, ldq = NH * hs, ldk = NKV * hs, p0 = Tk - T;
-  float scale = 1.0f / sqrtf((float)hs);
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    float *S = scratch + (size_t)omp_get_thread_num() * per_thread;
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int h = 0; h < NH; h++) {
-        const float *qh = q + (size_t)b * T * ldq + (size_t)h * hs;
-        const float *kh = k + (size_t)b * Tk * ldk + (size_t)(h / group) * hs;
-        const float *vh = v + (size_t)b * Tk * ldk + (size_t)(h / group) * hs;
-        float *oh = out + (size_t)b * T * ldq + (size_t)h * hs;
-        float *lh = lse + ((size_t)b * NH + h) * T;
-        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-          int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, cols = p0 + r1;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, cols, hs, scale, qh + (size_t)r0 * ldq, ldq,
-                      kh, ldk, 0.0f, S, cols);
-          for (int i = r0; i < r1; i++) {
-            float *row = S + (size_t)(i - r0) * cols;
-            int n = p0 + i + 1;
-            float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-            for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < n; j++) {
-              row[j] = atoll_exp_approx(row[j] - mx);
-              sum += row[j];
-            }
-            float inv = 1.0f / sum;
-#pragma omp simd
-            for (int j = 0; j < n; j++) row[j] *= inv;
-            for (int j = n; j < cols; j++) row[j] = 0.0f;
-            lh[i] = mx + logf(sum);
-          }
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, cols, 1.0f, S, cols, vh, ldk, 0.0f,
-                      oh + (size_t)r0 * ldq, ldq);
-        }
-      }
-  }
-  free(scratch);
-}
-
-void atoll_llama_gqa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                              const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
-                              int hs) {
-  size_t per_thread = 2 * (size_t)ATT_BLOCK * T;
-  int nt, group = NH / NKV, ldq = NH * hs, ldk = NKV * hs;
-  float scale = 1.0f / sqrtf((float)hs);
-  float *scratch = atoll_att_scratch(per_thread, &nt);
-#pragma omp parallel num_threads(nt)
-  {
-    float *P = scratch + (size_t)omp_get_thread_num() * per_thread;
-    float *dS = P + (size_t)ATT_BLOCK * T;
-    float D[ATT_BLOCK];
-#pragma omp for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-      for (int kvh = 0; kvh < NKV; kvh++) {
-        const float *kh = k + (size_t)b * T * ldk + (size_t)kvh * hs, *vh = v + (size_t)b * T * ldk + (size_t)kvh * hs;
-        float *dkh = dk + (size_t)b * T * ldk + (size_t)kvh * hs, *dvh = dv + (size_t)b * T * ldk + (size_t)kvh * hs;
-        for (int t = 0; t < T; t++) {
-          memset(dkh + (size_t)t * ldk, 0, sizeof(float) * (size_t)hs);
-          memset(dvh + (size_t)t * ldk, 0, sizeof(float) * (size_t)hs);
-        }
-        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-          size_t at = (size_t)b * T * ldq + (size_t)h * hs;
-          const float *qh = q + at, *oh = out + at, *gh = dout + at;
-          float *dqh = dq + at;
-          const float *lh = lse + ((size_t)b * NH + h) * T;
-          for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-            int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, rows = r1 - r0;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, scale, qh + (size_t)r0 * ldq, ldq, kh,
-                        ldk, 0.0f, P, r1);
-            for (int i = r0; i < r1; i++) {
-              float *row = P + (size_t)(i - r0) * r1;
-              float l = lh[i], d = 0.0f;
-#pragma omp simd
-              for (int j = 0; j <= i; j++) row[j] = atoll_exp_approx(row[j] - l);
-              for (int j = i + 1; j < r1; j++) row[j] = 0.0f;
-              const float *o = oh + (size_t)i * ldq, *g = gh + (size_t)i * ldq;
-              for (int c = 0; c < hs; c++) d += o[c] * g[c];
-              D[i - r0] = d;
-            }
-            /* dP = dO V^T; dS = P (dP - D) scale */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f, gh + (size_t)r0 * ldq, ldq, vh,
-                        ldk, 0.0f, dS, r1);
-            for (int i = 0; i < rows; i++) {
-              float *ds = dS + (size_t)i * r1;
-              const float *p = P + (size_t)i * r1;
-              for (int j = 0; j < r1; j++) ds[j] = p[j] * (ds[j] - D[i]) * scale;
-            }
-            /* dQ[rows] = dS K; dK += dS^T Q[rows]; dV += P^T dO[rows] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, dS, r1, kh, ldk, 0.0f,
-                        dqh + (size_t)r0 * ldq, ldq);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, dS, r1, qh + (size_t)r0 * ldq,
-                        ldq, 1.0f, dkh, ldk);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, P, r1, gh + (size_t)r0 * ldq, ldq,
-                        1.0f, dvh, ldk);
-          }
-        }
-      }
-  }
-  free(scratch);
 }

@@ -18,15 +18,5 @@ void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, co
                                  size_t n);
 void atoll_llama_swiglu_backward_bf16(uint16_t *dgate, uint16_t *dup, const float *dout, const float *gate,
                                       const float *up, size_t n);
-void atoll_llama_gqa_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
-                             int Tk, int NH, int NKV, int hs);
-void atoll_llama_gqa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                              const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
-                              int hs);
-
-/* Attention scratch (in ops_cpu.c, shared by both attention kernels): per_thread floats
- * for each of *threads threads, fewer threads when memory is short; fatal when even one
- * thread's cannot be had (the ops interface has no error path). */
-float *atoll_att_scratch(size_t per_thread, int *threads);
 
 #endif

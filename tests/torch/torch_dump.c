@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *dir = argv[1];
-  /* T > 64 spans several attention blocks (ATT_BLOCK in src/ops/ops_cpu.c) */
+  /* T > 64 spans several attention blocks (ATT_BLOCK in src/ops/attention_cpu.c) */
   atoll_shape s = {.layers = 2, .heads = 4, .dim = 64, .context = 160, .vocab = 256};
   /* llama: grouped queries (2 per key/value head), an untied head, a SwiGLU width that
    * is rounded up (floor(8 64 / 3) = 170 -> 192), eps and theta off their defaults */
