@@ -49,6 +49,12 @@ typedef struct {
   int tie;          /* llama: 1 ties the LM head to wte, else it has its own; GPT-2: always tied */
   float norm_eps;   /* llama: RMSNorm epsilon (0: 1e-5) */
   float rope_theta; /* llama: rotary embedding base (0: 10000) */
+  /* llama: the rotary frequencies' scaling (src/model/rope.c): "none" (also when empty) or
+   * "llama3" (Llama 3.1's: low frequencies divided by rope_factor, a smooth blend between
+   * wavelengths rope_orig_context / rope_high_freq and rope_orig_context / rope_low_freq) */
+  char rope_scaling[8];
+  float rope_factor, rope_low_freq, rope_high_freq;
+  int rope_orig_context;
 } atoll_shape;
 
 /* Checks that a shape is possible; the message names the offending key. */

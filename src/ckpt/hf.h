@@ -65,4 +65,18 @@ int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float 
  * shape, and no other (a tied LM head equal to the embedding excepted). */
 int atoll_hf_import(const char *dir, const atoll_layout *whole, float *params, atoll_err *err);
 
+/* --init-from-hf DIR: the model's shape from DIR/config.json (src/ckpt/hf_shape.c): every
+ * key read as transformers reads it, checked as train's flags are and with the keys
+ * that are not the shape (config_check); one line naming the key if atoll cannot run it. */
+int atoll_hf_shape(const char *dir, atoll_shape *s, atoll_err *err);
+/* A Llama config.json's rotary keys into s (rope_theta, rope_scaling): rope_parameters
+ * (transformers 5) or rope_theta and rope_scaling (4.x); types default and llama3. */
+int atoll_hf_llama_rope(const cJSON *cfg, const char *path, atoll_shape *s, atoll_err *err);
+/* The settings that a run's --flags and --config gave: every shape key set to a value no
+ * flag takes ("not given") before they are applied. */
+void atoll_hf_shape_unset(atoll_shape *s);
+/* run = DIR/config.json's shape; a key in `given` (atoll_hf_shape_unset, then the flags)
+ * that says otherwise is refused in one line naming the flag and both values. */
+int atoll_hf_take_shape(const char *dir, atoll_shape *run, const atoll_shape *given, atoll_err *err);
+
 #endif

@@ -149,7 +149,6 @@ static const atoll_hf_name LLAMA_NAMES[] = {
 
 /* transformers' defaults for keys a config.json may leave out (LlamaConfig) */
 #define LLAMA_HF_EPS 1e-6
-#define LLAMA_HF_THETA 10000.0
 
 /* The shortest decimal that reads back as the float f (1e-05 for 1e-5f): written into
  * config.json, transformers turns it into the same float32 atoll computes with. */
@@ -163,6 +162,23 @@ static double float_decimal(float f) {
   return (double)f;
 }
 
+/* transformers' rope_parameters of shape s: the type, theta and llama3's keys */
+static cJSON *rope_json(const atoll_shape *s, double theta) {
+  cJSON *r = cJSON_CreateObject();
+  int l3 = atoll_shape_rope_llama3(s);
+  int ok = r && cJSON_AddStringToObject(r, "rope_type", l3 ? "llama3" : "default") &&
+           cJSON_AddNumberToObject(r, "rope_theta", theta);
+  ok = ok && (!l3 || (cJSON_AddNumberToObject(r, "factor", float_decimal(s->rope_factor)) &&
+                      cJSON_AddNumberToObject(r, "low_freq_factor", float_decimal(s->rope_low_freq)) &&
+                      cJSON_AddNumberToObject(r, "high_freq_factor", float_decimal(s->rope_high_freq)) &&
+                      cJSON_AddNumberToObject(r, "original_max_position_embeddings", s->rope_orig_context)));
+  if (!ok) {
+    cJSON_Delete(r);
+    return NULL;
+  }
+  return r;
+}
+
 static cJSON *llama_config_json(const atoll_shape *s) {
   cJSON *o = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(o, "architectures");
   if (!arch || !cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"))) {
@@ -170,10 +186,11 @@ static cJSON *llama_config_json(const atoll_shape *s) {
     return NULL;
   }
   double eps = float_decimal(atoll_shape_norm_eps(s)), theta = float_decimal(atoll_shape_rope_theta(s));
-  /* rope_theta twice: top-level for transformers 4.x, in rope_parameters for 5.x */
-  cJSON *rope = cJSON_CreateObject();
-  int ok = rope && cJSON_AddStringToObject(rope, "rope_type", "default") &&
-           cJSON_AddNumberToObject(rope, "rope_theta", theta);
+  /* rope_theta twice: top-level for transformers 4.x, in rope_parameters for 5.x; a
+   * llama3 scaling also as 4.x's rope_scaling */
+  cJSON *rope = rope_json(s, theta), *scaling = atoll_shape_rope_llama3(s) ? rope_json(s, theta) : NULL;
+  int ok = rope && (scaling || !atoll_shape_rope_llama3(s)) &&
+           (!scaling || (cJSON_AddItemToObject(o, "rope_scaling", scaling) && (scaling = NULL, 1)));
   ok = ok && cJSON_AddStringToObject(o, "model_type", "llama") && cJSON_AddNumberToObject(o, "vocab_size", s->vocab) &&
        cJSON_AddNumberToObject(o, "hidden_size", s->dim) &&
        cJSON_AddNumberToObject(o, "intermediate_size", atoll_shape_hidden(s)) &&
@@ -191,6 +208,7 @@ static cJSON *llama_config_json(const atoll_shape *s) {
        cJSON_AddNullToObject(o, "pad_token_id") && cJSON_AddTrueToObject(o, "use_cache") &&
        cJSON_AddStringToObject(o, "torch_dtype", "float32");
   cJSON_Delete(rope);
+  cJSON_Delete(scaling);
   if (!ok) {
     cJSON_Delete(o);
     return NULL;
@@ -211,24 +229,17 @@ static int check_float(const cJSON *v, const char *key, double dflt, float want,
   return 0;
 }
 
-/* The rotary embedding: rope_parameters (transformers 5) or rope_theta and rope_scaling
- * (4.x); atoll's RoPE has no scaling, so only the "default" type is read. */
+/* The rotary embedding (atoll_hf_llama_rope reads it) turns by this run's angles. */
 static int llama_rope_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
-  const cJSON *theta = cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta");
-  const char *keys[] = {"rope_parameters", "rope_scaling"};
-  for (int i = 0; i < 2; i++) {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
-    if (!p || cJSON_IsNull(p)) continue;
-    if (!cJSON_IsObject(p)) return atoll_fail(err, "%s: %s is not an object", path, keys[i]);
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
-    if (!type) type = cJSON_GetObjectItemCaseSensitive(p, "type");
-    if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "default") == 0))
-      return atoll_fail(err, "%s: %s.rope_type is %s; atoll's rotary embedding has no scaling (\"default\" only)", path,
-                        keys[i], cJSON_IsString(type) ? type->valuestring : "not a string");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
-    if (t) theta = t; /* rope_parameters wins over the top-level key, as in transformers */
-  }
-  return check_float(theta, "rope_theta", LLAMA_HF_THETA, atoll_shape_rope_theta(s), "rope-theta", path, err);
+  atoll_shape r = *s;
+  if (atoll_hf_llama_rope(cfg, path, &r, err)) return -1;
+  if (atoll_shape_rope_theta(&r) != atoll_shape_rope_theta(s))
+    return check_float(NULL, "rope_theta", atoll_shape_rope_theta(&r), atoll_shape_rope_theta(s), "rope-theta", path,
+                       err);
+  if (!atoll_shape_rope_same(&r, s))
+    return atoll_fail(err, "%s: the rope scaling (%s) is not this run's (--rope-scaling %s and its keys)", path,
+                      atoll_shape_rope_llama3(&r) ? "llama3" : "none", atoll_shape_rope_llama3(s) ? "llama3" : "none");
+  return 0;
 }
 
 static int llama_config_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {

@@ -10,6 +10,7 @@
  * (signal handlers, thread counts). */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf.h"
 #include "cli/export_cli.h"
 #include "cli/openblas_core.h"
 #include "ops/cpu_features.h"
@@ -191,8 +192,8 @@ static int check_resume_arch(const atoll_shape *c, const atoll_shape *k, const c
   if (!atoll_shape_llama(c)) return 0;
   if (atoll_shape_kv_heads(c) != atoll_shape_kv_heads(k) || atoll_shape_hidden(c) != atoll_shape_hidden(k) ||
       atoll_shape_tied(c) != atoll_shape_tied(k) || atoll_shape_norm_eps(c) != atoll_shape_norm_eps(k) ||
-      atoll_shape_rope_theta(c) != atoll_shape_rope_theta(k))
-    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta: differ from the checkpoint %s's "
+      !atoll_shape_rope_same(c, k))
+    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta/--rope-scaling: differ from the checkpoint %s's "
                       "(kv-heads=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g); a resumed run keeps the model's shape",
                       dir, k->kv_heads, k->multiple_of, k->tie, k->norm_eps, k->rope_theta);
   return 0;
@@ -254,6 +255,34 @@ static void run_dir_of(const char *ckpt_dir, char *out, size_t outsz) {
   else memcpy(out, run, strlen(run) + 1);
 }
 
+/* --config FILE's settings, then the flags'. */
+static int apply_given(int argc, char **argv, const char *config_file, atoll_config *cfg, atoll_err *err) {
+  if (config_file) {
+    size_t len = 0;
+    char *text = NULL;
+    if (atoll_read_file(config_file, 64u << 20, &text, &len, err)) return -1;
+    int rc = atoll_config_apply_text(cfg, text, len, config_file, err);
+    free(text);
+    if (rc) return -1;
+  }
+  for (int i = 0; i < argc; i += 2) {
+    const char *key = argv[i] + 2;
+    if (strcmp(key, "config") == 0) continue;
+    if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
+  }
+  return 0;
+}
+
+/* --init-from-hf DIR: the model's shape is DIR/config.json's; a shape key the flags or
+ * --config give must say the same (src/ckpt/hf_shape.c). */
+static int take_hf_shape(int argc, char **argv, const char *config_file, atoll_config *cfg, atoll_err *err) {
+  atoll_config given;
+  atoll_config_defaults(&given);
+  atoll_hf_shape_unset(&given.model);
+  if (apply_given(argc, argv, config_file, &given, err)) return -1;
+  return atoll_hf_take_shape(cfg->init_from_hf, &cfg->model, &given.model, err);
+}
+
 /* The settings, later ones overriding: the checkpoint's (--resume), --config FILE's,
  * the flags'. resume: a checkpoint or run directory; its resolved checkpoint goes to
  * ckpt_dir. */
@@ -272,19 +301,8 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     run_dir_of(ckpt_dir, cfg->out, sizeof cfg->out);
     from_ckpt = *cfg;
   }
-  if (config_file) {
-    size_t len = 0;
-    char *text = NULL;
-    if (atoll_read_file(config_file, 64u << 20, &text, &len, err)) return -1;
-    int rc = atoll_config_apply_text(cfg, text, len, config_file, err);
-    free(text);
-    if (rc) return -1;
-  }
-  for (int i = 0; i < argc; i += 2) {
-    const char *key = argv[i] + 2;
-    if (strcmp(key, "config") == 0) continue;
-    if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
-  }
+  if (apply_given(argc, argv, config_file, cfg, err)) return -1;
+  if (!resume && cfg->init_from_hf[0] && take_hf_shape(argc, argv, config_file, cfg, err)) return -1;
   if (resume && !cfg->out[0])
     return atoll_fail(err, "--resume %s: its run directory's path is longer than %zu bytes; pass --out",
                       ckpt_dir, sizeof cfg->out - 1);

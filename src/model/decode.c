@@ -98,8 +98,8 @@ static void llama_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
   o->matmul_forward(d->q, d->h, param(m, "attn.q.weight", l), NULL, n, C, C, 0);
   o->matmul_forward(knew, d->h, param(m, "attn.k.weight", l), NULL, n, C, d->KW, 0);
   o->matmul_forward(vnew, d->h, param(m, "attn.v.weight", l), NULL, n, C, d->KW, 0);
-  o->rope(d->q, 1, n, NH, hs, m->theta, pos, 0);
-  o->rope(knew, 1, n, KV, hs, m->theta, pos, 0);
+  o->rope(d->q, 1, n, NH, hs, m->rope_freq, pos, 0);
+  o->rope(knew, 1, n, KV, hs, m->rope_freq, pos, 0);
   o->gqa_forward(d->att, d->lse, d->q, kc, vc, 1, n, pos + n, NH, KV, hs);
   o->matmul_forward(d->x, d->att, param(m, "attn.o.weight", l), NULL, n, C, C, 1);
   o->rmsnorm_forward(d->h, d->rstd, d->x, param(m, "mlp_norm.weight", l), n, C, m->eps);

@@ -176,7 +176,11 @@ static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *p
   m->KVl = atoll_shape_kv_heads(s) / m->tp;
   m->Hl = atoll_shape_hidden(s) / m->tp;
   m->eps = atoll_shape_norm_eps(s);
-  m->theta = atoll_shape_rope_theta(s);
+  if (m->llama) {
+    m->rope_freq = malloc(sizeof(double) * (size_t)(m->hs / 2 + 1));
+    if (!m->rope_freq) return atoll_fail(err, "out of memory for the rotary frequencies");
+    atoll_shape_rope_freqs(s, m->rope_freq);
+  }
   m->kept = m->ops->matmul_forward_bf16 && m->tp == 1;
   m->keep_weights = 1;
   m->slots = calloc((size_t)slots, sizeof(slot_acts));
@@ -269,6 +273,7 @@ void atoll_model_destroy(atoll_model *m) {
   if (m->slots)
     for (int i = 0; i < m->nslots; i++) free(m->slots[i].acts);
   free(m->slots);
+  free(m->rope_freq);
   atoll_layout_free(&m->lay);
   free(m);
 }

@@ -94,7 +94,7 @@ int atoll_shape_check(const atoll_shape *s, atoll_err *err) {
     return atoll_fail(err, "norm-eps: must be in [1e-12, 1]");
   if (!(s->rope_theta >= 0.0f && s->rope_theta <= 1e9f))
     return atoll_fail(err, "rope-theta: must be in [1, 1e9]");
-  return 0;
+  return atoll_shape_rope_check(s, err);
 }
 
 int atoll_shape_llama(const atoll_shape *s) { return strcmp(s->arch, "llama") == 0; }

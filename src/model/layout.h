@@ -66,6 +66,13 @@ int atoll_shape_kv_heads(const atoll_shape *s);
 int atoll_shape_hidden(const atoll_shape *s);  /* MLP width: 4 dim (gpt2) or the SwiGLU rule */
 float atoll_shape_norm_eps(const atoll_shape *s);
 float atoll_shape_rope_theta(const atoll_shape *s);
+/* The rotary frequencies' scaling (src/model/rope.c): 1 for "llama3"; its keys' check
+ * (one line naming the key); 1 if a and b turn by the same angles (theta and scaling);
+ * freq[i] for each of the hs/2 pairs of a head. */
+int atoll_shape_rope_llama3(const atoll_shape *s);
+int atoll_shape_rope_check(const atoll_shape *s, atoll_err *err);
+int atoll_shape_rope_same(const atoll_shape *a, const atoll_shape *b);
+void atoll_shape_rope_freqs(const atoll_shape *s, double *freq);
 
 /* The whole model (tp 1, every block). */
 int atoll_layout_init(atoll_layout *lay, const atoll_shape *s, atoll_err *err);

@@ -36,8 +36,8 @@ void atoll_llama_block_forward(atoll_model *m, block_acts *a, int l, int B, int 
   atoll_model_product_forward(m, a->q, a->ln1, a->ln1_bf16, p.wq, NULL, N, C, Cl, 0);
   atoll_model_product_forward(m, a->k, a->ln1, a->ln1_bf16, p.wk, NULL, N, C, KW, 0);
   atoll_model_product_forward(m, a->v, a->ln1, a->ln1_bf16, p.wv, NULL, N, C, KW, 0);
-  o->rope(a->q, B, T, m->NHl, m->hs, m->theta, 0, 0);
-  o->rope(a->k, B, T, m->KVl, m->hs, m->theta, 0, 0);
+  o->rope(a->q, B, T, m->NHl, m->hs, m->rope_freq, 0, 0);
+  o->rope(a->k, B, T, m->KVl, m->hs, m->rope_freq, 0, 0);
   o->gqa_forward(a->atty, a->lse, a->q, a->k, a->v, B, T, T, m->NHl, m->KVl, m->hs);
   if (m->kept) o->round_bf16(a->atty_bf16, a->atty, (size_t)N * Cl);
   atoll_model_block_out(m, a->res_mid, a->res_in, a->atty, a->atty_bf16, p.wo, NULL, N, Cl);
@@ -84,8 +84,8 @@ void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int
   float *dq = m->d3C, *dk = dq + (size_t)N * Cl, *dv = dk + (size_t)N * KW;
   o->gqa_backward(dq, dk, dv, m->dC, a->q, a->k, a->v, a->atty, a->lse, B, T, m->NHl, m->KVl, m->hs);
   atoll_model_poll(m);
-  o->rope(dq, B, T, m->NHl, m->hs, m->theta, 0, 1);
-  o->rope(dk, B, T, m->KVl, m->hs, m->theta, 0, 1);
+  o->rope(dq, B, T, m->NHl, m->hs, m->rope_freq, 0, 1);
+  o->rope(dk, B, T, m->KVl, m->hs, m->rope_freq, 0, 1);
   atoll_model_product_backward(m, m->dC, g.wq, NULL, dq, a->ln1, a->ln1_bf16, p.wq, N, C, Cl, 0);
   atoll_model_product_backward(m, m->dC, g.wk, NULL, dk, a->ln1, a->ln1_bf16, p.wk, N, C, KW, 1);
   atoll_model_product_backward(m, m->dC, g.wv, NULL, dv, a->ln1, a->ln1_bf16, p.wv, N, C, KW, 1);

@@ -58,7 +58,8 @@ struct atoll_model {
   int sp;          /* sequence parallel */
   int llama;       /* arch llama: the passes of src/model/llama.c */
   int KVl, hs, Hl; /* llama: local key/value heads, head size, local SwiGLU width */
-  float eps, theta; /* llama: RMSNorm epsilon, rotary base */
+  float eps;        /* llama: RMSNorm epsilon */
+  double *rope_freq; /* llama: the rotary frequencies, hs/2 (atoll_shape_rope_freqs) */
   float *params, *grads;
   /* kept: the products' inputs are kept in bf16 by the passes (ops.h; with the bf16 CPU
    * table and tp = 1). Weights too, unless keep_weights is off (ZeRO-3 hands the

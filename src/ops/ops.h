@@ -118,9 +118,10 @@ typedef struct atoll_ops {
   void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
                            const float *rstd, int N, int C);
   /* Rotary embedding in place on x [B,T,H*hs] at positions pos0 .. pos0+T-1 (Hugging Face's
-   * half split: pairs (i, i + hs/2) of each head, frequency theta^(-2i/hs)). inverse = 1
+   * half split: pairs (i, i + hs/2) of each head; pair i turns by pos freq[i], freq a host
+   * table of hs/2 from atoll_shape_rope_freqs: theta^(-2i/hs), or scaled). inverse = 1
    * rotates back: the backward pass on a gradient. */
-  void (*rope)(float *x, int B, int T, int H, int hs, float theta, int pos0, int inverse);
+  void (*rope)(float *x, int B, int T, int H, int hs, const double *freq, int pos0, int inverse);
   /* out = silu(gate) * up */
   void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
   /* dgate, dup = (overwritten); dgate may be dout itself */

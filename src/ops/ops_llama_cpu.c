@@ -88,16 +88,16 @@ void atoll_llama_rmsnorm_backward(float *dx, float *dw, const float *dout, const
 
 /* --------------------------------------------------------------------- RoPE --- */
 
-/* Each head's pair (i, i + hs/2) turns by the angle pos theta^(-2i/hs); backward turns the
- * gradient by the opposite angle (the rotation's transpose). The angles are formed in
- * double and rounded once. */
-void atoll_llama_rope(float *x, int B, int T, int H, int hs, float theta, int pos0, int inverse) {
+/* Each head's pair (i, i + hs/2) turns by the angle pos freq[i] (theta^(-2i/hs), or
+ * scaled: src/model/rope.c); backward turns the gradient by the opposite angle (the
+ * rotation's transpose). The angles are formed in double and rounded once. */
+void atoll_llama_rope(float *x, int B, int T, int H, int hs, const double *freq, int pos0, int inverse) {
   int half = hs / 2;
   float *cs = malloc(sizeof(float) * 2 * (size_t)T * half);
   if (!cs) atoll_fatal("rope: out of memory for %d x %d angles", T, half);
   for (int t = 0; t < T; t++)
     for (int i = 0; i < half; i++) {
-      double a = (double)(pos0 + t) * pow((double)theta, -2.0 * i / hs);
+      double a = (double)(pos0 + t) * freq[i];
       cs[((size_t)t * half + i) * 2] = (float)cos(a);
       cs[((size_t)t * half + i) * 2 + 1] = (float)(inverse ? -sin(a) : sin(a));
     }

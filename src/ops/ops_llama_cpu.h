@@ -11,7 +11,7 @@ void atoll_llama_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *x
                                       float eps);
 void atoll_llama_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                                   const float *rstd, int N, int C);
-void atoll_llama_rope(float *x, int B, int T, int H, int hs, float theta, int pos0, int inverse);
+void atoll_llama_rope(float *x, int B, int T, int H, int hs, const double *freq, int pos0, int inverse);
 void atoll_llama_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 void atoll_llama_swiglu_forward_bf16(uint16_t *out, const float *gate, const float *up, size_t n);
 void atoll_llama_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,

@@ -97,8 +97,8 @@ static void rmsnorm_backward(float *dx, float *dw, const float *dout, const floa
   cpu()->rmsnorm_backward(H(dx), H(dw), H(dout), H(x), H(w), H(rstd), N, C);
 }
 
-static void rope(float *x, int B, int T, int NH, int hs, float theta, int pos0, int inverse) {
-  cpu()->rope(H(x), B, T, NH, hs, theta, pos0, inverse);
+static void rope(float *x, int B, int T, int NH, int hs, const double *freq, int pos0, int inverse) {
+  cpu()->rope(H(x), B, T, NH, hs, freq, pos0, inverse);
 }
 
 static void swiglu_forward(float *out, const float *gate, const float *up, size_t n) {

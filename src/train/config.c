@@ -51,6 +51,11 @@ static const key_spec KEYS[] = {
     {"multiple-of", K_INT, F(model.multiple_of), 1, 65536, "llama: SwiGLU width = multiple-of x ceil(floor(8 dim / 3) / multiple-of)"},
     {"norm-eps", K_FLOAT, F(model.norm_eps), 1e-12, 1, "llama: RMSNorm epsilon"},
     {"rope-theta", K_FLOAT, F(model.rope_theta), 1, 1e9, "llama: rotary embedding base"},
+    {"rope-scaling", STR(model.rope_scaling), "llama: rotary frequency scaling, none or llama3 (Llama 3.1's; the four keys below; docs/formats.md)"},
+    {"rope-factor", K_FLOAT, F(model.rope_factor), 1, 1e6, "llama3 rope scaling: low frequencies are divided by it"},
+    {"rope-low-freq-factor", K_FLOAT, F(model.rope_low_freq), 1e-6, 1e6, "llama3 rope scaling: wavelengths above original-context / it are scaled fully"},
+    {"rope-high-freq-factor", K_FLOAT, F(model.rope_high_freq), 1e-6, 1e6, "llama3 rope scaling: wavelengths below original-context / it are kept"},
+    {"rope-original-context", K_INT, F(model.rope_orig_context), 1, 1 << 24, "llama3 rope scaling: the context the model was first trained at"},
     {"tie", K_INT, F(model.tie), -1, 1, "1: LM head tied to the token embedding, 0: its own lm_head (llama only), -1: the arch's default (gpt2 1, llama 0)"},
     {"batch", K_INT, F(batch), 1, MAX_COUNT, "sequences per micro-batch"},
     {"seq", K_INT, F(seq), 0, MAX_SEQ, "tokens per sequence (0: the context length)"},
@@ -126,7 +131,8 @@ void atoll_config_defaults(atoll_config *c) {
   memset(c, 0, sizeof *c);
   c->model = (atoll_shape){.layers = 4, .heads = 4, .dim = 256, .context = 128, .vocab = ATOLL_BYTE_VOCAB,
                            .arch = "gpt2", .kv_heads = 0, .multiple_of = 256, .tie = -1, .norm_eps = 1e-5f,
-                           .rope_theta = 10000.0f};
+                           .rope_theta = 10000.0f, .rope_scaling = "none", .rope_factor = 8.0f,
+                           .rope_low_freq = 1.0f, .rope_high_freq = 4.0f, .rope_orig_context = 8192};
   c->batch = 16;
   c->seq = 0;
   c->accum = 1;

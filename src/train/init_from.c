@@ -47,6 +47,10 @@ static int check_shape(const atoll_run *r, const char *dir, const cJSON *state, 
     if (dhave[i] != dwant[i])
       return atoll_fail(err, "--init-from %s: the checkpoint's model has another %s (%s %d; this run %d); pass --%s %d",
                         dir, dnames[i], i == 1 ? "SwiGLU width" : dnames[i], dhave[i], dwant[i], dnames[i], dflag[i]);
+  if (atoll_shape_llama(a) && !atoll_shape_rope_same(a, b))
+    return atoll_fail(err, "--init-from %s: the checkpoint's model has another rotary embedding (rope-theta %g, rope-scaling %s); "
+                      "pass its --rope-theta and --rope-scaling keys", dir, atoll_shape_rope_theta(a),
+                      atoll_shape_rope_llama3(a) ? "llama3" : "none");
   return 0;
 }
 

@@ -47,7 +47,7 @@ expect_error "unknown --to" "--to onnx: unknown export format" "$ATOLL" export -
 expect_error "export onto a non-empty directory" "exists and is not empty" "$ATOLL" export --ckpt r1 --to hf --out exp
 expect_error "export without --out" "--out" "$ATOLL" export --ckpt r1 --to hf
 expect_error "export of no checkpoint" "nothere" "$ATOLL" export --ckpt nothere --to hf --out x2
-expect_error "hf shape differs" "n_embd is 32, this run has --dim 64" \
+expect_error "hf shape differs" "--dim 64: disagrees with hfm/config.json's n_embd 32" \
   "$ATOLL" train $TINY --dim 64 --data data --out r5 --steps 1 --init-from-hf hfm
 $CHECK edit hfm miss drop transformer.h.1.mlp.c_fc.bias >/dev/null 2>&1
 expect_error "hf tensor missing" "1 tensor missing: transformer.h.1.mlp.c_fc.bias" \
@@ -61,7 +61,7 @@ expect_error "hf untied head" "lm_head.weight differs from transformer.wte.weigh
 $CHECK edit hfm mistral model_type mistral >/dev/null 2>&1
 expect_error "hf model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama)" \
   "$ATOLL" train $TINY --data data --out r9 --steps 1 --init-from-hf mistral
-expect_error "gpt2 into a llama run" "model_type 'gpt2' is not this run's architecture (--arch llama; pass --arch gpt2)" \
+expect_error "gpt2 into a llama run" "--arch llama: disagrees with hfm/config.json's model_type gpt2" \
   "$ATOLL" train $TINY --arch llama --data data --out r12 --steps 1 --init-from-hf hfm
 expect_error "hf directory missing" "nothere/config.json" \
   "$ATOLL" train $TINY --data data --out r10 --steps 1 --init-from-hf nothere

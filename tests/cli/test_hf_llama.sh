@@ -5,8 +5,12 @@
 # LlamaForCausalLM with atoll's logits (within 1e-4), while the same weights with q/k
 # rows in the interleaved rotary order do not (so no permutation is needed); Llamas made
 # and saved by transformers come back unchanged through --init-from-hf and export;
-# a BPE checkpoint's tokenizer.json goes with it; config.json keys that differ from
-# the run are refused with one line.
+# a BPE checkpoint's tokenizer.json goes with it; --init-from-hf takes the whole shape
+# from config.json, so a Llama 3.1-style model (rope_scaling llama3, in transformers 5's
+# rope_parameters and in 4.x's rope_theta + rope_scaling) loads with no shape flag and
+# gives transformers' logits (ignoring the scaling gives 0.08 off); a shape flag that
+# agrees is accepted, one that differs is refused with one line naming the flag and
+# both values, as are config.json keys atoll cannot run (another rope type).
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -66,20 +70,20 @@ $CHECK edit hft tcopy tie >/dev/null 2>&1
   pass "tied: lm_head.weight equal to model.embed_tokens.weight accepted" || fail "tied copy refused"
 
 # 3. refusals, one line each (hfu matches $LL)
-expect_error "kv-heads differ" "num_key_value_heads is 2, this run has --kv-heads 4 (pass --kv-heads 2)" \
+expect_error "kv-heads differ" "--kv-heads 4: disagrees with hfu/config.json's num_key_value_heads 2" \
   "$ATOLL" train $LL --kv-heads 4 --data data --out x1 --steps 1 --init-from-hf hfu
-expect_error "norm-eps differs" "rms_norm_eps is 1e-05, this run has --norm-eps 1e-06 (pass --norm-eps 1e-05)" \
+expect_error "norm-eps differs" "--norm-eps 1e-06: disagrees with hfu/config.json's rms_norm_eps 1e-05" \
   "$ATOLL" train $LL --norm-eps 1e-6 --data data --out x2 --steps 1 --init-from-hf hfu
-expect_error "rope-theta differs" "rope_theta is 10000, this run has --rope-theta 500000 (pass --rope-theta 10000)" \
+expect_error "rope-theta differs" "--rope-theta 500000: disagrees with hfu/config.json's rope_theta 10000" \
   "$ATOLL" train $LL --rope-theta 500000 --data data --out x3 --steps 1 --init-from-hf hfu
-expect_error "tie differs" "tie_word_embeddings is false, this run has --tie 1 (pass --tie 0)" \
+expect_error "tie differs" "--tie 1: disagrees with hfu/config.json's tie_word_embeddings false" \
   "$ATOLL" train $LL --tie 1 --data data --out x4 --steps 1 --init-from-hf hfu
-expect_error "SwiGLU width differs" "intermediate_size is 96, this run's SwiGLU width is 256 (pass --multiple-of 96)" \
+expect_error "SwiGLU width differs" "--multiple-of 256: disagrees with hfu/config.json's intermediate_size 96" \
   "$ATOLL" train $LL --multiple-of 256 --data data --out x5 --steps 1 --init-from-hf hfu
-expect_error "context differs" "max_position_embeddings is 32, this run has --context 64" \
+expect_error "context differs" "--context 64: disagrees with hfu/config.json's max_position_embeddings 32" \
   "$ATOLL" train $LL --context 64 --data data --out x6 --steps 1 --init-from-hf hfu
-expect_error "llama into a gpt2 run" "model_type 'llama' is not this run's architecture (--arch gpt2; pass --arch llama)" \
-  "$ATOLL" train $TINY --data data --out x7 --steps 1 --init-from-hf hfu
+expect_error "llama into a gpt2 run" "--arch gpt2: disagrees with hfu/config.json's model_type llama" \
+  "$ATOLL" train $TINY --arch gpt2 --data data --out x7 --steps 1 --init-from-hf hfu
 i=10
 edit_refused() { # NAME KEYWORD EDIT...: hfu edited, then refused
   name=$1 keyword=$2; shift 2
@@ -87,11 +91,11 @@ edit_refused() { # NAME KEYWORD EDIT...: hfu edited, then refused
   $CHECK edit hfu e$i "$@" >/dev/null 2>&1 || { fail "$name: edit $*"; return; }
   expect_error "$name" "$keyword" "$ATOLL" train $LL --data data --out x$i --steps 1 --init-from-hf e$i
 }
-edit_refused "rope scaling" "rope_parameters.rope_type is llama3; atoll's rotary embedding has no scaling" \
+edit_refused "llama3 without its keys" "rope_parameters.low_freq_factor is missing" \
   set 'rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0}'
-edit_refused "4.x-style rope_theta differs" "rope_theta is 20000, this run has --rope-theta 10000" \
-  set 'rope_parameters=null' 'rope_theta=20000.0'
-edit_refused "4.x-style rope_scaling" "rope_scaling.rope_type is linear" \
+edit_refused "another rope type" "rope_parameters.rope_type is yarn; atoll's rotary embedding reads default and llama3" \
+  set 'rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0}'
+edit_refused "4.x-style rope_scaling" "rope_scaling.rope_type is linear; atoll's rotary embedding reads default and llama3" \
   set 'rope_parameters=null' 'rope_theta=10000.0' 'rope_scaling={"type": "linear", "factor": 2.0}'
 $CHECK edit hfu old4 set 'rope_parameters=null' 'rope_theta=10000.0' 'rope_scaling=null' >/dev/null 2>&1
 "$ATOLL" train $LL --data data --out r4 --steps 1 --lr 0 --init-from-hf old4 >/dev/null 2>"$TMP/err" &&
@@ -101,6 +105,32 @@ edit_refused "activation" "hidden_act is gelu; atoll's SwiGLU uses silu" set 'hi
 edit_refused "head_dim" "head_dim must be null or hidden_size / num_attention_heads = 8" set 'head_dim=16'
 edit_refused "missing q_proj" "1 tensor missing: model.layers.1.self_attn.q_proj.weight" drop model.layers.1.self_attn.q_proj.weight
 edit_refused "unknown model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama)" model_type mistral
+i=$((i + 1))
+$CHECK edit hfu e$i set 'rope_parameters=null' 'rope_theta=20000.0' >/dev/null 2>&1
+expect_error "4.x-style rope_theta differs" "--rope-theta 10000: disagrees with e$i/config.json's rope_theta 20000" \
+  "$ATOLL" train $LL --rope-theta 10000 --data data --out x$i --steps 1 --init-from-hf e$i
+
+# 4. the whole shape from config.json: a Llama with Llama 3.1's rope scaling (factor 4,
+# original context 16 of 64: the two slowest of a head's four frequencies divided by 4,
+# the fastest blended), no shape flag; then the same keys in transformers 4.x's form
+$CHECK make_llama l3 2 4 2 32 96 64 256 0 1e-5 10000 4 1 4 16 >/dev/null 2>&1 || fail "make a llama3-scaled Llama with transformers"
+NOSHAPE="--data data --batch 2 --eval-batches 1 --threads 1 --steps 1 --lr 0"
+"$ATOLL" train $NOSHAPE --out r3a --init-from-hf l3 >/dev/null 2>"$TMP/err" || fail "--init-from-hf l3 without shape flags: $(cat "$TMP/err")"
+logits "llama3 rope scaling, rope_parameters, no shape flags" r3a l3
+$CHECK edit l3 l3old set 'rope_parameters=null' 'rope_theta=10000.0' \
+  'rope_scaling={"type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}' >/dev/null 2>&1
+"$ATOLL" train $NOSHAPE --out r3b --init-from-hf l3old >/dev/null 2>"$TMP/err" || fail "--init-from-hf l3old: $(cat "$TMP/err")"
+logits "llama3 rope scaling, 4.x's rope_theta + rope_scaling" r3b l3old
+"$ATOLL" export --ckpt r3a --to hf --out back_l3 >/dev/null 2>&1 || fail "export r3a"
+if $CHECK same l3 back_l3 >"$TMP/out" 2>&1; then pass "round trip l3 (rope scaling kept): $(tail -1 "$TMP/out")"; else fail "round trip l3: $(tail -3 "$TMP/out")"; fi
+"$ATOLL" train $NOSHAPE --out r3c --arch llama --layers 2 --kv-heads 2 --context 64 --rope-scaling llama3 --rope-factor 4 \
+  --init-from-hf l3 >/dev/null 2>"$TMP/err" && pass "shape flags that agree with config.json accepted" || fail "agreeing flags: $(cat "$TMP/err")"
+expect_error "rope-factor differs" "--rope-factor 8: disagrees with l3/config.json's factor 4" \
+  "$ATOLL" train $NOSHAPE --out x40 --rope-factor 8 --init-from-hf l3
+expect_error "rope-scaling differs" "--rope-scaling none: disagrees with l3/config.json's rope_type llama3" \
+  "$ATOLL" train $NOSHAPE --out x41 --rope-scaling none --init-from-hf l3
+expect_error "layers differ" "--layers 3: disagrees with l3/config.json's num_hidden_layers 2" \
+  "$ATOLL" train $NOSHAPE --out x42 --layers 3 --init-from-hf l3
 $CHECK edit hft tdiff untie >/dev/null 2>&1
 expect_error "tied head differs" "lm_head.weight differs from model.embed_tokens.weight" \
   "$ATOLL" train $LT --norm-eps 1e-6 --rope-theta 250000 --data data --out x30 --steps 1 --init-from-hf tdiff

@@ -131,7 +131,7 @@ rm -rf "$TMP/hd6" && cp -r "$TMP/xl" "$TMP/hd6" && sed 's/"rope_theta":\t10000/"
 expect_error "hf config.json: rope_theta out of range" "rope_theta is 1000000000000, which atoll cannot run (--rope-theta: rope-theta must be in" \
   $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h6" --arch llama --kv-heads 1 --init-from-hf "$TMP/hd6"
 hf_case hd5 's/"n_layer":\t2,/"n_layer":\t3,/'
-expect_error "hf config.json: n_layer in range, another" "n_layer is 3, this run has --layers 2 (pass --layers 3)" \
+expect_error "hf config.json: n_layer in range, another" "--layers 2: disagrees with $TMP/hd5/config.json's n_layer 3" \
   $TO $ATOLL train $TINY $D --steps 1 --out "$TMP/h5" --init-from-hf "$TMP/hd5"
 
 # keys --out a directory others may write to (sticky or not), or with such an allowed/: the

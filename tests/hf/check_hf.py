@@ -6,7 +6,8 @@
   check_hf.py tokenizer EXPORT_DIR         tokenizer.json loads; encode(x) == x's bytes, decode inverts
   check_hf.py tokens EXPORT_DIR TEXT IDS   a BPE tokenizer.json gives atoll's ids (IDS) for TEXT
   check_hf.py make OUT_DIR L H C CTX V     a tiny GPT-2 made by transformers, save_pretrained
-  check_hf.py make_llama OUT L H KV C I CTX V TIE EPS THETA   the same for a tiny Llama
+  check_hf.py make_llama OUT L H KV C I CTX V TIE EPS THETA [FACTOR LOW HIGH ORIG]   the same for a tiny
+                                           Llama (with the four: rope scaling llama3)
   check_hf.py same DIR_A DIR_B             model.safetensors tensor-by-tensor equal, same config shape
   check_hf.py edit SRC DST OP [ARG]        a copy of SRC changed for the refusal tests: drop NAME,
                                            extra NAME, tie (lm_head.weight = wte), untie, model_type T, bf16,
@@ -114,15 +115,22 @@ def make(out, L, H, C, ctx, V):
     print(f"made {out}: {sorted(os.listdir(out))}")
 
 
-def make_llama(out, L, H, KV, C, inter, ctx, V, tie, eps, theta):
+def make_llama(out, L, H, KV, C, inter, ctx, V, tie, eps, theta, *llama3):
+    """llama3: FACTOR LOW HIGH ORIGINAL_CONTEXT, Llama 3.1's rope scaling (its config.json's
+    rope_scaling: {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(4)
+    rope = {"rope_type": "default", "rope_theta": float(theta)}
+    if llama3:
+        f, lo, hi, orig = llama3
+        rope = {"rope_type": "llama3", "rope_theta": float(theta), "factor": float(f), "low_freq_factor": float(lo),
+                "high_freq_factor": float(hi), "original_max_position_embeddings": int(orig)}
     cfg = LlamaConfig(num_hidden_layers=int(L), num_attention_heads=int(H), num_key_value_heads=int(KV),
                       hidden_size=int(C), intermediate_size=int(inter), max_position_embeddings=int(ctx),
                       vocab_size=int(V), tie_word_embeddings=tie == "1", rms_norm_eps=float(eps),
-                      rope_parameters={"rope_type": "default", "rope_theta": float(theta)},
-                      bos_token_id=None, eos_token_id=None)
+                      rope_parameters=rope, bos_token_id=None, eos_token_id=None)
     model = LlamaForCausalLM(cfg)
     with torch.no_grad():  # not the default init: RMSNorm gains away from 1
         for p in model.parameters():
@@ -139,7 +147,14 @@ CONFIG_KEYS = {
 
 
 def theta(cfg):
-    return (cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta"))
+    return (cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}).get("rope_theta", cfg.get("rope_theta"))
+
+
+def rope_scaling(cfg):
+    """the scaling type and its keys, from either form (rope_scaling wins, as in transformers)"""
+    r = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    return (r.get("rope_type", r.get("type", "default")),) + tuple(r.get(k) for k in keys)
 
 
 def same(a, b):
@@ -155,6 +170,7 @@ def same(a, b):
         assert ca[k] == cb[k], (k, ca[k], cb[k])
     if ca["model_type"] == "llama":
         assert theta(ca) == theta(cb), ("rope_theta", theta(ca), theta(cb))
+        assert rope_scaling(ca) == rope_scaling(cb), ("rope scaling", rope_scaling(ca), rope_scaling(cb))
     print(f"same: {len(ta)} tensors bit-identical, config.json the same model")
 
 
