@@ -1,7 +1,7 @@
 /* An island's network link (link.h), its control logic: the island's side of the
  * protocol with the coordinator, and the public atoll_link_* API:
  *   - the session: open (HELLO), the heartbeat thread, poll and ask the coordinator
- *     (coord_poll, coord_ask), check, goodbye (BYE);
+ *     (atoll_link_coord_poll, coord_ask), check, goodbye (BYE);
  *   - one outer exchange: READY / QUORUM, an attempt's steps and its dialogue with the
  *     coordinator around the data (watch: ABORT, a newer QUORUM, READY again;
  *     finish_attempt: DONE, then GO or ABORT), retries with a new quorum (atoll_link_mean);
@@ -173,11 +173,9 @@ void atoll_link_close(atoll_link *l) {
 
 void atoll_link_progress(atoll_link *l, uint32_t step) { atomic_store(&l->step, step); }
 
-static int coord_poll(atoll_link *l, atoll_wire_msg *m, int timeout_ms);
-
 int atoll_link_check(atoll_link *l, atoll_err *err) {
   atoll_wire_msg m;
-  while (coord_poll(l, &m, 0)) /* between exchanges nothing else is awaited: stale answers are dropped */
+  while (atoll_link_coord_poll(l, &m, 0)) /* between exchanges nothing else is awaited: stale answers are dropped */
     if (m.type == ATOLL_WIRE_ERROR) return atoll_fail(err, "--join %s: the coordinator says: %s", l->join, m.u.text);
   return 0;
 }
@@ -192,7 +190,7 @@ atoll_link_stats atoll_link_get_stats(const atoll_link *l) {
 /* ------------------------------------------------------------- coordinator --- */
 
 /* One message from the coordinator, if one arrives within timeout_ms: 1, else 0. */
-static int coord_poll(atoll_link *l, atoll_wire_msg *m, int timeout_ms) {
+int atoll_link_coord_poll(atoll_link *l, atoll_wire_msg *m, int timeout_ms) {
   char why[200];
   long n = atoll_sock_recv(l->coord, l->rbuf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, timeout_ms);
   if (n == -1) return 0;
@@ -224,7 +222,7 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
       sent = atoll_net_now();
     }
     if (l->stop && *l->stop) return atoll_fail(err, "%s: stopped by a signal while waiting for the coordinator", what);
-    if (!coord_poll(l, m, 100)) continue;
+    if (!atoll_link_coord_poll(l, m, 100)) continue;
     if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
     if (m->type == ATOLL_WIRE_WAIT) {
       int have, need;
@@ -261,7 +259,7 @@ void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop) { l->
  * quorum. 1: aborted; -1: no progress for 2 x --net-timeout (err); else 0. */
 static int watch(atoll_link *l, xchg *e, atoll_err *err) {
   atoll_wire_msg cm;
-  if (coord_poll(l, &cm, 0)) {
+  if (atoll_link_coord_poll(l, &cm, 0)) {
     if (cm.type == ATOLL_WIRE_ABORT && cm.u.sync.revision == e->qid) return 1;
     if (cm.type == ATOLL_WIRE_QUORUM && cm.u.quorum.step == e->step && cm.u.quorum.fragment == e->frag && cm.u.quorum.id != e->qid)
       return 1;
@@ -324,7 +322,7 @@ static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t st
 static int feed_state(atoll_link *l, int expect, atoll_err *err) {
   atoll_wire_msg m;
   double t0 = atoll_net_now();
-  while (!coord_poll(l, &m, 100) || m.type != ATOLL_WIRE_FEED) {
+  while (!atoll_link_coord_poll(l, &m, 100) || m.type != ATOLL_WIRE_FEED) {
     if (atoll_net_now() - t0 > l->cfg.timeout) {
       fprintf(stderr, "island %u: %d joining island(s) announced, but no FEED arrived; they will time out\n", l->cfg.island, expect);
       return 0;

@@ -68,7 +68,6 @@ static int handshake_refused(atoll_link *l, int *connected, int *closed, atoll_e
 int atoll_link_greet(atoll_link *l, const atoll_wire_msg *hello, atoll_err *err) {
   double t0 = atoll_net_now(), sent = -1, limit = l->cfg.wait_timeout > 0 ? l->cfg.wait_timeout : l->cfg.timeout;
   int connected = 0, closed = 0, told = 0, rc = -1;
-  char why[200];
   while (atoll_net_now() - t0 < limit) {
     if (atoll_net_now() - sent >= 1.0) { /* (a coordinator not up yet never saw the first) */
       atoll_wire_msg copy = *hello;
@@ -86,10 +85,7 @@ int atoll_link_greet(atoll_link *l, const atoll_wire_msg *hello, atoll_err *err)
       told = 1;
     }
     atoll_wire_msg m;
-    long n = atoll_sock_recv(l->coord, l->rbuf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, 100);
-    if (n < 0 || n > (long)ATOLL_WIRE_MAX_CONTROL ||
-        atoll_wire_parse(l->rbuf, (size_t)n, &m, l->members, MAX_PEERS, why, sizeof why))
-      continue;
+    if (!atoll_link_coord_poll(l, &m, 100)) continue;
     if (m.type == ATOLL_WIRE_ERROR) {
       atoll_fail(err, "--join %s: the coordinator says: %s", l->join, m.u.text);
       goto done;

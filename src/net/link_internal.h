@@ -102,6 +102,10 @@ int atoll_link_fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *e
 /* A donor sends its global weights and outer momentum to the joining islands of a FEED. */
 int atoll_link_send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *err);
 
+/* One message from the coordinator, if one arrives within timeout_ms: 1, else 0 (a
+ * malformed one is dropped with a line). */
+int atoll_link_coord_poll(atoll_link *l, atoll_wire_msg *m, int timeout_ms);
+
 /* link_hello.c: before connecting, watch the coordinator's socket; after the HELLO,
  * wait for WELCOME (0) or fail in one line: ERROR, a refused key, no answer. */
 int atoll_link_watch_coord(atoll_link *l, atoll_err *err);
