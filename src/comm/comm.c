@@ -73,7 +73,12 @@ const char *atoll_op_name(atoll_op op) {
  * ranks share cores (more ranks on the node than cores), the peer may need this very
  * core, and a wait yields from the start. */
 void atoll_comm_spin_pause(const atoll_comm *c, double waited) {
-  if (waited >= c->spin_seconds) sched_yield();
+  if (c->background) { /* beside the training thread's compute: give the core back */
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  } else if (waited >= c->spin_seconds) {
+    sched_yield();
+  }
 }
 
 static void human_size(size_t bytes, char *out, size_t cap) {
@@ -180,7 +185,8 @@ int atoll_comm_init(atoll_comm **world, int *argc, char ***argv, atoll_err *err)
   int owns = 0;
   if (!initialized) {
     int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    /* MULTIPLE: DiLoCo's outer exchange may run on a thread of its own (--overlap) */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       return atoll_fail(err, "comm: MPI_Init_thread failed");
     owns = 1;
   }
@@ -255,6 +261,27 @@ int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_
   }
   *out = s;
   return 0;
+}
+
+int atoll_comm_dup_background(atoll_comm *c, const char *name, atoll_comm **out, atoll_err *err) {
+  *out = NULL;
+  MPI_Comm mc;
+  if (MPI_Comm_dup(c->comm, &mc) != MPI_SUCCESS)
+    return atoll_fail(err, "comm: duplicating communicator '%s' failed", c->name);
+  atoll_comm *s = comm_wrap(mc, name, c);
+  if (!s) {
+    MPI_Comm_free(&mc);
+    return atoll_fail(err, "comm: out of memory");
+  }
+  s->background = 1;
+  *out = s;
+  return 0;
+}
+
+int atoll_comm_threads_ok(void) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level >= MPI_THREAD_MULTIPLE;
 }
 
 /* ------------------------------------------------------- point to point --- */

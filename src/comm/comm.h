@@ -93,6 +93,14 @@ void atoll_comm_count(atoll_comm *c, atoll_op op, uint64_t bytes);
  * decides colors; nothing else should. */
 int atoll_comm_split(atoll_comm *c, int color, int key, const char *name, atoll_comm **out,
                      atoll_err *err);
+/* A communicator of the same ranks as c, whose operations never meet c's (collective
+ * over c): for a second thread (DiLoCo's outer exchange in the background), which may
+ * run collectives while the training thread runs its own on c. Its waits sleep rather
+ * than spin, since they stand beside compute; the rest of c's settings carry over. */
+int atoll_comm_dup_background(atoll_comm *c, const char *name, atoll_comm **out, atoll_err *err);
+/* Whether MPI lets two threads call it at once (MPI_THREAD_MULTIPLE), which
+ * atoll_comm_init asks for; a program that started MPI itself may not have it. */
+int atoll_comm_threads_ok(void);
 
 /* ----------------------------------------------------------- non-blocking --- */
 

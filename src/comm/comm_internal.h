@@ -31,6 +31,7 @@ struct atoll_comm {
   unsigned tag_counter;
   double timeout;
   double spin_seconds; /* a wait yields the core once it has lasted this long */
+  int background;      /* a background thread's: waits sleep (atoll_comm_dup_background) */
   size_t seg_floats;   /* ring segment size and window (same on every rank) */
   int window;
   char name[64];

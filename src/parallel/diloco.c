@@ -2,7 +2,7 @@
 #include "core/clock.h"
 #include "core/rng.h"
 #include "model/layout.h"
-#include "parallel/diloco.h"
+#include "parallel/diloco_internal.h"
 #include "parallel/dp.h"
 
 #include <math.h>
@@ -11,33 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-struct atoll_diloco {
-  atoll_strategy base;
-  atoll_diloco_config cfg;
-  atoll_mesh *mesh;
-  const atoll_layout *lay;
-  float *params;        /* the weights the outer steps read and write: host memory */
-  float *device_params; /* with a device: the model's own weights there, else NULL */
-  size_t slice_begin, slice_end; /* this rank's slice of the flat buffer */
-  float *global, *momentum;                  /* [slice_end - slice_begin] */
-  size_t *frag_begin, *frag_end;             /* fragment ranges of the flat buffer */
-  int *merge_due;                            /* per fragment: step of a pending merge, or 0 */
-  int first_step;                            /* the step the run began at (--init-step 1: not 0) */
-  int contributed_to;                        /* the last step counted in stats.contributed_steps */
-  double *pending_wan, *pending_clock;       /* per fragment: modelled link time, compute clock at its sync */
-  double compute_clock;                      /* inner compute seconds so far */
-  atoll_diloco_stats stats;
-  /* scratch */
-  float *delta, *sum, *decoded;
-  uint8_t *send, *recv;
-  size_t *counts;
-  uint64_t *hashes;          /* [islands] */
-  size_t bad_at;             /* first non-finite outer gradient value this sync (flat index), or SIZE_MAX */
-  int64_t *verdicts;         /* [world size][3]: every rank's view of the sync */
-  float *tie_global, *tie_momentum; /* [wte] with an embedding tie */
-  int jump_to;               /* with a link: the step this island joined at, for the loop */
-};
 
 int atoll_diloco_take_jump(atoll_diloco *d) {
   int j = d->jump_to;
@@ -79,6 +52,28 @@ static size_t island_slice_lo(const atoll_diloco *d, int j) {
 }
 
 static const atoll_strategy_ops DILOCO_OPS;
+
+/* Tells an outer link whether an exchange is in flight (the link is the exchange's then). */
+static void link_busy(atoll_diloco *d, int on) {
+  if (d->cfg.link && d->cfg.link->busy) d->cfg.link->busy(d->cfg.link->ctx, on);
+}
+
+/* With overlap, the exchange runs on a thread of its own, with duplicates of the mesh's
+ * communicators (collective, in the same order on every rank). */
+static int background_comms(atoll_diloco *d, atoll_err *err) {
+  if (!atoll_comm_threads_ok())
+    return atoll_fail(err, "--overlap %d: the outer exchange runs on a thread of its own, which needs an MPI started with MPI_THREAD_MULTIPLE; this one was started with less",
+                      d->cfg.overlap);
+  diloco_comms *k = &d->job.comms;
+  const diloco_comms *o = &d->own;
+  if (atoll_comm_dup_background(o->world, "outer-world", &k->world, err) ||
+      atoll_comm_dup_background(o->cross, "outer-cross", &k->cross, err) ||
+      atoll_comm_dup_background(o->dp, "outer-data", &k->dp, err) ||
+      atoll_comm_dup_background(o->tp, "outer-tensor", &k->tp, err) ||
+      (o->tie && atoll_comm_dup_background(o->tie, "outer-tie", &k->tie, err)))
+    return -1;
+  return 0;
+}
 
 int atoll_diloco_check(const atoll_diloco_config *cfg, int layers, atoll_err *err) {
   int units = layers + 2;
@@ -129,13 +124,19 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->merge_due = calloc((size_t)cfg->fragments, sizeof(int));
   d->pending_wan = calloc((size_t)cfg->fragments, sizeof(double));
   d->pending_clock = calloc((size_t)cfg->fragments, sizeof(double));
+  d->job.frags = calloc((size_t)cfg->fragments, sizeof(int));
   if (!d->global || !d->momentum || !d->delta || !d->sum || !d->decoded || !d->send || !d->recv || !d->counts ||
       !d->frag_begin || !d->frag_end || !d->merge_due || !d->pending_wan || !d->pending_clock || !d->hashes ||
-      !d->verdicts || !d->tie_global || !d->tie_momentum) {
+      !d->verdicts || !d->tie_global || !d->tie_momentum || !d->job.frags) {
     atoll_diloco_destroy(d);
     return atoll_fail(err, "out of memory for the outer state");
   }
   plan_fragments(d);
+  d->own = (diloco_comms){mesh->world, mesh->cross, mesh->dp_comm, mesh->tp_comm, mesh->tie_comm};
+  if (cfg->overlap > 0 && background_comms(d, err)) {
+    atoll_diloco_destroy(d);
+    return -1;
+  }
   if (cfg->link && cfg->link->bind) cfg->link->bind(cfg->link->ctx, d->global, d->momentum, n);
   *out = d;
   return 0;
@@ -143,6 +144,15 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
 
 void atoll_diloco_destroy(atoll_diloco *d) {
   if (!d) return;
+  atoll_err ignored;
+  if (d->job.running) {
+    atoll_diloco_job_join(d, &ignored);
+    link_busy(d, 0);
+  }
+  diloco_comms *k = &d->job.comms;
+  atoll_comm *dups[] = {k->world, k->cross, k->dp, k->tp, k->tie};
+  for (int i = 0; i < 5; i++) atoll_comm_free(dups[i]);
+  free(d->job.frags);
   free(d->global);
   free(d->momentum);
   free(d->delta);
@@ -205,188 +215,56 @@ static void island_gather(atoll_diloco *d, size_t b, size_t e) {
   atoll_allgather(d->mesh->dp_comm, d->params + b, e - b, d->counts);
 }
 
-/* Mean over islands of x[0, n), in place: compressed all-to-all of pieces, decode and
- * sum in island order, compressed all-gather of the sums. x is the flat buffer's
- * values from `at` on. A NaN or Inf in this rank's x is noted (bad_at) and sent all
- * the same, so that every rank finishes the exchange; check_sync stops the run. */
-static void islands_mean(atoll_diloco *d, float *x, size_t n, size_t at) {
-  int islands = d->mesh->islands, k = d->mesh->island;
-  atoll_qtype q = d->cfg.dtype;
-  size_t piece = (n + islands - 1) / islands;
-  size_t qb = atoll_q_bytes(q, piece);
-  memset(d->send, 0, qb * (size_t)islands);
-  for (int c = 0; c < islands; c++) {
-    size_t lo = (size_t)c * piece < n ? (size_t)c * piece : n, hi = lo + piece < n ? lo + piece : n;
-    size_t bad;
-    if (atoll_q_encode_checked(q, x + lo, hi - lo, d->send + qb * (size_t)c, &bad) && d->bad_at == SIZE_MAX)
-      d->bad_at = at + lo + bad;
-  }
-  atoll_alltoall_bytes(d->mesh->cross, d->send, d->recv, qb);
-  /* my piece k from every island, summed in island order */
-  size_t lo = (size_t)k * piece < n ? (size_t)k * piece : n, hi = lo + piece < n ? lo + piece : n, len = hi - lo;
-  memset(d->sum, 0, sizeof(float) * (len + 1));
-  for (int i = 0; i < islands; i++) {
-    atoll_q_decode(q, d->recv + qb * (size_t)i, len, d->decoded);
-    for (size_t t = 0; t < len; t++) d->sum[t] += d->decoded[t];
-  }
-  for (size_t t = 0; t < len; t++) d->sum[t] /= (float)islands;
-  atoll_q_encode(q, d->sum, len, d->send);
-  atoll_allgather_blocks(d->mesh->cross, d->send, d->recv, qb);
-  for (int c = 0; c < islands; c++) {
-    size_t clo = (size_t)c * piece < n ? (size_t)c * piece : n, chi = clo + piece < n ? clo + piece : n;
-    atoll_q_decode(q, d->recv + qb * (size_t)c, chi - clo, x + clo);
-  }
+/* The outer gradient of fragment f on this rank's slice: global - weights, into delta. */
+static void outer_delta(atoll_diloco *d, int f) {
+  size_t b, e;
+  atoll_diloco_fragment_range(d, f, &b, &e);
+  size_t o = b - d->slice_begin;
+  for (size_t i = 0; i < e - b; i++) d->delta[o + i] = d->global[o + i] - d->params[b + i];
 }
 
-/* The modelled WAN time of this rank's inter-island sends (two phases). */
-static double wan_time(const atoll_diloco *d, uint64_t bytes) {
-  if (d->cfg.wan_gbps <= 0) return 0;
-  return 2 * d->cfg.wan_latency_ms * 1e-3 + (double)bytes * 8 / (d->cfg.wan_gbps * 1e9);
+/* The island was behind and its exchange adopted the committed global weights and
+ * momentum instead: they become its weights, and the loop continues from their step. */
+static void adopt_joined(atoll_diloco *d) {
+  int at = d->cfg.link->joined_step(d->cfg.link->ctx);
+  memcpy(d->params + d->slice_begin, d->global, sizeof(float) * (d->slice_end - d->slice_begin));
+  island_gather(d, 0, d->lay->nparams);
+  atoll_diloco_resume_at(d, at);
+  d->jump_to = at;
 }
 
-/* Every island must hold the same global weights and have sent finite outer
- * gradients. Each rank sees only its own slice, so every rank's verdict is gathered
- * over the world: all ranks stop together, with the same message. */
-static int check_sync(atoll_diloco *d, int step, atoll_err *err) {
-  uint64_t mine = atoll_hash_floats(d->global, d->slice_end - d->slice_begin), *all = d->hashes;
-  atoll_allgather_bytes(d->mesh->cross, &mine, all, sizeof mine);
-  int64_t v[3] = {-1, d->bad_at == SIZE_MAX ? -1 : (int64_t)d->bad_at, d->mesh->island};
-  for (int i = 0; i < d->mesh->islands; i++)
-    if (all[i] != all[0]) v[0] = i;
-  d->bad_at = SIZE_MAX;
-  atoll_allgather_bytes(d->mesh->world, v, d->verdicts, sizeof v);
-  int n = atoll_comm_size(d->mesh->world), drift = -1;
-  for (int r = 0; r < n; r++) {
-    const int64_t *w = d->verdicts + 3 * (size_t)r;
-    if (w[1] >= 0)
-      return atoll_fail(err, "step %d: rank %d (island %d): the outer gradient holds NaN or Inf at parameter %lld of its part (outer dtype %s); stopping",
-                        step, r, (int)w[2], (long long)w[1], atoll_qtype_name(d->cfg.dtype));
-    if (w[0] > drift) drift = (int)w[0];
+/* In the training thread, after the exchange of step `step` (fragments frags[0, n))
+ * returned rc: a join is adopted; else the steps are counted as contributed and,
+ * without overlap, the new global fragments become the weights at once. */
+static int exchange_done(atoll_diloco *d, int step, const int *frags, int n, int rc) {
+  if (rc < 0) return -1;
+  if (rc == 2) {
+    adopt_joined(d);
+    return 0;
   }
-  if (drift >= 0)
-    return atoll_fail(err, "step %d: island %d holds different global weights than island 0 (hash mismatch at the outer sync); stopping",
-                      step, drift);
-  return 0;
-}
-
-/* Tensor parallelism: replicated tensors (LayerNorms, biases of the row-parallel
- * products, wpe) sit in every tensor-parallel rank's part, but a compressed outer
- * gradient is scaled per block of its neighbours, which differ from rank to rank; so
- * tensor-parallel rank 0's outer step is the one kept, for g and u of [b, e). */
-static void keep_replicas_equal(atoll_diloco *d, size_t b, size_t e) {
-  if (d->mesh->tp == 1) return;
-  for (int i = 0; i < d->lay->ntensors; i++) {
-    const atoll_tensor *t = &d->lay->tensors[i];
-    size_t lo, hi;
-    if (t->split != ATOLL_SPLIT_NONE || !atoll_tensor_clip(t, b, e, &lo, &hi)) continue;
-    size_t o = lo - d->slice_begin;
-    atoll_broadcast(d->mesh->tp_comm, d->global + o, (hi - lo) * sizeof(float), 0);
-    atoll_broadcast(d->mesh->tp_comm, d->momentum + o, (hi - lo) * sizeof(float), 0);
-  }
-}
-
-/* Pipeline parallelism: the first and last pp_stage both hold wte (embedding and tied
- * LM head), in buffers of different sizes, so a compressed outer gradient is cut into
- * blocks differently at the two ends; the first pp_stage's outer step on wte is the one
- * kept (its data-parallel ranks assemble wte's g and u, and send them over the tie). */
-static void keep_tie_equal(atoll_diloco *d, int f) {
-  atoll_comm *tie = d->mesh->tie_comm;
-  if (!tie || d->lay->t_wte < 0) return;
-  const atoll_tensor *w = &d->lay->tensors[d->lay->t_wte];
-  size_t wb = w->offset, we = w->offset + w->numel, n = w->numel;
-  if (d->frag_begin[f] > wb || d->frag_end[f] < we) return; /* wte syncs with fragment 0 */
-  float *g = d->tie_global, *u = d->tie_momentum;
-  atoll_shard_pieces(d->lay->nparams, d->mesh->dp, wb, we, d->counts);
-  size_t lo = d->slice_begin > wb ? d->slice_begin : wb, hi = d->slice_end < we ? d->slice_end : we;
-  if (d->lay->first_stage) {
-    if (hi > lo) {
-      memcpy(g + (lo - wb), d->global + (lo - d->slice_begin), sizeof(float) * (hi - lo));
-      memcpy(u + (lo - wb), d->momentum + (lo - d->slice_begin), sizeof(float) * (hi - lo));
-    }
-    atoll_allgather(d->mesh->dp_comm, g, n, d->counts);
-    atoll_allgather(d->mesh->dp_comm, u, n, d->counts);
-  }
-  atoll_broadcast(tie, g, sizeof(float) * n, 0); /* tie rank 0 is the first pp_stage */
-  atoll_broadcast(tie, u, sizeof(float) * n, 0);
-  if (!d->lay->first_stage && hi > lo) {
-    memcpy(d->global + (lo - d->slice_begin), g + (lo - wb), sizeof(float) * (hi - lo));
-    memcpy(d->momentum + (lo - d->slice_begin), u + (lo - wb), sizeof(float) * (hi - lo));
-  }
-}
-
-/* Outer step on fragment f's part of this rank's slice. */
-static int sync_fragment(atoll_diloco *d, int f, int step, atoll_err *err) {
-  size_t b = d->frag_begin[f] > d->slice_begin ? d->frag_begin[f] : d->slice_begin;
-  size_t e = d->frag_end[f] < d->slice_end ? d->frag_end[f] : d->slice_end;
-  size_t n = e > b ? e - b : 0, o = b - d->slice_begin;
-  float *g = d->global + o, *u = d->momentum + o, *w = d->params + b, *delta = d->delta + o;
-  double t0 = atoll_seconds();
-  atoll_comm_stats before = atoll_comm_get_stats(d->mesh->cross);
-  for (size_t i = 0; i < n; i++) delta[i] = g[i] - w[i];
-  const atoll_outer_link *link = d->cfg.link;
-  uint64_t link_before = link ? link->bytes_sent(link->ctx) : 0;
-  if (link) {
-    size_t bad;
-    int rc;
-    for (;;) { /* joining (2 or 3): the island's ranks join together or ask again together */
-      rc = link->mean(link->ctx, d->cfg.dtype, delta, n, step, f, &bad, err);
-      if (rc < 0) return -1;
-      if (rc != 2 && rc != 3) break;
-      int64_t failed = rc == 3, any = 0;
-      atoll_allgather_bytes(d->mesh->world, &failed, d->verdicts, sizeof failed);
-      for (int r = 0; r < atoll_comm_size(d->mesh->world); r++) any |= d->verdicts[r];
-      if (!any) break;
-      if (rc == 2 && link->unjoin) link->unjoin(link->ctx);
-    }
-    if (rc == 2) { /* this island was behind: it adopted the committed global weights and momentum */
-      int at = link->joined_step(link->ctx);
-      memcpy(d->params + d->slice_begin, d->global, sizeof(float) * (d->slice_end - d->slice_begin));
-      island_gather(d, 0, d->lay->nparams);
-      atoll_diloco_resume_at(d, at);
-      d->jump_to = at;
-      return 2;
-    }
-    if (bad != SIZE_MAX && d->bad_at == SIZE_MAX) d->bad_at = b + bad;
-  } else if (d->mesh->islands > 1) {
-    islands_mean(d, delta, n, b);
-  }
-  float lr = d->cfg.outer_lr, mu = d->cfg.outer_momentum;
-  for (size_t i = 0; i < n; i++) {
-    u[i] = mu * u[i] + delta[i];
-    g[i] -= lr * (d->cfg.nesterov ? delta[i] + mu * u[i] : u[i]);
-  }
-  if (d->cfg.dtype != ATOLL_Q_FP32) {
-    keep_replicas_equal(d, b, e);
-    keep_tie_equal(d, f);
-  }
-  atoll_comm_stats after = atoll_comm_get_stats(d->mesh->cross);
-  uint64_t bytes = 0;
-  for (int op = 0; op < ATOLL_OP_COUNT; op++) bytes += after.bytes_sent[op] - before.bytes_sent[op];
-  if (link) bytes += link->bytes_sent(link->ctx) - link_before;
-  double modelled = wan_time(d, bytes), took = atoll_seconds() - t0;
-  if (d->cfg.throttle && modelled > took) {
-    double rest = modelled - took;
-    struct timespec ts = {(time_t)rest, (long)((rest - floor(rest)) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
-  d->stats.outer_syncs++;
-  d->stats.inter_island_bytes += bytes;
-  d->stats.wan_seconds += modelled;
-  /* with T = 0 the exchange is charged in full; with overlap it is charged at the
-   * merge, less the compute of the T steps that ran meanwhile */
-  if (d->cfg.overlap == 0) d->stats.wan_exposed_seconds += modelled;
-  d->pending_wan[f] = modelled;
-  d->pending_clock[f] = d->compute_clock;
-  d->stats.sync_seconds += atoll_seconds() - t0;
-  if (d->cfg.overlap == 0) {
-    memcpy(w, g, sizeof(float) * n);
-    island_gather(d, d->frag_begin[f], d->frag_end[f]);
+  d->stats.contributed_steps += (uint64_t)(step - d->contributed_to);
+  d->contributed_to = step;
+  if (d->cfg.overlap > 0) return 0;
+  for (int i = 0; i < n; i++) {
+    size_t b, e;
+    atoll_diloco_fragment_range(d, frags[i], &b, &e);
+    memcpy(d->params + b, d->global + (b - d->slice_begin), sizeof(float) * (e - b));
+    island_gather(d, d->frag_begin[frags[i]], d->frag_end[frags[i]]);
     d->stats.merges++;
-  } else {
-    d->merge_due[f] = step + d->cfg.overlap;
   }
   return 0;
 }
+
+/* Waits for the exchange in the background, if one is in flight, and takes its result. */
+static int settle(atoll_diloco *d, atoll_err *err) {
+  if (!d->job.running) return 0;
+  double t0 = atoll_seconds();
+  int rc = atoll_diloco_job_join(d, err);
+  d->stats.exchange_wait_seconds += atoll_seconds() - t0;
+  link_busy(d, 0);
+  return exchange_done(d, d->job.step, d->job.frags, d->job.nfrags, rc);
+}
+
 
 /* Fragment f's outer step, synced `overlap` steps ago (or fewer, at the run's last
  * step), merged into the weights after step `step`. */
@@ -413,6 +291,15 @@ static void push(atoll_diloco *d) {
   if (d->device_params) d->cfg.ops->to_device(d->device_params, d->params, sizeof(float) * d->lay->nparams);
 }
 
+/* A settle outside after_step (evaluation, a checkpoint): a failure is kept for the
+ * next after_step or settle to report. */
+static void settle_late(atoll_diloco *d) {
+  if (!d->job.running) return;
+  pull(d);
+  if (settle(d, &d->err_late)) d->failed = 1;
+  push(d);
+}
+
 /* Whether fragment f merges / syncs after step `step`. */
 static int merge_now(const atoll_diloco *d, int f, int step, int last) {
   return d->merge_due[f] && (d->merge_due[f] <= step || last);
@@ -421,25 +308,38 @@ static int sync_now(const atoll_diloco *d, int f, int step, int last) {
   return step % d->cfg.sync_every == fragment_offset(d, f) || last;
 }
 
-/* The syncs and merges due after step `step`, on the host's weights. */
+/* The syncs and merges due after step `step`, on the host's weights: the exchange in
+ * flight first (its fragments merge now, or the next sync needs its buffers), then the
+ * merges due, then the syncs: in the background with overlap (merged T steps later),
+ * else here. The run's last step syncs and merges everything here. */
 static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
-  int frags = d->cfg.fragments, synced = 0;
+  if (settle(d, err)) return -1;
+  if (d->jump_to) return 0; /* joined: the loop continues from the joined step */
+  int frags = d->cfg.fragments, n = 0, *due = d->job.frags;
   for (int f = 0; f < frags; f++)
     if (merge_now(d, f, step, last)) merge_fragment(d, f, step);
-  for (int f = 0; f < frags; f++) {
-    if (sync_now(d, f, step, last)) {
-      int rc = sync_fragment(d, f, step, err);
-      if (rc < 0) return -1;
-      if (rc == 2) return 0; /* joined: the loop continues from the joined step */
-      if (last && d->merge_due[f]) merge_fragment(d, f, step);
-      synced = 1;
-    }
+  for (int f = 0; f < frags; f++)
+    if (sync_now(d, f, step, last)) due[n++] = f;
+  if (n == 0) return 0;
+  for (int i = 0; i < n; i++) {
+    outer_delta(d, due[i]);
+    d->pending_clock[due[i]] = d->compute_clock;
+    if (d->cfg.overlap > 0) d->merge_due[due[i]] = step + d->cfg.overlap;
   }
-  if (!synced) return 0;
-  d->stats.contributed_steps += (uint64_t)(step - d->contributed_to);
-  d->contributed_to = step;
-  if (check_sync(d, step, err)) return -1;
-  return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;
+  if (d->cfg.overlap > 0 && !last) {
+    d->job.step = step, d->job.nfrags = n;
+    link_busy(d, 1);
+    atoll_diloco_job_start(d);
+    return 0;
+  }
+  double t0 = atoll_seconds();
+  int rc = atoll_diloco_exchange(d, &d->own, step, due, n, &d->stats, err);
+  d->stats.exchange_wait_seconds += atoll_seconds() - t0;
+  if (exchange_done(d, step, due, n, rc)) return -1;
+  if (rc == 2) return 0;
+  for (int i = 0; i < n; i++) /* the last step, with overlap: merged at once */
+    if (d->merge_due[due[i]]) merge_fragment(d, due[i], step);
+  return 0;
 }
 
 static int work_due(const atoll_diloco *d, int step, int last) {
@@ -449,6 +349,11 @@ static int work_due(const atoll_diloco *d, int step, int last) {
 }
 
 int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
+  atomic_store(&d->steps_done, step);
+  if (d->failed) {
+    *err = d->err_late;
+    return -1;
+  }
   if (!work_due(d, step, last)) return 0;
   pull(d);
   /* test hook: a NaN in island outer_nan_island's weights reaches its first outer gradient */
@@ -461,6 +366,7 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
 }
 
 void atoll_diloco_swap_global(atoll_diloco *d) {
+  settle_late(d);
   pull(d);
   size_t n = d->slice_end - d->slice_begin;
   float *w = d->params + d->slice_begin;
@@ -500,6 +406,7 @@ static int diloco_swap_eval_weights(atoll_strategy *s) {
 /* The global weights are the checkpoint's model; the outer momentum has its own file. */
 static void diloco_save(atoll_strategy *s, const atoll_ckpt_io *io) {
   atoll_diloco *d = (atoll_diloco *)s;
+  settle_late(d); /* (the loop settled already: see diloco_settle) */
   io->put(io->ctx, NULL, NULL, 0, d->global, d->slice_begin);
   io->put(io->ctx, "outer.safetensors", "outer_momentum.", 0, d->momentum, d->slice_begin);
 }
@@ -513,12 +420,28 @@ static int diloco_load(atoll_strategy *s, const atoll_ckpt_io *io, int step, ato
   return 0;
 }
 
+
+int atoll_diloco_settle(atoll_diloco *d, atoll_err *err) {
+  if (d->failed) {
+    *err = d->err_late;
+    return -1;
+  }
+  if (!d->job.running) return 0;
+  pull(d);
+  int rc = settle(d, err);
+  push(d);
+  return rc;
+}
+
+static int diloco_settle(atoll_strategy *s, atoll_err *err) { return atoll_diloco_settle((atoll_diloco *)s, err); }
+
 static void diloco_destroy(atoll_strategy *s) { atoll_diloco_destroy((atoll_diloco *)s); }
 
 static const atoll_strategy_ops DILOCO_OPS = {.name = "DiLoCo",
                                               .begin_step = diloco_begin_step,
                                               .after_step = diloco_after_step,
                                               .swap_eval_weights = diloco_swap_eval_weights,
+                                              .settle = diloco_settle,
                                               .save = diloco_save,
                                               .load = diloco_load,
                                               .destroy = diloco_destroy};

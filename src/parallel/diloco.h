@@ -13,10 +13,13 @@
  *   islands          w = g                      (overlap T = 0, at the sync)
  *                    w = alpha w + (1 - alpha) g (overlap T > 0, T steps later)
  *
- * Fragment p of F syncs after steps s with s mod H = floor(p H / F); with overlap T the
- * islands keep training for T steps before merging the new global fragment (the
- * exchange itself is done at the sync; its wall time over a WAN is what overlap hides:
- * the link model charges only the part longer than the T steps' compute). The last step syncs every fragment.
+ * Fragment p of F syncs after steps s with s mod H = floor(p H / F). With overlap T the
+ * exchange runs on a thread of its own (diloco_exchange.c) while the island takes T
+ * more inner steps, and the new global fragment is merged after them: the outer
+ * gradient is taken at the sync and the arithmetic is the same as if the exchange had
+ * finished there, so the result does not depend on when the thread ran. The link model
+ * (--wan-gbps) charges only the part of a modelled exchange longer than the T steps'
+ * compute. The last step syncs and merges every fragment at once.
  *
  * Outer state is sharded like the island's ZeRO shards: island rank j keeps g and u
  * only for its slice [j S, (j+1) S) (S = ceil(parameters / dp), the ZeRO shard rule), and exchanges only
@@ -58,6 +61,9 @@ typedef struct {
   /* mean returned 3 (this rank's fetch of the state failed) on some rank of the island
    * and 2 on this one: take the join back, to ask again with the others */
   void (*unjoin)(void *ctx);
+  /* an exchange is in flight on a thread of its own (1) or was joined (0): meanwhile
+   * that thread alone calls the entries above; NULL: not told */
+  void (*busy)(void *ctx, int on);
 } atoll_outer_link;
 
 typedef struct {
@@ -88,7 +94,9 @@ typedef struct {
   uint64_t inter_island_bytes; /* sent by this rank to other islands */
   double wan_seconds;          /* modelled time of those sends over the WAN */
   double wan_exposed_seconds;  /* the part not hidden by overlap */
-  double sync_seconds;         /* measured time in syncs */
+  double sync_seconds;         /* measured time in exchanges (on their thread with overlap) */
+  double exchange_wait_seconds; /* the training thread's wait for exchanges: all of it
+                                 * without overlap; with it, the wait at the merge */
   uint64_t contributed_steps;  /* inner steps whose outer gradient reached an outer sync
                                 * (those an island discarded by joining do not count) */
   uint64_t merges;             /* outer steps applied to the weights (fragments counted) */
@@ -132,6 +140,10 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
 /* Inner compute time of the step just done, for the link model: an overlapped
  * exchange is exposed only where its modelled time exceeds the compute it overlapped. */
 void atoll_diloco_add_compute(atoll_diloco *d, double seconds);
+
+/* Waits for the outer exchange in flight (with overlap) and takes its result, as the
+ * strategy entry `settle` does before evaluation and checkpoints. */
+int atoll_diloco_settle(atoll_diloco *d, atoll_err *err);
 
 /* With an outer link: the step the island jumped to by joining after the last
  * after_step (the loop continues from there), or 0; reading it clears it. */

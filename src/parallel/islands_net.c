@@ -10,29 +10,41 @@ struct atoll_islands_net {
   atoll_strategy base;
   atoll_link *link;
   atoll_outer_link outer;
+  /* DiLoCo's exchange thread holds the link (--overlap): the training thread leaves its
+   * sockets alone and reports the stats taken before */
+  int busy;
+  atoll_link_stats before;
 };
 
+static atoll_link *link_of(void *ctx) { return ((atoll_islands_net *)ctx)->link; }
+
 static int net_mean(void *ctx, atoll_qtype dtype, float *x, size_t n, int step, int fragment, size_t *bad, atoll_err *err) {
-  return atoll_link_mean(ctx, dtype, x, n, (uint32_t)step, (uint32_t)fragment, bad, err);
+  return atoll_link_mean(link_of(ctx), dtype, x, n, (uint32_t)step, (uint32_t)fragment, bad, err);
 }
 
 /* The islands agree on the BLAKE2b-256 hash of the global weights and outer momentum
  * (what a joining island adopts, checked against the same hash). */
 static int net_commit(void *ctx, int step, const float *global, size_t n, atoll_err *err) {
   uint8_t hash[32];
-  atoll_link_state_hash(ctx, global, n, hash);
-  return atoll_link_commit(ctx, (uint32_t)step, hash, err);
+  atoll_link_state_hash(link_of(ctx), global, n, hash);
+  return atoll_link_commit(link_of(ctx), (uint32_t)step, hash, err);
 }
 
-static uint64_t net_bytes(void *ctx) { return atoll_link_get_stats(ctx).wire_bytes; }
-static void net_bind(void *ctx, float *global, float *momentum, size_t n) { atoll_link_bind(ctx, global, momentum, n); }
-static int net_joined_step(void *ctx) { return (int)atoll_link_joined_step(ctx); }
-static void net_unjoin(void *ctx) { atoll_link_unjoin(ctx); }
+static uint64_t net_bytes(void *ctx) { return atoll_link_get_stats(link_of(ctx)).wire_bytes; }
+static void net_bind(void *ctx, float *global, float *momentum, size_t n) { atoll_link_bind(link_of(ctx), global, momentum, n); }
+static int net_joined_step(void *ctx) { return (int)atoll_link_joined_step(link_of(ctx)); }
+static void net_unjoin(void *ctx) { atoll_link_unjoin(link_of(ctx)); }
+static void net_busy(void *ctx, int on) {
+  atoll_islands_net *n = ctx;
+  if (on) n->before = atoll_link_get_stats(n->link);
+  n->busy = on;
+}
 
 static int net_after_step(atoll_strategy *s, int step, int last, double compute_seconds, atoll_err *err) {
   (void)last, (void)compute_seconds;
-  atoll_link_progress(((atoll_islands_net *)s)->link, (uint32_t)step);
-  return atoll_link_check(((atoll_islands_net *)s)->link, err);
+  atoll_islands_net *n = (atoll_islands_net *)s;
+  atoll_link_progress(n->link, (uint32_t)step); /* (an atomic: the heartbeats' thread reads it) */
+  return n->busy ? 0 : atoll_link_check(n->link, err);
 }
 
 static void net_destroy(atoll_strategy *s) {
@@ -53,7 +65,7 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
     return -1;
   }
   n->base.ops = &NET_OPS;
-  n->outer = (atoll_outer_link){n->link, net_mean, net_commit, net_bytes, net_bind, net_joined_step, net_unjoin};
+  n->outer = (atoll_outer_link){n, net_mean, net_commit, net_bytes, net_bind, net_joined_step, net_unjoin, net_busy};
   *out = n;
   return 0;
 }
@@ -62,7 +74,9 @@ const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n) { return &n
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n) { return n ? &n->base : NULL; }
 void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop) { atoll_link_set_stop(n->link, stop); }
 void atoll_islands_net_finish(atoll_islands_net *n) { atoll_link_goodbye(n->link); }
-atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) { return atoll_link_get_stats(n->link); }
+atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) {
+  return n->busy ? n->before : atoll_link_get_stats(n->link);
+}
 
 int atoll_islands_net_rank_endpoint(const char *listen, int rank, char *out, size_t n, atoll_err *err) {
   const char *colon = strrchr(listen, ':');

@@ -43,6 +43,14 @@ void atoll_strategies_swap_eval_weights(atoll_strategy_list *l) {
     if (l->items[i]->ops->weights_changed) l->items[i]->ops->weights_changed(l->items[i]);
 }
 
+int atoll_strategies_settle(atoll_strategy_list *l, atoll_err *err) {
+  for (int i = 0; i < l->n; i++) {
+    atoll_strategy *s = l->items[i];
+    if (s->ops->settle && s->ops->settle(s, err)) return -1;
+  }
+  return 0;
+}
+
 void atoll_strategies_save(atoll_strategy_list *l, const atoll_ckpt_io *io) {
   for (int i = 0; i < l->n; i++)
     if (l->items[i]->ops->save) l->items[i]->ops->save(l->items[i], io);

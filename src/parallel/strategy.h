@@ -41,6 +41,9 @@ typedef struct {
   /* swaps the weight buffer with the model that evaluation and checkpoints see (DiLoCo's
    * global weights); called twice to swap back. Returns 1 if it changed the weights. */
   int (*swap_eval_weights)(atoll_strategy *s);
+  /* before evaluation and checkpoints read the state: finish work in the background
+   * (DiLoCo's outer exchange in flight) */
+  int (*settle)(atoll_strategy *s, atoll_err *err);
   /* another object rewrote the weight buffer: drop cached copies (ZeRO-3 units) */
   void (*weights_changed)(atoll_strategy *s);
   /* checkpoints: save is collective, after the loop's own state; load runs after the
@@ -70,6 +73,7 @@ void atoll_strategies_finish_grads(atoll_strategy_list *l);
 void atoll_strategies_after_update(atoll_strategy_list *l);
 int atoll_strategies_after_step(atoll_strategy_list *l, int step, int last, double compute_seconds, atoll_err *err);
 void atoll_strategies_swap_eval_weights(atoll_strategy_list *l);
+int atoll_strategies_settle(atoll_strategy_list *l, atoll_err *err);
 void atoll_strategies_save(atoll_strategy_list *l, const atoll_ckpt_io *io);
 int atoll_strategies_load(atoll_strategy_list *l, const atoll_ckpt_io *io, int step, atoll_err *err);
 void atoll_strategies_destroy(atoll_strategy_list *l);

@@ -394,6 +394,8 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   l->state.last_loss = loss;
   s.lr = atoll_lr_at(&l->opt, step);
   s.evaluated = (c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps;
+  /* evaluation sees the global weights: an outer exchange in flight finishes first */
+  if (s.evaluated && atoll_strategies_settle(&r->strategies, err)) return failed_alike(l);
   if (s.evaluated) s.val = evaluate(l);
   return atoll_report_step(&l->report, r, &s, err);
 }
@@ -407,6 +409,7 @@ static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, at
   if (r->world_size > 1) signalled = atoll_allreduce_sum_double(r->world, signalled) > 0;
   int stopping = signalled || (c->stop_after > 0 && step >= c->stop_after && step < c->steps);
   if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || stopping) {
+    if (atoll_strategies_settle(&r->strategies, err)) return -1; /* an outer exchange in flight */
     state_to_host(l);
     if (atoll_run_save(r, &l->state, step, err)) return -1;
     atoll_report_rss_reset(&l->report);

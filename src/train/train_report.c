@@ -382,6 +382,8 @@ static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r
   cJSON_AddItemToObject(s, "wan_seconds", per_rank(r, d.wan_seconds, NULL));
   cJSON_AddItemToObject(s, "wan_exposed_seconds", per_rank(r, d.wan_exposed_seconds, &exposed_max));
   cJSON_AddItemToObject(s, "outer_sync_seconds", per_rank(r, d.sync_seconds, NULL));
+  /* the part of it the inner steps waited for (with --overlap the rest ran beside them) */
+  cJSON_AddItemToObject(s, "exchange_wait_seconds", per_rank(r, d.exchange_wait_seconds, NULL));
   cJSON_AddItemToObject(s, "compute_seconds", per_rank(r, rep->compute_seconds, &compute_max));
   summary_timeline(s, rep, r, &d);
   /* what the run would take if the islands were joined by the modelled WAN */

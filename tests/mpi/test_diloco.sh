@@ -28,6 +28,17 @@ $MPIRUN -np 4 $ATOLL train --resume "$TMP/cut" >/dev/null 2>"$TMP/err" || fail "
 out=$($CLOSE "$TMP/cut" "$TMP/whole" 0) && pass "streaming DiLoCo stopped at step 6 (merge pending) resumes bit-exactly: $out" || fail "resume: $out"
 expect_error "resume with another island count" "--islands" $MPIRUN -np 4 $ATOLL train --resume "$TMP/cut" --islands 4 --shard 0 --steps 20
 
+# 2a. with --overlap T the exchange runs on a thread of its own while the island takes
+#     its T inner steps: the test hook holds each exchange until the training thread
+#     took them (an exchange run in place would wait for ever, and fail after 60 s);
+#     the result is the same bits, at T = 1 (ZeRO-3 inside) and T = 2
+ATOLL_TEST_OVERLAP_PROOF=1 $MPIRUN -np 4 $ATOLL train $M $S --shard 3 --out "$TMP/proof" >/dev/null 2>"$TMP/err" || fail "overlap proof: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/proof" "$TMP/whole" 0) && pass "the exchange ran beside the inner steps (T = 1, ZeRO-3): same bits: $out" || fail "overlap proof T = 1: $out"
+S2="--islands 2 --sync-every 6 --fragments 2 --overlap 2 --steps 12"
+$MPIRUN -np 2 $ATOLL train $M $S2 --out "$TMP/t2" >/dev/null 2>"$TMP/err" || fail "overlap 2: $(tail -1 "$TMP/err")"
+ATOLL_TEST_OVERLAP_PROOF=1 $MPIRUN -np 2 $ATOLL train $M $S2 --out "$TMP/t2proof" >/dev/null 2>"$TMP/err" || fail "overlap 2 proof: $(tail -1 "$TMP/err")"
+out=$($CLOSE "$TMP/t2proof" "$TMP/t2" 0) && pass "the exchange ran beside the inner steps (T = 2): same bits: $out" || fail "overlap proof T = 2: $out"
+
 # 2b. islands around model parallelism: each island is TP 2 (or PP 2); H = 1 equals
 #     DDP 2, and streaming fp4 resumes bit-exactly (tensor-parallel ranks keep their
 #     replicated tensors equal under compressed outer gradients)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Islands as separate jobs (docs/islands.md) end bit-identical to the same run with
 # --islands K inside one mpirun: K island processes and a coordinator over loopback,
-# fp32, and fp4 with streaming fragments and overlap; K = 2 and K = 3; and islands on
+# fp32, and fp4 with streaming fragments and overlap (the exchange on its own thread,
+# proven to run beside the inner steps); K = 2 and K = 3; and islands on
 # the shadow device against the in-job CPU run. Compared: every
 # tensor of each island's final model.safetensors (the global weights) and every
 # validation loss.
@@ -46,7 +47,11 @@ run_case() {
 
 [ -n "${ONLY:-}" ] && { run_case $ONLY; finish; }
 run_case fp32_k2 2 --sync-every 3
+# with overlap the exchange runs on its own thread; the test hook holds it until the
+# training thread has taken its T steps, which an exchange run in place never lets happen
+export ATOLL_TEST_OVERLAP_PROOF=1
 run_case fp4_stream_k2 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4
+unset ATOLL_TEST_OVERLAP_PROOF
 run_case fp4_stream_k3 3 --sync-every 4 --fragments 3 --outer-dtype fp4 --net-streams 2
 # the islands on a device (the shadow device: the CPU kernels behind addresses the host
 # may not touch), their outer exchange on the host copy of the weights, against the
