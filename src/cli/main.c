@@ -342,9 +342,29 @@ static int cmd_train(int argc, char **argv) {
 /* The exit status for an agreed failure: only the rank that reports it prints. */
 static int agreed_exit(int rc, const atoll_err *err) { return rc == ATOLL_TRAIN_QUIET ? 1 : die(err); }
 
+/* An island (--join) started again with its first command, whose --out holds its
+ * checkpoints: it continues from them, as with --resume OUT (a killed island restarts
+ * with the command that started it). Returns OUT, or NULL (not an island, nothing to
+ * continue, settings that do not parse: those are reported by the normal path, and
+ * --init-from: a run started from other weights is left to holds_run's refusal). */
+static const char *island_own_run(int argc, char **argv, const char *config_file) {
+  static char out[sizeof ((atoll_config *)0)->out];
+  for (int i = 0; i + 1 < argc; i += 2)
+    if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0) return NULL;
+  atoll_config probe;
+  atoll_config_defaults(&probe);
+  atoll_err ignored;
+  if (apply_given(argc, argv, config_file, &probe, &ignored) || !probe.join[0] || !probe.out[0]) return NULL;
+  char root[sizeof probe.out + 16], latest[PATH_MAX];
+  snprintf(root, sizeof root, "%s/checkpoints", probe.out);
+  if (atoll_ckpt_find_latest(root, latest, sizeof latest, &ignored) != 0) return NULL;
+  snprintf(out, sizeof out, "%s", probe.out);
+  return out;
+}
+
 /* This rank's settings from its flags, --config and --resume: 0, -1 (err), or 1 for
  * --help. */
-static int read_train_settings(int argc, char **argv, atoll_config *cfg, const char **resume, int *data_given,
+static int read_train_settings(int argc, char **argv, int rank, atoll_config *cfg, const char **resume, int *data_given,
                                int *data_from_ckpt, char *ckpt_dir, size_t ckpt_dir_size, atoll_err *err) {
   const char *config_file = NULL;
   *resume = NULL;
@@ -362,6 +382,9 @@ static int read_train_settings(int argc, char **argv, atoll_config *cfg, const c
     if (strcmp(argv[i], "--data") == 0) *data_given = 1;
     i++;
   }
+  if (!*resume && (*resume = island_own_run(argc, argv, config_file)) && rank == 0)
+    fprintf(stderr, "atoll train: --out %s holds this island's run: it continues from its latest checkpoint (as with --resume)\n",
+            *resume);
   if (*resume) *data_given = 1; /* the checkpoint names its data */
   for (int i = 0; *resume && i + 1 < argc; i += 2) /* a resumed run continues its own weights */
     if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0)
@@ -403,7 +426,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   if (hooks_err)
     err = *hooks_err;
   else
-    rc = read_train_settings(argc, argv, &cfg, &resume, &data_given, &data_from_ckpt, ckpt_dir, sizeof ckpt_dir, &err);
+    rc = read_train_settings(argc, argv, rank, &cfg, &resume, &data_given, &data_from_ckpt, ckpt_dir, sizeof ckpt_dir, &err);
   if (rc == 1) {
     train_help();
     return 0;

@@ -25,9 +25,11 @@
 static char alt_stack[256 * 1024];
 static volatile sig_atomic_t *stop_flag;
 
+/* 1 on the first stop signal, 2 on any later one (an island leaving gracefully stops
+ * at once on the second); the handler masks the stop signals, so it never nests. */
 static void on_stop(int sig) {
   (void)sig;
-  if (stop_flag) *stop_flag = 1;
+  if (stop_flag && *stop_flag < 2) *stop_flag = *stop_flag + 1;
 }
 
 static void stop_set(sigset_t *set) {
@@ -56,7 +58,7 @@ int atoll_stop_signals_install(volatile sig_atomic_t *flag, atoll_err *err) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_stop;
   sa.sa_flags = SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
+  stop_set(&sa.sa_mask);
   int bad = sigaltstack(&ss, NULL) != 0;
   for (int i = 0; !bad && i < 3; i++)
     bad = sigaction(i == 0 ? SIGINT : i == 1 ? SIGTERM : SIGHUP, &sa, NULL) != 0;

@@ -9,7 +9,7 @@
 #include <signal.h>
 
 /* Installs the handler for the calling thread, which must be the thread that runs the
- * training loop (main): *flag becomes 1 on a stop signal. OpenMP's workers get the
+ * training loop (main): *flag becomes 1 on a stop signal, 2 on a later one. OpenMP's workers get the
  * signals blocked, so that only this thread takes them. Call it again from the same
  * thread to change the flag. */
 int atoll_stop_signals_install(volatile sig_atomic_t *flag, atoll_err *err);

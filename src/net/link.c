@@ -221,7 +221,10 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
       atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0);
       sent = atoll_net_now();
     }
-    if (l->stop && *l->stop) return atoll_fail(err, "%s: stopped by a signal while waiting for the coordinator", what);
+    /* a first stop signal lets the island finish its sync and leave (train.c); it ends
+     * only a wait for more islands, which may be long */
+    if (l->stop && (*l->stop >= 2 || (*l->stop && l->waited_told)))
+      return atoll_fail(err, "%s: stopped by a signal while waiting for the coordinator", what);
     if (!atoll_link_coord_poll(l, m, 100)) continue;
     if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
     if (m->type == ATOLL_WIRE_WAIT) {

@@ -342,6 +342,13 @@ static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   return 0;
 }
 
+int atoll_diloco_next_sync(const atoll_diloco *d, int step, int steps) {
+  for (int s = step; s < steps; s++)
+    for (int f = 0; f < d->cfg.fragments; f++)
+      if (s > d->first_step && sync_now(d, f, s, 0)) return s;
+  return steps;
+}
+
 static int work_due(const atoll_diloco *d, int step, int last) {
   for (int f = 0; f < d->cfg.fragments; f++)
     if (merge_now(d, f, step, last) || sync_now(d, f, step, last)) return 1;

@@ -141,6 +141,10 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
  * exchange is exposed only where its modelled time exceeds the compute it overlapped. */
 void atoll_diloco_add_compute(atoll_diloco *d, double seconds);
 
+/* The first step from `step` on (up to the run's last, `steps`) after which an outer
+ * sync happens. */
+int atoll_diloco_next_sync(const atoll_diloco *d, int step, int steps);
+
 /* Waits for the outer exchange in flight (with overlap) and takes its result, as the
  * strategy entry `settle` does before evaluation and checkpoints. */
 int atoll_diloco_settle(atoll_diloco *d, atoll_err *err);

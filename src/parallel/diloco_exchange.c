@@ -8,6 +8,7 @@
 #include "parallel/dp.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -225,6 +226,14 @@ static int await_overlap(atoll_diloco *d, atoll_err *err) {
 
 static void *job_main(void *arg) {
   atoll_diloco *d = arg;
+  if (d->job.threaded) { /* the stop signals are the training thread's (core/stop_signal.h) */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+  }
   diloco_job *j = &d->job;
   memset(&j->counted, 0, sizeof j->counted);
   j->rc = d->cfg.hooks && d->cfg.hooks->overlap_proof ? await_overlap(d, &j->err) : 0;
@@ -235,8 +244,11 @@ static void *job_main(void *arg) {
 void atoll_diloco_job_start(atoll_diloco *d) {
   diloco_job *j = &d->job;
   j->running = 1;
-  j->threaded = pthread_create(&j->thread, NULL, job_main, d) == 0;
-  if (!j->threaded) job_main(d); /* no thread to be had: the same exchange, in place (same bits) */
+  j->threaded = 1; /* (before the thread starts: it reads it) */
+  if (pthread_create(&j->thread, NULL, job_main, d) != 0) {
+    j->threaded = 0;
+    job_main(d);
+  } /* no thread to be had: the same exchange, in place (same bits) */
 }
 
 static void add_counted(atoll_diloco_stats *s, const atoll_diloco_stats *c) {

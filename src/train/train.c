@@ -56,6 +56,7 @@ typedef struct {
   double *eval_mine, *eval_all; /* evaluation losses: this rank's, every rank's */
   int eval_per_rank;
   double compute_end;       /* when the last inner step's compute ended (0: none yet) */
+  int leave_at;             /* an island (--join) told to stop: the step it leaves after (0: none) */
 } loop;
 
 /* Where the pipeline's micro-batches come from: a step's training windows, or the
@@ -400,6 +401,23 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   return atoll_report_step(&l->report, r, &s, err);
 }
 
+/* An island (--join) told to stop leaves gracefully: it trains on to its next outer
+ * sync (or stops now if step was one), contributes there, and leaves (a checkpoint,
+ * then goodbye); a second signal stops it at once. Returns 1 while it trains on. */
+static int island_leaves_later(loop *l, int step, const volatile sig_atomic_t *stop) {
+  atoll_run *r = &l->run;
+  int again = *stop >= 2;
+  if (r->world_size > 1) again = atoll_allreduce_sum_double(r->world, again) > 0;
+  if (again) return 0;
+  if (l->leave_at == 0) {
+    l->leave_at = atoll_diloco_next_sync(r->diloco, step, r->cfg->steps);
+    if (r->rank == 0 && l->leave_at > step)
+      fprintf(stderr, "island %d: stop signal: training on to its outer sync after step %d, then it contributes and leaves (signal again to stop at once)\n",
+              r->cfg->island_id, l->leave_at);
+  }
+  return step < l->leave_at;
+}
+
 /* Saves when due; returns 1 (stopped by a signal or --stop-after), 0, or -1. */
 static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, atoll_err *err) {
   atoll_run *r = &l->run;
@@ -407,6 +425,7 @@ static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, at
   /* a signal may reach the ranks at different steps: they agree to stop together */
   int signalled = stop && *stop;
   if (r->world_size > 1) signalled = atoll_allreduce_sum_double(r->world, signalled) > 0;
+  if (signalled && r->net && island_leaves_later(l, step, stop)) signalled = 0;
   int stopping = signalled || (c->stop_after > 0 && step >= c->stop_after && step < c->steps);
   if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || stopping) {
     if (atoll_strategies_settle(&r->strategies, err)) return -1; /* an outer exchange in flight */
@@ -460,7 +479,9 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
   }
   rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : 0;
   /* islands as separate jobs: a finished island leaves the coordinator at once */
-  if (rc == 0 && !stopped && l->run.net) atoll_islands_net_finish(l->run.net);
+  /* (one that left gracefully too: its last contribution is in, and a restart joins anew) */
+  if (l->run.net && ((rc == 0 && !stopped) || (rc == 1 && l->leave_at > 0 && step >= l->leave_at)))
+    atoll_islands_net_finish(l->run.net);
   /* a kill between the last step's save and its prune left a checkpoint more than
    * --keep; a resume at the last step saves nothing, so it prunes here, after the run
    * finished (a resume that fails on the way deletes nothing) */

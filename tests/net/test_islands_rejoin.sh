@@ -8,8 +8,7 @@
 # for 80 s and failed). Asserts: both finish with status 0, island 2 joined with the
 # hash checked, and their global weights are bit-identical; each finished island says
 # goodbye (not "left (silent)"), the coordinator then ends by itself with status 0 and a
-# summary line, and summary.json counts the run's 3 islands. Island 1 restarted with
-# its first command is refused with one line naming --resume, before it registers.
+# summary line, and summary.json counts the run's 3 islands.
 # Then the same with island 0's outer momentum damaged on its way to the joiner (test
 # hook ATOLL_FAULT_FEED_MOMENTUM): the joiner refuses it, since the hash it checks
 # covers the momentum as well as the weights.
@@ -21,6 +20,10 @@
 # island 0 finished the run (island 0 stops itself before its goodbye,
 # ATOLL_FAULT_BYE_SIGSTOP, until island 1 is back): nobody is left to give it the state,
 # and it is told so in one line within seconds (it waited 50 s), and the coordinator ends.
+# Last, an island sent SIGTERM trains on to its next outer sync, contributes, saves and
+# says goodbye; started again with the very command that started it, it continues from
+# that checkpoint (as with --resume; it was refused, naming --resume), joins the run and
+# ends with the same global weights as the island that ran on.
 #   usage: test_islands_rejoin.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -33,9 +36,7 @@ set -- $(free_ports 4); CPORT=$1; P0=$2; P1=$3; P2=$4
 start_coordinator "$D" $CPORT 2 --island-timeout 3
 timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
 PID0=$!
-# island 1 keeps checkpoints, so that its restart with the same command meets one
-M1=$(echo "$M" | sed 's/--save-every 0/--save-every 2/')
-timeout -k 5 150 $ATOLL train $M1 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
 PID1=$!
 # wait_log PATTERN SECONDS: until the coordinator's log holds PATTERN
 wait_log() {
@@ -52,17 +53,6 @@ kill9 $PID1
 n=0
 while [ "$(grep -c "at least 2 needed" "$D/coord.log")" -le "$before" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
 [ "$(grep -c "at least 2 needed" "$D/coord.log")" -gt "$before" ] || fail "island 0 was not left alone waiting"
-# island 1 restarted with the same command: refused with one line that says what to do,
-# before it registers with the coordinator (its HELLO would abort island 0's exchange)
-seen1=$(grep -c -E "island 1 (joined|restarted)" "$D/coord.log")
-timeout -k 5 60 $ATOLL train $M1 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1b.err"
-rc=$?
-[ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c . "$D/n1b.err")" -eq 1 ] && grep -q -- "already holds a run .*pass --resume $D/n1 to continue it" "$D/n1b.err" \
-  && pass "island 1 restarted with the same command: $(cut -c1-60 "$D/n1b.err")... $(grep -o 'pass --resume.*' "$D/n1b.err" | cut -c1-40)..." \
-  || fail "island 1 restarted with the same command (status $rc): $(head -3 "$D/n1b.err")"
-sleep 0.5
-[ "$(grep -c -E "island 1 (joined|restarted)" "$D/coord.log")" -eq "$seen1" ] && pass "the refused island 1 never registered" \
-  || fail "the refused island 1 registered: $(grep -E "island 1 (joined|restarted)" "$D/coord.log" | tail -1)"
 timeout -k 5 150 $ATOLL train $M $(island_flags "$D" $CPORT 2 $P2) --out "$D/n2" >/dev/null 2>"$D/n2.err" &
 PID2=$!
 ok=1
@@ -175,4 +165,35 @@ else
   grep -q "island 1 asks to join, but the run ended at step 14" "$D/coord.log" && pass "the coordinator logged it and ended" \
     || fail "ended case: no line in the coordinator's log: $(tail -n 2 "$D/coord.log")"
 fi
+# --- an island told to stop leaves gracefully; started again with its first command,
+# it continues its own run ---
+D="$TMP/again"; mkdir -p "$D"
+net_keys "$D" 2 || { fail keys; finish; }
+set -- $(free_ports 3); CPORT=$1; P0=$2; P1=$3
+start_coordinator "$D" $CPORT 1 --island-timeout 3
+M4=$(echo "$M" | sed 's/--save-every 0/--save-every 2/; s/--sync-every 2/--sync-every 4/')
+timeout -k 5 150 $ATOLL train $M4 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+timeout -k 5 150 $ATOLL train $M4 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+wait_log "committed: revision 2," 60 || fail "restart case: islands 0 and 1 did not commit twice"
+for c in $(pgrep -P $PID1); do kill -TERM "$c"; done
+wait $PID1; rc=$?
+# (it says which sync it trains on to, unless the signal came right after one)
+at=$(grep -o '^stopped at step [0-9]*' "$D/n1.err" | grep -o '[0-9]*$')
+said=$(grep -o 'training on to its outer sync after step [0-9]*' "$D/n1.err" | grep -o '[0-9]*$')
+[ $rc -eq 130 ] && [ -n "$at" ] && [ $((at % 4)) -eq 0 ] && [ "${said:-$at}" = "$at" ] && grep -q "island 1 finished (said goodbye" "$D/coord.log" \
+  && grep -q "step $at committed: revision [0-9]*, 2 islands" "$D/coord.log" \
+  && pass "island 1, sent SIGTERM, trained on to its sync after step $at${said:+ (as it said)}, contributed, saved and said goodbye" \
+  || fail "restart case: SIGTERM (status $rc, sync ${at:-none}): $(grep -v '^step' "$D/n1.err" | tail -n 2); $(grep 'island 1' "$D/coord.log" | tail -n 2)"
+timeout -k 5 150 $ATOLL train $M4 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1r.err" &
+PID1=$!
+ok=1
+wait $PID1 || { ok=0; fail "restart case: island 1 started again: $(grep -v '^step' "$D/n1r.err" | tail -n 2)"; }
+wait $PID0 || { ok=0; fail "restart case: island 0: $(tail -n 2 "$D/n0.err")"; }
+kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+[ $ok -eq 1 ] && grep -q "holds this island's run: it continues from its latest checkpoint" "$D/n1r.err" && grep -q "^resuming from $D/n1/checkpoints/step_0*$at at step $at" "$D/n1r.err" \
+  && pass "island 1 started again with its first command: $(grep -o '^resuming from.*' "$D/n1r.err" | sed "s|$D/||")" \
+  || fail "restart case: island 1 did not continue its run: $(grep -v '^step' "$D/n1r.err" | head -n 3)"
+out=$($PY "$SRC/tests/net/same_weights.py" "$D/n1" "$D/n0") && pass "restart case: island 1's global weights == island 0's ($out)" || fail "restart case: weights: $out"
 finish
