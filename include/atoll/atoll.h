@@ -93,6 +93,7 @@ typedef struct {
   char move_newer[1024]; /* with --resume: where OUT's newer (or another run's) checkpoints go; not saved */
   int eval_every;   /* 0 disables periodic evaluation (a final one still runs) */
   int eval_batches; /* batches of `batch` windows for a validation loss */
+  char eval_data[1024]; /* more validation sets: NAME=DIR[,NAME=DIR...] (src/train/eval_sets.h) */
   int save_every;   /* 0: only the final checkpoint */
   int keep;         /* checkpoints kept in OUT/checkpoints */
   int log_every;    /* steps between progress lines when stderr is not a terminal */

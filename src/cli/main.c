@@ -265,9 +265,18 @@ static int apply_given(int argc, char **argv, const char *config_file, atoll_con
     free(text);
     if (rc) return -1;
   }
+  int eval_sets = 0;
   for (int i = 0; i < argc; i += 2) {
     const char *key = argv[i] + 2;
     if (strcmp(key, "config") == 0) continue;
+    if (strcmp(key, "eval-data") == 0 && eval_sets++) { /* the flag again: one more set */
+      char joined[sizeof cfg->eval_data];
+      if (snprintf(joined, sizeof joined, "%s,%s", cfg->eval_data, argv[i + 1]) >= (int)sizeof joined)
+        return atoll_fail(err, "--eval-data %s: the sets' names and directories exceed %zu bytes together", argv[i + 1],
+                          sizeof joined - 1);
+      if (atoll_config_set(cfg, key, joined, err)) return -1;
+      continue;
+    }
     if (atoll_config_set(cfg, key, argv[i + 1], err)) return -1;
   }
   return 0;

@@ -2,6 +2,7 @@
  * (--key value), the --config JSON file (the same keys) and the JSON copy saved in
  * checkpoints and summary.json. */
 #include "train/config.h"
+#include "train/eval_sets.h"
 
 #include "core/json_text.h"
 #include "parallel/outer_lr.h"
@@ -78,6 +79,7 @@ static const key_spec KEYS[] = {
     {"optimizer", STR(optimizer), "inner optimizer: adamw or sgd (plain SGD, for DiLoCo equivalence checks)"},
     {"eval-every", K_INT, F(eval_every), 0, INT_MAX, "steps between validation losses (0: end only)"},
     {"eval-batches", K_INT, F(eval_batches), 1, MAX_COUNT, "batches per validation loss"},
+    {"eval-data", STR(eval_data), "more validation sets, NAME=DIR[,NAME=DIR...] (or the flag again): each prepared directory's val split, reported as val_loss_NAME"},
     {"save-every", K_INT, F(save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
     {"keep", K_INT, F(keep), 1, MAX_COUNT, "checkpoints kept"},
     {"log-every", K_INT, F(log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
@@ -322,6 +324,9 @@ int atoll_island_data_mode(const char *name) {
 
 int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (atoll_shape_check(&c->model, err)) return -1;
+  atoll_eval_set sets[ATOLL_MAX_EVAL_SETS];
+  int nsets;
+  if (atoll_eval_sets_parse(c->eval_data, sets, &nsets, err)) return -1;
   if (strcmp(c->model.arch, "llama") != 0 && c->model.tie == 0)
     return atoll_fail(err, "--tie 0: GPT-2's LM head is always tied to wte (an untied head needs --arch llama)");
   int seq = c->seq ? c->seq : c->model.context;

@@ -5,6 +5,7 @@
 #ifndef ATOLL_TRAIN_REPORT_H
 #define ATOLL_TRAIN_REPORT_H
 
+#include "train/eval_sets.h"
 #include "train/run.h"
 
 enum { ATOLL_AXES = 4 }; /* data, tensor, pipeline, embedding tie */
@@ -16,6 +17,9 @@ typedef struct {
   int nsteps_timed;
   float last_val;
   int have_val;
+  int eval_sets;          /* --eval-data: their names, and their last losses */
+  char eval_names[ATOLL_MAX_EVAL_SETS][ATOLL_EVAL_NAME_MAX + 1];
+  float last_eval[ATOLL_MAX_EVAL_SETS];
   double bits_per_nat;    /* val_bpb = val_loss x this (split tokens / bytes / ln 2); 0: bytes unknown */
   atoll_comm_stats axis_before[ATOLL_AXES]; /* the counters at the step's start */
   atoll_comm_stats step_comm;               /* intra-island communication inside steps */
@@ -51,6 +55,7 @@ typedef struct {
   double compute, seconds;   /* the step's seconds before outer syncs; in all */
   double gap;                /* seconds from the previous step's compute to this one's */
   float loss, lr, val;
+  float eval[ATOLL_MAX_EVAL_SETS]; /* --eval-data's losses, when evaluated */
   double norm;
   int evaluated;
 } atoll_step_report;

@@ -32,6 +32,7 @@
 #include "optim/optim.h"
 #include "parallel/islands_net.h"
 #include "train/agree.h"
+#include "train/eval_sets.h"
 #include "train/report.h"
 #include "train/run.h"
 #include "train/init_from.h"
@@ -51,6 +52,9 @@ typedef struct {
   atoll_report report;
   atoll_adamw_config opt;
   atoll_dataset train, val;
+  atoll_eval_set eval_sets[ATOLL_MAX_EVAL_SETS]; /* --eval-data */
+  atoll_dataset evals[ATOLL_MAX_EVAL_SETS];
+  int n_evals;
   float *dm, *dv;           /* --device: the AdamW moments on the device (state.m, v: their host copies) */
   int32_t *tokens;          /* [seq + 1] window scratch */
   double *eval_mine, *eval_all; /* evaluation losses: this rank's, every rank's */
@@ -97,10 +101,10 @@ static int failed_alike(const loop *l) { return l->run.rank == 0 ? ATOLL_TRAIN_E
  * replica runs the same number of forwards (sharded weights make each forward
  * collective); surplus ones are computed and dropped. Per-batch losses are summed in
  * batch order, so the result does not depend on the layout. */
-static float evaluate(loop *l) {
+static float evaluate(loop *l, const atoll_dataset *ds) {
   atoll_run *r = &l->run;
   int batches = r->cfg->eval_batches, replicas = r->replicas, per_rank = l->eval_per_rank;
-  micro_source ms = {l, &l->val, 0, batches * r->cfg->batch};
+  micro_source ms = {l, ds, 0, batches * r->cfg->batch};
   atoll_micro_source src = {&ms, load_micro, before_backward};
   atoll_strategies_swap_eval_weights(&r->strategies); /* DiLoCo: the global model is the model */
   for (int k = 0; k < per_rank; k++) {
@@ -192,6 +196,7 @@ static void loop_free(loop *l) {
   free(l->state.v);
   atoll_dataset_close(&l->train);
   atoll_dataset_close(&l->val);
+  for (int i = 0; i < l->n_evals; i++) atoll_dataset_close(&l->evals[i]);
   free(l->tokens);
   free(l->eval_mine);
   free(l->eval_all);
@@ -238,6 +243,28 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
   return 0;
 }
 
+/* --eval-data: each set's validation split, in the run's vocabulary. */
+static int open_eval_sets(loop *l, const atoll_config *c, atoll_err *err) {
+  atoll_run *r = &l->run;
+  int n;
+  if (atoll_eval_sets_parse(c->eval_data, l->eval_sets, &n, err)) return -1;
+  for (int i = 0; i < n; i++) {
+    const atoll_eval_set *e = &l->eval_sets[i];
+    atoll_err why;
+    if (atoll_dataset_open(&l->evals[i], e->dir, "val", r->seq, &why)) {
+      /* the reader names the directory as --data's: drop that prefix */
+      char prefix[1100];
+      snprintf(prefix, sizeof prefix, "--data %s: ", e->dir);
+      const char *msg = strncmp(why.msg, prefix, strlen(prefix)) == 0 ? why.msg + strlen(prefix) : why.msg;
+      return atoll_fail(err, "--eval-data %s=%s: %s", e->name, e->dir, msg);
+    }
+    l->n_evals = i + 1;
+    if (atoll_dataset_check_vocab(&l->evals[i], c->model.vocab, &why))
+      return atoll_fail(err, "--eval-data %s=%s: %s", e->name, e->dir, why.msg);
+  }
+  return 0;
+}
+
 /* Setup, data and buffers: each rank's own, with no collective after the mesh. */
 static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
                     atoll_err *err) {
@@ -248,7 +275,7 @@ static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hook
   if (atoll_run_tokenizer(r, err) || atoll_dataset_check_vocab(&l->train, c->model.vocab, err) ||
       atoll_dataset_check_vocab(&l->val, c->model.vocab, err))
     return -1;
-  if (alloc_buffers(l, err)) return -1;
+  if (open_eval_sets(l, c, err) || alloc_buffers(l, err)) return -1;
   if (c->islands > 1 && strcmp(c->island_data, "iid") != 0 && atoll_run_island_data(r, &l->train, err)) return -1;
   return 0;
 }
@@ -298,6 +325,8 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
     /* a new run keeps no lines of an earlier metrics.jsonl in OUT, whatever its start */
     if (rc == 0) rc = atoll_report_open(&l->report, r, resume_dir ? *start : 0, err);
     if (rc == 0) atoll_report_val_text(&l->report, l->val.ntokens, l->val.text_bytes);
+    l->report.eval_sets = l->n_evals;
+    for (int i = 0; i < l->n_evals; i++) memcpy(l->report.eval_names[i], l->eval_sets[i].name, sizeof l->eval_sets[i].name);
   }
   return atoll_train_agree(world, rc, err);
 }
@@ -397,7 +426,8 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   s.evaluated = (c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps;
   /* evaluation sees the global weights: an outer exchange in flight finishes first */
   if (s.evaluated && atoll_strategies_settle(&r->strategies, err)) return failed_alike(l);
-  if (s.evaluated) s.val = evaluate(l);
+  if (s.evaluated) s.val = evaluate(l, &l->val);
+  for (int i = 0; s.evaluated && i < l->n_evals; i++) s.eval[i] = evaluate(l, &l->evals[i]);
   return atoll_report_step(&l->report, r, &s, err);
 }
 

@@ -139,6 +139,8 @@ static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_rep
                    s->loss, s->lr, s->norm, tokens_per_step(r) / s->seconds) >= 0;
   if (s->evaluated) ok = fprintf(f, ", \"val_loss\": %.6f", s->val) >= 0 && ok;
   if (s->evaluated && rep->bits_per_nat > 0) ok = fprintf(f, ", \"val_bpb\": %.6f", s->val * rep->bits_per_nat) >= 0 && ok;
+  for (int i = 0; s->evaluated && i < rep->eval_sets; i++)
+    ok = fprintf(f, ", \"val_loss_%s\": %.6f", rep->eval_names[i], s->eval[i]) >= 0 && ok;
   if (r->diloco) { /* running totals of rank 0's links */
     atoll_diloco_stats d = atoll_diloco_get_stats(r->diloco);
     double intra = 0;
@@ -181,6 +183,7 @@ static void progress(const atoll_report *rep, const atoll_run *r, const atoll_st
   fprintf(stderr, " | lr %.2e | ETA %s", s->lr, etabuf);
   if (s->evaluated) fprintf(stderr, " | val_loss %.4f", s->val);
   if (s->evaluated && rep->bits_per_nat > 0) fprintf(stderr, " | val_bpb %.4f", s->val * rep->bits_per_nat);
+  for (int i = 0; s->evaluated && i < rep->eval_sets; i++) fprintf(stderr, " | %s %.4f", rep->eval_names[i], s->eval[i]);
   if (!tty || s->evaluated || s->step == c->steps) fputc('\n', stderr);
 }
 
@@ -192,6 +195,7 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   if (s->evaluated) {
     rep->last_val = s->val;
     rep->have_val = 1;
+    memcpy(rep->last_eval, s->eval, sizeof rep->last_eval);
   }
   size_t hwm = rss_hwm();
   if (hwm > rep->train_peak_rss) rep->train_peak_rss = hwm;
@@ -254,6 +258,13 @@ static void summary_run(cJSON *s, const atoll_report *rep, const atoll_run *r, i
     cJSON_AddNumberToObject(s, "final_val_loss", rep->last_val);
   else
     cJSON_AddNullToObject(s, "final_val_loss");
+  if (rep->eval_sets) { /* --eval-data: the last loss of each set (null before any evaluation) */
+    cJSON *e = cJSON_AddObjectToObject(s, "final_val_losses");
+    for (int i = 0; e && i < rep->eval_sets; i++) {
+      if (rep->have_val) cJSON_AddNumberToObject(e, rep->eval_names[i], rep->last_eval[i]);
+      else cJSON_AddNullToObject(e, rep->eval_names[i]);
+    }
+  }
   if (rep->bits_per_nat > 0 && rep->have_val) /* bits per byte: only where the split's bytes are known */
     cJSON_AddNumberToObject(s, "final_val_bpb", rep->last_val * rep->bits_per_nat);
   else if (rep->bits_per_nat > 0)
