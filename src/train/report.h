@@ -54,6 +54,7 @@ typedef struct {
   double run_start;          /* the loop's start */
   double compute, seconds;   /* the step's seconds before outer syncs; in all */
   double gap;                /* seconds from the previous step's compute to this one's */
+  double compute_end_wall;   /* the wall clock (Unix seconds) when the step's compute ended */
   float loss, lr, val;
   float eval[ATOLL_MAX_EVAL_SETS]; /* --eval-data's losses, when evaluated */
   double norm;

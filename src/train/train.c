@@ -414,6 +414,7 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   if (rc) return rc;
   atoll_step_report s = {.step = step + 1, .start = start, .run_start = run_start, .loss = loss, .norm = norm};
   s.compute = atoll_seconds() - t0;
+  s.compute_end_wall = atoll_wall_seconds();
   /* the time between two inner steps: outer syncs, evaluation, checkpoints, reports */
   s.gap = l->compute_end > 0 ? t0 - l->compute_end : 0;
   l->compute_end = t0 + s.compute;

@@ -135,8 +135,9 @@ static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_rep
   if (!rep->metrics || rep->metrics_errno) return;
   FILE *f = rep->metrics;
   errno = 0;
-  int ok = fprintf(f, "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f", s->step,
-                   s->loss, s->lr, s->norm, tokens_per_step(r) / s->seconds) >= 0;
+  /* time: the wall clock when the step's compute ended, to line up several islands' runs */
+  int ok = fprintf(f, "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"time\": %.3f",
+                   s->step, s->loss, s->lr, s->norm, tokens_per_step(r) / s->seconds, s->compute_end_wall) >= 0;
   if (s->evaluated) ok = fprintf(f, ", \"val_loss\": %.6f", s->val) >= 0 && ok;
   if (s->evaluated && rep->bits_per_nat > 0) ok = fprintf(f, ", \"val_bpb\": %.6f", s->val * rep->bits_per_nat) >= 0 && ok;
   for (int i = 0; s->evaluated && i < rep->eval_sets; i++)
