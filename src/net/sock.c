@@ -1,11 +1,14 @@
 /* ZeroMQ sockets (sock.h). */
 #include "net/sock.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 /* ZMTP frame header (up to 9 bytes) and a CURVE MESSAGE command (about 33 bytes:
@@ -80,6 +83,35 @@ int atoll_sock_check_endpoint(const char *flag, const char *ep, atoll_err *err) 
   long v = digits > 0 && digits <= 5 && !port[digits] ? strtol(port, NULL, 10) : -1;
   if (strcmp(port, "*") != 0 && (v < 0 || v > 65535))
     return atoll_fail(err, "%s %s: port %s is not a port (1 to 65535, or 0 or * for any free one)", flag, ep, port);
+  return 0;
+}
+
+int atoll_sock_default_listen(const char *coordinator, char *out, size_t n, atoll_err *err) {
+  const char *host, *port;
+  size_t hl;
+  if (tcp_parts(coordinator, &host, &hl, &port) || hl == 0 || hl >= 256)
+    return atoll_fail(err, "--join %s: expected tcp://HOST:PORT (an island without --island-listen listens where it reaches the coordinator from)",
+                      coordinator);
+  char name[256];
+  memcpy(name, host, hl);
+  name[hl] = 0;
+  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
+  int rc = getaddrinfo(name, port, &hints, &ai);
+  if (rc != 0)
+    return atoll_fail(err, "--join %s: cannot resolve %s to an IPv4 address (%s); give --island-listen tcp://ADDR:PORT",
+                      coordinator, name, gai_strerror(rc));
+  /* a UDP socket's connect only chooses the route: nothing is sent */
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in local;
+  socklen_t len = sizeof local;
+  int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+           getsockname(fd, (struct sockaddr *)&local, &len) == 0;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(ai);
+  char ip[INET_ADDRSTRLEN];
+  if (!ok || !inet_ntop(AF_INET, &local.sin_addr, ip, sizeof ip))
+    return atoll_fail(err, "--join %s: no route to %s from this host; give --island-listen tcp://ADDR:PORT", coordinator, name);
+  snprintf(out, n, "tcp://%s:0", ip);
   return 0;
 }
 

@@ -23,6 +23,10 @@ int atoll_sock_check_endpoint(const char *flag, const char *ep, atoll_err *err);
 /* 1 when a tcp:// endpoint's host is a wildcard (*, 0.0.0.0, [::]): bindable, but no
  * address to give a peer. */
 int atoll_sock_wildcard(const char *ep);
+/* An island given no --island-listen: tcp://IP:0, IP the address of this host on its
+ * route to the coordinator's endpoint (IPv4; resolved, nothing sent), port any free
+ * one. 0, or -1 with one line naming --join. */
+int atoll_sock_default_listen(const char *coordinator, char *out, size_t n, atoll_err *err);
 /* Checks ep (above), binds s to it and writes the endpoint bound (ZMQ_LAST_ENDPOINT:
  * the port ZeroMQ chose for 0 or *) into bound (n bytes). 0, or -1 with err. */
 int atoll_sock_bind(void *s, const char *flag, const char *ep, char *bound, size_t n, atoll_err *err);

@@ -120,7 +120,7 @@ static const key_spec KEYS[] = {
     {"join", STR(join), "islands as separate jobs: the coordinator's endpoint tcp://HOST:PORT (docs/islands.md)"},
     {"island-key", STR(island_key), "with --join: this island's secret key file (atoll keys --out DIR: DIR/key.secret)"},
     {"coordinator-key", STR(coordinator_key), "with --join: the coordinator's public key file (its key.pub)"},
-    {"island-listen", STR(island_listen), "with --join: this island's data endpoint tcp://ADDR:PORT, where the other islands connect (a wildcard address, * or 0.0.0.0, needs --island-advertise)"},
+    {"island-listen", STR(island_listen), "with --join: this island's data endpoint tcp://ADDR:PORT, where the other islands connect (a wildcard address, * or 0.0.0.0, needs --island-advertise; default: this host's address toward the coordinator, any free port)"},
     {"island-advertise", STR(island_advertise), "with --join: the endpoint tcp://HOST:PORT the other islands are told to connect to, when --island-listen binds a wildcard address (port 0 or *: the bound port)"},
     {"island-id", K_INT, F(island_id), 0, MAX_RANKS - 1, "with --join: this island's slot in [0, --islands): its data and its place in the sum"},
     {"net-streams", K_INT, F(net_streams), 1, 64, "with --join: parallel streams (TCP connections) per peer"},
@@ -385,9 +385,10 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
   if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
   if (c->join[0]) {
-    if (!c->island_key[0] || !c->coordinator_key[0] || !c->island_listen[0])
-      return atoll_fail(err, "--join %s: needs --%s", c->join,
-                        !c->island_key[0] ? "island-key FILE" : !c->coordinator_key[0] ? "coordinator-key FILE" : "island-listen tcp://ADDR:PORT");
+    if (!c->island_key[0] || !c->coordinator_key[0])
+      return atoll_fail(err, "--join %s: needs --%s", c->join, !c->island_key[0] ? "island-key FILE" : "coordinator-key FILE");
+    if (!c->island_listen[0] && c->island_advertise[0])
+      return atoll_fail(err, "--island-advertise %s: needs --island-listen (the endpoint it stands for)", c->island_advertise);
     if (c->island_id >= c->islands)
       return atoll_fail(err, "--island-id %d: must be below --islands %d (the island slots)", c->island_id, c->islands);
   }

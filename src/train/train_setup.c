@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "ops/gemm_cpu.h"
 #include "ops/ops.h"
+#include "net/sock.h"
 #include "parallel/islands_net.h"
 #include "parallel/tp.h"
 #include "train/config.h"
@@ -77,7 +78,11 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
     /* an island of several ranks: each rank has its own data endpoint and session
      * with the coordinator, and exchanges its slice with the same rank of the others */
     char listen[300], advertise[300] = "";
-    if (atoll_islands_net_rank_endpoint(c->island_listen, r->rank, listen, sizeof listen, err)) return -1;
+    if (!c->island_listen[0]) { /* every rank on a free port of the address that reaches the coordinator */
+      if (atoll_sock_default_listen(c->join, listen, sizeof listen, err)) return -1;
+    } else if (atoll_islands_net_rank_endpoint(c->island_listen, r->rank, listen, sizeof listen, err)) {
+      return -1;
+    }
     if (c->island_advertise[0] && atoll_islands_net_rank_endpoint(c->island_advertise, r->rank, advertise, sizeof advertise, err))
       return atoll_fail(err, "--island-advertise %s: an island of several ranks needs tcp://HOST:PORT (rank r is announced at PORT + r)",
                         c->island_advertise);

@@ -171,4 +171,12 @@ $ATOLL train $TINY --vocab 64 --data "$TMP/v64" --steps 2 --out "$TMP/v64run" >/
 expect_error "sample: prompt byte outside the vocabulary" "--prompt: byte 104" $ATOLL sample --ckpt "$TMP/v64run" --prompt hello
 $ATOLL sample --ckpt "$TMP/v64run" --prompt 0123 --tokens 4 >/dev/null 2>&1 && pass "sample: a prompt inside vocabulary 64" \
   || fail "sample: prompt inside vocabulary 64"
+# an island without --island-listen listens on its address toward the coordinator: a
+# coordinator host that does not resolve says so; --island-advertise alone is refused
+"$ATOLL" keys --out "$TMP/k" >/dev/null 2>&1 || fail "keys"
+NET="--island-key $TMP/k/key.secret --coordinator-key $TMP/k/key.pub"
+expect_error "--join to a host that does not resolve, no --island-listen" "cannot resolve no-such-host.invalid" \
+  $ATOLL train $TINY $D $NET --join tcp://no-such-host.invalid:5555 --steps 2 --out "$TMP/j1"
+expect_error "--island-advertise without --island-listen" "--island-advertise tcp://10.0.0.1:6000: needs --island-listen" \
+  $ATOLL train $TINY $D $NET --join tcp://127.0.0.1:9 --island-advertise tcp://10.0.0.1:6000 --steps 2 --out "$TMP/j2"
 finish

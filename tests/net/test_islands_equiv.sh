@@ -2,7 +2,8 @@
 # Islands as separate jobs (docs/islands.md) end bit-identical to the same run with
 # --islands K inside one mpirun: K island processes and a coordinator over loopback,
 # fp32, and fp4 with streaming fragments and overlap (the exchange on its own thread,
-# proven to run beside the inner steps); K = 2 and K = 3; and islands on
+# proven to run beside the inner steps); K = 2 and K = 3; islands given no
+# --island-listen (they listen on their address toward the coordinator); and islands on
 # the shadow device against the in-job CPU run. Compared: every
 # tensor of each island's final model.safetensors (the global weights) and every
 # validation loss.
@@ -29,7 +30,10 @@ run_case() {
   start_coordinator "$D" $cport $K --island-timeout 20
   pids=""; i=0
   while [ $i -lt $K ]; do
-    timeout -k 5 300 $ATOLL train $M --islands $K $flags ${NET_ONLY:-} $(island_flags "$D" $cport $i $1) --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
+    net=$(island_flags "$D" $cport $i $1)
+    # NO_LISTEN=1: without --island-listen (the address toward the coordinator, a free port)
+    [ "${NO_LISTEN:-0}" = 1 ] && net=$(echo "$net" | sed 's/ --island-listen [^ ]*//')
+    timeout -k 5 300 $ATOLL train $M --islands $K $flags ${NET_ONLY:-} $net --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
     pids="$pids $!"; i=$((i + 1)); shift
   done
   ok=1
@@ -53,6 +57,11 @@ export ATOLL_TEST_OVERLAP_PROOF=1
 run_case fp4_stream_k2 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype fp4
 unset ATOLL_TEST_OVERLAP_PROOF
 run_case fp4_stream_k3 3 --sync-every 4 --fragments 3 --outer-dtype fp4 --net-streams 2
+# islands given no --island-listen listen on their address toward the coordinator
+NO_LISTEN=1 run_case fp32_k2_nolisten 2 --sync-every 3
+grep -q "data at tcp://127.0.0.1:[0-9]*" "$TMP/fp32_k2_nolisten/coord.log" \
+  && pass "without --island-listen: $(grep -o 'island 0 joined.*data at tcp://[0-9.:]*' "$TMP/fp32_k2_nolisten/coord.log" | head -1 | sed 's/(key [^,]*, //')" \
+  || fail "without --island-listen: $(grep 'joined' "$TMP/fp32_k2_nolisten/coord.log" | head -1)"
 # the islands on a device (the shadow device: the CPU kernels behind addresses the host
 # may not touch), their outer exchange on the host copy of the weights, against the
 # in-job CPU run
