@@ -79,13 +79,37 @@ int main(void) {
   CHECK(strcmp(atoll_wire_type_name(ATOLL_WIRE_BYE), "BYE") == 0);
   put32(n - 4, 4000);
   refused(n, "BYE: rank 4000 out of range");
-  round_trip(&s), buf[5] = 17;
-  refused(n, "unknown message type 17");
+  round_trip(&s), buf[5] = 19;
+  refused(n, "unknown message type 19");
   /* WELCOME (type 16, the answer to a HELLO): text */
   atoll_wire_msg wl = {.type = ATOLL_WIRE_WELCOME};
   snprintf(wl.u.text, sizeof wl.u.text, "registered as island 0 rank 0");
   round_trip(&wl);
   CHECK(strcmp(atoll_wire_type_name(ATOLL_WIRE_WELCOME), "WELCOME") == 0);
+  /* ASK (17) and SETTINGS (18): an island's question before its HELLO, and the answer */
+  atoll_wire_msg ask = {.type = ATOLL_WIRE_ASK};
+  ask.u.settings.rank = 1;
+  n = round_trip(&ask);
+  put32(n - 4, 5000);
+  refused(n, "ASK: rank 5000 out of range");
+  const char *run = "{\"islands\": 3,\n \"sync-every\": 6}";
+  atoll_wire_msg st = {.type = ATOLL_WIRE_SETTINGS};
+  st.u.settings = (atoll_wire_settings){0, 2, (uint32_t)strlen(run), run};
+  n = round_trip(&st);
+  {
+    atoll_wire_msg p;
+    char why[200];
+    CHECK(atoll_wire_parse(buf, n, &p, mem2, 4, why, sizeof why) == 0);
+    CHECK(p.u.settings.slot == 2 && p.u.settings.len == strlen(run) && memcmp(p.u.settings.json, run, strlen(run)) == 0);
+  }
+  buf[n - 3] = 0x01; /* a control character in the settings */
+  refused(n, "SETTINGS: byte");
+  round_trip(&st), put32(ATOLL_WIRE_HEADER, 4000);
+  refused(n, "SETTINGS: slot 4000 out of range");
+  round_trip(&st), put32(ATOLL_WIRE_HEADER + 4, 5);
+  refused(n, "SETTINGS: 5 bytes of settings announced");
+  st.u.settings = (atoll_wire_settings){0, ATOLL_WIRE_NO_SLOT, 0, NULL};
+  round_trip(&st); /* no slot, no settings */
 
   /* QUORUM: members in increasing island order, at most max_members */
   atoll_wire_msg q = {.type = ATOLL_WIRE_QUORUM};

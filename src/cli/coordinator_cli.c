@@ -1,6 +1,7 @@
 /* atoll coordinator: the islands' coordinator process (src/net/coordinator.h). */
 #include "cli/net_cli.h"
 #include "net/coordinator.h"
+#include "train/run_settings.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -28,15 +29,19 @@ static int number(const char *flag, const char *v, double lo, double hi, double 
 
 int atoll_coordinator_main(int argc, char **argv) {
   atoll_coordinator_config c = {.min_islands = 1, .island_timeout = 10};
+  const char *run_file = NULL;
   double v;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll coordinator --listen tcp://ADDR:PORT --keys DIR [--min-islands M] [--island-timeout S] [--state FILE]\n"
+             "                         [--run FILE]\n"
              "  DIR holds the coordinator's key.secret (atoll keys --out DIR) and allowed/*.pub, the islands' public keys\n"
              "  --state FILE keeps the run's revision and members there (locked while in use; FILE.lock), so that a\n"
              "  restarted coordinator continues the run; one FILE per run. Without it nothing outlives the process.\n"
-             "  The coordinator ends (status 0) once every island that registered has finished its run.\n");
+             "  The coordinator ends (status 0) once every island that registered has finished its run.\n"
+             "  --run FILE: a JSON object of atoll train settings every island takes (model, steps, islands, sync-every...);\n"
+             "  an island started without --islands asks for them and for its slot (its key's place in allowed/, by name)\n");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -47,6 +52,7 @@ int atoll_coordinator_main(int argc, char **argv) {
     if (strcmp(a, "--listen") == 0) c.listen = val;
     else if (strcmp(a, "--keys") == 0) c.keys = val;
     else if (strcmp(a, "--state") == 0) c.state = val;
+    else if (strcmp(a, "--run") == 0) run_file = val;
     else if (strcmp(a, "--min-islands") == 0) {
       if (number(a, val, 1, 1024, &v) || v != (int)v) return 2;
       c.min_islands = (int)v;
@@ -66,12 +72,20 @@ int atoll_coordinator_main(int argc, char **argv) {
             c.listen ? "--keys" : "--listen");
     return 2;
   }
+  atoll_err err;
+  char *run = NULL;
+  if (run_file && atoll_run_settings_read(run_file, &run, &err)) {
+    fprintf(stderr, "atoll: error: %s\n", err.msg);
+    return 2;
+  }
+  c.run_json = run;
   struct sigaction sa = {0};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
-  atoll_err err;
-  if (atoll_coordinator_run(&c, &stop_flag, &err)) {
+  int rc = atoll_coordinator_run(&c, &stop_flag, &err);
+  free(run);
+  if (rc) {
     fprintf(stderr, "atoll: error: %s\n", err.msg);
     return 1;
   }

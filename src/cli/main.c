@@ -29,6 +29,9 @@
 #include "train/config.h"
 #include "train/device.h"
 #include "train/run.h"
+#include "train/run_settings.h"
+#include "net/ask.h"
+#include "net/wire.h"
 #ifdef ATOLL_HAVE_CUDA
 #include "ops/ops_cuda.h" /* atoll_cuda_open: --device cuda */
 #endif
@@ -371,6 +374,41 @@ static const char *island_own_run(int argc, char **argv, const char *config_file
   return out;
 }
 
+/* An island started without --islands (docs/islands.md, "Few flags") asks its
+ * coordinator for the run's settings and its slot before anything else: the run's
+ * settings go under its own flags, and its slot is its --island-id unless given.
+ * Returns 0 (done, or not such an island: the normal path reports bad settings), or -1.
+ * *run: the run's settings (free it), NULL without. */
+static int island_asks(int argc, char **argv, const char *config_file, int rank, atoll_config *cfg, char **run,
+                       atoll_err *err) {
+  *run = NULL;
+  atoll_config probe;
+  atoll_config_defaults(&probe);
+  probe.islands = 0, probe.island_id = -1; /* (not given: they stay so) */
+  atoll_err ignored;
+  if (apply_given(argc, argv, config_file, &probe, &ignored) || !probe.join[0] || probe.islands != 0 ||
+      !probe.island_key[0] || !probe.coordinator_key[0])
+    return 0;
+  uint32_t slot;
+  if (atoll_net_ask(probe.join, probe.island_key, probe.coordinator_key, (uint32_t)rank, probe.net_timeout, NULL, &slot,
+                    run, err))
+    return -1;
+  if (*run && atoll_run_settings_apply(cfg, *run, err)) return -1;
+  if (probe.island_id < 0) {
+    if (slot == ATOLL_WIRE_NO_SLOT)
+      return atoll_fail(err, "--join %s: the coordinator has no slot for this island's key (allowed after it started?); give --island-id",
+                        probe.join);
+    cfg->island_id = (int)slot;
+  }
+  if (probe.island_id < 0 && cfg->islands >= 2 && cfg->island_id >= cfg->islands)
+    return atoll_fail(err, "--join %s: this island's key is slot %d of the coordinator's allow-list, but its run has %d islands",
+                      probe.join, cfg->island_id, cfg->islands);
+  if (cfg->islands < 2)
+    return atoll_fail(err, "--join %s: the coordinator's run does not say how many islands (its --run FILE has no \"islands\"); give --islands",
+                      probe.join);
+  return 0;
+}
+
 /* This rank's settings from its flags, --config and --resume: 0, -1 (err), or 1 for
  * --help. */
 static int read_train_settings(int argc, char **argv, int rank, atoll_config *cfg, const char **resume, int *data_given,
@@ -398,7 +436,19 @@ static int read_train_settings(int argc, char **argv, int rank, atoll_config *cf
   for (int i = 0; *resume && i + 1 < argc; i += 2) /* a resumed run continues its own weights */
     if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0)
       return atoll_fail(err, "%s: conflicts with --resume (a resumed run continues from its checkpoint)", argv[i]);
-  return apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, data_from_ckpt, err);
+  char *run = NULL;
+  if (!*resume && island_asks(argc, argv, config_file, rank, cfg, &run, err)) {
+    free(run);
+    return -1;
+  }
+  atoll_config run_only = *cfg;
+  int rc = apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, data_from_ckpt, err);
+  if (rc == 0 && run) rc = atoll_run_settings_agree(&run_only, cfg, run, err);
+  if (rc == 0 && run && rank == 0)
+    fprintf(stderr, "atoll train: the coordinator %s gave the run's settings (%zu bytes); this island is slot %d of %d\n",
+            cfg->join, strlen(run), cfg->island_id, cfg->islands);
+  free(run);
+  return rc;
 }
 
 /* Checkpoints record --data as an absolute path (train_ckpt.c); those from before

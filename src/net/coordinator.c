@@ -278,6 +278,10 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   char who[200];
   atoll_coord_name_of(c, keyz, addr, who, sizeof who);
   if (parse(c, n, who, &msg)) return;
+  if (msg.type == ATOLL_WIRE_ASK) { /* before any HELLO: answered, no member made */
+    atoll_coord_on_ask(c, from, keyz, who, msg.u.settings.rank);
+    return;
+  }
   member *m = sender(c, &msg, from, keyz, addr, who);
   if (!m) return;
   m->last_heard = atoll_net_now();
@@ -329,7 +333,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   atoll_key_path(path, sizeof path, cfg->keys, "allowed", err); /* (shorter than key.secret's, checked above) */
   if (atoll_keys_private_dir(cfg->keys, err) || atoll_keys_private_dir(path, err)) goto done;
   int allowed = atoll_zap_allow_dir(c->zap, path, err);
-  if (allowed < 0) goto done;
+  if (allowed < 0 || atoll_coord_load_slots(c, path, err)) goto done;
   if (allowed == 0) {
     atoll_fail(err, "--keys %s: no island keys in %s/ (copy each island's key.pub there, as NAME.pub)", cfg->keys, path);
     goto done;

@@ -21,6 +21,7 @@ typedef struct {
   int min_islands;
   double island_timeout;  /* seconds of silence before an island is dropped */
   double run_seconds;     /* > 0: stop after this long (tests) */
+  const char *run_json;   /* the run's settings for islands that ask (ASK), JSON text; NULL: none */
 } atoll_coordinator_config;
 
 /* Runs until *stop is set (or run_seconds pass). Returns 0, or -1 with err. */

@@ -105,8 +105,15 @@ typedef struct {
   int lock_fd;      /* the state file's lock (-1: none) */
   said_lately refused; /* a refused layout */
   said_lately unreg;   /* messages from an allowed key that is not a member */
+  char slots[MAX_MEMBERS][ATOLL_KEY_Z85 + 1]; /* the allow-list's keys, by file name: slot i (ASK) */
+  int nslots;
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;
+
+/* coordinator_settings.c: the allow-list's keys in file-name order (slots), and the
+ * answer to an ASK */
+int atoll_coord_load_slots(coord *c, const char *allowed, atoll_err *err);
+void atoll_coord_on_ask(coord *c, const route *from, const char *keyz, const char *who, uint32_t rank);
 
 /* coordinator_members.c */
 void atoll_coord_hex(const uint8_t *h, char out[17]); /* the first 8 bytes of a hash, in hex */

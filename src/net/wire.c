@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT", "COMMIT",
-                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM", "BYE", "WELCOME"};
+                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM", "BYE", "WELCOME", "ASK", "SETTINGS"};
 
 const char *atoll_wire_type_name(int type) {
   return type >= 1 && type <= ATOLL_WIRE_TYPE_MAX ? NAMES[type] : "unknown";
@@ -160,6 +160,23 @@ static int parse_data(rd *r, atoll_wire_data *d, const char *name, char *why, si
   return 0;
 }
 
+/* SETTINGS: the text stays in the frame (json points there). */
+static int parse_settings(rd *r, atoll_wire_settings *s, const char *name, char *why, size_t whysz) {
+  s->slot = (uint32_t)get_le(r, 4);
+  s->len = (uint32_t)get_le(r, 4);
+  if (r->bad) return 0; /* (reported as truncated) */
+  if (s->slot >= ATOLL_WIRE_MAX_MEMBERS && s->slot != ATOLL_WIRE_NO_SLOT) return fail(why, whysz, "%s: slot %u out of range", name, s->slot);
+  if (s->len > ATOLL_WIRE_MAX_SETTINGS || s->len != r->left)
+    return fail(why, whysz, "%s: %u bytes of settings announced, %zu present (at most %u)", name, s->len, r->left,
+                ATOLL_WIRE_MAX_SETTINGS);
+  for (uint32_t i = 0; i < s->len; i++)
+    if ((r->p[i] < 0x20 || r->p[i] > 0x7e) && r->p[i] != '\t' && r->p[i] != '\n' && r->p[i] != '\r')
+      return fail(why, whysz, "%s: byte %u of the settings is not printable ASCII", name, i);
+  s->json = (const char *)r->p;
+  take(r, NULL, s->len);
+  return 0;
+}
+
 /* The payload of m->type. */
 static int parse_payload(rd *r, atoll_wire_msg *m, atoll_wire_member *members, uint32_t max_members, char *why, size_t whysz) {
   const char *name = atoll_wire_type_name(m->type);
@@ -185,6 +202,11 @@ static int parse_payload(rd *r, atoll_wire_msg *m, atoll_wire_member *members, u
     if (get_str(r, m->u.text, ATOLL_WIRE_MAX_TEXT, 1)) return fail(why, whysz, "%s: bad text", name);
     return 0;
   case ATOLL_WIRE_DATA: return parse_data(r, &m->u.data, name, why, whysz);
+  case ATOLL_WIRE_ASK:
+    m->u.settings.rank = (uint32_t)get_le(r, 4);
+    if (!r->bad && m->u.settings.rank >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: rank %u out of range", name, m->u.settings.rank);
+    return 0;
+  case ATOLL_WIRE_SETTINGS: return parse_settings(r, &m->u.settings, name, why, whysz);
   }
   return 0;
 }
@@ -245,6 +267,7 @@ static void put_sync(wr *w, const atoll_wire_sync *s) {
 size_t atoll_wire_size(const atoll_wire_msg *m) {
   switch (m->type) {
   case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 45 + m->u.data.len;
+  case ATOLL_WIRE_SETTINGS: return ATOLL_WIRE_HEADER + 8 + m->u.settings.len;
   case ATOLL_WIRE_QUORUM:
   case ATOLL_WIRE_FEED:
   case ATOLL_WIRE_STATE_FROM: return ATOLL_WIRE_HEADER + 28 + ATOLL_WIRE_HASH + (size_t)m->u.quorum.n * (4 + ATOLL_WIRE_KEY + 2 + ATOLL_WIRE_MAX_ENDPOINT);
@@ -308,6 +331,13 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
     put_le(&w, m->u.data.total, 8);
     put_le(&w, m->u.data.len, 4);
     put(&w, m->u.data.bytes, m->u.data.len);
+    break;
+  case ATOLL_WIRE_ASK: put_le(&w, m->u.settings.rank, 4); break;
+  case ATOLL_WIRE_SETTINGS:
+    if (m->u.settings.len > ATOLL_WIRE_MAX_SETTINGS) return 0;
+    put_le(&w, m->u.settings.slot, 4);
+    put_le(&w, m->u.settings.len, 4);
+    put(&w, m->u.settings.json, m->u.settings.len);
     break;
   default: return 0;
   }

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATOLL_WIRE_VERSION 2
+#define ATOLL_WIRE_VERSION 3
 #define ATOLL_WIRE_HEADER 24
 #define ATOLL_WIRE_MAX_CONTROL (64u << 10)
 #define ATOLL_WIRE_MAX_DATA (16u << 20)
@@ -29,6 +29,7 @@
 #define ATOLL_WIRE_MAX_ENDPOINT 255
 #define ATOLL_WIRE_MAX_MEMBERS 1024
 #define ATOLL_WIRE_MAX_TEXT 1024
+#define ATOLL_WIRE_MAX_SETTINGS (32u << 10) /* a run's settings, JSON text */
 /* The WAIT text for a quorum below --min-islands (islands present, islands needed):
  * written by the coordinator, read back by an island that has fewer slots (--islands)
  * than the coordinator needs, which then stops at once with one line. */
@@ -51,7 +52,9 @@ typedef enum {
   ATOLL_WIRE_STATE_FROM = 14, /* coordinator -> joining island: fetch the state from this member */
   ATOLL_WIRE_BYE = 15,      /* island -> coordinator: it finished its run and leaves */
   ATOLL_WIRE_WELCOME = 16,  /* coordinator -> island: its HELLO was taken (text: the run's state) */
-  ATOLL_WIRE_TYPE_MAX = 16
+  ATOLL_WIRE_ASK = 17,      /* island -> coordinator, before its HELLO: the run's settings and its slot? */
+  ATOLL_WIRE_SETTINGS = 18, /* coordinator -> island: the answer */
+  ATOLL_WIRE_TYPE_MAX = 18
 } atoll_wire_type;
 
 /* HELLO and HEARTBEAT */
@@ -108,6 +111,17 @@ typedef struct {
   const uint8_t *bytes; /* points into the frame */
 } atoll_wire_data;
 
+/* ASK: rank (of the asking island's job). SETTINGS: slot, the island slot of the
+ * asker's key (its place in the coordinator's allow-list, sorted by file name), or
+ * ATOLL_WIRE_NO_SLOT; json: the run's settings (--run FILE), len bytes of printable
+ * ASCII, tab, CR or LF, pointing into the frame (not NUL-terminated); len 0: none. */
+#define ATOLL_WIRE_NO_SLOT 0xffffffffu
+typedef struct {
+  uint32_t rank, slot;
+  uint32_t len;
+  const char *json;
+} atoll_wire_settings;
+
 typedef struct {
   atoll_wire_type type;
   uint64_t session;
@@ -117,6 +131,7 @@ typedef struct {
     atoll_wire_sync sync;
     atoll_wire_quorum quorum;
     atoll_wire_data data;
+    atoll_wire_settings settings;
     char text[ATOLL_WIRE_MAX_TEXT + 1];
   } u;
 } atoll_wire_msg;

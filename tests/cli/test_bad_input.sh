@@ -176,7 +176,11 @@ $ATOLL sample --ckpt "$TMP/v64run" --prompt 0123 --tokens 4 >/dev/null 2>&1 && p
 "$ATOLL" keys --out "$TMP/k" >/dev/null 2>&1 || fail "keys"
 NET="--island-key $TMP/k/key.secret --coordinator-key $TMP/k/key.pub"
 expect_error "--join to a host that does not resolve, no --island-listen" "cannot resolve no-such-host.invalid" \
-  $ATOLL train $TINY $D $NET --join tcp://no-such-host.invalid:5555 --steps 2 --out "$TMP/j1"
+  $ATOLL train $TINY $D $NET --islands 2 --join tcp://no-such-host.invalid:5555 --steps 2 --out "$TMP/j1"
 expect_error "--island-advertise without --island-listen" "--island-advertise tcp://10.0.0.1:6000: needs --island-listen" \
-  $ATOLL train $TINY $D $NET --join tcp://127.0.0.1:9 --island-advertise tcp://10.0.0.1:6000 --steps 2 --out "$TMP/j2"
+  $ATOLL train $TINY $D $NET --islands 2 --join tcp://127.0.0.1:9 --island-advertise tcp://10.0.0.1:6000 --steps 2 --out "$TMP/j2"
+# an island without --islands asks the coordinator first: a host that does not resolve
+# is said at once, not after --net-timeout
+expect_error "--join to a host that does not resolve, no --islands" "--join tcp://no-such-host.invalid:5555: cannot resolve" \
+  $ATOLL train $TINY $D $NET --join tcp://no-such-host.invalid:5555 --steps 2 --out "$TMP/j3"
 finish

@@ -7,7 +7,9 @@
 #  - a marked block never holds scripts/quickstart.sh or scripts/test.sh (they install,
 #    build and run the whole suite);
 #  - every relative link of README.md names a file or directory that exists;
-#  - docs/testing.md names every ctest entry of this build (`ctest -N`).
+#  - docs/testing.md names every ctest entry of this build (`ctest -N`);
+#  - the tour's islands in one job and as separate programs end with the same
+#    validation loss, as the README says.
 # usage: test_readme.sh ATOLL SRC
 ATOLL=$1
 SRC=$2
@@ -51,6 +53,13 @@ while [ $i -le "$count" ]; do
   else fail "block $i exited $rc: $first"; tail -15 "$TMP/log$i"; fi
   i=$((i + 1))
 done
+
+# the tour's claim: the islands in one job and as separate programs end alike
+if [ -f "$TMP/run/runs/islands/summary.json" ] && [ -f "$TMP/run/runs/net0/summary.json" ]; then
+  out=$($PY -c 'import json, sys; a, b = (json.load(open(f))["final_val_loss"] for f in sys.argv[1:]); print(a, b); sys.exit(0 if a == b else 1)' \
+    "$TMP/run/runs/islands/summary.json" "$TMP/run/runs/net0/summary.json") \
+    && pass "the tour's islands in one job and as programs: the same validation loss ($out)" || fail "the tour's islands: validation losses $out"
+fi
 
 # ---------------------------------------------------------------- links
 for link in $(grep -o '](\([^)#]*\)[)#]' "$README" | sed 's/^](//; s/[)#]$//' | grep -v '^[a-z]*://' | sort -u); do

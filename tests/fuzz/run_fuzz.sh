@@ -289,6 +289,13 @@ static void gen(void) {
   m.type = ATOLL_WIRE_ABORT;
   m.u.sync = (atoll_wire_sync){100, 1, 4, {0}};
   put("abort.bin", &m);
+  m.type = ATOLL_WIRE_ASK;
+  m.u.settings = (atoll_wire_settings){1, 0, 0, NULL};
+  put("ask.bin", &m);
+  const char *run = "{\"islands\": 3, \"sync-every\": 6}";
+  m.type = ATOLL_WIRE_SETTINGS;
+  m.u.settings = (atoll_wire_settings){0, 2, (uint32_t)strlen(run), run};
+  put("settings.bin", &m);
 }
 #endif
 int main(int argc, char **argv) {
@@ -303,7 +310,7 @@ EOF
 # name | -D flag for the generator | sources besides the target | libraries
 targets=(
   "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
-  "config|GEN_CONFIG|src/train/config.c src/parallel/outer_lr.c src/model/layout.c src/model/rope.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
+  "config|GEN_CONFIG|src/train/config.c src/train/eval_sets.c src/parallel/outer_lr.c src/model/layout.c src/model/rope.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
   "jsonl|GEN_JSONL|src/text/jsonl.c src/core/err.c|"
   "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/added_tokens.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/tokenizer/text_pieces.c src/text/text_input.c src/text/jsonl.c src/data/token_file.c src/core/json_text.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lz -lm"

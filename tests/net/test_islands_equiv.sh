@@ -59,9 +59,46 @@ unset ATOLL_TEST_OVERLAP_PROOF
 run_case fp4_stream_k3 3 --sync-every 4 --fragments 3 --outer-dtype fp4 --net-streams 2
 # islands given no --island-listen listen on their address toward the coordinator
 NO_LISTEN=1 run_case fp32_k2_nolisten 2 --sync-every 3
-grep -q "data at tcp://127.0.0.1:[0-9]*" "$TMP/fp32_k2_nolisten/coord.log" \
+[ -d "$TMP/fp32_k2_nolisten" ] && { grep -q "data at tcp://127.0.0.1:[0-9]*" "$TMP/fp32_k2_nolisten/coord.log" \
   && pass "without --island-listen: $(grep -o 'island 0 joined.*data at tcp://[0-9.:]*' "$TMP/fp32_k2_nolisten/coord.log" | head -1 | sed 's/(key [^,]*, //')" \
-  || fail "without --island-listen: $(grep 'joined' "$TMP/fp32_k2_nolisten/coord.log" | head -1)"
+  || fail "without --island-listen: $(grep 'joined' "$TMP/fp32_k2_nolisten/coord.log" | head -1)"; }
+# few flags: the coordinator holds the run's settings (--run FILE) and each island gives
+# only the coordinator, its keys, its data and its out; its slot is its key's place in
+# the allow-list (i0.pub, i1.pub). Bit-identical to --islands 2 in one job, as above.
+few_flags() {
+  D="$TMP/few"; mkdir -p "$D"
+  $MPIRUN -np 2 $ATOLL train $M --islands 2 --sync-every 3 --out "$D/injob" >/dev/null 2>"$D/injob.err" || { fail "few flags: in-job run: $(tail -1 "$D/injob.err")"; return; }
+  net_keys "$D" 2 || { fail "few flags: keys"; return; }
+  printf '{"layers": 2, "heads": 2, "dim": 32, "context": 32, "batch": 2, "threads": 1, "eval_every": 4, "eval-batches": 2, "save-every": 0, "steps": 12, "islands": 2, "sync-every": 3}\n' >"$D/run.json"
+  set -- $(free_ports 1)
+  start_coordinator "$D" $1 2 --island-timeout 20 --run "$D/run.json"
+  # a flag that disagrees with the run's settings is refused in one line, before registering
+  timeout -k 5 30 $ATOLL train --join tcp://127.0.0.1:$1 --island-key "$D/i0/key.secret" --coordinator-key "$D/coord/key.pub" \
+    --data "$TMP/data" --sync-every 4 --out "$D/bad" >/dev/null 2>"$D/bad.err"
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c . "$D/bad.err")" -eq 1 ] && grep -q -- "--sync-every 4: the coordinator's run sets sync-every = 3" "$D/bad.err" \
+    && pass "few flags: a disagreeing flag: $(cat "$D/bad.err")" || fail "few flags: a disagreeing flag (status $rc): $(cat "$D/bad.err")"
+  pids=""
+  for i in 1 0; do  # (in reverse: the slot comes from the key, not the order of arrival)
+    timeout -k 5 300 $ATOLL train --join tcp://127.0.0.1:$1 --island-key "$D/i$i/key.secret" --coordinator-key "$D/coord/key.pub" \
+      --data "$TMP/data" --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
+    pids="$pids $!"
+  done
+  ok=1
+  for p in $pids; do wait $p || ok=0; done
+  [ $ok -eq 1 ] || { fail "few flags: an island failed: $(tail -n 1 "$D"/net*.err)"; kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null; return; }
+  for i in 0 1; do
+    out=$(cmp_runs "$D/net$i" "$D/injob") && pass "few flags: island $i ($(grep -o 'slot [0-9]* of [0-9]*' "$D/net$i.err")) == --islands 2 in one job: $out" || fail "few flags: island $i: $out"
+  done
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  # a run file that names an island's own setting is refused at the coordinator's start
+  printf '{"islands": 2, "data": "x"}' >"$D/own.json"
+  $ATOLL coordinator --listen tcp://127.0.0.1:$1 --keys "$D/coord" --run "$D/own.json" >/dev/null 2>"$D/own.err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "data is each island's own" "$D/own.err" && pass "few flags: $(cat "$D/own.err")" || fail "few flags: --run with data (status $rc): $(cat "$D/own.err")"
+}
+[ -z "${EXCEPT_FEW:-}" ] && few_flags
+
 # the islands on a device (the shadow device: the CPU kernels behind addresses the host
 # may not touch), their outer exchange on the host copy of the weights, against the
 # in-job CPU run
