@@ -128,6 +128,7 @@ int main(void) {
   storm_on = 0;
   pthread_join(t, NULL);
   CHECK(bad == 0);
-  CHECK(flag == 1);
+  /* atoll's handler: 1 on the first signal, 2 on any later one (the storm sent many) */
+  CHECK(flag == (getenv("ATOLL_TEST_PLAIN_HANDLER") ? 1 : 2));
   CHECK_DONE();
 }

@@ -396,12 +396,12 @@ static int island_asks(int argc, char **argv, const char *config_file, int rank,
   if (*run && atoll_run_settings_apply(cfg, *run, err)) return -1;
   if (probe.island_id < 0) {
     if (slot == ATOLL_WIRE_NO_SLOT)
-      return atoll_fail(err, "--join %s: the coordinator has no slot for this island's key (allowed after it started?); give --island-id",
+      return atoll_fail(err, "--join %s: the coordinator has no island slot for this island's key (allowed after it started?); give --island-id",
                         probe.join);
     cfg->island_id = (int)slot;
   }
   if (probe.island_id < 0 && cfg->islands >= 2 && cfg->island_id >= cfg->islands)
-    return atoll_fail(err, "--join %s: this island's key is slot %d of the coordinator's allow-list, but its run has %d islands",
+    return atoll_fail(err, "--join %s: this island's key is island slot %d in the coordinator's allow-list, but its run has %d islands",
                       probe.join, cfg->island_id, cfg->islands);
   if (cfg->islands < 2)
     return atoll_fail(err, "--join %s: the coordinator's run does not say how many islands (its --run FILE has no \"islands\"); give --islands",
@@ -445,7 +445,7 @@ static int read_train_settings(int argc, char **argv, int rank, atoll_config *cf
   int rc = apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, data_from_ckpt, err);
   if (rc == 0 && run) rc = atoll_run_settings_agree(&run_only, cfg, run, err);
   if (rc == 0 && run && rank == 0)
-    fprintf(stderr, "atoll train: the coordinator %s gave the run's settings (%zu bytes); this island is slot %d of %d\n",
+    fprintf(stderr, "atoll train: the coordinator %s gave the run's settings (%zu bytes); this island is island slot %d of %d\n",
             cfg->join, strlen(run), cfg->island_id, cfg->islands);
   free(run);
   return rc;

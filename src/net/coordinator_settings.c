@@ -44,9 +44,9 @@ void atoll_coord_on_ask(coord *c, const route *from, const char *keyz, const cha
   msg.u.settings.len = run ? (uint32_t)strlen(run) : 0;
   if (rank == 0) { /* (each rank of an island asks; one line per island) */
     if (msg.u.settings.slot == ATOLL_WIRE_NO_SLOT)
-      fprintf(stderr, "coordinator: %s asks for the run's settings: no slot (its key was allowed after the start)\n", who);
+      fprintf(stderr, "coordinator: %s asks for the run's settings: no island slot (its key was allowed after the start)\n", who);
     else
-      fprintf(stderr, "coordinator: %s asks for the run's settings: slot %u%s\n", who, msg.u.settings.slot,
+      fprintf(stderr, "coordinator: %s asks for the run's settings: island slot %u%s\n", who, msg.u.settings.slot,
               run ? "" : " (no --run: it has its own)");
   }
   atoll_coord_send_to(c, from, &msg);
