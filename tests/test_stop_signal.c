@@ -121,6 +121,9 @@ int main(void) {
   pthread_sigmask(SIG_BLOCK, NULL, &cur);
   CHECK(!sigismember(&cur, SIGHUP));
 
+  raise(SIGHUP); /* one signal: 1 (an island then leaves gracefully, train.c) */
+  CHECK(flag == 1);
+
   omp_set_num_threads(1); /* as in the runs that crashed (--threads 1) */
   pthread_t t;
   pthread_create(&t, NULL, storm, NULL);
