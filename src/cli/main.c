@@ -404,8 +404,8 @@ static int island_asks(int argc, char **argv, const char *config_file, int rank,
     return atoll_fail(err, "--join %s: this island's key is island slot %d in the coordinator's allow-list, but its run has %d islands",
                       probe.join, cfg->island_id, cfg->islands);
   if (cfg->islands < 2)
-    return atoll_fail(err, "--join %s: the coordinator's run does not say how many islands (its --run FILE has no \"islands\"); give --islands",
-                      probe.join);
+    return atoll_fail(err, "--join %s: the coordinator does not say how many islands (%s); give --islands", probe.join,
+                      *run ? "its --run FILE has no \"islands\"" : "it was started without --run FILE");
   return 0;
 }
 
