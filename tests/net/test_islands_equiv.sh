@@ -96,6 +96,14 @@ few_flags() {
   $ATOLL coordinator --listen tcp://127.0.0.1:$1 --keys "$D/coord" --run "$D/own.json" >/dev/null 2>"$D/own.err"
   rc=$?
   [ $rc -eq 2 ] && grep -q "data is each island's own" "$D/own.err" && pass "few flags: $(cat "$D/own.err")" || fail "few flags: --run with data (status $rc): $(cat "$D/own.err")"
+  # a coordinator without --run gives the island slot alone: an island without --islands is told
+  start_coordinator "$D" $1 2
+  timeout -k 5 30 $ATOLL train --join tcp://127.0.0.1:$1 --island-key "$D/i1/key.secret" --coordinator-key "$D/coord/key.pub" \
+    --data "$TMP/data" --out "$D/norun" >/dev/null 2>"$D/norun.err"
+  rc=$?
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(grep -c . "$D/norun.err")" -eq 1 ] && grep -q "it was started without --run FILE); give --islands" "$D/norun.err" \
+    && pass "few flags: $(cat "$D/norun.err")" || fail "few flags: a coordinator without --run (status $rc): $(cat "$D/norun.err")"
 }
 [ -z "${EXCEPT_FEW:-}" ] && few_flags
 
