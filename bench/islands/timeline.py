@@ -30,8 +30,8 @@ def lanes(run):
 
 pairs = list(zip(sys.argv[2::2], sys.argv[3::2]))
 fig, axes = plt.subplots(len(pairs), 1, figsize=(11, 1.2 + 0.6 * 4 * len(pairs)), squeeze=False)
-t0 = min(s[0] for _, run in pairs for _, spans in lanes(run) for s in spans)
 for ax, (title, run) in zip(axes[:, 0], pairs):
+    t0 = min(s[0] for _, spans in lanes(run) for s in spans)  # each run from its own start
     for y, (name, spans) in enumerate(lanes(run)):
         for kind, color in (("compute", "tab:green"), ("gap", "tab:orange")):
             ax.broken_barh([(s - t0, n) for s, n, k in spans if k == kind], (y - 0.35, 0.7), color=color,
