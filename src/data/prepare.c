@@ -140,6 +140,7 @@ static int split_put(split_out *o, const uint8_t *p, size_t n, atoll_err *err) {
   if (!o->tok) return split_put_tokens(o, NULL, p, n, err);
   encode_ctx c = {o, err};
   o->text.piece = ENCODE_PIECE;
+  o->text.tok = o->tok;
   int rc = atoll_text_pieces_add(&o->text, p, n, encode_piece, &c);
   if (rc == -2) return atoll_fail(err, "prepare: out of memory holding %zu bytes of text to encode", o->text.n + n);
   return rc;
