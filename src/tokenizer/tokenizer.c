@@ -191,6 +191,11 @@ int atoll_tokenizer_prefix(const atoll_tokenizer *t, const int32_t **ids) {
   return t->pipe ? t->pipe->nprefix : 0;
 }
 
+int atoll_tokenizer_suffix(const atoll_tokenizer *t, const int32_t **ids) {
+  *ids = t->pipe ? t->pipe->suffix : NULL;
+  return t->pipe ? t->pipe->nsuffix : 0;
+}
+
 int atoll_tokenizer_round_trips(const atoll_tokenizer *t) {
   return !t->pipe || (t->pipe->byte_level && t->pipe->nnorm == 0);
 }

@@ -47,6 +47,8 @@ size_t atoll_tokenizer_cut(const atoll_tokenizer *t, const uint8_t *text, size_t
 /* The ids tokenizer.json's post_processor (TemplateProcessing) puts before a text, BOS:
  * *ids gets them, the count is returned (0: none). encode does not add them. */
 int atoll_tokenizer_prefix(const atoll_tokenizer *t, const int32_t **ids);
+/* The same after a text (EOS, where the template has one). */
+int atoll_tokenizer_suffix(const atoll_tokenizer *t, const int32_t **ids);
 /* Whether decode(encode(x)) == x for every x (no normalizer, byte-level symbols). */
 int atoll_tokenizer_round_trips(const atoll_tokenizer *t);
 /* The bytes of token id (NULL for an id outside the vocabulary) and their count. */
