@@ -5,6 +5,7 @@
  * joins, and Strip is applied to a whole decoded text (tokenizer.c). */
 #include "tokenizer/tokenizer_internal.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,14 +69,14 @@ static int decoded_table(atoll_tokenizer *t, const char *name, atoll_err *err) {
   return 0;
 }
 
-int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const char *text, size_t len, const char *name,
+int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const void *root_json, size_t len, const char *name,
                      atoll_err *err) {
   atoll_pipeline *p = t->pipe;
-  t->json = malloc(len + 1);
+  /* what is written back: the file as cJSON read it (bytes cJSON skips, such as NULs
+   * between tokens, are not kept) */
+  t->json = cJSON_PrintBuffered((const cJSON *)root_json, (int)(len < (1u << 30) ? len + 64 : 1u << 30), 1);
   if (!t->json) return atoll_fail(err, "%s: out of memory", name);
-  memcpy(t->json, text, len);
-  t->json[len] = 0;
-  t->json_len = len;
+  t->json_len = strlen(t->json);
   if (!p->byte_level) {
     for (int b = 0; b < 256; b++) {
       char s[8];

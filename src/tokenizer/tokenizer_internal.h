@@ -36,7 +36,7 @@ struct atoll_tokenizer {
   /* a pipeline other than GPT-2's (pipeline.h), NULL for GPT-2's */
   atoll_pipeline *pipe;
   atoll_bytemap vocab_map; /* with pipe: the model's token strings (bytes with ByteLevel) -> id */
-  char *json;              /* with pipe: the file's text, written back as it was */
+  char *json;              /* with pipe: the file's JSON (cJSON's print), written back */
   size_t json_len;
   uint8_t *norm_buf, *meta_buf; /* scratch of the normalizers and Metaspace */
   size_t norm_cap, meta_cap;
@@ -79,9 +79,9 @@ typedef int (*atoll_plain_encode)(atoll_tokenizer *t, const uint8_t *text, size_
 int atoll_added_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
                        atoll_plain_encode plain, atoll_err *err);
 
-/* With a pipeline: keeps map (emptied) and the file's text, makes the decoded token table
+/* With a pipeline: keeps map (emptied) and the file's JSON as cJSON prints it, makes the decoded token table
  * of a vocabulary of characters (pipe_vocab.c). */
-int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const char *text, size_t len, const char *name,
+int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const void *root_json, size_t len, const char *name,
                      atoll_err *err);
 /* With a pipeline (pipe_encode.c): the whole of encode. */
 int atoll_pipe_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_err *err);

@@ -2,7 +2,7 @@
  * model BPE (vocab: symbol string -> id, merges: "left right"), ByteLevel
  * pre-tokenizer (add_prefix_space false, use_regex true) and decoder. Token strings
  * are written in ByteLevel's alphabet: each byte one code point (atoll_byte_symbol).
- * Other pipelines (pipeline.c) are read, and written back as the file's text. */
+ * Other pipelines (pipeline.c) are read, and written back as cJSON prints what it read. */
 #include "core/fs.h"
 #include "core/json_text.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -410,7 +410,7 @@ int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, c
     if (read_vocab(t, cJSON_GetObjectItemCaseSensitive(model, "vocab"), &map, name, err) == 0 &&
         read_merges(t, cJSON_GetObjectItemCaseSensitive(model, "merges"), &map, name, err) == 0 &&
         atoll_added_tokens_read(t, root, &map, name, err) == 0 && atoll_pipeline_post(t, root, name, err) == 0 &&
-        (!t->pipe || atoll_pipe_vocab(t, &map, text, len, name, err) == 0) && atoll_tokenizer_finish(t, name, err) == 0)
+        (!t->pipe || atoll_pipe_vocab(t, &map, root, len, name, err) == 0) && atoll_tokenizer_finish(t, name, err) == 0)
       rc = 0;
   }
   cJSON_Delete(root);

@@ -25,8 +25,11 @@ decode, and for the byte-level families give the text back. Exit status 1 on any
 difference."""
 import json
 import os
+import random
 import subprocess
 import sys
+
+import make_text
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -121,6 +124,8 @@ def main():
                     "RTL: שלום עולם, مرحبا بالعالم ١٢٣\u200f.\n"
                     "Spaces:" + " " * 17 + "end\t\t tabs\u00a0nbsp\u3000ideo\n\n\n"
                     "Digits 1234567890123 3.14159 1,000,000 and 00007; She's, THEY'RE, we'VE.\n") * 40
+    rng = random.Random(35)  # make_text.py's pieces: every boundary between classes, odd whitespace
+    unicode_text += make_text.PROSE + "".join(rng.choice(make_text.PIECES) for _ in range(20000))
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
     code = "".join(open(os.path.join(src, p), encoding="utf-8").read()
                    for p in ("tokenizer/bpe_encode.c", "tokenizer/pipeline.c", "cli/tokenizer_cli.c"))
