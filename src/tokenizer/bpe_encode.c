@@ -146,6 +146,12 @@ static size_t symbols_of(const atoll_tokenizer *t, const uint8_t *w, size_t n, i
   }
   size_t k = 0;
   for (size_t i = 0; i < n;) {
+    if (w[i] < 0x80) { /* ASCII from a table */
+      int32_t id = t->pipe->ascii[w[i]];
+      ids[k++] = id >= 0 ? id : t->pipe->fallback[w[i]];
+      i++;
+      continue;
+    }
     uint32_t cp;
     size_t l = (size_t)atoll_utf8_next(w + i, n - i, &cp);
     int64_t e = cp == 0xFFFFFFFFu ? -1 : atoll_bytemap_find(&t->vocab_map, w + i, l, atoll_bytes_hash(w + i, l));
@@ -204,7 +210,20 @@ int atoll_bpe_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens 
       return atoll_fail(err, "encode: out of memory");
     }
   }
-  size_t k = merge_word(t, ids, ns, next, prev, heap);
+  size_t k = 0;
+  if (t->pipe && t->pipe->unmerged) { /* parts between symbols no merge names, merged apart */
+    for (size_t a = 0; a < ns;) {
+      size_t b = a;
+      while (b < ns && !t->pipe->unmerged[ids[b]]) b++;
+      if (b < ns) b++; /* the unmerged symbol ends its part */
+      size_t m = b - a <= SHORT ? merge_short(t, ids + a, b - a) : merge_word(t, ids + a, b - a, next, prev, heap);
+      memmove(ids + k, ids + a, m * sizeof *ids);
+      k += m;
+      a = b;
+    }
+  } else {
+    k = merge_word(t, ids, ns, next, prev, heap);
+  }
   out->n += k;
   if (ns > SMALL) {
     free(next);

@@ -2,7 +2,9 @@
  * the model's strings; with a vocabulary of characters (SentencePiece's, byte
  * fallback), the <0xNN> tokens are found and each token's bytes become what the
  * decoder makes of it: its Replace steps applied, a <0xNN> token its byte. Fuse only
- * joins, and Strip is applied to a whole decoded text (tokenizer.c). */
+ * joins, and Strip is applied to a whole decoded text (tokenizer.c). Tokens no merge
+ * names are marked: without a pre-tokenizer a passage is one word, merged in parts
+ * between them (Llama 2's newline, a <0xNN> token, cuts it) with the ids of the whole. */
 #include "tokenizer/tokenizer_internal.h"
 
 #include <cjson/cJSON.h>
@@ -93,6 +95,15 @@ int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const void *root_js
     }
     p->hash = h;
     if (decoded_table(t, name, err)) return -1;
+    for (int c = 0; c < 128; c++) {
+      uint8_t ch = (uint8_t)c;
+      int64_t e = atoll_bytemap_find(map, &ch, 1, atoll_bytes_hash(&ch, 1));
+      p->ascii[c] = e >= 0 ? (int32_t)map->val[e] : -1;
+    }
+    p->unmerged = malloc((size_t)t->vocab);
+    if (!p->unmerged) return atoll_fail(err, "%s: out of memory", name);
+    memset(p->unmerged, 1, (size_t)t->vocab);
+    for (int r = 0; r < t->nmerges; r++) p->unmerged[t->merge_left[r]] = p->unmerged[t->merge_right[r]] = 0;
   }
   t->vocab_map = *map;
   memset(map, 0, sizeof *map);

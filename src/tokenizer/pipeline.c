@@ -343,6 +343,7 @@ void atoll_pipeline_free(atoll_pipeline *p) {
   }
   for (int k = 0; k < p->nnorm; k++) free(p->norm[k].from), free(p->norm[k].to);
   for (int k = 0; k < p->ndec; k++) free(p->dec[k].from), free(p->dec[k].to);
+  free(p->unmerged);
   free(p);
 }
 

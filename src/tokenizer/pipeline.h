@@ -35,6 +35,8 @@ typedef struct atoll_pipeline {
   size_t nmeta;
   int ignore_merges;   /* a word that is a vocabulary entry is that token */
   int32_t fallback[256]; /* byte fallback: the id of <0xNN> */
+  int32_t ascii[128];   /* characters: the id of each ASCII character's token, -1 when none */
+  uint8_t *unmerged;   /* characters: per id, 1 when no merge names it (a long word is merged in parts between them) */
   int ndec;            /* decoder steps before Fuse: Replace edits, ByteFallback (from NULL) */
   atoll_pipe_edit dec[ATOLL_PIPE_MAX];
   int strip;           /* Strip after Fuse: leading spaces removed from a decoded text */
