@@ -1,7 +1,7 @@
 /* tokenizer.json's pipeline around the BPE model (pipeline.h), read and checked: what
  * atoll does not implement exactly as Hugging Face's tokenizers does is refused with
  * one line naming the component. Supported:
- *   normalizer     null; Prepend; Replace with a {"String": ...} pattern; a Sequence of those
+ *   normalizer     null; Prepend; Replace with a {"String": ...} pattern; NFC; a Sequence of those
  *   pre_tokenizer  ByteLevel (add_prefix_space false); a Sequence of Splits (pattern
  *                  {"Regex"} or {"String"}, behavior Isolated, invert false) then
  *                  ByteLevel with use_regex false; Metaspace; null
@@ -66,9 +66,11 @@ static int read_normalizer(atoll_pipeline *p, const cJSON *n, const char *name, 
       return atoll_fail(err, "%s: normalizer: Replace must have a {\"String\": ...} pattern and a content "
                         "(a Regex pattern is not supported)", name);
     if (edit_set(e, from, to->valuestring, 0)) return atoll_fail(err, "%s: out of memory", name);
+  } else if (strcmp(type, "NFC") == 0) {
+    e->nfc = 1;
   } else {
-    return atoll_fail(err, "%s: normalizer: type \"%s\" is not supported (atoll reads Sequence, Prepend and Replace%s)",
-                      name, type, strcmp(type, "NFC") == 0 ? "; NFC is not implemented" : "");
+    return atoll_fail(err, "%s: normalizer: type \"%s\" is not supported (atoll reads Sequence, Prepend, Replace and NFC)",
+                      name, type);
   }
   p->nnorm++;
   return 0;
@@ -362,6 +364,7 @@ static int grow(uint8_t **buf, size_t *cap, size_t need) {
  * or Prepend (a non-empty text only). */
 static int apply_edit(const atoll_pipe_edit *e, const uint8_t *src, size_t n, uint8_t **dst, size_t *cap, size_t *len) {
   size_t k = 0;
+  if (e->nfc) return atoll_nfc(src, n, dst, cap, len);
   if (e->prepend) {
     if (grow(dst, cap, n + e->nto + 1)) return -1;
     if (n) memcpy(*dst, e->to, e->nto), k = e->nto;

@@ -16,6 +16,7 @@ typedef struct {
   uint8_t *from, *to; /* from[0, nfrom) -> to[0, nto) */
   size_t nfrom, nto;
   int prepend; /* a Prepend normalizer: to goes before a non-empty piece */
+  int nfc;     /* the NFC normalizer (nfc.c) */
 } atoll_pipe_edit;
 
 typedef struct atoll_pipeline {
@@ -54,6 +55,9 @@ int atoll_pipeline_read(struct atoll_tokenizer *t, const void *root_json, const 
 int atoll_pipeline_post(struct atoll_tokenizer *t, const void *root_json, const char *name, atoll_err *err);
 void atoll_pipeline_free(atoll_pipeline *p);
 
+/* Unicode NFC of src[0, n) into *dst (ICU); runs of bytes that are not UTF-8 are kept
+ * as they are, each valid run normalized apart. -1 when out of memory. */
+int atoll_nfc(const uint8_t *src, size_t n, uint8_t **dst, size_t *cap, size_t *len);
 /* Applies the normalizers to text[0, n): *out (grown with realloc) gets the result. */
 int atoll_pipeline_normalize(const atoll_pipeline *p, const uint8_t *text, size_t n, uint8_t **out, size_t *cap,
                              size_t *len);

@@ -203,7 +203,9 @@ int atoll_tokenizer_round_trips(const atoll_tokenizer *t) {
 size_t atoll_tokenizer_cut(const atoll_tokenizer *t, const uint8_t *text, size_t n, size_t want) {
   const atoll_pipeline *p = t->pipe;
   if (!p || (p->gpt2_split && p->nnorm == 0)) return atoll_tokenizer_safe_cut(text, n, want);
-  if (!p->newline_cut || p->nnorm) return n; /* no cut known to be safe */
+  /* NFC neither composes an ASCII letter with what precedes it nor a newline with anything */
+  int nfc_only = p->nnorm == 0 || (p->nnorm == 1 && p->norm[0].nfc);
+  if (!p->newline_cut || !nfc_only) return n; /* no cut known to be safe */
   if (want == 0) want = 1;
   for (size_t q = want; q < n; q++) {
     uint8_t c = text[q] | 0x20;
