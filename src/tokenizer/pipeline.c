@@ -133,7 +133,8 @@ static int read_metaspace(atoll_pipeline *p, const cJSON *m, const char *name, a
     return atoll_fail(err, "%s: pre_tokenizer: Metaspace needs a one-character \"replacement\"", name);
   p->nmeta = strlen(rep->valuestring);
   memcpy(p->meta, rep->valuestring, p->nmeta);
-  const char *s = cJSON_IsString(scheme) ? scheme->valuestring : "";
+  const cJSON *aps = item(m, "add_prefix_space"); /* files of tokenizers before 0.14: true is "always" */
+  const char *s = cJSON_IsString(scheme) ? scheme->valuestring : !scheme && cJSON_IsBool(aps) ? (cJSON_IsTrue(aps) ? "always" : "never") : "";
   p->meta_prepend = strcmp(s, "never") == 0 ? 0 : strcmp(s, "first") == 0 ? 1 : strcmp(s, "always") == 0 ? 2 : -1;
   if (p->meta_prepend < 0)
     return atoll_fail(err, "%s: pre_tokenizer: Metaspace prepend_scheme must be \"always\", \"first\" or \"never\"", name);
