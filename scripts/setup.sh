@@ -9,6 +9,8 @@ PKGS=(
   libopenblas-dev libopenblas-openmp-dev  # CBLAS sgemm; the OpenMP build shares atoll's threads
   libomp-dev               # OpenMP runtime for clang builds (gcc brings libgomp)
   libcjson-dev             # JSON headers, configs, metrics
+  libpcre2-dev             # tokenizer.json Split regexes (Llama 3, Qwen2): PCRE2 with Unicode and JIT
+  libicu-dev               # tokenizer.json's NFC normalizer (Qwen2)
   libdnnl-dev              # oneDNN: fp32 engine on AVX-512, bf16 products (AMX, AVX512_BF16)
   libzmq3-dev libsodium-dev iperf3 iproute2  # islands over a network: ZeroMQ CURVE, BLAKE2b, WAN test
   libopenmpi-dev openmpi-bin  # MPI between ranks (MPICH works too)

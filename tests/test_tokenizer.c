@@ -435,7 +435,7 @@ static void test_corrupt(atoll_tokenizer *t) {
       {"\"add_prefix_space\":\tfalse", "\"add_prefix_space\":\ttrue", "add_prefix_space"},
       {"\"use_regex\":\ttrue", "\"use_regex\":\tfalse", "use_regex"},
       {"\"added_tokens\":\t[]", "\"added_tokens\":\t[{\"id\":0}]", "added_tokens"},
-      {"\"normalizer\":\tnull", "\"normalizer\":\t{\"type\":\"NFC\"}", "normalizer"},
+      {"\"normalizer\":\tnull", "\"normalizer\":\t{\"type\":\"NFKC\"}", "normalizer"},
       {"\"dropout\":\tnull", "\"dropout\":\t0.1", "dropout"},
       {"\"byte_fallback\":\tfalse", "\"byte_fallback\":\ttrue", "byte_fallback"},
       {"\"Ā\":\t0", "\"Ā\":\t1", "two tokens"},

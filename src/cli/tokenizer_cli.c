@@ -34,8 +34,10 @@ static void help(FILE *f) {
           "  bytes  --out FILE          the byte tokenizer (256 ids = bytes) as tokenizer.json\n"
           "  info   --tokenizer FILE    kind, vocabulary, merges and hash\n"
           "  encode --tokenizer FILE [--text FILE] [--stats]\n"
-          "         ids of the file (default stdin), space-separated; --stats prints only\n"
-          "         bytes, tokens and encoding speed\n"
+          "         ids of the file (default stdin), space-separated, with the special\n"
+          "         tokens tokenizer.json's post_processor puts around a text (BOS), as\n"
+          "         Hugging Face's encode does; --stats prints only bytes, tokens and\n"
+          "         encoding speed\n"
           "  decode --tokenizer FILE [--ids FILE] [--keep-special]\n"
           "         the bytes of whitespace-separated ids (default stdin); special added\n"
           "         tokens are left out, as Hugging Face's decode does, unless --keep-special\n");
@@ -199,7 +201,11 @@ static int cmd_encode(const flags *f, atoll_tokenizer *t, atoll_err *err) {
   if (rc == 0 && f->stats) {
     printf("bytes %zu tokens %zu seconds %.6f MB/s %.3f\n", len, ids.n, secs, secs > 0 ? len / 1e6 / secs : 0.0);
   } else if (rc == 0) {
-    for (size_t i = 0; i < ids.n; i++) printf(i ? " %d" : "%d", ids.ids[i]);
+    const int32_t *pre, *post;
+    int npre = atoll_tokenizer_prefix(t, &pre), npost = atoll_tokenizer_suffix(t, &post), k = 0;
+    for (int i = 0; i < npre; i++) printf(k++ ? " %d" : "%d", pre[i]);
+    for (size_t i = 0; i < ids.n; i++) printf(k++ ? " %d" : "%d", ids.ids[i]);
+    for (int i = 0; i < npost; i++) printf(k++ ? " %d" : "%d", post[i]);
     printf("\n");
   }
   atoll_tokens_free(&ids);

@@ -14,8 +14,10 @@
  * A tokenizer encodes passages (docs/glossary.md), each as if alone: a source's
  * training part, its validation part, and with JSON Lines each document (its part on
  * each side of the cut). The reader's pieces end anywhere: a split holds the passage's
- * bytes it has not encoded yet and encodes up to a safe cut (atoll_tokenizer_safe_cut)
- * once it holds over ENCODE_PIECE bytes, the rest when the passage ends.
+ * bytes it has not encoded yet and encodes up to a safe cut (atoll_tokenizer_cut)
+ * once it holds over ENCODE_PIECE bytes, the rest when the passage ends. A tokenizer
+ * whose post_processor puts special tokens around a text (TemplateProcessing: Llama's
+ * BOS) gets them around each passage that holds text, as tokenizers' encode would.
  *
  * The whole set is written into DIR.atoll-new next to DIR and swapped in at the end
  * (rename with RENAME_EXCHANGE, then the old set removed), so a killed prepare leaves
@@ -64,6 +66,7 @@ typedef struct {
   uint32_t vocab;
   atoll_tokens ids;     /* a piece's ids */
   atoll_text_pieces text; /* the current passage's bytes not encoded yet */
+  int in_passage;         /* the passage's first bytes came (its template prefix went out) */
 } split_out;
 
 /* ------------------------------------------------------------- sources --- */
@@ -138,8 +141,15 @@ static int encode_piece(void *ctx, const uint8_t *text, size_t n) {
  * Text without a safe cut is held until one comes or the passage ends. */
 static int split_put(split_out *o, const uint8_t *p, size_t n, atoll_err *err) {
   if (!o->tok) return split_put_tokens(o, NULL, p, n, err);
+  if (n && !o->in_passage) { /* the template's ids before a text (BOS), as tokenizers' encode gives them */
+    const int32_t *pre;
+    int npre = atoll_tokenizer_prefix(o->tok, &pre);
+    if (npre && split_put_tokens(o, pre, NULL, (size_t)npre, err) != 0) return -1;
+    o->in_passage = 1;
+  }
   encode_ctx c = {o, err};
   o->text.piece = ENCODE_PIECE;
+  o->text.tok = o->tok;
   int rc = atoll_text_pieces_add(&o->text, p, n, encode_piece, &c);
   if (rc == -2) return atoll_fail(err, "prepare: out of memory holding %zu bytes of text to encode", o->text.n + n);
   return rc;
@@ -148,7 +158,11 @@ static int split_put(split_out *o, const uint8_t *p, size_t n, atoll_err *err) {
 /* The current passage ends: what is held is encoded. */
 static int split_end_passage(split_out *o, atoll_err *err) {
   encode_ctx c = {o, err};
-  return o->tok ? atoll_text_pieces_end(&o->text, encode_piece, &c) : 0;
+  if (!o->tok || atoll_text_pieces_end(&o->text, encode_piece, &c) != 0) return o->tok ? -1 : 0;
+  const int32_t *post;
+  int npost = atoll_tokenizer_suffix(o->tok, &post), was = o->in_passage;
+  o->in_passage = 0;
+  return was && npost ? split_put_tokens(o, post, NULL, (size_t)npost, err) : 0;
 }
 
 static int split_finish(split_out *o, atoll_err *err) {

@@ -4,7 +4,8 @@
  * context; past it the window slides, every position changes, and each token re-reads
  * the last `context` tokens, as without a cache. The prompt is encoded, and the tokens
  * decoded, with the checkpoint's tokenizer (state.json's record; CKPT/tokenizer.json
- * unless it is the byte tokenizer). */
+ * unless it is the byte tokenizer); the ids its post_processor puts before a text (BOS)
+ * go before the prompt's, as prepare put them before each passage. */
 
 #include "ckpt/checkpoint.h"
 #include "data/data_tokenizer.h"
@@ -147,6 +148,17 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
   const char *prompt = o->prompt && o->prompt[0] ? o->prompt : "\n";
   size_t plen = strlen(prompt);
   atoll_tokens ids = {0};
+  const int32_t *bos; /* the template's ids before a text (Llama's BOS), as in training data (prepare) */
+  int nbos = atoll_tokenizer_prefix(tok, &bos);
+  if (nbos) {
+    ids.ids = malloc((size_t)nbos * sizeof *ids.ids);
+    if (!ids.ids) {
+      atoll_tokenizer_free(tok);
+      return atoll_fail(err, "sample: out of memory");
+    }
+    memcpy(ids.ids, bos, (size_t)nbos * sizeof *bos);
+    ids.n = ids.cap = (size_t)nbos;
+  }
   if (atoll_tokenizer_encode(tok, (const uint8_t *)prompt, plen, &ids, err) ||
       check_prompt(ids.ids, ids.n, strcmp(atoll_tokenizer_kind(tok), "bytes") == 0, o->prompt && o->prompt[0],
                    shape.vocab, err)) {
@@ -155,6 +167,11 @@ int atoll_sample(const atoll_sample_opts *o, FILE *out, atoll_err *err) {
     return -1;
   }
   plen = ids.n;
+  if (getenv("ATOLL_TEST_PROMPT_IDS")) { /* a test hook: the ids the model is given (tests/cli/test_tokenizer.sh) */
+    fprintf(stderr, "prompt ids:");
+    for (size_t i = 0; i < ids.n; i++) fprintf(stderr, " %d", ids.ids[i]);
+    fprintf(stderr, "\n");
+  }
   atoll_model *m = NULL;
   if (load_model(dir, &shape, o->device ? o->device : "cpu", &m, err)) {
     atoll_tokens_free(&ids);

@@ -1,7 +1,7 @@
 /* Added tokens (tokenizer.json "added_tokens", e.g. GPT-2's <|endoftext|>), as Hugging
  * Face tokenizers treats them: each is matched in the raw text before pre-tokenization,
  * first those with normalized false over the whole text, then those with normalized
- * true over the pieces between (there is no normalizer, so only this order differs);
+ * true over the pieces between, normalized (pipeline.h) when there are normalizers;
  * within a pass the leftmost match wins, the longest of those starting there. The
  * text between matches is encoded by the BPE model as usual.
  *
@@ -74,8 +74,10 @@ static int read_one(atoll_tokenizer *t, const cJSON *e, int k, const atoll_bytem
   if (!fresh) return atoll_fail(err, "%s: added_tokens: \"%s\" is listed twice", name, atoll_tok_quote(text, q));
   /* Written only in ByteLevel's symbols, the text would be decoded by tokenizers as
    * the bytes they stand for, not as itself (and be a vocabulary entry of those bytes) */
-  long nb = atoll_symbols_to_bytes(text, buf);
-  if (nb > 0 && ((size_t)nb != len || memcmp(buf, text, len) != 0))
+  int chars = t->pipe && !t->pipe->byte_level; /* a vocabulary of characters: entries are spelled as they are */
+  long nb = chars ? (long)len : atoll_symbols_to_bytes(text, buf);
+  if (chars) memcpy(buf, text, len);
+  if (!chars && nb > 0 && ((size_t)nb != len || memcmp(buf, text, len) != 0))
     return atoll_fail(err, "%s: added_tokens: \"%s\" is spelled in byte-level symbols that stand for other bytes "
                       "(tokenizers would decode it as those; not supported)", name, atoll_tok_quote(text, q));
   /* tokenizers' id: the vocabulary entry spelled as the content, else the next new id */
@@ -138,6 +140,20 @@ static int match_at(const atoll_tokenizer *t, const uint8_t *text, size_t n, siz
   return best;
 }
 
+static int pass(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, int normalized,
+                atoll_plain_encode plain, atoll_err *err);
+
+/* A piece between added tokens of normalized false: normalized (the pipeline's
+ * normalizers), then the pass of those of normalized true. */
+static int between(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_plain_encode plain,
+                   atoll_err *err) {
+  if (!t->pipe || t->pipe->nnorm == 0 || n == 0) return pass(t, text, n, out, 1, plain, err);
+  size_t len;
+  if (atoll_pipeline_normalize(t->pipe, text, n, &t->norm_buf, &t->norm_cap, &len))
+    return atoll_fail(err, "encode: out of memory");
+  return pass(t, t->norm_buf, len, out, 1, plain, err);
+}
+
 /* One pass: the pass's matches go out as ids, the pieces between through next. */
 static int pass(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, int normalized,
                 atoll_plain_encode plain, atoll_err *err) {
@@ -147,9 +163,9 @@ static int pass(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens 
     if (!(t->added_first[text[pos]] & bit)) continue;
     int k = match_at(t, text, n, pos, normalized);
     if (k < 0) continue;
-    int rc = normalized ? plain(t, text + from, pos - from, out, err)
-                        : pass(t, text + from, pos - from, out, 1, plain, err);
+    int rc = normalized ? plain(t, text + from, pos - from, out, err) : between(t, text + from, pos - from, out, plain, err);
     if (rc != 0) return -1;
+    t->at_start = 0;
     if (out->n == out->cap) {
       size_t cap = out->cap ? 2 * out->cap : 1024;
       int32_t *ids = realloc(out->ids, cap * sizeof *ids);
@@ -161,7 +177,7 @@ static int pass(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens 
     pos += t->added[k].len - 1;
     from = pos + 1;
   }
-  return normalized ? plain(t, text + from, n - from, out, err) : pass(t, text + from, n - from, out, 1, plain, err);
+  return normalized ? plain(t, text + from, n - from, out, err) : between(t, text + from, n - from, out, plain, err);
 }
 
 int atoll_added_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,

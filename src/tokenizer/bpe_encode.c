@@ -4,7 +4,9 @@
  * position) over a linked list of symbols makes a word of n bytes cost O(n log n).
  * Words of up to CACHE_WORD bytes are remembered (word -> ids), so frequent words
  * are merged once. */
+#include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,13 +62,12 @@ static int reserve(atoll_tokens *out, size_t more, atoll_err *err) {
   return 0;
 }
 
-/* Merges word w[0..n) into ids (room for n); returns the count. Scratch: next, prev
+/* Merges the n symbols ids[0..n) in place; returns the count. Scratch: next, prev
  * (n each) and heap (n). */
-static size_t merge_word(const atoll_tokenizer *t, const uint8_t *w, size_t n, int32_t *ids,
-                         int32_t *next, int32_t *prev, heap_item *heap) {
+static size_t merge_word(const atoll_tokenizer *t, int32_t *ids, size_t n, int32_t *next, int32_t *prev,
+                         heap_item *heap) {
   size_t hn = 0;
   for (size_t i = 0; i < n; i++) {
-    ids[i] = t->byte_id[w[i]];
     next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
     prev[i] = (int32_t)i - 1;
   }
@@ -95,9 +96,8 @@ static size_t merge_word(const atoll_tokenizer *t, const uint8_t *w, size_t n, i
 }
 
 /* merge_word for short words: the lowest-ranked pair found by a scan each time. */
-static size_t merge_short(const atoll_tokenizer *t, const uint8_t *w, size_t n, int32_t *ids) {
+static size_t merge_short(const atoll_tokenizer *t, int32_t *ids, size_t n) {
   int32_t rank[SHORT];
-  for (size_t i = 0; i < n; i++) ids[i] = t->byte_id[w[i]];
   for (size_t i = 0; i + 1 < n; i++) rank[i] = atoll_pair_rank(t, ids[i], ids[i + 1]);
   while (n > 1) {
     size_t at = 0;
@@ -136,9 +136,44 @@ static int remember(atoll_tokenizer *t, const uint8_t *w, size_t n, uint64_t h, 
   return 0;
 }
 
-static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens *out, atoll_err *err) {
+/* The first symbols of word w[0..n) into ids (room for n); returns their count. Bytes
+ * with a byte-level model; else characters, those not in the vocabulary (and bytes
+ * that are not UTF-8) as their bytes' <0xNN> tokens (byte fallback). */
+static size_t symbols_of(const atoll_tokenizer *t, const uint8_t *w, size_t n, int32_t *ids) {
+  if (!t->pipe || t->pipe->byte_level) {
+    for (size_t i = 0; i < n; i++) ids[i] = t->byte_id[w[i]];
+    return n;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n;) {
+    if (w[i] < 0x80) { /* ASCII from a table */
+      int32_t id = t->pipe->ascii[w[i]];
+      ids[k++] = id >= 0 ? id : t->pipe->fallback[w[i]];
+      i++;
+      continue;
+    }
+    uint32_t cp;
+    size_t l = (size_t)atoll_utf8_next(w + i, n - i, &cp);
+    int64_t e = cp == 0xFFFFFFFFu ? -1 : atoll_bytemap_find(&t->vocab_map, w + i, l, atoll_bytes_hash(w + i, l));
+    if (e >= 0) ids[k++] = (int32_t)t->vocab_map.val[e];
+    else
+      for (size_t j = 0; j < l; j++) ids[k++] = t->pipe->fallback[w[i + j]];
+    i += l;
+  }
+  return k;
+}
+
+int atoll_bpe_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens *out, atoll_err *err) {
+  if (n == 0) return 0;
   if (reserve(out, n, err) != 0) return -1;
-  if (n == 1) {
+  if (t->pipe && t->pipe->ignore_merges) { /* a vocabulary entry as a whole */
+    int64_t e = atoll_bytemap_find(&t->vocab_map, w, n, atoll_bytes_hash(w, n));
+    if (e >= 0) {
+      out->ids[out->n++] = (int32_t)t->vocab_map.val[e];
+      return 0;
+    }
+  }
+  if (n == 1 && (!t->pipe || t->pipe->byte_level)) {
     out->ids[out->n++] = t->byte_id[w[0]];
     return 0;
   }
@@ -153,9 +188,10 @@ static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tok
       return 0;
     }
   }
-  if (n <= SHORT) {
-    int32_t *ids = out->ids + out->n;
-    size_t k = merge_short(t, w, n, ids);
+  int32_t *ids = out->ids + out->n;
+  size_t ns = symbols_of(t, w, n, ids);
+  if (ns <= SHORT) {
+    size_t k = merge_short(t, ids, ns);
     out->n += k;
     return remember(t, w, n, h, ids, k);
   }
@@ -163,10 +199,10 @@ static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tok
   heap_item sheap[SMALL];
   int32_t *next = snext, *prev = sprev;
   heap_item *heap = sheap;
-  if (n > SMALL) {
-    next = malloc(n * sizeof *next);
-    prev = malloc(n * sizeof *prev);
-    heap = malloc(n * sizeof *heap);
+  if (ns > SMALL) {
+    next = malloc(ns * sizeof *next);
+    prev = malloc(ns * sizeof *prev);
+    heap = malloc(ns * sizeof *heap);
     if (!next || !prev || !heap) {
       free(next);
       free(prev);
@@ -174,10 +210,22 @@ static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tok
       return atoll_fail(err, "encode: out of memory");
     }
   }
-  int32_t *ids = out->ids + out->n;
-  size_t k = merge_word(t, w, n, ids, next, prev, heap);
+  size_t k = 0;
+  if (t->pipe && t->pipe->unmerged) { /* parts between symbols no merge names, merged apart */
+    for (size_t a = 0; a < ns;) {
+      size_t b = a;
+      while (b < ns && !t->pipe->unmerged[ids[b]]) b++;
+      if (b < ns) b++; /* the unmerged symbol ends its part */
+      size_t m = b - a <= SHORT ? merge_short(t, ids + a, b - a) : merge_word(t, ids + a, b - a, next, prev, heap);
+      memmove(ids + k, ids + a, m * sizeof *ids);
+      k += m;
+      a = b;
+    }
+  } else {
+    k = merge_word(t, ids, ns, next, prev, heap);
+  }
   out->n += k;
-  if (n > SMALL) {
+  if (ns > SMALL) {
     free(next);
     free(prev);
     free(heap);
@@ -186,10 +234,10 @@ static int encode_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tok
 }
 
 /* Pre-tokens, each merged: the text between added tokens. */
-static int encode_plain(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_err *err) {
+int atoll_gpt2_plain(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_err *err) {
   for (size_t pos = 0; pos < n;) {
     size_t end = atoll_pretoken_end(text, n, pos);
-    if (encode_word(t, text + pos, end - pos, out, err) != 0) return -1;
+    if (atoll_bpe_word(t, text + pos, end - pos, out, err) != 0) return -1;
     pos = end;
   }
   return 0;
@@ -197,7 +245,8 @@ static int encode_plain(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll
 
 int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
                            atoll_err *err) {
-  if (t->nadded > 0) return atoll_added_encode(t, text, n, out, encode_plain, err);
+  if (t->pipe) return atoll_pipe_encode(t, text, n, out, err);
+  if (t->nadded > 0) return atoll_added_encode(t, text, n, out, atoll_gpt2_plain, err);
   if (t->is_bytes) {
     if (reserve(out, n, err) != 0) return -1;
     for (size_t i = 0; i < n; i++) out->ids[out->n + i] = text[i];
@@ -206,7 +255,7 @@ int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, at
   }
   for (size_t pos = 0; pos < n;) {
     size_t end = atoll_pretoken_end(text, n, pos);
-    if (encode_word(t, text + pos, end - pos, out, err) != 0) return -1;
+    if (atoll_bpe_word(t, text + pos, end - pos, out, err) != 0) return -1;
     pos = end;
   }
   return 0;

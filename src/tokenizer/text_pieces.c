@@ -28,7 +28,7 @@ int atoll_text_pieces_add(atoll_text_pieces *t, const uint8_t *p, size_t n, atol
   t->n += n;
   while (t->n > t->piece) {
     size_t from = t->scanned > t->piece ? t->scanned : t->piece;
-    size_t cut = atoll_tokenizer_safe_cut(t->p, t->n, from);
+    size_t cut = t->tok ? atoll_tokenizer_cut(t->tok, t->p, t->n, from) : atoll_tokenizer_safe_cut(t->p, t->n, from);
     if (cut >= t->n) {
       t->scanned = t->n;
       break;

@@ -13,6 +13,7 @@ typedef struct {
   size_t n, cap;
   size_t scanned; /* p[0, scanned) holds no safe cut at or past piece */
   size_t piece;   /* set by the caller */
+  const struct atoll_tokenizer *tok; /* whose cuts (atoll_tokenizer_cut); NULL: GPT-2's (atoll_tokenizer_safe_cut) */
 } atoll_text_pieces;
 
 /* Where a piece goes: 0, or -1 (the callee's error). */

@@ -44,6 +44,11 @@ void atoll_tokenizer_free(atoll_tokenizer *t) {
   free(t->special);
   atoll_bytemap_free(&t->cache);
   free(t->cache_ids);
+  atoll_pipeline_free(t->pipe);
+  atoll_bytemap_free(&t->vocab_map);
+  free(t->json);
+  free(t->norm_buf);
+  free(t->meta_buf);
   free(t);
 }
 
@@ -98,7 +103,7 @@ int atoll_tokenizer_finish(atoll_tokenizer *t, const char *name, atoll_err *err)
   for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
   for (int i = 0; i < t->model_vocab; i++)
     if (t->tok_off[i + 1] - t->tok_off[i] == 1) t->byte_id[t->tok_bytes[t->tok_off[i]]] = i;
-  for (int b = 0; b < 256; b++)
+  for (int b = 0; b < 256 && (!t->pipe || t->pipe->byte_level); b++)
     if (t->byte_id[b] < 0)
       return atoll_fail(err, "%s: the vocabulary lacks the token of byte 0x%02X (byte-level BPE needs all 256)", name, b);
   free(t->pair_keys);
@@ -123,9 +128,13 @@ int atoll_tokenizer_finish(atoll_tokenizer *t, const char *name, atoll_err *err)
       t->pair_rank[i] = r;
     }
   }
-  t->is_bytes = t->vocab == 256 && t->nmerges == 0 && t->nadded == 0;
+  t->is_bytes = t->vocab == 256 && t->nmerges == 0 && t->nadded == 0 && !t->pipe;
   for (int b = 0; t->is_bytes && b < 256; b++) t->is_bytes = t->byte_id[b] == b;
   t->hash = compute_hash(t);
+  if (t->pipe) { /* (GPT-2's pipeline keeps the hash it always had) */
+    uint64_t pair[2] = {t->hash, t->pipe->hash};
+    t->hash = atoll_bytes_hash((const uint8_t *)pair, sizeof pair);
+  }
   return 0;
 }
 
@@ -154,7 +163,10 @@ static int decode(const atoll_tokenizer *t, const int32_t *ids, size_t n, int sk
     memcpy(b + at, t->tok_bytes + t->tok_off[ids[i]], l);
     at += l;
   }
-  *len = at;
+  size_t strip = 0; /* the decoder's Strip: leading spaces of the whole text */
+  while (t->pipe && strip < (size_t)t->pipe->strip && strip < at && b[strip] == ' ') strip++;
+  if (strip) memmove(b, b + strip, at - strip);
+  *len = at - strip;
   return 0;
 }
 
@@ -173,6 +185,34 @@ int atoll_tokenizer_is_special(const atoll_tokenizer *t, int32_t id) {
 }
 
 int atoll_tokenizer_added(const atoll_tokenizer *t) { return t->nadded; }
+
+int atoll_tokenizer_prefix(const atoll_tokenizer *t, const int32_t **ids) {
+  *ids = t->pipe ? t->pipe->prefix : NULL;
+  return t->pipe ? t->pipe->nprefix : 0;
+}
+
+int atoll_tokenizer_suffix(const atoll_tokenizer *t, const int32_t **ids) {
+  *ids = t->pipe ? t->pipe->suffix : NULL;
+  return t->pipe ? t->pipe->nsuffix : 0;
+}
+
+int atoll_tokenizer_round_trips(const atoll_tokenizer *t) {
+  return !t->pipe || (t->pipe->byte_level && t->pipe->nnorm == 0);
+}
+
+size_t atoll_tokenizer_cut(const atoll_tokenizer *t, const uint8_t *text, size_t n, size_t want) {
+  const atoll_pipeline *p = t->pipe;
+  if (!p || (p->gpt2_split && p->nnorm == 0)) return atoll_tokenizer_safe_cut(text, n, want);
+  /* NFC neither composes an ASCII letter with what precedes it nor a newline with anything */
+  int nfc_only = p->nnorm == 0 || (p->nnorm == 1 && p->norm[0].nfc);
+  if (!p->newline_cut || !nfc_only) return n; /* no cut known to be safe */
+  if (want == 0) want = 1;
+  for (size_t q = want; q < n; q++) {
+    uint8_t c = text[q] | 0x20;
+    if (text[q - 1] == '\n' && c >= 'a' && c <= 'z') return q;
+  }
+  return n;
+}
 
 int atoll_tokenizer_vocab(const atoll_tokenizer *t) { return t->vocab; }
 int atoll_tokenizer_merges(const atoll_tokenizer *t) { return t->nmerges; }

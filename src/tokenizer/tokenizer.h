@@ -1,6 +1,7 @@
 /* Tokenizers: the built-in byte tokenizer ("bytes": id = byte value, vocabulary 256)
- * and byte-level BPE with GPT-2's pre-tokenization, stored as Hugging Face's
- * tokenizer.json (docs/formats.md, "Tokenizers"). A loaded tokenizer is immutable
+ * and BPE as stored in Hugging Face's tokenizer.json: byte-level with GPT-2's
+ * pre-tokenization (written by atoll too), with Split regexes (Llama 3, Qwen2), or
+ * SentencePiece's converted (Llama 2; docs/formats.md, "Tokenizers"). A loaded tokenizer is immutable
  * except for its encoder's word cache, so one tokenizer must not encode on two
  * threads at once. */
 #ifndef ATOLL_TOKENIZER_H
@@ -40,6 +41,16 @@ int atoll_tokenizer_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, at
 /* A point >= want (or n) where text[0..n) may be cut and its two sides encoded
  * apart with the same ids as the whole: lets long texts be encoded in pieces. */
 size_t atoll_tokenizer_safe_cut(const uint8_t *text, size_t n, size_t want);
+/* The cut of atoll_tokenizer_safe_cut for tokenizer t: its pipeline's (docs/formats.md,
+ * "Tokenizers"); n when no cut is known to be safe (the text is then encoded whole). */
+size_t atoll_tokenizer_cut(const atoll_tokenizer *t, const uint8_t *text, size_t n, size_t want);
+/* The ids tokenizer.json's post_processor (TemplateProcessing) puts before a text, BOS:
+ * *ids gets them, the count is returned (0: none). encode does not add them. */
+int atoll_tokenizer_prefix(const atoll_tokenizer *t, const int32_t **ids);
+/* The same after a text (EOS, where the template has one). */
+int atoll_tokenizer_suffix(const atoll_tokenizer *t, const int32_t **ids);
+/* Whether decode(encode(x)) == x for every x (no normalizer, byte-level symbols). */
+int atoll_tokenizer_round_trips(const atoll_tokenizer *t);
 /* The bytes of token id (NULL for an id outside the vocabulary) and their count. */
 const uint8_t *atoll_tokenizer_token(const atoll_tokenizer *t, int32_t id, size_t *len);
 /* Writes the bytes of ids[0..n) to buf (grown with realloc; *len set), special added

@@ -3,6 +3,7 @@
 #define ATOLL_TOKENIZER_INTERNAL_H
 
 #include "tokenizer/bytemap.h"
+#include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer.h"
 
 /* An added token (tokenizer.json "added_tokens"): matched in the raw text before
@@ -32,6 +33,14 @@ struct atoll_tokenizer {
   uint8_t added_first[256];  /* bit 0: a non-normalized added token starts with this byte; bit 1: a normalized one */
   uint8_t *special;          /* vocab flags (NULL without added tokens): 1 for a special token's id */
   uint64_t hash;
+  /* a pipeline other than GPT-2's (pipeline.h), NULL for GPT-2's */
+  atoll_pipeline *pipe;
+  atoll_bytemap vocab_map; /* with pipe: the model's token strings (bytes with ByteLevel) -> id */
+  char *json;              /* with pipe: the file's JSON (cJSON's print), written back */
+  size_t json_len;
+  uint8_t *norm_buf, *meta_buf; /* scratch of the normalizers and Metaspace */
+  size_t norm_cap, meta_cap;
+  int at_start;            /* encoding: no added token or text encoded yet (Metaspace "first") */
   /* encoder's word cache: word bytes -> offset in cache_ids (count, then ids) */
   atoll_bytemap cache;
   int32_t *cache_ids;
@@ -69,6 +78,17 @@ typedef int (*atoll_plain_encode)(atoll_tokenizer *t, const uint8_t *text, size_
                                   atoll_err *err);
 int atoll_added_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out,
                        atoll_plain_encode plain, atoll_err *err);
+
+/* With a pipeline: keeps map (emptied) and the file's JSON as cJSON prints it, makes the decoded token table
+ * of a vocabulary of characters (pipe_vocab.c). */
+int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const void *root_json, size_t len, const char *name,
+                     atoll_err *err);
+/* With a pipeline (pipe_encode.c): the whole of encode. */
+int atoll_pipe_encode(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_err *err);
+/* The text between added tokens with GPT-2's pipeline. */
+int atoll_gpt2_plain(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_err *err);
+/* One pre-token, merged, its ids appended to out. */
+int atoll_bpe_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens *out, atoll_err *err);
 
 /* The end of the pre-token that starts at text[pos] (pos < n): GPT-2's rules. */
 size_t atoll_pretoken_end(const uint8_t *text, size_t n, size_t pos);

@@ -1,7 +1,8 @@
 /* Hugging Face tokenizer.json, read and written (docs/formats.md, "Tokenizers"):
  * model BPE (vocab: symbol string -> id, merges: "left right"), ByteLevel
  * pre-tokenizer (add_prefix_space false, use_regex true) and decoder. Token strings
- * are written in ByteLevel's alphabet: each byte one code point (atoll_byte_symbol). */
+ * are written in ByteLevel's alphabet: each byte one code point (atoll_byte_symbol).
+ * Other pipelines (pipeline.c) are read, and written back as cJSON prints what it read. */
 #include "core/fs.h"
 #include "core/json_text.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -67,6 +68,11 @@ static cJSON *add_added(cJSON *root, const atoll_tokenizer *t) {
 }
 
 char *atoll_tokenizer_to_json(const atoll_tokenizer *t) {
+  if (t->json) { /* a pipeline atoll does not write: the file as it was read */
+    char *copy = malloc(t->json_len + 1);
+    if (copy) memcpy(copy, t->json, t->json_len), copy[t->json_len] = 0;
+    return copy;
+  }
   size_t longest = 0;
   for (int i = 0; i < t->vocab; i++)
     if (t->tok_off[i + 1] - t->tok_off[i] > longest) longest = t->tok_off[i + 1] - t->tok_off[i];
@@ -119,7 +125,7 @@ int atoll_tokenizer_write_json(const atoll_tokenizer *t, const char *path, atoll
   char *text = atoll_tokenizer_to_json(t);
   if (!text) return atoll_fail(err, "%s: out of memory", path);
   int rc = atoll_write_file_atomic(path, text, strlen(text), err);
-  cJSON_free(text);
+  free(text);
   return rc;
 }
 
@@ -171,33 +177,36 @@ static int is_type(const cJSON *o, const char *type) {
   return cJSON_IsObject(o) && cJSON_IsString(v) && strcmp(v->valuestring, type) == 0;
 }
 
-/* The parts around the model that must be what atoll implements. */
-static int check_pipeline(const cJSON *root, const char *name, atoll_err *err) {
-  if (!is_null_or_absent(root, "normalizer"))
-    return atoll_fail(err, "%s: normalizer: not supported (must be null)", name);
-  const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-  if (!is_type(pre, "ByteLevel"))
-    return atoll_fail(err, "%s: pre_tokenizer: must be {\"type\": \"ByteLevel\", ...}", name);
-  if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space")))
-    return atoll_fail(err, "%s: pre_tokenizer: add_prefix_space must be false", name);
-  const cJSON *regex = cJSON_GetObjectItemCaseSensitive(pre, "use_regex");
-  if (regex && !cJSON_IsTrue(regex))
-    return atoll_fail(err, "%s: pre_tokenizer: use_regex must be true", name);
-  const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
-  if (post && !cJSON_IsNull(post) && !is_type(post, "ByteLevel"))
-    return atoll_fail(err, "%s: post_processor: must be null or ByteLevel", name);
-  const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
-  if (dec && !cJSON_IsNull(dec) && !is_type(dec, "ByteLevel"))
-    return atoll_fail(err, "%s: decoder: must be null or ByteLevel", name);
+/* The model's options; the pipeline around it is pipeline.c's. */
+static int check_model(const cJSON *root, const char *name, atoll_err *err) {
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (!cJSON_IsObject(model)) return atoll_fail(err, "%s: model: missing or not an object", name);
   if (!is_type(model, "BPE")) return atoll_fail(err, "%s: model: type must be \"BPE\"", name);
   if (!is_null_or_absent(model, "dropout")) return atoll_fail(err, "%s: model: dropout must be null", name);
-  if (!is_null_or_absent(model, "unk_token")) return atoll_fail(err, "%s: model: unk_token must be null", name);
   if (!empty_or_absent(model, "continuing_subword_prefix") || !empty_or_absent(model, "end_of_word_suffix"))
     return atoll_fail(err, "%s: model: continuing_subword_prefix and end_of_word_suffix must be null", name);
-  if (!is_false_or_absent(model, "byte_fallback") || !is_false_or_absent(model, "ignore_merges"))
-    return atoll_fail(err, "%s: model: byte_fallback and ignore_merges must be false", name);
+  return 0;
+}
+
+/* GPT-2's pipeline (t->pipe NULL): ByteLevel pre-tokenizer (checked by pipeline.c),
+ * post_processor and decoder null or ByteLevel, no byte fallback, no unk_token. */
+static int check_gpt2(const cJSON *root, const char *name, atoll_err *err) {
+  const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
+  if (post && !cJSON_IsNull(post) && !is_type(post, "ByteLevel") && !is_type(post, "TemplateProcessing") &&
+      !is_type(post, "Sequence"))
+    return atoll_fail(err, "%s: post_processor: type must be ByteLevel, TemplateProcessing or a Sequence of those", name);
+  const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
+  if (dec && !cJSON_IsNull(dec) && !is_type(dec, "ByteLevel"))
+    return atoll_fail(err, "%s: decoder: must be null or ByteLevel", name);
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  if (!is_null_or_absent(model, "unk_token")) return atoll_fail(err, "%s: model: unk_token must be null", name);
+  if (!is_false_or_absent(model, "byte_fallback"))
+    return atoll_fail(err, "%s: model: byte_fallback must be false with a ByteLevel pre-tokenizer", name);
+  const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+  if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space")))
+    return atoll_fail(err, "%s: pre_tokenizer: add_prefix_space must be false", name);
+  const cJSON *regex = cJSON_GetObjectItemCaseSensitive(pre, "use_regex");
+  if (regex && !cJSON_IsTrue(regex)) return atoll_fail(err, "%s: pre_tokenizer: use_regex must be true", name);
   return 0;
 }
 
@@ -208,6 +217,7 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
   if (n < 256 || n > ATOLL_TOKENIZER_MAX_VOCAB)
     return atoll_fail(err, "%s: model.vocab: %d tokens, expected 256 to %d", name, n, ATOLL_TOKENIZER_MAX_VOCAB);
   size_t total = 0;
+  int chars = t->pipe && !t->pipe->byte_level;
   for (const cJSON *e = vocab->child; e; e = e->next) total += strlen(e->string);
   t->vocab = n;
   t->model_vocab = n;
@@ -230,7 +240,7 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
                  atoll_tok_quote(e->string, q), cJSON_IsNumber(e) ? "out of range" : "that is not a number", n);
       goto done;
     }
-    long k = atoll_symbols_to_bytes(e->string, buf);
+    long k = chars ? (long)strlen(e->string) : atoll_symbols_to_bytes(e->string, buf);
     if (k <= 0) {
       atoll_fail(err, "%s: model.vocab: token %d \"%s\" is %s", name, (int)id, atoll_tok_quote(e->string, q),
                  k == 0 ? "empty" : "not made of byte-level symbols");
@@ -245,7 +255,8 @@ static int read_vocab(atoll_tokenizer *t, const cJSON *vocab, atoll_bytemap *map
   for (int i = 0; i < n; i++) t->tok_off[i + 1] = t->tok_off[i] + len[i];
   for (e = vocab->child; e; e = e->next) {
     int id = (int)e->valuedouble;
-    atoll_symbols_to_bytes(e->string, t->tok_bytes + t->tok_off[id]);
+    if (chars) memcpy(t->tok_bytes + t->tok_off[id], e->string, len[id]);
+    else atoll_symbols_to_bytes(e->string, t->tok_bytes + t->tok_off[id]);
     int added;
     int64_t m = atoll_bytemap_put(map, t->tok_bytes + t->tok_off[id], len[id],
                                   atoll_bytes_hash(t->tok_bytes + t->tok_off[id], len[id]), id, &added);
@@ -290,9 +301,10 @@ static int merge_parts(const cJSON *m, char *tmp, size_t tmpsz, const char **l, 
 /* The id of the token spelled s; -1 when there is none. buf (cap bytes) takes its
  * bytes, one per character of s at most: a longer s is no token (the array form of a
  * merge hands over the file's strings, of any length). */
-static int lookup(const atoll_bytemap *map, const char *s, uint8_t *buf, size_t cap) {
+static int lookup(const atoll_bytemap *map, int chars, const char *s, uint8_t *buf, size_t cap) {
   if (strlen(s) > cap) return -1;
-  long k = atoll_symbols_to_bytes(s, buf);
+  long k = chars ? (long)strlen(s) : atoll_symbols_to_bytes(s, buf);
+  if (chars) memcpy(buf, s, (size_t)k);
   if (k <= 0) return -1;
   int64_t e = atoll_bytemap_find(map, buf, (size_t)k, atoll_bytes_hash(buf, (size_t)k));
   return e < 0 ? -1 : (int)map->val[e];
@@ -323,7 +335,8 @@ static int read_merges(atoll_tokenizer *t, const cJSON *merges, const atoll_byte
       atoll_fail(err, "%s: model.merges: merge %d is not \"left right\" or [\"left\", \"right\"] of known tokens", name, r);
       goto done;
     }
-    int li = lookup(map, ls, buf, bufsz), ri = lookup(map, rs, buf, bufsz);
+    int chars = t->pipe && !t->pipe->byte_level;
+    int li = lookup(map, chars, ls, buf, bufsz), ri = lookup(map, chars, rs, buf, bufsz);
     if (li < 0 || ri < 0) {
       atoll_fail(err, "%s: model.merges: merge %d names a token that is not in the vocabulary", name, r);
       goto done;
@@ -391,16 +404,17 @@ int atoll_tokenizer_parse(atoll_tokenizer **out, const char *text, size_t len, c
     atoll_fail(err, "%s: out of memory", name);
   } else if (!cJSON_IsObject(root)) {
     atoll_fail(err, "%s: not a JSON object (a tokenizer.json was expected)", name);
-  } else if (check_pipeline(root, name, err) == 0) {
+  } else if (check_model(root, name, err) == 0 && atoll_pipeline_read(t, root, name, err) == 0 &&
+             (t->pipe || check_gpt2(root, name, err) == 0)) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (read_vocab(t, cJSON_GetObjectItemCaseSensitive(model, "vocab"), &map, name, err) == 0 &&
         read_merges(t, cJSON_GetObjectItemCaseSensitive(model, "merges"), &map, name, err) == 0 &&
-        atoll_added_tokens_read(t, root, &map, name, err) == 0 &&
-        atoll_tokenizer_finish(t, name, err) == 0)
+        atoll_added_tokens_read(t, root, &map, name, err) == 0 && atoll_pipeline_post(t, root, name, err) == 0 &&
+        (!t->pipe || atoll_pipe_vocab(t, &map, root, len, name, err) == 0) && atoll_tokenizer_finish(t, name, err) == 0)
       rc = 0;
   }
   cJSON_Delete(root);
-  atoll_bytemap_free(&map);
+  atoll_bytemap_free(&map); /* (a pipeline's was moved into t) */
   if (rc != 0) {
     atoll_tokenizer_free(t);
     return -1;

@@ -4,7 +4,10 @@
 # corpus and on a non-ASCII text (accents, CJK, emoji, digits, whitespace runs); the
 # byte tokenizer's file too; decode(encode(x)) == x for arbitrary bytes, invalid UTF-8
 # included; merges in the array form; corrupt and hostile files (a 100 kB token, raw
-# control bytes, a key twice) and bad flags refused with one line.
+# control bytes, a key twice) and bad flags refused with one line. Then the pipelines
+# of Llama 3, Qwen2, Llama 2 and Mistral (tests/tokenizer/hf_families.py), invalid
+# UTF-8 through them, sample's BOS, and components atoll does not read, each refused
+# with one line.
 # Needs the venv's tokenizers (scripts/venv.sh, or ATOLL_PYTHON).
 # usage: test_tokenizer.sh ATOLL SRC
 ATOLL=$1
@@ -131,4 +134,58 @@ expect_error "a 100 kB token in an array-form merge" "long.json: model.merges: m
 expect_error "a raw NUL in a token" "nul.json: byte [0-9]*: raw control byte 0x00 inside a string" "$ATOLL" tokenizer info --tokenizer "$TMP/nul.json"
 expect_error "a raw control byte in a token" "ctl.json: byte [0-9]*: raw control byte 0x1F" "$ATOLL" tokenizer info --tokenizer "$TMP/ctl.json"
 expect_error "a key twice" "twice.json: key 'normalizer' appears more than once" "$ATOLL" tokenizer info --tokenizer "$TMP/twice.json"
+# --- the pipelines of Llama 3, Qwen2, Llama 2 and Mistral, made by tokenizers with each
+# family's tokenizer.json parts (tests/tokenizer/hf_families.py): ids equal to
+# tokenizers' encode (BOS included) on prose, source code and mixed Unicode, decode
+# equal to tokenizers' and giving the text back ---
+if "$PYV" "$SRC/tests/tokenizer/hf_families.py" "$ATOLL" "$CORPUS/fortunes" "$TMP" >"$TMP/fam.log" 2>&1; then
+  pass "Hugging Face = atoll on Llama 3, Qwen2, Llama 2 and Mistral pipelines: $(wc -l <"$TMP/fam.log") texts"
+else
+  fail "Hugging Face differs on a family's pipeline: $(grep -v equal "$TMP/fam.log" | tail -5)"
+fi
+# invalid UTF-8 (random bytes): a byte matching no Split pattern is a pre-token of its
+# own, a byte-fallback vocabulary gives <0xNN>; decoding gives the bytes back
+for tok in llama3 llama2; do
+  rm -f "$TMP/random.ids" "$TMP/random.back"
+  if "$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/random.bin" >"$TMP/random.ids" &&
+     "$ATOLL" tokenizer decode --tokenizer "$TMP/$tok.json" --ids "$TMP/random.ids" >"$TMP/random.back" &&
+     cmp -s "$TMP/random.bin" "$TMP/random.back"; then
+    pass "decode(encode(x)) == x with $tok.json, random bytes -> $(wc -w <"$TMP/random.ids") tokens"
+  else
+    fail "decode(encode(x)) != x with $tok.json"
+  fi
+done
+# sample puts the template's BOS before the prompt, as prepare before each passage
+"$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/llama2.json" --out "$TMP/data2" >/dev/null 2>&1 &&
+  "$ATOLL" train $TINY --data "$TMP/data2" --steps 2 --out "$TMP/run2" >/dev/null 2>&1 || fail "train on llama2.json data"
+want=$(printf 'The cat' | "$ATOLL" tokenizer encode --tokenizer "$TMP/llama2.json")
+got=$(ATOLL_TEST_PROMPT_IDS=1 "$ATOLL" sample --ckpt "$TMP/run2" --prompt "The cat" --tokens 3 --seed 1 2>&1 >"$TMP/s2.out" |
+      sed -n 's/^prompt ids: //p')
+case $want in "1 "*) ;; *) fail "tokenizer encode of llama2.json gives no BOS: $want";; esac
+[ -n "$got" ] && [ "$got" = "$want" ] && grep -q "^The cat" "$TMP/s2.out" &&
+  pass "sample: prompt ids with BOS as tokenizers' encode ($got)" || fail "sample prompt ids '$got', want '$want'"
+
+# --- pipelines refused with one line naming the component ---
+"$PYV" - "$TMP" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+def put(src, name, edit):
+    j = json.load(open(f"{d}/{src}.json", encoding="utf-8"))
+    edit(j)
+    json.dump(j, open(f"{d}/{name}.json", "w", encoding="utf-8"), ensure_ascii=False)
+put("qwen2", "nfkc", lambda j: j.update(normalizer={"type": "NFKC"}))
+put("llama3", "badre", lambda j: j["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="(?i:'s|\\p{Q}"))
+put("llama3", "contig", lambda j: j["pre_tokenizer"]["pretokenizers"][0].update(behavior="Contiguous"))
+put("llama3", "white", lambda j: j.update(pre_tokenizer={"type": "Whitespace"}))
+put("llama3", "roberta", lambda j: j.update(post_processor={"type": "RobertaProcessing"}))
+put("llama2", "wordpiece", lambda j: j["decoder"]["decoders"].append({"type": "WordPiece"}))
+put("llama2", "nobyte", lambda j: j["model"]["vocab"].update({"<0x41 >": j["model"]["vocab"].pop("<0x41>")}))
+PYEOF
+expect_error "NFKC normalizer" 'nfkc.json: normalizer: type "NFKC" is not supported' "$ATOLL" tokenizer info --tokenizer "$TMP/nfkc.json"
+expect_error "a regex PCRE2 rejects" "badre.json: pre_tokenizer: Split pattern .*: " "$ATOLL" tokenizer info --tokenizer "$TMP/badre.json"
+expect_error "Split behavior Contiguous" 'contig.json: pre_tokenizer: Split behavior "Contiguous" is not supported' "$ATOLL" tokenizer info --tokenizer "$TMP/contig.json"
+expect_error "an unknown pre_tokenizer" 'white.json: pre_tokenizer: type "Whitespace" is not supported' "$ATOLL" tokenizer info --tokenizer "$TMP/white.json"
+expect_error "an unknown post_processor" 'roberta.json: post_processor: type "RobertaProcessing"' "$ATOLL" tokenizer info --tokenizer "$TMP/roberta.json"
+expect_error "an unknown decoder" 'wordpiece.json: decoder: "WordPiece"' "$ATOLL" tokenizer info --tokenizer "$TMP/wordpiece.json"
+expect_error "byte fallback without <0x41>" "nobyte.json: model.vocab: byte_fallback needs the token <0x41>" "$ATOLL" tokenizer info --tokenizer "$TMP/nobyte.json"
 finish

@@ -244,7 +244,50 @@ static void gen(void) {
     die("added tokens seed", &e);
   }
   put_json("added.json", root);
+  /* Llama 3's pipeline: Split (its regex) then ByteLevel, ignore_merges, BOS template */
+  char pipe[2048];
+  snprintf(pipe, sizeof pipe,
+           "{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+           "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*"
+           "|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+           "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]},"
+           "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},{\"type\":"
+           "\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<|endoftext|>\",\"type_id\":0}},"
+           "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<|endoftext|>\":{\"id\":"
+           "\"<|endoftext|>\",\"ids\":[%d],\"tokens\":[\"<|endoftext|>\"]}}}]}}", v);
+  cJSON *parts = cJSON_Parse(pipe), *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  if (!parts || !model) {
+    atoll_fail(&e, "cannot build it");
+    die("llama3 seed", &e);
+  }
+  cJSON_ReplaceItemInObject(root, "pre_tokenizer", cJSON_DetachItemFromObject(parts, "pre_tokenizer"));
+  cJSON_ReplaceItemInObject(root, "post_processor", cJSON_DetachItemFromObject(parts, "post_processor"));
+  cJSON_ReplaceItemInObject(model, "ignore_merges", cJSON_CreateTrue());
+  put_json("llama3.json", root);
+  cJSON_Delete(parts);
   cJSON_Delete(root);
+  /* Llama 2's: normalizers, no pre-tokenizer, byte fallback, its decoder, BOS */
+  static char sp[16384];
+  size_t k = (size_t)snprintf(sp, sizeof sp,
+      "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\u2581\"},"
+      "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\u2581\"}]},\"pre_tokenizer\":null,"
+      "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+      "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}},"
+      "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\u2581\"},\"content\":\" \"},"
+      "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
+      "\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true},"
+      "{\"id\":1,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}],"
+      "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"byte_fallback\":true,\"vocab\":{\"<unk>\":0,\"<s>\":1,");
+  for (int b = 0; b < 256; b++) k += (size_t)snprintf(sp + k, sizeof sp - k, "\"<0x%02X>\":%d,", b, b + 2);
+  snprintf(sp + k, sizeof sp - k, "\"\u2581\":258,\"t\":259,\"h\":260,\"e\":261,\"th\":262,\"\u2581th\":263,\"\u2581the\":264},"
+           "\"merges\":[\"t h\",\"\u2581 th\",\"\u2581th e\"]}}");
+  f = fopen(at("llama2.json"), "w");
+  if (!f) {
+    atoll_fail(&e, "cannot write llama2.json");
+    die("llama2 seed", &e);
+  }
+  fputs(sp, f);
+  fclose(f);
   array_merges(json);
   free(json);
   atoll_tokenizer_free(t);
@@ -313,7 +356,7 @@ targets=(
   "config|GEN_CONFIG|src/train/config.c src/train/eval_sets.c src/parallel/outer_lr.c src/model/layout.c src/model/rope.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
   "jsonl|GEN_JSONL|src/text/jsonl.c src/core/err.c|"
-  "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/added_tokens.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/tokenizer/text_pieces.c src/text/text_input.c src/text/jsonl.c src/data/token_file.c src/core/json_text.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lz -lm"
+  "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/added_tokens.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/tokenizer/text_pieces.c src/tokenizer/pipeline.c src/tokenizer/pipe_encode.c src/tokenizer/pipe_vocab.c src/tokenizer/nfc.c src/text/text_input.c src/text/jsonl.c src/data/token_file.c src/core/json_text.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lz -lm -lpcre2-8 -licuuc"
   "plan_config|GEN_PLAN_CONFIG|src/plan/options.c src/plan/setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "wire|GEN_WIRE|src/net/wire.c|"
   "coord_state|GEN_JSONL|src/net/coordinator_state.c src/core/json_text.c src/core/fs.c src/core/err.c src/text/jsonl.c|-lcjson -lm"
