@@ -23,7 +23,10 @@ static const cJSON *item(const cJSON *o, const char *key) { return cJSON_GetObje
 
 static const char *type_of(const cJSON *o) {
   const cJSON *v = item(o, "type");
-  return cJSON_IsObject(o) && cJSON_IsString(v) ? v->valuestring : NULL;
+  if (!cJSON_IsObject(o) || !cJSON_IsString(v)) return NULL;
+  for (const char *c = v->valuestring; *c; c++) /* no type has one; and error lines stay one line */
+    if ((unsigned char)*c < 0x20) return "(a name with control characters)";
+  return v->valuestring;
 }
 
 static int is_null(const cJSON *o) { return !o || cJSON_IsNull(o); }
