@@ -7,7 +7,11 @@
  *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
- * (signal handlers, thread counts). */
+ * (signal handlers, thread counts).
+ *
+ * Over 600 lines: `atoll train`'s settings (flags, --config, --resume, an island's own
+ * run, the coordinator's run settings) share this file with the dispatch and the small
+ * commands; they are the next thing to move into a train_cli.c of their own. */
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
