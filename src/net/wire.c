@@ -235,6 +235,7 @@ static void put(wr *w, const void *src, size_t n) {
     w->bad = 1;
     return;
   }
+  if (n == 0) return; /* memcpy wants real pointers even for 0 bytes */
   memcpy(w->p, src, n);
   w->p += n;
   w->left -= n;
