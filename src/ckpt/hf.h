@@ -24,7 +24,8 @@ typedef struct {
 } atoll_hf_name;
 
 typedef struct {
-  const char *model_type;      /* config.json's "model_type": "gpt2", "llama" */
+  const char *model_type;      /* config.json's "model_type": "gpt2", "llama", "qwen2" */
+  const char *flags;           /* train's flags for it: "--arch llama --qkv-bias 1" */
   const atoll_hf_name *names;
   int nnames;
   const char *tied_head;       /* the LM head a loader may find as a copy of the embedding, or NULL */
@@ -40,7 +41,7 @@ typedef struct {
 const atoll_hf_arch *atoll_hf_arch_find(const char *model_type);
 /* The known model_type values, for messages ("gpt2, llama"). */
 void atoll_hf_known(char *out, size_t outsz);
-/* The table of a run's model: "gpt2" or "llama" (--arch). */
+/* The table of a run's model: "gpt2", "llama" or (--arch llama --qkv-bias 1) "qwen2". */
 const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
 /* The Hugging Face name of layout tensor t into out, and whether it is stored
  * transposed; -1 if the table has no entry for it. */

@@ -135,8 +135,9 @@ static int read_config(const char *dir, const atoll_layout *whole, const atoll_h
                     cJSON_IsString(type) ? "'" : "", cJSON_IsString(type) ? type->valuestring : "missing",
                     cJSON_IsString(type) ? "'" : "", known);
   else if (*arch != atoll_hf_arch_of(&whole->shape))
-    rc = atoll_fail(err, "%s: model_type '%s' is not this run's architecture (--arch %s; pass --arch %s)", path,
-                    (*arch)->model_type, atoll_hf_arch_of(&whole->shape)->model_type, (*arch)->model_type);
+    rc = atoll_fail(err, "%s: model_type '%s' is not this run's architecture (%s, a %s model; pass %s)", path,
+                    (*arch)->model_type, atoll_hf_arch_of(&whole->shape)->flags,
+                    atoll_hf_arch_of(&whole->shape)->model_type, (*arch)->flags);
   else
     rc = (*arch)->config_check(cfg, &whole->shape, path, err);
   cJSON_Delete(cfg);
