@@ -338,10 +338,20 @@ static cJSON *qwen2_config_json(const atoll_shape *s) {
 }
 
 static int qwen2_config_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
-  return llama_common_check(cfg, s, path, err) ||
-                 check_bool(cfg, "use_sliding_window", 0, 0, path, "atoll's attention is over the whole context", err)
-             ? -1
-             : 0;
+  if (llama_common_check(cfg, s, path, err) ||
+      check_bool(cfg, "use_sliding_window", 0, 0, path, "atoll's attention is over the whole context", err))
+    return -1;
+  /* transformers 5 also lists each layer's kind; only full attention is atoll's */
+  const cJSON *types = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types"), *t;
+  if (types && !cJSON_IsNull(types) && !cJSON_IsArray(types))
+    return atoll_fail(err, "%s: layer_types is not a list", path);
+  const cJSON *list = cJSON_IsArray(types) ? types : NULL;
+  cJSON_ArrayForEach(t, list) {
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0)
+      return atoll_fail(err, "%s: layer_types holds %s; atoll's attention is full_attention only", path,
+                        cJSON_IsString(t) ? t->valuestring : "a value that is not a string");
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------ the tables --- */
