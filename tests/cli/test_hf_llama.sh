@@ -17,7 +17,9 @@
 # zeroed), exports back equal tensor by tensor and loads in transformers as
 # Qwen2ForCausalLM; a tensor missing from every shard, an index naming a missing shard,
 # a shard holding a tensor the index puts elsewhere, sliding-window attention and a
-# --qkv-bias that disagrees are each refused in one line.
+# --qkv-bias that disagrees are each refused in one line. `atoll eval --hf` on the bf16
+# shards gives transformers' loss on the same windows (within 1e-4 relative), and `atoll
+# eval --ckpt` the run's own final validation loss exactly; eval's bad flags get one line.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -158,6 +160,16 @@ for q in qs qb; do
   if $CHECK same $q back_$q >"$TMP/out" 2>&1; then pass "round trip $q: $(tail -1 "$TMP/out")"; else fail "round trip $q: $(tail -3 "$TMP/out")"; fi
 done
 logits "atoll's Qwen2 (from bf16 shards) exported, in transformers" r_qb back_qb
+# atoll eval: transformers' loss on eval's windows; a run's final val_loss again
+"$ATOLL" eval --hf qb --data data --json --windows-out qb.win >qb.json 2>"$TMP/err" || fail "eval --hf qb: $(cat "$TMP/err")"
+if $CHECK loss qb qb.win qb.json >"$TMP/out" 2>&1; then pass "eval --hf (bf16 shards): $(tail -1 "$TMP/out")"; else fail "eval --hf: $(tail -3 "$TMP/out")"; fi
+"$ATOLL" eval --ckpt r_q1 --data data --json >q1.json 2>"$TMP/err" || fail "eval --ckpt r_q1: $(cat "$TMP/err")"
+want=$(sed -n 's/.*"final_val_loss":[[:space:]]*\([0-9.e+-]*\).*/\1/p' r_q1/summary.json)
+got=$(sed -n 's/.*"val_loss": \([0-9.e+-]*\),.*/\1/p' q1.json)
+awk -v a="$got" -v b="$want" 'BEGIN { exit !(a != "" && a + 0 == b + 0) }' &&
+  pass "eval --ckpt gives the run's final_val_loss $want: $(cat q1.json)" || fail "eval --ckpt: $got, the run said $want"
+expect_error "eval with two models" "--ckpt or --hf: eval needs exactly one model" "$ATOLL" eval --ckpt r_q1 --hf q1 --data data
+expect_error "eval --seq too long" "--seq 64: longer than the model's context 32" "$ATOLL" eval --hf q1 --data data --seq 64
 i=50
 qwen_refused() { # NAME KEYWORD SRC EDIT...
   name=$1 keyword=$2 src=$3; shift 3

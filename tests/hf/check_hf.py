@@ -10,6 +10,9 @@
                                            Llama (with the four: rope scaling llama3)
   check_hf.py make_qwen2 OUT L H KV C I CTX V TIE [SAVE]   a tiny Qwen2 (q/k/v biases); SAVE: fp32 (one
                                            file), shard (fp32, several shards and the index) or bf16 (sharded)
+  check_hf.py loss HF_DIR WINDOWS JSON       transformers' mean loss over atoll eval's --windows-out windows
+                                           (int32 [n, seq + 1]) equals the val_loss of its --json output
+                                           (JSON, a file) within 1e-4 relative
   check_hf.py same DIR_A DIR_B             tensor-by-tensor equal (as float32; either may be sharded), same
                                            config shape
   check_hf.py edit SRC DST OP [ARG]        a copy of SRC changed for the refusal tests: drop NAME,
@@ -128,6 +131,25 @@ def tokens(export_dir, text_file, ids_file):
     assert tok.decode(ids) == text
     print(f"tokenizer.json: {len(ids)} ids for {len(text.encode())} bytes equal atoll's, "
           f"vocabulary {tok.get_vocab_size()} = config.json's vocab_size, decodes back")
+
+
+def loss(hf_dir, windows_file, json_file):
+    import torch
+    from transformers import AutoModelForCausalLM
+    got = json.load(open(json_file))
+    T = got["context"]
+    w = np.fromfile(windows_file, dtype=np.int32).reshape(-1, T + 1)
+    assert w.shape[0] == got["windows"], (w.shape, got["windows"])
+    model = AutoModelForCausalLM.from_pretrained(hf_dir).float().eval()
+    x = torch.from_numpy(w.astype(np.int64))
+    with torch.no_grad():  # every window is T tokens: the mean of batch means is the mean over all
+        logits = model(x[:, :-1]).logits
+        ref = float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(),
+                                                      x[:, 1:].reshape(-1)))
+    rel = abs(got["val_loss"] - ref) / abs(ref)
+    print(f"loss: transformers {ref:.7f}, atoll eval {got['val_loss']:.7f} over {w.shape[0]} windows of {T} tokens, "
+          f"relative difference {rel:.2g}")
+    assert rel < 1e-4, rel
 
 
 def make(out, L, H, C, ctx, V):
@@ -299,5 +321,5 @@ def same_bf16(a, b):
 
 
 if __name__ == "__main__":
-    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "make_llama": make_llama, "make_qwen2": make_qwen2, "same": same, "edit": edit,
+    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "loss": loss, "make_llama": make_llama, "make_qwen2": make_qwen2, "same": same, "edit": edit,
      "same_bf16": same_bf16}[sys.argv[1]](*sys.argv[2:])
