@@ -168,7 +168,7 @@ static int eval(eval_opts *o, atoll_err *err) {
   if (rc == 0) {
     long windows = (long)o->cfg.eval_batches * o->cfg.batch;
     if (o->json)
-      printf("{\"val_loss\": %.9g, \"windows\": %ld, \"context\": %d, \"batch\": %d, \"eval_batches\": %d, "
+      printf("{\"val_loss\": %.17g, \"windows\": %ld, \"context\": %d, \"batch\": %d, \"eval_batches\": %d, "
              "\"tokens\": %ld}\n", loss, windows, seq, o->cfg.batch, o->cfg.eval_batches, windows * seq);
     else
       printf("val_loss %.6f over %ld windows of %d tokens (%d batches of %d) of %s/val, model %s\n", loss, windows, seq,
