@@ -182,6 +182,9 @@ qwen_refused "tensor in no shard" "index.json: 1 tensor missing from every shard
 qwen_refused "shard missing" "index.json: names shard model-" qs shard_lost
 qwen_refused "tensor in another shard" "holds tensor model.layers.0.self_attn.v_proj.bias, which the index puts in model-" qs \
   shard_move model.layers.0.self_attn.v_proj.bias
+cp -r qs e59 && sed -i 's|"model-00001-of|"../model-00001-of|' e59/model.safetensors.index.json
+expect_error "shard outside the directory" "weight_map's model.embed_tokens.weight: the shard must be a file name beside the index" \
+  "$ATOLL" train $NOSHAPE --out x59 --init-from-hf e59
 qwen_refused "sliding window" "use_sliding_window is true; atoll's attention is over the whole context" q1 set 'use_sliding_window=true'
 expect_error "qkv-bias differs" "--qkv-bias 0: disagrees with q1/config.json's model_type qwen2" \
   "$ATOLL" train $NOSHAPE --out x60 --qkv-bias 0 --init-from-hf q1
