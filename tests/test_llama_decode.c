@@ -1,6 +1,6 @@
 /* Generation with the key/value cache (src/model/decode.c) equals the full forward pass
  * over the window (what atoll sample did without a cache), for both archs: at every
- * step of 40 tokens with a 16-token context (so the window slides and the cache is
+ * step (Llama also with Qwen2's q/k/v biases) of 40 tokens with a 16-token context (so the window slides and the cache is
  * refilled, as src/infer/sample.c does), the last position's logits agree within 1e-4
  * of their largest magnitude, and the greedy (temperature 0) tokens are the same. The
  * weights are the initial ones scaled up 4x, so the logits are far from ties. */
@@ -26,7 +26,11 @@ static void check_arch(const atoll_shape *s) {
   if (!m) return;
   atoll_model_init_weights(m, 5);
   float *p = atoll_model_params(m);
-  for (size_t i = 0; i < atoll_model_layout(m)->nparams; i++) p[i] *= 4.0f;
+  const atoll_layout *lay = atoll_model_layout(m);
+  for (size_t i = 0; i < lay->nparams; i++) p[i] *= 4.0f;
+  for (int i = 0; i < lay->ntensors; i++) /* biases (zero at first) away from zero */
+    if (strstr(lay->tensors[i].name, ".bias"))
+      for (size_t k = 0; k < lay->tensors[i].numel; k++) p[lay->tensors[i].offset + k] = 0.5f * sinf((float)k + 1.0f);
   atoll_decoder *d = NULL;
   CHECK_OK(atoll_decoder_create(&d, m, &err), &err);
   if (!d) return;
@@ -53,7 +57,7 @@ static void check_arch(const atoll_shape *s) {
     same_tokens &= t == argmax(fast, V);
     seq[n++] = t;
   }
-  printf("%s: 40 tokens, worst logits error %.2g, greedy tokens %s\n", s->arch, worst, same_tokens ? "equal" : "DIFFER");
+  printf("%s%s: 40 tokens, worst logits error %.2g, greedy tokens %s\n", s->arch, s->qkv_bias ? " (qkv biases)" : "", worst, same_tokens ? "equal" : "DIFFER");
   CHECK(worst <= 1e-4);
   CHECK(same_tokens);
   /* a step past the context is refused, not written out of bounds */
@@ -73,5 +77,8 @@ int main(void) {
   check_arch(&gpt2);
   check_arch(&llama);
   check_arch(&llama_tied);
+  atoll_shape qwen2 = llama; /* Qwen2's attention: q, k and v products with biases */
+  qwen2.qkv_bias = 1;
+  check_arch(&qwen2);
   CHECK_DONE();
 }

@@ -47,6 +47,7 @@ typedef struct {
   int kv_heads;     /* llama: key/value heads, dividing heads (0: heads) */
   int multiple_of;  /* llama: the SwiGLU width is rounded up to a multiple of it (0: 256) */
   int tie;          /* llama: 1 ties the LM head to wte, else it has its own; GPT-2: always tied */
+  int qkv_bias;     /* llama: 1 adds a bias to the q, k and v products (Qwen2); GPT-2: always biased */
   float norm_eps;   /* llama: RMSNorm epsilon (0: 1e-5) */
   float rope_theta; /* llama: rotary embedding base (0: 10000) */
   /* llama: the rotary frequencies' scaling (src/model/rope.c): "none" (also when empty) or

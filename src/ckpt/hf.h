@@ -24,7 +24,8 @@ typedef struct {
 } atoll_hf_name;
 
 typedef struct {
-  const char *model_type;      /* config.json's "model_type": "gpt2", "llama" */
+  const char *model_type;      /* config.json's "model_type": "gpt2", "llama", "qwen2" */
+  const char *flags;           /* train's flags for it: "--arch llama --qkv-bias 1" */
   const atoll_hf_name *names;
   int nnames;
   const char *tied_head;       /* the LM head a loader may find as a copy of the embedding, or NULL */
@@ -40,7 +41,7 @@ typedef struct {
 const atoll_hf_arch *atoll_hf_arch_find(const char *model_type);
 /* The known model_type values, for messages ("gpt2, llama"). */
 void atoll_hf_known(char *out, size_t outsz);
-/* The table of a run's model: "gpt2" or "llama" (--arch). */
+/* The table of a run's model: "gpt2", "llama" or (--arch llama --qkv-bias 1) "qwen2". */
 const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
 /* The Hugging Face name of layout tensor t into out, and whether it is stored
  * transposed; -1 if the table has no entry for it. */
@@ -60,10 +61,30 @@ int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float 
                     atoll_err *err);
 
 /* Reads a directory written by atoll_hf_export or by transformers' save_pretrained
- * (one model.safetensors, F32, F16 or BF16) into the whole model's flat buffer:
+ * (one model.safetensors, or model.safetensors.index.json and the shards it names; F32,
+ * F16 or BF16) into the whole model's flat buffer:
  * config.json must describe the layout's shape, every tensor must be there with its
  * shape, and no other (a tied LM head equal to the embedding excepted). */
 int atoll_hf_import(const char *dir, const atoll_layout *whole, float *params, atoll_err *err);
+
+/* model.safetensors.index.json (src/ckpt/hf_index.c): the tensor -> shard map of a
+ * sharded checkpoint. Names point into json. */
+typedef struct {
+  cJSON *json;
+  int nshards;
+  const char **shards; /* distinct shard file names, in the order first named */
+  int nnames;
+  const char **names;  /* weight_map's tensor names */
+  int *shard_of;       /* names[i] is in shards[shard_of[i]] */
+} atoll_hf_index;
+
+/* Parses the index's text (len bytes; `path` names it in messages): a JSON object whose
+ * weight_map maps each tensor name (unique, 1 to 255 bytes) to a shard: a plain file
+ * name ending in .safetensors, with no directory part. One line on failure, *x empty. */
+int atoll_hf_index_parse(const char *text, size_t len, const char *path, atoll_hf_index *x, atoll_err *err);
+void atoll_hf_index_free(atoll_hf_index *x);
+/* The shard number of tensor `name`, or -1 if the index does not name it. */
+int atoll_hf_index_find(const atoll_hf_index *x, const char *name);
 
 /* --init-from-hf DIR: the model's shape from DIR/config.json (src/ckpt/hf_shape.c): every
  * key read as transformers reads it, checked as train's flags are and with the keys

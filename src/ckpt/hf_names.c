@@ -242,7 +242,8 @@ static int llama_rope_check(const cJSON *cfg, const atoll_shape *s, const char *
   return 0;
 }
 
-static int llama_config_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
+/* The keys Llama and Qwen2 share. */
+static int llama_common_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
   const char *const keys[] = {"num_hidden_layers", "num_attention_heads", "hidden_size", "max_position_embeddings",
                               "vocab_size"};
   const char *const flags[] = {"layers", "heads", "dim", "context", "vocab"};
@@ -283,19 +284,85 @@ static int llama_config_check(const cJSON *cfg, const atoll_shape *s, const char
   const char *a = cJSON_IsString(act) ? act->valuestring : act ? "(not a string)" : "silu";
   if (strcmp(a, "silu") != 0 && strcmp(a, "swish") != 0)
     return atoll_fail(err, "%s: hidden_act is %s; atoll's SwiGLU uses silu", path, a);
-  if (check_bool(cfg, "attention_bias", 0, 0, path, "atoll's Llama has no biases", err) ||
+  return 0;
+}
+
+static int llama_config_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
+  if (llama_common_check(cfg, s, path, err) ||
+      check_bool(cfg, "attention_bias", 0, 0, path, "atoll's Llama has no biases (Qwen2's q/k/v biases: model_type qwen2)", err) ||
       check_bool(cfg, "mlp_bias", 0, 0, path, "atoll's Llama has no biases", err))
     return -1;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- Qwen2 --- */
+
+/* Qwen2ForCausalLM: Llama's tensors and names, and biases on q_proj, k_proj and v_proj
+ * (atoll's --arch llama --qkv-bias 1). Its config.json has Llama's keys but no
+ * attention_bias or mlp_bias (the q/k/v biases are always there); sliding-window
+ * attention (use_sliding_window true) is refused. */
+static const atoll_hf_name QWEN2_NAMES[] = {
+    {"wte.weight", "model.embed_tokens.weight", 0},
+    {"h.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
+    {"h.%d.attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0},
+    {"h.%d.attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0},
+    {"h.%d.attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0},
+    {"h.%d.attn.q.bias", "model.layers.%d.self_attn.q_proj.bias", 0},
+    {"h.%d.attn.k.bias", "model.layers.%d.self_attn.k_proj.bias", 0},
+    {"h.%d.attn.v.bias", "model.layers.%d.self_attn.v_proj.bias", 0},
+    {"h.%d.attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0},
+    {"h.%d.mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
+    {"h.%d.mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0},
+    {"h.%d.mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0},
+    {"h.%d.mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0},
+    {"norm.weight", "model.norm.weight", 0},
+    {"lm_head.weight", "lm_head.weight", 0},
+};
+
+/* Llama's config.json with Qwen2's class, type and sliding-window keys in place of the
+ * bias keys. */
+static cJSON *qwen2_config_json(const atoll_shape *s) {
+  cJSON *o = llama_config_json(s), *arch = cJSON_CreateArray();
+  const char *drop[] = {"architectures", "model_type", "attention_bias", "mlp_bias", "pretraining_tp"};
+  for (size_t i = 0; o && i < sizeof drop / sizeof drop[0]; i++) cJSON_DeleteItemFromObjectCaseSensitive(o, drop[i]);
+  int ok = o && arch && cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen2ForCausalLM")) &&
+           cJSON_AddItemToObject(o, "architectures", arch) && (arch = NULL, 1) &&
+           cJSON_AddStringToObject(o, "model_type", "qwen2") && cJSON_AddFalseToObject(o, "use_sliding_window") &&
+           cJSON_AddNullToObject(o, "sliding_window") && cJSON_AddNumberToObject(o, "max_window_layers", s->layers);
+  cJSON_Delete(arch);
+  if (!ok) {
+    cJSON_Delete(o);
+    return NULL;
+  }
+  return o;
+}
+
+static int qwen2_config_check(const cJSON *cfg, const atoll_shape *s, const char *path, atoll_err *err) {
+  if (llama_common_check(cfg, s, path, err) ||
+      check_bool(cfg, "use_sliding_window", 0, 0, path, "atoll's attention is over the whole context", err))
+    return -1;
+  /* transformers 5 also lists each layer's kind; only full attention is atoll's */
+  const cJSON *types = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types"), *t;
+  if (types && !cJSON_IsNull(types) && !cJSON_IsArray(types))
+    return atoll_fail(err, "%s: layer_types is not a list", path);
+  const cJSON *list = cJSON_IsArray(types) ? types : NULL;
+  cJSON_ArrayForEach(t, list) {
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0)
+      return atoll_fail(err, "%s: layer_types holds %s; atoll's attention is full_attention only", path,
+                        cJSON_IsString(t) ? t->valuestring : "a value that is not a string");
+  }
   return 0;
 }
 
 /* ------------------------------------------------------------ the tables --- */
 
 static const atoll_hf_arch ARCHS[] = {
-    {"gpt2", GPT2_NAMES, (int)(sizeof GPT2_NAMES / sizeof GPT2_NAMES[0]), "lm_head.weight", "transformer.wte.weight",
-     gpt2_config_json, gpt2_config_check},
-    {"llama", LLAMA_NAMES, (int)(sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0]), "lm_head.weight",
+    {"gpt2", "--arch gpt2", GPT2_NAMES, (int)(sizeof GPT2_NAMES / sizeof GPT2_NAMES[0]), "lm_head.weight",
+     "transformer.wte.weight", gpt2_config_json, gpt2_config_check},
+    {"llama", "--arch llama", LLAMA_NAMES, (int)(sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0]), "lm_head.weight",
      "model.embed_tokens.weight", llama_config_json, llama_config_check},
+    {"qwen2", "--arch llama --qkv-bias 1", QWEN2_NAMES, (int)(sizeof QWEN2_NAMES / sizeof QWEN2_NAMES[0]),
+     "lm_head.weight", "model.embed_tokens.weight", qwen2_config_json, qwen2_config_check},
 };
 
 const atoll_hf_arch *atoll_hf_arch_find(const char *model_type) {
@@ -311,7 +378,9 @@ void atoll_hf_known(char *out, size_t outsz) {
     at += (size_t)snprintf(out + at, outsz - at, "%s%s", i ? ", " : "", ARCHS[i].model_type);
 }
 
-const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s) { return &ARCHS[atoll_shape_llama(s) ? 1 : 0]; }
+const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s) {
+  return &ARCHS[!atoll_shape_llama(s) ? 0 : s->qkv_bias ? 2 : 1];
+}
 
 int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, size_t outsz, int *transpose) {
   char name[96];

@@ -90,8 +90,10 @@ int atoll_hf_llama_rope(const cJSON *cfg, const char *path, atoll_shape *s, atol
   return 0;
 }
 
-static int llama_shape(const cJSON *cfg, const char *path, atoll_shape *s, atoll_err *err) {
+/* Llama, and Qwen2 (qkv: Llama with q/k/v biases) */
+static int llama_shape(const cJSON *cfg, int qkv, const char *path, atoll_shape *s, atoll_err *err) {
   snprintf(s->arch, sizeof s->arch, "llama");
+  s->qkv_bias = qkv;
   INT_KEY("num_hidden_layers", -1, "layers", s->layers);
   INT_KEY("num_attention_heads", -1, "heads", s->heads);
   INT_KEY("hidden_size", -1, "dim", s->dim);
@@ -130,7 +132,8 @@ int atoll_hf_shape(const char *dir, atoll_shape *s, atoll_err *err) {
                     cJSON_IsString(type) ? "'" : "", cJSON_IsString(type) ? type->valuestring : "missing",
                     cJSON_IsString(type) ? "'" : "", known);
   else if (rc == 0)
-    rc = strcmp(a->model_type, "llama") == 0 ? llama_shape(cfg, path, s, err) : gpt2_shape(cfg, path, s, err);
+    rc = strcmp(a->model_type, "gpt2") == 0 ? gpt2_shape(cfg, path, s, err)
+                                             : llama_shape(cfg, strcmp(a->model_type, "qwen2") == 0, path, s, err);
   atoll_err why;
   if (rc == 0 && atoll_shape_check(s, &why)) rc = atoll_fail(err, "%s: %s", path, why.msg);
   /* the keys that are not the shape (activation, biases, head_dim, ...) */
@@ -147,6 +150,7 @@ void atoll_hf_shape_unset(atoll_shape *s) {
   s->layers = s->heads = s->dim = s->context = s->vocab = -1;
   s->kv_heads = s->multiple_of = s->rope_orig_context = -1;
   s->tie = -2; /* -1 is a value: the arch's default */
+  s->qkv_bias = -1;
   s->norm_eps = s->rope_theta = s->rope_factor = s->rope_low_freq = s->rope_high_freq = -1.0f;
 }
 
@@ -179,8 +183,10 @@ int atoll_hf_take_shape(const char *dir, atoll_shape *run, const atoll_shape *gi
   atoll_shape h = d.model;
   if (atoll_hf_shape(dir, &h, err)) return -1;
   int llama = atoll_shape_llama(&h), l3 = atoll_shape_rope_llama3(&h);
-  const char *model_type = llama ? "llama" : "gpt2";
+  const char *model_type = atoll_hf_arch_of(&h)->model_type;
   if (given->arch[0] && strcmp(given->arch, h.arch) != 0) return disagree(dir, "arch", given->arch, "model_type", model_type, err);
+  if (given->qkv_bias >= 0 && given->qkv_bias != h.qkv_bias)
+    return disagree(dir, "qkv-bias", given->qkv_bias ? "1" : "0", "model_type", model_type, err);
   const char *flags[] = {"layers", "heads", "dim", "context", "vocab"};
   const char *keys[2][5] = {{"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"},
                             {"num_hidden_layers", "num_attention_heads", "hidden_size", "max_position_embeddings", "vocab_size"}};

@@ -5,6 +5,7 @@
  *   atoll sample  --ckpt DIR [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S] [--keep-special]
  *                 [--device cpu|cuda] [--threads N]
  *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
+ *   atoll eval    (--ckpt DIR | --hf DIR) --data DIR [--json] ...   (src/cli/eval_cli.c)
  *
  * The CLI is the only place that exits the process or touches process-wide state
  * (signal handlers, thread counts).
@@ -15,6 +16,7 @@
 #include "atoll/atoll.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf.h"
+#include "cli/eval_cli.h"
 #include "cli/export_cli.h"
 #include "cli/openblas_core.h"
 #include "ops/cpu_features.h"
@@ -78,6 +80,7 @@ static void usage(FILE *f) {
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
           "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
           "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n"
+          "  eval      the validation loss of a checkpoint or a Hugging Face model (atoll eval --help)\n"
           "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n"
           "  coordinator  coordinate islands that train as separate jobs (docs/islands.md)\n"
           "  keys      make a CURVE keypair for an island or a coordinator\n");
@@ -199,10 +202,10 @@ static int check_resume_arch(const atoll_shape *c, const atoll_shape *k, const c
   if (!atoll_shape_llama(c)) return 0;
   if (atoll_shape_kv_heads(c) != atoll_shape_kv_heads(k) || atoll_shape_hidden(c) != atoll_shape_hidden(k) ||
       atoll_shape_tied(c) != atoll_shape_tied(k) || atoll_shape_norm_eps(c) != atoll_shape_norm_eps(k) ||
-      !atoll_shape_rope_same(c, k))
-    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta/--rope-scaling: differ from the checkpoint %s's "
-                      "(kv-heads=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g); a resumed run keeps the model's shape",
-                      dir, k->kv_heads, k->multiple_of, k->tie, k->norm_eps, k->rope_theta);
+      !atoll_shape_rope_same(c, k) || c->qkv_bias != k->qkv_bias)
+    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta/--rope-scaling/--qkv-bias: differ from the checkpoint %s's "
+                      "(kv-heads=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g, qkv-bias=%d); a resumed run keeps the model's shape",
+                      dir, k->kv_heads, k->multiple_of, k->tie, k->norm_eps, k->rope_theta, k->qkv_bias);
   return 0;
 }
 
@@ -638,6 +641,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
   if (strcmp(cmd, "export") == 0) return atoll_export_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "eval") == 0) return atoll_eval_main(argc - 2, argv + 2);
   if (strcmp(cmd, "tokenizer") == 0) return atoll_cli_tokenizer(argc - 2, argv + 2);
   if (strcmp(cmd, "coordinator") == 0) return atoll_coordinator_main(argc - 2, argv + 2);
   if (strcmp(cmd, "keys") == 0) return atoll_keys_main(argc - 2, argv + 2);
@@ -645,6 +649,6 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, plan, export, tokenizer, coordinator, keys)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, eval, plan, export, tokenizer, coordinator, keys)\n", cmd);
   return 2;
 }

@@ -68,6 +68,14 @@ static float *param(atoll_model *m, const char *name, int layer) {
   return m->params + atoll_layout_find(&m->lay, full)->offset;
 }
 
+/* The tensor, or NULL where the layout has none (llama's q, k, v biases without --qkv-bias). */
+static float *param_or_null(atoll_model *m, const char *name, int layer) {
+  char full[64];
+  snprintf(full, sizeof full, "h.%d.%s", layer, name);
+  const atoll_tensor *t = atoll_layout_find(&m->lay, full);
+  return t ? m->params + t->offset : NULL;
+}
+
 /* One GPT-2 block on rows x [n, C] at positions pos..pos+n-1; kc, vc: this layer's cache. */
 static void gpt2_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
   atoll_model *m = d->m;
@@ -95,9 +103,9 @@ static void llama_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
   int C = m->s.dim, NH = m->s.heads, hs = C / NH, KV = d->KW / hs, H = atoll_shape_hidden(&m->s), pos = d->pos;
   float *knew = kc + (size_t)pos * d->KW, *vnew = vc + (size_t)pos * d->KW;
   o->rmsnorm_forward(d->h, d->rstd, d->x, param(m, "attn_norm.weight", l), n, C, m->eps);
-  o->matmul_forward(d->q, d->h, param(m, "attn.q.weight", l), NULL, n, C, C, 0);
-  o->matmul_forward(knew, d->h, param(m, "attn.k.weight", l), NULL, n, C, d->KW, 0);
-  o->matmul_forward(vnew, d->h, param(m, "attn.v.weight", l), NULL, n, C, d->KW, 0);
+  o->matmul_forward(d->q, d->h, param(m, "attn.q.weight", l), param_or_null(m, "attn.q.bias", l), n, C, C, 0);
+  o->matmul_forward(knew, d->h, param(m, "attn.k.weight", l), param_or_null(m, "attn.k.bias", l), n, C, d->KW, 0);
+  o->matmul_forward(vnew, d->h, param(m, "attn.v.weight", l), param_or_null(m, "attn.v.bias", l), n, C, d->KW, 0);
   o->rope(d->q, 1, n, NH, hs, m->rope_freq, pos, 0);
   o->rope(knew, 1, n, KV, hs, m->rope_freq, pos, 0);
   o->gqa_forward(d->att, d->lse, d->q, kc, vc, 1, n, pos + n, NH, KV, hs);

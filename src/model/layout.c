@@ -39,7 +39,8 @@
  *     the rest              none   replicated (LayerNorms, wpe, projection biases)
  * Checkpoints always hold the whole model; atoll_layout_runs maps a part into it.
  *
- * --arch llama (hs = dim / heads, KV = kv_heads, H = the SwiGLU width, no biases):
+ * --arch llama (hs = dim / heads, KV = kv_heads, H = the SwiGLU width, no biases but
+ * those of q, k and v with --qkv-bias 1):
  *   name                       shape        decay  tensor-parallel cut
  *   wte.weight                 [V, C]       yes    rows (vocabulary); first stage (and the
  *                                                  last when tied: --tie 1)
@@ -48,6 +49,9 @@
  *   h.l.attn.q.weight          [C, C]       yes    rows: query heads [r heads/tp, ...)
  *   h.l.attn.k.weight          [KV hs, C]   yes    rows: key/value heads [r KV/tp, ...)
  *   h.l.attn.v.weight          [KV hs, C]   yes    rows: the same key/value heads
+ *   h.l.attn.q.bias            [C]          no     rows, as q.weight; --qkv-bias 1 only (Qwen2)
+ *   h.l.attn.k.bias            [KV hs]      no     rows, as k.weight; --qkv-bias 1 only
+ *   h.l.attn.v.bias            [KV hs]      no     rows, as v.weight; --qkv-bias 1 only
  *   h.l.attn.o.weight          [C, C]       yes    cols
  *   h.l.mlp_norm.weight        [C]          no     replicated
  *   h.l.mlp.gate.weight        [H, C]       yes    rows
@@ -81,6 +85,8 @@ int atoll_shape_check(const atoll_shape *s, atoll_err *err) {
   if (!atoll_shape_llama(s)) {
     if (s->kv_heads != 0 && s->kv_heads != s->heads)
       return atoll_fail(err, "kv-heads: grouped-query attention needs --arch llama (GPT-2 has one key/value head per head)");
+    if (s->qkv_bias)
+      return atoll_fail(err, "qkv-bias: is a llama option (GPT-2's qkv product always has a bias)");
     return 0;
   }
   int kv = atoll_shape_kv_heads(s);
@@ -192,7 +198,7 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
     for (int l = lay->chunk_begin[c]; l < lay->chunk_end[c]; l++) lay->block_of[l] = lay->nblocks++;
   }
   int nblocks = lay->nblocks;
-  lay->per_block = llama ? 9 : 12;
+  lay->per_block = llama ? (s->qkv_bias ? 12 : 9) : 12;
   lay->tensors = calloc((size_t)(4 + lay->per_block * nblocks), sizeof(atoll_tensor));
   if (!lay->tensors) {
     atoll_layout_free(lay);
@@ -219,6 +225,11 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
       add(lay, &off, l, "attn.q.weight", C, C, 1, R, 1);
       add(lay, &off, l, "attn.k.weight", KVW, C, 1, R, 1);
       add(lay, &off, l, "attn.v.weight", KVW, C, 1, R, 1);
+      if (s->qkv_bias) {
+        add(lay, &off, l, "attn.q.bias", C, 0, 0, R, 1);
+        add(lay, &off, l, "attn.k.bias", KVW, 0, 0, R, 1);
+        add(lay, &off, l, "attn.v.bias", KVW, 0, 0, R, 1);
+      }
       add(lay, &off, l, "attn.o.weight", C, C, 1, K, 1);
       add(lay, &off, l, "mlp_norm.weight", C, 0, 0, N, 1);
       add(lay, &off, l, "mlp.gate.weight", H, C, 1, R, 1);

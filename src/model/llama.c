@@ -4,7 +4,8 @@
  *   x1 = x  + o(attn(rope(q(n1)), rope(k(n1)), v(n1))),  n1 = rmsnorm_1(x)
  *   x2 = x1 + down(silu(gate(n2)) * up(n2)),              n2 = rmsnorm_2(x1)
  *
- * without biases; attention groups the query heads over kv_heads key/value heads. Under
+ * without biases (but q, k and v's with --qkv-bias 1, Qwen2's attention: added to the
+ * products before the rotary embedding); attention groups the query heads over kv_heads key/value heads. Under
  * tensor parallelism q, k, v, gate and up are column-parallel (a rank holds heads/tp
  * query heads and the kv_heads/tp key/value heads they read, hidden/tp of the SwiGLU
  * width), o and down row-parallel, exactly like qkv/fc and the projections of GPT-2.
@@ -15,15 +16,17 @@
 #include <string.h>
 
 typedef struct {
-  float *n1, *wq, *wk, *wv, *wo, *n2, *wg, *wu, *wd;
+  float *n1, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *n2, *wg, *wu, *wd; /* b*: NULL without --qkv-bias */
 } llama_params;
 
-/* The 9 tensors of block l, in layout order. */
+/* The 9 tensors of block l (12 with the q, k, v biases), in layout order. */
 static llama_params view(atoll_model *m, float *base, int l) {
   const atoll_tensor *t = &m->lay.tensors[m->lay.t_block0 + m->lay.per_block * m->lay.block_of[l]];
-  llama_params p;
-  float **slots[9] = {&p.n1, &p.wq, &p.wk, &p.wv, &p.wo, &p.n2, &p.wg, &p.wu, &p.wd};
-  for (int i = 0; i < 9; i++) *slots[i] = base + t[i].offset;
+  llama_params p = {0};
+  float **plain[9] = {&p.n1, &p.wq, &p.wk, &p.wv, &p.wo, &p.n2, &p.wg, &p.wu, &p.wd};
+  float **biased[12] = {&p.n1, &p.wq, &p.wk, &p.wv, &p.bq, &p.bk, &p.bv, &p.wo, &p.n2, &p.wg, &p.wu, &p.wd};
+  float ***slots = m->lay.per_block == 12 ? biased : plain;
+  for (int i = 0; i < m->lay.per_block; i++) *slots[i] = base + t[i].offset;
   return p;
 }
 
@@ -33,9 +36,9 @@ void atoll_llama_block_forward(atoll_model *m, block_acts *a, int l, int B, int 
   int N = B * T;
   llama_params p = view(m, m->params, l);
   atoll_model_norm_forward(m, a->ln1, a->ln1_bf16, NULL, a->ln1_rstd, a->res_in, p.n1, NULL, N);
-  atoll_model_product_forward(m, a->q, a->ln1, a->ln1_bf16, p.wq, NULL, N, C, Cl, 0);
-  atoll_model_product_forward(m, a->k, a->ln1, a->ln1_bf16, p.wk, NULL, N, C, KW, 0);
-  atoll_model_product_forward(m, a->v, a->ln1, a->ln1_bf16, p.wv, NULL, N, C, KW, 0);
+  atoll_model_product_forward(m, a->q, a->ln1, a->ln1_bf16, p.wq, p.bq, N, C, Cl, 0);
+  atoll_model_product_forward(m, a->k, a->ln1, a->ln1_bf16, p.wk, p.bk, N, C, KW, 0);
+  atoll_model_product_forward(m, a->v, a->ln1, a->ln1_bf16, p.wv, p.bv, N, C, KW, 0);
   o->rope(a->q, B, T, m->NHl, m->hs, m->rope_freq, 0, 0);
   o->rope(a->k, B, T, m->KVl, m->hs, m->rope_freq, 0, 0);
   o->gqa_forward(a->atty, a->lse, a->q, a->k, a->v, B, T, T, m->NHl, m->KVl, m->hs);
@@ -86,9 +89,9 @@ void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int
   atoll_model_poll(m);
   o->rope(dq, B, T, m->NHl, m->hs, m->rope_freq, 0, 1);
   o->rope(dk, B, T, m->KVl, m->hs, m->rope_freq, 0, 1);
-  atoll_model_product_backward(m, m->dC, g.wq, NULL, dq, a->ln1, a->ln1_bf16, p.wq, N, C, Cl, 0);
-  atoll_model_product_backward(m, m->dC, g.wk, NULL, dk, a->ln1, a->ln1_bf16, p.wk, N, C, KW, 1);
-  atoll_model_product_backward(m, m->dC, g.wv, NULL, dv, a->ln1, a->ln1_bf16, p.wv, N, C, KW, 1);
+  atoll_model_product_backward(m, m->dC, g.wq, g.bq, dq, a->ln1, a->ln1_bf16, p.wq, N, C, Cl, 0);
+  atoll_model_product_backward(m, m->dC, g.wk, g.bk, dk, a->ln1, a->ln1_bf16, p.wk, N, C, KW, 1);
+  atoll_model_product_backward(m, m->dC, g.wv, g.bv, dv, a->ln1, a->ln1_bf16, p.wv, N, C, KW, 1);
   const float *dn1 = atoll_model_sum_input_grad(m, N);
   atoll_model_poll(m);
   o->rmsnorm_backward(m->dres, g.n1, dn1, a->res_in, p.n1, a->ln1_rstd, Nl, C);

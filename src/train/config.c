@@ -58,6 +58,7 @@ static const key_spec KEYS[] = {
     {"rope-high-freq-factor", K_FLOAT, F(model.rope_high_freq), 1e-6, 1e6, "llama3 rope scaling: wavelengths below original-context / it are kept"},
     {"rope-original-context", K_INT, F(model.rope_orig_context), 1, 1 << 24, "llama3 rope scaling: the context the model was first trained at"},
     {"tie", K_INT, F(model.tie), -1, 1, "1: LM head tied to the token embedding, 0: its own lm_head (llama only), -1: the arch's default (gpt2 1, llama 0)"},
+    {"qkv-bias", K_INT, F(model.qkv_bias), 0, 1, "llama: 1 adds biases to the q, k and v projections (Qwen2's attention)"},
     {"batch", K_INT, F(batch), 1, MAX_COUNT, "sequences per micro-batch"},
     {"seq", K_INT, F(seq), 0, MAX_SEQ, "tokens per sequence (0: the context length)"},
     {"accum", K_INT, F(accum), 1, ATOLL_MAX_MICRO_BATCHES, "micro-batches per optimizer step"},

@@ -59,7 +59,7 @@ $CHECK edit hfm untied untie >/dev/null 2>&1
 expect_error "hf untied head" "lm_head.weight differs from transformer.wte.weight" \
   "$ATOLL" train $TINY --data data --out r8 --steps 1 --init-from-hf untied
 $CHECK edit hfm mistral model_type mistral >/dev/null 2>&1
-expect_error "hf model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama)" \
+expect_error "hf model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama, qwen2)" \
   "$ATOLL" train $TINY --data data --out r9 --steps 1 --init-from-hf mistral
 expect_error "gpt2 into a llama run" "--arch llama: disagrees with hfm/config.json's model_type gpt2" \
   "$ATOLL" train $TINY --arch llama --data data --out r12 --steps 1 --init-from-hf hfm

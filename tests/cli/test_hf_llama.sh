@@ -10,7 +10,16 @@
 # rope_parameters and in 4.x's rope_theta + rope_scaling) loads with no shape flag and
 # gives transformers' logits (ignoring the scaling gives 0.08 off); a shape flag that
 # agrees is accepted, one that differs is refused with one line naming the flag and
-# both values, as are config.json keys atoll cannot run (another rope type).
+# both values, as are config.json keys atoll cannot run (another rope type). Qwen2
+# (model_type qwen2: Llama with q/k/v biases, atoll's --qkv-bias 1) made by transformers,
+# in one file, sharded (model.safetensors.index.json) in fp32 and sharded in bf16, loads
+# with no shape flags, gives transformers' logits (and other logits with the biases
+# zeroed), exports back equal tensor by tensor and loads in transformers as
+# Qwen2ForCausalLM; a tensor missing from every shard, an index naming a missing shard,
+# a shard holding a tensor the index puts elsewhere, sliding-window attention and a
+# --qkv-bias that disagrees are each refused in one line. `atoll eval --hf` on the bf16
+# shards gives transformers' loss on the same windows (within 1e-4 relative), and `atoll
+# eval --ckpt` the run's own final validation loss exactly; eval's bad flags get one line.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -104,7 +113,7 @@ edit_refused "attention bias" "attention_bias is true; atoll's Llama has no bias
 edit_refused "activation" "hidden_act is gelu; atoll's SwiGLU uses silu" set 'hidden_act="gelu"'
 edit_refused "head_dim" "head_dim must be null or hidden_size / num_attention_heads = 8" set 'head_dim=16'
 edit_refused "missing q_proj" "1 tensor missing: model.layers.1.self_attn.q_proj.weight" drop model.layers.1.self_attn.q_proj.weight
-edit_refused "unknown model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama)" model_type mistral
+edit_refused "unknown model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama, qwen2)" model_type mistral
 i=$((i + 1))
 $CHECK edit hfu e$i set 'rope_parameters=null' 'rope_theta=20000.0' >/dev/null 2>&1
 expect_error "4.x-style rope_theta differs" "--rope-theta 10000: disagrees with e$i/config.json's rope_theta 20000" \
@@ -134,4 +143,49 @@ expect_error "layers differ" "--layers 3: disagrees with l3/config.json's num_hi
 $CHECK edit hft tdiff untie >/dev/null 2>&1
 expect_error "tied head differs" "lm_head.weight differs from model.embed_tokens.weight" \
   "$ATOLL" train $LT --norm-eps 1e-6 --rope-theta 250000 --data data --out x30 --steps 1 --init-from-hf tdiff
+
+# 5. Qwen2: q/k/v biases; one file, sharded fp32, sharded bf16 (tied)
+$CHECK make_qwen2 q1 2 4 2 32 96 32 256 0 >/dev/null 2>&1 || fail "make a Qwen2 with transformers"
+$CHECK make_qwen2 qs 2 4 2 32 96 32 256 0 shard >/dev/null 2>&1 || fail "make a sharded Qwen2 with transformers"
+$CHECK make_qwen2 qb 2 4 1 32 96 32 256 1 bf16 >/dev/null 2>&1 || fail "make a sharded bf16 Qwen2 with transformers"
+[ -f qs/model.safetensors.index.json ] && [ ! -f qs/model.safetensors ] && pass "qs is sharded: $(ls qs | grep -c 'of-.*safetensors') shards" ||
+  fail "qs is not sharded: $(ls qs)"
+for q in q1 qs qb; do
+  "$ATOLL" train $NOSHAPE --out r_$q --init-from-hf $q >/dev/null 2>"$TMP/err" || fail "--init-from-hf $q: $(cat "$TMP/err")"
+done
+logits "transformers' Qwen2 in atoll, no shape flags" r_q1 q1
+# the shards' values as read (export writes what was read), then transformers on the export
+for q in qs qb; do
+  "$ATOLL" export --ckpt r_$q --to hf --out back_$q >/dev/null 2>&1 || fail "export r_$q"
+  if $CHECK same $q back_$q >"$TMP/out" 2>&1; then pass "round trip $q: $(tail -1 "$TMP/out")"; else fail "round trip $q: $(tail -3 "$TMP/out")"; fi
+done
+logits "atoll's Qwen2 (from bf16 shards) exported, in transformers" r_qb back_qb
+# atoll eval: transformers' loss on eval's windows; a run's final val_loss again
+"$ATOLL" eval --hf qb --data data --json --windows-out qb.win >qb.json 2>"$TMP/err" || fail "eval --hf qb: $(cat "$TMP/err")"
+if $CHECK loss qb qb.win qb.json >"$TMP/out" 2>&1; then pass "eval --hf (bf16 shards): $(tail -1 "$TMP/out")"; else fail "eval --hf: $(tail -3 "$TMP/out")"; fi
+"$ATOLL" eval --ckpt r_q1 --data data --json >q1.json 2>"$TMP/err" || fail "eval --ckpt r_q1: $(cat "$TMP/err")"
+want=$(sed -n 's/.*"final_val_loss":[[:space:]]*\([0-9.e+-]*\).*/\1/p' r_q1/summary.json)
+got=$(sed -n 's/.*"val_loss": \([0-9.e+-]*\),.*/\1/p' q1.json)
+awk -v a="$got" -v b="$want" 'BEGIN { exit !(a != "" && a + 0 == b + 0) }' &&
+  pass "eval --ckpt gives the run's final_val_loss $want: $(cat q1.json)" || fail "eval --ckpt: $got, the run said $want"
+expect_error "eval with two models" "--ckpt or --hf: eval needs exactly one model" "$ATOLL" eval --ckpt r_q1 --hf q1 --data data
+expect_error "eval --seq too long" "--seq 64: longer than the model's context 32" "$ATOLL" eval --hf q1 --data data --seq 64
+i=50
+qwen_refused() { # NAME KEYWORD SRC EDIT...
+  name=$1 keyword=$2 src=$3; shift 3
+  i=$((i + 1))
+  $CHECK edit $src e$i "$@" >/dev/null 2>&1 || { fail "$name: edit $*"; return; }
+  expect_error "$name" "$keyword" "$ATOLL" train $NOSHAPE --out x$i --init-from-hf e$i
+}
+qwen_refused "tensor in no shard" "index.json: 1 tensor missing from every shard: model.layers.1.self_attn.k_proj.bias" qs \
+  shard_drop model.layers.1.self_attn.k_proj.bias
+qwen_refused "shard missing" "index.json: names shard model-" qs shard_lost
+qwen_refused "tensor in another shard" "holds tensor model.layers.0.self_attn.v_proj.bias, which the index puts in model-" qs \
+  shard_move model.layers.0.self_attn.v_proj.bias
+cp -r qs e59 && sed -i 's|"model-00001-of|"../model-00001-of|' e59/model.safetensors.index.json
+expect_error "shard outside the directory" "weight_map's model.embed_tokens.weight: the shard must be a file name beside the index" \
+  "$ATOLL" train $NOSHAPE --out x59 --init-from-hf e59
+qwen_refused "sliding window" "use_sliding_window is true; atoll's attention is over the whole context" q1 set 'use_sliding_window=true'
+expect_error "qkv-bias differs" "--qkv-bias 0: disagrees with q1/config.json's model_type qwen2" \
+  "$ATOLL" train $NOSHAPE --out x60 --qkv-bias 0 --init-from-hf q1
 finish

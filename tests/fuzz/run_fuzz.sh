@@ -3,7 +3,7 @@
 #
 #   usage: run_fuzz.sh SOURCE_DIR WORK_DIR SECONDS
 #
-# Targets: fuzz_safetensors (atoll_st_parse), fuzz_config (--config text), fuzz_token_file
+# Targets: fuzz_safetensors (atoll_st_parse, and the sharded index's atoll_hf_index_parse), fuzz_config (--config text), fuzz_token_file
 # (token file parser), fuzz_plan_config (atoll plan --config text), fuzz_jsonl (prepare's
 # JSON Lines parser, whole against in pieces), fuzz_tokenizer (tokenizer.json reader,
 # encode/decode round trip), fuzz_wire (the islands' wire parser, src/net/wire.c),
@@ -100,6 +100,12 @@ static void gen(void) {
       29);
   raw("empty.safetensors", "{}", 0);
   raw("meta_only.safetensors", "{\"__metadata__\":{\"k\":\"v\\u00e9\\n\"}}", 0);
+  /* a sharded checkpoint's model.safetensors.index.json (src/ckpt/hf_index.c) */
+  FILE *f = fopen(at("model.safetensors.index.json"), "w");
+  fputs("{\"metadata\": {\"total_size\": 66112},\n \"weight_map\": {\"model.embed_tokens.weight\": "
+        "\"model-00001-of-00002.safetensors\", \"model.norm.weight\": \"model-00002-of-00002.safetensors\", "
+        "\"lm_head.weight\": \"model-00001-of-00002.safetensors\"}}\n", f);
+  fclose(f);
 }
 #endif
 #ifdef GEN_TOKEN_FILE
@@ -352,7 +358,7 @@ EOF
 # --- targets ------------------------------------------------------------------------
 # name | -D flag for the generator | sources besides the target | libraries
 targets=(
-  "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/core/err.c|-lcjson -lm"
+  "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/ckpt/hf_index.c src/core/json_text.c src/core/fs.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/train/eval_sets.c src/parallel/outer_lr.c src/model/layout.c src/model/rope.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
   "jsonl|GEN_JSONL|src/text/jsonl.c src/core/err.c|"
@@ -382,6 +388,8 @@ build_target() { # name gendef sources libs
 write_dicts() {
   cat >"$WORK/safetensors/dict" <<'EOF'
 "__metadata__"
+"weight_map"
+".safetensors"
 "dtype"
 "shape"
 "data_offsets"

@@ -8,18 +8,39 @@
   check_hf.py make OUT_DIR L H C CTX V     a tiny GPT-2 made by transformers, save_pretrained
   check_hf.py make_llama OUT L H KV C I CTX V TIE EPS THETA [FACTOR LOW HIGH ORIG]   the same for a tiny
                                            Llama (with the four: rope scaling llama3)
-  check_hf.py same DIR_A DIR_B             model.safetensors tensor-by-tensor equal, same config shape
+  check_hf.py make_qwen2 OUT L H KV C I CTX V TIE [SAVE]   a tiny Qwen2 (q/k/v biases); SAVE: fp32 (one
+                                           file), shard (fp32, several shards and the index) or bf16 (sharded)
+  check_hf.py loss HF_DIR WINDOWS JSON       transformers' mean loss over atoll eval's --windows-out windows
+                                           (int32 [n, seq + 1]) equals the val_loss of its --json output
+                                           (JSON, a file) within 1e-4 relative
+  check_hf.py same DIR_A DIR_B             tensor-by-tensor equal (as float32; either may be sharded), same
+                                           config shape
   check_hf.py edit SRC DST OP [ARG]        a copy of SRC changed for the refusal tests: drop NAME,
                                            extra NAME, tie (lm_head.weight = wte), untie, model_type T, bf16,
-                                           set KEY=JSON... (config.json)
+                                           set KEY=JSON... (config.json); for a sharded SRC: shard_drop NAME
+                                           (gone from its shard and the index), shard_move NAME (into another shard, the index
+                                           unchanged), shard_lost (the index names a shard that is not there)
 """
 import json, os, sys
 
 import numpy as np
 
 
-CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
-EMBEDDING = {"gpt2": "transformer.wte.weight", "llama": "model.embed_tokens.weight"}
+CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+EMBEDDING = {"gpt2": "transformer.wte.weight", "llama": "model.embed_tokens.weight", "qwen2": "model.embed_tokens.weight"}
+INDEX = "model.safetensors.index.json"
+
+
+def load_all(d):
+    """every tensor of d (model.safetensors, or the shards its index names) as float32 numpy"""
+    from safetensors.torch import load_file
+    files = ["model.safetensors"]
+    if os.path.exists(os.path.join(d, INDEX)):
+        files = sorted(set(json.load(open(os.path.join(d, INDEX)))["weight_map"].values()))
+    out = {}
+    for f in files:
+        out.update({k: v.float().numpy() for k, v in load_file(os.path.join(d, f)).items()})
+    return out
 
 
 def interleave(w, heads):
@@ -35,9 +56,10 @@ def logits(export_dir, dump_dir):
     with open(os.path.join(export_dir, "config.json")) as f:
         cfg = json.load(f)
     from safetensors import safe_open
-    with safe_open(os.path.join(export_dir, "model.safetensors"), "pt") as f:
-        meta = f.metadata()
-    assert meta == {"format": "pt"}, f"metadata {meta}"
+    if not os.path.exists(os.path.join(export_dir, INDEX)):
+        with safe_open(os.path.join(export_dir, "model.safetensors"), "pt") as f:
+            meta = f.metadata()
+        assert meta == {"format": "pt"}, f"metadata {meta}"
     model = AutoModelForCausalLM.from_pretrained(export_dir).float().eval()
     kind = cfg["model_type"]
     assert type(model).__name__ == CLASSES[kind], type(model).__name__
@@ -49,10 +71,10 @@ def logits(export_dir, dump_dir):
         out = model(x).logits.numpy()
     diff = float(np.abs(out - ref).max())
     what = f"{kind}, {'tied' if cfg.get('tie_word_embeddings') else 'untied'}"
-    if kind == "llama":
+    if kind != "gpt2":
         what += f", {cfg['num_attention_heads']} heads / {cfg['num_key_value_heads']} kv"
     note = ""
-    if kind == "llama":
+    if kind != "gpt2":
         # the same weights with q/k rows in the interleaved order must give other logits,
         # so an agreement above proves atoll's RoPE is Hugging Face's half-split one
         with torch.no_grad():
@@ -63,6 +85,17 @@ def logits(export_dir, dump_dir):
             wrong = float(np.abs(model(x).logits.numpy() - ref).max())
         note = f"; q/k interleaved instead: {wrong:.3g}"
         assert wrong > 1e-3, f"permuting q/k changes the logits by only {wrong}: the test cannot see the convention"
+    if kind == "qwen2":
+        # without the q/k/v biases (reloaded: the weights above were permuted) the logits
+        # differ, so the agreement above proves atoll adds them
+        model = AutoModelForCausalLM.from_pretrained(export_dir).float().eval()
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.zero_()
+            nobias = float(np.abs(model(x).logits.numpy() - ref).max())
+        note += f"; q/k/v biases zeroed: {nobias:.3g}"
+        assert nobias > 1e-3, f"zeroing the q/k/v biases changes the logits by only {nobias}"
     print(f"logits ({what}): {out.shape}, max |transformers - atoll| = {diff:.3g} "
           f"(logits up to {np.abs(ref).max():.3g}){note}")
     assert diff < 1e-4, diff
@@ -98,6 +131,25 @@ def tokens(export_dir, text_file, ids_file):
     assert tok.decode(ids) == text
     print(f"tokenizer.json: {len(ids)} ids for {len(text.encode())} bytes equal atoll's, "
           f"vocabulary {tok.get_vocab_size()} = config.json's vocab_size, decodes back")
+
+
+def loss(hf_dir, windows_file, json_file):
+    import torch
+    from transformers import AutoModelForCausalLM
+    got = json.load(open(json_file))
+    T = got["context"]
+    w = np.fromfile(windows_file, dtype=np.int32).reshape(-1, T + 1)
+    assert w.shape[0] == got["windows"], (w.shape, got["windows"])
+    model = AutoModelForCausalLM.from_pretrained(hf_dir).float().eval()
+    x = torch.from_numpy(w.astype(np.int64))
+    with torch.no_grad():  # every window is T tokens: the mean of batch means is the mean over all
+        logits = model(x[:, :-1]).logits
+        ref = float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(),
+                                                      x[:, 1:].reshape(-1)))
+    rel = abs(got["val_loss"] - ref) / abs(ref)
+    print(f"loss: transformers {ref:.7f}, atoll eval {got['val_loss']:.7f} over {w.shape[0]} windows of {T} tokens, "
+          f"relative difference {rel:.2g}")
+    assert rel < 1e-4, rel
 
 
 def make(out, L, H, C, ctx, V):
@@ -139,11 +191,37 @@ def make_llama(out, L, H, KV, C, inter, ctx, V, tie, eps, theta, *llama3):
     print(f"made {out}: {sorted(os.listdir(out))}")
 
 
+def make_qwen2(out, L, H, KV, C, inter, ctx, V, tie, save="fp32"):
+    """A Qwen2 (Qwen2.5-0.5B's config.json: model_type qwen2, use_sliding_window false,
+    rope_theta 1000000, rms_norm_eps 1e-06, tie_word_embeddings true) at a tiny size, its
+    q/k/v biases and norm gains away from 0 and 1."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(5)
+    cfg = Qwen2Config(num_hidden_layers=int(L), num_attention_heads=int(H), num_key_value_heads=int(KV),
+                      hidden_size=int(C), intermediate_size=int(inter), max_position_embeddings=int(ctx),
+                      vocab_size=int(V), tie_word_embeddings=tie == "1", rms_norm_eps=1e-6,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, use_sliding_window=False,
+                      bos_token_id=None, eos_token_id=None)
+    model = Qwen2ForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    if save == "bf16":
+        model = model.to(torch.bfloat16)
+    if save == "fp32":
+        model.save_pretrained(out)
+    else:
+        model.save_pretrained(out, max_shard_size="20KB")
+    print(f"made {out}: {sorted(os.listdir(out))}")
+
+
 CONFIG_KEYS = {
     "gpt2": ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "layer_norm_epsilon"),
     "llama": ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size",
               "max_position_embeddings", "vocab_size", "rms_norm_eps", "tie_word_embeddings", "hidden_act"),
 }
+CONFIG_KEYS["qwen2"] = CONFIG_KEYS["llama"]
 
 
 def theta(cfg):
@@ -158,24 +236,50 @@ def rope_scaling(cfg):
 
 
 def same(a, b):
-    from safetensors.numpy import load_file
-    ta, tb = load_file(os.path.join(a, "model.safetensors")), load_file(os.path.join(b, "model.safetensors"))
+    ta, tb = load_all(a), load_all(b)
     assert sorted(ta) == sorted(tb), (sorted(set(ta) ^ set(tb)))
     for k in ta:
-        assert ta[k].dtype == tb[k].dtype and ta[k].shape == tb[k].shape, (k, ta[k].shape, tb[k].shape)
+        assert ta[k].shape == tb[k].shape, (k, ta[k].shape, tb[k].shape)
         assert np.array_equal(ta[k], tb[k]), k
     ca, cb = (json.load(open(os.path.join(d, "config.json"))) for d in (a, b))
     assert ca["model_type"] == cb["model_type"], (ca["model_type"], cb["model_type"])
     for k in CONFIG_KEYS[ca["model_type"]]:
         assert ca[k] == cb[k], (k, ca[k], cb[k])
-    if ca["model_type"] == "llama":
+    if ca["model_type"] != "gpt2":
         assert theta(ca) == theta(cb), ("rope_theta", theta(ca), theta(cb))
         assert rope_scaling(ca) == rope_scaling(cb), ("rope scaling", rope_scaling(ca), rope_scaling(cb))
     print(f"same: {len(ta)} tensors bit-identical, config.json the same model")
 
 
+def edit_shards(dst, op, arg):
+    """the sharded checkpoint in dst (a copy) made wrong in one way"""
+    from safetensors.torch import load_file, save_file
+    wmap = json.load(open(os.path.join(dst, INDEX)))["weight_map"]
+    shards = sorted(set(wmap.values()))
+    if op == "shard_lost":
+        os.remove(os.path.join(dst, shards[-1]))
+        return
+    home = wmap[arg]
+    other = next(f for f in shards if f != home)
+    t = load_file(os.path.join(dst, home))
+    moved = t.pop(arg)
+    save_file(t, os.path.join(dst, home), metadata={"format": "pt"})
+    if op == "shard_drop":  # from the index too: the tensor is nowhere
+        index = json.load(open(os.path.join(dst, INDEX)))
+        del index["weight_map"][arg]
+        json.dump(index, open(os.path.join(dst, INDEX), "w"))
+    if op == "shard_move":
+        u = load_file(os.path.join(dst, other))
+        u[arg] = moved
+        save_file(u, os.path.join(dst, other), metadata={"format": "pt"})
+
+
 def edit(src, dst, op, arg=None, *more):
     import shutil
+    if op.startswith("shard_"):
+        shutil.copytree(src, dst)
+        edit_shards(dst, op, arg)
+        return
     from safetensors.numpy import load_file, save_file
     shutil.copytree(src, dst)
     t = load_file(os.path.join(src, "model.safetensors"))
@@ -217,5 +321,5 @@ def same_bf16(a, b):
 
 
 if __name__ == "__main__":
-    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "make_llama": make_llama, "same": same, "edit": edit,
+    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "loss": loss, "make_llama": make_llama, "make_qwen2": make_qwen2, "same": same, "edit": edit,
      "same_bf16": same_bf16}[sys.argv[1]](*sys.argv[2:])

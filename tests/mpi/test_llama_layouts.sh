@@ -1,7 +1,7 @@
 #!/bin/sh
 # --arch llama in every layout (the GPT-2 rows are test_dp.sh, test_mp.sh, test_diloco.sh):
 # DDP, ZeRO-1/2/3, TP (key/value heads cut with the query heads), TP with sequence
-# parallelism, PP (1F1B, interleaved, an untied and a tied head), TP x PP and DP x TP each
+# parallelism (also with q/k/v biases, --qkv-bias 1), PP (1F1B, interleaved, an untied and a tied head), TP x PP and DP x TP each
 # equal one process accumulating the same micro-batches; DiLoCo with H = 1 equals DDP; a
 # checkpoint stopped mid-run resumes bit-exactly and moves from TP x PP to one process;
 # --tp that does not divide --kv-heads is refused with one line.
@@ -35,6 +35,9 @@ same_as single4 tp2pp2   4 --tp 2 --pp 2 --microbatches 4
 same_as single4 dp2tp2z1 4 --tp 2 --sequence-parallel 1 --accum 2 --zero 1
 $ATOLL train $M --tie 1 --accum 4 --out "$TMP/tied4" >/dev/null 2>"$TMP/err" || fail "tied single: $(tail -1 "$TMP/err")"
 same_as tied4 tied_pp2 2 --tie 1 --pp 2 --microbatches 4
+# Qwen2's q/k/v biases (--qkv-bias 1) cut with their rows under TP with sequence parallelism
+$ATOLL train $M --qkv-bias 1 --accum 4 --out "$TMP/qkv4" >/dev/null 2>"$TMP/err" || fail "qkv-bias single: $(tail -1 "$TMP/err")"
+same_as qkv4 qkv_tp2sp 2 --qkv-bias 1 --tp 2 --sequence-parallel 1 --microbatches 4
 
 # 2. DiLoCo: H = 1, outer SGD lr 1, momentum 0, inner SGD == DDP (1e-6 in test_diloco.sh; 1e-5 here)
 SGD="--optimizer sgd --lr 0.05 --warmup 0 --grad-clip 0 --weight-decay 0"

@@ -7,7 +7,8 @@ Written from the definitions, in float64: RMSNorm x / sqrt(mean(x^2) + eps) * w;
 embeddings in Hugging Face's half-split form (q cos + rotate_half(q) sin, rotate_half
 ([x1, x2]) = [-x2, x1], frequencies theta^(-2i/hs)); grouped-query attention (query head h
 reads key/value head h // (heads / kv_heads)); SwiGLU down(silu(gate(x)) * up(x)); no
-biases; an untied lm_head. The comparisons and tolerances are ref_gpt.py's.
+biases but, with qkv_bias (Qwen2), those of the q, k and v products before the rotary
+embedding; an untied lm_head. The comparisons and tolerances are ref_gpt.py's.
 """
 import math
 import os
@@ -44,9 +45,10 @@ class Llama(ref_gpt.GPT):
         for l in range(cfg["layers"]):
             h = lambda n: self.w(f"h.{l}.{n}")
             a = rms_norm(x, h("attn_norm.weight"), eps)
-            q = F.linear(a, h("attn.q.weight")).view(B, T, NH, hs).transpose(1, 2)
-            k = F.linear(a, h("attn.k.weight")).view(B, T, KV, hs).transpose(1, 2)
-            v = F.linear(a, h("attn.v.weight")).view(B, T, KV, hs).transpose(1, 2)
+            b = (lambda n: h(f"attn.{n}.bias")) if cfg.get("qkv_bias") else (lambda n: None)
+            q = F.linear(a, h("attn.q.weight"), b("q")).view(B, T, NH, hs).transpose(1, 2)
+            k = F.linear(a, h("attn.k.weight"), b("k")).view(B, T, KV, hs).transpose(1, 2)
+            v = F.linear(a, h("attn.v.weight"), b("v")).view(B, T, KV, hs).transpose(1, 2)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             k = k.repeat_interleave(NH // KV, dim=1)

@@ -5,7 +5,8 @@
  *   logits.bin           float32 [B, T, V] of the first batch at the initial weights
  *   grads.bin            float32 flat gradient (layout order) of the first batch's loss
  *   losses.bin           float32 [STEPS]: the loss before each of STEPS AdamW steps
- * usage: torch_dump DIR [llama]   (llama: the Llama block, checked by ref_llama.py) */
+ * usage: torch_dump DIR [llama|qwen2]   (llama: the Llama block, checked by ref_llama.py;
+ * qwen2: the same with q/k/v biases, --qkv-bias 1, set away from zero) */
 #include "atoll/atoll.h"
 #include "ckpt/safetensors.h"
 #include "core/rng.h"
@@ -32,8 +33,8 @@ static int write_raw(const char *dir, const char *name, const void *p, size_t by
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 && !(argc == 3 && strcmp(argv[2], "llama") == 0)) {
-    fprintf(stderr, "usage: torch_dump DIR [llama]\n");
+  if (argc != 2 && !(argc == 3 && (strcmp(argv[2], "llama") == 0 || strcmp(argv[2], "qwen2") == 0))) {
+    fprintf(stderr, "usage: torch_dump DIR [llama|qwen2]\n");
     return 2;
   }
   const char *dir = argv[1];
@@ -44,7 +45,8 @@ int main(int argc, char **argv) {
   int llama = argc == 3;
   if (llama)
     s = (atoll_shape){.layers = 2, .heads = 4, .dim = 64, .context = 160, .vocab = 256, .arch = "llama",
-                      .kv_heads = 2, .multiple_of = 64, .tie = 0, .norm_eps = 1e-6f, .rope_theta = 5000.0f};
+                      .kv_heads = 2, .multiple_of = 64, .tie = 0, .norm_eps = 1e-6f, .rope_theta = 5000.0f,
+                      .qkv_bias = argc == 3 && strcmp(argv[2], "qwen2") == 0};
   int B = 2, T = 150;
   atoll_adamw_config opt = {.lr = 3e-3f, .min_lr_ratio = 0.1f, .warmup = 3, .total_steps = STEPS,
                             .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
@@ -58,6 +60,10 @@ int main(int argc, char **argv) {
   const atoll_layout *lay = atoll_model_layout(m);
   size_t n = lay->nparams;
   atoll_model_init_weights(m, 42);
+  for (int i = 0; i < lay->ntensors; i++) /* the q/k/v biases (zero at first) away from zero */
+    if (strstr(lay->tensors[i].name, "attn.") && strstr(lay->tensors[i].name, ".bias") && llama)
+      for (size_t k = 0; k < lay->tensors[i].numel; k++)
+        atoll_model_params(m)[lay->tensors[i].offset + k] = 0.1f * sinf(0.7f * (float)k + (float)i);
   char wpath[1024];
   snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
   if (atoll_st_write(wpath, lay, "", atoll_model_params(m), NULL, &err)) {
@@ -109,6 +115,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(c, "hidden", atoll_shape_hidden(&s));
     cJSON_AddNumberToObject(c, "norm_eps", s.norm_eps);
     cJSON_AddNumberToObject(c, "rope_theta", s.rope_theta);
+    cJSON_AddNumberToObject(c, "qkv_bias", s.qkv_bias);
   }
   cJSON_AddNumberToObject(c, "batch", B);
   cJSON_AddNumberToObject(c, "seq", T);
