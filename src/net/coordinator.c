@@ -190,6 +190,15 @@ static void unregistered(coord *c, const atoll_wire_msg *msg, const char *keyz, 
           atoll_wire_type_name(msg->type), who);
 }
 
+/* A heartbeat sent by a finished island just before its BYE may arrive after it (the
+ * heartbeat has its own connection): from a session that said goodbye it is dropped
+ * rather than registering the finished island again. */
+static int said_goodbye(const coord *c, uint64_t session) {
+  for (int i = 0; i < RETIRED; i++)
+    if (session && c->bye_sessions[i] == session) return 1;
+  return 0;
+}
+
 /* The member a message comes from (registering it on HELLO), or NULL (dropped, with one line). */
 static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, const char *keyz, const char *addr,
                       const char *who) {
@@ -197,6 +206,7 @@ static member *sender(coord *c, const atoll_wire_msg *msg, const route *from, co
   if (hello) atoll_coord_forget_reshaped(c, keyz, &msg->u.hello);
   member *m = atoll_coord_by_key(c, keyz, hello ? msg->u.hello.rank : msg->u.sync.rank);
   if (hello) {
+    if (!m && msg->type == ATOLL_WIRE_HEARTBEAT && said_goodbye(c, msg->session)) return NULL;
     if (!m && !(m = atoll_coord_register_island(c, keyz, &msg->u.hello, from, addr))) return NULL;
     if (m->island != msg->u.hello.island) {
       fprintf(stderr, "coordinator: dropped %s from %s: it claims island %u\n", atoll_wire_type_name(msg->type), who,
@@ -259,6 +269,8 @@ static void on_bye(coord *c, member *m, uint32_t step) {
     snprintf(why, sizeof why, "island %u finished", m->island);
     atoll_coord_abort_exchange(c, why);
   }
+  for (int i = 0; i < SESSIONS; i++)
+    if (m->sessions[i]) c->bye_sessions[c->next_bye++ % RETIRED] = m->sessions[i];
   m->used = 0;
   c->n_finished++;
   c->finished_here++;

@@ -102,6 +102,8 @@ typedef struct {
   int unconfirmed;  /* restored at a revision > 0, and no island of that run seen yet */
   int refused_run;  /* islands of another run were refused (logged once) */
   int finished_here; /* members that said goodbye (BYE) to this process */
+  uint64_t bye_sessions[RETIRED]; /* the sessions of members that said goodbye: a heartbeat */
+  int next_bye;                   /* of theirs still in flight is not a new member */
   int lock_fd;      /* the state file's lock (-1: none) */
   said_lately refused; /* a refused layout */
   said_lately unreg;   /* messages from an allowed key that is not a member */

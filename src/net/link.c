@@ -68,6 +68,14 @@ static void *heartbeat_main(void *arg) {
   return NULL;
 }
 
+/* Before BYE (a heartbeat sent after it would register the finished island again) and at close. */
+static void stop_heartbeat(atoll_link *l) {
+  if (!l->hb_started) return;
+  atomic_store(&l->hb_stop, 1);
+  pthread_join(l->hb, NULL);
+  l->hb_started = 0;
+}
+
 /* --------------------------------------------------------------- open/close --- */
 
 /* Binds the data socket to --island-listen and sets l->listen, the endpoint the other
@@ -148,10 +156,7 @@ fail:
 
 void atoll_link_close(atoll_link *l) {
   if (!l) return;
-  if (l->hb_started) {
-    atomic_store(&l->hb_stop, 1);
-    pthread_join(l->hb, NULL);
-  }
+  stop_heartbeat(l);
   for (int i = 0; i < MAX_PEERS; i++)
     for (int s = 0; s < MAX_STREAMS; s++)
       if (l->peers[i].push[s]) zmq_close(l->peers[i].push[s]);
@@ -389,6 +394,7 @@ void atoll_link_unjoin(atoll_link *l) {
 
 void atoll_link_goodbye(atoll_link *l) {
   if (l->cfg.bye_sigstop) raise(SIGSTOP); /* test hook: finished, not yet gone, until SIGCONT */
+  stop_heartbeat(l);
   atoll_wire_msg m = {.type = ATOLL_WIRE_BYE};
   m.u.sync = (atoll_wire_sync){atomic_load(&l->step), 0, l->revision, {0}, l->cfg.rank};
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 1000);
