@@ -92,9 +92,10 @@ static int read_split(atoll_pipeline *p, const cJSON *s, const char *name, atoll
   const cJSON *beh = item(s, "behavior"), *inv = item(s, "invert");
   if (!cJSON_IsString(rx) && !cJSON_IsString(str))
     return atoll_fail(err, "%s: pre_tokenizer: Split without a {\"Regex\": ...} or {\"String\": ...} pattern", name);
+  char q[200];
   if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0)
     return atoll_fail(err, "%s: pre_tokenizer: Split behavior \"%s\" is not supported (atoll reads Isolated)", name,
-                      cJSON_IsString(beh) ? beh->valuestring : "?");
+                      cJSON_IsString(beh) ? atoll_tok_quote(beh->valuestring, q) : "?");
   if (inv && !cJSON_IsFalse(inv)) return atoll_fail(err, "%s: pre_tokenizer: Split with invert true is not supported", name);
   if (p->nsplit == ATOLL_PIPE_MAX) return atoll_fail(err, "%s: pre_tokenizer: more than %d Splits", name, ATOLL_PIPE_MAX);
   const char *text = cJSON_IsString(rx) ? rx->valuestring : str->valuestring;
@@ -105,7 +106,6 @@ static int read_split(atoll_pipeline *p, const cJSON *s, const char *name, atoll
   if (!re) {
     PCRE2_UCHAR msg[160];
     pcre2_get_error_message(code, msg, sizeof msg);
-    char q[200];
     return atoll_fail(err, "%s: pre_tokenizer: Split pattern \"%s\": %s (at offset %zu)", name,
                       atoll_tok_quote(text, q), (const char *)msg, (size_t)at);
   }
