@@ -136,7 +136,7 @@ int main(void) {
   /* DATA: phase, range, announced length */
   static const uint8_t bytes[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   atoll_wire_msg d = {.type = ATOLL_WIRE_DATA};
-  d.u.data = (atoll_wire_data){4, 0, 99, 1, 2, 0, 16, 64, 16, bytes};
+  d.u.data = (atoll_wire_data){4, 0, 99, 1, 2, 0, 16, 64, 0, 16, bytes};
   n = round_trip(&d);
   buf[ATOLL_WIRE_HEADER + 20] = 5;
   refused(n, "DATA: phase 5");
@@ -147,8 +147,18 @@ int main(void) {
   put32(ATOLL_WIRE_HEADER + 33, 20); /* total (8 bytes at 33): 20, below offset 16 + len 16 */
   refused(n, "DATA: range [16, +16) outside 20 bytes");
   n = round_trip(&d);
-  put32(ATOLL_WIRE_HEADER + 41, 8); /* len 8, 16 present */
+  put32(ATOLL_WIRE_HEADER + 49, 8); /* len 8, 16 present */
   refused(n, "DATA: 8 data bytes announced, 16 present");
+  /* tokens (8 bytes at 41): a phase-1 contribution's weight, at most 2^53; 0 in the
+   * other phases */
+  d.u.data.phase = 1, d.u.data.tokens = 4096;
+  n = round_trip(&d);
+  put32(ATOLL_WIRE_HEADER + 45, 1u << 22); /* 2^54 + 4096 */
+  refused(n, "DATA: tokens 18014398509486080 in phase 1");
+  d.u.data.phase = 2;
+  n = atoll_wire_encode(&d, buf, sizeof buf);
+  refused(n, "DATA: tokens 4096 in phase 2");
+  d.u.data.tokens = 0;
   /* an empty range, even at offset == total (a receiver would index one chunk past
    * the piece: docs/islands.md, issue 32 item 6) */
   d.u.data.offset = 64, d.u.data.len = 0;

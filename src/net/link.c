@@ -35,6 +35,13 @@ void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n) {
 
 uint32_t atoll_link_joined_step(const atoll_link *l) { return l->joined_step; }
 
+uint64_t atoll_link_revision(const atoll_link *l) { return l->revision; }
+
+void atoll_link_set_revision(atoll_link *l, uint64_t revision) {
+  l->revision = revision;
+  atomic_store(&l->hb_revision, revision);
+}
+
 /* ---------------------------------------------------------------- heartbeat --- */
 
 static void *heartbeat_main(void *arg) {
@@ -311,9 +318,9 @@ static int finish_attempt(atoll_link *l, xchg *e, atoll_err *err) {
 
 /* One attempt of the exchange with the quorum in l->members; 0: done (x written),
  * 1: aborted (retry; x untouched), -1: failed. */
-static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, uint64_t qid, int K,
-                   size_t *bad, const char *what, atoll_err *err) {
-  xchg e = {.q = q, .x = x, .n = n, .step = step, .frag = frag, .qid = qid, .K = K, .what = what};
+static int attempt(atoll_link *l, atoll_qtype q, float *x, size_t n, uint64_t tokens, uint32_t step, uint32_t frag,
+                   uint64_t qid, int K, size_t *bad, const char *what, atoll_err *err) {
+  xchg e = {.q = q, .x = x, .n = n, .step = step, .frag = frag, .qid = qid, .K = K, .what = what, .tokens = tokens};
   if (atoll_link_attempt_setup(l, &e, err)) return -1;
   atoll_link_send_phase1(l, &e, bad);
   for (;;) {
@@ -339,8 +346,8 @@ static int feed_state(atoll_link *l, int expect, atoll_err *err) {
   return atoll_link_send_state_to(l, &m, err);
 }
 
-int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t frag, size_t *bad,
-                    atoll_err *err) {
+int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint64_t tokens, uint32_t step, uint32_t frag,
+                    size_t *bad, atoll_err *err) {
   double t0 = atoll_net_now();
   char what[96];
   snprintf(what, sizeof what, "outer exchange at step %u (fragment %u)", step, frag);
@@ -363,7 +370,7 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t s
         return atoll_fail(err, "%s: could not fetch the state to join within %g s", what, l->cfg.wait_timeout);
       return 3; /* the donor died or the coordinator restarted: the island's ranks agree, then ask again */
     }
-    int rc = attempt(l, q, x, n, step, frag, m.u.quorum.id, (int)m.u.quorum.n, bad, what, err);
+    int rc = attempt(l, q, x, n, tokens, step, frag, m.u.quorum.id, (int)m.u.quorum.n, bad, what, err);
     if (rc < 0) return -1;
     if (rc == 0) break;
     l->stats.retries++;

@@ -2,14 +2,16 @@
  * (HELLO, heartbeats from a thread of their own, READY / QUORUM / WAIT, COMMIT /
  * COMMITTED) and the peer-to-peer exchange of outer gradients with the other members.
  *
- * The exchange of (step, fragment) computes the mean over the quorum's islands of a
- * vector x, with exactly the arithmetic of DiLoCo inside one job (diloco.c,
- * islands_mean), so that K separate jobs end bit-identical to --islands K in one:
+ * The exchange of (step, fragment) computes the token-weighted mean over the quorum's
+ * islands of a vector x; with equal tokens exactly the arithmetic of DiLoCo inside one
+ * job (diloco.c, islands_mean), so that K separate jobs end bit-identical to
+ * --islands K in one:
  *   x is cut into K pieces of ceil(n / K); the island at position k of the quorum
- *   sends its encoding (quant.h) of piece c to the island at position c (phase 1),
- *   decodes the K encodings of piece k it holds (its own included) and sums them in
- *   quorum order, divides by K, encodes the mean and sends it to every island
- *   (phase 2); every island decodes all K means into x.
+ *   sends its encoding (quant.h) of piece c, with its tokens, to the island at
+ *   position c (phase 1), decodes the K encodings of piece k it holds (its own
+ *   included) and sums them in quorum order, each times K t_i / sum t (1 with equal
+ *   tokens), divides by K, encodes the mean and sends it to every island (phase 2);
+ *   every island decodes all K means into x.
  * Each piece travels in chunks (about 1/16 of it, at most 1 MiB) spread over `streams` CURVE
  * connections per peer (PUSH sockets into the peer's PULL socket), so that one slow
  * TCP stream does not bound a high-latency link. Every wait is bounded by timeout. */
@@ -66,6 +68,11 @@ void atoll_link_close(atoll_link *l);
 void atoll_link_bind(atoll_link *l, float *global, float *momentum, size_t n);
 /* The step after which this island joined (0: it did not). */
 uint32_t atoll_link_joined_step(const atoll_link *l);
+/* The revision the island's global weights are (the last it committed or joined), and
+ * a resumed island's, from its checkpoint: with the run still at that revision it
+ * exchanges at once instead of joining; behind it, it joins as any restarted island. */
+uint64_t atoll_link_revision(const atoll_link *l);
+void atoll_link_set_revision(atoll_link *l, uint64_t revision);
 /* What the heartbeats report: inner steps done, last committed revision and hash. */
 void atoll_link_progress(atoll_link *l, uint32_t step);
 /* A stop flag (SIGINT/SIGTERM/SIGHUP) that ends a wait for the coordinator early. */
@@ -73,15 +80,16 @@ void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop);
 /* Between exchanges: reads what the coordinator sent meanwhile; an ERROR (e.g. this
  * island's ranks or layout do not match the run's) fails with its text. */
 int atoll_link_check(atoll_link *l, atoll_err *err);
-/* The mean over the quorum of x[0, n) (see above), in place. *bad: index of the
+/* The mean over the quorum of x[0, n) (see above), in place, this island's x
+ * weighing `tokens` (those its outer gradient was trained on). *bad: index of the
  * first NaN or Inf in this island's x, or SIZE_MAX. Returns 0, -1 (err), 2: this
  * island was behind and joined instead: the bound state is the committed one after
  * step atoll_link_joined_step, x is untouched; or 3: it was behind, but the state did
  * not come (its donor died): call again to ask anew. The ranks of an island agree on
  * 2 or 3 (any 3: those that got 2 call atoll_link_unjoin, and all call again), so
  * that the island joins whole or not at all. */
-int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint32_t step, uint32_t fragment, size_t *bad,
-                    atoll_err *err);
+int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint64_t tokens, uint32_t step, uint32_t fragment,
+                    size_t *bad, atoll_err *err);
 /* Takes back a join (after 2) that another rank of the island could not make: the
  * link reports its previous revision again, so it is still behind and asks anew. */
 void atoll_link_unjoin(atoll_link *l);

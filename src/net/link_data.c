@@ -109,14 +109,14 @@ static int remake(atoll_link *l, peer *p) {
 /* Sends chunks [c0, c1) of a piece of qb bytes (chunk_of(qb) each), chunk c on stream
  * c % streams. */
 static void send_chunks(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
-                        const uint8_t *bytes, size_t qb, size_t c0, size_t c1) {
+                        const uint8_t *bytes, size_t qb, size_t c0, size_t c1, uint64_t tokens) {
   size_t CHUNK = chunk_of(qb);
   if (!p || p->broken || qb == 0) return;
   for (size_t c = c0; c < c1; c++) {
     size_t off = c * CHUNK;
     atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
     size_t len = qb - off < CHUNK ? qb - off : CHUNK;
-    m.u.data = (atoll_wire_data){step, frag, qid, l->cfg.island, phase, piece, off, qb, (uint32_t)len, bytes + off};
+    m.u.data = (atoll_wire_data){step, frag, qid, l->cfg.island, phase, piece, off, qb, tokens, (uint32_t)len, bytes + off};
     /* A socket that cannot take data within 2 s has no connection and will not get
      * one: its peer died, or refused the handshake (ZeroMQ does not reconnect after a
      * refused handshake). The data is lost (the coordinator aborts the attempt), and
@@ -140,31 +140,44 @@ static void send_chunks(atoll_link *l, peer *p, uint32_t step, uint32_t frag, ui
 }
 
 static void send_piece(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
-                       const uint8_t *bytes, size_t qb) {
+                       const uint8_t *bytes, size_t qb, uint64_t tokens) {
   if (p) p->again[phase] = 0;
-  send_chunks(l, p, step, frag, qid, phase, piece, bytes, qb, 0, (qb + chunk_of(qb) - 1) / chunk_of(qb));
+  send_chunks(l, p, step, frag, qid, phase, piece, bytes, qb, 0, (qb + chunk_of(qb) - 1) / chunk_of(qb), tokens);
+}
+
+/* Each member's weight in the mean, K t_i / sum t (docs/islands.md, "Token-weighted
+ * mean"): exactly 1 when the tokens are equal, so that such a sum is the plain one, bit
+ * for bit. Every member's tokens are known once one chunk of each arrived. */
+static void weigh(xchg *e) {
+  double total = 0;
+  for (int i = 0; i < e->K; i++) total += (double)e->tokens_of[i];
+  for (int i = 0; i < e->K; i++)
+    e->weight[i] = total > 0 ? (float)((double)e->K * (double)e->tokens_of[i] / total) : 1.0f;
 }
 
 /* Phase 2 of chunk c of this island's piece (fp32 and bf16 only: their encoding is
  * per float, so a chunk of bytes is a range of floats): the sum, in quorum order, of
- * the K encodings' floats in that range, divided by K, encoded into mine2 (the same
+ * the K encodings' floats in that range, each times its member's weight, divided by K, encoded into mine2 (the same
  * arithmetic as the whole piece at once) and sent to every peer. */
-static void sum_chunk(atoll_link *l, atoll_qtype q, int K, int k, size_t qb, size_t len, size_t c, peer **peers,
-                      uint32_t step, uint32_t frag, uint64_t qid) {
+static void sum_chunk(atoll_link *l, xchg *x, size_t c) {
+  atoll_qtype q = x->q;
+  int K = x->K, k = x->k;
+  size_t qb = x->qb, len = x->hi_k - x->lo_k;
   size_t e = q == ATOLL_Q_FP32 ? 4 : 2, CHUNK = chunk_of(qb), end = (c + 1) * CHUNK < qb ? (c + 1) * CHUNK : qb;
   size_t a = c * CHUNK / e, b = end / e < len ? end / e : len;
   if (a < b) {
+    weigh(x);
     memset(l->sum + a, 0, sizeof(float) * (b - a));
     for (int i = 0; i < K; i++) {
       const uint8_t *src = i == k ? l->send + qb * (size_t)k : l->recv1 + qb * (size_t)i;
       atoll_q_decode(q, src + a * e, b - a, l->decoded + a);
-      for (size_t t = a; t < b; t++) l->sum[t] += l->decoded[t];
+      for (size_t t = a; t < b; t++) l->sum[t] += x->weight[i] * l->decoded[t];
     }
     for (size_t t = a; t < b; t++) l->sum[t] /= (float)K;
     atoll_q_encode(q, l->sum + a, b - a, l->mine2 + a * e);
   }
   for (int i = 0; i < K; i++)
-    if (i != k) send_chunks(l, peers[i], step, frag, qid, 2, (uint32_t)k, l->mine2, qb, c, c + 1);
+    if (i != k) send_chunks(l, x->peers[i], x->step, x->frag, x->qid, 2, (uint32_t)k, l->mine2, qb, c, c + 1, 0);
 }
 
 /* This island's place in the quorum, the peers' sockets and the scratch. 0, or -1. */
@@ -202,6 +215,8 @@ int atoll_link_attempt_setup(atoll_link *l, xchg *e, atoll_err *err) {
   e->hi_k = e->lo_k + e->piece < e->n ? e->lo_k + e->piece : e->n;
   e->per_float = e->q == ATOLL_Q_FP32 || e->q == ATOLL_Q_BF16;
   e->need = (size_t)(e->K - 1) * e->nch;
+  memset(e->known, 0, sizeof e->known);
+  e->tokens_of[e->k] = e->tokens, e->known[e->k] = 1;
   return 0;
 }
 
@@ -223,7 +238,7 @@ void atoll_link_send_phase1(atoll_link *l, xchg *e, size_t *bad) {
     memset(l->send + qb * (size_t)c + used, 0, qb - used);
     if (atoll_q_encode_checked(e->q, e->x + lo, hi - lo, l->send + qb * (size_t)c, &b) && (*bad == SIZE_MAX || lo + b < *bad))
       *bad = lo + b;
-    if (c != e->k) send_piece(l, e->peers[c], e->step, e->frag, e->qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb);
+    if (c != e->k) send_piece(l, e->peers[c], e->step, e->frag, e->qid, 1, (uint32_t)c, l->send + qb * (size_t)c, qb, e->tokens);
   }
   /* got: per phase and member, a flag per chunk; then `arrived` */
   memset(l->got, 0, 2 * (size_t)e->K * e->nch + e->nch);
@@ -239,7 +254,7 @@ void atoll_link_send_phase1(atoll_link *l, xchg *e, size_t *bad) {
 void atoll_link_send_phase2(atoll_link *l, xchg *e) {
   size_t qb = e->qb;
   while (e->per_float && e->next2 < e->nch && e->arrived[e->next2] == (uint8_t)(e->K - 1))
-    sum_chunk(l, e->q, e->K, e->k, qb, e->hi_k - e->lo_k, e->next2++, e->peers, e->step, e->frag, e->qid);
+    sum_chunk(l, e, e->next2++);
   if (!e->sent2 && e->per_float && e->next2 == e->nch) {
     memcpy(l->recv2 + qb * (size_t)e->k, l->mine2, qb);
     e->sent2 = 1;
@@ -247,14 +262,15 @@ void atoll_link_send_phase2(atoll_link *l, xchg *e) {
   if (e->have1 != e->need || e->sent2) return;
   size_t len = e->hi_k - e->lo_k;
   memset(l->sum, 0, sizeof(float) * (len + 1));
+  weigh(e);
   for (int i = 0; i < e->K; i++) {
     atoll_q_decode(e->q, i == e->k ? l->send + qb * (size_t)e->k : l->recv1 + qb * (size_t)i, len, l->decoded);
-    for (size_t t = 0; t < len; t++) l->sum[t] += l->decoded[t];
+    for (size_t t = 0; t < len; t++) l->sum[t] += e->weight[i] * l->decoded[t];
   }
   for (size_t t = 0; t < len; t++) l->sum[t] /= (float)e->K;
   atoll_q_encode(e->q, l->sum, len, l->mine2);
   for (int c = 0; c < e->K; c++)
-    if (c != e->k) send_piece(l, e->peers[c], e->step, e->frag, e->qid, 2, (uint32_t)e->k, l->mine2, qb);
+    if (c != e->k) send_piece(l, e->peers[c], e->step, e->frag, e->qid, 2, (uint32_t)e->k, l->mine2, qb, 0);
   memcpy(l->recv2 + qb * (size_t)e->k, l->mine2, qb);
   e->sent2 = 1;
 }
@@ -288,7 +304,11 @@ static void take_data(atoll_link *l, xchg *e, const atoll_wire_data *w, const ch
   else if (w->piece != (w->phase == 1 ? (uint32_t)e->k : (uint32_t)*from) || chunk_at(w, qb, CHUNK) < 0)
     snprintf(why, whysz, "piece %u range [%llu, +%u) of %llu does not fit this exchange", w->piece,
              (unsigned long long)w->offset, w->len, (unsigned long long)w->total);
+  else if (w->phase == 1 && e->known[*from] && w->tokens != e->tokens_of[*from])
+    snprintf(why, whysz, "tokens %llu, but its earlier chunks said %llu", (unsigned long long)w->tokens,
+             (unsigned long long)e->tokens_of[*from]);
   else {
+    if (w->phase == 1) e->tokens_of[*from] = w->tokens, e->known[*from] = 1;
     size_t c = (size_t)chunk_at(w, qb, CHUNK);
     uint8_t *seen = &l->got[((size_t)(w->phase - 1) * e->K + *from) * e->nch + c];
     uint8_t *place = (w->phase == 1 ? l->recv1 : l->recv2) + qb * (size_t)*from + w->offset;
@@ -423,9 +443,9 @@ int atoll_link_send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *
       }
     peer *p = peer_for(l, &m->u.quorum.members[i], err);
     if (!p) return -1;
-    send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 3, 0, (const uint8_t *)l->global, qb);
+    send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 3, 0, (const uint8_t *)l->global, qb, 0);
     if (l->cfg.feed_bad_momentum && qb) ((uint8_t *)l->momentum)[0] ^= 1; /* test hook: a damaged momentum */
-    send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 4, 0, (const uint8_t *)l->momentum, qb);
+    send_piece(l, p, m->u.quorum.step, 0, m->u.quorum.id, 4, 0, (const uint8_t *)l->momentum, qb, 0);
     if (l->cfg.feed_bad_momentum && qb) ((uint8_t *)l->momentum)[0] ^= 1;
     fprintf(stderr, "island %u: sent the state of step %u to joining island %u\n", l->cfg.island, m->u.quorum.step,
             m->u.quorum.members[i].island);

@@ -84,6 +84,10 @@ typedef struct {
   int sent2, per_float;
   double t_quorum, last_progress, last_ask;
   uint64_t bytes0;
+  uint64_t tokens;                 /* this island's contribution's tokens (sent in phase 1) */
+  uint64_t tokens_of[MAX_PEERS];   /* each member's, from its phase-1 frames (valid where known) */
+  uint8_t known[MAX_PEERS];
+  float weight[MAX_PEERS];         /* K t_i / sum t: 1 each when the tokens are equal */
 } xchg;
 /* link_data.c: the steps of one attempt, called by link.c's attempt. Set-up: this
  * island's place in the quorum, the peers' sockets and the scratch (0, or -1 with err). */

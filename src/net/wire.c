@@ -143,9 +143,12 @@ static int parse_data(rd *r, atoll_wire_data *d, const char *name, char *why, si
   d->piece = (uint32_t)get_le(r, 4);
   d->offset = get_le(r, 8);
   d->total = get_le(r, 8);
+  d->tokens = get_le(r, 8);
   d->len = (uint32_t)get_le(r, 4);
   if (r->bad) return 0; /* (reported as truncated) */
   if (d->phase < 1 || d->phase > 4) return fail(why, whysz, "%s: phase %u", name, d->phase);
+  if (d->tokens > ((uint64_t)1 << 53) || (d->phase != 1 && d->tokens != 0))
+    return fail(why, whysz, "%s: tokens %llu in phase %u", name, (unsigned long long)d->tokens, d->phase);
   if (d->from >= ATOLL_WIRE_MAX_MEMBERS || d->piece >= ATOLL_WIRE_MAX_MEMBERS)
     return fail(why, whysz, "%s: island %u / piece %u out of range", name, d->from, d->piece);
   /* no chunk is empty (a sender sends none of an empty piece): so offset < total */
@@ -267,7 +270,7 @@ static void put_sync(wr *w, const atoll_wire_sync *s) {
 
 size_t atoll_wire_size(const atoll_wire_msg *m) {
   switch (m->type) {
-  case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 45 + m->u.data.len;
+  case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 53 + m->u.data.len;
   case ATOLL_WIRE_SETTINGS: return ATOLL_WIRE_HEADER + 8 + m->u.settings.len;
   case ATOLL_WIRE_QUORUM:
   case ATOLL_WIRE_FEED:
@@ -330,6 +333,7 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
     put_le(&w, m->u.data.piece, 4);
     put_le(&w, m->u.data.offset, 8);
     put_le(&w, m->u.data.total, 8);
+    put_le(&w, m->u.data.tokens, 8);
     put_le(&w, m->u.data.len, 4);
     put(&w, m->u.data.bytes, m->u.data.len);
     break;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATOLL_WIRE_VERSION 3
+#define ATOLL_WIRE_VERSION 4
 #define ATOLL_WIRE_HEADER 24
 #define ATOLL_WIRE_MAX_CONTROL (64u << 10)
 #define ATOLL_WIRE_MAX_DATA (16u << 20)
@@ -107,6 +107,8 @@ typedef struct {
   uint8_t phase;  /* 1 to 4 */
   uint32_t piece;
   uint64_t offset, total;
+  uint64_t tokens; /* phase 1: the tokens the sender's outer gradient was trained on (its
+                      weight in the mean, docs/islands.md); other phases: 0 */
   uint32_t len;
   const uint8_t *bytes; /* points into the frame */
 } atoll_wire_data;

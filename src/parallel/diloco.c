@@ -181,7 +181,7 @@ void atoll_diloco_reset_global(atoll_diloco *d) {
   memset(d->momentum, 0, sizeof(float) * n);
 }
 
-static int fragment_offset(const atoll_diloco *d, int f) {
+int atoll_diloco_fragment_offset(const atoll_diloco *d, int f) {
   return (int)((long)f * d->cfg.sync_every / d->cfg.fragments);
 }
 
@@ -191,7 +191,7 @@ void atoll_diloco_resume_at(atoll_diloco *d, int step) {
   int H = d->cfg.sync_every;
   d->contributed_to = step;
   for (int f = 0; f < d->cfg.fragments; f++) {
-    int off = fragment_offset(d, f);
+    int off = atoll_diloco_fragment_offset(d, f);
     int last = step - ((step - off) % H + H) % H; /* latest s <= step with s mod H = off */
     /* a sync happens after a step the run took: none at or before its first step */
     int synced = last > d->first_step;
@@ -305,7 +305,7 @@ static int merge_now(const atoll_diloco *d, int f, int step, int last) {
   return d->merge_due[f] && (d->merge_due[f] <= step || last);
 }
 static int sync_now(const atoll_diloco *d, int f, int step, int last) {
-  return step % d->cfg.sync_every == fragment_offset(d, f) || last;
+  return step % d->cfg.sync_every == atoll_diloco_fragment_offset(d, f) || last;
 }
 
 /* The syncs and merges due after step `step`, on the host's weights: the exchange in

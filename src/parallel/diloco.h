@@ -46,8 +46,10 @@
 typedef struct {
   void *ctx;
   /* mean over the islands of exchange (step, fragment) of x[0, n), in place, encoded as
-   * dtype; *bad: index of the first NaN or Inf of this island's x, or SIZE_MAX */
-  int (*mean)(void *ctx, atoll_qtype dtype, float *x, size_t n, int step, int fragment, size_t *bad, atoll_err *err);
+   * dtype, each island's x weighted by its tokens (docs/islands.md, "Token-weighted
+   * mean"); *bad: index of the first NaN or Inf of this island's x, or SIZE_MAX */
+  int (*mean)(void *ctx, atoll_qtype dtype, float *x, size_t n, uint64_t tokens, int step, int fragment, size_t *bad,
+              atoll_err *err);
   /* after the step's syncs: the islands agree on the global weights (this rank's
    * slice of them) */
   int (*commit)(void *ctx, int step, const float *global, size_t n, atoll_err *err);
@@ -77,6 +79,8 @@ typedef struct {
   double wan_gbps, wan_latency_ms; /* link model for inter-island traffic */
   int throttle;         /* hold inter-island exchanges to the modelled time */
   int stage3;           /* the island shards its weights (ZeRO-3): no gather after sync */
+  uint64_t tokens_per_step; /* the island's tokens per inner step: its outer gradient's
+                               weight is this times the steps since the fragment's last sync */
   const atoll_layout *whole; /* the whole model's layout, on which fragments are cut
                                 (NULL: the layout given is the whole model) */
   const atoll_test_hooks *hooks; /* desync_island (NULL: none) */

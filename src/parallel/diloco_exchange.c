@@ -127,6 +127,16 @@ static void keep_tie_equal(atoll_diloco *d, const diloco_comms *k, int f) {
   }
 }
 
+/* The tokens fragment f's outer gradient of step `step` was trained on: the island's
+ * tokens per step times the steps since the fragment's previous sync by the schedule
+ * (or since step 0). Islands with other batches weigh in by their tokens. */
+static uint64_t phase_tokens(const atoll_diloco *d, int f, int step) {
+  int H = d->cfg.sync_every, since = (step - atoll_diloco_fragment_offset(d, f)) % H;
+  if (since <= 0) since += H;
+  if (since > step) since = step;
+  return d->cfg.tokens_per_step * (uint64_t)(since > 0 ? since : 0);
+}
+
 /* The link's mean of delta on [b, e); the island's ranks join together or ask again
  * together (2 or 3, see link.h). */
 static int link_mean(atoll_diloco *d, const diloco_comms *k, float *delta, size_t b, size_t e, int step, int f,
@@ -134,8 +144,9 @@ static int link_mean(atoll_diloco *d, const diloco_comms *k, float *delta, size_
   const atoll_outer_link *link = d->cfg.link;
   size_t bad;
   int rc;
+  uint64_t tokens = phase_tokens(d, f, step);
   for (;;) {
-    rc = link->mean(link->ctx, d->cfg.dtype, delta, e - b, step, f, &bad, err);
+    rc = link->mean(link->ctx, d->cfg.dtype, delta, e - b, tokens, step, f, &bad, err);
     if (rc < 0) return -1;
     if (rc != 2 && rc != 3) break;
     int64_t failed = rc == 3, any = 0;

@@ -80,5 +80,7 @@ void atoll_diloco_job_start(atoll_diloco *d);
 int atoll_diloco_job_join(atoll_diloco *d, atoll_err *err);
 /* This rank's range of fragment f: [*b, *e) of the flat buffer. */
 void atoll_diloco_fragment_range(const atoll_diloco *d, int f, size_t *b, size_t *e);
+/* The step offset of fragment f's syncs: it syncs after steps s with s mod H = offset. */
+int atoll_diloco_fragment_offset(const atoll_diloco *d, int f);
 
 #endif

@@ -18,8 +18,9 @@ struct atoll_islands_net {
 
 static atoll_link *link_of(void *ctx) { return ((atoll_islands_net *)ctx)->link; }
 
-static int net_mean(void *ctx, atoll_qtype dtype, float *x, size_t n, int step, int fragment, size_t *bad, atoll_err *err) {
-  return atoll_link_mean(link_of(ctx), dtype, x, n, (uint32_t)step, (uint32_t)fragment, bad, err);
+static int net_mean(void *ctx, atoll_qtype dtype, float *x, size_t n, uint64_t tokens, int step, int fragment, size_t *bad,
+                    atoll_err *err) {
+  return atoll_link_mean(link_of(ctx), dtype, x, n, tokens, (uint32_t)step, (uint32_t)fragment, bad, err);
 }
 
 /* The islands agree on the BLAKE2b-256 hash of the global weights and outer momentum
@@ -72,6 +73,8 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
 
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n) { return &n->outer; }
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n) { return n ? &n->base : NULL; }
+uint64_t atoll_islands_net_revision(const atoll_islands_net *n) { return atoll_link_revision(n->link); }
+void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision) { atoll_link_set_revision(n->link, revision); }
 void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop) { atoll_link_set_stop(n->link, stop); }
 void atoll_islands_net_finish(atoll_islands_net *n) { atoll_link_goodbye(n->link); }
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) {

@@ -19,6 +19,10 @@ atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n);
 /* The run finished: the island tells the coordinator it leaves (atoll_link_goodbye). */
 void atoll_islands_net_finish(atoll_islands_net *n);
 void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop);
+/* The revision of the island's global weights (a checkpoint records it), and a resumed
+ * island's (atoll_link_set_revision). */
+uint64_t atoll_islands_net_revision(const atoll_islands_net *n);
+void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision);
 
 /* An island of several ranks: rank r's data endpoint is --island-listen's with the
  * port + r (tcp://HOST:PORT only). */

@@ -10,6 +10,7 @@
  * of part on load. */
 #include "train/agree.h"
 #include "train/run.h"
+#include "parallel/islands_net.h"
 
 #include "core/fatal.h"
 
@@ -19,8 +20,10 @@
 #include "model/model.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static cJSON *rng_to_json(const atoll_rng *r) {
   cJSON *a = cJSON_CreateArray();
@@ -288,6 +291,9 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
        cJSON_AddNumberToObject(state, "islands", r->mesh.islands) &&
        cJSON_AddStringToObject(state, "weights_hash", weights_hash) &&
        add_item(state, "tokenizer", atoll_tokenizer_record_json(&r->tokenizer));
+  /* an island of a networked run: the revision its global weights are (a resume at the
+   * run's revision exchanges at once; behind it, it joins) */
+  if (ok && r->net) ok = cJSON_AddNumberToObject(state, "island_revision", (double)atoll_islands_net_revision(r->net)) != NULL;
   if (!ok) {
     cJSON_Delete(state);
     return NULL;
@@ -365,17 +371,25 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
   return rc ? rc : atoll_ckpt_prune_ex(r->ckpt_root, r->cfg->keep, step, err);
 }
 
+/* The island file of island k, or -1: with several islands in the job, this rank's
+ * island; an island of a networked run, its --island-id. */
+static int own_island_file(const atoll_run *r) {
+  return r->mesh.islands > 1 ? r->mesh.island : r->net ? r->cfg->island_id : -1;
+}
+
 /* The loop's own state: the weights and AdamW moments; with several islands, island 0's
  * moments in the model's files and each island's weights and moments in
- * island_K.safetensors. */
+ * island_K.safetensors (an island of a networked run: its own, K its --island-id, since
+ * the model's files hold the global weights). */
 static void put_own_state(const atoll_ckpt_io *io, atoll_run *r, const atoll_train_state *st) {
   float *params = atoll_run_params(r);
   io->put(io->ctx, NULL, NULL, 0, params, 0);
   io->put(io->ctx, NULL, "exp_avg.", 0, st->m, st->begin);
   io->put(io->ctx, NULL, "exp_avg_sq.", 0, st->v, st->begin);
-  for (int k = 0; r->mesh.islands > 1 && k < r->mesh.islands; k++) {
+  int n = r->mesh.islands > 1 ? r->mesh.islands : r->net ? 1 : 0;
+  for (int k = 0; k < n; k++) {
     char file[32];
-    snprintf(file, sizeof file, "island_%d.safetensors", k);
+    snprintf(file, sizeof file, "island_%d.safetensors", r->mesh.islands > 1 ? k : own_island_file(r));
     io->put(io->ctx, file, "weights.", k, params, 0);
     io->put(io->ctx, file, "exp_avg.", k, st->m, st->begin);
     io->put(io->ctx, file, "exp_avg_sq.", k, st->v, st->begin);
@@ -485,6 +499,11 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
     return atoll_fail(err, "--islands %d: the checkpoint %s was saved with %d island%s (each island's own state is in it)",
                       islands, dir, saved_islands, saved_islands == 1 ? "" : "s");
   if (rng_from_json(&st->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) return -1;
+  const cJSON *rev = cJSON_GetObjectItemCaseSensitive(state, "island_revision");
+  if (rev && (!cJSON_IsNumber(rev) || rev->valuedouble < 0 || rev->valuedouble > 9e15 || rev->valuedouble != floor(rev->valuedouble)))
+    return atoll_fail(err, "%s/state.json: island_revision is not a whole number between 0 and 9e15", dir);
+  /* (absent: an older checkpoint, or not an island of a networked run; a joining resume) */
+  if (rev && r->net) atoll_islands_net_resume_revision(r->net, (uint64_t)rev->valuedouble);
   if (check_tokenizer(r, state, dir, err)) return -1;
   *step = saved_step->valueint;
   /* absent in older checkpoints: their moments started at step 0 */
@@ -529,11 +548,13 @@ int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *st
     goto done;
   }
   if (check_state(r, st, state, dir, &step, err)) goto done;
-  if (r->mesh.islands == 1) {
+  char file[64], path[4200];
+  snprintf(file, sizeof file, "island_%d.safetensors", own_island_file(r));
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  /* (a networked island's checkpoint written before it had its own file: the global weights) */
+  if (r->mesh.islands == 1 && (!r->net || access(path, F_OK) != 0)) {
     if (atoll_ckpt_load(dir, &r->whole, wp, wm, wv, err)) goto done;
   } else {
-    char file[64];
-    snprintf(file, sizeof file, "island_%d.safetensors", r->mesh.island);
     atoll_st_read_buffer island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};
     if (atoll_ckpt_load_extra(dir, &r->whole, file, island, 3, err)) goto done;
   }

@@ -72,6 +72,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
       .dtype = (atoll_qtype)atoll_qtype_parse(c->outer_dtype), .wan_gbps = c->wan_gbps,
       .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
       .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks,
+      .tokens_per_step = (uint64_t)(atoll_run_global_batch(r) * r->seq) / (uint64_t)(c->join[0] ? 1 : r->mesh.islands),
       .ops = atoll_model_ops(r->model), .host_copy = r->host_params};
   if (atoll_diloco_check(&dc, r->lay->shape.layers, err)) return -1; /* before --join registers */
   if (c->join[0]) { /* islands as separate jobs: the outer exchange goes over the network */

@@ -91,7 +91,7 @@ static int play_data(void *ctx, void *s, atoll_sender *tx, atoll_wire_msg *hello
   static uint8_t zeros[1u << 20];
   size_t c1 = nch > 1 ? CHUNK : 0, len1 = qb - c1 < CHUNK ? qb - c1 : CHUNK;
   atoll_wire_data base = {q.u.quorum.step, q.u.quorum.fragment, q.u.quorum.id, hello->u.hello.island, 1, (uint32_t)other,
-                          0, qb, 0, zeros};
+                          0, qb, 0, 0, zeros};
   atoll_wire_data foul[4] = {base, base, base, base};
   foul[0].phase = 3, foul[0].piece = (uint32_t)me, foul[0].offset = c1, foul[0].len = (uint32_t)len1;
   foul[1].offset = qb, foul[1].len = 0; /* an empty range at offset == total */

@@ -28,16 +28,23 @@ run_case() {
   flags=""; while [ "$1" != "--" ]; do flags="$flags $1"; shift; done; shift
   cport=$1; shift
   start_coordinator "$D" $cport $K --island-timeout 20
-  pids=""; i=0
-  while [ $i -lt $K ]; do
-    net=$(island_flags "$D" $cport $i $1)
-    # NO_LISTEN=1: without --island-listen (the address toward the coordinator, a free port)
-    [ "${NO_LISTEN:-0}" = 1 ] && net=$(echo "$net" | sed 's/ --island-listen [^ ]*//')
-    timeout -k 5 300 $ATOLL train $M --islands $K $flags ${NET_ONLY:-} $net --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
-    pids="$pids $!"; i=$((i + 1)); shift
+  ports="$*"; ok=1
+  # STOP_AT=S: every island stops after step S (a checkpoint), then all resume
+  for pass_ in ${STOP_AT:+stop} run; do
+    set -- $ports
+    pids=""; i=0
+    while [ $i -lt $K ]; do
+      net=$(island_flags "$D" $cport $i $1)
+      # NO_LISTEN=1: without --island-listen (the address toward the coordinator, a free port)
+      [ "${NO_LISTEN:-0}" = 1 ] && net=$(echo "$net" | sed 's/ --island-listen [^ ]*//')
+      more=""
+      [ $pass_ = stop ] && more="--stop-after $STOP_AT"
+      [ $pass_ = run ] && [ -n "${STOP_AT:-}" ] && more="--resume $D/net$i"
+      timeout -k 5 300 $ATOLL train $M --islands $K $flags ${NET_ONLY:-} $net $more --out "$D/net$i" >/dev/null 2>>"$D/net$i.err" &
+      pids="$pids $!"; i=$((i + 1)); shift
+    done
+    for p in $pids; do wait $p; rc=$?; [ $rc -eq 0 ] || { [ $pass_ = stop ] && [ $rc -eq 1 ]; } || ok=0; done
   done
-  ok=1
-  for p in $pids; do wait $p || ok=0; done
   kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
   [ $ok -eq 1 ] || { fail "$name: an island failed"; tail -n 3 "$D"/net*.err "$D/coord.log"; return; }
   i=0
@@ -110,6 +117,12 @@ few_flags() {
     && pass "few flags: $(cat "$D/norun.err")" || { fail "few flags: a coordinator without --run (status $rc): $(cat "$D/norun.err")"; sed -n '/^--- a coordinator without/,$p' "$D/coord.log" | tail -n 8; }
 }
 [ -z "${EXCEPT_FEW:-}" ] && few_flags
+
+# every island stopped between two syncs (and, with overlap, between a sync and its
+# merge) and resumed from its checkpoint: its own weights come back (island_K.safetensors)
+# and, at the run's revision (state.json island_revision), it exchanges at once
+STOP_AT=5 run_case resume_fp32_k2 2 --sync-every 3
+STOP_AT=5 run_case resume_int8_overlap_k2 2 --sync-every 4 --fragments 2 --overlap 1 --outer-dtype int8
 
 # the islands on a device (the shadow device: the CPU kernels behind addresses the host
 # may not touch), their outer exchange on the host copy of the weights, against the
