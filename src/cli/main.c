@@ -223,14 +223,14 @@ static int check_resume_shape(const atoll_config *c, const atoll_config *ck, con
 
 /* Prepares the default corpus on first use, so `atoll train` works with no data. */
 static int ensure_default_data(const atoll_config *c, int data_given, atoll_err *err) {
-  if (data_given || is_dir(c->data)) return 0;
+  if (data_given || is_dir(c->data.dir)) return 0;
   if (!is_dir(DEFAULT_CORPUS))
     return atoll_fail(err, "--data %s: no such directory, and the default corpus %s is missing "
                            "(install Debian's fortunes package: scripts/setup.sh)",
-                      c->data, DEFAULT_CORPUS);
-  fprintf(stderr, "atoll train: preparing the default corpus %s into %s\n", DEFAULT_CORPUS, c->data);
+                      c->data.dir, DEFAULT_CORPUS);
+  fprintf(stderr, "atoll train: preparing the default corpus %s into %s\n", DEFAULT_CORPUS, c->data.dir);
   char *arg = DEFAULT_CORPUS;
-  return prepare_files(&arg, 1, c->data, 0.05, NULL, NULL, err);
+  return prepare_files(&arg, 1, c->data.dir, 0.05, NULL, NULL, err);
 }
 
 /* --vocab follows the data's tokenizer: a BPE data directory raises the default (256)
@@ -238,11 +238,11 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
  * its checkpoint's (training checks it against the data). */
 static int adopt_data_vocab(atoll_config *c, int vocab_flag, const char *resume, atoll_err *err) {
   atoll_tokenizer_record rec;
-  if (resume || !is_dir(c->data) || atoll_data_tokenizer(c->data, &rec, err)) return resume || !is_dir(c->data) ? 0 : -1;
+  if (resume || !is_dir(c->data.dir) || atoll_data_tokenizer(c->data.dir, &rec, err)) return resume || !is_dir(c->data.dir) ? 0 : -1;
   if (strcmp(rec.kind, "bytes") == 0 || rec.vocab <= c->model.vocab) return 0; /* bytes: as before */
   if (vocab_flag || c->model.vocab != ATOLL_BYTE_VOCAB)
     return atoll_fail(err, "--vocab %d: smaller than the vocabulary of --data %s's tokenizer (%s, %d ids); pass --vocab %d or more",
-                      c->model.vocab, c->data, rec.kind, rec.vocab, rec.vocab);
+                      c->model.vocab, c->data.dir, rec.kind, rec.vocab, rec.vocab);
   c->model.vocab = rec.vocab;
   return atoll_config_check(c, err);
 }
@@ -280,8 +280,8 @@ static int apply_given(int argc, char **argv, const char *config_file, atoll_con
     const char *key = argv[i] + 2;
     if (strcmp(key, "config") == 0) continue;
     if (strcmp(key, "eval-data") == 0 && eval_sets++) { /* the flag again: one more set */
-      char joined[sizeof cfg->eval_data];
-      if (snprintf(joined, sizeof joined, "%s,%s", cfg->eval_data, argv[i + 1]) >= (int)sizeof joined)
+      char joined[sizeof cfg->data.eval_sets];
+      if (snprintf(joined, sizeof joined, "%s,%s", cfg->data.eval_sets, argv[i + 1]) >= (int)sizeof joined)
         return atoll_fail(err, "--eval-data %s: the sets' names and directories exceed %zu bytes together", argv[i + 1],
                           sizeof joined - 1);
       if (atoll_config_set(cfg, key, joined, err)) return -1;
@@ -299,7 +299,7 @@ static int take_hf_shape(int argc, char **argv, const char *config_file, atoll_c
   atoll_config_defaults(&given);
   atoll_hf_shape_unset(&given.model);
   if (apply_given(argc, argv, config_file, &given, err)) return -1;
-  return atoll_hf_take_shape(cfg->init_from_hf, &cfg->model, &given.model, err);
+  return atoll_hf_take_shape(cfg->init.from_hf, &cfg->model, &given.model, err);
 }
 
 /* The settings, later ones overriding: the checkpoint's (--resume), --config FILE's,
@@ -317,20 +317,20 @@ static int apply_settings(int argc, char **argv, const char *config_file, const 
     int rc = atoll_config_apply_json(cfg, cJSON_GetObjectItemCaseSensitive(state, "config"), source, err);
     cJSON_Delete(state);
     if (rc) return -1;
-    run_dir_of(ckpt_dir, cfg->out, sizeof cfg->out);
+    run_dir_of(ckpt_dir, cfg->run.out, sizeof cfg->run.out);
     from_ckpt = *cfg;
   }
   if (apply_given(argc, argv, config_file, cfg, err)) return -1;
-  if (!resume && cfg->init_from_hf[0] && take_hf_shape(argc, argv, config_file, cfg, err)) return -1;
-  if (resume && !cfg->out[0])
+  if (!resume && cfg->init.from_hf[0] && take_hf_shape(argc, argv, config_file, cfg, err)) return -1;
+  if (resume && !cfg->run.out[0])
     return atoll_fail(err, "--resume %s: its run directory's path is longer than %zu bytes; pass --out",
-                      ckpt_dir, sizeof cfg->out - 1);
+                      ckpt_dir, sizeof cfg->run.out - 1);
   if (resume && check_resume_shape(cfg, &from_ckpt, ckpt_dir, err)) return -1;
   int data_flag = 0;
   for (int i = 0; i < argc; i += 2) data_flag |= strcmp(argv[i], "--data") == 0;
-  *data_from_ckpt = resume && !data_flag && strcmp(cfg->data, from_ckpt.data) == 0;
+  *data_from_ckpt = resume && !data_flag && strcmp(cfg->data.dir, from_ckpt.data.dir) == 0;
   /* --outer-lr not given (nor in --config or the resumed checkpoint's settings): by H */
-  if (cfg->outer_lr < 0) cfg->outer_lr = atoll_diloco_default_outer_lr(cfg->sync_every);
+  if (cfg->islands.outer_lr < 0) cfg->islands.outer_lr = atoll_diloco_default_outer_lr(cfg->islands.sync_every);
   return atoll_config_check(cfg, err);
 }
 
@@ -367,17 +367,17 @@ static int agreed_exit(int rc, const atoll_err *err) { return rc == ATOLL_TRAIN_
  * continue, settings that do not parse: those are reported by the normal path, and
  * --init-from: a run started from other weights is left to holds_run's refusal). */
 static const char *island_own_run(int argc, char **argv, const char *config_file) {
-  static char out[sizeof ((atoll_config *)0)->out];
+  static char out[sizeof ((atoll_config *)0)->run.out];
   for (int i = 0; i + 1 < argc; i += 2)
     if (strcmp(argv[i], "--init-from") == 0 || strcmp(argv[i], "--init-from-hf") == 0) return NULL;
   atoll_config probe;
   atoll_config_defaults(&probe);
   atoll_err ignored;
-  if (apply_given(argc, argv, config_file, &probe, &ignored) || !probe.join[0] || !probe.out[0]) return NULL;
-  char root[sizeof probe.out + 16], latest[PATH_MAX];
-  snprintf(root, sizeof root, "%s/checkpoints", probe.out);
+  if (apply_given(argc, argv, config_file, &probe, &ignored) || !probe.islands.join[0] || !probe.run.out[0]) return NULL;
+  char root[sizeof probe.run.out + 16], latest[PATH_MAX];
+  snprintf(root, sizeof root, "%s/checkpoints", probe.run.out);
   if (atoll_ckpt_find_latest(root, latest, sizeof latest, &ignored) != 0) return NULL;
-  snprintf(out, sizeof out, "%s", probe.out);
+  snprintf(out, sizeof out, "%s", probe.run.out);
   return out;
 }
 
@@ -391,27 +391,27 @@ static int island_asks(int argc, char **argv, const char *config_file, int rank,
   *run = NULL;
   atoll_config probe;
   atoll_config_defaults(&probe);
-  probe.islands = 0, probe.island_id = -1; /* (not given: they stay so) */
+  probe.islands.count = 0, probe.islands.id = -1; /* (not given: they stay so) */
   atoll_err ignored;
-  if (apply_given(argc, argv, config_file, &probe, &ignored) || !probe.join[0] || probe.islands != 0 ||
-      !probe.island_key[0] || !probe.coordinator_key[0])
+  if (apply_given(argc, argv, config_file, &probe, &ignored) || !probe.islands.join[0] || probe.islands.count != 0 ||
+      !probe.islands.key[0] || !probe.islands.coordinator_key[0])
     return 0;
   uint32_t slot;
-  if (atoll_net_ask(probe.join, probe.island_key, probe.coordinator_key, (uint32_t)rank, probe.net_timeout, NULL, &slot,
+  if (atoll_net_ask(probe.islands.join, probe.islands.key, probe.islands.coordinator_key, (uint32_t)rank, probe.islands.net_timeout, NULL, &slot,
                     run, err))
     return -1;
   if (*run && atoll_run_settings_apply(cfg, *run, err)) return -1;
-  if (probe.island_id < 0) {
+  if (probe.islands.id < 0) {
     if (slot == ATOLL_WIRE_NO_SLOT)
       return atoll_fail(err, "--join %s: the coordinator has no island slot for this island's key (allowed after it started?); give --island-id",
-                        probe.join);
-    cfg->island_id = (int)slot;
+                        probe.islands.join);
+    cfg->islands.id = (int)slot;
   }
-  if (probe.island_id < 0 && cfg->islands >= 2 && cfg->island_id >= cfg->islands)
+  if (probe.islands.id < 0 && cfg->islands.count >= 2 && cfg->islands.id >= cfg->islands.count)
     return atoll_fail(err, "--join %s: this island's key is island slot %d in the coordinator's allow-list, but its run has %d islands",
-                      probe.join, cfg->island_id, cfg->islands);
-  if (cfg->islands < 2)
-    return atoll_fail(err, "--join %s: the coordinator does not say how many islands (%s); give --islands", probe.join,
+                      probe.islands.join, cfg->islands.id, cfg->islands.count);
+  if (cfg->islands.count < 2)
+    return atoll_fail(err, "--join %s: the coordinator does not say how many islands (%s); give --islands", probe.islands.join,
                       *run ? "its --run FILE has no \"islands\"" : "it was started without --run FILE");
   return 0;
 }
@@ -453,7 +453,7 @@ static int read_train_settings(int argc, char **argv, int rank, atoll_config *cf
   if (rc == 0 && run) rc = atoll_run_settings_agree(&run_only, cfg, run, err);
   if (rc == 0 && run && rank == 0)
     fprintf(stderr, "atoll train: the coordinator %s gave the run's settings (%zu bytes); this island is island slot %d of %d\n",
-            cfg->join, strlen(run), cfg->island_id, cfg->islands);
+            cfg->islands.join, strlen(run), cfg->islands.id, cfg->islands.count);
   free(run);
   return rc;
 }
@@ -464,17 +464,17 @@ static int read_train_settings(int argc, char **argv, int rank, atoll_config *cf
 static int check_recorded_data(const atoll_config *c, int data_from_ckpt, const char *ckpt_dir, int rank,
                                atoll_err *err) {
   if (!data_from_ckpt) return 0;
-  if (c->data[0] == '/') /* rank 0's path: another node may keep its copy elsewhere */
-    return is_dir(c->data) ? 0
+  if (c->data.dir[0] == '/') /* rank 0's path: another node may keep its copy elsewhere */
+    return is_dir(c->data.dir) ? 0
                            : atoll_fail(err, "--data %s (recorded in %s/state.json): no such directory here; pass --data",
-                                        c->data, ckpt_dir);
-  char *abs = realpath(c->data, NULL);
+                                        c->data.dir, ckpt_dir);
+  char *abs = realpath(c->data.dir, NULL);
   if (!abs)
     return atoll_fail(err, "--data %s (recorded relative in %s/state.json, read from the working directory): %s; pass --data",
-                      c->data, ckpt_dir, strerror(errno));
+                      c->data.dir, ckpt_dir, strerror(errno));
   if (rank == 0)
     fprintf(stderr, "atoll train: the checkpoint records --data %s, relative: reading %s (pass --data to choose)\n",
-            c->data, abs);
+            c->data.dir, abs);
   free(abs);
   return 0;
 }
@@ -513,9 +513,9 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
     return agreed_exit(rc, &err);
   if ((rc = atoll_train_check_same(world, &cfg, resume ? ckpt_dir : NULL, &err))) return agreed_exit(rc, &err);
 
-  if (cfg.threads > 0) {
-    omp_set_num_threads(cfg.threads);
-    openblas_set_num_threads(cfg.threads);
+  if (cfg.run.threads > 0) {
+    omp_set_num_threads(cfg.run.threads);
+    openblas_set_num_threads(cfg.run.threads);
   }
   /* SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) save and stop; the
    * handler runs on its own stack (src/core/stop_signal.c: oneDNN borrows rsp) */
@@ -525,7 +525,7 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   if (rc == ATOLL_TRAIN_QUIET) return 1;
   if (rc < 0) return die(&err);
   if (rc == 1) return 130;
-  if (rank == 0) fprintf(stderr, "atoll train: done; summary in %s/summary.json\n", cfg.out);
+  if (rank == 0) fprintf(stderr, "atoll train: done; summary in %s/summary.json\n", cfg.run.out);
   return 0;
 }
 
@@ -609,9 +609,9 @@ static int cmd_sample(int argc, char **argv) {
   char dir[PATH_MAX];
   if (atoll_ckpt_resolve(o.ckpt, dir, sizeof dir, &err)) return die(&err);
   o.ckpt = dir;
-  if (threads.threads > 0) {
-    omp_set_num_threads(threads.threads);
-    openblas_set_num_threads(threads.threads);
+  if (threads.run.threads > 0) {
+    omp_set_num_threads(threads.run.threads);
+    openblas_set_num_threads(threads.run.threads);
   }
   if (atoll_sample(&o, stdout, &err)) return die(&err);
   return 0;
