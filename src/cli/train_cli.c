@@ -117,7 +117,8 @@ static int ensure_default_data(const atoll_config *c, int data_given, atoll_err 
  * its checkpoint's (training checks it against the data). */
 static int adopt_data_vocab(atoll_config *c, int vocab_flag, const char *resume, atoll_err *err) {
   atoll_tokenizer_record rec;
-  if (resume || !is_dir(c->data.dir) || atoll_data_tokenizer(c->data.dir, &rec, err)) return resume || !is_dir(c->data.dir) ? 0 : -1;
+  if (resume || !is_dir(c->data.dir)) return 0;
+  if (atoll_data_tokenizer(c->data.dir, &rec, err)) return -1;
   if (strcmp(rec.kind, "bytes") == 0 || rec.vocab <= c->model.vocab) return 0; /* bytes: as before */
   if (vocab_flag || c->model.vocab != ATOLL_BYTE_VOCAB)
     return atoll_fail(err, "--vocab %d: smaller than the vocabulary of --data %s's tokenizer (%s, %d ids); pass --vocab %d or more",
@@ -276,8 +277,8 @@ static int island_asks(int argc, char **argv, const char *config_file, int rank,
       !probe.islands.key[0] || !probe.islands.coordinator_key[0])
     return 0;
   uint32_t slot;
-  if (atoll_net_ask(probe.islands.join, probe.islands.key, probe.islands.coordinator_key, (uint32_t)rank, probe.islands.net_timeout, NULL, &slot,
-                    run, err))
+  const atoll_islands_config *pi = &probe.islands;
+  if (atoll_net_ask(pi->join, pi->key, pi->coordinator_key, (uint32_t)rank, pi->net_timeout, NULL, &slot, run, err))
     return -1;
   if (*run && atoll_run_settings_apply(cfg, *run, err)) return -1;
   if (probe.islands.id < 0) {

@@ -23,7 +23,8 @@ static int check_dp_comm(const atoll_config *c, atoll_err *err) {
   if (strcmp(c->parallel.dp_comm, "host") == 0) return 0;
   if (strcmp(c->device.type, "cuda") != 0)
     return atoll_fail(err, "--dp-comm nccl: needs --device cuda (this run's device is %s)", c->device.type);
-  if (c->parallel.zero_stage != 0) return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->parallel.zero_stage);
+  if (c->parallel.zero_stage != 0)
+    return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->parallel.zero_stage);
   if (strcmp(c->parallel.grad_dtype, "fp32") != 0) return atoll_fail(err, "--dp-comm nccl: sends fp32 gradients (--grad-dtype fp32)");
   if (!nccl_opener)
     return atoll_fail(err, "--dp-comm nccl: this atoll was built without NCCL (docs/gpu.md); --dp-comm host sums on "

@@ -375,8 +375,9 @@ static void print_banner(const atoll_run *r) {
   if (mh->pp > 1) fprintf(stderr, ", pipeline of %d pp_stages (%s%s)", mh->pp, r->chunks > 1 ? "interleaved " : "", c->parallel.schedule);
   if (c->islands.count > 1)
     fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d, %s)",
-            c->islands.count, mh->island_size, c->islands.sync_every, c->islands.outer_optimizer, c->islands.outer_lr, c->islands.outer_momentum,
-            c->islands.fragments, c->islands.fragments > 1 ? "s" : "", c->islands.overlap, c->islands.outer_dtype);
+            c->islands.count, mh->island_size, c->islands.sync_every, c->islands.outer_optimizer, c->islands.outer_lr,
+            c->islands.outer_momentum, c->islands.fragments, c->islands.fragments > 1 ? "s" : "", c->islands.overlap,
+            c->islands.outer_dtype);
   fputc('\n', stderr);
   print_engine_line(r);
 }

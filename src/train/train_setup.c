@@ -98,7 +98,8 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
                             .islands = (uint32_t)c->islands.count,
                             .rank = (uint32_t)r->rank, .ranks = (uint32_t)r->world_size,
                             .layout = atoll_islands_net_layout(shape, (int)(sizeof shape / sizeof shape[0])),
-                            .streams = c->islands.net_streams, .timeout = c->islands.net_timeout, .wait_timeout = 10 * c->islands.net_timeout,
+                            .streams = c->islands.net_streams, .timeout = c->islands.net_timeout,
+                            .wait_timeout = 10 * c->islands.net_timeout,
                             .heartbeat = 0.5, .fail_first_fetch = r->hooks->fetch_fail_rank == r->rank,
                             .feed_bad_momentum = r->hooks->feed_bad_momentum,
                             .commit_sigstop = (uint32_t)r->hooks->commit_sigstop, .bye_sigstop = r->hooks->bye_sigstop};
