@@ -3,7 +3,8 @@
  * takes no test hooks (they stay internal, src/core/hooks.h): its type is checked below,
  * and the name atoll_test_hooks is free here (declaring it would clash with a public
  * declaration). Nothing here may need an internal header. Also: a long error message keeps
- * its reason. */
+ * its reason, and each section of atoll_config holds the keys it names (the flags and
+ * JSON keys are the same as before the sections). */
 #include "atoll/atoll.h"
 
 #include "check.h"
@@ -51,8 +52,44 @@ static void test_long_message(void) {
   CHECK(strcmp(err.msg, "a b: 7") == 0);
 }
 
+/* One key of each kind per section, by flag and by JSON (underscores allowed there),
+ * lands in the section's field; the flag and JSON spellings are unchanged. */
+static void test_sections(void) {
+  atoll_config c;
+  atoll_config_defaults(&c);
+  const char *kv[][2] = {{"optimizer", "sgd"},  {"lr", "0.25"},          {"data", "d"},        {"eval-data", "v=w"},
+                         {"batch", "3"},        {"global-batch", "12"},  {"steps", "9"},       {"seed", "77"},
+                         {"out", "o"},          {"move-newer", "m"},     {"stop-after", "5"},  {"parallel", "ddp"},
+                         {"zero", "2"},         {"tp", "2"},             {"grad-dtype", "bf16"}, {"islands", "4"},
+                         {"island-data", "files"}, {"island-key", "k"},  {"island-listen", "tcp://a:1"},
+                         {"island-id", "3"},    {"device", "shadow"},    {"precision", "bf16"}, {"init-from", "i"},
+                         {"init-optim", "1"},   {"init-from-hf", "h"}};
+  for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) CHECK(set(&c, kv[i][0], kv[i][1]) == 0);
+  CHECK(strcmp(c.optim.name, "sgd") == 0 && c.optim.adamw.lr == 0.25f);
+  CHECK(strcmp(c.data.dir, "d") == 0 && strcmp(c.data.eval_sets, "v=w") == 0);
+  CHECK(c.data.batch == 3 && c.data.global_batch == 12);
+  CHECK(c.run.steps == 9 && c.run.seed == 77 && strcmp(c.run.out, "o") == 0);
+  CHECK(strcmp(c.run.move_newer, "m") == 0 && c.run.stop_after == 5);
+  CHECK(strcmp(c.parallel.mode, "ddp") == 0 && c.parallel.zero_stage == 2 && c.parallel.tp == 2);
+  CHECK(strcmp(c.parallel.grad_dtype, "bf16") == 0);
+  CHECK(c.islands.count == 4 && strcmp(c.islands.data, "files") == 0 && strcmp(c.islands.key, "k") == 0);
+  CHECK(strcmp(c.islands.listen, "tcp://a:1") == 0 && c.islands.id == 3);
+  CHECK(strcmp(c.device.type, "shadow") == 0 && strcmp(c.device.precision, "bf16") == 0);
+  CHECK(strcmp(c.init.from, "i") == 0 && c.init.optim == 1 && strcmp(c.init.from_hf, "h") == 0);
+  const char *json = "{\"sync_every\": 6, \"outer-dtype\": \"int8\", \"net_timeout\": 2.5, \"keep\": 2, "
+                     "\"sequence_parallel\": 1, \"peak-tflops\": 3, \"kv_heads\": 1}";
+  atoll_err err = {{0}};
+  CHECK(atoll_config_apply_text(&c, json, strlen(json), "sections.json", &err) == 0);
+  CHECK(c.islands.sync_every == 6 && strcmp(c.islands.outer_dtype, "int8") == 0 && c.islands.net_timeout == 2.5f);
+  CHECK(c.run.keep == 2 && c.parallel.sequence_parallel == 1 && c.device.peak_tflops == 3.0f && c.model.kv_heads == 1);
+  /* nothing else moved: the keys not given keep their defaults */
+  CHECK(c.data.seq == 0 && c.data.accum == 1 && c.parallel.pp == 1 && strcmp(c.parallel.schedule, "1f1b") == 0);
+  CHECK(c.islands.net_streams == 4 && strcmp(c.islands.outer_optimizer, "nesterov") == 0 && c.init.step == 0);
+}
+
 int main(void) {
   test_long_message();
+  test_sections();
   char dir[] = "/tmp/atoll_api_XXXXXX", text[256], data[256], out[256], latest[512];
   CHECK(mkdtemp(dir) != NULL);
   snprintf(text, sizeof text, "%s/text.txt", dir);

@@ -78,64 +78,101 @@ typedef struct {
 
 /* Training configuration: command-line flags and --config FILE (JSON with the same
  * keys as the flags, without the leading dashes; flags override the file). The keys,
- * their limits and help texts are the table in src/train/config.c. */
+ * their limits and help texts are the table in src/train/config.c. The fields are
+ * grouped in sections, as torchtitan's JobConfig is; a section's comment says what it
+ * holds, a field's comment names its flag where the name differs. */
+
+/* optim: the inner optimizer, its choice and AdamW's settings with the schedule */
 typedef struct {
-  atoll_shape model;
-  int batch;        /* sequences per micro-batch */
-  int seq;          /* tokens per sequence (<= model.context); defaults to context */
-  int accum;        /* micro-batches per optimizer step */
-  int steps;        /* optimizer steps in total */
-  atoll_adamw_config opt;
+  char name[16];            /* --optimizer: "adamw" or "sgd" */
+  atoll_adamw_config adamw; /* lr, schedule, betas, weight decay, clip */
+} atoll_optim_config;
+
+/* data: what each step reads, and how much of it */
+typedef struct {
+  char dir[1024];       /* --data: the prepared data directory */
+  char eval_sets[1024]; /* --eval-data: more validation sets, NAME=DIR[,NAME=DIR...] (src/train/eval_sets.h) */
+  int batch;            /* sequences per micro-batch */
+  int seq;              /* tokens per sequence (<= model.context); 0: the context */
+  int accum;            /* micro-batches per optimizer step */
+  int global_batch;     /* sequences per step over all ranks (0: batch x accum x ranks) */
+} atoll_data_config;
+
+/* run: how long, where it is written, how often it reports, evaluates and saves */
+typedef struct {
+  int steps;             /* optimizer steps in total */
   uint64_t seed;
-  int threads;      /* 0: leave OpenMP/OpenBLAS defaults */
-  char data[1024];  /* prepared data directory */
-  char out[1024];   /* run directory: metrics.jsonl, summary.json, checkpoints/ */
+  int threads;           /* 0: leave OpenMP/OpenBLAS defaults */
+  char out[1024];        /* run directory: metrics.jsonl, summary.json, checkpoints/ */
   char resume[1024];
   char move_newer[1024]; /* with --resume: where OUT's newer (or another run's) checkpoints go; not saved */
-  int eval_every;   /* 0 disables periodic evaluation (a final one still runs) */
-  int eval_batches; /* batches of `batch` windows for a validation loss */
-  char eval_data[1024]; /* more validation sets: NAME=DIR[,NAME=DIR...] (src/train/eval_sets.h) */
-  int save_every;   /* 0: only the final checkpoint */
-  int keep;         /* checkpoints kept in OUT/checkpoints */
-  int log_every;    /* steps between progress lines when stderr is not a terminal */
-  int stop_after;   /* save and stop after this step (0: off); not saved in checkpoints */
-  int global_batch; /* sequences per step over all ranks (0: batch x accum x ranks) */
-  char parallel[16]; /* data-parallel mode: "ddp" */
-  int zero_stage;   /* ZeRO stage 0..3 (--zero; --shard is its older name) */
-  float bucket_mb;  /* gradient bucket size */
-  /* model parallel (src/parallel/pipeline.c, tp.c, src/model/gpt.c) */
-  int tp, pp;        /* tensor-parallel ranks per pp_stage, pp_stages */
+  int eval_every;        /* 0 disables periodic evaluation (a final one still runs) */
+  int eval_batches;      /* batches of `batch` windows for a validation loss */
+  int save_every;        /* 0: only the final checkpoint */
+  int keep;              /* checkpoints kept in OUT/checkpoints */
+  int log_every;         /* steps between progress lines when stderr is not a terminal */
+  int stop_after;        /* save and stop after this step (0: off); not saved in checkpoints */
+} atoll_run_config;
+
+/* parallel: the ranks of one job: data parallel, ZeRO, tensor and pipeline parallel
+ * (src/parallel/dp.c, pipeline.c, tp.c, src/model/gpt.c) */
+typedef struct {
+  char mode[16];         /* --parallel: data-parallel mode, "ddp" */
+  int zero_stage;        /* --zero: ZeRO stage 0..3 (--shard is its older name) */
+  float bucket_mb;       /* gradient bucket size */
+  char grad_dtype[8];    /* data-parallel gradient traffic: "fp32" or "bf16" (sums stay fp32) */
+  char dp_comm[8];       /* a device run's data-parallel collectives: "host" (staged) or "nccl" */
+  int tp, pp;            /* tensor-parallel ranks per pp_stage, pp_stages */
   int sequence_parallel; /* with tp > 1: activations cut by tokens */
-  int virtual_stages; /* interleaved pipeline: chunks per pp_stage */
-  int microbatches;  /* per step per pipeline; 0: accum */
-  char schedule[8];  /* "1f1b" or "gpipe" */
-  float comm_timeout; /* watchdog, seconds */
-  char optimizer[16];   /* inner optimizer: "adamw" or "sgd" */
-  /* DiLoCo (src/parallel/diloco.h) */
-  int islands, sync_every, fragments, overlap, throttle;
+  int virtual_stages;    /* interleaved pipeline: chunks per pp_stage */
+  int microbatches;      /* per step per pipeline; 0: accum */
+  char schedule[8];      /* "1f1b" or "gpipe" */
+  float comm_timeout;    /* watchdog, seconds */
+} atoll_parallel_config;
+
+/* islands: DiLoCo (src/parallel/diloco.h), inside this job or as separate jobs joined
+ * over the network (docs/islands.md, src/parallel/islands_net.c) */
+typedef struct {
+  int count;                 /* --islands */
+  int sync_every, fragments, overlap, throttle;
   float outer_lr, outer_momentum, merge_alpha, wan_gbps, wan_latency_ms;
-  char outer_optimizer[16]; /* "nesterov" or "sgd" */
-  char outer_dtype[8];      /* "fp32", "bf16", "int8", "fp4" */
-  char island_data[8];      /* "iid", "files" or "blocks" (src/train/island_data.c) */
-  /* a new run's starting point (src/train/init_from.c); ignored by a resumed run */
-  char init_from[1024];     /* a checkpoint (or run directory): its weights */
-  int init_optim;           /* 1: also its AdamW moments */
-  int init_step;            /* 1: and go on from its step (schedule, data windows, AdamW's count) */
-  char init_from_hf[1024];  /* a Hugging Face directory (atoll export --to hf): weights */
-  char precision[8];        /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
-  char device[8];           /* where the model lives: "cpu", "cuda" or "shadow" (a test device; src/train/device.h) */
-  char dp_comm[8];          /* a device run's data-parallel collectives: "host" (staged) or "nccl" */
-  float peak_tflops;        /* one rank's device peak for MFU; 0: the GPU table's (src/train/device.c), else none */
-  char grad_dtype[8];       /* data-parallel gradient traffic: "fp32" or "bf16" (sums stay fp32) */
-  /* islands as separate jobs (docs/islands.md, src/parallel/islands_net.c) */
+  char outer_optimizer[16];  /* "nesterov" or "sgd" */
+  char outer_dtype[8];       /* "fp32", "bf16", "int8", "fp4" */
+  char data[8];              /* --island-data: "iid", "files" or "blocks" (src/train/island_data.c) */
   char join[256];            /* the coordinator's endpoint; "": islands inside this job */
-  char island_key[1024];     /* this island's secret key file (atoll keys) */
+  char key[1024];            /* --island-key: this island's secret key file (atoll keys) */
   char coordinator_key[1024]; /* the coordinator's public key file */
-  char island_listen[256];   /* where this island's data socket listens (peers connect there) */
-  char island_advertise[256]; /* the endpoint told to peers, when --island-listen is a wildcard ("": the bound one) */
-  int island_id;             /* this island's slot of --islands (its data and its place in the sum) */
+  char listen[256];          /* --island-listen: where this island's data socket listens (peers connect there) */
+  char advertise[256];       /* --island-advertise: the endpoint told to peers, when listen is a wildcard ("": the bound one) */
+  int id;                    /* --island-id: this island's slot of count (its data and its place in the sum) */
   int net_streams;           /* parallel streams (TCP connections) per peer */
   float net_timeout;         /* seconds any network wait may take before the exchange fails */
+} atoll_islands_config;
+
+/* device: where the model lives and how its products are computed */
+typedef struct {
+  char type[8];      /* --device: "cpu", "cuda" or "shadow" (a test device; src/train/device.h) */
+  char precision[8]; /* matrix products: "fp32" or "bf16" (bf16 inputs, fp32 accumulation) */
+  float peak_tflops; /* one rank's device peak for MFU; 0: the GPU table's (src/train/device.c), else none */
+} atoll_device_config;
+
+/* init: a new run's starting point (src/train/init_from.c); ignored by a resumed run */
+typedef struct {
+  char from[1024];    /* --init-from: a checkpoint (or run directory): its weights */
+  int optim;          /* --init-optim 1: also its AdamW moments */
+  int step;           /* --init-step 1: and go on from its step (schedule, data windows, AdamW's count) */
+  char from_hf[1024]; /* --init-from-hf: a Hugging Face directory (atoll export --to hf): weights */
+} atoll_init_config;
+
+typedef struct {
+  atoll_shape model;              /* the network's shape and block design */
+  atoll_optim_config optim;       /* the inner optimizer */
+  atoll_data_config data;         /* what is read, in what batches */
+  atoll_run_config run;           /* length, output, evaluation, checkpoints */
+  atoll_parallel_config parallel; /* the ranks of one job */
+  atoll_islands_config islands;   /* DiLoCo islands */
+  atoll_device_config device;     /* where and in what precision */
+  atoll_init_config init;         /* a new run's starting weights */
 } atoll_config;
 
 void atoll_config_defaults(atoll_config *c);

@@ -70,7 +70,7 @@ static int parse(int argc, char **argv, eval_opts *o, atoll_err *err) {
       atoll_config t;
       atoll_config_defaults(&t);
       if (atoll_config_set(&t, "threads", v, err)) return -1;
-      if (t.threads > 0) omp_set_num_threads(t.threads), openblas_set_num_threads(t.threads);
+      if (t.run.threads > 0) omp_set_num_threads(t.run.threads), openblas_set_num_threads(t.run.threads);
     } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--seq") == 0 || strcmp(a, "--eval-batches") == 0) {
       if (o->nflags == 16) return atoll_fail(err, "%s: given too many times", a);
       o->flags[o->nflags] = a + 2, o->values[o->nflags++] = v; /* applied over the model's settings */
@@ -121,7 +121,7 @@ static int settings_of_hf(eval_opts *o, atoll_err *err) {
 
 /* The mean over eval-batches batches of the model's mean loss, as training's evaluation. */
 static int run_eval(eval_opts *o, atoll_model *m, const atoll_dataset *val, int seq, double *loss, atoll_err *err) {
-  int B = o->cfg.batch, batches = o->cfg.eval_batches;
+  int B = o->cfg.data.batch, batches = o->cfg.run.eval_batches;
   uint64_t count = (uint64_t)batches * (uint64_t)B;
   int32_t *in = malloc(sizeof(int32_t) * (size_t)B * seq), *tg = malloc(sizeof(int32_t) * (size_t)B * seq);
   int32_t *w = malloc(sizeof(int32_t) * ((size_t)seq + 1));
@@ -152,27 +152,27 @@ static int eval(eval_opts *o, atoll_err *err) {
   if (o->ckpt ? settings_of_ckpt(o, err) : settings_of_hf(o, err)) return -1;
   for (int i = 0; i < o->nflags; i++)
     if (atoll_config_set(&o->cfg, o->flags[i], o->values[i], err)) return -1;
-  int seq = o->cfg.seq > 0 ? o->cfg.seq : o->cfg.model.context;
+  int seq = o->cfg.data.seq > 0 ? o->cfg.data.seq : o->cfg.model.context;
   if (seq > o->cfg.model.context)
     return atoll_fail(err, "--seq %d: longer than the model's context %d", seq, o->cfg.model.context);
   atoll_dataset val;
   if (atoll_dataset_open(&val, o->data, "val", seq, err)) return -1;
   atoll_model *m = NULL;
   int rc = atoll_dataset_check_vocab(&val, o->cfg.model.vocab, err) ||
-           atoll_model_create(&m, &o->cfg.model, o->cfg.batch, seq, err);
+           atoll_model_create(&m, &o->cfg.model, o->cfg.data.batch, seq, err);
   if (rc == 0)
     rc = o->ckpt ? atoll_ckpt_load(o->dir, atoll_model_layout(m), atoll_model_params(m), NULL, NULL, err)
                  : atoll_hf_import(o->hf, atoll_model_layout(m), atoll_model_params(m), err);
   double loss = 0;
   if (rc == 0) rc = run_eval(o, m, &val, seq, &loss, err);
   if (rc == 0) {
-    long windows = (long)o->cfg.eval_batches * o->cfg.batch;
+    long windows = (long)o->cfg.run.eval_batches * o->cfg.data.batch;
     if (o->json)
       printf("{\"val_loss\": %.17g, \"windows\": %ld, \"context\": %d, \"batch\": %d, \"eval_batches\": %d, "
-             "\"tokens\": %ld}\n", loss, windows, seq, o->cfg.batch, o->cfg.eval_batches, windows * seq);
+             "\"tokens\": %ld}\n", loss, windows, seq, o->cfg.data.batch, o->cfg.run.eval_batches, windows * seq);
     else
       printf("val_loss %.6f over %ld windows of %d tokens (%d batches of %d) of %s/val, model %s\n", loss, windows, seq,
-             o->cfg.eval_batches, o->cfg.batch, o->data, o->dir);
+             o->cfg.run.eval_batches, o->cfg.data.batch, o->data, o->dir);
   }
   atoll_model_destroy(m);
   atoll_dataset_close(&val);

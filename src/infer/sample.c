@@ -14,7 +14,7 @@
 #include "model/decode.h"
 #include "model/model.h"
 #include "train/config.h"
-#include "train/device.h"
+#include "ops/device_select.h"
 
 #include <limits.h>
 #include <math.h>

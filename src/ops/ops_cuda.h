@@ -41,7 +41,7 @@ extern "C" {
  * to; a process-wide setting, the last call's holds. */
 const atoll_ops *atoll_ops_cuda(int sync_each_op);
 
-/* --device cuda (src/train/device.h, atoll_cuda_opener; registered by src/cli/main.c):
+/* --device cuda (src/ops/device_select.h, atoll_cuda_opener; registered by src/cli/main.c):
  * selects GPU `ordinal` (cudaSetDevice) and starts its context, sets the matmul precision
  * (bf16: ATOLL_CUDA_MATMUL_BF16, else FP32), writes the GPU in words into desc and returns
  * atoll_ops_cuda(s) with s from atoll_cuda_open_set_sync. Without a driver or device, or

@@ -67,8 +67,8 @@ static cJSON *settings_json(const atoll_config *cfg, const char *resume_dir) {
   cJSON *o = atoll_config_to_json(cfg);
   if (!o) return NULL;
   cJSON_DeleteItemFromObjectCaseSensitive(o, "threads");
-  cJSON_AddNumberToObject(o, "stop-after", cfg->stop_after);
-  add_data_identity(o, cfg->data);
+  cJSON_AddNumberToObject(o, "stop-after", cfg->run.stop_after);
+  add_data_identity(o, cfg->data.dir);
   cJSON_AddStringToObject(o, "resume", resume_dir ? resume_dir : "");
   return o;
 }

@@ -59,73 +59,73 @@ static const key_spec KEYS[] = {
     {"rope-original-context", K_INT, F(model.rope_orig_context), 1, 1 << 24, "llama3 rope scaling: the context the model was first trained at"},
     {"tie", K_INT, F(model.tie), -1, 1, "1: LM head tied to the token embedding, 0: its own lm_head (llama only), -1: the arch's default (gpt2 1, llama 0)"},
     {"qkv-bias", K_INT, F(model.qkv_bias), 0, 1, "llama: 1 adds biases to the q, k and v projections (Qwen2's attention)"},
-    {"batch", K_INT, F(batch), 1, MAX_COUNT, "sequences per micro-batch"},
-    {"seq", K_INT, F(seq), 0, MAX_SEQ, "tokens per sequence (0: the context length)"},
-    {"accum", K_INT, F(accum), 1, ATOLL_MAX_MICRO_BATCHES, "micro-batches per optimizer step"},
-    {"steps", K_INT, F(steps), 1, MAX_STEPS, "optimizer steps in total"},
-    {"lr", K_FLOAT, F(opt.lr), 0, 10, "peak learning rate"},
-    {"min-lr-ratio", K_FLOAT, F(opt.min_lr_ratio), 0, 1, "final learning rate / peak"},
-    {"warmup", K_INT, F(opt.warmup), 0, INT_MAX, "linear warm-up steps"},
-    {"weight-decay", K_FLOAT, F(opt.weight_decay), 0, 10, "AdamW decoupled weight decay"},
-    {"grad-clip", K_FLOAT, F(opt.grad_clip), 0, 1e9, "global gradient-norm clip (0: off)"},
-    {"beta1", K_FLOAT, F(opt.beta1), 0, 0.999999, "AdamW beta1"},
-    {"beta2", K_FLOAT, F(opt.beta2), 0, 0.999999999, "AdamW beta2"},
-    {"eps", K_FLOAT, F(opt.eps), 0, 1, "AdamW epsilon"},
-    {"seed", K_U64, F(seed), 0, 0, "seed for weights and data order"},
-    {"threads", K_INT, F(threads), 0, 1024, "threads (0: all cores)"},
-    {"data", STR(data), "prepared data directory"},
-    {"out", STR(out), "run directory"},
-    {"resume", STR(resume), "checkpoint (or run directory) to continue"},
-    {"move-newer", STR(move_newer), "with --resume: move OUT's checkpoints newer than the resumed one (or another run's) into DIR, with summary.json and metrics.jsonl, instead of refusing (docs/formats.md)"},
-    {"optimizer", STR(optimizer), "inner optimizer: adamw or sgd (plain SGD, for DiLoCo equivalence checks)"},
-    {"eval-every", K_INT, F(eval_every), 0, INT_MAX, "steps between validation losses (0: end only)"},
-    {"eval-batches", K_INT, F(eval_batches), 1, MAX_COUNT, "batches per validation loss"},
-    {"eval-data", STR(eval_data), "more validation sets, NAME=DIR[,NAME=DIR...] (or the flag again): each prepared directory's val split, reported as val_loss_NAME"},
-    {"save-every", K_INT, F(save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
-    {"keep", K_INT, F(keep), 1, MAX_COUNT, "checkpoints kept"},
-    {"log-every", K_INT, F(log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
-    {"stop-after", K_INT, F(stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
-    {"global-batch", K_INT, F(global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
-    {"parallel", STR(parallel), "data-parallel mode with several ranks: ddp"},
-    {"zero", K_INT, F(zero_stage), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
-    {"tp", K_INT, F(tp), 1, MAX_RANKS, "tensor-parallel ranks per pp_stage: heads, MLP width and vocabulary cut across them"},
-    {"sequence-parallel", K_INT, F(sequence_parallel), 0, 1, "1: with --tp, cut LayerNorm regions and the residual stream by tokens (all-gather / reduce-scatter instead of all-reduce)"},
-    {"pp", K_INT, F(pp), 1, MAX_RANKS, "pipeline stages: contiguous groups of layers on different ranks"},
-    {"virtual-stages", K_INT, F(virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per pp_stage (V); the bubble falls to (P-1)/(V M) with P = pp, M micro-batches"},
-    {"microbatches", K_INT, F(microbatches), 0, ATOLL_MAX_MICRO_BATCHES, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
-    {"schedule", STR(schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
-    {"bucket-mb", K_FLOAT, F(bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
-    {"comm-timeout", K_FLOAT, F(comm_timeout), 0.1, 1e7, "seconds a collective may wait before the job is ended"},
-    {"islands", K_INT, F(islands), 1, MAX_RANKS, "DiLoCo islands: equal blocks of ranks that sync every --sync-every steps"},
-    {"sync-every", K_INT, F(sync_every), 1, INT_MAX, "DiLoCo: inner steps between outer syncs (H)"},
-    {"outer-lr", K_FLOAT, F(outer_lr), 0, 100, "DiLoCo outer learning rate (not given: by --sync-every, 0.7 below H = 50 and 1.0 from 50, measured in bench/diloco; the run records the number)"},
-    {"outer-momentum", K_FLOAT, F(outer_momentum), 0, 0.999999, "DiLoCo outer momentum"},
-    {"outer-optimizer", STR(outer_optimizer), "DiLoCo outer optimizer: nesterov or sgd"},
-    {"fragments", K_INT, F(fragments), 1, MAX_LAYERS, "streaming DiLoCo: fragments synced on staggered schedules"},
-    {"overlap", K_INT, F(overlap), 0, INT_MAX, "streaming DiLoCo: inner steps run while a fragment's sync is in flight"},
-    {"merge-alpha", K_FLOAT, F(merge_alpha), 0, 1, "streaming DiLoCo: weight of the island's own fragment when merging after an overlap"},
-    {"outer-dtype", STR(outer_dtype), "outer gradient on the wire: fp32, bf16, int8 or fp4"},
-    {"wan-gbps", K_FLOAT, F(wan_gbps), 0, 1e6, "inter-island link bandwidth for the time model (0: none)"},
-    {"wan-latency-ms", K_FLOAT, F(wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
-    {"island-data", STR(island_data), "DiLoCo data per island: iid (all files), files (island k takes source files k, k+K, ...) or blocks (island k takes the k-th of K contiguous runs of source files: on a corpus sorted by topic, non-i.i.d.)"},
-    {"throttle", K_INT, F(throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
-    {"init-from", STR(init_from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero (--init-step 1: the step goes on)"},
-    {"init-optim", K_INT, F(init_optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
-    {"init-step", K_INT, F(init_step), 0, 1, "with --init-from: 1 goes on from the checkpoint's step (learning-rate schedule, data windows, DiLoCo's sync steps and AdamW's step count as the source run would have them; --steps is then the total, as for a resume)"},
-    {"init-from-hf", STR(init_from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
-    {"device", STR(device), "where the model's weights, gradients, optimizer state and activations live: cpu, or cuda (one GPU per process; gpt2; data parallel with --zero 0 or 1, DiLoCo islands; no --tp/--pp yet; docs/gpu.md). shadow: a test device (the CPU kernels behind memory the host may not touch)"},
-    {"dp-comm", STR(dp_comm), "a device run's data-parallel gradient sums: host (copied through host memory, MPI; bit-identical to the CPU's buckets) or nccl (NCCL on the device buffers; --device cuda, --zero 0; not yet run on a GPU)"},
-    {"peak-tflops", K_FLOAT, F(peak_tflops), 0, 1e6, "one rank's peak TFLOP/s at --precision, for MFU in the progress line and summary.json (0: a known GPU's datasheet peak, else no MFU)"},
-    {"precision", STR(precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},
-    {"grad-dtype", STR(grad_dtype), "data-parallel gradient traffic (DDP all-reduce, ZeRO reduce-scatter): fp32, or bf16 (half the bytes; each hop rounds its fp32 partial sum to bfloat16 and the receiver adds in fp32; the reduced gradient is bf16-valued and identical on every rank)"},
-    {"join", STR(join), "islands as separate jobs: the coordinator's endpoint tcp://HOST:PORT (docs/islands.md)"},
-    {"island-key", STR(island_key), "with --join: this island's secret key file (atoll keys --out DIR: DIR/key.secret)"},
-    {"coordinator-key", STR(coordinator_key), "with --join: the coordinator's public key file (its key.pub)"},
-    {"island-listen", STR(island_listen), "with --join: this island's data endpoint tcp://ADDR:PORT, where the other islands connect (a wildcard address, * or 0.0.0.0, needs --island-advertise; default: this host's address toward the coordinator, any free port)"},
-    {"island-advertise", STR(island_advertise), "with --join: the endpoint tcp://HOST:PORT the other islands are told to connect to, when --island-listen binds a wildcard address (port 0 or *: the bound port)"},
-    {"island-id", K_INT, F(island_id), 0, MAX_RANKS - 1, "with --join: this island's slot in [0, --islands): its data and its place in the sum"},
-    {"net-streams", K_INT, F(net_streams), 1, 64, "with --join: parallel streams (TCP connections) per peer"},
-    {"net-timeout", K_FLOAT, F(net_timeout), 0.1, 1e7, "with --join: seconds any network wait may take"},
+    {"batch", K_INT, F(data.batch), 1, MAX_COUNT, "sequences per micro-batch"},
+    {"seq", K_INT, F(data.seq), 0, MAX_SEQ, "tokens per sequence (0: the context length)"},
+    {"accum", K_INT, F(data.accum), 1, ATOLL_MAX_MICRO_BATCHES, "micro-batches per optimizer step"},
+    {"steps", K_INT, F(run.steps), 1, MAX_STEPS, "optimizer steps in total"},
+    {"lr", K_FLOAT, F(optim.adamw.lr), 0, 10, "peak learning rate"},
+    {"min-lr-ratio", K_FLOAT, F(optim.adamw.min_lr_ratio), 0, 1, "final learning rate / peak"},
+    {"warmup", K_INT, F(optim.adamw.warmup), 0, INT_MAX, "linear warm-up steps"},
+    {"weight-decay", K_FLOAT, F(optim.adamw.weight_decay), 0, 10, "AdamW decoupled weight decay"},
+    {"grad-clip", K_FLOAT, F(optim.adamw.grad_clip), 0, 1e9, "global gradient-norm clip (0: off)"},
+    {"beta1", K_FLOAT, F(optim.adamw.beta1), 0, 0.999999, "AdamW beta1"},
+    {"beta2", K_FLOAT, F(optim.adamw.beta2), 0, 0.999999999, "AdamW beta2"},
+    {"eps", K_FLOAT, F(optim.adamw.eps), 0, 1, "AdamW epsilon"},
+    {"seed", K_U64, F(run.seed), 0, 0, "seed for weights and data order"},
+    {"threads", K_INT, F(run.threads), 0, 1024, "threads (0: all cores)"},
+    {"data", STR(data.dir), "prepared data directory"},
+    {"out", STR(run.out), "run directory"},
+    {"resume", STR(run.resume), "checkpoint (or run directory) to continue"},
+    {"move-newer", STR(run.move_newer), "with --resume: move OUT's checkpoints newer than the resumed one (or another run's) into DIR, with summary.json and metrics.jsonl, instead of refusing (docs/formats.md)"},
+    {"optimizer", STR(optim.name), "inner optimizer: adamw or sgd (plain SGD, for DiLoCo equivalence checks)"},
+    {"eval-every", K_INT, F(run.eval_every), 0, INT_MAX, "steps between validation losses (0: end only)"},
+    {"eval-batches", K_INT, F(run.eval_batches), 1, MAX_COUNT, "batches per validation loss"},
+    {"eval-data", STR(data.eval_sets), "more validation sets, NAME=DIR[,NAME=DIR...] (or the flag again): each prepared directory's val split, reported as val_loss_NAME"},
+    {"save-every", K_INT, F(run.save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
+    {"keep", K_INT, F(run.keep), 1, MAX_COUNT, "checkpoints kept"},
+    {"log-every", K_INT, F(run.log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
+    {"stop-after", K_INT, F(run.stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
+    {"global-batch", K_INT, F(data.global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
+    {"parallel", STR(parallel.mode), "data-parallel mode with several ranks: ddp"},
+    {"zero", K_INT, F(parallel.zero_stage), 0, 3, "ZeRO stage: 0 none (DDP), 1 optimizer state, 2 + gradients, 3 + weights (FSDP)"},
+    {"tp", K_INT, F(parallel.tp), 1, MAX_RANKS, "tensor-parallel ranks per pp_stage: heads, MLP width and vocabulary cut across them"},
+    {"sequence-parallel", K_INT, F(parallel.sequence_parallel), 0, 1, "1: with --tp, cut LayerNorm regions and the residual stream by tokens (all-gather / reduce-scatter instead of all-reduce)"},
+    {"pp", K_INT, F(parallel.pp), 1, MAX_RANKS, "pipeline stages: contiguous groups of layers on different ranks"},
+    {"virtual-stages", K_INT, F(parallel.virtual_stages), 1, 64, "interleaved pipeline: chunks of layers per pp_stage (V); the bubble falls to (P-1)/(V M) with P = pp, M micro-batches"},
+    {"microbatches", K_INT, F(parallel.microbatches), 0, ATOLL_MAX_MICRO_BATCHES, "micro-batches per step per pipeline (0: --accum); the pipeline streams them"},
+    {"schedule", STR(parallel.schedule), "pipeline schedule: 1f1b (one forward, one backward) or gpipe (all forwards, then all backwards)"},
+    {"bucket-mb", K_FLOAT, F(parallel.bucket_mb), 0.001, 4096, "gradient bucket size for overlapped communication (MiB)"},
+    {"comm-timeout", K_FLOAT, F(parallel.comm_timeout), 0.1, 1e7, "seconds a collective may wait before the job is ended"},
+    {"islands", K_INT, F(islands.count), 1, MAX_RANKS, "DiLoCo islands: equal blocks of ranks that sync every --sync-every steps"},
+    {"sync-every", K_INT, F(islands.sync_every), 1, INT_MAX, "DiLoCo: inner steps between outer syncs (H)"},
+    {"outer-lr", K_FLOAT, F(islands.outer_lr), 0, 100, "DiLoCo outer learning rate (not given: by --sync-every, 0.7 below H = 50 and 1.0 from 50, measured in bench/diloco; the run records the number)"},
+    {"outer-momentum", K_FLOAT, F(islands.outer_momentum), 0, 0.999999, "DiLoCo outer momentum"},
+    {"outer-optimizer", STR(islands.outer_optimizer), "DiLoCo outer optimizer: nesterov or sgd"},
+    {"fragments", K_INT, F(islands.fragments), 1, MAX_LAYERS, "streaming DiLoCo: fragments synced on staggered schedules"},
+    {"overlap", K_INT, F(islands.overlap), 0, INT_MAX, "streaming DiLoCo: inner steps run while a fragment's sync is in flight"},
+    {"merge-alpha", K_FLOAT, F(islands.merge_alpha), 0, 1, "streaming DiLoCo: weight of the island's own fragment when merging after an overlap"},
+    {"outer-dtype", STR(islands.outer_dtype), "outer gradient on the wire: fp32, bf16, int8 or fp4"},
+    {"wan-gbps", K_FLOAT, F(islands.wan_gbps), 0, 1e6, "inter-island link bandwidth for the time model (0: none)"},
+    {"wan-latency-ms", K_FLOAT, F(islands.wan_latency_ms), 0, 1e6, "inter-island link latency for the time model"},
+    {"island-data", STR(islands.data), "DiLoCo data per island: iid (all files), files (island k takes source files k, k+K, ...) or blocks (island k takes the k-th of K contiguous runs of source files: on a corpus sorted by topic, non-i.i.d.)"},
+    {"throttle", K_INT, F(islands.throttle), 0, 1, "1: hold inter-island exchanges to the modelled link time"},
+    {"init-from", STR(init.from), "a new run starts from this checkpoint's weights (any layout, islands, ZeRO stage); step, schedule and outer momentum start at zero (--init-step 1: the step goes on)"},
+    {"init-optim", K_INT, F(init.optim), 0, 1, "with --init-from: 1 also takes the checkpoint's AdamW moments"},
+    {"init-step", K_INT, F(init.step), 0, 1, "with --init-from: 1 goes on from the checkpoint's step (learning-rate schedule, data windows, DiLoCo's sync steps and AdamW's step count as the source run would have them; --steps is then the total, as for a resume)"},
+    {"init-from-hf", STR(init.from_hf), "a new run starts from the weights of a Hugging Face directory (config.json, model.safetensors; atoll export --to hf)"},
+    {"device", STR(device.type), "where the model's weights, gradients, optimizer state and activations live: cpu, or cuda (one GPU per process; gpt2; data parallel with --zero 0 or 1, DiLoCo islands; no --tp/--pp yet; docs/gpu.md). shadow: a test device (the CPU kernels behind memory the host may not touch)"},
+    {"dp-comm", STR(parallel.dp_comm), "a device run's data-parallel gradient sums: host (copied through host memory, MPI; bit-identical to the CPU's buckets) or nccl (NCCL on the device buffers; --device cuda, --zero 0; not yet run on a GPU)"},
+    {"peak-tflops", K_FLOAT, F(device.peak_tflops), 0, 1e6, "one rank's peak TFLOP/s at --precision, for MFU in the progress line and summary.json (0: a known GPU's datasheet peak, else no MFU)"},
+    {"precision", STR(device.precision), "matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; weights, gradients, optimizer and checkpoints stay fp32; needs AVX512_BF16 or AMX)"},
+    {"grad-dtype", STR(parallel.grad_dtype), "data-parallel gradient traffic (DDP all-reduce, ZeRO reduce-scatter): fp32, or bf16 (half the bytes; each hop rounds its fp32 partial sum to bfloat16 and the receiver adds in fp32; the reduced gradient is bf16-valued and identical on every rank)"},
+    {"join", STR(islands.join), "islands as separate jobs: the coordinator's endpoint tcp://HOST:PORT (docs/islands.md)"},
+    {"island-key", STR(islands.key), "with --join: this island's secret key file (atoll keys --out DIR: DIR/key.secret)"},
+    {"coordinator-key", STR(islands.coordinator_key), "with --join: the coordinator's public key file (its key.pub)"},
+    {"island-listen", STR(islands.listen), "with --join: this island's data endpoint tcp://ADDR:PORT, where the other islands connect (a wildcard address, * or 0.0.0.0, needs --island-advertise; default: this host's address toward the coordinator, any free port)"},
+    {"island-advertise", STR(islands.advertise), "with --join: the endpoint tcp://HOST:PORT the other islands are told to connect to, when --island-listen binds a wildcard address (port 0 or *: the bound port)"},
+    {"island-id", K_INT, F(islands.id), 0, MAX_RANKS - 1, "with --join: this island's slot in [0, --islands): its data and its place in the sum"},
+    {"net-streams", K_INT, F(islands.net_streams), 1, 64, "with --join: parallel streams (TCP connections) per peer"},
+    {"net-timeout", K_FLOAT, F(islands.net_timeout), 0.1, 1e7, "with --join: seconds any network wait may take"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
@@ -136,51 +136,51 @@ void atoll_config_defaults(atoll_config *c) {
                            .arch = "gpt2", .kv_heads = 0, .multiple_of = 256, .tie = -1, .norm_eps = 1e-5f,
                            .rope_theta = 10000.0f, .rope_scaling = "none", .rope_factor = 8.0f,
                            .rope_low_freq = 1.0f, .rope_high_freq = 4.0f, .rope_orig_context = 8192};
-  c->batch = 16;
-  c->seq = 0;
-  c->accum = 1;
-  c->steps = 600;
-  c->opt = (atoll_adamw_config){.lr = 1e-3f, .min_lr_ratio = 0.1f, .warmup = 50, .total_steps = 0,
+  c->data.batch = 16;
+  c->data.seq = 0;
+  c->data.accum = 1;
+  c->run.steps = 600;
+  c->optim.adamw = (atoll_adamw_config){.lr = 1e-3f, .min_lr_ratio = 0.1f, .warmup = 50, .total_steps = 0,
                                 .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                 .weight_decay = 0.1f, .grad_clip = 1.0f};
-  c->seed = 1337;
-  c->threads = 0;
-  snprintf(c->data, sizeof c->data, "data/fortunes");
-  snprintf(c->out, sizeof c->out, "runs/default");
-  c->eval_every = 100;
-  c->eval_batches = 8;
-  c->save_every = 200;
-  c->keep = 3;
-  c->log_every = 50;
-  c->global_batch = 0;
-  snprintf(c->parallel, sizeof c->parallel, "ddp");
-  c->zero_stage = 0;
-  c->bucket_mb = 4.0f;
-  c->tp = 1;
-  c->pp = 1;
-  c->virtual_stages = 1;
-  c->microbatches = 0;
-  snprintf(c->schedule, sizeof c->schedule, "1f1b");
-  c->comm_timeout = 300.0f;
-  snprintf(c->optimizer, sizeof c->optimizer, "adamw");
-  c->islands = 1;
-  c->sync_every = 100;
+  c->run.seed = 1337;
+  c->run.threads = 0;
+  snprintf(c->data.dir, sizeof c->data.dir, "data/fortunes");
+  snprintf(c->run.out, sizeof c->run.out, "runs/default");
+  c->run.eval_every = 100;
+  c->run.eval_batches = 8;
+  c->run.save_every = 200;
+  c->run.keep = 3;
+  c->run.log_every = 50;
+  c->data.global_batch = 0;
+  snprintf(c->parallel.mode, sizeof c->parallel.mode, "ddp");
+  c->parallel.zero_stage = 0;
+  c->parallel.bucket_mb = 4.0f;
+  c->parallel.tp = 1;
+  c->parallel.pp = 1;
+  c->parallel.virtual_stages = 1;
+  c->parallel.microbatches = 0;
+  snprintf(c->parallel.schedule, sizeof c->parallel.schedule, "1f1b");
+  c->parallel.comm_timeout = 300.0f;
+  snprintf(c->optim.name, sizeof c->optim.name, "adamw");
+  c->islands.count = 1;
+  c->islands.sync_every = 100;
   /* not given: by H (atoll_diloco_default_outer_lr), resolved once H is known; the DiLoCo
    * paper's 0.7 (Nesterov, momentum 0.9) is the table's value below H = 50 */
-  c->outer_lr = -1.0f;
-  c->outer_momentum = 0.9f;
-  snprintf(c->outer_optimizer, sizeof c->outer_optimizer, "nesterov");
-  c->fragments = 1;
-  c->overlap = 0;
-  c->merge_alpha = 0.5f;
-  snprintf(c->outer_dtype, sizeof c->outer_dtype, "fp32");
-  snprintf(c->island_data, sizeof c->island_data, "iid");
-  snprintf(c->precision, sizeof c->precision, "fp32");
-  snprintf(c->device, sizeof c->device, "cpu");
-  snprintf(c->dp_comm, sizeof c->dp_comm, "host");
-  snprintf(c->grad_dtype, sizeof c->grad_dtype, "fp32");
-  c->net_streams = 4;
-  c->net_timeout = 60.0f;
+  c->islands.outer_lr = -1.0f;
+  c->islands.outer_momentum = 0.9f;
+  snprintf(c->islands.outer_optimizer, sizeof c->islands.outer_optimizer, "nesterov");
+  c->islands.fragments = 1;
+  c->islands.overlap = 0;
+  c->islands.merge_alpha = 0.5f;
+  snprintf(c->islands.outer_dtype, sizeof c->islands.outer_dtype, "fp32");
+  snprintf(c->islands.data, sizeof c->islands.data, "iid");
+  snprintf(c->device.precision, sizeof c->device.precision, "fp32");
+  snprintf(c->device.type, sizeof c->device.type, "cpu");
+  snprintf(c->parallel.dp_comm, sizeof c->parallel.dp_comm, "host");
+  snprintf(c->parallel.grad_dtype, sizeof c->parallel.grad_dtype, "fp32");
+  c->islands.net_streams = 4;
+  c->islands.net_timeout = 60.0f;
 }
 
 /* Old names still accepted: "shard" was the ZeRO stage's key before "zero", and
@@ -327,71 +327,71 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
   if (atoll_shape_check(&c->model, err)) return -1;
   atoll_eval_set sets[ATOLL_MAX_EVAL_SETS];
   int nsets;
-  if (atoll_eval_sets_parse(c->eval_data, sets, &nsets, err)) return -1;
+  if (atoll_eval_sets_parse(c->data.eval_sets, sets, &nsets, err)) return -1;
   if (strcmp(c->model.arch, "llama") != 0 && c->model.tie == 0)
     return atoll_fail(err, "--tie 0: GPT-2's LM head is always tied to wte (an untied head needs --arch llama)");
-  int seq = c->seq ? c->seq : c->model.context;
+  int seq = c->data.seq ? c->data.seq : c->model.context;
   if (seq > c->model.context)
     return atoll_fail(err, "seq: %d is longer than the model's context %d", seq, c->model.context);
-  if ((double)c->batch * seq * c->accum > 1e12)
+  if ((double)c->data.batch * seq * c->data.accum > 1e12)
     return atoll_fail(err, "batch: batch x seq x accum is absurdly large");
-  if (strcmp(c->parallel, "ddp") != 0)
-    return atoll_fail(err, "--parallel: unknown mode '%s' (known: ddp)", c->parallel);
-  if (atoll_island_data_mode(c->island_data) < 0)
-    return atoll_fail(err, "--island-data: unknown '%s' (known: iid, files, blocks)", c->island_data);
-  if (strcmp(c->optimizer, "adamw") != 0 && strcmp(c->optimizer, "sgd") != 0)
-    return atoll_fail(err, "--optimizer: unknown optimizer '%s' (known: adamw, sgd)", c->optimizer);
-  if (strcmp(c->outer_optimizer, "nesterov") != 0 && strcmp(c->outer_optimizer, "sgd") != 0)
-    return atoll_fail(err, "--outer-optimizer: unknown '%s' (known: nesterov, sgd)", c->outer_optimizer);
-  if (strcmp(c->outer_dtype, "fp32") && strcmp(c->outer_dtype, "bf16") && strcmp(c->outer_dtype, "int8") &&
-      strcmp(c->outer_dtype, "fp4"))
-    return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->outer_dtype);
-  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
-    return atoll_fail(err, "--precision: unknown '%s' (known: fp32, bf16)", c->precision);
-  if (strcmp(c->device, "cpu") != 0 && strcmp(c->device, "cuda") != 0 && strcmp(c->device, "shadow") != 0)
-    return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda; shadow, a test device)", c->device);
-  if (c->peak_tflops > 0 && c->peak_tflops < 1e-3)
-    return atoll_fail(err, "--peak-tflops: %g is below 0.001 (a GFLOP/s); 0 means the GPU table's peak", c->peak_tflops);
-  if (strcmp(c->dp_comm, "host") != 0 && strcmp(c->dp_comm, "nccl") != 0)
-    return atoll_fail(err, "--dp-comm: unknown '%s' (known: host, nccl)", c->dp_comm);
-  if (strcmp(c->grad_dtype, "fp32") != 0 && strcmp(c->grad_dtype, "bf16") != 0)
-    return atoll_fail(err, "--grad-dtype: unknown '%s' (known: fp32, bf16)", c->grad_dtype);
-  if (strcmp(c->schedule, "1f1b") != 0 && strcmp(c->schedule, "gpipe") != 0)
-    return atoll_fail(err, "--schedule: unknown pipeline schedule '%s' (known: 1f1b, gpipe)", c->schedule);
-  if (c->microbatches > 0 && c->accum != 1 && c->accum != c->microbatches)
+  if (strcmp(c->parallel.mode, "ddp") != 0)
+    return atoll_fail(err, "--parallel: unknown mode '%s' (known: ddp)", c->parallel.mode);
+  if (atoll_island_data_mode(c->islands.data) < 0)
+    return atoll_fail(err, "--island-data: unknown '%s' (known: iid, files, blocks)", c->islands.data);
+  if (strcmp(c->optim.name, "adamw") != 0 && strcmp(c->optim.name, "sgd") != 0)
+    return atoll_fail(err, "--optimizer: unknown optimizer '%s' (known: adamw, sgd)", c->optim.name);
+  if (strcmp(c->islands.outer_optimizer, "nesterov") != 0 && strcmp(c->islands.outer_optimizer, "sgd") != 0)
+    return atoll_fail(err, "--outer-optimizer: unknown '%s' (known: nesterov, sgd)", c->islands.outer_optimizer);
+  if (strcmp(c->islands.outer_dtype, "fp32") && strcmp(c->islands.outer_dtype, "bf16") && strcmp(c->islands.outer_dtype, "int8") &&
+      strcmp(c->islands.outer_dtype, "fp4"))
+    return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->islands.outer_dtype);
+  if (strcmp(c->device.precision, "fp32") != 0 && strcmp(c->device.precision, "bf16") != 0)
+    return atoll_fail(err, "--precision: unknown '%s' (known: fp32, bf16)", c->device.precision);
+  if (strcmp(c->device.type, "cpu") != 0 && strcmp(c->device.type, "cuda") != 0 && strcmp(c->device.type, "shadow") != 0)
+    return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda; shadow, a test device)", c->device.type);
+  if (c->device.peak_tflops > 0 && c->device.peak_tflops < 1e-3)
+    return atoll_fail(err, "--peak-tflops: %g is below 0.001 (a GFLOP/s); 0 means the GPU table's peak", c->device.peak_tflops);
+  if (strcmp(c->parallel.dp_comm, "host") != 0 && strcmp(c->parallel.dp_comm, "nccl") != 0)
+    return atoll_fail(err, "--dp-comm: unknown '%s' (known: host, nccl)", c->parallel.dp_comm);
+  if (strcmp(c->parallel.grad_dtype, "fp32") != 0 && strcmp(c->parallel.grad_dtype, "bf16") != 0)
+    return atoll_fail(err, "--grad-dtype: unknown '%s' (known: fp32, bf16)", c->parallel.grad_dtype);
+  if (strcmp(c->parallel.schedule, "1f1b") != 0 && strcmp(c->parallel.schedule, "gpipe") != 0)
+    return atoll_fail(err, "--schedule: unknown pipeline schedule '%s' (known: 1f1b, gpipe)", c->parallel.schedule);
+  if (c->parallel.microbatches > 0 && c->data.accum != 1 && c->data.accum != c->parallel.microbatches)
     return atoll_fail(err, "--microbatches %d: conflicts with --accum %d (they are the same count; give one)",
-                      c->microbatches, c->accum);
-  if (c->sequence_parallel && c->tp < 2)
+                      c->parallel.microbatches, c->data.accum);
+  if (c->parallel.sequence_parallel && c->parallel.tp < 2)
     return atoll_fail(err, "--sequence-parallel 1: needs tensor parallelism (--tp 2 or more)");
-  if (c->sequence_parallel && ((long)c->batch * seq) % c->tp)
+  if (c->parallel.sequence_parallel && ((long)c->data.batch * seq) % c->parallel.tp)
     return atoll_fail(err, "--sequence-parallel 1: the %ld tokens of a micro-batch (batch x seq) do not divide over --tp %d",
-                      (long)c->batch * seq, c->tp);
-  if (c->pp > c->model.layers)
-    return atoll_fail(err, "--pp %d: more pipeline stages than the model's %d layers", c->pp, c->model.layers);
-  if (c->virtual_stages > 1 && c->pp < 2)
-    return atoll_fail(err, "--virtual-stages %d: needs a pipeline (--pp 2 or more)", c->virtual_stages);
-  if ((long)c->pp * c->virtual_stages > c->model.layers)
-    return atoll_fail(err, "--virtual-stages %d: --pp %d x %d chunks is more than the model's %d layers", c->virtual_stages,
-                      c->pp, c->virtual_stages, c->model.layers);
-  if (c->init_from[0] && c->init_from_hf[0])
+                      (long)c->data.batch * seq, c->parallel.tp);
+  if (c->parallel.pp > c->model.layers)
+    return atoll_fail(err, "--pp %d: more pipeline stages than the model's %d layers", c->parallel.pp, c->model.layers);
+  if (c->parallel.virtual_stages > 1 && c->parallel.pp < 2)
+    return atoll_fail(err, "--virtual-stages %d: needs a pipeline (--pp 2 or more)", c->parallel.virtual_stages);
+  if ((long)c->parallel.pp * c->parallel.virtual_stages > c->model.layers)
+    return atoll_fail(err, "--virtual-stages %d: --pp %d x %d chunks is more than the model's %d layers", c->parallel.virtual_stages,
+                      c->parallel.pp, c->parallel.virtual_stages, c->model.layers);
+  if (c->init.from[0] && c->init.from_hf[0])
     return atoll_fail(err, "--init-from-hf: conflicts with --init-from (a run starts from one set of weights)");
-  if (c->init_optim && !c->init_from[0])
+  if (c->init.optim && !c->init.from[0])
     return atoll_fail(err, "--init-optim 1: needs --init-from CKPT (the AdamW moments come from an atoll checkpoint)");
-  if (c->init_step && !c->init_from[0])
+  if (c->init.step && !c->init.from[0])
     return atoll_fail(err, "--init-step 1: needs --init-from CKPT (the step comes from an atoll checkpoint)");
-  if (c->init_step && c->join[0])
+  if (c->init.step && c->islands.join[0])
     return atoll_fail(err, "--init-step 1: not supported with --join yet (islands as separate jobs count their exchanges from step 0)");
-  if (c->init_optim && strcmp(c->optimizer, "adamw") != 0)
+  if (c->init.optim && strcmp(c->optim.name, "adamw") != 0)
     return atoll_fail(err, "--init-optim 1: needs --optimizer adamw (the checkpoint's moments are AdamW's)");
-  if (!c->data[0]) return atoll_fail(err, "data: no data directory given");
-  if (!c->out[0]) return atoll_fail(err, "out: no run directory given");
-  if (c->join[0]) {
-    if (!c->island_key[0] || !c->coordinator_key[0])
-      return atoll_fail(err, "--join %s: needs --%s", c->join, !c->island_key[0] ? "island-key FILE" : "coordinator-key FILE");
-    if (!c->island_listen[0] && c->island_advertise[0])
-      return atoll_fail(err, "--island-advertise %s: needs --island-listen (the endpoint it stands for)", c->island_advertise);
-    if (c->island_id >= c->islands)
-      return atoll_fail(err, "--island-id %d: must be below --islands %d (the island slots)", c->island_id, c->islands);
+  if (!c->data.dir[0]) return atoll_fail(err, "data: no data directory given");
+  if (!c->run.out[0]) return atoll_fail(err, "out: no run directory given");
+  if (c->islands.join[0]) {
+    if (!c->islands.key[0] || !c->islands.coordinator_key[0])
+      return atoll_fail(err, "--join %s: needs --%s", c->islands.join, !c->islands.key[0] ? "island-key FILE" : "coordinator-key FILE");
+    if (!c->islands.listen[0] && c->islands.advertise[0])
+      return atoll_fail(err, "--island-advertise %s: needs --island-listen (the endpoint it stands for)", c->islands.advertise);
+    if (c->islands.id >= c->islands.count)
+      return atoll_fail(err, "--island-id %d: must be below --islands %d (the island slots)", c->islands.id, c->islands.count);
   }
   return 0;
 }
@@ -410,7 +410,7 @@ cJSON *atoll_config_to_json(const atoll_config *c) {
     case K_FLOAT: {
       double v = *(const float *)field;
       /* an outer lr not given is recorded as the number the run uses */
-      if (field == &c->outer_lr && v < 0) v = atoll_diloco_default_outer_lr(c->sync_every);
+      if (field == &c->islands.outer_lr && v < 0) v = atoll_diloco_default_outer_lr(c->islands.sync_every);
       added = cJSON_AddNumberToObject(o, k->key, v);
       break;
     }

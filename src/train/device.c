@@ -1,36 +1,31 @@
-/* --device (src/train/device.h). */
+/* --device for a run (src/train/device.h); the kernel table itself: src/ops/device_select.c. */
 #include "train/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static atoll_cuda_opener cuda_opener;
 static atoll_device_coll_opener nccl_opener;
 
-void atoll_device_set_cuda(atoll_cuda_opener open) { cuda_opener = open; }
 void atoll_device_set_nccl(atoll_device_coll_opener open) { nccl_opener = open; }
-
-/* For every "no CUDA here" refusal: a resumed run takes the device its checkpoint
- * recorded, so the user may never have typed --device. */
-#define CPU_HINT "; --device cpu trains on the CPU (a resumed run keeps its checkpoint's --device unless given)"
 
 /* What the device path does not run yet; refused before anything is allocated. */
 static int check_layout(const atoll_config *c, atoll_err *err) {
-  const char *d = c->device;
-  if (c->tp > 1 || c->pp > 1) return atoll_fail(err, "--device %s: --tp and --pp run on the CPU only so far", d);
-  if (c->zero_stage > 1)
+  const char *d = c->device.type;
+  if (c->parallel.tp > 1 || c->parallel.pp > 1) return atoll_fail(err, "--device %s: --tp and --pp run on the CPU only so far", d);
+  if (c->parallel.zero_stage > 1)
     return atoll_fail(err, "--device %s: --zero %d hands memory pages back, which runs on the CPU only (0 and 1 run)", d,
-                      c->zero_stage);
+                      c->parallel.zero_stage);
   return 0;
 }
 
 static int check_dp_comm(const atoll_config *c, atoll_err *err) {
-  if (strcmp(c->dp_comm, "host") == 0) return 0;
-  if (strcmp(c->device, "cuda") != 0)
-    return atoll_fail(err, "--dp-comm nccl: needs --device cuda (this run's device is %s)", c->device);
-  if (c->zero_stage != 0) return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->zero_stage);
-  if (strcmp(c->grad_dtype, "fp32") != 0) return atoll_fail(err, "--dp-comm nccl: sends fp32 gradients (--grad-dtype fp32)");
+  if (strcmp(c->parallel.dp_comm, "host") == 0) return 0;
+  if (strcmp(c->device.type, "cuda") != 0)
+    return atoll_fail(err, "--dp-comm nccl: needs --device cuda (this run's device is %s)", c->device.type);
+  if (c->parallel.zero_stage != 0)
+    return atoll_fail(err, "--dp-comm nccl: runs ZeRO stage 0 only so far (--zero %d)", c->parallel.zero_stage);
+  if (strcmp(c->parallel.grad_dtype, "fp32") != 0) return atoll_fail(err, "--dp-comm nccl: sends fp32 gradients (--grad-dtype fp32)");
   if (!nccl_opener)
     return atoll_fail(err, "--dp-comm nccl: this atoll was built without NCCL (docs/gpu.md); --dp-comm host sums on "
                       "the host (a resumed run keeps its checkpoint's --dp-comm unless given)");
@@ -48,64 +43,23 @@ static int local_rank(void) {
   return 0;
 }
 
-/* What can be refused without opening the device: an unknown name, a build without
- * it, what its kernels do not cover. */
-static int check_device(const char *device, int bf16, const atoll_shape *shape, atoll_err *err) {
-  if (strcmp(device, "cpu") == 0) return 0;
-  if (strcmp(device, "shadow") == 0)
-    return bf16 ? atoll_fail(err, "--device shadow: a test device of the fp32 CPU kernels (--precision fp32)") : 0;
-  if (strcmp(device, "cuda") != 0)
-    return atoll_fail(err, "--device: unknown '%s' (known: cpu, cuda; shadow, a test device)", device);
-  if (!cuda_opener)
-    return atoll_fail(err, "--device cuda: this atoll was built without CUDA (nvcc was not found at build time; "
-                      "docs/gpu.md)" CPU_HINT);
-  if (strcmp(shape->arch, "llama") == 0)
-    return atoll_fail(err, "--device cuda: --arch llama needs CUDA kernels for RMSNorm, RoPE, SwiGLU and grouped-query "
-                      "attention, not written yet (gpt2 runs)");
-  /* the attention kernels keep a head's row in registers (src/ops/cuda/attention.cu) */
-  if (shape->heads > 0 && shape->dim / shape->heads > 256)
-    return atoll_fail(err, "--device cuda: attention runs head sizes up to 256 on CUDA; this model's is %d (dim %d / heads %d)",
-                      shape->dim / shape->heads, shape->dim, shape->heads);
-  return 0;
-}
-
-int atoll_device_select(const char *device, int bf16, const atoll_shape *shape, int ordinal, const atoll_ops **out,
-                        char *desc, size_t desc_len, atoll_err *err) {
-  *out = NULL;
-  desc[0] = '\0';
-  if (check_device(device, bf16, shape, err)) return -1;
-  if (strcmp(device, "cpu") == 0) {
-    *out = bf16 ? atoll_ops_cpu_bf16() : atoll_ops_cpu();
-    return 0;
-  }
-  if (strcmp(device, "shadow") == 0) {
-    *out = atoll_ops_shadow();
-    snprintf(desc, desc_len, "shadow (the CPU's fp32 kernels behind addresses the host may not touch; a test device)");
-    return 0;
-  }
-  char why[256] = "";
-  *out = cuda_opener(ordinal, bf16, desc, desc_len, why, sizeof why);
-  if (!*out) return atoll_fail(err, "--device cuda: %s" CPU_HINT, why);
-  return 0;
-}
-
 int atoll_device_check(const atoll_config *c, atoll_err *err) {
   /* the device first: its refusal is the one to fix first */
-  if (check_device(c->device, strcmp(c->precision, "bf16") == 0, &c->model, err)) return -1;
-  return (strcmp(c->device, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err) ? -1 : 0;
+  if (atoll_device_check_kernels(c->device.type, strcmp(c->device.precision, "bf16") == 0, &c->model, err)) return -1;
+  return (strcmp(c->device.type, "cpu") != 0 && check_layout(c, err)) || check_dp_comm(c, err) ? -1 : 0;
 }
 
 int atoll_device_open(const atoll_config *c, const atoll_ops **out, char *desc, size_t desc_len, atoll_err *err) {
   *out = NULL;
   desc[0] = '\0';
   if (atoll_device_check(c, err)) return -1;
-  return atoll_device_select(c->device, strcmp(c->precision, "bf16") == 0, &c->model, local_rank(), out, desc,
+  return atoll_device_select(c->device.type, strcmp(c->device.precision, "bf16") == 0, &c->model, local_rank(), out, desc,
                              desc_len, err);
 }
 
 int atoll_device_open_coll(const atoll_config *c, atoll_comm *dp_comm, atoll_device_coll **out, atoll_err *err) {
   *out = NULL;
-  if (strcmp(c->dp_comm, "host") == 0) return 0;
+  if (strcmp(c->parallel.dp_comm, "host") == 0) return 0;
   if (check_dp_comm(c, err)) return -1;
   return nccl_opener(dp_comm, out, err);
 }

@@ -8,23 +8,9 @@
 
 #include "atoll/atoll.h"
 #include "comm/device_coll.h"
+#include "ops/device_select.h" /* the kernel table: atoll_device_select */
 #include "ops/ops.h"
 
-/* The CUDA build's opener (src/ops/cuda/device_open.cu): selects GPU `ordinal`, sets the
- * matmul precision (bf16: bf16 products with fp32 accumulation), and returns its table,
- * or NULL with one line in why (no driver, no device, ordinal out of range). desc: the
- * GPU in words. */
-typedef const atoll_ops *(*atoll_cuda_opener)(int ordinal, int bf16, char *desc, size_t desc_len, char *why,
-                                              size_t why_len);
-/* The atoll executable registers the opener when it was built with CUDA (src/cli/main.c);
- * without it --device cuda is refused with "built without CUDA". */
-void atoll_device_set_cuda(atoll_cuda_opener open);
-
-/* The table for device "cpu", "cuda" or "shadow" (bf16: bf16 matrix products) and the
- * model's shape (no CUDA kernels for --arch llama yet, nor for heads over 256 wide);
- * ordinal: which GPU; desc: the device in words, "" for cpu. */
-int atoll_device_select(const char *device, int bf16, const atoll_shape *shape, int ordinal, const atoll_ops **out,
-                        char *desc, size_t desc_len, atoll_err *err);
 /* The table for --device and --precision, checked against what the device path runs
  * so far (data parallel with ZeRO 0 or 1, its collectives staged through host memory;
  * DiLoCo islands, their outer steps on a host copy of the weights; no tensor/pipeline

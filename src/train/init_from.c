@@ -61,11 +61,11 @@ static int check_tokenizer(const atoll_run *r, const char *dir, const cJSON *sta
   snprintf(what, sizeof what, "%s/state.json", dir);
   atoll_tokenizer_record saved, data;
   if (atoll_tokenizer_record_from_json(cJSON_GetObjectItemCaseSensitive(state, "tokenizer"), what, &saved, err) ||
-      atoll_data_tokenizer(r->cfg->data, &data, err))
+      atoll_data_tokenizer(r->cfg->data.dir, &data, err))
     return -1;
   char lead[1300];
   snprintf(lead, sizeof lead, "--init-from %s: the checkpoint was trained on", dir);
-  return atoll_tokenizer_same_ids(&saved, &data, r->cfg->data, lead, "prepare the data with the checkpoint's tokenizer",
+  return atoll_tokenizer_same_ids(&saved, &data, r->cfg->data.dir, lead, "prepare the data with the checkpoint's tokenizer",
                                   err);
 }
 
@@ -84,11 +84,11 @@ static int check_hf_tokenizer(const atoll_run *r, const char *dir, int *unchecke
   }
   atoll_tokenizer_record_of(t, &hf);
   atoll_tokenizer_free(t);
-  if (atoll_data_tokenizer(r->cfg->data, &data, err)) return -1;
+  if (atoll_data_tokenizer(r->cfg->data.dir, &data, err)) return -1;
   char lead[1400], fix[1400];
   snprintf(lead, sizeof lead, "--init-from-hf %s: its tokenizer.json is", dir);
   snprintf(fix, sizeof fix, "prepare the data with --tokenizer %s", path);
-  return atoll_tokenizer_same_ids(&hf, &data, r->cfg->data, lead, fix, err);
+  return atoll_tokenizer_same_ids(&hf, &data, r->cfg->data.dir, lead, fix, err);
 }
 
 /* This rank's shard [begin, end) of a whole-model buffer of moments into dst. */
@@ -106,13 +106,13 @@ static int start_steps(const atoll_config *c, const char *dir, const cJSON *stat
   const cJSON *adam = cJSON_GetObjectItemCaseSensitive(state, "adam_steps");
   if (!cJSON_IsNumber(adam)) adam = step; /* older checkpoints: moments from step 0 */
   int saved = cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble <= 2e9 ? (int)step->valuedouble : -1;
-  if (c->init_step && saved < 0) return atoll_fail(err, "--init-step 1: %s/state.json holds no valid step", dir);
-  if (c->init_step && saved >= c->steps)
+  if (c->init.step && saved < 0) return atoll_fail(err, "--init-step 1: %s/state.json holds no valid step", dir);
+  if (c->init.step && saved >= c->run.steps)
     return atoll_fail(err, "--steps %d: --init-step 1 begins at the checkpoint's step %d, and --steps counts from the source's step 0 (as for a resume): pass more than %d",
-                      c->steps, saved, saved);
-  *start = c->init_step ? saved : 0;
+                      c->run.steps, saved, saved);
+  *start = c->init.step ? saved : 0;
   st->adam_step0 = 0;
-  if (c->init_optim && adam) {
+  if (c->init.optim && adam) {
     if (!cJSON_IsNumber(adam) || adam->valuedouble < 0 || adam->valuedouble > 2e9 ||
         adam->valuedouble != (int)adam->valuedouble)
       return atoll_fail(err, "--init-optim 1: %s/state.json: adam_steps is not a whole number between 0 and 2e9", dir);
@@ -127,9 +127,9 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
   const atoll_config *c = r->cfg;
   char dir[1200];
   cJSON *state = NULL;
-  if (atoll_ckpt_resolve(c->init_from, dir, sizeof dir, err)) {
+  if (atoll_ckpt_resolve(c->init.from, dir, sizeof dir, err)) {
     atoll_err why = *err;
-    return atoll_fail(err, "--init-from %s: %s", c->init_from, why.msg);
+    return atoll_fail(err, "--init-from %s: %s", c->init.from, why.msg);
   }
   if (atoll_ckpt_read_state(dir, &state, err)) return -1;
   /* with the moments, AdamW's bias correction goes on from the source's step count */
@@ -140,24 +140,24 @@ static int from_checkpoint(atoll_run *r, atoll_train_state *st, float *wp, float
   if (rc) return -1;
   /* a DiLoCo checkpoint's model.safetensors holds the global weights and
    * optimizer.safetensors island 0's moments: both whole models */
-  if (atoll_ckpt_load(dir, &r->whole, wp, c->init_optim ? wm : NULL, c->init_optim ? wv : NULL, err)) return -1;
+  if (atoll_ckpt_load(dir, &r->whole, wp, c->init.optim ? wm : NULL, c->init.optim ? wv : NULL, err)) return -1;
   atoll_run_cut_part(r, atoll_run_params(r), wp);
-  if (c->init_optim) {
+  if (c->init.optim) {
     cut_shard(r, st, st->m, wm, px);
     cut_shard(r, st, st->v, wv, px);
   }
   if (r->rank == 0)
-    fprintf(stderr, "atoll train: starting from the weights%s of %s%s\n", c->init_optim ? " and AdamW moments" : "", dir,
-            c->init_step ? ", at its step" : "");
+    fprintf(stderr, "atoll train: starting from the weights%s of %s%s\n", c->init.optim ? " and AdamW moments" : "", dir,
+            c->init.step ? ", at its step" : "");
   return 0;
 }
 
 int atoll_run_init_from(atoll_run *r, atoll_train_state *st, int *start, atoll_err *err) {
   const atoll_config *c = r->cfg;
   *start = 0;
-  if (!c->init_from[0] && !c->init_from_hf[0]) return 0;
+  if (!c->init.from[0] && !c->init.from_hf[0]) return 0;
   size_t whole_n = r->whole.nparams, part_n = r->lay->nparams;
-  int moments = c->init_from[0] && c->init_optim, unchecked = 0;
+  int moments = c->init.from[0] && c->init.optim, unchecked = 0;
   float *wp = atoll_mem_alloc(whole_n * sizeof(float));
   float *wm = moments ? atoll_mem_alloc(whole_n * sizeof(float)) : NULL;
   float *wv = moments ? atoll_mem_alloc(whole_n * sizeof(float)) : NULL;
@@ -165,16 +165,16 @@ int atoll_run_init_from(atoll_run *r, atoll_train_state *st, int *start, atoll_e
   int rc = -1;
   if (!wp || (moments && (!wm || !wv || !px))) {
     atoll_fail(err, "out of memory reading the starting weights (%zu parameters)", whole_n);
-  } else if (c->init_from[0]) {
+  } else if (c->init.from[0]) {
     rc = from_checkpoint(r, st, wp, wm, wv, px, start, err);
-  } else if (check_hf_tokenizer(r, c->init_from_hf, &unchecked, err)) {
+  } else if (check_hf_tokenizer(r, c->init.from_hf, &unchecked, err)) {
     /* err names the mismatch */
-  } else if (atoll_hf_import(c->init_from_hf, &r->whole, wp, err) == 0) {
+  } else if (atoll_hf_import(c->init.from_hf, &r->whole, wp, err) == 0) {
     atoll_run_cut_part(r, atoll_run_params(r), wp);
-    if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init_from_hf);
+    if (r->rank == 0) fprintf(stderr, "atoll train: starting from the weights of %s\n", c->init.from_hf);
     if (r->rank == 0 && unchecked)
       fprintf(stderr, "atoll train: %s has no tokenizer.json: its token ids were not checked against --data's\n",
-              c->init_from_hf);
+              c->init.from_hf);
     rc = 0;
   } else {
     atoll_err why = *err;

@@ -48,23 +48,23 @@ static long long source_tokens(const cJSON *src, int i, int bytes_tokenizer, uin
 
 int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err) {
   const atoll_config *c = r->cfg;
-  int mode = atoll_island_data_mode(c->island_data);
+  int mode = atoll_island_data_mode(c->islands.data);
   char path[1100];
-  snprintf(path, sizeof path, "%s/manifest.json", c->data);
+  snprintf(path, sizeof path, "%s/manifest.json", c->data.dir);
   cJSON *man = atoll_json_read_whole(path, 64u << 20, err);
   if (!man) {
     atoll_err why = *err;
-    return atoll_fail(err, "--island-data %s needs the manifest of atoll prepare: %s", c->island_data, why.msg);
+    return atoll_fail(err, "--island-data %s needs the manifest of atoll prepare: %s", c->islands.data, why.msg);
   }
   const cJSON *sources = cJSON_GetObjectItemCaseSensitive(man, "sources");
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(man, "tokenizer");
   int bytes_tokenizer = !cJSON_IsString(kind) || strcmp(kind->valuestring, "bytes") == 0;
-  int joined = c->join[0] != 0, me = joined ? c->island_id : r->mesh.island;
-  int n = cJSON_GetArraySize(sources), islands = joined ? c->islands : r->mesh.islands, rc = 0;
+  int joined = c->islands.join[0] != 0, me = joined ? c->islands.id : r->mesh.island;
+  int n = cJSON_GetArraySize(sources), islands = joined ? c->islands.count : r->mesh.islands, rc = 0;
   if (!cJSON_IsArray(sources) || n < islands) {
     cJSON_Delete(man);
     return atoll_fail(err, "%s: --island-data %s needs at least %d source files (one per island), found %d", path,
-                      c->island_data, islands, cJSON_IsArray(sources) ? n : 0);
+                      c->islands.data, islands, cJSON_IsArray(sources) ? n : 0);
   }
   uint64_t *b = calloc((size_t)n, sizeof(uint64_t)), *e = calloc((size_t)n, sizeof(uint64_t));
   if (!b || !e) rc = atoll_fail(err, "out of memory reading %s", path);
@@ -95,7 +95,7 @@ int atoll_run_island_data(const atoll_run *r, atoll_dataset *ds, atoll_err *err)
     rc = atoll_fail(err, "%s: the sources hold %llu training tokens, the token files %llu; prepare the data again", path,
                     (unsigned long long)at, (unsigned long long)ds->ntokens);
   char what[64];
-  snprintf(what, sizeof what, "--island-data %s (island %d)", c->island_data, me);
+  snprintf(what, sizeof what, "--island-data %s (island %d)", c->islands.data, me);
   if (rc == 0) rc = atoll_dataset_restrict(ds, b, e, m, r->seq, what, err);
   if (rc == 0 && r->mesh.island_rank == 0) {
     const cJSON *f0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(sources, first), "path");

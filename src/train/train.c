@@ -74,7 +74,7 @@ typedef struct {
 static void load_micro(void *ctx, int micro, int32_t *inputs, int32_t *targets) {
   const micro_source *src = ctx;
   const atoll_run *r = &src->l->run;
-  int seq = r->seq, batch = r->cfg->batch;
+  int seq = r->seq, batch = r->cfg->data.batch;
   uint64_t global = src->eval_count ? (uint64_t)micro : (uint64_t)micro * r->data_replicas + r->data_replica;
   for (int b = 0; b < batch; b++) {
     int32_t *w = src->l->tokens;
@@ -82,7 +82,7 @@ static void load_micro(void *ctx, int micro, int32_t *inputs, int32_t *targets) 
     if (src->eval_count)
       atoll_dataset_eval_window(src->ds, index, (uint64_t)src->eval_count, seq, w);
     else
-      atoll_dataset_window(src->ds, r->cfg->seed, (uint64_t)src->step, index, seq, w);
+      atoll_dataset_window(src->ds, r->cfg->run.seed, (uint64_t)src->step, index, seq, w);
     memcpy(inputs + (size_t)b * seq, w, sizeof(int32_t) * seq);
     memcpy(targets + (size_t)b * seq, w + 1, sizeof(int32_t) * seq);
   }
@@ -103,8 +103,8 @@ static int failed_alike(const loop *l) { return l->run.rank == 0 ? ATOLL_TRAIN_E
  * batch order, so the result does not depend on the layout. */
 static float evaluate(loop *l, const atoll_dataset *ds) {
   atoll_run *r = &l->run;
-  int batches = r->cfg->eval_batches, replicas = r->replicas, per_rank = l->eval_per_rank;
-  micro_source ms = {l, ds, 0, batches * r->cfg->batch};
+  int batches = r->cfg->run.eval_batches, replicas = r->replicas, per_rank = l->eval_per_rank;
+  micro_source ms = {l, ds, 0, batches * r->cfg->data.batch};
   atoll_micro_source src = {&ms, load_micro, before_backward};
   atoll_strategies_swap_eval_weights(&r->strategies); /* DiLoCo: the global model is the model */
   for (int k = 0; k < per_rank; k++) {
@@ -134,7 +134,7 @@ static void update(loop *l, int step, double norm) {
   float *m = l->dm ? l->dm : st->m, *v = l->dv ? l->dv : st->v;
   const atoll_ops *o = atoll_model_ops(r->model);
   float lr = atoll_lr_at(opt, step);
-  if (strcmp(r->cfg->optimizer, "sgd") == 0)
+  if (strcmp(r->cfg->optim.name, "sgd") == 0)
     atoll_sgd_update(o, r->lay, opt->weight_decay, p, g, st->begin, st->end, lr, clip);
   else
     atoll_adamw_update(o, r->lay, opt, p, g, m, v, st->begin, st->end, st->adam_step0 + step + 1, lr, clip);
@@ -211,7 +211,7 @@ static int alloc_buffers(loop *l, atoll_err *err) {
   l->state.m = calloc(n ? n : 1, sizeof(float));
   l->state.v = calloc(n ? n : 1, sizeof(float));
   l->tokens = malloc(sizeof(int32_t) * (size_t)(r->seq + 1));
-  l->eval_per_rank = (r->cfg->eval_batches + r->replicas - 1) / r->replicas;
+  l->eval_per_rank = (r->cfg->run.eval_batches + r->replicas - 1) / r->replicas;
   l->eval_mine = calloc((size_t)l->eval_per_rank, sizeof(double));
   l->eval_all = calloc((size_t)l->eval_per_rank * r->world_size, sizeof(double));
   if (!l->state.m || !l->state.v || !l->tokens || !l->eval_mine || !l->eval_all)
@@ -231,9 +231,9 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
     /* train_out.c's check_resume refused a step past --steps or --stop-after before */
     return atoll_run_load(r, &l->state, resume_dir, start, err) ? -1 : 0;
   }
-  if (atoll_model_init_weights(r->model, c->seed)) return atoll_fail(err, "out of memory initialising the weights");
+  if (atoll_model_init_weights(r->model, c->run.seed)) return atoll_fail(err, "out of memory initialising the weights");
   state_to_host(l); /* --init-from changes the host copies */
-  atoll_rng_seed(&l->state.rng, atoll_hash64(c->seed, 0x7261696e, 0, 0));
+  atoll_rng_seed(&l->state.rng, atoll_hash64(c->run.seed, 0x7261696e, 0, 0));
   if (atoll_run_init_from(r, &l->state, start, err)) return -1; /* --init-from, --init-from-hf */
   l->state.first_step = *start;
   if (r->diloco) {
@@ -247,7 +247,7 @@ static int start_state(loop *l, const char *resume_dir, int *start, atoll_err *e
 static int open_eval_sets(loop *l, const atoll_config *c, atoll_err *err) {
   atoll_run *r = &l->run;
   int n;
-  if (atoll_eval_sets_parse(c->eval_data, l->eval_sets, &n, err)) return -1;
+  if (atoll_eval_sets_parse(c->data.eval_sets, l->eval_sets, &n, err)) return -1;
   for (int i = 0; i < n; i++) {
     const atoll_eval_set *e = &l->eval_sets[i];
     atoll_err why;
@@ -270,13 +270,13 @@ static int open_run(loop *l, const atoll_config *c, const atoll_test_hooks *hook
                     atoll_err *err) {
   atoll_run *r = &l->run;
   if (atoll_config_check(c, err) || atoll_run_setup(r, c, hooks, world, err)) return -1;
-  if (atoll_dataset_open(&l->train, c->data, "train", r->seq, err)) return -1;
-  if (atoll_dataset_open(&l->val, c->data, "val", r->seq, err)) return -1;
+  if (atoll_dataset_open(&l->train, c->data.dir, "train", r->seq, err)) return -1;
+  if (atoll_dataset_open(&l->val, c->data.dir, "val", r->seq, err)) return -1;
   if (atoll_run_tokenizer(r, err) || atoll_dataset_check_vocab(&l->train, c->model.vocab, err) ||
       atoll_dataset_check_vocab(&l->val, c->model.vocab, err))
     return -1;
   if (open_eval_sets(l, c, err) || alloc_buffers(l, err)) return -1;
-  if (c->islands > 1 && strcmp(c->island_data, "iid") != 0 && atoll_run_island_data(r, &l->train, err)) return -1;
+  if (c->islands.count > 1 && strcmp(c->islands.data, "iid") != 0 && atoll_run_island_data(r, &l->train, err)) return -1;
   return 0;
 }
 
@@ -290,11 +290,11 @@ static int holds_run(const atoll_config *c, atoll_comm *world, const char *resum
   if (resume_dir || atoll_comm_rank(world) != 0) return 0;
   char root[1200], latest[1200];
   atoll_err ignored;
-  if (snprintf(root, sizeof root, "%s/checkpoints", c->out) >= (int)sizeof root ||
+  if (snprintf(root, sizeof root, "%s/checkpoints", c->run.out) >= (int)sizeof root ||
       atoll_ckpt_find_latest(root, latest, sizeof latest, &ignored) != 0)
     return 0;
   return atoll_fail(err, "--out %s: already holds a run with checkpoint %s; pass --resume %s to continue it%s or choose another --out",
-                    c->out, latest, c->out, c->join[0] ? " (the island joins its run again from there)" : "");
+                    c->run.out, latest, c->run.out, c->islands.join[0] ? " (the island joins its run again from there)" : "");
 }
 
 static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
@@ -302,7 +302,7 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   memset(l, 0, sizeof *l);
   l->out.lock_fd = -1; /* not held until atoll_run_out_open */
   atoll_run *r = &l->run;
-  atoll_comm_set_timeout(world, c->comm_timeout);
+  atoll_comm_set_timeout(world, c->parallel.comm_timeout);
   /* a rank refused here must not leave the others waiting in setup's collectives */
   int rc = atoll_train_agree(world, atoll_run_check_machine(c, err), err);
   if (rc) return rc;
@@ -315,13 +315,13 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   rc = atoll_run_out_open(&l->out, c, world, resume_dir, err);
   if (rc) return rc;
   rc = start_state(l, resume_dir, start, err);
-  if (rc == 0 && !resume_dir) rc = atoll_run_check_start(c, c->init_from, *start, err); /* --init-step 1 */
+  if (rc == 0 && !resume_dir) rc = atoll_run_check_start(c, c->init.from, *start, err); /* --init-step 1 */
   if (rc == 0) {
     state_to_device(l);
     atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */
-    l->opt = c->opt;
-    l->opt.total_steps = c->steps;
-    if (r->rank == 0) rc = atoll_mkdir_p(c->out, err);
+    l->opt = c->optim.adamw;
+    l->opt.total_steps = c->run.steps;
+    if (r->rank == 0) rc = atoll_mkdir_p(c->run.out, err);
     /* a new run keeps no lines of an earlier metrics.jsonl in OUT, whatever its start */
     if (rc == 0) rc = atoll_report_open(&l->report, r, resume_dir ? *start : 0, err);
     if (rc == 0) atoll_report_val_text(&l->report, l->val.ntokens, l->val.text_bytes);
@@ -337,13 +337,13 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
 static void print_engine_line(const atoll_run *r) {
   const atoll_config *c = r->cfg;
   if (r->device_desc[0]) {
-    fprintf(stderr, "atoll train: device %s: %s; precision %s\n", c->device, r->device_desc, c->precision);
+    fprintf(stderr, "atoll train: device %s: %s; precision %s\n", c->device.type, r->device_desc, c->device.precision);
     return;
   }
   char line[512];
-  int threads = c->threads > 0 ? c->threads : omp_get_max_threads();
-  atoll_gemm_describe(line, sizeof line, strcmp(c->precision, "bf16") == 0, threads);
-  fprintf(stderr, "atoll train: %s; precision %s\n", line, c->precision);
+  int threads = c->run.threads > 0 ? c->run.threads : omp_get_max_threads();
+  atoll_gemm_describe(line, sizeof line, strcmp(c->device.precision, "bf16") == 0, threads);
+  fprintf(stderr, "atoll train: %s; precision %s\n", line, c->device.precision);
   const char *better = atoll_openblas_better_core(), *core = atoll_openblas_core();
   const atoll_cpu_features *f = atoll_cpu();
   if (better && atoll_openblas_generic(core))
@@ -352,7 +352,7 @@ static void print_engine_line(const atoll_run *r) {
   else if (better)
     fprintf(stderr, "atoll train: warning: OpenBLAS runs its '%s' kernels, above ATOLL_MAX_ISA=%s; "
             "set OPENBLAS_CORETYPE=%s for the capped ones\n", core, f->cap, better);
-  if (strcmp(c->precision, "bf16") == 0 && !atoll_gemm_bf16_on_amx())
+  if (strcmp(c->device.precision, "bf16") == 0 && !atoll_gemm_bf16_on_amx())
     fprintf(stderr, "atoll train: note: without AMX, bf16 products run on %s; on the one such path measured "
             "(a Xeon's AVX512_BF16, bench/README.md) they ran at 0.65x the speed of fp32's and training at 0.72x: "
             "compare with --precision fp32\n", atoll_gemm_bf16_units());
@@ -363,20 +363,21 @@ static void print_banner(const atoll_run *r) {
   const atoll_mesh *mh = &r->mesh;
   fprintf(stderr, "atoll train: %zu parameters, %d layers, %d heads, dim %d, seq %d, %.0f tokens/step (batch %d x %s %d x %d replica%s), %d steps",
           r->whole.nparams, c->model.layers, c->model.heads, c->model.dim, r->seq, atoll_run_global_batch(r) * r->seq,
-          c->batch, mh->pp > 1 ? "micro-batches" : "accum", r->micro_batches, r->replicas, r->replicas > 1 ? "s" : "",
-          c->steps);
+          c->data.batch, mh->pp > 1 ? "micro-batches" : "accum", r->micro_batches, r->replicas, r->replicas > 1 ? "s" : "",
+          c->run.steps);
   if (mh->dp > 1)
-    fprintf(stderr, ", %s%s", c->parallel,
-            c->zero_stage ? (const char *[]){"", " + ZeRO-1", " + ZeRO-2", " + ZeRO-3"}[c->zero_stage] : "");
-  if (strcmp(c->grad_dtype, "fp32") != 0)
+    fprintf(stderr, ", %s%s", c->parallel.mode,
+            c->parallel.zero_stage ? (const char *[]){"", " + ZeRO-1", " + ZeRO-2", " + ZeRO-3"}[c->parallel.zero_stage] : "");
+  if (strcmp(c->parallel.grad_dtype, "fp32") != 0)
     fprintf(stderr, mh->dp > 1 ? ", gradients %s on the wire" : ", --grad-dtype %s (one data-parallel rank: no effect)",
-            c->grad_dtype);
+            c->parallel.grad_dtype);
   if (mh->tp > 1) fprintf(stderr, ", tensor parallel %d", mh->tp);
-  if (mh->pp > 1) fprintf(stderr, ", pipeline of %d pp_stages (%s%s)", mh->pp, r->chunks > 1 ? "interleaved " : "", c->schedule);
-  if (c->islands > 1)
+  if (mh->pp > 1) fprintf(stderr, ", pipeline of %d pp_stages (%s%s)", mh->pp, r->chunks > 1 ? "interleaved " : "", c->parallel.schedule);
+  if (c->islands.count > 1)
     fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d, %s)",
-            c->islands, mh->island_size, c->sync_every, c->outer_optimizer, c->outer_lr, c->outer_momentum,
-            c->fragments, c->fragments > 1 ? "s" : "", c->overlap, c->outer_dtype);
+            c->islands.count, mh->island_size, c->islands.sync_every, c->islands.outer_optimizer, c->islands.outer_lr,
+            c->islands.outer_momentum, c->islands.fragments, c->islands.fragments > 1 ? "s" : "", c->islands.overlap,
+            c->islands.outer_dtype);
   fputc('\n', stderr);
   print_engine_line(r);
 }
@@ -419,12 +420,12 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   s.gap = l->compute_end > 0 ? t0 - l->compute_end : 0;
   l->compute_end = t0 + s.compute;
   /* DiLoCo agrees on its verdicts over the world itself */
-  if (atoll_strategies_after_step(&r->strategies, step + 1, step + 1 == c->steps, s.compute, err))
+  if (atoll_strategies_after_step(&r->strategies, step + 1, step + 1 == c->run.steps, s.compute, err))
     return failed_alike(l);
   s.seconds = atoll_seconds() - t0;
   l->state.last_loss = loss;
   s.lr = atoll_lr_at(&l->opt, step);
-  s.evaluated = (c->eval_every > 0 && s.step % c->eval_every == 0) || s.step == c->steps;
+  s.evaluated = (c->run.eval_every > 0 && s.step % c->run.eval_every == 0) || s.step == c->run.steps;
   /* evaluation sees the global weights: an outer exchange in flight finishes first */
   if (s.evaluated && atoll_strategies_settle(&r->strategies, err)) return failed_alike(l);
   if (s.evaluated) s.val = evaluate(l, &l->val);
@@ -441,10 +442,10 @@ static int island_leaves_later(loop *l, int step, const volatile sig_atomic_t *s
   if (r->world_size > 1) again = atoll_allreduce_sum_double(r->world, again) > 0;
   if (again) return 0;
   if (l->leave_at == 0) {
-    l->leave_at = atoll_diloco_next_sync(r->diloco, step, r->cfg->steps);
+    l->leave_at = atoll_diloco_next_sync(r->diloco, step, r->cfg->run.steps);
     if (r->rank == 0 && l->leave_at > step)
       fprintf(stderr, "island %d: stop signal: training on to its outer sync after step %d, then it contributes and leaves (signal again to stop at once)\n",
-              r->cfg->island_id, l->leave_at);
+              r->cfg->islands.id, l->leave_at);
   }
   return step < l->leave_at;
 }
@@ -457,8 +458,8 @@ static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, at
   int signalled = stop && *stop;
   if (r->world_size > 1) signalled = atoll_allreduce_sum_double(r->world, signalled) > 0;
   if (signalled && r->net && island_leaves_later(l, step, stop)) signalled = 0;
-  int stopping = signalled || (c->stop_after > 0 && step >= c->stop_after && step < c->steps);
-  if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || stopping) {
+  int stopping = signalled || (c->run.stop_after > 0 && step >= c->run.stop_after && step < c->run.steps);
+  if ((c->run.save_every > 0 && step % c->run.save_every == 0) || step == c->run.steps || stopping) {
     if (atoll_strategies_settle(&r->strategies, err)) return -1; /* an outer exchange in flight */
     state_to_host(l);
     if (atoll_run_save(r, &l->state, step, err)) return -1;
@@ -466,7 +467,7 @@ static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, at
   }
   if (!stopping) return 0;
   if (r->rank == 0)
-    fprintf(stderr, "stopped at step %d; checkpoint saved; continue with: atoll train --resume %s\n", step, c->out);
+    fprintf(stderr, "stopped at step %d; checkpoint saved; continue with: atoll train --resume %s\n", step, c->run.out);
   return signalled ? 1 : 2;
 }
 
@@ -496,7 +497,7 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
   int step = start;
   double run_start = atoll_seconds();
   atoll_report_rss_reset(&l->report); /* loading and setup are not the steps' memory */
-  while (step < cfg->steps && !stopped) {
+  while (step < cfg->run.steps && !stopped) {
     if ((rc = one_step(l, step, start, run_start, err))) goto done;
     step++;
     /* islands as separate jobs: an island that was behind joined the run at a later step */
@@ -518,7 +519,7 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
    * finished (a resume that fails on the way deletes nothing) */
   if (rc == 0 && step == start && l->run.rank == 0) {
     atoll_err perr;
-    if (atoll_ckpt_prune_ex(l->run.ckpt_root, cfg->keep, step, &perr))
+    if (atoll_ckpt_prune_ex(l->run.ckpt_root, cfg->run.keep, step, &perr))
       fprintf(stderr, "atoll train: warning: %s\n", perr.msg);
   }
 done:

@@ -255,9 +255,9 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
  * agreement on settings, keep the path as given. */
 static cJSON *recorded_config(const atoll_config *c) {
   cJSON *o = atoll_config_to_json(c);
-  char *abs = o && c->data[0] != '/' ? realpath(c->data, NULL) : NULL;
+  char *abs = o && c->data.dir[0] != '/' ? realpath(c->data.dir, NULL) : NULL;
   /* a path the config's field cannot hold would make the checkpoint unreadable */
-  if (abs && strlen(abs) < sizeof c->data) cJSON_ReplaceItemInObjectCaseSensitive(o, "data", cJSON_CreateString(abs));
+  if (abs && strlen(abs) < sizeof c->data.dir) cJSON_ReplaceItemInObjectCaseSensitive(o, "data", cJSON_CreateString(abs));
   free(abs);
   return o;
 }
@@ -277,7 +277,7 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
            add_item(state, "config", recorded_config(r->cfg)) && add_item(state, "rng", rng_to_json(&st->rng));
   cJSON *data = ok ? cJSON_AddObjectToObject(state, "data") : NULL;
   char seed[32], weights_hash[32];
-  snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->cfg->seed);
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->cfg->run.seed);
   snprintf(weights_hash, sizeof weights_hash, "%016llx", (unsigned long long)hash);
   ok = data && cJSON_AddStringToObject(data, "seed", seed) &&
        cJSON_AddNumberToObject(data, "next_step", step) && /* step s's batch is window set (seed, s) */
@@ -286,8 +286,8 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
        cJSON_AddNumberToObject(state, "first_step", st->first_step) &&
        cJSON_AddNumberToObject(state, "world_size", r->world_size) &&
        cJSON_AddNumberToObject(state, "global_batch_sequences", atoll_run_global_batch(r)) &&
-       cJSON_AddNumberToObject(state, "shard", r->cfg->zero_stage) && /* the key before "zero_stage"; kept for readers */
-       cJSON_AddNumberToObject(state, "zero_stage", r->cfg->zero_stage) &&
+       cJSON_AddNumberToObject(state, "shard", r->cfg->parallel.zero_stage) && /* the key before "zero_stage"; kept for readers */
+       cJSON_AddNumberToObject(state, "zero_stage", r->cfg->parallel.zero_stage) &&
        cJSON_AddNumberToObject(state, "islands", r->mesh.islands) &&
        cJSON_AddStringToObject(state, "weights_hash", weights_hash) &&
        add_item(state, "tokenizer", atoll_tokenizer_record_json(&r->tokenizer));
@@ -368,13 +368,13 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
   int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, nextras, state, err);
   cJSON_Delete(state);
   /* the checkpoint just written survives whatever else is there */
-  return rc ? rc : atoll_ckpt_prune_ex(r->ckpt_root, r->cfg->keep, step, err);
+  return rc ? rc : atoll_ckpt_prune_ex(r->ckpt_root, r->cfg->run.keep, step, err);
 }
 
 /* The island file of island k, or -1: with several islands in the job, this rank's
  * island; an island of a networked run, its --island-id. */
 static int own_island_file(const atoll_run *r) {
-  return r->mesh.islands > 1 ? r->mesh.island : r->net ? r->cfg->island_id : -1;
+  return r->mesh.islands > 1 ? r->mesh.island : r->net ? r->cfg->islands.id : -1;
 }
 
 /* The loop's own state: the weights and AdamW moments; with several islands, island 0's
@@ -431,11 +431,11 @@ static int check_global_batch(atoll_run *r, const cJSON *state, const char *dir,
   const cJSON *saved_gb = cJSON_GetObjectItemCaseSensitive(cfg, "global-batch");
   if (!cJSON_IsNumber(saved)) return 0; /* a checkpoint from before this check */
   double now = atoll_run_global_batch(r);
-  int changed_on_purpose = cJSON_IsNumber(saved_gb) && saved_gb->valuedouble != r->cfg->global_batch;
+  int changed_on_purpose = cJSON_IsNumber(saved_gb) && saved_gb->valuedouble != r->cfg->data.global_batch;
   if (now == saved->valuedouble || changed_on_purpose) return 0;
   return atoll_fail(err,
                     "--resume %s: the checkpoint trained %.0f sequences per step, this layout %.0f (batch %d x %d micro-batches x %d replicas); pass --global-batch %.0f to keep it (or --global-batch %.0f to change it)",
-                    dir, saved->valuedouble, now, r->cfg->batch, r->micro_batches, r->replicas, saved->valuedouble, now);
+                    dir, saved->valuedouble, now, r->cfg->data.batch, r->micro_batches, r->replicas, saved->valuedouble, now);
 }
 
 /* A checkpoint trained on one tokenizer's ids resumes only on data of the same
@@ -448,20 +448,20 @@ static int check_tokenizer(atoll_run *r, const cJSON *state, const char *dir, at
     return -1;
   char lead[1300];
   snprintf(lead, sizeof lead, "--resume %s: the checkpoint was trained on", dir);
-  return atoll_tokenizer_same_ids(&saved, &r->tokenizer, r->cfg->data, lead,
+  return atoll_tokenizer_same_ids(&saved, &r->tokenizer, r->cfg->data.dir, lead,
                                   "prepare the data with the checkpoint's tokenizer", err);
 }
 
 int atoll_run_tokenizer(atoll_run *r, atoll_err *err) {
   const atoll_config *c = r->cfg;
-  if (atoll_data_tokenizer(c->data, &r->tokenizer, err)) return -1;
+  if (atoll_data_tokenizer(c->data.dir, &r->tokenizer, err)) return -1;
   if (strcmp(r->tokenizer.kind, "bytes") == 0) return 0; /* token files' own vocabulary is checked */
   if (r->tokenizer.vocab > c->model.vocab)
     return atoll_fail(err, "--vocab %d: smaller than the vocabulary of --data %s's tokenizer (%s, %d ids); pass --vocab %d or more",
-                      c->model.vocab, c->data, r->tokenizer.kind, r->tokenizer.vocab, r->tokenizer.vocab);
+                      c->model.vocab, c->data.dir, r->tokenizer.kind, r->tokenizer.vocab, r->tokenizer.vocab);
   char path[1100], what[1100];
-  snprintf(path, sizeof path, "%s/tokenizer.json", c->data);
-  snprintf(what, sizeof what, "%s/manifest.json", c->data);
+  snprintf(path, sizeof path, "%s/tokenizer.json", c->data.dir);
+  snprintf(what, sizeof what, "%s/manifest.json", c->data.dir);
   atoll_tokenizer *t = NULL;
   if (atoll_tokenizer_load_checked(path, &r->tokenizer, what, &t, err)) return -1;
   r->tokenizer_json = atoll_tokenizer_to_json(t);

@@ -40,9 +40,9 @@ int atoll_run_check_memory(const atoll_config *c, const atoll_part *part, int dp
                            atoll_err *err) {
   atoll_model_mem mm;
   /* the bf16 CPU table's kept copies count too (the device's tables keep none) */
-  const atoll_ops *ops = strcmp(c->precision, "bf16") == 0 && strcmp(c->device, "cpu") == 0 ? atoll_ops_cpu_bf16() : NULL;
-  if (atoll_model_bytes(&c->model, part, c->batch, seq, slots, ops, &mm, err)) return -1;
-  int stage = dp > 1 ? c->zero_stage : 0;
+  const atoll_ops *ops = strcmp(c->device.precision, "bf16") == 0 && strcmp(c->device.type, "cpu") == 0 ? atoll_ops_cpu_bf16() : NULL;
+  if (atoll_model_bytes(&c->model, part, c->data.batch, seq, slots, ops, &mm, err)) return -1;
+  int stage = dp > 1 ? c->parallel.zero_stage : 0;
   /* ZeRO-1 shards the moments, ZeRO-2 also the gradients, ZeRO-3 also the weights
    * (their pages are handed back; the unit gathered at a time is left out) */
   double shard = (double)mm.weights / dp;
@@ -57,16 +57,16 @@ int atoll_run_check_memory(const atoll_config *c, const atoll_part *part, int dp
    * and its memory is not checked here (its allocator refuses what does not fit); the
    * shadow device keeps the rest in host memory too. */
   double copies = (double)mm.weights + moments;
-  if (strcmp(c->device, "cuda") == 0) state = copies, acts = 0.0;
-  if (strcmp(c->device, "shadow") == 0) state += copies;
+  if (strcmp(c->device.type, "cuda") == 0) state = copies, acts = 0.0;
+  if (strcmp(c->device.type, "shadow") == 0) state += copies;
   /* DiLoCo: the global weights, outer momentum and outer gradient of this rank's
    * slice (src/parallel/diloco.c), on the host whatever the device */
-  if (c->islands > 1 || c->join[0]) state += 3.0 * shard;
+  if (c->islands.count > 1 || c->islands.join[0]) state += 3.0 * shard;
   uint64_t avail = bytes_available();
   if (avail == 0 || state + acts <= (double)avail) return 0;
   char what[96], hint[96];
   if (acts >= state) {
-    snprintf(what, sizeof what, "--batch %d --seq %d", c->batch, seq);
+    snprintf(what, sizeof what, "--batch %d --seq %d", c->data.batch, seq);
     snprintf(hint, sizeof hint, "lower --batch or --seq");
   } else {
     snprintf(what, sizeof what, "--dim %d --layers %d", c->model.dim, c->model.layers);

@@ -102,10 +102,10 @@ static int set_aside_file(const char *out, const char *name, const char *dest, i
  * up to `step` (the same run), moved when it is another run's; summary.json, which
  * describes the run's old end, moves. */
 static int move_aside(const atoll_config *c, const char *root, int step, int count, atoll_err *err) {
-  const char *dest = c->move_newer;
+  const char *dest = c->run.move_newer;
   if (atoll_ckpt_move_aside(root, step, dest, err)) return -1;
-  if (set_aside_file(c->out, "metrics.jsonl", dest, step >= 0, err) ||
-      set_aside_file(c->out, "summary.json", dest, 0, err))
+  if (set_aside_file(c->run.out, "metrics.jsonl", dest, step >= 0, err) ||
+      set_aside_file(c->run.out, "summary.json", dest, 0, err))
     return -1;
   fprintf(stderr, "atoll train: moved %d checkpoint%s%s from %s into %s (summary.json moved, metrics.jsonl %s)\n",
           count, count == 1 ? "" : "s", step >= 0 ? " newer than the resumed one" : "", root, dest,
@@ -114,11 +114,11 @@ static int move_aside(const atoll_config *c, const char *root, int step, int cou
 }
 
 int atoll_run_check_start(const atoll_config *c, const char *ckpt, int start, atoll_err *err) {
-  if (start > c->steps) return atoll_fail(err, "--steps %d: the checkpoint %s is already at step %d", c->steps, ckpt, start);
+  if (start > c->run.steps) return atoll_fail(err, "--steps %d: the checkpoint %s is already at step %d", c->run.steps, ckpt, start);
   /* a stop already reached would run one step and stop */
-  if (c->stop_after > 0 && start >= c->stop_after && start < c->steps)
+  if (c->run.stop_after > 0 && start >= c->run.stop_after && start < c->run.steps)
     return atoll_fail(err, "--stop-after %d: the run already begins at step %d; pass a later step or leave --stop-after out",
-                      c->stop_after, start);
+                      c->run.stop_after, start);
   return 0;
 }
 
@@ -134,12 +134,12 @@ static int check_resume(const atoll_config *c, const char *root, const char *res
   int after = same ? step : -1;
   if (atoll_ckpt_newer(root, after, &count, &newest, err)) return -1;
   if (count == 0) return 0;
-  if (c->move_newer[0]) return move_aside(c, root, after, count, err);
+  if (c->run.move_newer[0]) return move_aside(c, root, after, count, err);
   if (same)
     return atoll_fail(err, "--resume %s: %s holds %d newer checkpoint%s (up to step %d) that this run would overwrite or prune; pass --move-newer DIR to move them and the run's metrics into DIR, or --resume %s to continue from the newest",
-                      resume_dir, root, count, count == 1 ? "" : "s", newest, c->out);
+                      resume_dir, root, count, count == 1 ? "" : "s", newest, c->run.out);
   return atoll_fail(err, "--out %s: holds %d checkpoint%s of another run (up to step %d), not of --resume %s; choose another --out, or pass --move-newer DIR to move them and their metrics into DIR",
-                    c->out, count, count == 1 ? "" : "s", newest, resume_dir);
+                    c->run.out, count, count == 1 ? "" : "s", newest, resume_dir);
 }
 
 /* p without trailing slashes and "." components: "a/b/./" is "a/b" */
@@ -179,25 +179,25 @@ static int missing_levels(const char *dir) {
 
 static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *resume_dir, atoll_err *err) {
   char root[OUT_PATH];
-  snprintf(root, sizeof root, "%s/checkpoints", c->out);
-  if (c->move_newer[0] && !resume_dir)
+  snprintf(root, sizeof root, "%s/checkpoints", c->run.out);
+  if (c->run.move_newer[0] && !resume_dir)
     return atoll_fail(err, "--move-newer %s: only used with --resume (it moves checkpoints the resumed run would mix with)",
-                      c->move_newer);
+                      c->run.move_newer);
   /* a run's files among token files: prepare would then refuse the directory, and a
    * re-prepare that replaced it would take the run with it */
   char manifest[OUT_PATH];
-  snprintf(manifest, sizeof manifest, "%s/manifest.json", c->out);
-  if (same_dir(c->out, c->data) || access(manifest, F_OK) == 0)
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", c->run.out);
+  if (same_dir(c->run.out, c->data.dir) || access(manifest, F_OK) == 0)
     return atoll_fail(err, "--out %s: is a data directory (holds manifest.json or is --data); choose another --out for the run",
-                      c->out);
+                      c->run.out);
   char stranger[256];
-  if (foreign_dir(c->out, stranger, sizeof stranger))
+  if (foreign_dir(c->run.out, stranger, sizeof stranger))
     return atoll_fail(err, "--out %s: not empty and not a run directory (it holds '%s' but no metrics.jsonl, summary.json or checkpoints/); choose a new or empty directory",
-                      c->out, stranger);
-  int missing = missing_levels(c->out); /* the lock makes them */
-  if (atoll_run_dir_lock(c->out, &o->lock_fd, err)) return -1;
+                      c->run.out, stranger);
+  int missing = missing_levels(c->run.out); /* the lock makes them */
+  if (atoll_run_dir_lock(c->run.out, &o->lock_fd, err)) return -1;
   if (missing > 0) {
-    snprintf(o->made, sizeof o->made, "%s", c->out);
+    snprintf(o->made, sizeof o->made, "%s", c->run.out);
     trim(o->made);
     o->made_levels = missing;
   }
@@ -206,7 +206,7 @@ static int open_on_rank0(atoll_run_out *o, const atoll_config *c, const char *re
   if (atoll_ckpt_clean(root, err)) return -1;
   for (int i = 0; i < 2; i++) { /* a killed run's half-written metrics.jsonl or summary.json */
     char path[OUT_PATH + 32];
-    snprintf(path, sizeof path, "%s/%s", c->out, i ? "summary.json" : "metrics.jsonl");
+    snprintf(path, sizeof path, "%s/%s", c->run.out, i ? "summary.json" : "metrics.jsonl");
     atoll_remove_atomic_leftovers(path);
   }
   return resume_dir ? check_resume(c, root, resume_dir, err) : 0;

@@ -72,12 +72,12 @@ static void metrics_check(atoll_report *rep, int ok) {
   if (!ok && !rep->metrics_errno) rep->metrics_errno = errno ? errno : EIO;
 }
 
-static void metrics_path(const atoll_run *r, char *path, size_t n) { snprintf(path, n, "%s/metrics.jsonl", r->cfg->out); }
+static void metrics_path(const atoll_run *r, char *path, size_t n) { snprintf(path, n, "%s/metrics.jsonl", r->cfg->run.out); }
 
 int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, atoll_err *err) {
   memset(rep, 0, sizeof *rep);
-  rep->step_seconds = calloc((size_t)r->cfg->steps, sizeof(double));
-  if (!rep->step_seconds) return atoll_fail(err, "out of memory for %d steps' timings", r->cfg->steps);
+  rep->step_seconds = calloc((size_t)r->cfg->run.steps, sizeof(double));
+  if (!rep->step_seconds) return atoll_fail(err, "out of memory for %d steps' timings", r->cfg->run.steps);
   if (r->rank != 0) return 0;
   char path[1200];
   metrics_path(r, path, sizeof path);
@@ -172,27 +172,27 @@ static void progress(const atoll_report *rep, const atoll_run *r, const atoll_st
   if (r->rank != 0) return;
   const atoll_config *c = r->cfg;
   int tty = isatty(STDERR_FILENO);
-  if (!(tty || s->step % c->log_every == 0 || s->step == c->steps || s->evaluated)) return;
+  if (!(tty || s->step % c->run.log_every == 0 || s->step == c->run.steps || s->evaluated)) return;
   double tps = tokens_per_step(r) / s->seconds;
-  double eta = (atoll_seconds() - s->run_start) / (s->step - s->start) * (c->steps - s->step);
+  double eta = (atoll_seconds() - s->run_start) / (s->step - s->start) * (c->run.steps - s->step);
   char etabuf[32];
   format_eta(etabuf, sizeof etabuf, eta);
   double flops = tps * atoll_flops_per_token(&c->model, r->seq);
-  fprintf(stderr, "%sstep %d/%d | loss %.4f | %.0f tok/s | %.2f GFLOP/s", tty ? "\r\033[K" : "", s->step, c->steps,
+  fprintf(stderr, "%sstep %d/%d | loss %.4f | %.0f tok/s | %.2f GFLOP/s", tty ? "\r\033[K" : "", s->step, c->run.steps,
           s->loss, tps, flops * 1e-9);
   if (r->peak_flops > 0) fprintf(stderr, " | MFU %.1f%%", 100.0 * flops / (r->peak_flops * r->world_size));
   fprintf(stderr, " | lr %.2e | ETA %s", s->lr, etabuf);
   if (s->evaluated) fprintf(stderr, " | val_loss %.4f", s->val);
   if (s->evaluated && rep->bits_per_nat > 0) fprintf(stderr, " | val_bpb %.4f", s->val * rep->bits_per_nat);
   for (int i = 0; s->evaluated && i < rep->eval_sets; i++) fprintf(stderr, " | %s %.4f", rep->eval_names[i], s->eval[i]);
-  if (!tty || s->evaluated || s->step == c->steps) fputc('\n', stderr);
+  if (!tty || s->evaluated || s->step == c->run.steps) fputc('\n', stderr);
 }
 
 int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s, atoll_err *err) {
   rep->compute_seconds += s->compute;
   rep->loop_seconds = atoll_seconds() - s->run_start;
   if (s->gap > rep->longest_gap) rep->longest_gap = s->gap, rep->longest_gap_step = s->step;
-  if (rep->nsteps_timed < r->cfg->steps) rep->step_seconds[rep->nsteps_timed++] = s->seconds;
+  if (rep->nsteps_timed < r->cfg->run.steps) rep->step_seconds[rep->nsteps_timed++] = s->seconds;
   if (s->evaluated) {
     rep->last_val = s->val;
     rep->have_val = 1;
@@ -252,7 +252,7 @@ static void summary_run(cJSON *s, const atoll_report *rep, const atoll_run *r, i
   double tps = med > 0 ? tokens_per_step(r) / med : 0;
   cJSON_AddNumberToObject(s, "steps", steps_done);
   /* false: stopped early (a signal, --stop-after) with a checkpoint to resume from */
-  cJSON_AddBoolToObject(s, "finished", steps_done >= c->steps);
+  cJSON_AddBoolToObject(s, "finished", steps_done >= c->run.steps);
   cJSON_AddNumberToObject(s, "params", (double)r->whole.nparams);
   cJSON_AddNumberToObject(s, "final_train_loss", last_loss);
   if (rep->have_val)
@@ -288,9 +288,9 @@ static void summary_run(cJSON *s, const atoll_report *rep, const atoll_run *r, i
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)weights_hash);
   cJSON_AddStringToObject(s, "weights_hash", hash);
   cJSON_AddNumberToObject(s, "world_size", r->world_size);
-  cJSON_AddStringToObject(s, "parallel", r->world_size > 1 ? c->parallel : "none");
-  cJSON_AddNumberToObject(s, "shard", c->zero_stage); /* the key before "zero_stage"; kept for readers */
-  cJSON_AddNumberToObject(s, "zero_stage", c->zero_stage);
+  cJSON_AddStringToObject(s, "parallel", r->world_size > 1 ? c->parallel.mode : "none");
+  cJSON_AddNumberToObject(s, "shard", c->parallel.zero_stage); /* the key before "zero_stage"; kept for readers */
+  cJSON_AddNumberToObject(s, "zero_stage", c->parallel.zero_stage);
   double peak, train_peak;
   size_t process_peak = rss_hwm();
   if (rep->process_peak_rss > process_peak) process_peak = rep->process_peak_rss;
@@ -328,7 +328,7 @@ static double summary_comm(cJSON *s, const atoll_report *rep, const atoll_run *r
   cJSON_AddNumberToObject(layout, "tp", r->mesh.tp);
   cJSON_AddStringToObject(layout, "rank_order", "island, pp, dp, tp (tp innermost)");
   cJSON_AddNumberToObject(layout, "microbatches", r->micro_batches);
-  cJSON_AddStringToObject(layout, "schedule", r->mesh.pp > 1 ? r->cfg->schedule : "none");
+  cJSON_AddStringToObject(layout, "schedule", r->mesh.pp > 1 ? r->cfg->parallel.schedule : "none");
   cJSON_AddNumberToObject(layout, "virtual_stages", r->chunks);
   cJSON_AddItemToObject(layout, "stage_parameters_per_rank", per_rank(r, (double)r->lay->nparams, NULL));
   cJSON *axes = cJSON_AddObjectToObject(s, "bytes_per_step_per_rank_by_axis");
@@ -441,7 +441,7 @@ static int write_files(atoll_report *rep, const cJSON *s, const atoll_run *r, at
     metrics_check(rep, flushed && (fsync(fileno(rep->metrics)) == 0 || errno == EINVAL));
     if (rep->metrics_errno) return atoll_fail(err, "%s: cannot write: %s", path, strerror(rep->metrics_errno));
   }
-  snprintf(path, sizeof path, "%s/summary.json", r->cfg->out);
+  snprintf(path, sizeof path, "%s/summary.json", r->cfg->run.out);
   char *text = cJSON_Print(s);
   if (!text) return atoll_fail(err, "%s: out of memory formatting the summary", path);
   size_t len = strlen(text);
@@ -459,7 +459,7 @@ int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, 
   if (r->mesh.pp > 1) summary_pipeline(s, rep, r);
   /* islands: intra-island traffic is the traffic of all the axes above */
   /* (a --join job is one island of the run's --islands) */
-  cJSON_AddNumberToObject(s, "islands", r->net ? r->cfg->islands : r->mesh.islands);
+  cJSON_AddNumberToObject(s, "islands", r->net ? r->cfg->islands.count : r->mesh.islands);
   cJSON_AddItemToObject(s, "intra_island_bytes", per_rank(r, total, NULL));
   if (r->diloco) summary_diloco(s, rep, r);
   cJSON_AddItemToObject(s, "config", atoll_config_to_json(r->cfg));

@@ -21,85 +21,86 @@
 #include <stdlib.h>
 #include <string.h>
 
-double atoll_run_global_batch(const atoll_run *r) { return (double)r->cfg->batch * r->micro_batches * r->replicas; }
+double atoll_run_global_batch(const atoll_run *r) { return (double)r->cfg->data.batch * r->micro_batches * r->replicas; }
 
 int atoll_run_check_layout(const atoll_config *c, int world_size, atoll_err *err) {
-  if (c->islands > 1 && world_size == 1 && !c->join[0]) /* --join: this job is one island */
-    return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands);
-  if ((c->tp > 1 || c->pp > 1) && world_size == 1)
+  if (c->islands.count > 1 && world_size == 1 && !c->islands.join[0]) /* --join: this job is one island */
+    return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands.count);
+  if ((c->parallel.tp > 1 || c->parallel.pp > 1) && world_size == 1)
     return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
-                      c->tp, c->pp);
-  atoll_diloco_config dc = {.sync_every = c->sync_every, .fragments = c->fragments, .overlap = c->overlap};
-  if (c->islands > 1 && atoll_diloco_check(&dc, c->model.layers, err)) return -1;
+                      c->parallel.tp, c->parallel.pp);
+  atoll_diloco_config dc = {.sync_every = c->islands.sync_every, .fragments = c->islands.fragments, .overlap = c->islands.overlap};
+  if (c->islands.count > 1 && atoll_diloco_check(&dc, c->model.layers, err)) return -1;
   return 0;
 }
 
 /* The mesh, and the micro-batches per replica per step. */
 static int setup_mesh(atoll_run *r, atoll_err *err) {
   const atoll_config *c = r->cfg;
-  int joined = c->join[0] != 0; /* islands as separate jobs: this job is one island */
+  int joined = c->islands.join[0] != 0; /* islands as separate jobs: this job is one island */
   if (atoll_run_check_layout(c, r->world_size, err)) return -1;
-  if (atoll_mesh_create(&r->mesh, r->world, joined ? 1 : c->islands, c->tp, c->pp, err)) return -1;
+  if (atoll_mesh_create(&r->mesh, r->world, joined ? 1 : c->islands.count, c->parallel.tp, c->parallel.pp, err)) return -1;
   if (!atoll_shape_tied(&c->model)) { /* an untied LM head: no wte on the last pp_stage to keep equal */
     atoll_comm_free(r->mesh.tie_comm);
     r->mesh.tie_comm = NULL;
   }
-  if (c->zero_stage > 0 && r->mesh.dp == 1)
+  if (c->parallel.zero_stage > 0 && r->mesh.dp == 1)
     return atoll_fail(err, "--zero %d (--shard): ZeRO needs several data-parallel ranks per island (ranks / (tp x pp) > 1); launch with more ranks",
-                      c->zero_stage);
+                      c->parallel.zero_stage);
   r->replicas = r->mesh.islands * r->mesh.dp;
   r->replica = r->mesh.island * r->mesh.dp + r->mesh.dp_rank;
-  r->data_replicas = joined ? c->islands * r->mesh.dp : r->replicas;
-  r->data_replica = joined ? c->island_id * r->mesh.dp + r->mesh.dp_rank : r->replica;
-  r->micro_batches = c->microbatches > 0 ? c->microbatches : c->accum;
-  if (c->global_batch > 0) {
-    long per_step = (long)c->batch * r->replicas;
-    if (c->global_batch % per_step != 0)
-      return atoll_fail(err, "--global-batch %d: not divisible by batch %d x %d data-parallel replicas", c->global_batch,
-                        c->batch, r->replicas);
-    r->micro_batches = (int)(c->global_batch / per_step);
+  r->data_replicas = joined ? c->islands.count * r->mesh.dp : r->replicas;
+  r->data_replica = joined ? c->islands.id * r->mesh.dp + r->mesh.dp_rank : r->replica;
+  r->micro_batches = c->parallel.microbatches > 0 ? c->parallel.microbatches : c->data.accum;
+  if (c->data.global_batch > 0) {
+    long per_step = (long)c->data.batch * r->replicas;
+    if (c->data.global_batch % per_step != 0)
+      return atoll_fail(err, "--global-batch %d: not divisible by batch %d x %d data-parallel replicas", c->data.global_batch,
+                        c->data.batch, r->replicas);
+    r->micro_batches = (int)(c->data.global_batch / per_step);
   }
-  r->chunks = c->virtual_stages;
+  r->chunks = c->parallel.virtual_stages;
   return 0;
 }
 
 static int setup_diloco(atoll_run *r, atoll_err *err) {
   const atoll_config *c = r->cfg;
   atoll_diloco_config dc = {
-      .sync_every = c->sync_every, .outer_lr = c->outer_lr, .outer_momentum = c->outer_momentum,
-      .nesterov = strcmp(c->outer_optimizer, "nesterov") == 0, .fragments = c->fragments,
-      .overlap = c->overlap, .merge_alpha = c->overlap > 0 ? c->merge_alpha : 0.0f,
-      .dtype = (atoll_qtype)atoll_qtype_parse(c->outer_dtype), .wan_gbps = c->wan_gbps,
-      .wan_latency_ms = c->wan_latency_ms, .throttle = c->throttle,
-      .stage3 = r->mesh.dp > 1 && c->zero_stage == 3, .whole = &r->whole, .hooks = r->hooks,
-      .tokens_per_step = (uint64_t)(atoll_run_global_batch(r) * r->seq) / (uint64_t)(c->join[0] ? 1 : r->mesh.islands),
+      .sync_every = c->islands.sync_every, .outer_lr = c->islands.outer_lr, .outer_momentum = c->islands.outer_momentum,
+      .nesterov = strcmp(c->islands.outer_optimizer, "nesterov") == 0, .fragments = c->islands.fragments,
+      .overlap = c->islands.overlap, .merge_alpha = c->islands.overlap > 0 ? c->islands.merge_alpha : 0.0f,
+      .dtype = (atoll_qtype)atoll_qtype_parse(c->islands.outer_dtype), .wan_gbps = c->islands.wan_gbps,
+      .wan_latency_ms = c->islands.wan_latency_ms, .throttle = c->islands.throttle,
+      .stage3 = r->mesh.dp > 1 && c->parallel.zero_stage == 3, .whole = &r->whole, .hooks = r->hooks,
+      .tokens_per_step = (uint64_t)(atoll_run_global_batch(r) * r->seq) / (uint64_t)(c->islands.join[0] ? 1 : r->mesh.islands),
       .ops = atoll_model_ops(r->model), .host_copy = r->host_params};
   if (atoll_diloco_check(&dc, r->lay->shape.layers, err)) return -1; /* before --join registers */
-  if (c->join[0]) { /* islands as separate jobs: the outer exchange goes over the network */
+  if (c->islands.join[0]) { /* islands as separate jobs: the outer exchange goes over the network */
     /* an island of several ranks: each rank has its own data endpoint and session
      * with the coordinator, and exchanges its slice with the same rank of the others */
     char listen[300], advertise[300] = "";
-    if (!c->island_listen[0]) { /* every rank on a free port of the address that reaches the coordinator */
-      if (atoll_sock_default_listen(c->join, listen, sizeof listen, err)) return -1;
-    } else if (atoll_islands_net_rank_endpoint(c->island_listen, r->rank, listen, sizeof listen, err)) {
+    if (!c->islands.listen[0]) { /* every rank on a free port of the address that reaches the coordinator */
+      if (atoll_sock_default_listen(c->islands.join, listen, sizeof listen, err)) return -1;
+    } else if (atoll_islands_net_rank_endpoint(c->islands.listen, r->rank, listen, sizeof listen, err)) {
       return -1;
     }
-    if (c->island_advertise[0] && atoll_islands_net_rank_endpoint(c->island_advertise, r->rank, advertise, sizeof advertise, err))
+    if (c->islands.advertise[0] && atoll_islands_net_rank_endpoint(c->islands.advertise, r->rank, advertise, sizeof advertise, err))
       return atoll_fail(err, "--island-advertise %s: an island of several ranks needs tcp://HOST:PORT (rank r is announced at PORT + r)",
-                        c->island_advertise);
+                        c->islands.advertise);
     size_t slice_b = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank);
     size_t slice_e = atoll_dp_shard_start(r->lay->nparams, r->mesh.dp, r->mesh.dp_rank + 1);
     /* what every island must share: the inner layout, the model's size and this rank's
      * slice of it, and how the data is split over the islands (--islands, --island-data) */
     int shape[] = {r->world_size, r->mesh.tp, r->mesh.pp, r->mesh.dp, r->chunks, (int)(r->lay->nparams >> 31),
                    (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff),
-                   c->islands, atoll_island_data_mode(c->island_data)};
-    atoll_link_config lc = {.join = c->join, .listen = listen, .advertise = advertise, .key_file = c->island_key,
-                            .coordinator_key = c->coordinator_key, .island = (uint32_t)c->island_id,
-                            .islands = (uint32_t)c->islands,
+                   c->islands.count, atoll_island_data_mode(c->islands.data)};
+    atoll_link_config lc = {.join = c->islands.join, .listen = listen, .advertise = advertise, .key_file = c->islands.key,
+                            .coordinator_key = c->islands.coordinator_key, .island = (uint32_t)c->islands.id,
+                            .islands = (uint32_t)c->islands.count,
                             .rank = (uint32_t)r->rank, .ranks = (uint32_t)r->world_size,
                             .layout = atoll_islands_net_layout(shape, (int)(sizeof shape / sizeof shape[0])),
-                            .streams = c->net_streams, .timeout = c->net_timeout, .wait_timeout = 10 * c->net_timeout,
+                            .streams = c->islands.net_streams, .timeout = c->islands.net_timeout,
+                            .wait_timeout = 10 * c->islands.net_timeout,
                             .heartbeat = 0.5, .fail_first_fetch = r->hooks->fetch_fail_rank == r->rank,
                             .feed_bad_momentum = r->hooks->feed_bad_momentum,
                             .commit_sigstop = (uint32_t)r->hooks->commit_sigstop, .bye_sigstop = r->hooks->bye_sigstop};
@@ -117,10 +118,10 @@ static int setup_strategies(atoll_run *r, const atoll_pipeline_config *pc, atoll
   const atoll_config *c = r->cfg;
   if (atoll_pipeline_create(&r->pipe, pc, &r->mesh, r->model, err)) return -1;
   atoll_strategies_add(&r->strategies, atoll_pipeline_strategy(r->pipe));
-  size_t bucket = (size_t)((double)c->bucket_mb * (1 << 20) / sizeof(float));
-  int zero_stage = r->mesh.dp > 1 ? c->zero_stage : 0;
+  size_t bucket = (size_t)((double)c->parallel.bucket_mb * (1 << 20) / sizeof(float));
+  int zero_stage = r->mesh.dp > 1 ? c->parallel.zero_stage : 0;
   if (atoll_dp_create(&r->dp, r->model, r->mesh.dp_comm, r->mesh.island_comm, zero_stage, bucket, err)) return -1;
-  if (strcmp(c->grad_dtype, "bf16") == 0) atoll_dp_set_grad_wire(r->dp, ATOLL_WIRE_BF16);
+  if (strcmp(c->parallel.grad_dtype, "bf16") == 0) atoll_dp_set_grad_wire(r->dp, ATOLL_WIRE_BF16);
   atoll_strategies_add(&r->strategies, atoll_dp_strategy(r->dp));
   /* after the list owns the data-parallel object, so that a failure frees it */
   if (atoll_device_open_coll(c, r->mesh.dp_comm, &r->dcoll, err)) return -1;
@@ -131,14 +132,14 @@ static int setup_strategies(atoll_run *r, const atoll_pipeline_config *pc, atoll
     size_t b, e;
     atoll_dp_shard(r->dp, &b, &e);
     atoll_tp *tp;
-    if (atoll_tp_create(&tp, r->model, r->mesh.tp_comm, c->sequence_parallel, b, e, err)) return -1;
+    if (atoll_tp_create(&tp, r->model, r->mesh.tp_comm, c->parallel.sequence_parallel, b, e, err)) return -1;
     atoll_strategies_add(&r->strategies, atoll_tp_strategy(tp));
   }
-  return c->islands > 1 || c->join[0] ? setup_diloco(r, err) : 0;
+  return c->islands.count > 1 || c->islands.join[0] ? setup_diloco(r, err) : 0;
 }
 
 int atoll_run_check_machine(const atoll_config *c, atoll_err *err) {
-  if (strcmp(c->device, "cpu") == 0 && strcmp(c->precision, "bf16") == 0) return atoll_gemm_bf16_check(err);
+  if (strcmp(c->device.type, "cpu") == 0 && strcmp(c->device.precision, "bf16") == 0) return atoll_gemm_bf16_check(err);
   return 0;
 }
 
@@ -151,16 +152,16 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   r->world = world;
   r->rank = atoll_comm_rank(world);
   r->world_size = atoll_comm_size(world);
-  r->seq = c->seq ? c->seq : c->model.context;
-  snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->out);
+  r->seq = c->data.seq ? c->data.seq : c->model.context;
+  snprintf(r->ckpt_root, sizeof r->ckpt_root, "%s/checkpoints", c->run.out);
   if (atoll_run_check_machine(c, err)) return -1;
   const atoll_ops *ops;
   if (atoll_device_open(c, &ops, r->device_desc, sizeof r->device_desc, err)) return -1;
-  r->peak_flops = 1e12 * (c->peak_tflops > 0 ? c->peak_tflops
-                                             : atoll_device_peak_tflops(r->device_desc, strcmp(c->precision, "bf16") == 0));
+  r->peak_flops = 1e12 * (c->device.peak_tflops > 0 ? c->device.peak_tflops
+                                             : atoll_device_peak_tflops(r->device_desc, strcmp(c->device.precision, "bf16") == 0));
   if (setup_mesh(r, err)) return -1;
-  atoll_pipeline_config pc = {.schedule = c->schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
-                              .batch = c->batch, .seq = r->seq, .max_steps = c->steps,
+  atoll_pipeline_config pc = {.schedule = c->parallel.schedule, .micro_batches = r->micro_batches, .chunks = r->chunks,
+                              .batch = c->data.batch, .seq = r->seq, .max_steps = c->run.steps,
                               .test_forward_ms = r->hooks->stage_forward_ms,
                               .test_backward_ms = r->hooks->stage_backward_ms,
                               .test_forward_units = r->hooks->stage_forward_units,
@@ -169,10 +170,10 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
   if (atoll_pipeline_slots(&pc, &r->mesh, &slots, err)) return -1;
   /* this rank's part: pp_stage s of pp holds chunks s, s + pp, ... of the chunks x pp
    * even chunks of the layers (one chunk: blocks [s L / pp, (s+1) L / pp), L layers) */
-  atoll_part part = {r->mesh.tp, r->mesh.tp_rank, r->mesh.pp_rank, r->mesh.pp, r->chunks, c->sequence_parallel};
+  atoll_part part = {r->mesh.tp, r->mesh.tp_rank, r->mesh.pp_rank, r->mesh.pp, r->chunks, c->parallel.sequence_parallel};
   if (atoll_run_check_memory(c, &part, r->mesh.dp, slots, r->seq, err)) return -1; /* before allocating */
   if (atoll_layout_init(&r->whole, &c->model, err)) return -1;
-  if (atoll_model_create_on(&r->model, &c->model, &part, c->batch, r->seq, slots, ops, err)) return -1;
+  if (atoll_model_create_on(&r->model, &c->model, &part, c->data.batch, r->seq, slots, ops, err)) return -1;
   r->lay = atoll_model_layout(r->model);
   if (ops->device && !(r->host_params = malloc(sizeof(float) * r->lay->nparams)))
     return atoll_fail(err, "out of memory for the host copy of %zu parameters", r->lay->nparams);

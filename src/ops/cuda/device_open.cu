@@ -1,4 +1,4 @@
-/* The CUDA build's opener for --device cuda (src/train/device.h: atoll_cuda_opener),
+/* The CUDA build's opener for --device cuda (src/ops/device_select.h: atoll_cuda_opener),
  * registered by the atoll executable (src/cli/main.c). NOT YET RUN ON A GPU: on a
  * machine without a driver or device it returns NULL with the reason (checked by
  * tests/cli/test_bad_input.sh); the rest waits for tests/gpu/run_device.sh. */
