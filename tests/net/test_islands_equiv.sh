@@ -4,9 +4,10 @@
 # fp32, and fp4 with streaming fragments and overlap (the exchange on its own thread,
 # proven to run beside the inner steps); K = 2 and K = 3; islands given no
 # --island-listen (they listen on their address toward the coordinator); and islands on
-# the shadow device against the in-job CPU run. Compared: every
-# tensor of each island's final model.safetensors (the global weights) and every
-# validation loss.
+# the shadow device against the in-job CPU run; islands stopped between syncs and
+# resumed. Compared: every tensor of each island's final model.safetensors (the global
+# weights) and every validation loss. Also: islands of different batches, whose outer
+# mean is weighted by their tokens.
 #   usage: test_islands_equiv.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -117,6 +118,27 @@ few_flags() {
     && pass "few flags: $(cat "$D/norun.err")" || { fail "few flags: a coordinator without --run (status $rc): $(cat "$D/norun.err")"; sed -n '/^--- a coordinator without/,$p' "$D/coord.log" | tail -n 8; }
 }
 [ -z "${EXCEPT_FEW:-}" ] && few_flags
+
+# islands of different batches (2 and 6 sequences a step): the outer mean weighs each
+# contribution by its tokens. Outer SGD with lr 1 and no momentum, and --merge-alpha 1
+# (each island keeps its own weights): the last outer step makes the global weights
+# (2 l_0 + 6 l_1) / 8 of the islands' own weights l_k, whatever they were before.
+weighted() {
+  D="$TMP/weighted"; mkdir -p "$D"
+  net_keys "$D" 2 || { fail "weighted: keys"; return; }
+  set -- $(free_ports 3)
+  start_coordinator "$D" $1 2 --island-timeout 20
+  W=$(echo "$M" | sed 's/--batch 2 //')" --islands 2 --sync-every 3 --outer-optimizer sgd --outer-lr 1 --outer-momentum 0 --overlap 1 --merge-alpha 1"
+  timeout -k 5 300 $ATOLL train $W --batch 2 $(island_flags "$D" $1 0 $2) --out "$D/net0" >/dev/null 2>"$D/net0.err" &
+  p0=$!
+  timeout -k 5 300 $ATOLL train $W --batch 6 $(island_flags "$D" $1 1 $3) --out "$D/net1" >/dev/null 2>"$D/net1.err" &
+  p1=$!
+  ok=1; wait $p0 || ok=0; wait $p1 || ok=0
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  [ $ok -eq 1 ] || { fail "weighted: an island failed: $(tail -n 1 "$D"/net*.err)"; return; }
+  out=$($PY "$SRC/tests/net/weighted_mean.py" "$D/net0" "$D/net1" 2 6) && pass "weighted: batches 2 and 6, $out" || fail "weighted: $out"
+}
+[ -z "${EXCEPT_WEIGHTED:-}" ] && weighted
 
 # every island stopped between two syncs (and, with overlap, between a sync and its
 # merge) and resumed from its checkpoint: its own weights come back (island_K.safetensors)
