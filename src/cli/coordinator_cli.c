@@ -35,13 +35,15 @@ int atoll_coordinator_main(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll coordinator --listen tcp://ADDR:PORT --keys DIR [--min-islands M] [--island-timeout S] [--state FILE]\n"
-             "                         [--run FILE]\n"
+             "                         [--run FILE] [--quorum-grace S]\n"
              "  DIR holds the coordinator's key.secret (atoll keys --out DIR) and allowed/*.pub, the islands' public keys\n"
              "  --state FILE keeps the run's revision and members there (locked while in use; FILE.lock), so that a\n"
              "  restarted coordinator continues the run; one FILE per run. Without it nothing outlives the process.\n"
              "  The coordinator ends (status 0) once every island that registered has finished its run.\n"
              "  --run FILE: a JSON object of atoll train settings every island takes (model, steps, islands, sync-every...);\n"
-             "  an island started without --islands asks for them and for its slot (its key's place in allowed/, by name)\n");
+             "  an island started without --islands asks for them and for its slot (its key's place in allowed/, by name)\n"
+             "  --quorum-grace S: once --min-islands islands are ready for an exchange, wait at most S seconds for the\n"
+             "  others; the late ones join at the next commit (0, the default: wait for every live island)\n");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -59,6 +61,9 @@ int atoll_coordinator_main(int argc, char **argv) {
     } else if (strcmp(a, "--island-timeout") == 0) {
       if (number(a, val, 0.1, 86400, &v)) return 2;
       c.island_timeout = v;
+    } else if (strcmp(a, "--quorum-grace") == 0) {
+      if (number(a, val, 0, 86400, &v)) return 2;
+      c.quorum_grace = v;
     } else if (strcmp(a, "--run-seconds") == 0) {
       if (number(a, val, 0, 1e6, &v)) return 2;
       c.run_seconds = v;

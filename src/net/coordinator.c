@@ -76,8 +76,10 @@ static void on_ready(coord *c, member *m, const atoll_wire_sync *s, const route 
     return;
   }
   if (!(m->ready && m->ready_step == s->step && m->ready_frag == s->fragment)) m->waiting_told = 0;
-  if (c->revision > 0 && (s->revision != c->revision || s->step <= c->last_step ||
-                          (c->cq.n > 0 && s->step <= c->cq.step && m->joining))) {
+  /* (also: late for an exchange that opened without it when a grace window ended) */
+  int late = c->xq.open && s->step <= c->xq.step && m->joining;
+  if (late || (c->revision > 0 && (s->revision != c->revision || s->step <= c->last_step ||
+                                   (c->cq.n > 0 && s->step <= c->cq.step && m->joining)))) {
     if (!m->joining) {
       if (s->revision != c->revision)
         fprintf(stderr, "coordinator: island %u holds revision %llu, the run is at %llu: it joins at the next commit\n", m->island,
@@ -371,6 +373,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
     long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     atoll_coord_expire(c);
+    if (cfg->quorum_grace > 0) atoll_coord_try_quorum(c); /* a grace window may have ended */
     /* the run is over once every member left and the last ones said they finished */
     if ((finished = c->finished_here > 0 && atoll_coord_live(c) == 0)) break;
   }

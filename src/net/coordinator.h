@@ -1,7 +1,8 @@
 /* The islands' coordinator (docs/islands.md): a small long-running process that never
  * holds weights. It keeps the membership (islands that sent a HELLO or HEARTBEAT
  * within --island-timeout), forms the quorum of each exchange (every live member,
- * once all of them are ready and at least --min-islands are), collects the members'
+ * once all of them are ready and at least --min-islands are; with --quorum-grace, the
+ * ready ones once the grace ends, merge_policy.h), collects the members'
  * hashes of the global weights after it and commits a revision when they all agree.
  * Its state (revision, hash, last step, members) is written atomically to a state
  * file after each commit and membership change, and read back at start, so that a
@@ -22,6 +23,8 @@ typedef struct {
   double island_timeout;  /* seconds of silence before an island is dropped */
   double run_seconds;     /* > 0: stop after this long (tests) */
   const char *run_json;   /* the run's settings for islands that ask (ASK), JSON text; NULL: none */
+  double quorum_grace;    /* > 0: once --min-islands are ready, wait at most this long for the rest
+                             (merge_policy.h); 0: wait for every live island */
 } atoll_coordinator_config;
 
 /* Runs until *stop is set (or run_seconds pass). Returns 0, or -1 with err. */

@@ -89,6 +89,7 @@ typedef struct {
   int last_members; /* islands in the last exchange applied */
   int restored_members; /* members in the state file: wait for them (or the grace) after a restart */
   double started;
+  double first_ready; /* when the first island became ready for the next exchange (0: none yet) */
   atoll_wire_member qmem[MAX_MEMBERS]; /* the open exchange's members, resent on a repeated READY */
   uint32_t qrank[MAX_MEMBERS];         /* their ranks: rank r's QUORUM lists the rank-r members */
   uint32_t ranks;                      /* ranks per island in this run (0: none registered yet) */

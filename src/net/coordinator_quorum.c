@@ -1,6 +1,7 @@
 /* The coordinator's exchanges: forming the quorum, GO once every member holds every
  * piece, and aborting. */
 #include "net/coordinator_int.h"
+#include "net/merge_policy.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -118,14 +119,26 @@ static int restart_grace(coord *c) {
   return 1;
 }
 
-/* Opens the exchange of (step, frag) with the n whole members, in island order. */
-static void open_exchange(coord *c, int n, uint32_t step, uint32_t frag) {
+/* Whether every rank of island `id` is ready for (step, frag). */
+static int island_ready(const coord *c, uint32_t id, uint32_t step, uint32_t frag) {
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && !c->m[i].joining && c->m[i].island == id &&
+        !(c->m[i].ready && c->m[i].ready_step == step && c->m[i].ready_frag == frag))
+      return 0;
+  return 1;
+}
+
+/* Opens the exchange of (step, frag) with the n whole members, in island order (with
+ * only_ready, those of islands ready for it). */
+static void open_exchange(coord *c, int n, uint32_t step, uint32_t frag, int only_ready) {
   group *g = &c->xq;
   memset(g, 0, sizeof *g);
+  c->first_ready = 0;
   int k = 0;
   for (uint32_t id = 0; id < ATOLL_WIRE_MAX_MEMBERS && k < n; id++)
     for (int i = 0; i < MAX_MEMBERS; i++)
-      if (c->m[i].used && !c->m[i].joining && c->m[i].island == id && atoll_coord_island_whole(c, id)) {
+      if (c->m[i].used && !c->m[i].joining && c->m[i].island == id && atoll_coord_island_whole(c, id) &&
+          (!only_ready || island_ready(c, id, step, frag))) {
         c->qrank[k] = c->m[i].rank;
         c->qmem[k].island = id;
         memcpy(c->qmem[k].key, c->m[i].key, ATOLL_KEY_BYTES);
@@ -146,10 +159,33 @@ static void open_exchange(coord *c, int n, uint32_t step, uint32_t frag) {
   }
 }
 
-/* Forms the quorum when every live member is ready for the same exchange. */
+/* The grace window ended (merge_policy.h): the exchange of (step, frag) opens with the
+ * islands ready for it; every rank of the others is late and joins at the next commit. */
+static void open_without_late(coord *c, uint32_t step, uint32_t frag) {
+  int n = 0;
+  for (int i = 0; i < MAX_MEMBERS; i++) {
+    member *m = &c->m[i];
+    if (!m->used || m->joining || !atoll_coord_island_whole(c, m->island)) continue;
+    if (island_ready(c, m->island, step, frag)) {
+      n++;
+      continue;
+    }
+    fprintf(stderr, "coordinator: step %u: island %u is late (--quorum-grace %g s ended): the exchange opens without it; it joins at the next commit\n",
+            step, m->island, c->cfg->quorum_grace);
+    for (int o = 0; o < MAX_MEMBERS; o++) /* all its ranks */
+      if (c->m[o].used && c->m[o].island == m->island && !c->m[o].joining) {
+        c->m[o].joining = 1;
+        if (c->m[o].ready) atoll_coord_send_text(c, &c->m[o].ready_to, ATOLL_WIRE_WAIT, "behind the run: joining at the next commit");
+      }
+  }
+  open_exchange(c, n, step, frag, 1);
+}
+
+/* Forms the quorum when every live member is ready for the same exchange, or, with a
+ * grace window, when enough are and the window ended (merge_policy.h). */
 void atoll_coord_try_quorum(coord *c) {
   if (c->xq.open) return;
-  int n = 0, islands = 0, ready = 0, differ = 0;
+  int n = 0, islands = 0, ready = 0, differ = 0, waiting = 0;
   uint32_t step = 0, frag = 0, hi_step = 0, hi_frag = 0;
   for (int i = 0; i < MAX_MEMBERS; i++) {
     if (c->m[i].used && c->m[i].joining == 2) { /* fetching the state: it is about to be a member */
@@ -163,7 +199,11 @@ void atoll_coord_try_quorum(coord *c) {
     }
     n++;
     islands += c->m[i].rank == 0;
-    if (!c->m[i].ready) return;
+    if (!c->m[i].ready) {
+      if (c->cfg->quorum_grace <= 0) return;
+      waiting++;
+      continue;
+    }
     uint32_t s = c->m[i].ready_step, f = c->m[i].ready_frag;
     if (ready++ == 0) step = hi_step = s, frag = hi_frag = f;
     else if (s != step || f != frag) differ = 1;
@@ -175,12 +215,27 @@ void atoll_coord_try_quorum(coord *c) {
     atoll_coord_try_quorum(c);
     return;
   }
+  if (waiting) { /* some not ready, with a grace window: the policy decides */
+    if (ready == 0) return;
+    double now = atoll_net_now(), wake;
+    if (c->first_ready == 0) c->first_ready = now;
+    int ready_islands = 0;
+    for (int i = 0; i < MAX_MEMBERS; i++)
+      if (c->m[i].used && !c->m[i].joining && c->m[i].rank == 0 && atoll_coord_island_whole(c, c->m[i].island) &&
+          island_ready(c, c->m[i].island, step, frag))
+        ready_islands++;
+    atoll_merge_policy p = {c->cfg->min_islands, c->cfg->quorum_grace};
+    if (atoll_policy_quorum(&p, islands, ready_islands, c->first_ready, now, &wake) != ATOLL_POLICY_OPEN) return;
+    if (restart_grace(c)) return;
+    open_without_late(c, step, frag);
+    return;
+  }
   if (restart_grace(c)) return;
   if (too_few(c, islands, step)) {
     atoll_coord_feed_waiting(c);
     return;
   }
-  open_exchange(c, n, step, frag);
+  open_exchange(c, n, step, frag, 0);
 }
 
 /* Every member of the exchange holds every piece: each may apply it (GO). */

@@ -42,6 +42,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The loop's own state; the strategies keep theirs (atoll_run holds them). */
@@ -403,6 +404,10 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
     for (;;) pause(); /* test hook, a stalled peer: the others' watchdog must end the job */
   double t0 = atoll_seconds(), norm;
   float loss = train_step(l, step, &norm);
+  if (r->hooks->step_ms > 0) { /* test hook: a slower machine */
+    struct timespec ts = {r->hooks->step_ms / 1000, (long)(r->hooks->step_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   if (r->hooks->nan_step == step + 1) { /* test hooks */
     if (r->hooks->nan_island < 0) loss = NAN;
     else if (r->mesh.island == r->hooks->nan_island) norm = NAN;
