@@ -39,6 +39,8 @@ static const struct {
     INT_HOOK("ATOLL_FAULT_BYE_SIGSTOP", 0, 1, bye_sigstop),
     INT_HOOK("ATOLL_TEST_OVERLAP_PROOF", 0, 1, overlap_proof),
     INT_HOOK("ATOLL_TEST_STEP_MS", 0, 600000, step_ms),
+    INT_HOOK("ATOLL_TEST_PAUSE_STEP", 0, 1L << 30, pause_step),
+    INT_HOOK("ATOLL_TEST_PAUSE_MS", 0, 600000, pause_ms),
 };
 
 int atoll_test_hooks_from_env(atoll_test_hooks *h, atoll_err *err) {

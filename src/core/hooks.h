@@ -28,6 +28,7 @@ typedef struct atoll_test_hooks {
   int feed_bad_momentum;    /* ATOLL_FAULT_FEED_MOMENTUM=1: with --join, the outer momentum this island sends to joiners has a bit flipped */
   int bye_sigstop;          /* ATOLL_FAULT_BYE_SIGSTOP=1: with --join, the finished island stops itself (SIGSTOP) before its goodbye */
   int step_ms;              /* ATOLL_TEST_STEP_MS=N: every inner step takes N ms longer (a slower island; 0: none) */
+  int pause_step, pause_ms; /* ATOLL_TEST_PAUSE_STEP=S, ATOLL_TEST_PAUSE_MS=M: step S takes M ms longer (0: none) */
   int overlap_proof;        /* ATOLL_TEST_OVERLAP_PROOF=1: with --overlap T, an exchange begins only once the training
                              * thread has taken the T steps after its sync or waits for it (evaluation, checkpoints);
                              * an exchange not in the background fails after 60 s */

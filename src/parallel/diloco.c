@@ -125,9 +125,11 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->pending_wan = calloc((size_t)cfg->fragments, sizeof(double));
   d->pending_clock = calloc((size_t)cfg->fragments, sizeof(double));
   d->job.frags = calloc((size_t)cfg->fragments, sizeof(int));
+  d->late = cfg->link ? malloc(sizeof(float) * (n + 1)) : NULL;
+  d->late_tokens = calloc((size_t)cfg->fragments, sizeof(double));
   if (!d->global || !d->momentum || !d->delta || !d->sum || !d->decoded || !d->send || !d->recv || !d->counts ||
       !d->frag_begin || !d->frag_end || !d->merge_due || !d->pending_wan || !d->pending_clock || !d->hashes ||
-      !d->verdicts || !d->tie_global || !d->tie_momentum || !d->job.frags) {
+      !d->verdicts || !d->tie_global || !d->tie_momentum || !d->job.frags || (cfg->link && !d->late) || !d->late_tokens) {
     atoll_diloco_destroy(d);
     return atoll_fail(err, "out of memory for the outer state");
   }
@@ -156,6 +158,8 @@ void atoll_diloco_destroy(atoll_diloco *d) {
   free(d->global);
   free(d->momentum);
   free(d->delta);
+  free(d->late);
+  free(d->late_tokens);
   free(d->sum);
   free(d->decoded);
   free(d->send);

@@ -66,6 +66,8 @@ typedef struct {
   /* an exchange is in flight on a thread of its own (1) or was joined (0): meanwhile
    * that thread alone calls the entries above; NULL: not told */
   void (*busy)(void *ctx, int on);
+  /* the revision of the global weights this rank holds (a join raises it); NULL: none */
+  uint64_t (*revision)(void *ctx);
 } atoll_outer_link;
 
 typedef struct {
@@ -106,6 +108,9 @@ typedef struct {
   uint64_t merges;             /* outer steps applied to the weights (fragments counted) */
   uint64_t staleness_sum;      /* over those: steps between the sync and the merge */
   int staleness_max;           /* (0 without --overlap: applied at once) */
+  uint64_t late_kept;          /* islands as separate jobs: contributions that came too late for
+                                * their exchange (the island joined instead) and were kept */
+  uint64_t late_merged;        /* and merged into a later exchange, staleness-weighted */
 } atoll_diloco_stats;
 
 typedef struct atoll_diloco atoll_diloco;

@@ -137,14 +137,38 @@ static uint64_t phase_tokens(const atoll_diloco *d, int f, int step) {
   return d->cfg.tokens_per_step * (uint64_t)(since > 0 ? since : 0);
 }
 
+/* Late contributions. An island whose exchange opened without it (the coordinator's
+ * grace window ended, or it was behind) joins with the committed state instead; its
+ * outer gradient g_late, of t_late tokens, is kept and merged into its next exchange of
+ * that fragment with its fresh one g (t tokens), discounted by its staleness s (the
+ * revisions it missed): that exchange's contribution is
+ *     (t g + w g_late) / (t + w), of t + w tokens, w = t_late / (1 + s)
+ * (docs/islands.md, "Late contributions"). Late again, the combined one is kept in turn,
+ * so older work fades by 1 / (1 + s) per miss rather than being lost. */
+static void late_fold(atoll_diloco *d, float *delta, size_t b, size_t n, int f, uint64_t *tokens) {
+  double w = d->late_tokens[f];
+  if (w <= 0) return;
+  const float *g = d->late + (b - d->slice_begin);
+  double t = (double)*tokens, a = t / (t + w), c = w / (t + w);
+  for (size_t i = 0; i < n; i++) delta[i] = (float)(a * delta[i] + c * g[i]);
+  *tokens += (uint64_t)(w + 0.5);
+}
+
+static void late_keep(atoll_diloco *d, const float *delta, size_t b, size_t n, int f, uint64_t tokens, uint64_t missed) {
+  memcpy(d->late + (b - d->slice_begin), delta, sizeof(float) * n);
+  d->late_tokens[f] = (double)tokens / (1.0 + (double)missed);
+}
+
 /* The link's mean of delta on [b, e); the island's ranks join together or ask again
  * together (2 or 3, see link.h). */
 static int link_mean(atoll_diloco *d, const diloco_comms *k, float *delta, size_t b, size_t e, int step, int f,
-                     atoll_err *err) {
+                     atoll_diloco_stats *st, atoll_err *err) {
   const atoll_outer_link *link = d->cfg.link;
   size_t bad;
   int rc;
-  uint64_t tokens = phase_tokens(d, f, step);
+  uint64_t tokens = phase_tokens(d, f, step), rev0 = link->revision ? link->revision(link->ctx) : 0;
+  int folded = d->late_tokens[f] > 0;
+  late_fold(d, delta, b, e - b, f, &tokens);
   for (;;) {
     rc = link->mean(link->ctx, d->cfg.dtype, delta, e - b, tokens, step, f, &bad, err);
     if (rc < 0) return -1;
@@ -155,7 +179,14 @@ static int link_mean(atoll_diloco *d, const diloco_comms *k, float *delta, size_
     if (!any) break;
     if (rc == 2 && link->unjoin) link->unjoin(link->ctx);
   }
-  if (rc == 2) return 2;
+  if (rc == 2) { /* joined instead: this contribution is kept for the next exchange */
+    uint64_t rev1 = link->revision ? link->revision(link->ctx) : rev0;
+    late_keep(d, delta, b, e - b, f, tokens, rev1 > rev0 ? rev1 - rev0 : 1);
+    st->late_kept++;
+    return 2;
+  }
+  if (folded) st->late_merged++;
+  d->late_tokens[f] = 0;
   if (bad != SIZE_MAX && d->bad_at == SIZE_MAX) d->bad_at = b + bad;
   return 0;
 }
@@ -172,7 +203,7 @@ static int exchange_fragment(atoll_diloco *d, const diloco_comms *k, int f, int 
   const atoll_outer_link *link = d->cfg.link;
   uint64_t link_before = link ? link->bytes_sent(link->ctx) : 0;
   if (link) {
-    int rc = link_mean(d, k, delta, b, e, step, f, err);
+    int rc = link_mean(d, k, delta, b, e, step, f, st, err);
     if (rc) return rc;
   } else if (d->mesh->islands > 1) {
     islands_mean(d, k, delta, n, b);
@@ -263,6 +294,8 @@ void atoll_diloco_job_start(atoll_diloco *d) {
 }
 
 static void add_counted(atoll_diloco_stats *s, const atoll_diloco_stats *c) {
+  s->late_kept += c->late_kept;
+  s->late_merged += c->late_merged;
   s->outer_syncs += c->outer_syncs;
   s->inter_island_bytes += c->inter_island_bytes;
   s->wan_seconds += c->wan_seconds;

@@ -57,6 +57,11 @@ struct atoll_diloco {
   atoll_err err_late;
   /* scratch */
   float *delta, *sum, *decoded;
+  /* with a link: a contribution that came too late for its exchange (diloco_exchange.c,
+   * "Late contributions"): its outer gradient on fragment f's range and its weight in
+   * tokens, already discounted for staleness (0: none) */
+  float *late;
+  double *late_tokens;
   uint8_t *send, *recv;
   size_t *counts;
   uint64_t *hashes;          /* [islands] */

@@ -31,6 +31,7 @@ static int net_commit(void *ctx, int step, const float *global, size_t n, atoll_
   return atoll_link_commit(link_of(ctx), (uint32_t)step, hash, err);
 }
 
+static uint64_t net_revision(void *ctx) { return atoll_link_revision(link_of(ctx)); }
 static uint64_t net_bytes(void *ctx) { return atoll_link_get_stats(link_of(ctx)).wire_bytes; }
 static void net_bind(void *ctx, float *global, float *momentum, size_t n) { atoll_link_bind(link_of(ctx), global, momentum, n); }
 static int net_joined_step(void *ctx) { return (int)atoll_link_joined_step(link_of(ctx)); }
@@ -66,7 +67,7 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
     return -1;
   }
   n->base.ops = &NET_OPS;
-  n->outer = (atoll_outer_link){n, net_mean, net_commit, net_bytes, net_bind, net_joined_step, net_unjoin, net_busy};
+  n->outer = (atoll_outer_link){n, net_mean, net_commit, net_bytes, net_bind, net_joined_step, net_unjoin, net_busy, net_revision};
   *out = n;
   return 0;
 }

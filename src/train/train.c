@@ -404,8 +404,10 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
     for (;;) pause(); /* test hook, a stalled peer: the others' watchdog must end the job */
   double t0 = atoll_seconds(), norm;
   float loss = train_step(l, step, &norm);
-  if (r->hooks->step_ms > 0) { /* test hook: a slower machine */
-    struct timespec ts = {r->hooks->step_ms / 1000, (long)(r->hooks->step_ms % 1000) * 1000000L};
+  /* test hooks: a slower machine, and a one-off stall */
+  int slow_ms = r->hooks->step_ms + (r->hooks->pause_step == step + 1 ? r->hooks->pause_ms : 0);
+  if (slow_ms > 0) {
+    struct timespec ts = {slow_ms / 1000, (long)(slow_ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
   }
   if (r->hooks->nan_step == step + 1) { /* test hooks */

@@ -383,6 +383,10 @@ static void summary_timeline(cJSON *s, const atoll_report *rep, const atoll_run 
   cJSON_AddNumberToObject(s, "merges", (double)d->merges);
   cJSON_AddNumberToObject(s, "staleness_steps_max", d->staleness_max);
   cJSON_AddNumberToObject(s, "staleness_steps_mean", d->merges ? (double)d->staleness_sum / (double)d->merges : 0);
+  if (r->net) { /* contributions too late for their exchange, kept and merged into a later one */
+    cJSON_AddNumberToObject(s, "late_contributions_kept", (double)d->late_kept);
+    cJSON_AddNumberToObject(s, "late_contributions_merged", (double)d->late_merged);
+  }
 }
 
 static void summary_diloco(cJSON *s, const atoll_report *rep, const atoll_run *r) {

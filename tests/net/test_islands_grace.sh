@@ -5,8 +5,10 @@
 # Asserted: exchanges open without island 2 once the grace ends (the coordinator says
 # so), island 2 joins at a following commit with the committed state, islands 0 and 1
 # finish every step with bit-identical global weights, and no commit sees a hash
-# mismatch. Then the same run without a grace window: every exchange waits for island
-# 2. The fast islands' longest gaps between steps and compute utilisation (summary.json)
+# mismatch. Then island 2 late once (one stalled step): its outer gradient of that
+# phase is kept and merged, staleness-weighted, into its next exchange, and all three
+# end bit-identical. Last, the slow island without a grace window: every exchange waits
+# for island 2. The fast islands' longest gaps between steps and compute utilisation (summary.json)
 # are printed, not judged.
 #   usage: test_islands_grace.sh ATOLL SRC
 ATOLL=$1; SRC=$2
@@ -15,15 +17,18 @@ ATOLL=$1; SRC=$2
 . "$SRC/tests/net/islands_lib.sh"
 M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 0 --eval-batches 1 --save-every 0 --steps 18 --islands 3 --sync-every 3"
 
-# run NAME GRACE: three islands, island 2 slow; leaves the gaps in $D
+# run NAME GRACE [SLOW_MS PAUSE_STEP PAUSE_MS]: three islands, each step 50 ms longer
+# and island 2's SLOW_MS (default 250), and island 2's step PAUSE_STEP PAUSE_MS more
 run() {
   D="$TMP/$1"; mkdir -p "$D"
   net_keys "$D" 3 || { fail "$1: keys"; return 1; }
+  slow2=${3:-250} pstep=${4:-0} pms=${5:-0}
   set -- "$2" $(free_ports 4)
   start_coordinator "$D" $2 2 --island-timeout 20 --quorum-grace $1
   for i in 0 1 2; do
-    slow=50; [ $i = 2 ] && slow=250
-    ATOLL_TEST_STEP_MS=$slow timeout -k 5 120 $ATOLL train $M $(island_flags "$D" $2 $i $(eval echo \${$((i + 3))})) \
+    slow=50; ps=0; [ $i = 2 ] && slow=$slow2 && ps=$pstep
+    ATOLL_TEST_STEP_MS=$slow ATOLL_TEST_PAUSE_STEP=$ps ATOLL_TEST_PAUSE_MS=$pms \
+      timeout -k 5 120 $ATOLL train $M $(island_flags "$D" $2 $i $(eval echo \${$((i + 3))})) \
       --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
     eval "P$i=\$!"
   done
@@ -44,6 +49,23 @@ grep -q "island 2 joins at step" "$D/coord.log" && pass "grace: island 2 joined 
 grep -q "hash mismatch" "$D/coord.log" && fail "grace: hash mismatch" || pass "grace: no hash mismatch at any commit"
 out=$($PY "$SRC/tests/net/same_weights.py" "$D/net0" "$D/net1") && pass "grace: islands 0 and 1 end with the same global weights: $out" || fail "grace: $out"
 echo "grace: island 0: $(gap "$D/net0"); island 1: $(gap "$D/net1")"
+
+# island 2 stalls once (step 2, 0.6 s) and is late for the first exchange: it joins, and
+# its outer gradient of that phase is kept and merged into its next exchange,
+# staleness-weighted (summary.json late_contributions_kept / _merged); all three islands
+# then end bit-identical
+run late 0.3 50 2 600
+if [ $R0 -eq 0 ] && [ $R1 -eq 0 ] && [ $R2 -eq 0 ]; then pass "late: all three islands finished"
+else fail "late: statuses $R0 $R1 $R2"; tail -n 3 "$D"/net*.err; fi
+grep -q "island 2 is late" "$D/coord.log" && pass "late: an exchange opened without island 2" || fail "late: island 2 was never late"
+counts=$($PY -c 'import json, sys; s = json.load(open(sys.argv[1])); print(s["late_contributions_kept"], s["late_contributions_merged"])' "$D/net2/summary.json")
+set -- $counts
+[ "${1:-0}" -ge 1 ] && [ "${2:-0}" -ge 1 ] && pass "late: island 2 kept $1 late contribution(s) and merged $2 into later exchanges" \
+  || fail "late: island 2 kept ${1:-?}, merged ${2:-?} late contributions"
+grep -q "3 islands in the exchange (were 2)" "$D/coord.log" && pass "late: island 2 is back in the exchanges" || fail "late: island 2 never exchanged again"
+for i in 1 2; do
+  out=$($PY "$SRC/tests/net/same_weights.py" "$D/net0" "$D/net$i") && pass "late: islands 0 and $i end with the same global weights: $out" || fail "late: island $i: $out"
+done
 
 run nograce 0
 [ $R0 -eq 0 ] && [ $R1 -eq 0 ] && [ $R2 -eq 0 ] && pass "no grace: all three islands finished" || fail "no grace: statuses $R0 $R1 $R2"
