@@ -6,7 +6,7 @@
 # float32 (tests/cli/tb_events_check.py): --eval-data's val_loss_NAME, a resume from an
 # earlier checkpoint (a second file; TensorBoard shows the resumed steps, not the
 # replaced ones; the directory carried by the checkpoint), 2 DiLoCo islands' numbers;
-# a directory that cannot be made gets one line.
+# a directory that cannot be made gets one line; a full disk stops the run in one line.
 # usage: test_tensorboard.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -26,6 +26,19 @@ else
   fail "/usr/bin/python3 lacks matplotlib (scripts/setup.sh installs python3-matplotlib)"
 fi
 expect_error "--tensorboard under /proc" "/proc/atoll_tb" $ATOLL train $M --steps 1 --out "$TMP/bad" --tensorboard /proc/atoll_tb
+# a full disk (a 4 KiB tmpfs in a mount namespace of its own): the run stops in one line
+# naming the event file, as it does for metrics.jsonl
+if unshare -m true 2>/dev/null; then
+  mkdir "$TMP/fd"
+  unshare -m sh -c "mount -t tmpfs -o size=4k tmpfs '$TMP/fd' && exec $ATOLL train $TINY --data '$TMP/data' --steps 80 \
+    --eval-every 0 --save-every 0 --out '$TMP/fdrun' --tensorboard '$TMP/fd/tb'" >/dev/null 2>"$TMP/fd.err"
+  rc=$?
+  last=$(tail -1 "$TMP/fd.err")
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && echo "$last" | grep -q "tfevents.*: cannot write: No space left on device; stopping at step"
+  then pass "a full disk under --tensorboard: $last"; else fail "a full disk under --tensorboard (status $rc): $last"; fi
+else
+  echo "skip: no mount namespace here (unshare -m): the full-disk case"
+fi
 [ $FAILS -eq 0 ] || finish # the rest needs the venv; a failure above is not a skip
 
 use_venv tensorboard
