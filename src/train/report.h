@@ -53,8 +53,7 @@ void atoll_report_rss_reset(atoll_report *rep);
 /* One step done (and evaluated): its times, the steps' memory peak, a metrics.jsonl
  * line (and event) and the progress line. Collective with several ranks: all return -1
  * if rank 0 could not write metrics.jsonl or the event file (a full disk; rank 0 has
- * the message), so the run
- * stops instead of going on without its record. */
+ * the message), so the run stops instead of going on without its record. */
 typedef struct {
   int step, start;           /* steps done; the step this process started at */
   double run_start;          /* the loop's start */
