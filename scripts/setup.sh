@@ -18,6 +18,7 @@ PKGS=(
   zlib1g-dev linux-doc-6.1 # gzip input for atoll prepare; the larger corpus (scripts/corpus.sh, tested)
   clang libclang-rt-14-dev # libFuzzer targets
   python3-torch python3-numpy  # PyTorch reference check and benchmark (/usr/bin/python3)
+  python3-matplotlib       # scripts/plot_runs.py: loss curves of runs as a PNG
   python3-venv             # scripts/venv.sh: PyTorch 2.x, transformers, tokenizers from PyPI
 )
 missing=()

@@ -3,7 +3,10 @@
  * checkpoints newer than a resumed step, per-file hashes (required from version 2),
  * weights_hash and non-negative second moments checked at load, and the
  * atomic whole-file writer; the exact size limit of the whole-file reader and a parent
- * directory sync whose failure is reported. */
+ * directory sync whose failure is reported; the TensorBoard event file's CRC-32C against
+ * its check value, its first record's framing, a second file sorting after the first,
+ * and a failed write reported (tests/cli/test_tensorboard.sh reads whole files back with
+ * TensorBoard's reader). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -14,6 +17,7 @@
 #include "ckpt_fixture.h"
 #include "core/fs.h"
 #include "core/rng.h"
+#include "train/tb_events.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -445,6 +449,50 @@ static void test_sync_parent(void) {
   CHECK_MSG(err, "no_such_dir");
 }
 
+/* ------------------------------------------------------- TensorBoard --- */
+
+static uint32_t le32(const unsigned char *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t masked(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
+
+static void test_tensorboard(void) {
+  /* the CRC-32C check value (RFC 3720's polynomial) and the empty string */
+  CHECK(atoll_crc32c("123456789", 9) == 0xE3069283u);
+  CHECK(atoll_crc32c("", 0) == 0);
+  char dir[600];
+  path_in(dir, sizeof dir, "tb");
+  atoll_err err = {{0}};
+  atoll_tb a, b;
+  CHECK_OK(atoll_tb_open(&a, dir, 1, &err), &err);
+  CHECK_OK(atoll_tb_open(&b, dir, 3, &err), &err); /* the same second: a higher number */
+  CHECK(strcmp(a.path, b.path) < 0);
+  atoll_tb_scalar v[2] = {{"loss", 2.5f}, {"lr", 1e-3f}};
+  CHECK(atoll_tb_scalars(&a, 1.0, 1, v, 2) == 0 && atoll_tb_sync(&a) == 0);
+  /* the first record: 8-byte length, its masked CRC, an Event of wall_time (field 1,
+   * fixed64) and file_version "brain.Event:2" (field 3), the data's masked CRC */
+  unsigned char buf[64];
+  FILE *f = fopen(a.path, "rb");
+  size_t got = f ? fread(buf, 1, sizeof buf, f) : 0;
+  if (f) fclose(f);
+  CHECK(got == sizeof buf);
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; i--) len = len << 8 | buf[i];
+  CHECK(len == 9 + 2 + 13);
+  CHECK(le32(buf + 8) == masked(atoll_crc32c(buf, 8)));
+  CHECK(buf[12] == 0x09 && buf[21] == 0x1a && buf[22] == 13 && memcmp(buf + 23, "brain.Event:2", 13) == 0);
+  CHECK(le32(buf + 12 + len) == masked(atoll_crc32c(buf + 12, len)));
+  atoll_tb_close(&a);
+  atoll_tb_close(&b);
+  /* a full disk: the write fails with its errno */
+  atoll_tb full = {.f = fopen("/dev/full", "w")};
+  if (full.f) {
+    CHECK(atoll_tb_scalars(&full, 1.0, 1, v, 2) == -1 && errno == ENOSPC);
+    atoll_tb_close(&full);
+  }
+  /* a directory that cannot be made is named */
+  CHECK(atoll_tb_open(&a, "/proc/atoll_tb", 1, &err) != 0);
+  CHECK_MSG(err, "/proc/atoll_tb");
+}
+
 int main(void) {
   snprintf(g_tmp, sizeof g_tmp, "/tmp/atoll_test_run_dir_XXXXXX");
   if (!mkdtemp(g_tmp)) {
@@ -461,6 +509,7 @@ int main(void) {
   test_write_atomic();
   test_read_limit();
   test_sync_parent();
+  test_tensorboard();
   rm_rf(g_tmp);
   CHECK_DONE();
 }

@@ -112,6 +112,7 @@ typedef struct {
   int keep;              /* checkpoints kept in OUT/checkpoints */
   int log_every;         /* steps between progress lines when stderr is not a terminal */
   int stop_after;        /* save and stop after this step (0: off); not saved in checkpoints */
+  char tensorboard[1024]; /* TensorBoard event files' directory ("": none) */
 } atoll_run_config;
 
 /* parallel: the ranks of one job: data parallel, ZeRO, tensor and pipeline parallel

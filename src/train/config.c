@@ -84,6 +84,7 @@ static const key_spec KEYS[] = {
     {"save-every", K_INT, F(run.save_every), 0, INT_MAX, "steps between checkpoints (0: end only)"},
     {"keep", K_INT, F(run.keep), 1, MAX_COUNT, "checkpoints kept"},
     {"log-every", K_INT, F(run.log_every), 1, INT_MAX, "steps between progress lines when not on a terminal"},
+    {"tensorboard", STR(run.tensorboard), "write the metrics also as TensorBoard scalars: an event file in this directory (not given: none; docs/usage.md)"},
     {"stop-after", K_INT, F(run.stop_after), 0, INT_MAX, "save and stop once this step is done (0: run to --steps)"},
     {"global-batch", K_INT, F(data.global_batch), 0, INT_MAX, "sequences per step over all ranks; sets accum = global-batch / (batch x ranks)"},
     {"parallel", STR(parallel.mode), "data-parallel mode with several ranks: ddp"},

@@ -1,5 +1,6 @@
 /* What a run reports (train_report.c): the progress line (rank 0, stderr),
- * OUT/metrics.jsonl (one object per step) and OUT/summary.json (the run's one
+ * OUT/metrics.jsonl (one object per step), with --tensorboard DIR the same numbers as
+ * TensorBoard scalars (tb_events.h), and OUT/summary.json (the run's one
  * machine-readable result). The report owns the numbers it accumulates over the steps.
  * Internal to src/train/. */
 #ifndef ATOLL_TRAIN_REPORT_H
@@ -7,12 +8,15 @@
 
 #include "train/eval_sets.h"
 #include "train/run.h"
+#include "train/tb_events.h"
 
 enum { ATOLL_AXES = 4 }; /* data, tensor, pipeline, embedding tie */
 
 typedef struct {
   FILE *metrics;          /* rank 0 only */
   int metrics_errno;      /* rank 0: the first failed write to metrics.jsonl (0: none) */
+  atoll_tb tb;            /* rank 0 with --tensorboard: the event file (tb.f NULL: none) */
+  int tb_errno;           /* rank 0: the first failed write to it */
   double *step_seconds;   /* per step this process ran */
   int nsteps_timed;
   float last_val;
@@ -33,7 +37,8 @@ typedef struct {
 } atoll_report;
 
 /* Opens metrics.jsonl keeping the metrics of steps <= keep_steps (a resumed run
- * rewrites what follows). */
+ * rewrites what follows); with --tensorboard, a new event file whose steps replace
+ * those after keep_steps in TensorBoard's view of the directory. */
 int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, atoll_err *err);
 void atoll_report_close(atoll_report *rep);
 /* The validation split's tokens and bytes of text (bytes 0: unknown, as in manifests
@@ -46,9 +51,9 @@ void atoll_report_comm_end(atoll_report *rep, const atoll_run *r);
  * not count in the steps' peak. */
 void atoll_report_rss_reset(atoll_report *rep);
 /* One step done (and evaluated): its times, the steps' memory peak, a metrics.jsonl
- * line and the progress line. Collective with several ranks: all return -1 if rank 0
- * could not write metrics.jsonl (a full disk; rank 0 has the message), so the run
- * stops instead of going on without its record. */
+ * line (and event) and the progress line. Collective with several ranks: all return -1
+ * if rank 0 could not write metrics.jsonl or the event file (a full disk; rank 0 has
+ * the message), so the run stops instead of going on without its record. */
 typedef struct {
   int step, start;           /* steps done; the step this process started at */
   double run_start;          /* the loop's start */

@@ -10,7 +10,7 @@
 /* The keys a run may not set for its islands: their own files, addresses and slot. */
 static const char *const OWN[] = {"data", "out", "resume", "move-newer", "join", "island-key", "coordinator-key",
                                   "island-listen", "island-advertise", "island-id", "init-from", "init-from-hf",
-                                  "eval-data", "stop-after", "config"};
+                                  "eval-data", "stop-after", "config", "tensorboard"};
 
 /* key with '_' read as '-' (the settings accept both) */
 static void dashed(const char *key, char *out, size_t n) {

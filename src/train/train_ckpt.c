@@ -253,12 +253,18 @@ int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
  * resume from another working directory reads the same corpus (a relative one named
  * whatever that directory held under the name). The run itself, and the ranks'
  * agreement on settings, keep the path as given. */
+static void record_absolute(cJSON *o, const char *key, const char *path, size_t field_size) {
+  char *abs = o && path[0] && path[0] != '/' ? realpath(path, NULL) : NULL;
+  /* a path the config's field cannot hold would make the checkpoint unreadable */
+  if (abs && strlen(abs) < field_size) cJSON_ReplaceItemInObjectCaseSensitive(o, key, cJSON_CreateString(abs));
+  free(abs);
+}
+
+/* (--tensorboard too: a resume goes on writing into the same directory) */
 static cJSON *recorded_config(const atoll_config *c) {
   cJSON *o = atoll_config_to_json(c);
-  char *abs = o && c->data.dir[0] != '/' ? realpath(c->data.dir, NULL) : NULL;
-  /* a path the config's field cannot hold would make the checkpoint unreadable */
-  if (abs && strlen(abs) < sizeof c->data.dir) cJSON_ReplaceItemInObjectCaseSensitive(o, "data", cJSON_CreateString(abs));
-  free(abs);
+  record_absolute(o, "data", c->data.dir, sizeof c->data.dir);
+  record_absolute(o, "tensorboard", c->run.tensorboard, sizeof c->run.tensorboard);
   return o;
 }
 

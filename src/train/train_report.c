@@ -90,7 +90,8 @@ int atoll_report_open(atoll_report *rep, const atoll_run *r, int keep_steps, ato
   if (rc) return -1;
   rep->metrics = fopen(path, had ? "a" : "w");
   if (!rep->metrics) return atoll_fail(err, "%s: cannot write: %s", path, strerror(errno));
-  return 0;
+  const char *tb = r->cfg->run.tensorboard;
+  return tb[0] ? atoll_tb_open(&rep->tb, tb, keep_steps + 1, err) : 0;
 }
 
 void atoll_report_val_text(atoll_report *rep, uint64_t tokens, uint64_t bytes) {
@@ -100,6 +101,7 @@ void atoll_report_val_text(atoll_report *rep, uint64_t tokens, uint64_t bytes) {
 void atoll_report_close(atoll_report *rep) {
   free(rep->step_seconds);
   if (rep->metrics) fclose(rep->metrics);
+  atoll_tb_close(&rep->tb);
   rep->step_seconds = NULL;
   rep->metrics = NULL;
 }
@@ -131,32 +133,62 @@ void atoll_report_comm_end(atoll_report *rep, const atoll_run *r) {
   }
 }
 
+/* One step's record: each number is formatted once, and the same text goes into the
+ * metrics.jsonl line and, read back as a float, into the TensorBoard event (its tag the
+ * key), so that both hold the same values. */
+typedef struct {
+  FILE *f;
+  int ok;
+  int n;
+  atoll_tb_scalar v[ATOLL_MAX_EVAL_SETS + 20];
+  char tags[ATOLL_MAX_EVAL_SETS][ATOLL_EVAL_NAME_MAX + 16];
+} step_record;
+
+static void put(step_record *l, const char *key, const char *fmt, double x) {
+  char num[64];
+  snprintf(num, sizeof num, fmt, x);
+  l->ok = fprintf(l->f, ", \"%s\": %s", key, num) >= 0 && l->ok;
+  if (l->n < (int)(sizeof l->v / sizeof l->v[0])) l->v[l->n++] = (atoll_tb_scalar){key, strtof(num, NULL)};
+}
+
 static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s) {
   if (!rep->metrics || rep->metrics_errno) return;
-  FILE *f = rep->metrics;
+  step_record l = {.f = rep->metrics, .ok = 1};
   errno = 0;
-  /* time: the wall clock when the step's compute ended, to line up several islands' runs */
-  int ok = fprintf(f, "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, \"tokens_per_s\": %.1f, \"time\": %.3f",
-                   s->step, s->loss, s->lr, s->norm, tokens_per_step(r) / s->seconds, s->compute_end_wall) >= 0;
-  if (s->evaluated) ok = fprintf(f, ", \"val_loss\": %.6f", s->val) >= 0 && ok;
-  if (s->evaluated && rep->bits_per_nat > 0) ok = fprintf(f, ", \"val_bpb\": %.6f", s->val * rep->bits_per_nat) >= 0 && ok;
-  for (int i = 0; s->evaluated && i < rep->eval_sets; i++)
-    ok = fprintf(f, ", \"val_loss_%s\": %.6f", rep->eval_names[i], s->eval[i]) >= 0 && ok;
+  l.ok = fprintf(l.f, "{\"step\": %d", s->step) >= 0;
+  put(&l, "loss", "%.6f", s->loss);
+  put(&l, "lr", "%.6g", s->lr);
+  put(&l, "grad_norm", "%.6f", s->norm);
+  put(&l, "tokens_per_s", "%.1f", tokens_per_step(r) / s->seconds);
+  /* time: the wall clock when the step's compute ended, to line up several islands' runs
+   * (in the event file, the Event's wall_time) */
+  l.ok = fprintf(l.f, ", \"time\": %.3f", s->compute_end_wall) >= 0 && l.ok;
+  if (s->evaluated) put(&l, "val_loss", "%.6f", s->val);
+  if (s->evaluated && rep->bits_per_nat > 0) put(&l, "val_bpb", "%.6f", s->val * rep->bits_per_nat);
+  for (int i = 0; s->evaluated && i < rep->eval_sets; i++) {
+    snprintf(l.tags[i], sizeof l.tags[i], "val_loss_%s", rep->eval_names[i]);
+    put(&l, l.tags[i], "%.6f", s->eval[i]);
+  }
   if (r->diloco) { /* running totals of rank 0's links */
     atoll_diloco_stats d = atoll_diloco_get_stats(r->diloco);
     double intra = 0;
     for (int op = 0; op < ATOLL_OP_COUNT; op++) intra += (double)rep->step_comm.bytes_sent[op];
-    ok = fprintf(f, ", \"outer_syncs\": %llu, \"inter_island_bytes\": %llu, \"intra_island_bytes\": %.0f",
-                 (unsigned long long)d.outer_syncs, (unsigned long long)d.inter_island_bytes, intra) >= 0 && ok;
+    put(&l, "outer_syncs", "%.0f", (double)d.outer_syncs);
+    put(&l, "inter_island_bytes", "%.0f", (double)d.inter_island_bytes);
+    put(&l, "intra_island_bytes", "%.0f", intra);
     /* rank 0's lane of a timeline: its inner step, and the time before it */
-    ok = fprintf(f, ", \"compute_seconds\": %.6f, \"gap_seconds\": %.6f", s->compute, s->gap) >= 0 && ok;
+    put(&l, "compute_seconds", "%.6f", s->compute);
+    put(&l, "gap_seconds", "%.6f", s->gap);
     if (r->net) { /* islands as separate jobs: members of the last exchange, retries so far */
       atoll_link_stats n = atoll_islands_net_stats(r->net);
-      ok = fprintf(f, ", \"members\": %d, \"retries\": %llu", n.members, (unsigned long long)n.retries) >= 0 && ok;
+      put(&l, "members", "%.0f", n.members);
+      put(&l, "retries", "%.0f", (double)n.retries);
     }
   }
-  ok = fprintf(f, "}\n") >= 0 && ok;
-  metrics_check(rep, ok && fflush(f) == 0); /* a full disk shows here at the latest */
+  l.ok = fprintf(l.f, "}\n") >= 0 && l.ok;
+  metrics_check(rep, l.ok && fflush(l.f) == 0); /* a full disk shows here at the latest */
+  if (rep->tb.f && !rep->tb_errno && atoll_tb_scalars(&rep->tb, s->compute_end_wall, s->step, l.v, l.n))
+    rep->tb_errno = errno ? errno : EIO;
 }
 
 static void format_eta(char *buf, size_t n, double s) {
@@ -203,14 +235,15 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   log_step(rep, r, s);
   progress(rep, r, s);
   /* only rank 0 writes: the others learn whether it could */
-  int failed = rep->metrics_errno;
+  int failed = rep->metrics_errno || rep->tb_errno;
   if (r->world_size > 1) failed = atoll_allreduce_sum_double(r->world, failed ? 1.0 : 0.0) > 0;
   if (!failed) return 0;
   char path[1200];
   metrics_path(r, path, sizeof path);
+  int e = rep->metrics_errno ? rep->metrics_errno : rep->tb_errno;
   if (r->rank == 0 && isatty(STDERR_FILENO)) fputc('\n', stderr);
-  return atoll_fail(err, "%s: cannot write: %s; stopping at step %d", path,
-                    strerror(rep->metrics_errno ? rep->metrics_errno : EIO), s->step);
+  return atoll_fail(err, "%s: cannot write: %s; stopping at step %d", rep->metrics_errno ? path : rep->tb.path,
+                    strerror(e ? e : EIO), s->step);
 }
 
 /* Steps of this process left out of medians: the first ones warm up (page faults,
@@ -445,6 +478,8 @@ static int write_files(atoll_report *rep, const cJSON *s, const atoll_run *r, at
     metrics_check(rep, flushed && (fsync(fileno(rep->metrics)) == 0 || errno == EINVAL));
     if (rep->metrics_errno) return atoll_fail(err, "%s: cannot write: %s", path, strerror(rep->metrics_errno));
   }
+  if (rep->tb.f && !rep->tb_errno && atoll_tb_sync(&rep->tb)) rep->tb_errno = errno ? errno : EIO;
+  if (rep->tb_errno) return atoll_fail(err, "%s: cannot write: %s", rep->tb.path, strerror(rep->tb_errno));
   snprintf(path, sizeof path, "%s/summary.json", r->cfg->run.out);
   char *text = cJSON_Print(s);
   if (!text) return atoll_fail(err, "%s: out of memory formatting the summary", path);
