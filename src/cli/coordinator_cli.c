@@ -56,7 +56,11 @@ int atoll_coordinator_main(int argc, char **argv) {
     else if (strcmp(a, "--state") == 0) c.state = val;
     else if (strcmp(a, "--run") == 0) run_file = val;
     else if (strcmp(a, "--min-islands") == 0) {
-      if (number(a, val, 1, 1024, &v) || v != (int)v) return 2;
+      if (number(a, val, 1, 1024, &v)) return 2;
+      if (v != (int)v) {
+        fprintf(stderr, "atoll: error: --min-islands %s: expected a whole number\n", val);
+        return 2;
+      }
       c.min_islands = (int)v;
     } else if (strcmp(a, "--island-timeout") == 0) {
       if (number(a, val, 0.1, 86400, &v)) return 2;

@@ -76,6 +76,15 @@ static void on_ready(coord *c, member *m, const atoll_wire_sync *s, const route 
     return;
   }
   if (!(m->ready && m->ready_step == s->step && m->ready_frag == s->fragment)) m->waiting_told = 0;
+  if (c->revision > 0 && s->revision > c->revision) { /* its state is newer than this coordinator's */
+    char text[300];
+    snprintf(text, sizeof text,
+             "island %u holds revision %llu, ahead of this coordinator's revision %llu: the coordinator's state file is older than the run (restore the newer one, or start the islands from checkpoints of this revision)",
+             m->island, (unsigned long long)s->revision, (unsigned long long)c->revision);
+    if (atoll_coord_say(&c->unreg, m->keyz)) fprintf(stderr, "coordinator: refused: %s\n", text);
+    atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
+    return;
+  }
   /* (also: late for an exchange that opened without it when a grace window ended) */
   int late = c->xq.open && s->step <= c->xq.step && m->joining;
   if (late || (c->revision > 0 && (s->revision != c->revision || s->step <= c->last_step ||
@@ -361,8 +370,10 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   if (atoll_sock_bind(c->sock, "--listen", cfg->listen, bound, sizeof bound, err)) goto done;
   char pz[ATOLL_KEY_Z85 + 1];
   atoll_key_z85(pub, pz);
-  fprintf(stderr, "coordinator: listening on %s (key %s), %d island keys allowed, min islands %d, island timeout %g s\n",
-          bound, pz, allowed, cfg->min_islands, cfg->island_timeout);
+  char grace[64] = "";
+  if (cfg->quorum_grace > 0) snprintf(grace, sizeof grace, ", quorum grace %g s", cfg->quorum_grace);
+  fprintf(stderr, "coordinator: listening on %s (key %s), %d island keys allowed, min islands %d, island timeout %g s%s\n",
+          bound, pz, allowed, cfg->min_islands, cfg->island_timeout, grace);
   double start = atoll_net_now();
   c->started = start;
   c->next_id = first_quorum_id();

@@ -136,7 +136,7 @@ static int layout_refused(coord *c, const char *keyz, const atoll_wire_hello *h,
     snprintf(text, sizeof text, "island %u has %u rank(s), the run's islands have %u: every island needs the same ranks and inner layout (their slices line up); refused",
              h->island, h->ranks, c->ranks);
   else if (h->rank < MAX_MEMBERS && c->layout_set[h->rank] && c->layouts[h->rank] != h->layout)
-    snprintf(text, sizeof text, "island %u rank %u: its layout (tp x pp x dp, the model, --islands or --island-data) differs from the run's islands' (fingerprint %016llx, not %016llx); refused",
+    snprintf(text, sizeof text, "island %u rank %u: its layout (tp x pp x dp, the model, --islands, --island-data, --sync-every, --fragments or --outer-dtype) differs from the run's islands' (fingerprint %016llx, not %016llx); refused",
              h->island, h->rank, (unsigned long long)h->layout, (unsigned long long)c->layouts[h->rank]);
   else if (h->rank >= MAX_MEMBERS)
     snprintf(text, sizeof text, "island %u rank %u: at most %d ranks per island; refused", h->island, h->rank, MAX_MEMBERS);

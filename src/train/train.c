@@ -510,6 +510,13 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
     /* islands as separate jobs: an island that was behind joined the run at a later step */
     int joined = l->run.diloco ? atoll_diloco_take_jump(l->run.diloco) : 0;
     if (joined > step) step = joined;
+    /* (a join up to --overlap steps back is the exchange in flight's; further back, the
+     * island's checkpoint is ahead of the run's committed state) */
+    if (joined > 0 && step - joined > cfg->islands.overlap) {
+      rc = atoll_fail(err, "joined the run's committed state of step %d, but this island is at step %d: its checkpoint is ahead of the run (a coordinator restarted from an older state file?); stopping",
+                      joined, step);
+      goto done;
+    }
     stopped = save_or_stop(l, step, stop, err);
     if (stopped < 0) {
       rc = failed_alike(l);

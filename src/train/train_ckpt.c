@@ -505,6 +505,11 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
     return atoll_fail(err, "--islands %d: the checkpoint %s was saved with %d island%s (each island's own state is in it)",
                       islands, dir, saved_islands, saved_islands == 1 ? "" : "s");
   if (rng_from_json(&st->rng, cJSON_GetObjectItemCaseSensitive(state, "rng"), dir, err)) return -1;
+  const cJSON *cfg_saved = cJSON_GetObjectItemCaseSensitive(state, "config");
+  const cJSON *saved_id = cfg_saved ? cJSON_GetObjectItemCaseSensitive(cfg_saved, "island-id") : NULL;
+  if (r->net && cJSON_IsNumber(saved_id) && saved_id->valuedouble != r->cfg->islands.id)
+    return atoll_fail(err, "--island-id %d: the checkpoint %s was written by island %g (each island resumes from its own)",
+                      r->cfg->islands.id, dir, saved_id->valuedouble);
   const cJSON *rev = cJSON_GetObjectItemCaseSensitive(state, "island_revision");
   if (rev && (!cJSON_IsNumber(rev) || rev->valuedouble < 0 || rev->valuedouble > 9e15 || rev->valuedouble != floor(rev->valuedouble)))
     return atoll_fail(err, "%s/state.json: island_revision is not a whole number between 0 and 9e15", dir);
@@ -557,8 +562,15 @@ int atoll_run_load(atoll_run *r, atoll_train_state *st, const char *dir, int *st
   char file[64], path[4200];
   snprintf(file, sizeof file, "island_%d.safetensors", own_island_file(r));
   snprintf(path, sizeof path, "%s/%s", dir, file);
-  /* (a networked island's checkpoint written before it had its own file: the global weights) */
-  if (r->mesh.islands == 1 && (!r->net || access(path, F_OK) != 0)) {
+  /* (a networked island's checkpoint written before it had its own file, and before
+   * island_revision: the global weights) */
+  int own_file = r->net && access(path, F_OK) == 0;
+  if (r->net && !own_file && cJSON_GetObjectItemCaseSensitive(state, "island_revision")) {
+    atoll_fail(err, "%s: this island's own weights are missing (the checkpoint of island %d has no %s)", dir,
+               own_island_file(r), file);
+    goto done;
+  }
+  if (r->mesh.islands == 1 && !own_file) {
     if (atoll_ckpt_load(dir, &r->whole, wp, wm, wv, err)) goto done;
   } else {
     atoll_st_read_buffer island[3] = {{"weights.", wp}, {"exp_avg.", wm}, {"exp_avg_sq.", wv}};

@@ -93,7 +93,10 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
      * slice of it, and how the data is split over the islands (--islands, --island-data) */
     int shape[] = {r->world_size, r->mesh.tp, r->mesh.pp, r->mesh.dp, r->chunks, (int)(r->lay->nparams >> 31),
                    (int)(r->lay->nparams & 0x7fffffff), (int)(slice_b & 0x7fffffff), (int)(slice_e & 0x7fffffff),
-                   c->islands.count, atoll_island_data_mode(c->islands.data)};
+                   c->islands.count, atoll_island_data_mode(c->islands.data),
+                   /* and the exchanges' schedule and encoding: islands that differ there would
+                    * wait for each other's READYs for ever, or decode each other's bytes wrongly */
+                   c->islands.sync_every, c->islands.fragments, atoll_qtype_parse(c->islands.outer_dtype)};
     atoll_link_config lc = {.join = c->islands.join, .listen = listen, .advertise = advertise, .key_file = c->islands.key,
                             .coordinator_key = c->islands.coordinator_key, .island = (uint32_t)c->islands.id,
                             .islands = (uint32_t)c->islands.count,

@@ -92,8 +92,10 @@ mismatch() {
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = mismatch ]; then
   mismatch mismatch_ranks "island 1 has 1 rank(s), the run's islands have 2" 1
   # the same ranks, another layout: island 1 is TP 2, island 0 DDP
-  mismatch mismatch_layout "its layout (tp x pp x dp, the model, --islands or --island-data) differs from the run's islands'" 2 --tp 2
+  mismatch mismatch_layout "its layout (tp x pp x dp, the model, --islands, --island-data, --sync-every, --fragments or --outer-dtype) differs from the run's islands'" 2 --tp 2
   # the same layout, another split of the data: island 1 thinks the run has 3 islands
-  mismatch mismatch_islands "its layout (tp x pp x dp, the model, --islands or --island-data) differs from the run's islands'" 2 --islands 3
+  mismatch mismatch_islands "its layout (tp x pp x dp, the model, --islands, --island-data, --sync-every, --fragments or --outer-dtype) differs from the run's islands'" 2 --islands 3
+  # the same layout, another schedule: each would wait for the other's READYs for ever
+  mismatch mismatch_sync "its layout (tp x pp x dp, the model, --islands, --island-data, --sync-every, --fragments or --outer-dtype) differs from the run's islands'" 2 --sync-every 2
 fi
 finish
