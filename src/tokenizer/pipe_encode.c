@@ -43,24 +43,13 @@ static int split_at(atoll_tokenizer *t, int k, const uint8_t *text, size_t n, at
   return prev < n ? split_at(t, k + 1, text + prev, n - prev, out, err) : 0;
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need) {
-  if (need <= *cap) return 0;
-  size_t c = *cap ? *cap : 256;
-  while (c < need) c *= 2;
-  uint8_t *b = realloc(*buf, c);
-  if (!b) return -1;
-  *buf = b;
-  *cap = c;
-  return 0;
-}
-
 /* Metaspace: spaces become the replacement, which goes in front per prepend_scheme
  * unless there already; with split, each replacement starts a pre-token. */
 static int metaspace(atoll_tokenizer *t, const uint8_t *text, size_t n, atoll_tokens *out, atoll_err *err) {
   const atoll_pipeline *p = t->pipe;
   size_t spaces = 0;
   for (size_t i = 0; i < n; i++) spaces += text[i] == ' ';
-  if (grow(&t->meta_buf, &t->meta_cap, n + (spaces + 1) * p->nmeta + 1)) return atoll_fail(err, "encode: out of memory");
+  if (atoll_pipe_grow(&t->meta_buf, &t->meta_cap, n + (spaces + 1) * p->nmeta + 1)) return atoll_fail(err, "encode: out of memory");
   uint8_t *b = t->meta_buf;
   size_t k = 0;
   for (size_t i = 0; i < n; i++)

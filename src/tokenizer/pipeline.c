@@ -353,7 +353,7 @@ void atoll_pipeline_free(atoll_pipeline *p) {
   free(p);
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need) {
+int atoll_pipe_grow(uint8_t **buf, size_t *cap, size_t need) {
   if (need <= *cap) return 0;
   size_t c = *cap ? *cap : 256;
   while (c < need) c *= 2;
@@ -370,7 +370,7 @@ static int apply_edit(const atoll_pipe_edit *e, const uint8_t *src, size_t n, ui
   size_t k = 0;
   if (e->nfc) return atoll_nfc(src, n, dst, cap, len);
   if (e->prepend) {
-    if (grow(dst, cap, n + e->nto + 1)) return -1;
+    if (atoll_pipe_grow(dst, cap, n + e->nto + 1)) return -1;
     if (n) memcpy(*dst, e->to, e->nto), k = e->nto;
     memcpy(*dst + k, src, n);
     *len = k + n;
@@ -380,7 +380,7 @@ static int apply_edit(const atoll_pipe_edit *e, const uint8_t *src, size_t n, ui
   for (size_t i = 0; i + e->nfrom <= n;)
     if (memcmp(src + i, e->from, e->nfrom) == 0) hits++, i += e->nfrom;
     else i++;
-  if (grow(dst, cap, n + hits * e->nto + 1)) return -1;
+  if (atoll_pipe_grow(dst, cap, n + hits * e->nto + 1)) return -1;
   for (size_t i = 0; i < n;) {
     if (i + e->nfrom <= n && memcmp(src + i, e->from, e->nfrom) == 0) {
       memcpy(*dst + k, e->to, e->nto);
@@ -398,7 +398,7 @@ int atoll_pipeline_normalize(const atoll_pipeline *p, const uint8_t *text, size_
                              size_t *len) {
   uint8_t *tmp = NULL;
   size_t tcap = 0, tlen = n;
-  if (grow(out, cap, n + 1)) return -1;
+  if (atoll_pipe_grow(out, cap, n + 1)) return -1;
   memcpy(*out, text, n);
   *len = n;
   for (int k = 0; k < p->nnorm; k++) {

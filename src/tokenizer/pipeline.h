@@ -58,6 +58,9 @@ void atoll_pipeline_free(atoll_pipeline *p);
 /* Unicode NFC of src[0, n) into *dst (ICU); runs of bytes that are not UTF-8 are kept
  * as they are, each valid run normalized apart. -1 when out of memory. */
 int atoll_nfc(const uint8_t *src, size_t n, uint8_t **dst, size_t *cap, size_t *len);
+/* *buf holds at least `need` bytes (its capacity *cap doubled as needed); -1: out of memory. */
+int atoll_pipe_grow(uint8_t **buf, size_t *cap, size_t need);
+
 /* Applies the normalizers to text[0, n): *out (grown with realloc) gets the result. */
 int atoll_pipeline_normalize(const atoll_pipeline *p, const uint8_t *text, size_t n, uint8_t **out, size_t *cap,
                              size_t *len);
