@@ -6,6 +6,7 @@
  *                 [--device cpu|cuda] [--threads N]
  *   atoll export  --ckpt DIR --to hf --out DIR   (src/cli/export_cli.c)
  *   atoll eval    (--ckpt DIR | --hf DIR) --data DIR [--json] ...   (src/cli/eval_cli.c)
+ *   atoll simulate [--mode dp|diloco|both] ...   (src/cli/simulate_cli.c)
  *
  * This file: the dispatch, atoll prepare and atoll sample. The CLI is the only place
  * that exits the process or touches process-wide state (signal handlers, thread counts). */
@@ -16,6 +17,7 @@
 #include "ops/cpu_features.h"
 #include "cli/net_cli.h"
 #include "cli/plan_cli.h"
+#include "cli/simulate_cli.h"
 #include "cli/tokenizer_cli.h"
 #include "cli/train_cli.h"
 #include "core/fs.h"
@@ -53,6 +55,7 @@ static void usage(FILE *f) {
           "  prepare   tokenize text files into token shards (atoll prepare --help)\n"
           "  sample    generate text from a checkpoint (atoll sample --help)\n"
           "  plan      plan a training run on a cluster: layout, memory, time (atoll plan --help)\n"
+          "  simulate  simulate a run too large for this machine: failures, islands, goodput (atoll simulate --help)\n"
           "  export    write a checkpoint for other tools: --to hf (atoll export --help)\n"
           "  eval      the validation loss of a checkpoint or a Hugging Face model (atoll eval --help)\n"
           "  tokenizer train or run a byte-level BPE tokenizer (atoll tokenizer --help)\n"
@@ -261,6 +264,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 2, argv + 2);
   if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
   if (strcmp(cmd, "plan") == 0) return atoll_plan_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "simulate") == 0) return atoll_simulate_main(argc - 2, argv + 2);
   if (strcmp(cmd, "export") == 0) return atoll_export_main(argc - 2, argv + 2);
   if (strcmp(cmd, "eval") == 0) return atoll_eval_main(argc - 2, argv + 2);
   if (strcmp(cmd, "tokenizer") == 0) return atoll_cli_tokenizer(argc - 2, argv + 2);
@@ -270,6 +274,6 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, eval, plan, export, tokenizer, coordinator, keys)\n", cmd);
+  fprintf(stderr, "atoll: error: %s: unknown command (commands: train, prepare, sample, eval, plan, simulate, export, tokenizer, coordinator, keys)\n", cmd);
   return 2;
 }
