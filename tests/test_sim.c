@@ -118,6 +118,33 @@ static void scripted_failure(void) {
   CHECK(r.contributions > 2 * r.commits); /* it contributed again */
 }
 
+/* A phase in seconds (--phase-seconds 20; not yet in the real islands): islands of
+ * speeds 1, 1 and 2 take 20, 20 and 10 steps and are ready together at each deadline, 20
+ * s after the last commit; a restarted island takes the steps that fit before the next
+ * deadline and is in the next exchange. */
+static void phase_in_seconds(void) {
+  atoll_sim_config c = small(3, 10);
+  c.speeds[0] = 1, c.speeds[1] = 1, c.speeds[2] = 2, c.nspeeds = 3;
+  c.phase_seconds = 20;
+  c.seconds = 221; /* 10 cycles of 20 + 2 s, then 1 s */
+  atoll_sim_result r;
+  atoll_err err = {{0}};
+  CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
+  CHECK(r.commits == 10 && r.contributions == 30 && r.steps == 200);
+  CHECK_NEAR(r.utilisation_min, 201.0 / 221, 1e-12);
+  CHECK_NEAR(r.goodput, 200.0 / 221, 1e-12); /* every island's 20 s of each phase is merged */
+  /* island 1 fails at 5 s, is dropped at 10 s (timeout 5), restarts at 30 s: the
+   * exchange of 20-22 s went without it, it fetches at once (no exchange in flight)
+   * and is in the exchange at 42 s with 12 steps */
+  c.speeds[2] = 1;
+  c.island_timeout = 5, c.restart_seconds = 25;
+  c.fails[0].island = 1, c.fails[0].at = 5, c.nfails = 1;
+  c.seconds = 45;
+  CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
+  CHECK(r.commits == 2 && r.contributions == 5 && r.late_contributions == 0);
+  CHECK_NEAR(r.goodput, (2 * 20 + 2 * 20 + 12.0) / (3 * 45), 1e-12);
+}
+
 /* Data parallel on one site under Poisson failures (rate l), checkpoints every I s
  * costing C, restarts of R: the expected time to complete one segment of w = I + C is
  * (1/l + R)(e^{l w} - 1), so the goodput is I / that. */
@@ -265,6 +292,7 @@ int main(void) {
   sync_timeline();
   grace_window();
   scripted_failure();
+  phase_in_seconds();
   dp_renewal();
   determinism();
   failure_grid();

@@ -12,7 +12,7 @@
 
 static void help(void) {
   printf("usage: atoll simulate [--mode dp|diloco|both] [--accelerators N] [--islands K] [--step-seconds S]\n"
-         "                      [--sync-every H] [--params P] [--outer-dtype fp32|bf16|int8|fp4] [--speeds A,B,...]\n"
+         "                      [--sync-every H | --phase-seconds S] [--params P] [--outer-dtype fp32|bf16|int8|fp4] [--speeds A,B,...]\n"
          "                      [--link-gbit G] [--rtt-ms MS] [--round-trips R] [--exchange-overhead S] [--link-efficiency E]\n"
          "                      [--min-islands M] [--quorum-grace S] [--island-timeout S]\n"
          "                      [--mtbf-hours H] [--restart-minutes M] [--ckpt-minutes M] [--ckpt-write-seconds S]\n"
@@ -136,6 +136,7 @@ int atoll_simulate_main(int argc, char **argv) {
     else if (strcmp(a, "--islands") == 0) bad = whole(a, val, 1, 1000000, &c.islands);
     else if (strcmp(a, "--step-seconds") == 0) bad = number(a, val, 1e-6, 1e6, &c.step_seconds);
     else if (strcmp(a, "--sync-every") == 0) bad = whole(a, val, 1, 1e9, &c.sync_every);
+    else if (strcmp(a, "--phase-seconds") == 0) bad = number(a, val, 0, 1e9, &c.phase_seconds);
     else if (strcmp(a, "--params") == 0) bad = number(a, val, 1, 1e14, &params);
     else if (strcmp(a, "--speeds") == 0) bad = speeds(val, &c);
     else if (strcmp(a, "--link-gbit") == 0) bad = number(a, val, 1e-6, 1e6, &v), c.link_bits = v * 1e9;
@@ -203,8 +204,9 @@ int atoll_simulate_main(int argc, char **argv) {
   }
   if (diloco) {
     char name[64];
-    if (c.policy.grace > 0) snprintf(name, sizeof name, "DiLoCo H %d, grace %g s", c.sync_every, c.policy.grace);
-    else snprintf(name, sizeof name, "DiLoCo H %d", c.sync_every);
+    int at = c.phase_seconds > 0 ? snprintf(name, sizeof name, "DiLoCo phase %g s", c.phase_seconds)
+                                 : snprintf(name, sizeof name, "DiLoCo H %d", c.sync_every);
+    if (c.policy.grace > 0) snprintf(name + at, sizeof name - (size_t)at, ", grace %g s", c.policy.grace);
     print_row(name, &r[1]);
   }
   return 0;

@@ -48,6 +48,7 @@ int atoll_sim_check(const atoll_sim_config *c, atoll_err *err) {
     if (!(c->speeds[i] >= 1e-3 && c->speeds[i] <= 1e6))
       return atoll_fail(err, "--speeds: %g is not a step-time factor between 0.001 and 1e6", c->speeds[i]);
   if (c->sync_every < 1) return atoll_fail(err, "--sync-every must be at least 1");
+  if (!(c->phase_seconds >= 0 && c->phase_seconds <= 1e9)) return atoll_fail(err, "--phase-seconds must be 0 or more");
   if (!(c->straggler_share >= 0 && c->straggler_share <= 1))
     return atoll_fail(err, "--straggler-share must be 0 to 1");
   if (!(c->straggler_factor >= 1 && c->straggler_factor <= 1e6))

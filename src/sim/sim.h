@@ -26,6 +26,8 @@ typedef struct {
   double speeds[ATOLL_SIM_MAX_SPEEDS]; /* island i's step takes step_seconds x speeds[i % nspeeds] */
   int nspeeds;
   int sync_every;       /* H: inner steps per outer step */
+  double phase_seconds; /* DiLoCo: >0: a phase ends this long after the last commit, each island
+                           taking the steps of its speed that fit (not yet in the real islands) */
   double straggler_share;  /* the chance that an island's phase (DP: a site's step) is slow */
   double straggler_factor; /* and how many times longer it then takes */
   double outer_bytes;   /* one island's outer gradient as sent (DiLoCo) */
@@ -56,7 +58,8 @@ typedef struct {
   double down_mean;      /* per island: failed, until it runs again */
   double bytes;          /* sent over the islands' links, all islands */
   long long commits;     /* outer steps committed (DiLoCo) */
-  long long steps;       /* steps whose work reached the model: DP's kept steps; DiLoCo: commits x H */
+  long long steps;       /* steps whose work reached the model: DP's kept steps; DiLoCo: the
+                            longest member phase of each commit, summed */
   long long failures;
   long long contributions, late_contributions; /* merged outer gradients; of those, folded late */
   double members_mean;   /* islands per commit */

@@ -45,7 +45,7 @@ typedef struct {
   long long epoch;                /* bumped by a failure: its queued events are void */
   long long rev, fetch_rev;       /* the revision its phase started from; the one it fetches */
   double step, acc, since;        /* seconds per step, accelerators, time of the last state change */
-  double phase_work;              /* accelerator-seconds of the phase in progress */
+  double phase_work, phase_steps; /* accelerator-seconds and steps of the phase in progress */
   double kept, kept_discounted;   /* a late outer gradient's work; after its discount */
   long long kept_rev;
   double busy, idle, down;
@@ -58,7 +58,7 @@ typedef struct {
   int K;
   queue q;
   atoll_rng rng;
-  double now, fail_rate, first_ready, useful, staleness_sum, members_sum, state_bytes, wake_at;
+  double now, fail_rate, first_ready, useful, staleness_sum, members_sum, state_bytes, wake_at, last_commit, steps;
   long long rev, exchange; /* the committed revision; the exchange in flight (0: none) */
   int *members, nmembers, live, ready, stalled;
 } sim;
@@ -109,11 +109,17 @@ static double straggle(sim *s) {
   return atoll_rng_uniform(&s->rng) < s->c->straggler_share ? s->c->straggler_factor : 1;
 }
 
+/* H steps; with phase_seconds, the steps of its own speed that fit before the phase's
+ * deadline, phase_seconds after the last commit (at least one): a late or restarted
+ * island then ends its phase with the others. */
 static int start_phase(sim *s, int i) {
   island *p = &s->is[i];
   set_state(s, i, COMPUTING);
   p->rev = s->rev;
-  double len = s->c->sync_every * p->step;
+  double steps = s->c->sync_every;
+  if (s->c->phase_seconds > 0) steps = fmax(1, floor((s->last_commit + s->c->phase_seconds - s->now) / p->step + 1e-9));
+  p->phase_steps = steps;
+  double len = steps * p->step;
   p->phase_work = len * p->acc; /* a straggler's extra time is not work */
   len *= straggle(s);
   return push(s, s->now + len, EV_PHASE_END, i, p->epoch);
@@ -174,11 +180,14 @@ static int commit(sim *s) {
   s->rev++;
   s->r->commits++;
   s->members_sum += s->nmembers;
+  s->last_commit = s->now;
   int k = s->nmembers;
+  double steps = 0;
   s->r->bytes += k > 1 ? 2.0 * (k - 1) * s->c->outer_bytes : 0;
   for (int m = 0; m < k; m++) {
     island *p = &s->is[s->members[m]];
     s->useful += p->phase_work;
+    steps = fmax(steps, p->phase_steps);
     s->r->contributions++;
     if (p->kept_discounted > 0) {
       s->useful += p->kept_discounted;
@@ -186,8 +195,10 @@ static int commit(sim *s) {
       s->staleness_sum += (double)(p->rev - p->kept_rev);
       p->kept_discounted = 0;
     }
-    if (start_phase(s, s->members[m])) return -1;
   }
+  s->steps += steps; /* the global model's inner steps: its longest member phase */
+  for (int m = 0; m < k; m++)
+    if (start_phase(s, s->members[m])) return -1;
   s->exchange = 0;
   for (int i = 0; i < s->K; i++) /* the late ones waiting for this commit */
     if (s->is[i].state == BEHIND && fetch(s, i)) return -1;
@@ -338,7 +349,7 @@ int atoll_sim_run_islands(const atoll_sim_config *c, atoll_sim_result *r, atoll_
     r->goodput = s.useful / (N * c->seconds);
     r->utilisation_mean = usum / s.K, r->utilisation_min = umin;
     r->idle_mean = isum / s.K, r->idle_max = imax, r->down_mean = dsum / s.K;
-    r->steps = r->commits * c->sync_every;
+    r->steps = (long long)s.steps;
     r->members_mean = r->commits ? s.members_sum / (double)r->commits : 0;
     r->staleness_mean = r->late_contributions ? s.staleness_sum / (double)r->late_contributions : 0;
   }
