@@ -425,7 +425,7 @@ void atoll_link_goodbye(atoll_link *l) {
   stop_heartbeat(l);
   atoll_wire_msg m;
   progress_msg(l, &m); /* the final progress, on BYE's socket: it arrives first (the status page) */
-  atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 1000);
+  atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 200);
   m = (atoll_wire_msg){.type = ATOLL_WIRE_BYE};
   m.u.sync = (atoll_wire_sync){atomic_load(&l->step), 0, l->revision, {0}, l->cfg.rank};
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 1000);

@@ -9,7 +9,7 @@
 # summary.json, /metrics parses with prometheus_client's parser (from the venv:
 # $ATOLL_VENV, else SRC/.venv; skipped, 77, without it), and headless Chromium loads
 # / (a screenshot; its DOM's table lists the 3 islands; skipped, 77, without
-# chromium). A bad --status-listen value is refused in one line.
+# chromium). A bad --status-listen value is refused in one line, an address in use too.
 #   usage: test_status_http.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -75,6 +75,12 @@ curl -sf --max-time 10 "$U/status.json" >"$D/status.json" && curl -sf --max-time
 "$VPY" "$CHECK" numbers "$D/status.json" "$D/metrics.txt" "$D/page/i0" "$D/page/i1" "$D/page/i2" >"$D/numbers.out" 2>&1 \
   && pass "$(cat "$D/numbers.out")" || fail "numbers: $(cat "$D/numbers.out")"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$U/")" = 405 ] && pass "curl -X POST: 405" || fail "curl -X POST is not 405"
+
+# the page's address in use: the second coordinator stops with one error line
+timeout 30 $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --status-listen 127.0.0.1:$SPORT >/dev/null 2>"$D/inuse.err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c 'error' "$D/inuse.err")" -eq 1 ] && grep -q "status-listen 127.0.0.1:$SPORT: cannot listen: Address already in use" "$D/inuse.err" \
+  && pass "address in use: $(grep error "$D/inuse.err")" || fail "address in use (status $rc): $(cat "$D/inuse.err")"
 
 # headless Chromium: a screenshot of /, and its DOM
 CH="chromium --headless --no-sandbox --disable-gpu --user-data-dir=$D/chrome --window-size=1000,700"
