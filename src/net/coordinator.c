@@ -1,5 +1,7 @@
 /* The islands' coordinator (coordinator.h). One thread: a ROUTER socket polled every
- * 100 ms; membership timeouts are checked between messages. */
+ * 100 ms; membership timeouts are checked between messages. (The status page, with
+ * --status-listen, has a thread of its own that reads only the snapshots this loop
+ * publishes: coordinator_status.c.) */
 #include "net/coordinator_int.h"
 #include "net/monitor.h"
 
