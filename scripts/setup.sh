@@ -20,6 +20,8 @@ PKGS=(
   python3-torch python3-numpy  # PyTorch reference check and benchmark (/usr/bin/python3)
   python3-matplotlib       # scripts/plot_runs.py: loss curves of runs as a PNG
   python3-venv             # scripts/venv.sh: PyTorch 2.x, transformers, tokenizers from PyPI
+  libmicrohttpd-dev        # the coordinator's status page and metrics (--status-listen)
+  chromium                 # test_status_http: the status page loaded headless, its screenshot
 )
 missing=()
 for p in "${PKGS[@]}"; do

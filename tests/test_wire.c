@@ -40,8 +40,14 @@ static void put32(size_t at, uint32_t v) {
 
 int main(void) {
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
-  m.u.hello = (atoll_wire_hello){3, 10, 5, {1, 2}, 1, 2, 77, "tcp://127.0.0.1:5000"};
+  m.u.hello = (atoll_wire_hello){3, 10, 5, {1, 2}, 1, 2, 77, "tcp://127.0.0.1:5000", 4096, 2.5f, 123456789};
   size_t n = round_trip(&m);
+  { /* the status page's progress fields come back (version 5) */
+    atoll_wire_msg p;
+    char why[200];
+    CHECK(atoll_wire_parse(buf, n, &p, mem2, 4, why, sizeof why) == 0);
+    CHECK(p.u.hello.tokens_per_step == 4096 && p.u.hello.loss == 2.5f && p.u.hello.sent_bytes == 123456789);
+  }
   /* header checks, in order */
   memcpy(buf, "XTIW", 4);
   refused(n, "bad magic");
@@ -64,7 +70,7 @@ int main(void) {
   refused(n, "HELLO: rank 2 of 2 out of range");
   round_trip(&m), put32(ATOLL_WIRE_HEADER, 5000);
   refused(n, "HELLO: island 5000 out of range");
-  round_trip(&m), buf[n - 1] = 0x07; /* a control character in the endpoint */
+  round_trip(&m), buf[n - 21] = 0x07; /* a control character in the endpoint (its last byte, before the 20 of progress) */
   refused(n, "HELLO: bad endpoint");
 
   /* the sync messages: rank out of range */

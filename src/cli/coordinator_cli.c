@@ -1,6 +1,7 @@
 /* atoll coordinator: the islands' coordinator process (src/net/coordinator.h). */
 #include "cli/net_cli.h"
 #include "net/coordinator.h"
+#include "net/status_http.h"
 #include "train/run_settings.h"
 
 #include <errno.h>
@@ -35,7 +36,7 @@ int atoll_coordinator_main(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll coordinator --listen tcp://ADDR:PORT --keys DIR [--min-islands M] [--island-timeout S] [--state FILE]\n"
-             "                         [--run FILE] [--quorum-grace S]\n"
+             "                         [--run FILE] [--quorum-grace S] [--status-listen HOST:PORT] [--status-linger S]\n"
              "  DIR holds the coordinator's key.secret (atoll keys --out DIR) and allowed/*.pub, the islands' public keys\n"
              "  --state FILE keeps the run's revision and members there (locked while in use; FILE.lock), so that a\n"
              "  restarted coordinator continues the run; one FILE per run. Without it nothing outlives the process.\n"
@@ -43,7 +44,9 @@ int atoll_coordinator_main(int argc, char **argv) {
              "  --run FILE: a JSON object of atoll train settings every island takes (model, steps, islands, sync-every...);\n"
              "  an island started without --islands asks for them and for its slot (its key's place in allowed/, by name)\n"
              "  --quorum-grace S: once --min-islands islands are ready for an exchange, wait at most S seconds for the\n"
-             "  others; the late ones join at the next commit (0, the default: wait for every live island)\n");
+             "  others; the late ones join at the next commit (0, the default: wait for every live island)\n"
+             "  --status-listen HOST:PORT (or PORT: 127.0.0.1): a read-only status page there: / (HTML), /status.json,\n"
+             "  /metrics (Prometheus); --status-linger S keeps it up S seconds after the run ended (default 0)\n");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -55,6 +58,17 @@ int atoll_coordinator_main(int argc, char **argv) {
     else if (strcmp(a, "--keys") == 0) c.keys = val;
     else if (strcmp(a, "--state") == 0) c.state = val;
     else if (strcmp(a, "--run") == 0) run_file = val;
+    else if (strcmp(a, "--status-listen") == 0) {
+      atoll_err e;
+      if (atoll_status_check_listen(val, &e)) {
+        fprintf(stderr, "atoll: error: %s\n", e.msg);
+        return 2;
+      }
+      c.status_listen = val;
+    } else if (strcmp(a, "--status-linger") == 0) {
+      if (number(a, val, 0, 86400, &v)) return 2;
+      c.status_linger = v;
+    }
     else if (strcmp(a, "--min-islands") == 0) {
       if (number(a, val, 1, 1024, &v)) return 2;
       if (v != (int)v) {

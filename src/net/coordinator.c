@@ -1,5 +1,7 @@
 /* The islands' coordinator (coordinator.h). One thread: a ROUTER socket polled every
- * 100 ms; membership timeouts are checked between messages. */
+ * 100 ms; membership timeouts are checked between messages. (The status page, with
+ * --status-listen, has a thread of its own that reads only the snapshots this loop
+ * publishes: coordinator_status.c.) */
 #include "net/coordinator_int.h"
 #include "net/monitor.h"
 
@@ -42,6 +44,8 @@ static void on_hello(coord *c, member *m, const atoll_wire_msg *msg, const route
     atoll_coord_try_quorum(c);
   }
   snprintf(m->endpoint, sizeof m->endpoint, "%s", msg->u.hello.endpoint);
+  m->held = msg->u.hello.revision; /* (the status page's) */
+  m->tokens_per_step = msg->u.hello.tokens_per_step, m->loss = msg->u.hello.loss, m->sent_bytes = msg->u.hello.sent_bytes;
 }
 
 /* Whether a joining island can never get the committed state: an island finished the
@@ -315,7 +319,7 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   case ATOLL_WIRE_READY: on_ready(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_DONE: on_done(c, m, &msg.u.sync, from); break;
   case ATOLL_WIRE_COMMIT: on_commit(c, m, &msg.u.sync, from); break;
-  case ATOLL_WIRE_BYE: on_bye(c, m, msg.u.sync.step); break;
+  case ATOLL_WIRE_BYE: atoll_coord_status_bye(c, m, msg.u.sync.step), on_bye(c, m, msg.u.sync.step); break;
   default: break;
   }
 }
@@ -374,6 +378,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   if (cfg->quorum_grace > 0) snprintf(grace, sizeof grace, ", quorum grace %g s", cfg->quorum_grace);
   fprintf(stderr, "coordinator: listening on %s (key %s), %d island keys allowed, min islands %d, island timeout %g s%s\n",
           bound, pz, allowed, cfg->min_islands, cfg->island_timeout, grace);
+  if (atoll_coord_status_start(c, err)) goto done;
   double start = atoll_net_now();
   c->started = start;
   c->next_id = first_quorum_id();
@@ -385,6 +390,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     atoll_coord_expire(c);
     if (cfg->quorum_grace > 0) atoll_coord_try_quorum(c); /* a grace window may have ended */
+    atoll_coord_status_publish(c);
     /* the run is over once every member left and the last ones said they finished */
     if ((finished = c->finished_here > 0 && atoll_coord_live(c) == 0)) break;
   }
@@ -393,8 +399,10 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
           (unsigned long long)c->n_registered, (unsigned long long)c->n_finished, (unsigned long long)c->n_left,
           (unsigned long long)c->n_restarted, (unsigned long long)c->n_state_joins);
   atoll_coord_save_state(c);
+  atoll_coord_status_linger(c, stop);
   rc = 0;
 done:
+  atoll_coord_status_stop(c);
   atoll_monitor_stop(mon);
   if (c->sock) zmq_close(c->sock);
   atoll_zap_stop(c->zap);

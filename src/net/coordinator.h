@@ -25,6 +25,8 @@ typedef struct {
   const char *run_json;   /* the run's settings for islands that ask (ASK), JSON text; NULL: none */
   double quorum_grace;    /* > 0: once --min-islands are ready, wait at most this long for the rest
                              (merge_policy.h); 0: wait for every live island */
+  const char *status_listen; /* HOST:PORT of the read-only status page (status_http.h); NULL: none */
+  double status_linger;      /* seconds the page stays up after the run ended */
 } atoll_coordinator_config;
 
 /* Runs until *stop is set (or run_seconds pass). Returns 0, or -1 with err. */

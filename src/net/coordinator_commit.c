@@ -135,6 +135,7 @@ void atoll_coord_try_commit(coord *c) {
     memcpy(c->hash, whole, ATOLL_WIRE_HASH);
     for (uint32_t r = 0; r < (c->ranks ? c->ranks : 1); r++) memcpy(c->rank_hash[r], first[r]->commit_hash, ATOLL_WIRE_HASH);
     atoll_coord_save_state(c);
+    atoll_coord_status_commit(c, g);
   }
   atoll_coord_hex(whole, h);
   static joiners jn;

@@ -50,6 +50,9 @@ typedef struct {
   int joining;            /* 1: behind, fetches the state at the next commit; 2: told where */
   uint64_t hello_session; /* the session of its HELLO: another one is a restarted process */
   double state_sent;      /* when it was told where to fetch the state (joining 2) */
+  uint64_t held;          /* the status page's (coordinator_status.c), from its heartbeats: */
+  uint64_t tokens_per_step, sent_bytes; /* the revision it holds, its progress and loss */
+  float loss;
 } member;
 
 /* A set of members (slot and registration), in island order. */
@@ -110,6 +113,7 @@ typedef struct {
   said_lately unreg;   /* messages from an allowed key that is not a member */
   char slots[MAX_MEMBERS][ATOLL_KEY_Z85 + 1]; /* the allow-list's keys, by file name: slot i (ASK) */
   int nslots;
+  struct coord_view *view; /* the status page (coordinator_status.c; NULL: none) */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;
 
@@ -150,6 +154,14 @@ void atoll_coord_try_commit(coord *c);
 /* Joining islands fetch the last committed state now when too few islands are left
  * for the next exchange (coordinator_commit.c); 1 when some were told where. */
 int atoll_coord_feed_waiting(coord *c);
+
+/* coordinator_status.c: the status page (--status-listen, status_http.h); each a no-op without one */
+int atoll_coord_status_start(coord *c, atoll_err *err);
+void atoll_coord_status_publish(coord *c); /* after each event of the loop */
+void atoll_coord_status_bye(coord *c, const member *m, uint32_t step);
+void atoll_coord_status_commit(coord *c, group *g); /* after revision c->revision was committed */
+void atoll_coord_status_linger(coord *c, const volatile sig_atomic_t *stop);
+void atoll_coord_status_stop(coord *c);
 
 /* coordinator_state.c */
 #define COORD_COUNTS 5 /* counts: registered, left, restarted, state_joins, finished */

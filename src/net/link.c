@@ -11,6 +11,7 @@
  * a joining island) is link_data.c's; the two share link_internal.h. */
 #include "net/link_internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdatomic.h>
@@ -44,6 +45,20 @@ void atoll_link_set_revision(atoll_link *l, uint64_t revision) {
 
 /* ---------------------------------------------------------------- heartbeat --- */
 
+/* A HEARTBEAT: what the island holds and, for the coordinator's status page, its progress. */
+static void progress_msg(atoll_link *l, atoll_wire_msg *m) {
+  *m = (atoll_wire_msg){.type = ATOLL_WIRE_HEARTBEAT};
+  m->u.hello.island = l->cfg.island;
+  m->u.hello.step = atomic_load(&l->step);
+  m->u.hello.revision = atomic_load(&l->hb_revision);
+  m->u.hello.rank = l->cfg.rank, m->u.hello.ranks = l->cfg.ranks, m->u.hello.layout = l->cfg.layout;
+  snprintf(m->u.hello.endpoint, sizeof m->u.hello.endpoint, "%s", l->listen);
+  m->u.hello.tokens_per_step = atomic_load(&l->hb_tokens_per_step);
+  uint32_t loss = atomic_load(&l->hb_loss);
+  memcpy(&m->u.hello.loss, &loss, 4);
+  m->u.hello.sent_bytes = atomic_load(&l->hb_sent);
+}
+
 static void *heartbeat_main(void *arg) {
   atoll_link *l = arg;
   atoll_err err;
@@ -59,12 +74,8 @@ static void *heartbeat_main(void *arg) {
   double next = 0;
   while (!atomic_load(&l->hb_stop)) {
     if (atoll_net_now() >= next) {
-      atoll_wire_msg m = {.type = ATOLL_WIRE_HEARTBEAT};
-      m.u.hello.island = l->cfg.island;
-      m.u.hello.step = atomic_load(&l->step);
-      m.u.hello.revision = atomic_load(&l->hb_revision);
-      m.u.hello.rank = l->cfg.rank, m.u.hello.ranks = l->cfg.ranks, m.u.hello.layout = l->cfg.layout;
-      snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
+      atoll_wire_msg m;
+      progress_msg(l, &m);
       atoll_sock_send_within(s, &tx, &m, NULL, 0, 200); /* the coordinator may be down: the next one follows */
       next = atoll_net_now() + l->cfg.heartbeat;
     }
@@ -117,6 +128,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_link *l = calloc(1, sizeof *l);
   if (!l) return atoll_fail(err, "out of memory");
   l->cfg = *cfg;
+  atomic_store(&l->hb_loss, 0x7fc00000u); /* NaN: no loss yet */
   snprintf(l->join, sizeof l->join, "%s", cfg->join);
   l->rbuf = malloc(ATOLL_WIRE_MAX_DATA + 1);
   if (!l->rbuf) goto oom;
@@ -146,6 +158,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   m.u.hello.island = cfg->island;
   m.u.hello.rank = cfg->rank, m.u.hello.ranks = cfg->ranks, m.u.hello.layout = cfg->layout;
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
+  m.u.hello.loss = NAN;
   if (atoll_link_greet(l, &m, err)) goto fail;
   if (pthread_create(&l->hb, NULL, heartbeat_main, l)) {
     atoll_fail(err, "cannot start the heartbeat thread");
@@ -184,6 +197,14 @@ void atoll_link_close(atoll_link *l) {
 }
 
 void atoll_link_progress(atoll_link *l, uint32_t step) { atomic_store(&l->step, step); }
+
+void atoll_link_report(atoll_link *l, uint64_t tokens_per_step, float loss, uint64_t sent_bytes) {
+  uint32_t bits;
+  memcpy(&bits, &loss, 4);
+  atomic_store(&l->hb_tokens_per_step, tokens_per_step);
+  atomic_store(&l->hb_loss, bits);
+  atomic_store(&l->hb_sent, sent_bytes);
+}
 
 int atoll_link_check(atoll_link *l, atoll_err *err) {
   atoll_wire_msg m;
@@ -402,7 +423,10 @@ void atoll_link_unjoin(atoll_link *l) {
 void atoll_link_goodbye(atoll_link *l) {
   if (l->cfg.bye_sigstop) raise(SIGSTOP); /* test hook: finished, not yet gone, until SIGCONT */
   stop_heartbeat(l);
-  atoll_wire_msg m = {.type = ATOLL_WIRE_BYE};
+  atoll_wire_msg m;
+  progress_msg(l, &m); /* the final progress, on BYE's socket: it arrives first (the status page) */
+  atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 200);
+  m = (atoll_wire_msg){.type = ATOLL_WIRE_BYE};
   m.u.sync = (atoll_wire_sync){atomic_load(&l->step), 0, l->revision, {0}, l->cfg.rank};
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 1000);
   int linger = 1000; /* atoll_link_close waits this long for it to leave */

@@ -75,6 +75,9 @@ uint64_t atoll_link_revision(const atoll_link *l);
 void atoll_link_set_revision(atoll_link *l, uint64_t revision);
 /* What the heartbeats report: inner steps done, last committed revision and hash. */
 void atoll_link_progress(atoll_link *l, uint32_t step);
+/* And for the coordinator's status page: the island's tokens per step, its last loss
+ * and the bytes this rank sent (atoll_link_get_stats' wire_bytes). */
+void atoll_link_report(atoll_link *l, uint64_t tokens_per_step, float loss, uint64_t sent_bytes);
 /* A stop flag (SIGINT/SIGTERM/SIGHUP) that ends a wait for the coordinator early. */
 void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop);
 /* Between exchanges: reads what the coordinator sent meanwhile; an ERROR (e.g. this

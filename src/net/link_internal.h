@@ -44,6 +44,8 @@ struct atoll_link {
   atomic_int hb_stop;
   atomic_uint step;
   atomic_ullong hb_revision; /* what heartbeats report */
+  atomic_ullong hb_tokens_per_step, hb_sent; /* and for the status page: atoll_link_report */
+  atomic_uint hb_loss;       /* (a float's bits; NaN: none yet) */
   uint64_t revision;
   atoll_link_stats stats;
   uint64_t hb_bytes;

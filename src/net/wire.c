@@ -103,6 +103,10 @@ static int parse_hello(rd *r, atoll_wire_hello *h, const char *name, char *why, 
   h->ranks = (uint32_t)get_le(r, 4);
   h->layout = get_le(r, 8);
   if (get_str(r, h->endpoint, ATOLL_WIRE_MAX_ENDPOINT, 0)) return fail(why, whysz, "%s: bad endpoint", name);
+  h->tokens_per_step = get_le(r, 8);
+  uint32_t loss_bits = (uint32_t)get_le(r, 4);
+  memcpy(&h->loss, &loss_bits, 4);
+  h->sent_bytes = get_le(r, 8);
   if (h->island >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: island %u out of range", name, h->island);
   if (h->ranks < 1 || h->ranks > ATOLL_WIRE_MAX_MEMBERS || h->rank >= h->ranks)
     return fail(why, whysz, "%s: rank %u of %u out of range", name, h->rank, h->ranks);
@@ -298,6 +302,11 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
     put_le(&w, m->u.hello.ranks, 4);
     put_le(&w, m->u.hello.layout, 8);
     put_str(&w, m->u.hello.endpoint, ATOLL_WIRE_MAX_ENDPOINT);
+    put_le(&w, m->u.hello.tokens_per_step, 8);
+    uint32_t loss_bits;
+    memcpy(&loss_bits, &m->u.hello.loss, 4);
+    put_le(&w, loss_bits, 4);
+    put_le(&w, m->u.hello.sent_bytes, 8);
     break;
   case ATOLL_WIRE_READY:
   case ATOLL_WIRE_COMMIT:

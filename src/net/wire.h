@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATOLL_WIRE_VERSION 4
+#define ATOLL_WIRE_VERSION 5
 #define ATOLL_WIRE_HEADER 24
 #define ATOLL_WIRE_MAX_CONTROL (64u << 10)
 #define ATOLL_WIRE_MAX_DATA (16u << 20)
@@ -66,6 +66,12 @@ typedef struct {
   uint32_t rank, ranks; /* this rank of the island's job, and the job's ranks (1: one process) */
   uint64_t layout;      /* fingerprint of the rank's inner layout: slices must line up */
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1]; /* where its data socket listens */
+  /* progress, for the coordinator's status page only (status_http.h): the island's
+   * tokens per inner step, its last training loss (NaN: none yet) and the bytes this
+   * rank sent so far (frames, with ZMTP and CURVE overhead) */
+  uint64_t tokens_per_step;
+  float loss;
+  uint64_t sent_bytes;
 } atoll_wire_hello;
 
 /* READY, COMMIT, COMMITTED, DONE, GO, ABORT, BYE: one exchange is (step, fragment); in

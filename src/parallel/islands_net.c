@@ -78,6 +78,9 @@ uint64_t atoll_islands_net_revision(const atoll_islands_net *n) { return atoll_l
 void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision) { atoll_link_set_revision(n->link, revision); }
 void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop) { atoll_link_set_stop(n->link, stop); }
 void atoll_islands_net_finish(atoll_islands_net *n) { atoll_link_goodbye(n->link); }
+void atoll_islands_net_report(atoll_islands_net *n, uint64_t tokens_per_step, float loss) {
+  atoll_link_report(n->link, tokens_per_step, loss, atoll_islands_net_stats(n).wire_bytes);
+}
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) {
   return n->busy ? n->before : atoll_link_get_stats(n->link);
 }

@@ -232,6 +232,7 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   }
   size_t hwm = rss_hwm();
   if (hwm > rep->train_peak_rss) rep->train_peak_rss = hwm;
+  if (r->net) atoll_islands_net_report(r->net, (uint64_t)tokens_per_step(r), (float)s->loss); /* (the status page) */
   log_step(rep, r, s);
   progress(rep, r, s);
   /* only rank 0 writes: the others learn whether it could */
