@@ -6,16 +6,15 @@
 # abuse); the islands' run still ends bit-identical to the run without the page. After
 # the run (--status-linger) /status.json's and /metrics' numbers (revision, merges,
 # steps, tokens, losses, bytes, contributions of each island) equal the islands' own
-# summary.json, /metrics parses with prometheus_client's parser (from the venv:
-# $ATOLL_VENV, else SRC/.venv; skipped, 77, without it), and headless Chromium loads
+# summary.json, /metrics parses with prometheus_client's parser (from the venv of
+# scripts/venv.sh, use_venv), and headless Chromium loads
 # / (a screenshot; its DOM's table lists the 3 islands; skipped, 77, without
 # chromium). A bad --status-listen value is refused in one line, an address in use too.
 #   usage: test_status_http.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
 . "$SRC/tests/net/islands_lib.sh"
-VPY=${ATOLL_VENV:-$SRC/.venv}/bin/python
-"$VPY" -c "import prometheus_client" 2>/dev/null || { echo "SKIP: no venv with prometheus_client at ${ATOLL_VENV:-$SRC/.venv} (scripts/venv.sh)"; exit 77; }
+use_venv prometheus_client
 command -v chromium >/dev/null || { echo "SKIP: chromium is not installed (scripts/setup.sh)"; exit 77; }
 CHECK="$SRC/tests/net/status_check.py"
 small_data
