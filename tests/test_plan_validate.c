@@ -94,6 +94,33 @@ static void test_stack_flags(void) {
   CHECK_NEAR((nosp.t_layer_elem - sp.t_layer_elem) / (39 * h / 2 * tok * 2 / a.elem_bw), 1.0, 1e-9);
 }
 
+/* Context parallel at 131K (Llama 3's mesh): of the three K/V collectives per block
+ * only the forward all-gather is exposed; the backward's re-gather hides behind the
+ * MLP backward and the dK/dV reduce-scatter behind the query projection's backward.
+ * With no overlap (tp_overlap 0) all three are exposed, as before. */
+static void test_cp_overlap(void) {
+  atoll_plan_model m;
+  atoll_err err;
+  CHECK_OK(atoll_plan_model_find("llama3-405b", &m, &err), &err);
+  m.seq = 131072;
+  atoll_plan_accel a;
+  CHECK_OK(atoll_plan_accel_find("h100", &a, &err), &err);
+  atoll_plan_cluster c;
+  atoll_plan_cluster_default(&c, &a, 16384);
+  atoll_plan_train t = {131072, 128.0 * 131072, 1e12, ATOLL_PREC_BF16, 0};
+  atoll_plan_assume as;
+  atoll_plan_assume_defaults(&as);
+  atoll_plan_ctx ctx = {&m, &c, &t, &as};
+  atoll_plan_layout L = {8, 8, 16, 16, 1, 1, 8, ATOLL_RECOMPUTE_NONE, 0};
+  atoll_plan_result r, none;
+  atoll_plan_evaluate(&ctx, &L, &r);
+  as.tp_overlap = 0;
+  atoll_plan_evaluate(&ctx, &L, &none);
+  CHECK(r.valid && none.valid && r.t_cp > 0);
+  CHECK_NEAR(r.x_cp / r.t_cp, 1.0 / 3, 1e-12);
+  CHECK_NEAR(none.x_cp / none.t_cp, 1.0, 1e-12);
+}
+
 static void test_rows(void) {
   double worst[2] = {0, 0}, sum2[2] = {0, 0};
   int n[2] = {0, 0}, within[2] = {0, 0};
@@ -157,6 +184,7 @@ int main(void) {
   test_fitted_constants();
   test_gemm_shapes();
   test_stack_flags();
+  test_cp_overlap();
   test_rows();
   CHECK_DONE();
 }
