@@ -77,7 +77,7 @@ static void test_memory(void) {
   atoll_plan_train t = train(2048, 64);
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   double P = atoll_plan_params(&m);
   double want[4] = {16 * P, 4 * P + 12 * P / 8, 2 * P + 14 * P / 8, 16 * P / 8};
   for (int z = 0; z <= 3; z++) {
@@ -122,7 +122,7 @@ static void test_memory(void) {
   atoll_plan_model big = model("llama3-70b");
   atoll_plan_cluster c2 = cluster("h100", 64);
   atoll_plan_train t2 = train(4096, 64);
-  atoll_plan_ctx ctx2 = {&big, &c2, &t2, &a};
+  atoll_plan_ctx ctx2 = {&big, &c2, &t2, &a, NULL};
   atoll_plan_layout P4 = {2, 8, 4, 1, 1, 1, 1, ATOLL_RECOMPUTE_SELECTIVE, 0};
   atoll_plan_evaluate(&ctx2, &P4, &r);
   CHECK(r.valid && r.mem_pp_stage == 0 && r.pp_stage_layers_first == 20);
@@ -138,7 +138,7 @@ static void test_pipeline(void) {
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
   atoll_plan_train t = train(4096, 16); /* dp 2: 8 sequences per rank */
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   atoll_plan_result r;
   /* bubble (p-1)/m, interleaved (p-1)/(v m) */
   atoll_plan_layout L = {2, 8, 4, 1, 1, 1, 1, ATOLL_RECOMPUTE_FULL, 0};
@@ -158,7 +158,7 @@ static void test_pipeline(void) {
   atoll_plan_model b = model("llama3-405b");
   atoll_plan_cluster c16 = cluster("h100", 8192);
   atoll_plan_train t16 = train(8192, 2048);
-  atoll_plan_ctx ctx16 = {&b, &c16, &t16, &a};
+  atoll_plan_ctx ctx16 = {&b, &c16, &t16, &a, NULL};
   atoll_plan_layout M = {64, 8, 16, 1, 1, 1, 1, ATOLL_RECOMPUTE_SELECTIVE, 0};
   atoll_plan_evaluate(&ctx16, &M, &r);
   CHECK(r.valid && r.pp_stage_layers_first == 8 && r.pp_stage_layers_last == 6);
@@ -190,7 +190,7 @@ static void test_traffic(void) {
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
   atoll_plan_train t = train(1024, 64);
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   atoll_plan_result r;
   double P = atoll_plan_params(&m) + 50257.0 * 768 * 0; /* tied: one copy on one stage */
   /* ZeRO-0: one bf16 all-reduce of every gradient per step */
@@ -222,7 +222,7 @@ static void test_traffic(void) {
    * reduction; ZeRO's weight all-gather stays fp32 */
   atoll_plan_train t32 = t;
   t32.precision = ATOLL_PREC_FP32;
-  atoll_plan_ctx ctx32 = {&m, &c, &t32, &a};
+  atoll_plan_ctx ctx32 = {&m, &c, &t32, &a, NULL};
   atoll_plan_layout Z = {8, 1, 1, 1, 0, 8, 1, ATOLL_RECOMPUTE_NONE, 0};
   atoll_plan_evaluate(&ctx32, &Z, &r);
   CHECK_NEAR(r.bytes_dp / (2.0 * 7 / 8 * P * 4), 1.0, 1e-12);
@@ -254,7 +254,7 @@ static void test_diloco(void) {
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
   atoll_plan_train t = train(8192, 512);
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   atoll_plan_layout L = {8, 8, 1, 1, 1, 1, 1, ATOLL_RECOMPUTE_SELECTIVE, 0};
   atoll_plan_result r;
   atoll_plan_evaluate(&ctx, &L, &r);
@@ -318,7 +318,7 @@ static void test_llama3_rows(void) {
     const llama_row *w = &rows[i];
     atoll_plan_cluster c = cluster("h100", w->gpus);
     atoll_plan_train t = train(w->seq, w->seqs);
-    atoll_plan_ctx ctx = {&m, &c, &t, &a};
+    atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
     atoll_plan_fixed f;
     atoll_plan_fixed_none(&f);
     f.tp = w->tp, f.cp = w->cp, f.pp = w->pp, f.dp = w->dp;
@@ -348,7 +348,7 @@ static void test_breakdown(void) {
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
   atoll_plan_train t = train(8192, 1024);
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   atoll_plan_layout Ls[] = {
       {64, 8, 1, 1, 3, 1, 1, ATOLL_RECOMPUTE_FULL, 0},  {16, 8, 4, 1, 1, 1, 2, ATOLL_RECOMPUTE_SELECTIVE, 0},
       {8, 4, 8, 2, 2, 2, 5, ATOLL_RECOMPUTE_NONE, 0},   {2, 8, 16, 2, 1, 8, 1, ATOLL_RECOMPUTE_SELECTIVE, 0},
@@ -374,7 +374,7 @@ static void test_search_16k(void) {
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
   atoll_plan_train t = train(8192, 2048);
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   atoll_plan_fixed f;
   atoll_plan_fixed_none(&f);
   atoll_plan_ranking rk;
@@ -405,7 +405,7 @@ static void test_fewest(void) {
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
   atoll_plan_train t = train(8192, 2048);
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   atoll_plan_result r;
   atoll_err err;
   CHECK_OK(atoll_plan_fewest(&ctx, &r, &err), &err);
@@ -420,7 +420,7 @@ static void test_fewest(void) {
   atoll_plan_result s;
   atoll_plan_train one = t;
   one.batch_tokens = t.seq;
-  atoll_plan_ctx ctx1 = {&m, &c, &one, &a};
+  atoll_plan_ctx ctx1 = {&m, &c, &one, &a, NULL};
   atoll_plan_evaluate(&ctx1, &L, &s);
   CHECK(!s.fits);
 
@@ -446,7 +446,7 @@ static void test_sweep(void) {
   atoll_plan_assume a;
   atoll_plan_assume_defaults(&a);
   atoll_plan_train t = train(8192, 2048);
-  atoll_plan_ctx ctx = {&m, &c, &t, &a};
+  atoll_plan_ctx ctx = {&m, &c, &t, &a, NULL};
   int n[] = {128, 1024, 4096, 16384};
   atoll_plan_result r[4];
   atoll_err err;
@@ -516,7 +516,49 @@ static void test_calibrate_grad_dtype(void) {
   remove(path);
 }
 
+/* The failure model (src/plan/failure.c) against values computed by hand:
+ *   Daly's interval, C = 60 s, M = 3600 s: x = C/2M = 1/120, sqrt(2CM) = 657.267;
+ *     657.267 (1 + 0.0912871/3 + 0.0083333/9) - 60 = 617.876 s;
+ *   C >= 2M: M;
+ *   Daly's goodput, tau 600, C 60, R 300, M 3600: 600 / (3600 e^(1/12) (e^(660/3600) - 1))
+ *     = 600 / (3600 x 1.0869040 x 0.2012150) = 0.762075;
+ *   1000 GPUs on 125 nodes at 1 and 8 per 1000 days: 2 a day, M = 43200 s; 1 TB at
+ *     10 GB/s: C = 100 s, R = 600 + 100 s; tau = 2873.10 s; goodput 0.914237 (planned:
+ *     0.5 a day, each C + R: x (1 - 0.5 x 800 / 86400)); with 7 s steps tau = 410 steps. */
+static void test_goodput_formula(void) {
+  CHECK_NEAR(atoll_plan_daly_interval(60, 3600), 617.8756, 1e-3);
+  CHECK_NEAR(atoll_plan_daly_interval(10, 4), 4, 1e-12);
+  CHECK_NEAR(atoll_plan_daly_goodput(600, 60, 300, 3600), 0.762075, 1e-6);
+  CHECK_NEAR(atoll_plan_daly_goodput(600, 60, 300, INFINITY), 600.0 / 660, 1e-12);
+  /* Daly's interval tends to Young's sqrt(2CM) when C << M */
+  CHECK_NEAR(atoll_plan_daly_interval(1, 1e5) / sqrt(2e5), 1.0, 0.01);
+  atoll_plan_failure f;
+  atoll_plan_failure_defaults(&f);
+  f.accel_per_kday = 1, f.node_per_kday = 8, f.planned_per_kday = 4, f.ckpt_bw = 1e10, f.restart_s = 600;
+  atoll_plan_goodput g;
+  atoll_plan_goodput_eval(&f, 1000, 125, 1e12, 0, &g);
+  CHECK_NEAR(g.failures_per_day, 2, 1e-12);
+  CHECK_NEAR(g.planned_per_day, 0.5, 1e-12);
+  CHECK_NEAR(g.mtbf_s, 43200, 1e-9);
+  CHECK_NEAR(g.write_s, 100, 1e-12);
+  CHECK_NEAR(g.restart_s, 700, 1e-12);
+  CHECK_NEAR(g.young_s, sqrt(2 * 100 * 43200.0), 1e-9);
+  CHECK_NEAR(g.interval_s, 2873.099, 1e-3);
+  CHECK_NEAR(g.goodput, 0.914237, 1e-6);
+  atoll_plan_goodput_eval(&f, 1000, 125, 1e12, 7, &g);
+  CHECK_NEAR(g.interval_s, 410 * 7, 1e-9);
+  f.ckpt_every_s = 3600; /* a fixed interval is used as given (a whole number of steps) */
+  atoll_plan_goodput_eval(&f, 1000, 125, 1e12, 0, &g);
+  CHECK_NEAR(g.interval_s, 3600, 1e-12);
+  CHECK(g.goodput < 0.914237);
+  /* the checkpoint: weights and AdamW state, 14 bytes per parameter in bf16 mixed, 12 in fp32 */
+  atoll_plan_model m = model("llama3-405b");
+  CHECK_NEAR(atoll_plan_checkpoint_bytes(&m, ATOLL_PREC_BF16), 14 * atoll_plan_params(&m), 1);
+  CHECK_NEAR(atoll_plan_checkpoint_bytes(&m, ATOLL_PREC_FP32), 12 * atoll_plan_params(&m), 1);
+}
+
 int main(void) {
+  test_goodput_formula();
   test_params();
   test_collectives();
   test_memory();

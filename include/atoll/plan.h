@@ -212,12 +212,57 @@ typedef struct {
   double wan_bw_needed; /* islands: WAN bytes/s per island for diloco_util */
 } atoll_plan_result;
 
+/* ---------------------------------------------------------------- failures --- */
+
+/* Failures, checkpoints and restarts of a synchronous job (src/plan/failure.c,
+ * docs/plan.md "Failures and goodput"). Defaults: atoll_plan_failure_defaults, derived
+ * from Llama 3's 54 days on 16,384 H100s (arXiv 2407.21783, section 3.3.4). */
+typedef struct {
+  double accel_per_kday;   /* unexpected interruptions per 1000 accelerator-days (GPU faults) */
+  double node_per_kday;    /* per 1000 node-days (host, network, storage, software) */
+  double planned_per_kday; /* planned stops (maintenance, upgrades) per 1000 node-days */
+  double ckpt_bw;          /* bytes/s the job's storage writes (and reads) a checkpoint at, all ranks together */
+  double restart_s;        /* a restart's fixed cost: detect, reschedule, initialize (not reading the checkpoint) */
+  double ckpt_every_s;     /* 0: the optimal interval (Daly); else checkpoint this often */
+} atoll_plan_failure;
+
+void atoll_plan_failure_defaults(atoll_plan_failure *f);
+
+/* Expected goodput of a job of `gpus` accelerators on `nodes` nodes with `state_bytes`
+ * of checkpoint and `step_s` per step (checkpoints fall on step boundaries; 0: any time). */
+typedef struct {
+  double failures_per_day, planned_per_day;
+  double mtbf_s;        /* mean time between unexpected interruptions (0 rate: infinite) */
+  double state_bytes;   /* one checkpoint: weights and optimizer state */
+  double write_s;       /* C: writing it (the job waits) */
+  double restart_s;     /* R: a restart, reading the checkpoint back included */
+  double young_s;       /* sqrt(2 C M) (Young 1974) */
+  double interval_s;    /* the interval used: Daly's optimum (or --ckpt-every), in whole steps */
+  double goodput;       /* expected share of wall time that trains (Daly's model, planned stops included) */
+} atoll_plan_goodput;
+
+/* Daly (2006) higher-order optimum interval between checkpoints: sqrt(2CM) (1 +
+ * sqrt(C/2M)/3 + (C/2M)/9) - C for C < 2M, else M. */
+double atoll_plan_daly_interval(double write_s, double mtbf_s);
+/* Daly's expected share of wall time spent computing with exponential failures of mean
+ * M, checkpoints of C every tau of work and restarts of R: tau / (M e^(R/M) (e^((tau+C)/M) - 1)). */
+double atoll_plan_daly_goodput(double tau, double write_s, double restart_s, double mtbf_s);
+void atoll_plan_goodput_eval(const atoll_plan_failure *f, double gpus, double nodes, double state_bytes,
+                             double step_s, atoll_plan_goodput *g);
+/* Bytes of one checkpoint of model m: weights in the training precision plus AdamW's
+ * state (bf16 mixed: 2 + 12 per parameter, the fp32 master, m and v; fp32: 4 + 8). */
+double atoll_plan_checkpoint_bytes(const atoll_plan_model *m, atoll_plan_precision p);
+
 typedef struct {
   const atoll_plan_model *model;
   const atoll_plan_cluster *cluster;
   const atoll_plan_train *train;
   const atoll_plan_assume *assume;
+  const atoll_plan_failure *failure; /* NULL: no failure model (goodput not reported) */
 } atoll_plan_ctx;
+
+/* The goodput of layout r under ctx->failure (0 and g zeroed when ctx has none). */
+int atoll_plan_goodput_of(const atoll_plan_ctx *ctx, const atoll_plan_result *r, atoll_plan_goodput *g);
 
 /* Evaluates one layout: fills r (r->valid = 0 with r->why for an impossible layout,
  * r->fits = 0 when it does not fit in memory). Never fails otherwise. */
@@ -340,5 +385,9 @@ void atoll_plan_print_versus(FILE *f, const atoll_plan_ctx *ctx, const atoll_pla
                              const atoll_plan_result *r);
 cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result *r);
 cJSON *atoll_plan_context_json(const atoll_plan_ctx *ctx);
+/* The goodput of r under ctx->failure: two lines of the report, and its JSON object
+ * (nothing, NULL, when ctx has no failure model). src/plan/failure.c */
+void atoll_plan_print_goodput(FILE *f, const atoll_plan_ctx *ctx, const atoll_plan_result *r);
+cJSON *atoll_plan_goodput_json(const atoll_plan_ctx *ctx, const atoll_plan_result *r);
 
 #endif

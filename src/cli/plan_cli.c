@@ -138,7 +138,7 @@ static int versus_layout(const char *spec, const atoll_plan_ctx *ctx, atoll_plan
 }
 
 static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *err) {
-  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume};
+  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume, &p->failure};
   int top = 5;
   const char *s;
   if ((s = get(o, "top")) && atoll_plan_parse_int("top", s, 1, 1000000, &top, err)) return -1;
@@ -189,7 +189,7 @@ static int run_search(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
 }
 
 static int run_fewest(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *err) {
-  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume};
+  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume, &p->failure};
   atoll_plan_result r;
   if (atoll_plan_fewest(&ctx, &r, err)) return -1;
   char a[32], b[32];
@@ -229,7 +229,7 @@ static int run_fewest(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err *
 static int run_sweep(const atoll_plan_opts *o, atoll_plan_setup *p, const char *list, atoll_err *err) {
   int counts[64], n = 0;
   if (strcmp(list, "auto") == 0) {
-    atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume};
+    atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume, &p->failure};
     atoll_plan_result few;
     int start = 1;
     if (atoll_plan_fewest(&ctx, &few, err) == 0) start = few.gpus;
@@ -248,7 +248,7 @@ static int run_sweep(const atoll_plan_opts *o, atoll_plan_setup *p, const char *
       s = *end ? end + 1 : end;
     }
   }
-  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume};
+  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume, &p->failure};
   atoll_plan_result *rs = calloc((size_t)n, sizeof *rs);
   if (!rs) return atoll_fail(err, "out of memory");
   atoll_plan_sweep(&ctx, counts, n, rs, err);
@@ -361,7 +361,7 @@ static int run_calibrate(const atoll_plan_opts *o, const char *path, atoll_err *
   atoll_plan_assume a;
   if (calibrate_cluster(o, &cal, &c, &a, note, sizeof note, &share, err)) return -1;
   atoll_plan_calibrate_predict(&cal, &c, &a);
-  atoll_plan_ctx ctx = {&cal.model, &c, &cal.train, &a};
+  atoll_plan_ctx ctx = {&cal.model, &c, &cal.train, &a, NULL};
   if (get(o, "json")) {
     cJSON *j = atoll_plan_context_json(&ctx);
     cJSON_AddStringToObject(j, "summary", path);

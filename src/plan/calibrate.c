@@ -106,7 +106,7 @@ done:
 
 void atoll_plan_calibrate_predict(atoll_plan_calibration *cal, const atoll_plan_cluster *cpu,
                                   const atoll_plan_assume *a) {
-  atoll_plan_ctx ctx = {&cal->model, cpu, &cal->train, a};
+  atoll_plan_ctx ctx = {&cal->model, cpu, &cal->train, a, NULL};
   atoll_plan_evaluate(&ctx, &cal->layout, &cal->result);
   cal->predicted_step_s = cal->result.step_s;
   cal->gap = cal->predicted_step_s / cal->measured_step_s - 1.0;

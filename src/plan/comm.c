@@ -9,7 +9,8 @@
  *             6 backward, 4 more under full recomputation); 4 of the backward ones
  *             hide behind the column-parallel backward matmuls (tp_overlap).
  *   CP        Llama 3's all-gather context parallel: K and V gathered per block
- *             (forward, again in backward) and dK, dV reduce-scattered.
+ *             (forward, again in backward) and dK, dV reduce-scattered; the
+ *             forward's exposed, the backward's behind backward matmuls (cp_exposed).
  *   PP        activations between pp_stages (time.c schedules them).
  *   DP/ZeRO   ZeRO-0: gradient all-reduce once per step; 1: reduce-scatter grads,
  *             all-gather weights once per step; 2: reduce-scatter every micro-batch;
@@ -78,6 +79,20 @@ void atoll_plan_axis_links(atoll_plan_eval *e, atoll_plan_result *r) {
 
 /* ------------------------------------------------------------- TP and CP --- */
 
+/* Exposed seconds of one block's CP collectives (each g seconds), by what waits for
+ * each: the forward all-gathers of K and V (n_fwd: the forward's, and the recomputed
+ * forward's under full recomputation) feed the attention right after them (Llama 3:
+ * "exposed in the critical path"); the backward's re-gather of K and V depends on
+ * nothing the backward computes, so it is issued when the block's backward starts and
+ * runs behind its MLP backward; the reduce-scatter of dK and dV is needed only by the
+ * K and V projections' backward, so it runs behind the query projection's. Each window
+ * hides traffic up to tp_overlap of it (NCCL kernels take SMs, as for TP); cp_overlap
+ * hides a further share of what is left. */
+static double cp_exposed(const atoll_plan_assume *a, const atoll_plan_block *b, double g, double n_fwd) {
+  double x = n_fwd * g + fmax(0, g - a->tp_overlap * b->mlp_bwd) + fmax(0, g - a->tp_overlap * b->q_bwd);
+  return (1 - a->cp_overlap) * x;
+}
+
 /* TP with sequence parallel (Megatron): per block, forward all-gathers the input of
  * the two column-parallel products and reduce-scatters the output of the two
  * row-parallel ones (4); backward all-gathers the row-parallel output gradients (2,
@@ -85,7 +100,7 @@ void atoll_plan_axis_links(atoll_plan_eval *e, atoll_plan_result *r) {
  * data-gradient matmul and reduce-scatters its input gradient during its weight-
  * gradient matmul (4, hidden up to tp_overlap of those matmuls). Full recomputation
  * repeats the forward's 4. CP: all-gather K and V of the whole sequence (forward,
- * again for backward), reduce-scatter their gradients. */
+ * again for backward), reduce-scatter their gradients (cp_exposed says what waits). */
 void atoll_plan_block_comm(atoll_plan_eval *e) {
   const atoll_plan_assume *a = e->ctx->assume;
   const atoll_plan_layout *lay = e->lay;
@@ -110,8 +125,10 @@ void atoll_plan_block_comm(atoll_plan_eval *e) {
   b->tp_embed = 2 * col;
   b->bytes_tp_embed = 2 * atoll_plan_ring_gather_bytes(tp, act);
   double kv = (double)lay->mb * seq * 2 * w.kv * elem, nkv = lay->recompute == ATOLL_RECOMPUTE_FULL ? 4 : 3;
-  b->cp_layer = nkv * atoll_plan_ring_gather_s(cp, kv, e->link_cp.bw, e->link_cp.lat);
+  double g = atoll_plan_ring_gather_s(cp, kv, e->link_cp.bw, e->link_cp.lat);
+  b->cp_layer = nkv * g;
   b->bytes_cp_layer = nkv * atoll_plan_ring_gather_bytes(cp, kv);
+  b->cpx_layer = cp > 1 ? cp_exposed(a, b, g, nkv - 2) : 0;
 }
 
 /* TP and CP over one step of the modelled pp_stage. */
@@ -130,7 +147,7 @@ void atoll_plan_comm_tp_cp(const atoll_plan_eval *e, atoll_plan_result *r) {
   r->x_tp = micro_batches * e->stage_tpx;
   r->bytes_cp = micro_batches * e->stage_layers * b->bytes_cp_layer;
   r->t_cp = micro_batches * e->stage_cp;
-  r->x_cp = (1 - e->ctx->assume->cp_overlap) * r->t_cp;
+  r->x_cp = micro_batches * e->stage_layers * b->cpx_layer;
 }
 
 /* ------------------------------------------------------------ data parallel --- */

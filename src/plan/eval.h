@@ -44,10 +44,12 @@ typedef struct {
   double embed;            /* embedding (first pp_stage) */
   double col_bwd;          /* backward of the block's column-parallel products (hides TP traffic) */
   double head_bwd;         /* backward of the LM head's product */
+  double mlp_bwd;          /* backward of the MLP's products (runs before the block's attention backward) */
+  double q_bwd;            /* the query projection's share of the fused QKV backward */
   double layer_hw_flops, head_flops;
   double tp_layer, tp_head;   /* TP collective seconds per block / for the head */
   double tpx_layer, tpx_head; /* of which exposed */
-  double cp_layer;
+  double cp_layer, cpx_layer; /* CP collective seconds per block; of which exposed */
   double bytes_tp_layer, bytes_tp_head, bytes_cp_layer;
   double tp_embed, bytes_tp_embed;
 } atoll_plan_block;

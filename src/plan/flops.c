@@ -51,9 +51,11 @@ static double elem_per_token(const atoll_plan_model *m, const atoll_plan_widths 
 
 /* The block's matrix products [out x in], each run forward, backward-data and
  * backward-weights; QKV and gate/up (fc) are column-parallel, the two projections
- * row-parallel. Fills the block's matmul seconds and FLOPs. */
+ * row-parallel. Fills the block's matmul seconds and FLOPs, and the backward windows
+ * that hide traffic: the column-parallel products' (TP), the MLP's and the query
+ * projection's (CP). */
 static void block_matmuls(const atoll_plan_eval *e, const atoll_plan_widths *w, double *t_mm, double *flops_mm,
-                          double *t_col_bwd) {
+                          atoll_plan_block *b) {
   const atoll_plan_model *m = e->ctx->model;
   double elem = atoll_plan_elem_bytes(e->ctx->train->precision), tok = e->tokens_mb;
   double shapes[4][2] = {
@@ -62,11 +64,13 @@ static void block_matmuls(const atoll_plan_eval *e, const atoll_plan_widths *w, 
       {(m->arch == ATOLL_ARCH_LLAMA ? 2 : 1) * w->f, w->h}, /* gate and up (SwiGLU) or fc */
       {w->h, w->f},                                         /* down or fc2 */
   };
-  *t_mm = 0, *flops_mm = 0, *t_col_bwd = 0;
+  *t_mm = 0, *flops_mm = 0, b->col_bwd = 0, b->mlp_bwd = 0;
   for (int i = 0; i < 4; i++) {
     double g = gemm_s(&e->ctx->cluster->acc, tok, shapes[i][0], shapes[i][1], elem);
     *t_mm += 3 * g;
-    if (i == 0 || i == 2) *t_col_bwd += 2 * g;
+    if (i == 0 || i == 2) b->col_bwd += 2 * g;
+    if (i >= 2) b->mlp_bwd += 2 * g;
+    if (i == 0) b->q_bwd = 2 * g * w->hq / (w->hq + 2 * w->kv);
     *flops_mm += 6 * tok * shapes[i][0] * shapes[i][1];
   }
 }
@@ -81,7 +85,7 @@ void atoll_plan_block_compute(atoll_plan_eval *e) {
   atoll_plan_widths w = atoll_plan_local_widths(m, tp);
   double rf = lay->recompute == ATOLL_RECOMPUTE_FULL ? 4.0 / 3.0 : 1.0; /* one more forward */
   double t_mm, fl_mm;
-  block_matmuls(e, &w, &t_mm, &fl_mm, &b->col_bwd);
+  block_matmuls(e, &w, &t_mm, &fl_mm, b);
   /* fused causal attention: 6 hq seq FLOPs per token forward+backward */
   double fl_attn = 6.0 * w.hq * seq * tok;
   double clock = !x->is_cpu && x->clock_eff > 0 ? x->clock_eff : 1.0;

@@ -179,6 +179,7 @@ void atoll_plan_print_detail(FILE *f, const atoll_plan_ctx *ctx, const atoll_pla
             "%.1f%%); %.0f%% needs %.3g Gbit/s per island\n",
             atoll_plan_fmt_seconds(r->t_outer, b[3], 32), atoll_plan_fmt_seconds(r->t_outer_step, b[4], 32),
             100 * r->wan_util, 100 * ctx->assume->diloco_util, r->wan_bw_needed * 8 / 1e9);
+  atoll_plan_print_goodput(f, ctx, r);
 }
 
 void atoll_plan_print_assumptions(FILE *f, const atoll_plan_ctx *ctx) {
@@ -191,7 +192,6 @@ void atoll_plan_print_assumptions(FILE *f, const atoll_plan_ctx *ctx) {
 /* -------------------------------------------------------------------- JSON --- */
 
 cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result *r) {
-  (void)ctx;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "dp", r->lay.dp);
   cJSON_AddNumberToObject(o, "tp", r->lay.tp);
@@ -264,6 +264,8 @@ cJSON *atoll_plan_result_json(const atoll_plan_ctx *ctx, const atoll_plan_result
     cJSON_AddNumberToObject(d, "utilization", r->wan_util);
     cJSON_AddNumberToObject(d, "wan_bits_per_second_needed", r->wan_bw_needed * 8);
   }
+  cJSON *gp = atoll_plan_goodput_json(ctx, r);
+  if (gp) cJSON_AddItemToObject(o, "failures", gp);
   return o;
 }
 
@@ -307,6 +309,16 @@ cJSON *atoll_plan_context_json(const atoll_plan_ctx *ctx) {
   cJSON_AddNumberToObject(jt, "token_budget", t->token_budget);
   cJSON_AddStringToObject(jt, "precision", t->precision == ATOLL_PREC_FP32 ? "fp32" : "bf16");
   cJSON_AddStringToObject(jt, "grad_dtype", atoll_plan_grad_elem_bytes(t) == 2 ? "bf16" : "fp32");
+  if (ctx->failure) {
+    const atoll_plan_failure *fl = ctx->failure;
+    cJSON *jf = cJSON_AddObjectToObject(o, "failures");
+    cJSON_AddNumberToObject(jf, "accel_per_1000_days", fl->accel_per_kday);
+    cJSON_AddNumberToObject(jf, "node_per_1000_days", fl->node_per_kday);
+    cJSON_AddNumberToObject(jf, "planned_per_1000_node_days", fl->planned_per_kday);
+    cJSON_AddNumberToObject(jf, "checkpoint_bytes_per_second", fl->ckpt_bw);
+    cJSON_AddNumberToObject(jf, "restart_fixed_seconds", fl->restart_s);
+    if (fl->ckpt_every_s > 0) cJSON_AddNumberToObject(jf, "checkpoint_every_seconds", fl->ckpt_every_s);
+  }
   cJSON *ja = cJSON_AddObjectToObject(o, "assumptions");
   atoll_plan_named a[32];
   int n = atoll_plan_assumptions(c, ctx->assume, a, 32);

@@ -231,7 +231,7 @@ int atoll_plan_fewest(const atoll_plan_ctx *ctx, atoll_plan_result *out, atoll_e
   c.islands = 1;
   atoll_plan_train t = *ctx->train;
   t.batch_tokens = t.seq; /* one sequence per step */
-  atoll_plan_ctx one = {m, &c, &t, ctx->assume};
+  atoll_plan_ctx one = {m, &c, &t, ctx->assume, ctx->failure};
   int per_node = c.gpus_per_node > 0 ? c.gpus_per_node : 1;
   int have = 0;
   atoll_plan_result lightest;
@@ -268,7 +268,7 @@ int atoll_plan_sweep(const atoll_plan_ctx *ctx, const int *gpus, int n, atoll_pl
   for (int i = 0; i < n; i++) {
     atoll_plan_cluster c = *ctx->cluster;
     c.gpus = gpus[i];
-    atoll_plan_ctx one = {ctx->model, &c, ctx->train, ctx->assume};
+    atoll_plan_ctx one = {ctx->model, &c, ctx->train, ctx->assume, ctx->failure};
     atoll_plan_fixed f;
     atoll_plan_fixed_none(&f);
     atoll_plan_ranking rk;

@@ -76,8 +76,8 @@ static int parse_bw(const char *key, const char *s, double *out, atoll_err *err)
 }
 
 static int parse_time(const char *key, const char *s, double dflt_unit, double *out, atoll_err *err) {
-  unit U[] = {{"", dflt_unit}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}};
-  return parse_unit(key, s, U, 5, 0, out, "a time like 10us or 30ms", err);
+  unit U[] = {{"", dflt_unit}, {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}, {"min", 60}, {"h", 3600}};
+  return parse_unit(key, s, U, 7, 0, out, "a time like 10us, 30ms or 10min", err);
 }
 
 /* One of a flag's named values. */
@@ -356,9 +356,37 @@ static int build_train(const atoll_plan_opts *o, atoll_plan_setup *p, atoll_err 
   return 0;
 }
 
+/* Failure rates, checkpoint storage and restarts (failure.c); defaults from Llama 3. */
+static int build_failure(const atoll_plan_opts *o, atoll_plan_failure *f, atoll_err *err) {
+  const char *s;
+  atoll_plan_failure_defaults(f);
+  struct {
+    const char *key, *what;
+    double *field;
+  } rates[] = {{"fail-accel", "interruptions per 1000 accelerator-days", &f->accel_per_kday},
+               {"fail-node", "interruptions per 1000 node-days", &f->node_per_kday},
+               {"planned-stops", "planned stops per 1000 node-days", &f->planned_per_kday}};
+  for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+    if (!(s = get(o, rates[i].key))) continue;
+    if (atoll_plan_parse_double(rates[i].key, s, rates[i].field, err)) return -1;
+    if (*rates[i].field < 0 || *rates[i].field > 1e6)
+      return atoll_fail(err, "--%s %s: expected %s, from 0 to 1e6", rates[i].key, s, rates[i].what);
+  }
+  if ((s = get(o, "ckpt-bw")) && parse_bw("ckpt-bw", s, &f->ckpt_bw, err)) return -1;
+  if ((s = get(o, "restart")) && parse_time("restart", s, 1, &f->restart_s, err)) return -1;
+  if (f->restart_s > 30 * 86400.0) return atoll_fail(err, "--restart %s: more than 30 days", s);
+  if ((s = get(o, "ckpt-every"))) {
+    if (parse_time("ckpt-every", s, 1, &f->ckpt_every_s, err)) return -1;
+    if (!(f->ckpt_every_s > 0) || f->ckpt_every_s > 365 * 86400.0)
+      return atoll_fail(err, "--ckpt-every %s: expected a time above 0 and at most a year", s);
+  }
+  return 0;
+}
+
 int atoll_plan_setup_build(const atoll_plan_opts *o, atoll_plan_cpu_fn cpu, atoll_plan_setup *p, atoll_err *err) {
   memset(p, 0, sizeof *p);
-  if (build_model(o, &p->model, err) || build_cluster(o, cpu, p, err) || build_fixed(o, p, err) || build_train(o, p, err))
+  if (build_model(o, &p->model, err) || build_cluster(o, cpu, p, err) || build_fixed(o, p, err) ||
+      build_train(o, p, err) || build_failure(o, &p->failure, err))
     return -1;
   return 0;
 }

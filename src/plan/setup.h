@@ -12,6 +12,7 @@ typedef struct {
   atoll_plan_train train;
   atoll_plan_assume assume;
   atoll_plan_fixed fixed;
+  atoll_plan_failure failure;
   char cpu_note[160]; /* where the cpu accelerator's figures came from */
 } atoll_plan_setup;
 

@@ -31,7 +31,7 @@ int atoll_plan_split_stages(atoll_plan_eval *e, atoll_plan_result *r) {
   const atoll_plan_model *m = e->ctx->model;
   const atoll_plan_block *b = &e->block;
   int pp = e->lay->pp, tp = e->lay->tp;
-  double t_layer = b->layer + b->tpx_layer + (1 - e->ctx->assume->cp_overlap) * b->cp_layer;
+  double t_layer = b->layer + b->tpx_layer + b->cpx_layer;
   double t_head = b->head + b->tpx_head;
   double t_embed = b->embed + (tp > 1 ? b->tp_embed : 0);
   r->t_layer_compute = b->layer;

@@ -65,6 +65,34 @@ expect_error "calibrate: not a summary" "config" $ATOLL plan --calibrate "$TMP/n
 expect_error "calibrate: a negative tolerance (it switched the check off)" "--tolerance -1: must be >= 0" \
   $ATOLL plan --calibrate "$TMP/notsummary.json" --tolerance -1
 expect_error "--threads on a GPU cluster (ignored before)" "--threads: only with --accel cpu" $ATOLL plan --model gpt2 --threads 4
+# the failure model's flags (docs/plan.md "Failures and goodput"): a bad value is one line
+expect_error "negative failure rate" "--fail-accel -1: expected interruptions per 1000 accelerator-days" \
+  $ATOLL plan --model gpt2 --fail-accel -1
+expect_error "failure rate not a number" "--fail-node: expected a number" $ATOLL plan --model gpt2 --fail-node often
+expect_error "planned stops beyond the range" "--planned-stops 2e6" $ATOLL plan --model gpt2 --planned-stops 2e6
+expect_error "zero checkpoint bandwidth" "--ckpt-bw: must be at least" $ATOLL plan --model gpt2 --ckpt-bw 0
+expect_error "restart time without a unit we know" "--restart: expected a time" $ATOLL plan --model gpt2 --restart 5weeks
+expect_error "checkpoint interval of zero" "--ckpt-every 0: expected a time above 0" $ATOLL plan --model gpt2 --ckpt-every 0
+# the goodput of the chosen layout, in the report and in --json; Llama 3 405B on its
+# 16,384 H100s lands within 3 points above the published ">90%" (arXiv 2407.21783)
+$ATOLL plan --model llama3-405b --gpus 16384 --top 1 >"$TMP/gp.txt" 2>"$TMP/err" || fail "goodput text: $(cat "$TMP/err")"
+grep -q "^  goodput [0-9.]*%: checkpoint every" "$TMP/gp.txt" && grep -q "interruptions a day" "$TMP/gp.txt" \
+  && pass "report: $(grep '^  goodput' "$TMP/gp.txt")" || fail "report lacks the goodput: $(tail -25 "$TMP/gp.txt")"
+$ATOLL plan --model llama3-405b --gpus 16384 --top 1 --json --ckpt-every 30min >"$TMP/gp.json" 2>"$TMP/err" \
+  || fail "goodput json: $(cat "$TMP/err")"
+$ATOLL plan --model llama3-405b --gpus 16384 --top 1 --json >"$TMP/gp0.json" 2>"$TMP/err" || fail "goodput json: $(cat "$TMP/err")"
+$PY - "$TMP/gp0.json" "$TMP/gp.json" >"$TMP/verdict" <<'PYEOF' && pass "--json failures: $(cat "$TMP/verdict")" || fail "--json failures: $(cat "$TMP/verdict")"
+import json, sys
+best = json.load(open(sys.argv[1]))["layouts"][0]["failures"]
+fixed = json.load(open(sys.argv[2]))
+f = fixed["layouts"][0]["failures"]
+print(f"goodput {best['goodput']:.3f} every {best['checkpoint_interval_seconds']:.0f} s; --ckpt-every 30min: "
+      f"{f['goodput']:.3f} every {f['checkpoint_interval_seconds']:.0f} s")
+ok = (0.90 <= best["goodput"] <= 0.93 and best["interval_rule"] == "daly" and f["interval_rule"] == "fixed"
+      and abs(f["checkpoint_interval_seconds"] - 1800) < 10 and f["goodput"] < best["goodput"]
+      and fixed["failures"]["checkpoint_every_seconds"] == 1800 and best["days_with_failures"] > 0)
+sys.exit(0 if ok else 1)
+PYEOF
 
 # ---------------------------------------------------------------- --json
 $ATOLL plan --model llama3-405b --accel h100 --gpus 16384 --top 3 --json >"$TMP/s16k.json" 2>"$TMP/err" \

@@ -17,7 +17,7 @@ static int catalog_cpu(const atoll_plan_opts *o, atoll_plan_accel *a, char *note
 }
 
 static void plan_one_device(const atoll_plan_setup *p) {
-  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume};
+  atoll_plan_ctx ctx = {&p->model, &p->cluster, &p->train, &p->assume, &p->failure};
   atoll_plan_layout lay = {1, 1, 1, 1, 0, 1, 1, ATOLL_RECOMPUTE_NONE, 0};
   atoll_plan_result r;
   atoll_plan_evaluate(&ctx, &lay, &r);

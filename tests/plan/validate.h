@@ -74,7 +74,7 @@ static int plan_run_eval_mode(const plan_run *w, double clock_eff, double k_over
   atoll_plan_assume_defaults(&as);
   if (w->stack == STACK_2021 && !mode.no_stack)
     as.attn_fused = 0, as.seq_par = 0, as.tp_regather = 0, as.tp_overlap = 0;
-  atoll_plan_ctx ctx = {&m, &c, &t, &as};
+  atoll_plan_ctx ctx = {&m, &c, &t, &as, NULL};
   atoll_plan_fixed f;
   atoll_plan_fixed_none(&f);
   f.tp = w->tp, f.pp = w->pp, f.cp = w->cp, f.dp = w->dp;
