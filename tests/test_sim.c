@@ -133,16 +133,17 @@ static void phase_in_seconds(void) {
   CHECK(r.commits == 10 && r.contributions == 30 && r.steps == 200);
   CHECK_NEAR(r.utilisation_min, 201.0 / 221, 1e-12);
   CHECK_NEAR(r.goodput, 200.0 / 221, 1e-12); /* every island's 20 s of each phase is merged */
-  /* island 1 fails at 5 s, is dropped at 10 s (timeout 5), restarts at 30 s: the
-   * exchange of 20-22 s went without it, it fetches at once (no exchange in flight)
-   * and is in the exchange at 42 s with 12 steps */
+  /* island 1 fails at 5 s, is dropped at 10 s (timeout 5) and restarts at 30 s; the
+   * exchanges of 20-22 and 42-44 s go without it; behind, it fetches at the commit of
+   * 44 s (no cost here), steps until that phase's deadline, 64 s, and is in the
+   * exchange of 64-66 s */
   c.speeds[2] = 1;
   c.island_timeout = 5, c.restart_seconds = 25;
   c.fails[0].island = 1, c.fails[0].at = 5, c.nfails = 1;
-  c.seconds = 45;
+  c.seconds = 67;
   CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
-  CHECK(r.commits == 2 && r.contributions == 5 && r.late_contributions == 0);
-  CHECK_NEAR(r.goodput, (2 * 20 + 2 * 20 + 12.0) / (3 * 45), 1e-12);
+  CHECK(r.commits == 3 && r.contributions == 7 && r.late_contributions == 0);
+  CHECK_NEAR(r.goodput, 7 * 20.0 / (3 * 67), 1e-12);
 }
 
 /* Data parallel on one site under Poisson failures (rate l), checkpoints every I s
@@ -169,7 +170,12 @@ static void dp_renewal(void) {
   CHECK_NEAR(r.goodput, 1800.0 / 1860, 1e-12);
   c.ckpt_interval = 0;
   CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
-  CHECK_NEAR(r.ckpt_interval, sqrt(2 * 60 * 3600.0), 1e-12); /* Young: sqrt(2 C M) */
+  CHECK_NEAR(atoll_sim_young_interval(&c), sqrt(2 * 60 * 3600.0), 1e-12); /* Young: sqrt(2 C M) */
+  CHECK_NEAR(r.ckpt_interval, 658, 0); /* 657.3 s in whole steps of 2 s */
+  c.ckpt_write_seconds = 0; /* Young's interval 0: still one step */
+  CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
+  CHECK_NEAR(r.ckpt_interval, 2, 0);
+  CHECK(r.goodput > 0 && r.goodput <= 1);
 }
 
 static void determinism(void) {
@@ -237,6 +243,12 @@ static void refusals(void) {
   atoll_sim_defaults(&c);
   c.link_efficiency = 0;
   CHECK(atoll_sim_check(&c, &err) != 0 && strstr(err.msg, "--link-efficiency"));
+  atoll_sim_defaults(&c);
+  c.islands = 1000000, c.accelerators = 1e9; /* about 3.6e10 events */
+  CHECK(atoll_sim_check(&c, &err) != 0 && strstr(err.msg, "events"));
+  atoll_sim_defaults(&c);
+  c.speeds[1] = c.speeds[2] = 1, c.nspeeds = 3, c.islands = 2, c.policy.min_islands = 1;
+  CHECK(atoll_sim_check(&c, &err) != 0 && strstr(err.msg, "--speeds"));
   atoll_sim_defaults(&c);
   CHECK(atoll_sim_check(&c, &err) == 0);
 }

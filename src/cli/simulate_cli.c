@@ -55,16 +55,18 @@ static int speeds(const char *v, atoll_sim_config *c) {
   }
   strcpy(buf, v);
   c->nspeeds = 0;
-  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+  for (char *t = buf, *comma; t; t = comma ? comma + 1 : NULL) { /* every field, empty ones too */
+    comma = strchr(t, ',');
+    if (comma) *comma = 0;
     if (c->nspeeds == ATOLL_SIM_MAX_SPEEDS) {
       fprintf(stderr, "atoll: error: --speeds: at most %d values\n", ATOLL_SIM_MAX_SPEEDS);
       return -1;
     }
+    if (!*t) {
+      fprintf(stderr, "atoll: error: --speeds: expected step-time factors such as 1,1,2,4, got '%s'\n", v);
+      return -1;
+    }
     if (number("--speeds", t, 1e-3, 1e6, &c->speeds[c->nspeeds++])) return -1;
-  }
-  if (c->nspeeds == 0) {
-    fprintf(stderr, "atoll: error: --speeds: expected step-time factors such as 1,1,2,4, got '%s'\n", v);
-    return -1;
   }
   return 0;
 }
@@ -155,13 +157,18 @@ int atoll_simulate_main(int argc, char **argv) {
     else if (strcmp(a, "--straggler-factor") == 0) bad = number(a, val, 1, 1e6, &c.straggler_factor);
     else if (strcmp(a, "--fail") == 0) bad = failure(val, &c);
     else if (strcmp(a, "--days") == 0) bad = number(a, val, 1e-6, 3650, &v), c.seconds = v * 86400;
-    else if (strcmp(a, "--seed") == 0) bad = number(a, val, 0, 9007199254740992.0, &v), c.seed = (uint64_t)v;
+    else if (strcmp(a, "--seed") == 0) {
+      bad = number(a, val, 0, 9007199254740992.0, &v) || (v != floor(v) && fprintf(stderr, "atoll: error: --seed: expected a whole number, got '%s'\n", val));
+      c.seed = (uint64_t)v;
+    }
     else {
       fprintf(stderr, "atoll: error: %s: unknown flag for simulate (atoll simulate --help)\n", a);
       return 2;
     }
     if (bad) return 2;
   }
+  if (strcmp(mode, "dp") == 0 && (c.policy.grace > 0 || c.phase_seconds > 0 || c.policy.min_islands > 1))
+    fprintf(stderr, "atoll simulate: note: --quorum-grace, --min-islands and --phase-seconds apply to DiLoCo only, not --mode dp\n");
   int q = atoll_qtype_parse(dtype);
   if (q < 0) {
     fprintf(stderr, "atoll: error: --outer-dtype: expected fp32, bf16, int8 or fp4, got '%s'\n", dtype);
@@ -177,11 +184,14 @@ int atoll_simulate_main(int argc, char **argv) {
   c.grad_bytes = 4 * params;
   atoll_err err = {{0}};
   atoll_sim_result r[2];
-  c.mode = ATOLL_SIM_DP;
-  if (atoll_sim_check(&c, &err)) {
-    fprintf(stderr, "atoll: error: %s\n", err.msg);
-    return 2;
+  for (int m = 0; m < 2; m++) { /* both runs' settings are checked before either runs */
+    c.mode = m == 0 ? ATOLL_SIM_DP : ATOLL_SIM_DILOCO;
+    if ((m == 0 ? dp : diloco) && atoll_sim_check(&c, &err)) {
+      fprintf(stderr, "atoll: error: %s\n", err.msg);
+      return 2;
+    }
   }
+  c.mode = ATOLL_SIM_DP;
   if (dp && atoll_sim_run(&c, &r[0], &err)) goto fail;
   c.mode = ATOLL_SIM_DILOCO;
   if (diloco && atoll_sim_run(&c, &r[1], &err)) goto fail;
@@ -199,7 +209,7 @@ int atoll_simulate_main(int argc, char **argv) {
          "steps", "failures", "bytes");
   if (dp) {
     char name[64];
-    snprintf(name, sizeof name, "data parallel (ckpt %.0f min)", r[0].ckpt_interval / 60);
+    snprintf(name, sizeof name, "data parallel (ckpt %.3g min)", r[0].ckpt_interval / 60);
     print_row(name, &r[0]);
   }
   if (diloco) {

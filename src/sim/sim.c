@@ -17,7 +17,7 @@ void atoll_sim_defaults(atoll_sim_config *c) {
   c->nspeeds = 1;
   c->sync_every = 100;
   c->straggler_factor = 1;
-  c->outer_bytes = 8e9;  /* 8 B parameters, int8 (1 byte each; the block scales ignored) */
+  c->outer_bytes = 9e9;  /* 8 B parameters, int8: a byte each and a 4-byte scale per 32 */
   c->grad_bytes = 32e9;  /* their fp32 gradient */
   c->link_bits = 10e9;
   c->rtt = 0.1;
@@ -37,6 +37,8 @@ void atoll_sim_defaults(atoll_sim_config *c) {
   c->seed = 1;
   c->random_failures = 1;
 }
+
+static double events_estimate(const atoll_sim_config *c);
 
 int atoll_sim_check(const atoll_sim_config *c, atoll_err *err) {
   if (!(c->islands >= 1 && c->islands <= 1000000)) return atoll_fail(err, "--islands must be 1 to 1000000");
@@ -73,11 +75,30 @@ int atoll_sim_check(const atoll_sim_config *c, atoll_err *err) {
   if (!(c->ckpt_write_seconds >= 0 && c->ckpt_write_seconds <= 1e9))
     return atoll_fail(err, "--ckpt-write-seconds must be 0 or more");
   if (!(c->seconds > 0 && c->seconds <= 3650 * 86400.0)) return atoll_fail(err, "--days must be above 0 and at most 3650");
+  if (c->nspeeds > c->islands)
+    return atoll_fail(err, "--speeds: %d values for %d islands (one per island at most; they repeat over the islands)",
+                      c->nspeeds, c->islands);
+  double events = events_estimate(c);
+  if (!(events <= ATOLL_SIM_MAX_EVENTS))
+    return atoll_fail(err, "this run would take about %.2g events (at most %.0g): fewer --days or --islands, longer phases "
+                      "(--sync-every, --step-seconds) or rarer failures (--mtbf-hours)", events, ATOLL_SIM_MAX_EVENTS);
   for (int i = 0; i < c->nfails; i++)
     if (c->fails[i].island < 0 || c->fails[i].island >= c->islands || !(c->fails[i].at >= 0))
       return atoll_fail(err, "--fail %d@%g: the island must be 0 to %d and the time 0 or more", c->fails[i].island,
                         c->fails[i].at, c->islands - 1);
   return 0;
+}
+
+/* The events a run would take, roughly (a few per phase and island, a few per failure):
+ * atoll_sim_check refuses a run above ATOLL_SIM_MAX_EVENTS rather than run for hours. */
+static double events_estimate(const atoll_sim_config *c) {
+  double fastest = INFINITY;
+  for (int i = 0; i < c->nspeeds; i++) fastest = fmin(fastest, c->speeds[i]);
+  double failures = c->random_failures ? c->accelerators * c->seconds / (c->mtbf_hours * 3600) : 0;
+  if (c->mode == ATOLL_SIM_DP) return failures;
+  double phase = c->phase_seconds > 0 ? c->phase_seconds : c->sync_every * c->step_seconds * fastest;
+  phase += atoll_sim_exchange_seconds(c, c->islands);
+  return 3.0 * c->islands * (c->seconds / phase) + 4 * failures;
 }
 
 double atoll_sim_exchange_seconds(const atoll_sim_config *c, int k) {
@@ -114,7 +135,9 @@ int atoll_sim_run_dp(const atoll_sim_config *c, atoll_sim_result *r, atoll_err *
   /* a step waits for its slowest site: slow with the chance that any site straggles */
   double slow = 1 + (1 - pow(1 - c->straggler_share, K)) * (c->straggler_factor - 1);
   double step = c->step_seconds * slowest * slow + comm;
+  /* checkpoints fall between steps: the interval is whole steps, at least one */
   double I = c->ckpt_interval > 0 ? c->ckpt_interval : atoll_sim_young_interval(c);
+  I = fmax(1, round(I / step)) * step;
   double C = c->ckpt_write_seconds, seg = I + C;
   double rate = c->accelerators / (c->mtbf_hours * 3600);
   atoll_rng rng;
@@ -137,7 +160,8 @@ int atoll_sim_run_dp(const atoll_sim_config *c, atoll_sim_result *r, atoll_err *
     int ends = t + gap >= c->seconds; /* the run ends first: what ran until then counts */
     double run = ends ? c->seconds - t : gap, full = floor(run / seg), part = run - full * seg;
     stepping += full * I + fmin(part, I);
-    saved += full * I + (ends ? fmin(part, I) : 0); /* else the segment in progress is lost */
+    /* the segment in progress is lost, or at the end of the run kept to its last whole step */
+    saved += full * I + (ends ? floor(fmin(part, I) / step) * step : 0);
     if (ends) break;
     failures++;
     down += fmin(c->restart_seconds, c->seconds - (t + gap));
@@ -151,7 +175,7 @@ int atoll_sim_run_dp(const atoll_sim_config *c, atoll_sim_result *r, atoll_err *
   r->seconds = c->seconds;
   r->failures = failures;
   r->ckpt_interval = I;
-  r->steps = (long long)(saved / step);
+  r->steps = (long long)round(saved / step);
   /* every site's accelerators step for step_seconds x its speed in each step */
   r->goodput = saved * work * speed_sum / K / c->seconds;
   r->utilisation_mean = stepping * compute * speed_sum / K / c->seconds;

@@ -17,6 +17,7 @@ typedef enum { ATOLL_SIM_DP, ATOLL_SIM_DILOCO } atoll_sim_mode;
 
 #define ATOLL_SIM_MAX_SPEEDS 64
 #define ATOLL_SIM_MAX_FAILS 64
+#define ATOLL_SIM_MAX_EVENTS 2e9 /* about 3 minutes on one core */
 
 typedef struct {
   atoll_sim_mode mode;

@@ -5,17 +5,18 @@
  * says so, with the ready islands; the exchange lasts atoll_sim_exchange_seconds and
  * commits revision R + 1, and its members start their next phase. Every other island
  * the coordinator counted is late from the opening on, as in docs/islands.md: the next
- * exchanges do not wait for it. At the end of its phase it keeps its outer gradient,
- * waits for the exchange in flight to
- * commit, fetches the committed state (state_bytes: weights and outer momentum) and
+ * exchanges do not wait for it. At the end of its phase it keeps its outer gradient and
+ * is behind: it fetches the committed state (state_bytes: weights and outer momentum) at
+ * the next commit, or at once when too few up-to-date islands are left for one, and
  * goes on; the kept gradient is merged into its next exchange, weighted 1 / (1 + s) for
  * s revisions missed (older kept work fades again at each miss).
  *
  * A failed island is down for restart_seconds and loses its phase and what it kept; the
  * coordinator counts it (live, and ready if it was) until island_timeout after the
  * failure, so an exchange that includes it stalls until then and opens again without
- * it. A restarted island joins as a late one does. Failures strike running islands
- * only, each accelerator at rate 1 / mtbf. */
+ * it; a restart before that drops it at once (the coordinator sees a new session). A
+ * restarted island joins as a late one does. Failures strike running islands only, each
+ * accelerator at rate 1 / mtbf. */
 #include "sim/sim.h"
 
 #include "core/rng.h"
@@ -26,6 +27,7 @@
 
 enum { COMPUTING, READY, EXCHANGING, BEHIND, FETCHING, DEAD };
 enum { EV_PHASE_END, EV_COMMIT, EV_WAKE, EV_FAIL, EV_DROP, EV_RESTART, EV_FETCH_END };
+#define SCRIPTED (-1) /* the tag of a --fail event (epochs are 0 or more) */
 
 typedef struct {
   double t;
@@ -150,6 +152,21 @@ static int fetch(sim *s, int i) {
   return push(s, s->now + t, EV_FETCH_END, i, p->epoch);
 }
 
+/* The behind islands fetch the state at the next commit, or at once when fewer than
+ * --min-islands up-to-date islands are left and no exchange is in flight (the next
+ * commit would never come): the real coordinator's rule (docs/islands.md, "Joining"). */
+static int release(sim *s) {
+  if (s->exchange || s->live >= s->c->policy.min_islands) return 0;
+  for (int j = 0; j < s->K; j++)
+    if (s->is[j].state == BEHIND && fetch(s, j)) return -1;
+  return 0;
+}
+
+static int behind(sim *s, int i) {
+  set_state(s, i, BEHIND);
+  return release(s);
+}
+
 static int try_open(sim *s) {
   if (s->exchange || s->ready == 0) return 0;
   double wake = 0;
@@ -228,10 +245,9 @@ static int drop(sim *s, int i) {
       island *o = &s->is[j];
       if (o->state == COMPUTING && !o->counted && o->rev == s->rev) /* late for nothing: counted again */
         o->counted = 1, s->live++;
-      else if (o->state == BEHIND && fetch(s, j)) /* it waited for a commit that will not come */
-        return -1;
     }
   }
+  if (release(s)) return -1;
   return try_open(s);
 }
 
@@ -245,26 +261,20 @@ static int phase_end(sim *s, int i) {
   }
   keep(s, i); /* late: an exchange opened without it (which made it late then) */
   if (p->counted) p->counted = 0, s->live--;
-  if (s->exchange) {
-    set_state(s, i, BEHIND);
-    return try_open(s);
-  }
-  if (fetch(s, i)) return -1;
+  if (behind(s, i)) return -1;
   return try_open(s);
 }
 
+/* It holds revision fetch_rev. A commit meanwhile leaves it behind again; an exchange
+ * opened meanwhile went without it, so it steps uncounted, late for that exchange. */
 static int fetch_end(sim *s, int i) {
   island *p = &s->is[i];
-  if (s->exchange) { /* one opened meanwhile without it: it waits for that commit */
-    set_state(s, i, BEHIND);
-    return 0;
-  }
-  if (p->fetch_rev < s->rev) return fetch(s, i); /* another commit came meanwhile */
+  if (p->fetch_rev < s->rev) return behind(s, i);
   if (p->kept > 0) {
     p->kept_discounted = p->kept / (1.0 + (double)(s->rev - p->kept_rev));
     p->kept = 0;
   }
-  if (!p->counted) p->counted = 1, s->live++;
+  if (!s->exchange && !p->counted) p->counted = 1, s->live++;
   return start_phase(s, i);
 }
 
@@ -285,11 +295,7 @@ static int restart(sim *s, int i) {
   if (drop(s, i)) return -1; /* a new session: the old one is dropped now if not before */
   s->is[i].epoch++;          /* and its pending drop is void */
   if (schedule_failure(s, i)) return -1;
-  if (s->exchange) {
-    set_state(s, i, BEHIND);
-    return 0;
-  }
-  return fetch(s, i);
+  return behind(s, i);
 }
 
 static int step(sim *s, event ev) {
@@ -324,13 +330,13 @@ int atoll_sim_run_islands(const atoll_sim_config *c, atoll_sim_result *r, atoll_
     if (start_phase(&s, i) || schedule_failure(&s, i)) rc = atoll_fail(err, "out of memory for the event queue");
   }
   for (int f = 0; rc == 0 && f < c->nfails; f++)
-    if (push(&s, c->fails[f].at, EV_FAIL, c->fails[f].island, 0)) rc = atoll_fail(err, "out of memory for the event queue");
+    if (push(&s, c->fails[f].at, EV_FAIL, c->fails[f].island, SCRIPTED)) rc = atoll_fail(err, "out of memory for the event queue");
   while (rc == 0 && s.q.n > 0 && s.q.e[0].t < c->seconds) {
     event ev = pop(&s.q);
     s.now = ev.t;
     r->events++;
-    /* scripted failures carry epoch 0: they strike whatever epoch the island is in */
-    if (ev.type == EV_FAIL && ev.tag == 0 && ev.island >= 0) ev.tag = s.is[ev.island].epoch;
+    /* scripted failures strike whatever epoch the island is in */
+    if (ev.type == EV_FAIL && ev.tag == SCRIPTED) ev.tag = s.is[ev.island].epoch;
     if (step(&s, ev)) rc = atoll_fail(err, "out of memory for the event queue");
     /* the coordinator's counts stay those of the islands (a test runs long runs on it) */
     else if (s.live < 0 || s.live > s.K || s.ready < 0 || s.ready > s.live)

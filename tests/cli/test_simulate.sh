@@ -47,6 +47,11 @@ refused --fail --fail 16@100
 refused --fail --fail 1@-5
 refused --speeds --speeds 1,,a
 refused --speeds --speeds 0
+refused --speeds --speeds 1,2,
+refused --speeds --islands 2 --speeds 1,1,9
+refused --seed --seed 1.5
+refused events --islands 1000000 --accelerators 1e9
+refused events --mode dp --restart-minutes 0 --mtbf-hours 0.001 --accelerators 1e9 --islands 1
 refused --mode --mode async
 refused --outer-dtype --outer-dtype int4
 refused --link-gbit --link-gbit 0
