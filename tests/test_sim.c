@@ -5,6 +5,7 @@
  * bad settings, and the calibration against this machine's measured islands benchmark
  * (fit on two rows, two held out). */
 #include "check.h"
+#include "core/rng.h"
 #include "sim/sim.h"
 
 #include <math.h>
@@ -116,6 +117,26 @@ static void scripted_failure(void) {
   CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
   CHECK(r.failures == 1);
   CHECK(r.contributions > 2 * r.commits); /* it contributed again */
+}
+
+/* A scripted failure voids the island's pending random one (it was drawn for the life
+ * the failure ended): one island, failures every 24 h; the random failure first drawn
+ * (t0) must not strike after a scripted one at 1 s, only the one drawn at the restart
+ * (t1). The draws are the simulator's own, in its order. */
+static void scripted_voids_random(void) {
+  atoll_sim_config c = small(1, 10);
+  c.random_failures = 1, c.mtbf_hours = 24, c.restart_seconds = 0, c.seed = 2;
+  c.fails[0].island = 0, c.fails[0].at = 1, c.nfails = 1;
+  atoll_rng rng;
+  atoll_rng_seed(&rng, c.seed);
+  double t0 = -log1p(-(double)atoll_rng_uniform(&rng)) * 86400;
+  double t1 = 1 - log1p(-(double)atoll_rng_uniform(&rng)) * 86400;
+  CHECK(t0 > 1);
+  c.seconds = t0 + 1;
+  atoll_sim_result r;
+  atoll_err err = {{0}};
+  CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
+  CHECK(r.failures == 1 + (t1 < c.seconds));
 }
 
 /* A phase in seconds (--phase-seconds 20; not yet in the real islands): islands of
@@ -304,6 +325,7 @@ int main(void) {
   sync_timeline();
   grace_window();
   scripted_failure();
+  scripted_voids_random();
   phase_in_seconds();
   dp_renewal();
   determinism();
