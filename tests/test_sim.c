@@ -1,9 +1,10 @@
 /* The simulator (src/sim/, docs/simulate.md) against what can be worked out by hand:
  * a synchronous run's time line, the grace window of the coordinator's own rule, a
  * scripted failure with and without the grace, data parallel's expected goodput under
- * Poisson failures (the renewal formula), determinism for a seed, one-line refusals of
+ * Poisson failures (Daly's formula, as atoll plan computes it), determinism for a seed, one-line refusals of
  * bad settings, and the calibration against this machine's measured islands benchmark
  * (fit on two rows, two held out). */
+#include "atoll/plan.h"
 #include "check.h"
 #include "core/rng.h"
 #include "sim/sim.h"
@@ -167,10 +168,11 @@ static void phase_in_seconds(void) {
   CHECK_NEAR(r.goodput, 7 * 20.0 / (3 * 67), 1e-12);
 }
 
-/* Data parallel on one site under Poisson failures (rate l), checkpoints every I s
- * costing C, restarts of R: the expected time to complete one segment of w = I + C is
- * (1/l + R)(e^{l w} - 1), so the goodput is I / that. */
-static void dp_renewal(void) {
+/* Data parallel on one site under Poisson failures of mean M, checkpoints every I s
+ * costing C, restarts of R that a failure starts again: the expected time per I of work
+ * is M e^{R/M} (e^{(I + C)/M} - 1) (Daly's model), so the simulator's goodput must equal
+ * atoll plan's atoll_plan_daly_goodput, the same formula in the planner. */
+static void dp_against_planner(void) {
   atoll_sim_config c;
   atoll_sim_defaults(&c);
   c.mode = ATOLL_SIM_DP;
@@ -182,8 +184,13 @@ static void dp_renewal(void) {
   atoll_sim_result r;
   atoll_err err = {{0}};
   CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
-  double l = 1.0 / 3600, expect = 1800 / ((1 / l + 300) * expm1(l * 1860));
+  double expect = atoll_plan_daly_goodput(1800, 60, 300, 3600);
+  printf("data parallel: goodput %.4f simulated, %.4f by atoll plan's formula\n", r.goodput, expect);
   CHECK_NEAR(r.goodput, expect, 0.01);
+  c.restart_seconds = 3000; /* restarts of most of an hour: many fail again */
+  CHECK_OK(atoll_sim_run(&c, &r, &err), &err);
+  CHECK_NEAR(r.goodput, atoll_plan_daly_goodput(1800, 60, 3000, 3600), 0.01);
+  c.restart_seconds = 300;
   CHECK(r.failures > 40000);
   c.random_failures = 0;
   c.seconds = 1860 * 10;
@@ -327,7 +334,7 @@ int main(void) {
   scripted_failure();
   scripted_voids_random();
   phase_in_seconds();
-  dp_renewal();
+  dp_against_planner();
   determinism();
   failure_grid();
   refusals();

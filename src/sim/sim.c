@@ -120,9 +120,11 @@ static double exponential(atoll_rng *rng, double rate) {
  * slowest site sets the pace) and the sites all-reduce the gradient over their links (a
  * ring: 2 (K - 1) / K of it sent, K - 1 round trips; nothing overlapped). A failure
  * anywhere stops the job: the work since the last checkpoint is lost and the job runs
- * again after restart_seconds. A straggling site (straggler_share, straggler_factor)
- * slows its step and so everyone's (the expected slow-down is applied). Checkpoints every ckpt_interval seconds of training, each
- * stopping it ckpt_write_seconds. Failures do not strike while the job is down. */
+ * again after restart_seconds; a failure during the restart starts it again (Daly's
+ * model, as atoll plan's: src/plan/failure.c). A straggling site (straggler_share,
+ * straggler_factor) slows its step and so everyone's (the expected slow-down is
+ * applied). Checkpoints every ckpt_interval seconds of training, each stopping it
+ * ckpt_write_seconds. */
 int atoll_sim_run_dp(const atoll_sim_config *c, atoll_sim_result *r, atoll_err *err) {
   (void)err;
   int K = c->islands;
@@ -150,13 +152,24 @@ int atoll_sim_run_dp(const atoll_sim_config *c, atoll_sim_result *r, atoll_err *
     for (int j = i; j > 0 && fails[j] < fails[j - 1]; j--) {
       double t = fails[j]; fails[j] = fails[j - 1]; fails[j - 1] = t;
     }
-  double t = 0, saved = 0, stepping = 0, down = 0;
+  double t = 0, saved = 0, stepping = 0, down = 0, R = c->restart_seconds;
   long long failures = 0;
+  int restarting = 0;
   while (t < c->seconds) {
     double gap = c->random_failures ? exponential(&rng, rate) : INFINITY;
     while (next_fail < nf && fails[next_fail] < t) next_fail++;
     if (next_fail < nf && fails[next_fail] - t < gap) gap = fails[next_fail++] - t;
     r->events++;
+    if (restarting) { /* a failure during the restart starts it again */
+      if (gap < R && t + gap < c->seconds) {
+        failures++;
+        down += gap, t += gap;
+        continue;
+      }
+      down += fmin(R, c->seconds - t);
+      t += R, gap -= R, restarting = 0; /* the rest of the gap, from the restart's end */
+      if (t >= c->seconds) break;
+    }
     int ends = t + gap >= c->seconds; /* the run ends first: what ran until then counts */
     double run = ends ? c->seconds - t : gap, full = floor(run / seg), part = run - full * seg;
     stepping += full * I + fmin(part, I);
@@ -164,8 +177,7 @@ int atoll_sim_run_dp(const atoll_sim_config *c, atoll_sim_result *r, atoll_err *
     saved += full * I + (ends ? floor(fmin(part, I) / step) * step : 0);
     if (ends) break;
     failures++;
-    down += fmin(c->restart_seconds, c->seconds - (t + gap));
-    t += gap + c->restart_seconds;
+    t += gap, restarting = 1;
   }
   /* the share of a step that a speed-1 site computes, and the part of it that is work
    * (a straggler's extra time is not) */
