@@ -1,5 +1,6 @@
 /* atoll coordinator: the islands' coordinator process (src/net/coordinator.h). */
 #include "cli/net_cli.h"
+#include "cli/cli_number.h"
 #include "net/coordinator.h"
 #include "net/status_http.h"
 #include "train/run_settings.h"
@@ -16,17 +17,6 @@ static void on_signal(int sig) {
   stop_flag = 1;
 }
 
-static int number(const char *flag, const char *v, double lo, double hi, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double x = strtod(v, &end);
-  if (errno || end == v || *end || !(x >= lo && x <= hi)) {
-    fprintf(stderr, "atoll: error: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
 
 int atoll_coordinator_main(int argc, char **argv) {
   atoll_coordinator_config c = {.min_islands = 1, .island_timeout = 10};
@@ -66,24 +56,24 @@ int atoll_coordinator_main(int argc, char **argv) {
       }
       c.status_listen = val;
     } else if (strcmp(a, "--status-linger") == 0) {
-      if (number(a, val, 0, 86400, &v)) return 2;
+      if (atoll_cli_number(a, val, 0, 86400, &v)) return 2;
       c.status_linger = v;
     }
     else if (strcmp(a, "--min-islands") == 0) {
-      if (number(a, val, 1, 1024, &v)) return 2;
+      if (atoll_cli_number(a, val, 1, 1024, &v)) return 2;
       if (v != (int)v) {
         fprintf(stderr, "atoll: error: --min-islands %s: expected a whole number\n", val);
         return 2;
       }
       c.min_islands = (int)v;
     } else if (strcmp(a, "--island-timeout") == 0) {
-      if (number(a, val, 0.1, 86400, &v)) return 2;
+      if (atoll_cli_number(a, val, 0.1, 86400, &v)) return 2;
       c.island_timeout = v;
     } else if (strcmp(a, "--quorum-grace") == 0) {
-      if (number(a, val, 0, 86400, &v)) return 2;
+      if (atoll_cli_number(a, val, 0, 86400, &v)) return 2;
       c.quorum_grace = v;
     } else if (strcmp(a, "--run-seconds") == 0) {
-      if (number(a, val, 0, 1e6, &v)) return 2;
+      if (atoll_cli_number(a, val, 0, 1e6, &v)) return 2;
       c.run_seconds = v;
     } else {
       fprintf(stderr, "atoll: error: %s: unknown flag for coordinator (see atoll coordinator --help)\n", a);

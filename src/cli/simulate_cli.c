@@ -1,5 +1,6 @@
 /* atoll simulate: the command line of the simulator (src/sim/sim.h, docs/simulate.md). */
 #include "cli/simulate_cli.h"
+#include "cli/cli_number.h"
 
 #include "core/quant.h"
 #include "sim/sim.h"
@@ -24,21 +25,10 @@ static void help(void) {
          "islands' time computing, idle and down, the steps that reached the model and bytes. Defaults and formulas: docs/simulate.md.\n");
 }
 
-static int number(const char *flag, const char *v, double lo, double hi, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double x = strtod(v, &end);
-  if (errno || end == v || *end || !(x >= lo && x <= hi)) {
-    fprintf(stderr, "atoll: error: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
 
 static int whole(const char *flag, const char *v, double lo, double hi, int *out) {
   double x;
-  if (number(flag, v, lo, hi, &x)) return -1;
+  if (atoll_cli_number(flag, v, lo, hi, &x)) return -1;
   if (x != floor(x)) {
     fprintf(stderr, "atoll: error: %s: expected a whole number, got '%s'\n", flag, v);
     return -1;
@@ -66,7 +56,7 @@ static int speeds(const char *v, atoll_sim_config *c) {
       fprintf(stderr, "atoll: error: --speeds: expected step-time factors such as 1,1,2,4, got '%s'\n", v);
       return -1;
     }
-    if (number("--speeds", t, 1e-3, 1e6, &c->speeds[c->nspeeds++])) return -1;
+    if (atoll_cli_number("--speeds", t, 1e-3, 1e6, &c->speeds[c->nspeeds++])) return -1;
   }
   return 0;
 }
@@ -85,7 +75,7 @@ static int failure(const char *v, atoll_sim_config *c) {
   memcpy(island, v, (size_t)(at - v));
   island[at - v] = 0;
   if (whole("--fail", island, 0, 999999, &c->fails[c->nfails].island)) return -1;
-  if (number("--fail", at + 1, 0, 1e12, &c->fails[c->nfails].at)) return -1;
+  if (atoll_cli_number("--fail", at + 1, 0, 1e12, &c->fails[c->nfails].at)) return -1;
   c->nfails++;
   return 0;
 }
@@ -134,31 +124,31 @@ int atoll_simulate_main(int argc, char **argv) {
     int bad = 0;
     if (strcmp(a, "--mode") == 0) mode = val;
     else if (strcmp(a, "--outer-dtype") == 0) dtype = val;
-    else if (strcmp(a, "--accelerators") == 0) bad = number(a, val, 1, 1e9, &c.accelerators);
+    else if (strcmp(a, "--accelerators") == 0) bad = atoll_cli_number(a, val, 1, 1e9, &c.accelerators);
     else if (strcmp(a, "--islands") == 0) bad = whole(a, val, 1, 1000000, &c.islands);
-    else if (strcmp(a, "--step-seconds") == 0) bad = number(a, val, 1e-6, 1e6, &c.step_seconds);
+    else if (strcmp(a, "--step-seconds") == 0) bad = atoll_cli_number(a, val, 1e-6, 1e6, &c.step_seconds);
     else if (strcmp(a, "--sync-every") == 0) bad = whole(a, val, 1, 1e9, &c.sync_every);
-    else if (strcmp(a, "--phase-seconds") == 0) bad = number(a, val, 0, 1e9, &c.phase_seconds);
-    else if (strcmp(a, "--params") == 0) bad = number(a, val, 1, 1e14, &params);
+    else if (strcmp(a, "--phase-seconds") == 0) bad = atoll_cli_number(a, val, 0, 1e9, &c.phase_seconds);
+    else if (strcmp(a, "--params") == 0) bad = atoll_cli_number(a, val, 1, 1e14, &params);
     else if (strcmp(a, "--speeds") == 0) bad = speeds(val, &c);
-    else if (strcmp(a, "--link-gbit") == 0) bad = number(a, val, 1e-6, 1e6, &v), c.link_bits = v * 1e9;
-    else if (strcmp(a, "--rtt-ms") == 0) bad = number(a, val, 0, 60000, &v), c.rtt = v / 1000;
+    else if (strcmp(a, "--link-gbit") == 0) bad = atoll_cli_number(a, val, 1e-6, 1e6, &v), c.link_bits = v * 1e9;
+    else if (strcmp(a, "--rtt-ms") == 0) bad = atoll_cli_number(a, val, 0, 60000, &v), c.rtt = v / 1000;
     else if (strcmp(a, "--round-trips") == 0) bad = whole(a, val, 0, 1000, &c.round_trips);
-    else if (strcmp(a, "--exchange-overhead") == 0) bad = number(a, val, 0, 1e6, &c.exchange_overhead);
-    else if (strcmp(a, "--link-efficiency") == 0) bad = number(a, val, 1e-3, 1, &c.link_efficiency);
+    else if (strcmp(a, "--exchange-overhead") == 0) bad = atoll_cli_number(a, val, 0, 1e6, &c.exchange_overhead);
+    else if (strcmp(a, "--link-efficiency") == 0) bad = atoll_cli_number(a, val, 1e-3, 1, &c.link_efficiency);
     else if (strcmp(a, "--min-islands") == 0) bad = whole(a, val, 1, 1000000, &c.policy.min_islands);
-    else if (strcmp(a, "--quorum-grace") == 0) bad = number(a, val, 0, 1e6, &c.policy.grace);
-    else if (strcmp(a, "--island-timeout") == 0) bad = number(a, val, 1e-3, 1e6, &c.island_timeout);
-    else if (strcmp(a, "--mtbf-hours") == 0) bad = number(a, val, 1e-3, 1e12, &c.mtbf_hours);
-    else if (strcmp(a, "--restart-minutes") == 0) bad = number(a, val, 0, 1e7, &v), c.restart_seconds = v * 60;
-    else if (strcmp(a, "--ckpt-minutes") == 0) bad = number(a, val, 0, 1e7, &v), c.ckpt_interval = v * 60;
-    else if (strcmp(a, "--ckpt-write-seconds") == 0) bad = number(a, val, 0, 1e9, &c.ckpt_write_seconds);
-    else if (strcmp(a, "--straggler-share") == 0) bad = number(a, val, 0, 1, &c.straggler_share);
-    else if (strcmp(a, "--straggler-factor") == 0) bad = number(a, val, 1, 1e6, &c.straggler_factor);
+    else if (strcmp(a, "--quorum-grace") == 0) bad = atoll_cli_number(a, val, 0, 1e6, &c.policy.grace);
+    else if (strcmp(a, "--island-timeout") == 0) bad = atoll_cli_number(a, val, 1e-3, 1e6, &c.island_timeout);
+    else if (strcmp(a, "--mtbf-hours") == 0) bad = atoll_cli_number(a, val, 1e-3, 1e12, &c.mtbf_hours);
+    else if (strcmp(a, "--restart-minutes") == 0) bad = atoll_cli_number(a, val, 0, 1e7, &v), c.restart_seconds = v * 60;
+    else if (strcmp(a, "--ckpt-minutes") == 0) bad = atoll_cli_number(a, val, 0, 1e7, &v), c.ckpt_interval = v * 60;
+    else if (strcmp(a, "--ckpt-write-seconds") == 0) bad = atoll_cli_number(a, val, 0, 1e9, &c.ckpt_write_seconds);
+    else if (strcmp(a, "--straggler-share") == 0) bad = atoll_cli_number(a, val, 0, 1, &c.straggler_share);
+    else if (strcmp(a, "--straggler-factor") == 0) bad = atoll_cli_number(a, val, 1, 1e6, &c.straggler_factor);
     else if (strcmp(a, "--fail") == 0) bad = failure(val, &c);
-    else if (strcmp(a, "--days") == 0) bad = number(a, val, 1e-6, 3650, &v), c.seconds = v * 86400;
+    else if (strcmp(a, "--days") == 0) bad = atoll_cli_number(a, val, 1e-6, 3650, &v), c.seconds = v * 86400;
     else if (strcmp(a, "--seed") == 0) {
-      bad = number(a, val, 0, 9007199254740992.0, &v) || (v != floor(v) && fprintf(stderr, "atoll: error: --seed: expected a whole number, got '%s'\n", val));
+      bad = atoll_cli_number(a, val, 0, 9007199254740992.0, &v) || (v != floor(v) && fprintf(stderr, "atoll: error: --seed: expected a whole number, got '%s'\n", val));
       c.seed = (uint64_t)v;
     }
     else {
