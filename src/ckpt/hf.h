@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* One tensor: names with "%d" standing for the block index (none for the others). */
 typedef struct {
@@ -53,12 +54,21 @@ int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, s
  * its own, src/tokenizer/.) */
 char *atoll_hf_byte_tokenizer_json(void);
 
+/* How the weights are written: bf16 1 writes BF16 tensors (config.json's torch_dtype
+ * bfloat16), else F32; max_shard_bytes > 0 cuts them into shards of at most that many
+ * bytes each (a larger tensor alone) with model.safetensors.index.json, as
+ * save_pretrained's max_shard_size does, when they do not fit in one. */
+typedef struct {
+  int bf16;
+  uint64_t max_shard_bytes;
+} atoll_hf_export_opts;
+
 /* Writes the directory out_dir (which must not exist, or be an empty directory)
  * atomically: everything goes into a hidden sibling first, which is then renamed.
  * tokenizer_json: the text of the checkpoint's tokenizer.json (BPE), or NULL for the
  * byte tokenizer's. */
 int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float *params, const char *tokenizer_json,
-                    atoll_err *err);
+                    const atoll_hf_export_opts *opt, atoll_err *err);
 
 /* Reads a directory written by atoll_hf_export or by transformers' save_pretrained
  * (one model.safetensors, or model.safetensors.index.json and the shards it names; F32,

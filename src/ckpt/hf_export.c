@@ -125,23 +125,96 @@ static int write_text(const char *dir, const char *name, const char *text, atoll
   return atoll_write_file_atomic(path, text, strlen(text), err);
 }
 
-/* The three files into dir. */
+/* The view's tensors [i0, i1) as a layout of their own, offsets from the first: one shard. */
+static int shard_layout(const atoll_layout *view, int i0, int i1, atoll_layout *sub, atoll_err *err) {
+  *sub = *view;
+  sub->ntensors = i1 - i0;
+  sub->tensors = malloc((size_t)sub->ntensors * sizeof(atoll_tensor));
+  if (!sub->tensors) return atoll_fail(err, "out of memory writing shards");
+  size_t base = view->tensors[i0].offset;
+  sub->nparams = 0;
+  for (int i = i0; i < i1; i++) {
+    sub->tensors[i - i0] = view->tensors[i];
+    sub->tensors[i - i0].offset -= base;
+    sub->nparams += view->tensors[i].numel;
+  }
+  return 0;
+}
+
+static int write_st(const char *path, const atoll_layout *lay, const float *data, const cJSON *meta, int bf16,
+                    atoll_err *err) {
+  return bf16 ? atoll_st_write_bf16(path, lay, data, meta, err) : atoll_st_write(path, lay, "", data, meta, err);
+}
+
+/* The shard of each tensor: a new one starts where the next tensor would take the
+ * current one past max_bytes (a tensor larger than that alone in its shard, as
+ * save_pretrained's max_shard_size does). Returns the number of shards. */
+static int plan_shards(const atoll_layout *view, size_t esize, uint64_t max_bytes, int *first_of) {
+  int n = 0;
+  uint64_t used = 0;
+  for (int i = 0; i < view->ntensors; i++) {
+    uint64_t b = view->tensors[i].numel * esize;
+    if (i == 0 || (max_bytes && used > 0 && used + b > max_bytes)) first_of[n++] = i, used = 0;
+    used += b;
+  }
+  first_of[n] = view->ntensors;
+  return n;
+}
+
+/* model.safetensors, or (more than opt->max_shard_bytes) the shards
+ * model-0000K-of-0000N.safetensors and model.safetensors.index.json naming each tensor's. */
+static int write_weights(const char *dir, const atoll_layout *view, const float *data, const cJSON *meta,
+                         const atoll_hf_export_opts *opt, atoll_err *err) {
+  char path[2300];
+  size_t esize = opt->bf16 ? 2 : 4;
+  int *first_of = malloc(((size_t)view->ntensors + 1) * sizeof(int));
+  if (!first_of) return atoll_fail(err, "out of memory writing %s", dir);
+  int n = plan_shards(view, esize, opt->max_shard_bytes, first_of);
+  if (n == 1) {
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    free(first_of);
+    return write_st(path, view, data, meta, opt->bf16, err);
+  }
+  cJSON *index = cJSON_CreateObject(), *im = cJSON_AddObjectToObject(index, "metadata");
+  cJSON *wmap = cJSON_AddObjectToObject(index, "weight_map");
+  int rc = im && wmap && cJSON_AddNumberToObject(im, "total_size", (double)(view->nparams * esize))
+               ? 0 : atoll_fail(err, "out of memory writing %s", dir);
+  for (int k = 0; k < n && rc == 0; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", k + 1, n);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    atoll_layout sub;
+    rc = shard_layout(view, first_of[k], first_of[k + 1], &sub, err);
+    if (rc == 0) rc = write_st(path, &sub, data + view->tensors[first_of[k]].offset, meta, opt->bf16, err);
+    free(sub.tensors);
+    for (int i = first_of[k]; i < first_of[k + 1] && rc == 0; i++)
+      if (!cJSON_AddStringToObject(wmap, view->tensors[i].name, name)) rc = atoll_fail(err, "out of memory");
+  }
+  char *text = rc == 0 ? cJSON_Print(index) : NULL;
+  if (rc == 0 && !text) rc = atoll_fail(err, "out of memory writing %s", dir);
+  if (rc == 0) rc = write_text(dir, "model.safetensors.index.json", text, err);
+  free(text);
+  cJSON_Delete(index);
+  free(first_of);
+  return rc;
+}
+
+/* config.json, the weights and tokenizer.json into dir. */
 static int write_files(const char *dir, const atoll_layout *whole, const float *params, const char *tokenizer_json,
-                       atoll_err *err) {
+                       const atoll_hf_export_opts *opt, atoll_err *err) {
   const atoll_hf_arch *a = atoll_hf_arch_of(&whole->shape);
   cJSON *cfg = a->config_json(&whole->shape), *meta = cJSON_CreateObject();
+  if (cfg && opt->bf16) cJSON_ReplaceItemInObject(cfg, "torch_dtype", cJSON_CreateString("bfloat16"));
   char *cfg_text = cfg ? cJSON_Print(cfg) : NULL, *tok = tokenizer_json ? strdup(tokenizer_json)
                                                                          : atoll_hf_byte_tokenizer_json();
   atoll_layout view = {0};
   float *data = NULL;
   int rc = -1;
-  char path[2300];
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
   if (!cfg_text || !tok || !meta || !cJSON_AddStringToObject(meta, "format", "pt"))
     atoll_fail(err, "out of memory writing %s", dir);
   else if (write_text(dir, "config.json", cfg_text, err) == 0 && write_text(dir, "tokenizer.json", tok, err) == 0 &&
            hf_view(whole, params, a, &view, &data, err) == 0)
-    rc = atoll_st_write(path, &view, "", data, meta, err);
+    rc = write_weights(dir, &view, data, meta, opt, err);
   free(view.tensors);
   free(data);
   free(cfg_text);
@@ -176,7 +249,7 @@ static void clean_dead_exports(const char *parent, const char *base) {
 }
 
 int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float *params, const char *tokenizer_json,
-                    atoll_err *err) {
+                    const atoll_hf_export_opts *opt, atoll_err *err) {
   char out_dir[1024], parent[1100], tmp[2200];
   size_t n = strlen(out_arg);
   while (n > 1 && out_arg[n - 1] == '/') n--; /* "hf/" is "hf" */
@@ -193,7 +266,7 @@ int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float 
   clean_dead_exports(parent, base);
   atoll_rm_tree(tmp); /* a leftover of this pid's earlier life */
   if (atoll_mkdir_p(tmp, err)) return -1;
-  int rc = write_files(tmp, whole, params, tokenizer_json, err);
+  int rc = write_files(tmp, whole, params, tokenizer_json, opt, err);
   if (rc == 0 && atoll_fsync_path(tmp, O_DIRECTORY, err)) rc = -1;
   if (rc == 0 && rename(tmp, out_dir) != 0)
     rc = atoll_fail(err, "--out %s: cannot rename %s into place: %s", out_dir, tmp, strerror(errno));
