@@ -6,8 +6,8 @@
 # included; merges in the array form; corrupt and hostile files (a 100 kB token, raw
 # control bytes, a key twice) and bad flags refused with one line. Then the pipelines
 # of Llama 3, Qwen2, Llama 2 and Mistral (tests/tokenizer/hf_families.py), invalid
-# UTF-8 through them, sample's BOS, and components atoll does not read, each refused
-# with one line.
+# UTF-8 through them, SentencePiece-like vocabularies merged in parts as they are whole,
+# sample's BOS, and components atoll does not read, each refused with one line.
 # Needs the venv's tokenizers (scripts/venv.sh, or ATOLL_PYTHON).
 # usage: test_tokenizer.sh ATOLL SRC
 ATOLL=$1
@@ -145,7 +145,7 @@ else
 fi
 # invalid UTF-8 (random bytes): a byte matching no Split pattern is a pre-token of its
 # own, a byte-fallback vocabulary gives <0xNN>; decoding gives the bytes back
-for tok in llama3 llama2; do
+for tok in llama3 llama2 mistral; do
   rm -f "$TMP/random.ids" "$TMP/random.back"
   if "$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/random.bin" >"$TMP/random.ids" &&
      "$ATOLL" tokenizer decode --tokenizer "$TMP/$tok.json" --ids "$TMP/random.ids" >"$TMP/random.back" &&
@@ -154,6 +154,29 @@ for tok in llama3 llama2; do
   else
     fail "decode(encode(x)) != x with $tok.json"
   fi
+done
+# SentencePiece-like vocabularies (llama2_sp, mistral) are merged in parts cut before
+# each U+2581 after another character: the ids equal those of the same file with one
+# more merge, <unk> + U+2581 (which never applies, as <unk> is never a symbol, but
+# crosses such a cut, so the word is merged whole), on random bytes and the mixed text
+"$PYV" - "$TMP" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+for name in ("llama2_sp", "mistral"):
+    j = json.load(open(f"{d}/{name}.json", encoding="utf-8"))
+    m = j["model"]
+    m["vocab"]["<unk>\u2581"] = max(m["vocab"].values()) + 1
+    m["merges"].append("<unk> \u2581" if isinstance(m["merges"][0], str) else ["<unk>", "\u2581"])
+    json.dump(j, open(f"{d}/{name}_whole.json", "w", encoding="utf-8"), ensure_ascii=False)
+PYEOF
+for tok in llama2_sp mistral; do
+  for text in random.bin ${tok}_unicode.txt; do
+    a=$("$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/$text" | cksum)
+    b=$("$ATOLL" tokenizer encode --tokenizer "$TMP/${tok}_whole.json" --text "$TMP/$text" | cksum)
+    n=$("$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/$text" | wc -w)
+    [ "$n" -gt 1000 ] && [ "$a" = "$b" ] && pass "$tok, $text: merged in parts = merged whole ($n ids)" ||
+      fail "$tok, $text: merged in parts differs from merged whole ($n ids)"
+  done
 done
 # sample puts the template's BOS before the prompt, as prepare before each passage
 "$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/llama2.json" --out "$TMP/data2" >/dev/null 2>&1 &&
