@@ -178,15 +178,19 @@ for tok in llama2_sp mistral; do
       fail "$tok, $text: merged in parts differs from merged whole ($n ids)"
   done
 done
-# sample puts the template's BOS before the prompt, as prepare before each passage
-"$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/llama2.json" --out "$TMP/data2" >/dev/null 2>&1 &&
-  "$ATOLL" train $TINY --data "$TMP/data2" --steps 2 --out "$TMP/run2" >/dev/null 2>&1 || fail "train on llama2.json data"
-want=$(printf 'The cat' | "$ATOLL" tokenizer encode --tokenizer "$TMP/llama2.json")
-got=$(ATOLL_TEST_PROMPT_IDS=1 "$ATOLL" sample --ckpt "$TMP/run2" --prompt "The cat" --tokens 3 --seed 1 2>&1 >"$TMP/s2.out" |
-      sed -n 's/^prompt ids: //p')
-case $want in "1 "*) ;; *) fail "tokenizer encode of llama2.json gives no BOS: $want";; esac
-[ -n "$got" ] && [ "$got" = "$want" ] && grep -q "^The cat" "$TMP/s2.out" &&
-  pass "sample: prompt ids with BOS as tokenizers' encode ($got)" || fail "sample prompt ids '$got', want '$want'"
+# sample puts the template's BOS before the prompt, as prepare before each passage:
+# Llama 2's TemplateProcessing, and Llama 3's inside a post_processor Sequence
+for tk in llama2 llama3; do
+  bos=$("$PYV" -c "import json,sys; j=json.load(open(sys.argv[1])); print([a['id'] for a in j['added_tokens'] if a['content'] in ('<s>', '<|begin_of_text|>')][0])" "$TMP/$tk.json")
+  "$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/$tk.json" --out "$TMP/data_$tk" >/dev/null 2>&1 &&
+    "$ATOLL" train $TINY --data "$TMP/data_$tk" --steps 2 --out "$TMP/run_$tk" >/dev/null 2>&1 || fail "train on $tk.json data"
+  want=$(printf 'The cat' | "$ATOLL" tokenizer encode --tokenizer "$TMP/$tk.json")
+  got=$(ATOLL_TEST_PROMPT_IDS=1 "$ATOLL" sample --ckpt "$TMP/run_$tk" --prompt "The cat" --tokens 3 --seed 1 2>&1 >"$TMP/s2.out" |
+        sed -n 's/^prompt ids: //p')
+  case $want in "$bos "*) ;; *) fail "tokenizer encode of $tk.json gives no BOS $bos: $want";; esac
+  [ -n "$got" ] && [ "$got" = "$want" ] && grep -q "^The cat" "$TMP/s2.out" &&
+    pass "sample, $tk: prompt ids with BOS $bos as tokenizers' encode ($got)" || fail "sample $tk prompt ids '$got', want '$want'"
+done
 
 # --- pipelines refused with one line naming the component ---
 "$PYV" - "$TMP" <<'PYEOF'
