@@ -47,6 +47,9 @@ const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
 /* The Hugging Face name of layout tensor t into out, and whether it is stored
  * transposed; -1 if the table has no entry for it. */
 int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, size_t outsz, int *transpose);
+/* Where t comes in transformers' state_dict (the modules' order: the tensors before the
+ * blocks, the blocks in turn, each in the table's order, the rest), as a sort key. */
+int64_t atoll_hf_order(const atoll_hf_arch *a, const atoll_tensor *t);
 
 /* tokenizer.json of atoll's byte tokenizer: a BPE model without merges whose 256
  * symbols are the bytes in the ByteLevel byte-to-character mapping, id = byte value,

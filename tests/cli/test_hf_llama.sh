@@ -17,7 +17,8 @@
 # zeroed), exports back equal tensor by tensor and loads in transformers as
 # Qwen2ForCausalLM; `export --dtype bf16 --max-shard-size 20KB` of the bf16 shards (and
 # --max-shard-size of the fp32 shards) gives the same tensors in the same dtype bit for
-# bit, sharded with an index, which transformers loads with atoll's logits; a tensor
+# bit and the weights' files (shards, index) byte for byte, which transformers loads
+# with atoll's logits (and the one-file Qwen2 and Llamas byte for byte too); a tensor
 # missing from every shard, an index naming a missing shard, a shard holding a tensor
 # the index puts elsewhere, sliding-window attention and a --qkv-bias that disagrees are
 # each refused in one line, as are export's bad --dtype and --max-shard-size. `atoll
@@ -75,6 +76,7 @@ $CHECK make_llama hft 2 4 1 32 96 32 256 1 1e-6 250000 >/dev/null 2>&1 || fail "
 for r in u t; do
   "$ATOLL" export --ckpt r$r --to hf --out back_$r >/dev/null 2>&1 || fail "export r$r"
   if $CHECK same hf$r back_$r >"$TMP/out" 2>&1; then pass "round trip hf$r: $(tail -1 "$TMP/out")"; else fail "round trip hf$r: $(tail -3 "$TMP/out")"; fi
+  if $CHECK exact hf$r back_$r >"$TMP/out" 2>&1; then pass "round trip hf$r: $(tail -1 "$TMP/out")"; else fail "round trip hf$r: $(tail -3 "$TMP/out")"; fi
 done
 logits "transformers' untied Llama in atoll" ru hfu
 logits "transformers' tied Llama in atoll" rt hft
@@ -170,7 +172,8 @@ logits "atoll's Qwen2 (from bf16 shards) exported, in transformers" r_qb back_qb
   fail "export --dtype bf16: $(cat "$TMP/err")"
 "$ATOLL" export --ckpt r_qs --to hf --out exp_qs --max-shard-size 20KB >/dev/null 2>"$TMP/err" ||
   fail "export --max-shard-size: $(cat "$TMP/err")"
-for q in qb qs; do
+"$ATOLL" export --ckpt r_q1 --to hf --out exp_q1 >/dev/null 2>"$TMP/err" || fail "export r_q1: $(cat "$TMP/err")"
+for q in qb qs q1; do
   if $CHECK exact $q exp_$q >"$TMP/out" 2>&1; then pass "round trip $q as saved: $(tail -1 "$TMP/out")"; else fail "exact round trip $q: $(tail -3 "$TMP/out")"; fi
 done
 grep -q '"torch_dtype":[[:space:]]*"bfloat16"' exp_qb/config.json && pass "bf16 export: config.json's torch_dtype bfloat16" ||

@@ -15,8 +15,9 @@
                                            (JSON, a file) within 1e-4 relative
   check_hf.py same DIR_A DIR_B             tensor-by-tensor equal (as float32; either may be sharded), same
                                            config shape
-  check_hf.py exact DIR_A DIR_B            the same tensors in the same dtypes, bit for bit (either may be
-                                           sharded), and B sharded with an index exactly when A is
+  check_hf.py exact DIR_A DIR_B            the same tensors in the same dtypes, bit for bit, and the same
+                                           weights' files (model.safetensors, or the index and its shards)
+                                           byte for byte
   check_hf.py edit SRC DST OP [ARG]        a copy of SRC changed for the refusal tests: drop NAME,
                                            extra NAME, tie (lm_head.weight = wte), untie, model_type T, bf16,
                                            set KEY=JSON... (config.json); for a sharded SRC: shard_drop NAME
@@ -276,9 +277,15 @@ def exact(a, b):
         assert torch.equal(ta[k].view(bits), tb[k].view(bits)), k
     sharded = [os.path.exists(os.path.join(d, INDEX)) for d in (a, b)]
     assert sharded[0] == sharded[1], f"sharded: {sharded}"
-    nshards = len(set(json.load(open(os.path.join(b, INDEX)))["weight_map"].values())) if sharded[1] else 1
+    files = sorted(set(json.load(open(os.path.join(a, INDEX)))["weight_map"].values())) + [INDEX] if sharded[0] \
+        else ["model.safetensors"]
+    assert sorted(f for f in os.listdir(b) if f.endswith(".safetensors") or f == INDEX) == sorted(files), \
+        (sorted(os.listdir(b)), files)
+    for f in files:
+        assert open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read(), f"{f} differs"
     dtypes = sorted({str(t.dtype).replace("torch.", "") for t in tb.values()})
-    print(f"exact: {len(ta)} tensors, {'/'.join(dtypes)}, bit for bit; {nshards} shard(s)")
+    print(f"exact: {len(ta)} tensors, {'/'.join(dtypes)}; the weights' files ({', '.join(files[:2])}"
+          f"{', ...' if len(files) > 2 else ''}: {len(files)}) byte for byte")
 
 
 def edit_shards(dst, op, arg):
