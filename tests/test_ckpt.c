@@ -143,6 +143,31 @@ static void test_st_exact_bytes(void) {
   free(raw);
 }
 
+/* BF16 (atoll export --dtype bf16): the file byte for byte, each value rounded to
+ * nearest with ties to even; a finite value beyond bf16's range refused. */
+static void test_st_bf16(void) {
+  test_layout tl;
+  memset(&tl, 0, sizeof tl);
+  add_tensor(&tl, "t", 1, 4, 0);
+  /* 1 + 2^-8 and 1 + 3 x 2^-8 lie halfway: to the even 1.0 (0x3F80) and 1 + 2^-6 (0x3F82);
+   * -2.5 is exact (0xC020); 1 + 2^-8 + 2^-20 is past halfway (0x3F81) */
+  float v[4] = {1.00390625f, 1.01171875f, -2.5f, 1.00390625f + 0x1p-20f};
+  const uint8_t want[8] = {0x80, 0x3F, 0x82, 0x3F, 0x20, 0xC0, 0x81, 0x3F};
+  char path[512];
+  atoll_err err = {{0}};
+  path_in(path, sizeof path, "bf16.safetensors");
+  CHECK_OK(atoll_st_write_bf16(path, &tl.lay, v, NULL, &err), &err);
+  const char *json = "{\"t\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,8]}} ";
+  size_t size, hlen = 56; /* 55 bytes of JSON padded with 1 space */
+  CHECK(strlen(json) == hlen);
+  uint8_t *raw = read_all(path, &size);
+  CHECK(size == 8 + hlen + 8 && le64(raw) == hlen);
+  CHECK(size == 8 + hlen + 8 && memcmp(raw + 8, json, hlen) == 0 && memcmp(raw + 8 + hlen, want, 8) == 0);
+  free(raw);
+  v[1] = 3.4e38f; /* finite in fp32, rounds past bf16's largest (3.3895e38) */
+  CHECK(atoll_st_write_bf16(path, &tl.lay, v, NULL, &err) != 0 && strstr(err.msg, "beyond bf16's range"));
+}
+
 static void test_st_buffers(void) {
   test_layout tl;
   layout4(&tl);
@@ -920,6 +945,7 @@ int main(void) {
   }
   test_st_roundtrip();
   test_st_exact_bytes();
+  test_st_bf16();
   test_st_buffers();
   test_st_write_refusals();
   test_st_good_ab();

@@ -1,12 +1,22 @@
 """Tokenizer benchmark: encoding MB/s on one core, atoll against Hugging Face
-tokenizers and tiktoken on the same vocabulary, and training time against Hugging
-Face's BpeTrainer on the same text. Rounds are interleaved (the order rotates each
-round) and medians reported, so that load from other processes hits all alike.
+tokenizers and tiktoken on the same vocabulary, per family of tokenizer.json pipeline,
+and training time against Hugging Face's BpeTrainer on the same text. Rounds are
+interleaved (the order rotates each round) and medians reported, so that load from
+other processes hits all alike.
 
-usage: bench.py ATOLL OUT_JSON [--rounds R] [--vocab N] [--repeat K]
+usage: bench.py ATOLL OUT_JSON [--rounds R] [--vocab N] [--repeat K] [--families F,...] [--no-train]
 The text is the default corpus (/usr/share/games/fortunes, *.dat left out),
 concatenated K times (default 1: with more, the encoders' word caches see the same
-words again) into one file."""
+words again) into one file.
+
+Families (the vocabulary N each, trained on the corpus):
+  gpt2     `atoll tokenizer train` (ByteLevel with GPT-2's regex); tiktoken with GPT-2's pattern
+  llama3, qwen2, llama2, mistral   tests/tokenizer/hf_families.py's tokenizer.json (each family's
+           public pipeline, trained by tokenizers); tiktoken for llama3 (its pattern is
+           cl100k_base's) and qwen2 (the same with one digit a number), none for the
+           SentencePiece-converted llama2 and mistral (Metaspace, byte fallback), whose
+           vocabularies are trained as SentencePiece trains (words cut before each U+2581,
+           so no token holds it after another character, as in the public files)."""
 import argparse
 import glob
 import json
@@ -15,6 +25,7 @@ import platform
 import statistics
 import subprocess
 import tempfile
+import sys
 import time
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # Hugging Face: one core
@@ -22,6 +33,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import tiktoken  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "tokenizer"))
+import hf_families  # noqa: E402
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
@@ -69,19 +83,25 @@ def hf_encode_batch(tok_path, parts):
     return secs, [i for e in enc for i in e.ids]
 
 
-def tiktoken_encoding(tok_path):
-    """atoll's vocabulary as a tiktoken Encoding: rank = id (merge order)."""
-    model = json.load(open(tok_path))["model"]
+TIKTOKEN_PATTERN = {"gpt2": GPT2_PATTERN, "llama3": hf_families.LLAMA3_PAT, "qwen2": hf_families.QWEN2_PAT}
+
+
+def tiktoken_encoding(tok_path, pattern=GPT2_PATTERN):
+    """a ByteLevel tokenizer.json's vocabulary as a tiktoken Encoding: rank = id (merge
+    order), added tokens left out."""
+    j = json.load(open(tok_path, encoding="utf-8"))
+    added = {a["content"] for a in j.get("added_tokens") or []}
+    model = j["model"]
     table = {0x100 + k: b for k, b in enumerate(b for b in range(256)
                                                    if not (0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or b >= 0xAE))}
     def to_bytes(s):
         return bytes(table.get(ord(c), ord(c)) for c in s)
-    ranks = {to_bytes(s): i for s, i in model["vocab"].items()}
-    return tiktoken.Encoding(name="atoll", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    ranks = {to_bytes(s): i for s, i in model["vocab"].items() if s not in added}
+    return tiktoken.Encoding(name="atoll", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
 
 
-def tiktoken_encode(tok_path, text):
-    enc = tiktoken_encoding(tok_path)
+def tiktoken_encode(tok_path, text, pattern=GPT2_PATTERN):
+    enc = tiktoken_encoding(tok_path, pattern)
     t0 = time.perf_counter()
     ids = enc.encode_ordinary(text)
     return time.perf_counter() - t0, ids
@@ -107,6 +127,76 @@ def hf_train(files, vocab, out):
     return secs
 
 
+def median_ratio(a, b):
+    return round(statistics.median(x / y for x, y in zip(a, b)), 2)
+
+
+def family_tokenizers(a, files, text, tmp):
+    """{family: tokenizer.json path}: gpt2 trained by atoll, the others by tokenizers"""
+    paths = {}
+    lines = text.splitlines(keepends=True)
+    for fam in a.families:
+        path = os.path.join(tmp, fam + ".json")
+        if fam == "gpt2":
+            atoll_train(a.atoll, files, a.vocab, path)
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(hf_families.family(lines, fam, a.vocab, sp_like=True), f, ensure_ascii=False)
+        paths[fam] = path
+    return paths
+
+
+def encode_rounds(a, paths, big, text, mb):
+    """per family: MB/s of each encoder per round, and whether the ids agree"""
+    parts = pieces(text)
+    runners, same = {}, {}
+    for fam, tok in paths.items():
+        pat = TIKTOKEN_PATTERN.get(fam)
+        r = {"atoll": lambda tok=tok: atoll_encode(a.atoll, tok, big)[0], "hf": lambda tok=tok: hf_encode(tok, text)[0]}
+        if fam == "gpt2":  # the safe cuts are GPT-2 pre-tokenization's
+            r["hf_batch"] = lambda tok=tok: hf_encode_batch(tok, parts)[0]
+        if pat:
+            r["tiktoken"] = lambda tok=tok, pat=pat: tiktoken_encode(tok, text, pat)[0]
+        runners[fam] = r
+        # ids: HF must equal atoll exactly; tiktoken's rank-of-concatenation rule may differ a little
+        ours = [int(x) for x in subprocess.run([a.atoll, "tokenizer", "encode", "--tokenizer", tok, "--text", big],
+                                               capture_output=True, check=True).stdout.split()]
+        same[fam] = {"hf": hf_encode(tok, text)[1] == ours, "atoll_tokens": len(ours)}
+        if fam == "gpt2":
+            same[fam]["hf_batch"] = hf_encode_batch(tok, parts)[1] == ours
+        if pat:  # tiktoken's encode_ordinary adds no BOS: compare without the added tokens
+            tk = tiktoken_encode(tok, text, pat)[1]
+            added = {t["id"] for t in json.load(open(tok, encoding="utf-8")).get("added_tokens") or []}
+            plain = [i for i in ours if i not in added]
+            same[fam]["tiktoken_equal_ids_fraction"] = sum(x == y for x, y in zip(tk, plain)) / max(len(plain), 1)
+            same[fam]["tiktoken_tokens"] = len(tk)
+    enc = {fam: {n: [] for n in r} for fam, r in runners.items()}
+    for rnd in range(a.rounds):
+        for fam, r in runners.items():
+            names = list(r)
+            for n in names[rnd % len(names):] + names[:rnd % len(names)]:
+                enc[fam][n].append(mb / r[n]())
+    return enc, same
+
+
+def train_rounds(a, files, tmp):
+    train = {"atoll": [], "hf": []}
+    for r in range(a.rounds):
+        for n in (["atoll", "hf"] if r % 2 == 0 else ["hf", "atoll"]):
+            secs = atoll_train(a.atoll, files, a.vocab, os.path.join(tmp, "t.json")) if n == "atoll" else \
+                hf_train(files, a.vocab, os.path.join(tmp, "h.json"))
+            train[n].append(secs)
+    return train
+
+
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        return next(l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("atoll")
@@ -114,7 +204,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--families", default="gpt2,llama3,qwen2,llama2,mistral")
+    ap.add_argument("--no-train", action="store_true", help="leave out the trainers' comparison")
     a = ap.parse_args()
+    a.families = a.families.split(",")
     files = corpus_files()
     tmp = tempfile.mkdtemp(prefix="atoll_bench_tok_")
     big = os.path.join(tmp, "corpus.txt")
@@ -125,62 +218,37 @@ def main():
     raw = open(big, "rb").read()
     text = raw.decode("utf-8")
     mb = len(raw) / 1e6
-    tok = os.path.join(tmp, "atoll.json")
-    atoll_train(a.atoll, files, a.vocab, tok)  # the tokenizer every encoder uses
-
-    parts = pieces(text)
-    enc = {"atoll": [], "hf": [], "hf_batch": [], "tiktoken": []}
-    train = {"atoll": [], "hf": []}
-    same = {}
-    runners = {
-        "atoll": lambda: atoll_encode(a.atoll, tok, big)[0],
-        "hf": lambda: hf_encode(tok, text)[0],
-        "hf_batch": lambda: hf_encode_batch(tok, parts)[0],
-        "tiktoken": lambda: tiktoken_encode(tok, text)[0],
-    }
-    # ids: HF must equal atoll exactly; tiktoken's rank-of-concatenation rule may differ a little
-    ours = subprocess.run([a.atoll, "tokenizer", "encode", "--tokenizer", tok, "--text", big],
-                          capture_output=True, check=True).stdout.split()
-    ours = [int(x) for x in ours]
-    same["hf"] = hf_encode(tok, text)[1] == ours
-    same["hf_batch"] = hf_encode_batch(tok, parts)[1] == ours
-    tk = tiktoken_encode(tok, text)[1]
-    same["tiktoken_equal_ids_fraction"] = sum(x == y for x, y in zip(tk, ours)) / max(len(ours), 1)
-    same["tiktoken_tokens"], same["atoll_tokens"] = len(tk), len(ours)
-    names = list(runners)
-    for r in range(a.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for n in order:
-            enc[n].append(mb / runners[n]())
-        for n in (["atoll", "hf"] if r % 2 == 0 else ["hf", "atoll"]):
-            secs = atoll_train(a.atoll, files, a.vocab, os.path.join(tmp, "t.json")) if n == "atoll" else \
-                hf_train(files, a.vocab, os.path.join(tmp, "h.json"))
-            train[n].append(secs)
-    train_mb = sum(os.path.getsize(p) for p in files) / 1e6
-    med = {k: statistics.median(v) for k, v in enc.items()}
-    tmed = {k: statistics.median(v) for k, v in train.items()}
+    paths = family_tokenizers(a, files, text, tmp)
+    enc, same = encode_rounds(a, paths, big, text, mb)
+    med = {fam: {k: round(statistics.median(v), 3) for k, v in e.items()} for fam, e in enc.items()}
     result = {
-        "machine": platform.processor() or platform.machine(),
-        "note": "one core each (RAYON_NUM_THREADS=1); machine shared with other jobs: medians of interleaved rounds",
+        "machine": cpu_model(),
+        "note": "one core each (RAYON_NUM_THREADS=1, OMP_NUM_THREADS=1); machine shared with other jobs: medians of "
+                "interleaved rounds",
         "text_mb": mb, "vocab": a.vocab, "rounds": a.rounds, "repeat": a.repeat,
-        "encode_mb_per_s": {k: round(v, 3) for k, v in med.items()},
+        "encode_mb_per_s": med,
         "encode_mb_per_s_all": enc,
-        "encode_ratio_atoll_over": {k: round(med["atoll"] / med[k], 2) for k in ("hf", "hf_batch", "tiktoken")},
+        "encode_ratio_atoll_over": {fam: {k: median_ratio(e["atoll"], e[k]) for k in e if k != "atoll"}
+                                    for fam, e in enc.items()},
         "encoders": {"atoll": "atoll tokenizer encode --stats (in-process time of one encode call, fresh tokenizer)",
-                     "hf": "Tokenizer.from_file(atoll's file).encode(whole text)",
-                     "hf_batch": "encode_batch of ~4 KB pieces cut where ids do not change (one thread)",
-                     "tiktoken": "tiktoken.Encoding on atoll's vocabulary (rank = id), encode_ordinary"},
-        "train_text_mb": train_mb,
-        "train_seconds": {k: round(v, 3) for k, v in tmed.items()},
-        "train_seconds_all": train,
-        "train_mb_per_s": {k: round(train_mb / v, 3) for k, v in tmed.items()},
-        "train_ratio_hf_seconds_over_atoll": round(tmed["hf"] / tmed["atoll"], 2),
+                     "hf": "Tokenizer.from_file(the same file).encode(whole text)",
+                     "hf_batch": "gpt2 only: encode_batch of ~4 KB pieces cut where ids do not change (one thread)",
+                     "tiktoken": "tiktoken.Encoding on the same vocabulary (rank = id) and the family's pattern, "
+                                 "encode_ordinary"},
         "ids": same,
     }
+    if not a.no_train:
+        train = train_rounds(a, files, tmp)
+        train_mb = sum(os.path.getsize(p) for p in files) / 1e6
+        tmed = {k: statistics.median(v) for k, v in train.items()}
+        result.update({
+            "train_text_mb": train_mb,
+            "train_seconds": {k: round(v, 3) for k, v in tmed.items()},
+            "train_seconds_all": train,
+            "train_mb_per_s": {k: round(train_mb / v, 3) for k, v in tmed.items()},
+            "train_ratio_hf_seconds_over_atoll": round(tmed["hf"] / tmed["atoll"], 2)})
     json.dump(result, open(a.out, "w"), indent=1)
-    print(json.dumps({k: result[k] for k in ("text_mb", "vocab", "encode_mb_per_s", "encode_ratio_atoll_over",
-                                             "train_text_mb", "train_seconds", "train_mb_per_s",
-                                             "train_ratio_hf_seconds_over_atoll", "ids")}, indent=1))
+    print(json.dumps({k: result[k] for k in result if not k.endswith("_all") and k != "encoders"}, indent=1))
 
 
 if __name__ == "__main__":

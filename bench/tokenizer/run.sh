@@ -1,6 +1,7 @@
 #!/bin/sh
 # Tokenizer benchmark (bench/tokenizer/bench.py): atoll's encoder against Hugging Face
-# tokenizers and tiktoken (same vocabulary), atoll's trainer against HF's BpeTrainer.
+# tokenizers and tiktoken (same vocabulary) for each family's pipeline (gpt2, llama3,
+# qwen2, llama2, mistral), atoll's trainer against HF's BpeTrainer.
 # usage: bench/tokenizer/run.sh [BUILD_DIR] [extra bench.py flags]
 # Writes bench/tokenizer/results.json.
 set -e

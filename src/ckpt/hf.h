@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* One tensor: names with "%d" standing for the block index (none for the others). */
 typedef struct {
@@ -46,6 +47,9 @@ const atoll_hf_arch *atoll_hf_arch_of(const atoll_shape *s);
 /* The Hugging Face name of layout tensor t into out, and whether it is stored
  * transposed; -1 if the table has no entry for it. */
 int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, size_t outsz, int *transpose);
+/* Where t comes in transformers' state_dict (the modules' order: the tensors before the
+ * blocks, the blocks in turn, each in the table's order, the rest), as a sort key. */
+int64_t atoll_hf_order(const atoll_hf_arch *a, const atoll_tensor *t);
 
 /* tokenizer.json of atoll's byte tokenizer: a BPE model without merges whose 256
  * symbols are the bytes in the ByteLevel byte-to-character mapping, id = byte value,
@@ -53,12 +57,21 @@ int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, s
  * its own, src/tokenizer/.) */
 char *atoll_hf_byte_tokenizer_json(void);
 
+/* How the weights are written: bf16 1 writes BF16 tensors (config.json's torch_dtype
+ * bfloat16), else F32; max_shard_bytes > 0 cuts them into shards of at most that many
+ * bytes each (a larger tensor alone) with model.safetensors.index.json, as
+ * save_pretrained's max_shard_size does, when they do not fit in one. */
+typedef struct {
+  int bf16;
+  uint64_t max_shard_bytes;
+} atoll_hf_export_opts;
+
 /* Writes the directory out_dir (which must not exist, or be an empty directory)
  * atomically: everything goes into a hidden sibling first, which is then renamed.
  * tokenizer_json: the text of the checkpoint's tokenizer.json (BPE), or NULL for the
  * byte tokenizer's. */
 int atoll_hf_export(const char *out_dir, const atoll_layout *whole, const float *params, const char *tokenizer_json,
-                    atoll_err *err);
+                    const atoll_hf_export_opts *opt, atoll_err *err);
 
 /* Reads a directory written by atoll_hf_export or by transformers' save_pretrained
  * (one model.safetensors, or model.safetensors.index.json and the shards it names; F32,

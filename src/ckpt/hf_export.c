@@ -75,32 +75,101 @@ char *atoll_hf_byte_tokenizer_json(void) {
   return text;
 }
 
-/* The weights under Hugging Face's names: a copy of the layout with the names and
- * (transposed) shapes of the architecture's table, and the data to match. */
-static int hf_view(const atoll_layout *whole, const float *params, const atoll_hf_arch *a, atoll_layout *view,
-                   float **data, atoll_err *err) {
+/* One tensor of the export: its Hugging Face view, the layout tensor it comes from, its
+ * place in transformers' state_dict and its shard. */
+typedef struct {
+  atoll_tensor v;
+  int src, shard, transpose;
+  int64_t order;
+} export_item;
+
+static int by_order(const void *x, const void *y) {
+  const export_item *a = x, *b = y;
+  return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* safetensors' own order within a file (all tensors of one dtype): by name, bytewise */
+static int by_shard_name(const void *x, const void *y) {
+  const export_item *a = x, *b = y;
+  return a->shard != b->shard ? (a->shard < b->shard ? -1 : 1) : strcmp(a->v.name, b->v.name);
+}
+
+/* The open shard's tensors among it[from, to) (shard -1) get the next number. */
+static void close_shard(export_item *it, int from, int to, int *nshards) {
+  for (int j = from; j < to; j++)
+    if (it[j].shard < 0) it[j].shard = *nshards;
+  (*nshards)++;
+}
+
+/* The shards as save_pretrained cuts them (huggingface_hub's rule): tensors in the
+ * state_dict's order fill a shard until the next would take it past max_bytes, and the
+ * shard is numbered when it is closed; a tensor larger than that is a shard of its own,
+ * numbered when it comes (so before the shard open then). Returns the count. */
+static int assign_shards(export_item *it, int n, size_t esize, uint64_t max_bytes) {
+  int nshards = 0, open = -1; /* open: the first tensor of the open shard, or -1 */
+  uint64_t used = 0;
+  for (int k = 0; k < n; k++) {
+    uint64_t b = it[k].v.numel * esize;
+    if (max_bytes && b > max_bytes) {
+      it[k].shard = nshards++;
+      continue;
+    }
+    if (open >= 0 && max_bytes && used + b > max_bytes) close_shard(it, open, k, &nshards), open = -1;
+    if (open < 0) open = k, used = 0;
+    it[k].shard = -1;
+    used += b;
+  }
+  if (open >= 0) close_shard(it, open, n, &nshards);
+  return nshards;
+}
+
+/* The weights under Hugging Face's names and (transposed) shapes, in the order the files
+ * hold them: shard by shard, each by name. view->tensors[i] is in shard shard[i]. */
+static int hf_view(const atoll_layout *whole, const float *params, const atoll_hf_arch *a,
+                   const atoll_hf_export_opts *opt, atoll_layout *view, float **data, int **shard, int *nshards,
+                   atoll_err *err) {
+  int n = whole->ntensors;
+  export_item *it = calloc((size_t)n, sizeof *it);
   *view = *whole;
-  view->tensors = calloc((size_t)whole->ntensors, sizeof(atoll_tensor));
+  view->tensors = calloc((size_t)n, sizeof(atoll_tensor));
   *data = malloc(whole->nparams * sizeof(float));
-  if (!view->tensors || !*data) return atoll_fail(err, "out of memory exporting %zu parameters", whole->nparams);
-  for (int i = 0; i < whole->ntensors; i++) {
+  *shard = malloc((size_t)n * sizeof(int));
+  if (!it || !view->tensors || !*data || !*shard) {
+    free(it);
+    return atoll_fail(err, "out of memory exporting %zu parameters", whole->nparams);
+  }
+  for (int i = 0; i < n; i++) {
     const atoll_tensor *t = &whole->tensors[i];
-    atoll_tensor *v = &view->tensors[i];
-    *v = *t;
-    int transpose = 0;
-    if (atoll_hf_name_of(a, t, v->name, sizeof v->name, &transpose))
+    it[i].v = *t, it[i].src = i, it[i].order = atoll_hf_order(a, t);
+    if (atoll_hf_name_of(a, t, it[i].v.name, sizeof it[i].v.name, &it[i].transpose)) {
+      free(it);
       return atoll_fail(err, "export: tensor %s has no %s name", t->name, a->model_type);
+    }
+    it[i].transpose = it[i].transpose && t->ndim == 2;
+    if (it[i].transpose) it[i].v.shape[0] = t->shape[1], it[i].v.shape[1] = t->shape[0];
+  }
+  qsort(it, (size_t)n, sizeof *it, by_order);
+  *nshards = assign_shards(it, n, opt->bf16 ? 2 : 4, opt->max_shard_bytes);
+  qsort(it, (size_t)n, sizeof *it, by_shard_name);
+  size_t off = 0;
+  for (int k = 0; k < n; k++) {
+    const atoll_tensor *t = &whole->tensors[it[k].src];
+    atoll_tensor *v = &view->tensors[k];
+    *v = it[k].v;
+    v->offset = off;
+    (*shard)[k] = it[k].shard;
+    off += t->numel;
     const float *src = params + t->offset;
-    float *dst = *data + t->offset;
-    if (transpose && t->ndim == 2) {
+    float *dst = *data + v->offset;
+    if (it[k].transpose) {
       int64_t rows = t->shape[0], cols = t->shape[1];
-      v->shape[0] = cols, v->shape[1] = rows;
       for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
     } else {
       memcpy(dst, src, t->numel * sizeof(float));
     }
   }
+  free(it);
   return 0;
 }
 
@@ -125,25 +194,99 @@ static int write_text(const char *dir, const char *name, const char *text, atoll
   return atoll_write_file_atomic(path, text, strlen(text), err);
 }
 
-/* The three files into dir. */
+/* The view's tensors [i0, i1) as a layout of their own, offsets from the first: one shard. */
+static int shard_layout(const atoll_layout *view, int i0, int i1, atoll_layout *sub, atoll_err *err) {
+  *sub = *view;
+  sub->ntensors = i1 - i0;
+  sub->tensors = malloc((size_t)sub->ntensors * sizeof(atoll_tensor));
+  if (!sub->tensors) return atoll_fail(err, "out of memory writing shards");
+  size_t base = view->tensors[i0].offset;
+  sub->nparams = 0;
+  for (int i = i0; i < i1; i++) {
+    sub->tensors[i - i0] = view->tensors[i];
+    sub->tensors[i - i0].offset -= base;
+    sub->nparams += view->tensors[i].numel;
+  }
+  return 0;
+}
+
+static int write_st(const char *path, const atoll_layout *lay, const float *data, const cJSON *meta, int bf16,
+                    atoll_err *err) {
+  return bf16 ? atoll_st_write_bf16(path, lay, data, meta, err) : atoll_st_write(path, lay, "", data, meta, err);
+}
+
+/* model.safetensors.index.json as save_pretrained writes it (Python's json.dumps with
+ * indent 2 and sorted keys, then a newline); the view's names are sorted within each
+ * shard only, so the weight_map's order is made here. */
+static char *index_json(const atoll_layout *view, const int *shard, int nshards, size_t esize) {
+  int n = view->ntensors;
+  export_item *it = malloc((size_t)n * sizeof *it);
+  size_t cap = 256 + (size_t)n * (sizeof view->tensors[0].name + 64), len = 0;
+  char *out = malloc(cap);
+  if (!it || !out) {
+    free(it), free(out);
+    return NULL;
+  }
+  for (int k = 0; k < n; k++) /* the shard number kept in src, shard 0 for all: sorted by name */
+    it[k].v = view->tensors[k], it[k].shard = 0, it[k].src = shard[k];
+  qsort(it, (size_t)n, sizeof *it, by_shard_name);
+  len += (size_t)snprintf(out + len, cap - len,
+                          "{\n  \"metadata\": {\n    \"total_parameters\": %zu,\n    \"total_size\": %zu\n  },\n"
+                          "  \"weight_map\": {\n", view->nparams, view->nparams * esize);
+  for (int k = 0; k < n; k++)
+    len += (size_t)snprintf(out + len, cap - len, "    \"%s\": \"model-%05d-of-%05d.safetensors\"%s\n", it[k].v.name,
+                            it[k].src + 1, nshards, k + 1 < n ? "," : "");
+  snprintf(out + len, cap - len, "  }\n}\n");
+  free(it);
+  return out;
+}
+
+/* model.safetensors, or (more than opt->max_shard_bytes) the shards
+ * model-0000K-of-0000N.safetensors and model.safetensors.index.json naming each tensor's. */
+static int write_weights(const char *dir, const atoll_layout *view, const float *data, const int *shard, int n,
+                         const cJSON *meta, const atoll_hf_export_opts *opt, atoll_err *err) {
+  char path[2300];
+  if (n == 1) {
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    return write_st(path, view, data, meta, opt->bf16, err);
+  }
+  int rc = 0;
+  for (int k = 0, i0 = 0; k < n && rc == 0; k++) {
+    int i1 = i0;
+    while (i1 < view->ntensors && shard[i1] == k) i1++;
+    snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, k + 1, n);
+    atoll_layout sub;
+    rc = shard_layout(view, i0, i1, &sub, err);
+    if (rc == 0) rc = write_st(path, &sub, data + view->tensors[i0].offset, meta, opt->bf16, err);
+    free(sub.tensors);
+    i0 = i1;
+  }
+  char *text = rc == 0 ? index_json(view, shard, n, opt->bf16 ? 2 : 4) : NULL;
+  if (rc == 0 && !text) rc = atoll_fail(err, "out of memory writing %s", dir);
+  if (rc == 0) rc = write_text(dir, "model.safetensors.index.json", text, err);
+  free(text);
+  return rc;
+}
+
+/* config.json, the weights and tokenizer.json into dir. */
 static int write_files(const char *dir, const atoll_layout *whole, const float *params, const char *tokenizer_json,
-                       atoll_err *err) {
+                       const atoll_hf_export_opts *opt, atoll_err *err) {
   const atoll_hf_arch *a = atoll_hf_arch_of(&whole->shape);
   cJSON *cfg = a->config_json(&whole->shape), *meta = cJSON_CreateObject();
+  if (cfg && opt->bf16) cJSON_ReplaceItemInObject(cfg, "torch_dtype", cJSON_CreateString("bfloat16"));
   char *cfg_text = cfg ? cJSON_Print(cfg) : NULL, *tok = tokenizer_json ? strdup(tokenizer_json)
                                                                          : atoll_hf_byte_tokenizer_json();
   atoll_layout view = {0};
   float *data = NULL;
-  int rc = -1;
-  char path[2300];
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  int *shard = NULL, nshards = 0, rc = -1;
   if (!cfg_text || !tok || !meta || !cJSON_AddStringToObject(meta, "format", "pt"))
     atoll_fail(err, "out of memory writing %s", dir);
   else if (write_text(dir, "config.json", cfg_text, err) == 0 && write_text(dir, "tokenizer.json", tok, err) == 0 &&
-           hf_view(whole, params, a, &view, &data, err) == 0)
-    rc = atoll_st_write(path, &view, "", data, meta, err);
+           hf_view(whole, params, a, opt, &view, &data, &shard, &nshards, err) == 0)
+    rc = write_weights(dir, &view, data, shard, nshards, meta, opt, err);
   free(view.tensors);
   free(data);
+  free(shard);
   free(cfg_text);
   free(tok);
   cJSON_Delete(cfg);
@@ -176,7 +319,7 @@ static void clean_dead_exports(const char *parent, const char *base) {
 }
 
 int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float *params, const char *tokenizer_json,
-                    atoll_err *err) {
+                    const atoll_hf_export_opts *opt, atoll_err *err) {
   char out_dir[1024], parent[1100], tmp[2200];
   size_t n = strlen(out_arg);
   while (n > 1 && out_arg[n - 1] == '/') n--; /* "hf/" is "hf" */
@@ -193,7 +336,7 @@ int atoll_hf_export(const char *out_arg, const atoll_layout *whole, const float 
   clean_dead_exports(parent, base);
   atoll_rm_tree(tmp); /* a leftover of this pid's earlier life */
   if (atoll_mkdir_p(tmp, err)) return -1;
-  int rc = write_files(tmp, whole, params, tokenizer_json, err);
+  int rc = write_files(tmp, whole, params, tokenizer_json, opt, err);
   if (rc == 0 && atoll_fsync_path(tmp, O_DIRECTORY, err)) rc = -1;
   if (rc == 0 && rename(tmp, out_dir) != 0)
     rc = atoll_fail(err, "--out %s: cannot rename %s into place: %s", out_dir, tmp, strerror(errno));

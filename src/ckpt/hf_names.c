@@ -131,18 +131,19 @@ static int gpt2_config_check(const cJSON *cfg, const atoll_shape *s, const char 
  * transposes. q_proj and k_proj rows are stored in the order Hugging Face's half-split
  * rotary embedding (rotate_half) expects, which is atoll's RoPE (src/ops/ops_llama_cpu.c),
  * so they are copied as they are (test_hf_llama compares the logits). lm_head.weight is
- * in atoll's layout only when the head is untied (--tie 0). */
+ * in atoll's layout only when the head is untied (--tie 0). The order is the modules'
+ * (the state_dict's, which save_pretrained shards by; atoll_hf_order). */
 static const atoll_hf_name LLAMA_NAMES[] = {
     {"wte.weight", "model.embed_tokens.weight", 0},
-    {"h.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
     {"h.%d.attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0},
     {"h.%d.attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0},
     {"h.%d.attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0},
     {"h.%d.attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0},
-    {"h.%d.mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
     {"h.%d.mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0},
     {"h.%d.mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0},
     {"h.%d.mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0},
+    {"h.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
+    {"h.%d.mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
     {"norm.weight", "model.norm.weight", 0},
     {"lm_head.weight", "lm_head.weight", 0},
 };
@@ -301,20 +302,20 @@ static int llama_config_check(const cJSON *cfg, const atoll_shape *s, const char
  * (atoll's --arch llama --qkv-bias 1). Its config.json has Llama's keys but no
  * attention_bias or mlp_bias (the q/k/v biases are always there); sliding-window
  * attention (use_sliding_window true) is refused. */
-static const atoll_hf_name QWEN2_NAMES[] = {
+static const atoll_hf_name QWEN2_NAMES[] = { /* in the modules' order, as Llama's */
     {"wte.weight", "model.embed_tokens.weight", 0},
-    {"h.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
     {"h.%d.attn.q.weight", "model.layers.%d.self_attn.q_proj.weight", 0},
-    {"h.%d.attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0},
-    {"h.%d.attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0},
     {"h.%d.attn.q.bias", "model.layers.%d.self_attn.q_proj.bias", 0},
+    {"h.%d.attn.k.weight", "model.layers.%d.self_attn.k_proj.weight", 0},
     {"h.%d.attn.k.bias", "model.layers.%d.self_attn.k_proj.bias", 0},
+    {"h.%d.attn.v.weight", "model.layers.%d.self_attn.v_proj.weight", 0},
     {"h.%d.attn.v.bias", "model.layers.%d.self_attn.v_proj.bias", 0},
     {"h.%d.attn.o.weight", "model.layers.%d.self_attn.o_proj.weight", 0},
-    {"h.%d.mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
     {"h.%d.mlp.gate.weight", "model.layers.%d.mlp.gate_proj.weight", 0},
     {"h.%d.mlp.up.weight", "model.layers.%d.mlp.up_proj.weight", 0},
     {"h.%d.mlp.down.weight", "model.layers.%d.mlp.down_proj.weight", 0},
+    {"h.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight", 0},
+    {"h.%d.mlp_norm.weight", "model.layers.%d.post_attention_layernorm.weight", 0},
     {"norm.weight", "model.norm.weight", 0},
     {"lm_head.weight", "lm_head.weight", 0},
 };
@@ -394,4 +395,19 @@ int atoll_hf_name_of(const atoll_hf_arch *a, const atoll_tensor *t, char *out, s
     return 0;
   }
   return -1;
+}
+
+int64_t atoll_hf_order(const atoll_hf_arch *a, const atoll_tensor *t) {
+  char name[96];
+  int first_block = a->nnames;
+  for (int i = 0; i < a->nnames; i++) {
+    int block = strstr(a->names[i].atoll, "%d") != NULL;
+    if (block && i < first_block) first_block = i;
+    if (block != (t->layer >= 0)) continue;
+    snprintf(name, sizeof name, a->names[i].atoll, t->layer);
+    if (strcmp(name, t->name) != 0) continue;
+    int64_t group = block ? 1 : i < first_block ? 0 : 2;
+    return (group << 48) + ((int64_t)(block ? t->layer : 0) << 16) + i;
+  }
+  return INT64_MAX;
 }

@@ -96,6 +96,12 @@ int atoll_st_write(const char *path, const atoll_layout *lay, const char *prefix
 int atoll_st_write_buffers(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers,
                            int nbuffers, const cJSON *metadata, atoll_err *err);
 
+/* atoll_st_write's file with every tensor BF16 (each value rounded to nearest even;
+ * one beyond bf16's range is refused), no prefix: what `atoll export --dtype bf16`
+ * writes. */
+int atoll_st_write_bf16(const char *path, const atoll_layout *lay, const float *data, const cJSON *metadata,
+                        atoll_err *err);
+
 /* Reads a file into the flat buffer `data`: every layout tensor must be present
  * as prefix + name with dtype F32 and exactly the layout's shape, no other tensor
  * may be present, and no value may be NaN or Inf. metadata (if non-NULL) receives a

@@ -1,7 +1,8 @@
 /* safetensors writing (the parser and reader are safetensors_read.c, which also
  * describes the byte layout). Files written here put "__metadata__" first, then the
  * tensors in layout order with consecutive offsets, so that the data section is the
- * flat buffer(s) byte for byte; the header is padded with spaces to a multiple of 8. */
+ * flat buffer(s) byte for byte (or, in BF16, each float rounded to nearest even); the
+ * header is padded with spaces to a multiple of 8. */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -113,23 +114,24 @@ static void header_metadata(strbuf *b, const cJSON *metadata) {
   sb_puts(b, "}");
 }
 
-static void header_tensor(strbuf *b, const char *name, const atoll_tensor *t, uint64_t begin) {
+/* esize: bytes an element, 4 (F32) or 2 (BF16) */
+static void header_tensor(strbuf *b, const char *name, const atoll_tensor *t, uint64_t begin, int esize) {
   sb_json_string(b, name);
-  sb_puts(b, ":{\"dtype\":\"F32\",\"shape\":[");
+  sb_puts(b, esize == 2 ? ":{\"dtype\":\"BF16\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
   for (int d = 0; d < t->ndim; d++) sb_printf(b, "%s%" PRId64, d ? "," : "", t->shape[d]);
   sb_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", begin,
-            begin + (uint64_t)t->numel * 4);
+            begin + (uint64_t)t->numel * (uint64_t)esize);
 }
 
 /* The header JSON padded with spaces to a multiple of 8 bytes, in *out. */
 static int build_header(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers,
-                        int nbuffers, const cJSON *metadata, strbuf *out, atoll_err *err) {
+                        int nbuffers, const cJSON *metadata, int esize, strbuf *out, atoll_err *err) {
   strbuf b = {0};
   int first = !metadata;
   sb_puts(&b, "{");
   header_metadata(&b, metadata);
   for (int p = 0; p < nbuffers; p++) {
-    uint64_t base = (uint64_t)p * lay->nparams * 4;
+    uint64_t base = (uint64_t)p * lay->nparams * (uint64_t)esize;
     for (int i = 0; i < lay->ntensors; i++) {
       const atoll_tensor *t = &lay->tensors[i];
       char name[ATOLL_ST_NAME_MAX];
@@ -139,7 +141,7 @@ static int build_header(const char *path, const atoll_layout *lay, const atoll_s
       }
       if (!first) sb_puts(&b, ",");
       first = 0;
-      header_tensor(&b, name, t, base + (uint64_t)t->offset * 4);
+      header_tensor(&b, name, t, base + (uint64_t)t->offset * (uint64_t)esize, esize);
     }
   }
   sb_puts(&b, "}");
@@ -167,15 +169,37 @@ static int check_finite_out(const char *path, const atoll_layout *lay, const ato
 
 static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
 
+/* fp32 -> bf16 bits, rounded to nearest even (the values are finite: checked before) */
+static uint16_t bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* n floats as little-endian bf16, a block at a time */
+static int write_bf16(FILE *f, const float *x, size_t n) {
+  uint8_t block[8192];
+  for (size_t i = 0; i < n;) {
+    size_t k = 0;
+    for (; k < sizeof block / 2 && i < n; k++, i++) {
+      uint16_t h = bf16_bits(x[i]);
+      block[2 * k] = (uint8_t)h, block[2 * k + 1] = (uint8_t)(h >> 8);
+    }
+    if (write_all(f, block, 2 * k)) return -1;
+  }
+  return 0;
+}
+
 static int write_file(const char *path, const strbuf *hdr, const atoll_layout *lay,
-                      const atoll_st_buffer *buffers, int nbuffers, atoll_err *err) {
+                      const atoll_st_buffer *buffers, int nbuffers, int esize, atoll_err *err) {
   FILE *f = fopen(path, "wb");
   if (!f) return atoll_fail(err, "%s: cannot create: %s", path, strerror(errno));
   uint8_t len[8];
   write_le64(len, hdr->len);
   int bad = write_all(f, len, 8) || write_all(f, hdr->p, hdr->len);
   for (int p = 0; p < nbuffers && !bad; p++)
-    bad = write_all(f, buffers[p].data, lay->nparams * sizeof(float));
+    bad = esize == 2 ? write_bf16(f, buffers[p].data, lay->nparams)
+                     : write_all(f, buffers[p].data, lay->nparams * sizeof(float));
   bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
   int saved = errno;
   if (fclose(f) != 0 && !bad) bad = 1, saved = errno;
@@ -186,8 +210,20 @@ static int write_file(const char *path, const strbuf *hdr, const atoll_layout *l
   return 0;
 }
 
-int atoll_st_write_buffers(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers,
-                           int nbuffers, const cJSON *metadata, atoll_err *err) {
+/* A finite value that bf16 cannot hold (|x| rounds past its largest) would be written as Inf. */
+static int check_bf16_range(const char *path, const atoll_layout *lay, const float *data, atoll_err *err) {
+  for (int i = 0; i < lay->ntensors; i++) {
+    const atoll_tensor *t = &lay->tensors[i];
+    for (size_t k = 0; k < t->numel; k++)
+      if ((bf16_bits(data[t->offset + k]) & 0x7fffu) == 0x7f80u)
+        return atoll_fail(err, "%s: refusing to write tensor %s as bf16: element %zu (%g) is beyond bf16's range",
+                          path, t->name, k, (double)data[t->offset + k]);
+  }
+  return 0;
+}
+
+static int write_esize(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers, int nbuffers,
+                       const cJSON *metadata, int esize, atoll_err *err) {
   const char *prefixes[ATOLL_ST_MAX_BUFFERS];
   const void *datas[ATOLL_ST_MAX_BUFFERS];
   for (int p = 0; p < nbuffers && p < ATOLL_ST_MAX_BUFFERS; p++)
@@ -195,17 +231,30 @@ int atoll_st_write_buffers(const char *path, const atoll_layout *lay, const atol
   if (atoll_st_check_buffers(path, lay, prefixes, datas, nbuffers, err) != 0) return -1;
   if (check_metadata_in(metadata, path, err) != 0) return -1;
   for (int p = 0; p < nbuffers; p++)
-    if (check_finite_out(path, lay, &buffers[p], err) != 0) return -1;
+    if (check_finite_out(path, lay, &buffers[p], err) != 0 ||
+        (esize == 2 && check_bf16_range(path, lay, buffers[p].data, err) != 0))
+      return -1;
   strbuf hdr;
-  if (build_header(path, lay, buffers, nbuffers, metadata, &hdr, err) != 0) return -1;
-  int rc = write_file(path, &hdr, lay, buffers, nbuffers, err);
+  if (build_header(path, lay, buffers, nbuffers, metadata, esize, &hdr, err) != 0) return -1;
+  int rc = write_file(path, &hdr, lay, buffers, nbuffers, esize, err);
   free(hdr.p);
   return rc;
+}
+
+int atoll_st_write_buffers(const char *path, const atoll_layout *lay, const atoll_st_buffer *buffers,
+                           int nbuffers, const cJSON *metadata, atoll_err *err) {
+  return write_esize(path, lay, buffers, nbuffers, metadata, 4, err);
 }
 
 int atoll_st_write(const char *path, const atoll_layout *lay, const char *prefix, const float *data,
                    const cJSON *metadata, atoll_err *err) {
   atoll_st_buffer buffer = {prefix ? prefix : "", data};
-  return atoll_st_write_buffers(path, lay, &buffer, 1, metadata, err);
+  return write_esize(path, lay, &buffer, 1, metadata, 4, err);
+}
+
+int atoll_st_write_bf16(const char *path, const atoll_layout *lay, const float *data, const cJSON *metadata,
+                        atoll_err *err) {
+  atoll_st_buffer buffer = {"", data};
+  return write_esize(path, lay, &buffer, 1, metadata, 2, err);
 }
 

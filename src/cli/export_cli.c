@@ -1,5 +1,5 @@
-/* atoll export --ckpt DIR --to hf --out DIR: a checkpoint as a Hugging Face model
- * directory (src/ckpt/hf.h; docs/formats.md "Export to Hugging Face"). */
+/* atoll export --ckpt DIR --to hf --out DIR [--dtype fp32|bf16] [--max-shard-size SIZE]:
+ * a checkpoint as a Hugging Face model directory (src/ckpt/hf.h; docs/formats.md "Export to Hugging Face"). */
 #include "cli/export_cli.h"
 
 #include "atoll/atoll.h"
@@ -9,7 +9,9 @@
 #include "core/mem.h"
 #include "train/config.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@ static int fail(const atoll_err *err) {
 }
 
 /* The checkpoint's weights (hash-checked) in the whole model's layout. */
-static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
+static int export_hf(const char *ckpt, const char *out, const atoll_hf_export_opts *opt, atoll_err *err) {
   char dir[PATH_MAX];
   if (atoll_ckpt_resolve(ckpt, dir, sizeof dir, err)) return -1;
   cJSON *state = NULL;
@@ -53,7 +55,7 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   /* a BPE checkpoint's tokenizer.json goes into the directory with the rest (NULL: bytes) */
   char *tok_json = tok ? atoll_tokenizer_to_json(tok) : NULL;
   if (rc == 0 && tok && !tok_json) rc = atoll_fail(err, "out of memory writing %s's tokenizer.json", dir);
-  if (rc == 0) rc = atoll_hf_export(out, &lay, params, tok_json, err);
+  if (rc == 0) rc = atoll_hf_export(out, &lay, params, tok_json, opt, err);
   atoll_tokenizer_free(tok);
   free(tok_json);
   if (rc == 0)
@@ -64,21 +66,47 @@ static int export_hf(const char *ckpt, const char *out, atoll_err *err) {
   return rc;
 }
 
+/* --max-shard-size: a whole number of bytes, or of KB, MB or GB (10^3, 10^6, 10^9
+ * bytes, as save_pretrained's max_shard_size reads them), at least 1 */
+static int parse_size(const char *v, uint64_t *out, atoll_err *err) {
+  char *end;
+  errno = 0;
+  unsigned long long n = v[0] >= '0' && v[0] <= '9' ? strtoull(v, &end, 10) : 0;
+  uint64_t mult = 0;
+  if (n > 0 && errno == 0) {
+    mult = strcmp(end, "") == 0 || strcmp(end, "B") == 0 ? 1
+           : strcmp(end, "KB") == 0                      ? 1000
+           : strcmp(end, "MB") == 0                      ? 1000000
+           : strcmp(end, "GB") == 0                      ? 1000000000
+                                                         : 0;
+  }
+  if (!mult || n > UINT64_MAX / mult)
+    return atoll_fail(err, "--max-shard-size %s: must be a whole number of bytes, KB, MB or GB, at least 1 (e.g. 5GB)",
+                      v);
+  *out = (uint64_t)n * mult;
+  return 0;
+}
+
 int atoll_export_main(int argc, char **argv) {
   atoll_err err = {{0}};
-  const char *ckpt = NULL, *to = NULL, *out = NULL;
+  const char *ckpt = NULL, *to = NULL, *out = NULL, *dtype = "fp32", *shard = NULL;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: atoll export --ckpt DIR --to hf --out DIR\n"
+      printf("usage: atoll export --ckpt DIR --to hf --out DIR [--dtype fp32|bf16] [--max-shard-size SIZE]\n"
              "  --ckpt  a checkpoint, a run's checkpoints/ directory or a run directory (its latest)\n"
              "  --to    hf: config.json, model.safetensors and tokenizer.json for Hugging Face transformers\n"
-             "          (GPT2LMHeadModel or LlamaForCausalLM, after the checkpoint's --arch)\n"
-             "  --out   a new (or empty) directory, written atomically\n");
+             "          (GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM, after the checkpoint's --arch)\n"
+             "  --out   a new (or empty) directory, written atomically\n"
+             "  --dtype the tensors' type: fp32 (the default) or bf16 (rounded to nearest even)\n"
+             "  --max-shard-size  shards of at most SIZE (bytes, or with KB, MB, GB) and\n"
+             "          model.safetensors.index.json, when the weights do not fit in one; default: one file\n");
       return 0;
     }
     const char **slot = strcmp(argv[i], "--ckpt") == 0 ? &ckpt
                         : strcmp(argv[i], "--to") == 0 ? &to
                         : strcmp(argv[i], "--out") == 0 ? &out
+                        : strcmp(argv[i], "--dtype") == 0 ? &dtype
+                        : strcmp(argv[i], "--max-shard-size") == 0 ? &shard
                                                         : NULL;
     if (!slot) {
       atoll_fail(&err, "%s: unknown flag for export (see atoll export --help)", argv[i]);
@@ -98,5 +126,12 @@ int atoll_export_main(int argc, char **argv) {
     atoll_fail(&err, "--to %s: unknown export format (known: hf)", to);
     return fail(&err);
   }
-  return export_hf(ckpt, out, &err) ? fail(&err) : 0;
+  atoll_hf_export_opts opt = {0};
+  if (strcmp(dtype, "bf16") != 0 && strcmp(dtype, "fp32") != 0) {
+    atoll_fail(&err, "--dtype %s: unknown (known: fp32, bf16)", dtype);
+    return fail(&err);
+  }
+  opt.bf16 = strcmp(dtype, "bf16") == 0;
+  if (shard && parse_size(shard, &opt.max_shard_bytes, &err)) return fail(&err);
+  return export_hf(ckpt, out, &opt, &err) ? fail(&err) : 0;
 }

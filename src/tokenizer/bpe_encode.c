@@ -163,7 +163,30 @@ static size_t symbols_of(const atoll_tokenizer *t, const uint8_t *w, size_t n, i
   return k;
 }
 
+static int bpe_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens *out, atoll_err *err);
+
+/* U+2581 at w[i] after another character. A byte 0xE2 cannot continue a
+ * character, so i is a character boundary of the whole word too. */
+static int space_after_other(const uint8_t *w, size_t n, size_t i) {
+  static const uint8_t sp[3] = {0xE2, 0x96, 0x81};
+  return i > 0 && i + 3 <= n && memcmp(w + i, sp, 3) == 0 && !(i >= 3 && memcmp(w + i - 3, sp, 3) == 0);
+}
+
+/* With pipe->space_cut (SentencePiece's vocabularies, one word per passage): no merge can
+ * join the parts cut before each U+2581 that follows another character, so merging them
+ * apart gives the whole word's ids, and the word cache sees each part. */
 int atoll_bpe_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens *out, atoll_err *err) {
+  if (!t->pipe || !t->pipe->space_cut) return bpe_word(t, w, n, out, err);
+  size_t from = 0;
+  for (size_t i = 1; i + 3 <= n; i++)
+    if (w[i] == 0xE2 && space_after_other(w, n, i)) {
+      if (bpe_word(t, w + from, i - from, out, err)) return -1;
+      from = i;
+    }
+  return bpe_word(t, w + from, n - from, out, err);
+}
+
+static int bpe_word(atoll_tokenizer *t, const uint8_t *w, size_t n, atoll_tokens *out, atoll_err *err) {
   if (n == 0) return 0;
   if (reserve(out, n, err) != 0) return -1;
   if (t->pipe && t->pipe->ignore_merges) { /* a vocabulary entry as a whole */

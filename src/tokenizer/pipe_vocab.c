@@ -71,6 +71,21 @@ static int decoded_table(atoll_tokenizer *t, const char *name, atoll_err *err) {
   return 0;
 }
 
+/* pipeline.h's space_cut, from the model's strings (before decoded_table replaces them):
+ * "▁" is a token, the vocabulary is merged without ignore_merges, and no merge's left
+ * token ends other than in "▁" while its right one starts with "▁". */
+static int space_cut(const atoll_tokenizer *t, const atoll_bytemap *map) {
+  static const uint8_t sp[3] = {0xE2, 0x96, 0x81};
+  if (t->pipe->ignore_merges || atoll_bytemap_find(map, sp, 3, atoll_bytes_hash(sp, 3)) < 0) return 0;
+  for (int r = 0; r < t->nmerges; r++) {
+    const uint8_t *l = t->tok_bytes + t->tok_off[t->merge_left[r]], *rt = t->tok_bytes + t->tok_off[t->merge_right[r]];
+    size_t nl = t->tok_off[t->merge_left[r] + 1] - t->tok_off[t->merge_left[r]];
+    size_t nr = t->tok_off[t->merge_right[r] + 1] - t->tok_off[t->merge_right[r]];
+    if (nr >= 3 && memcmp(rt, sp, 3) == 0 && !(nl >= 3 && memcmp(l + nl - 3, sp, 3) == 0)) return 0;
+  }
+  return 1;
+}
+
 int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const void *root_json, size_t len, const char *name,
                      atoll_err *err) {
   atoll_pipeline *p = t->pipe;
@@ -94,6 +109,7 @@ int atoll_pipe_vocab(atoll_tokenizer *t, atoll_bytemap *map, const void *root_js
       h = atoll_bytes_hash((const uint8_t *)pair, sizeof pair);
     }
     p->hash = h;
+    p->space_cut = space_cut(t, map);
     if (decoded_table(t, name, err)) return -1;
     for (int c = 0; c < 128; c++) {
       uint8_t ch = (uint8_t)c;

@@ -38,6 +38,9 @@ typedef struct atoll_pipeline {
   int32_t fallback[256]; /* byte fallback: the id of <0xNN> */
   int32_t ascii[128];   /* characters: the id of each ASCII character's token, -1 when none */
   uint8_t *unmerged;   /* characters: per id, 1 when no merge names it (a long word is merged in parts between them) */
+  int space_cut;       /* characters: "▁" is a token and no merge joins a token ending in another character
+                          to one starting with "▁" (SentencePiece's vocabularies): a word is merged in parts
+                          cut before each "▁" that follows another character (bpe_encode.c) */
   int ndec;            /* decoder steps before Fuse: Replace edits, ByteFallback (from NULL) */
   atoll_pipe_edit dec[ATOLL_PIPE_MAX];
   int strip;           /* Strip after Fuse: leading spaces removed from a decoded text */

@@ -2,7 +2,8 @@
 # Hugging Face interop (src/ckpt/hf_*.c, src/cli/export_cli.c, --init-from-hf): an atoll
 # checkpoint exported with `atoll export --to hf` loads in transformers with the same
 # logits (within 1e-4) and its tokenizer.json in tokenizers; a GPT-2 made and saved by
-# transformers comes back unchanged through --init-from-hf and export; bad directories
+# transformers comes back unchanged through --init-from-hf and export (its
+# model.safetensors byte for byte); bad directories
 # and flags are refused with one line.
 # usage: test_hf.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
@@ -31,6 +32,7 @@ $CHECK make hfm 2 2 32 32 256 >/dev/null 2>&1 || fail "make a GPT-2 with transfo
   fail "--init-from-hf: $(cat "$TMP/err")"
 "$ATOLL" export --ckpt r2 --to hf --out exp2 >/dev/null 2>&1 || fail "export r2"
 if $CHECK same hfm exp2 >"$TMP/out" 2>&1; then pass "round trip: $(tail -1 "$TMP/out")"; else fail "round trip: $(tail -3 "$TMP/out")"; fi
+if $CHECK exact hfm exp2 >"$TMP/out" 2>&1; then pass "round trip: $(tail -1 "$TMP/out")"; else fail "round trip: $(tail -3 "$TMP/out")"; fi
 mkdir dump2
 "$HF_LOGITS" r2 dump2 || fail "hf_logits r2"
 if $CHECK logits hfm dump2 >"$TMP/out" 2>&1; then pass "transformers' model in atoll: $(quiet "$TMP/out" | tail -1)"; else fail "logits of hfm: $(tail -3 "$TMP/out")"; fi

@@ -15,11 +15,16 @@
 # in one file, sharded (model.safetensors.index.json) in fp32 and sharded in bf16, loads
 # with no shape flags, gives transformers' logits (and other logits with the biases
 # zeroed), exports back equal tensor by tensor and loads in transformers as
-# Qwen2ForCausalLM; a tensor missing from every shard, an index naming a missing shard,
-# a shard holding a tensor the index puts elsewhere, sliding-window attention and a
-# --qkv-bias that disagrees are each refused in one line. `atoll eval --hf` on the bf16
-# shards gives transformers' loss on the same windows (within 1e-4 relative), and `atoll
-# eval --ckpt` the run's own final validation loss exactly; eval's bad flags get one line.
+# Qwen2ForCausalLM; `export --dtype bf16 --max-shard-size 20KB` of the bf16 shards (and
+# --max-shard-size of the fp32 shards) gives the same tensors in the same dtype bit for
+# bit and the weights' files (shards, index) byte for byte, which transformers loads
+# with atoll's logits (and the one-file Qwen2 and Llamas byte for byte too); a tensor
+# missing from every shard, an index naming a missing shard, a shard holding a tensor
+# the index puts elsewhere, sliding-window attention and a --qkv-bias that disagrees are
+# each refused in one line, as are export's bad --dtype and --max-shard-size. `atoll
+# eval --hf` on the bf16 shards, the llama3-scaled and the tied Llama gives
+# transformers' loss on the same windows (within 1e-4 relative), and `atoll eval --ckpt`
+# the run's own final validation loss exactly; eval's bad flags get one line.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -71,6 +76,7 @@ $CHECK make_llama hft 2 4 1 32 96 32 256 1 1e-6 250000 >/dev/null 2>&1 || fail "
 for r in u t; do
   "$ATOLL" export --ckpt r$r --to hf --out back_$r >/dev/null 2>&1 || fail "export r$r"
   if $CHECK same hf$r back_$r >"$TMP/out" 2>&1; then pass "round trip hf$r: $(tail -1 "$TMP/out")"; else fail "round trip hf$r: $(tail -3 "$TMP/out")"; fi
+  if $CHECK exact hf$r back_$r >"$TMP/out" 2>&1; then pass "round trip hf$r: $(tail -1 "$TMP/out")"; else fail "round trip hf$r: $(tail -3 "$TMP/out")"; fi
 done
 logits "transformers' untied Llama in atoll" ru hfu
 logits "transformers' tied Llama in atoll" rt hft
@@ -160,9 +166,31 @@ for q in qs qb; do
   if $CHECK same $q back_$q >"$TMP/out" 2>&1; then pass "round trip $q: $(tail -1 "$TMP/out")"; else fail "round trip $q: $(tail -3 "$TMP/out")"; fi
 done
 logits "atoll's Qwen2 (from bf16 shards) exported, in transformers" r_qb back_qb
+# export as they came: bf16 shards and fp32 shards (20 KB each, as make_qwen2 saved
+# them) give the same tensors in the same dtype bit for bit, and transformers loads them
+"$ATOLL" export --ckpt r_qb --to hf --out exp_qb --dtype bf16 --max-shard-size 20KB >/dev/null 2>"$TMP/err" ||
+  fail "export --dtype bf16: $(cat "$TMP/err")"
+"$ATOLL" export --ckpt r_qs --to hf --out exp_qs --max-shard-size 20KB >/dev/null 2>"$TMP/err" ||
+  fail "export --max-shard-size: $(cat "$TMP/err")"
+"$ATOLL" export --ckpt r_q1 --to hf --out exp_q1 >/dev/null 2>"$TMP/err" || fail "export r_q1: $(cat "$TMP/err")"
+for q in qb qs q1; do
+  if $CHECK exact $q exp_$q >"$TMP/out" 2>&1; then pass "round trip $q as saved: $(tail -1 "$TMP/out")"; else fail "exact round trip $q: $(tail -3 "$TMP/out")"; fi
+done
+grep -q '"torch_dtype":[[:space:]]*"bfloat16"' exp_qb/config.json && pass "bf16 export: config.json's torch_dtype bfloat16" ||
+  fail "bf16 export: torch_dtype in $(cat exp_qb/config.json)"
+logits "atoll's Qwen2 exported as bf16 shards, in transformers" r_qb exp_qb
+expect_error "export --dtype fp16" "--dtype fp16: unknown (known: fp32, bf16)" \
+  "$ATOLL" export --ckpt r_qb --to hf --out x70 --dtype fp16
+expect_error "export --max-shard-size 20XB" "--max-shard-size 20XB: must be a whole number of bytes, KB, MB or GB" \
+  "$ATOLL" export --ckpt r_qb --to hf --out x71 --max-shard-size 20XB
 # atoll eval: transformers' loss on eval's windows; a run's final val_loss again
 "$ATOLL" eval --hf qb --data data --json --windows-out qb.win >qb.json 2>"$TMP/err" || fail "eval --hf qb: $(cat "$TMP/err")"
 if $CHECK loss qb qb.win qb.json >"$TMP/out" 2>&1; then pass "eval --hf (bf16 shards): $(tail -1 "$TMP/out")"; else fail "eval --hf: $(tail -3 "$TMP/out")"; fi
+# and on the Llama with llama3 rope scaling and the tied Llama
+for m in l3 hft; do
+  "$ATOLL" eval --hf $m --data data --json --windows-out $m.win >$m.json 2>"$TMP/err" || fail "eval --hf $m: $(cat "$TMP/err")"
+  if $CHECK loss $m $m.win $m.json >"$TMP/out" 2>&1; then pass "eval --hf $m: $(tail -1 "$TMP/out")"; else fail "eval --hf $m: $(tail -3 "$TMP/out")"; fi
+done
 "$ATOLL" eval --ckpt r_q1 --data data --json >q1.json 2>"$TMP/err" || fail "eval --ckpt r_q1: $(cat "$TMP/err")"
 want=$(sed -n 's/.*"final_val_loss":[[:space:]]*\([0-9.e+-]*\).*/\1/p' r_q1/summary.json)
 got=$(sed -n 's/.*"val_loss": \([0-9.e+-]*\),.*/\1/p' q1.json)

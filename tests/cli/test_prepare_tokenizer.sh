@@ -48,11 +48,12 @@ EOF
 "$ATOLL" tokenizer train --text "$TMP/docs.txt" --vocab-size 600 --out "$TMP/tok.json" 2>/dev/null || fail "tokenizer train"
 "$ATOLL" prepare --text "$TMP/docs.jsonl.gz" --out "$TMP/bytes" >/dev/null 2>&1 || fail "prepare (bytes) docs.jsonl.gz"
 # the same with the pipelines of Llama 3 (Split regex, cut between a newline and a letter,
-# BOS), Qwen2 (NFC, the same cut) and Llama 2 (normalizers, byte fallback, BOS, no cut inside a passage) made by
+# BOS), Qwen2 (NFC, the same cut), Llama 2 (normalizers, byte fallback, BOS, no cut inside a passage)
+# and Mistral (Metaspace; a SentencePiece-like vocabulary, merged in parts cut before U+2581) made by
 # tokenizers (tests/tokenizer/hf_families.py): each passage's ids are tokenizers' encode
 # (JSON Lines only, to keep the test short)
 "$PYV" "$SRC/tests/tokenizer/hf_families.py" --make "$F/fortunes" "$TMP" || fail "hf_families.py --make"
-for tk in tok llama3 qwen2 llama2; do
+for tk in tok llama3 qwen2 llama2 mistral; do
 mkdir -p "$TMP/$tk"
 inputs="docs.jsonl.gz docs.txt"
 [ "$tk" = tok ] || inputs=docs.jsonl.gz

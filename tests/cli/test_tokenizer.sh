@@ -6,8 +6,8 @@
 # included; merges in the array form; corrupt and hostile files (a 100 kB token, raw
 # control bytes, a key twice) and bad flags refused with one line. Then the pipelines
 # of Llama 3, Qwen2, Llama 2 and Mistral (tests/tokenizer/hf_families.py), invalid
-# UTF-8 through them, sample's BOS, and components atoll does not read, each refused
-# with one line.
+# UTF-8 through them, SentencePiece-like vocabularies merged in parts as they are whole,
+# sample's BOS, and components atoll does not read, each refused with one line.
 # Needs the venv's tokenizers (scripts/venv.sh, or ATOLL_PYTHON).
 # usage: test_tokenizer.sh ATOLL SRC
 ATOLL=$1
@@ -145,7 +145,7 @@ else
 fi
 # invalid UTF-8 (random bytes): a byte matching no Split pattern is a pre-token of its
 # own, a byte-fallback vocabulary gives <0xNN>; decoding gives the bytes back
-for tok in llama3 llama2; do
+for tok in llama3 llama2 mistral; do
   rm -f "$TMP/random.ids" "$TMP/random.back"
   if "$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/random.bin" >"$TMP/random.ids" &&
      "$ATOLL" tokenizer decode --tokenizer "$TMP/$tok.json" --ids "$TMP/random.ids" >"$TMP/random.back" &&
@@ -155,15 +155,42 @@ for tok in llama3 llama2; do
     fail "decode(encode(x)) != x with $tok.json"
   fi
 done
-# sample puts the template's BOS before the prompt, as prepare before each passage
-"$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/llama2.json" --out "$TMP/data2" >/dev/null 2>&1 &&
-  "$ATOLL" train $TINY --data "$TMP/data2" --steps 2 --out "$TMP/run2" >/dev/null 2>&1 || fail "train on llama2.json data"
-want=$(printf 'The cat' | "$ATOLL" tokenizer encode --tokenizer "$TMP/llama2.json")
-got=$(ATOLL_TEST_PROMPT_IDS=1 "$ATOLL" sample --ckpt "$TMP/run2" --prompt "The cat" --tokens 3 --seed 1 2>&1 >"$TMP/s2.out" |
-      sed -n 's/^prompt ids: //p')
-case $want in "1 "*) ;; *) fail "tokenizer encode of llama2.json gives no BOS: $want";; esac
-[ -n "$got" ] && [ "$got" = "$want" ] && grep -q "^The cat" "$TMP/s2.out" &&
-  pass "sample: prompt ids with BOS as tokenizers' encode ($got)" || fail "sample prompt ids '$got', want '$want'"
+# SentencePiece-like vocabularies (llama2_sp, mistral) are merged in parts cut before
+# each U+2581 after another character: the ids equal those of the same file with one
+# more merge, <unk> + U+2581 (which never applies, as <unk> is never a symbol, but
+# crosses such a cut, so the word is merged whole), on random bytes and the mixed text
+"$PYV" - "$TMP" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+for name in ("llama2_sp", "mistral"):
+    j = json.load(open(f"{d}/{name}.json", encoding="utf-8"))
+    m = j["model"]
+    m["vocab"]["<unk>\u2581"] = max(m["vocab"].values()) + 1
+    m["merges"].append("<unk> \u2581" if isinstance(m["merges"][0], str) else ["<unk>", "\u2581"])
+    json.dump(j, open(f"{d}/{name}_whole.json", "w", encoding="utf-8"), ensure_ascii=False)
+PYEOF
+for tok in llama2_sp mistral; do
+  for text in random.bin ${tok}_unicode.txt; do
+    a=$("$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/$text" | cksum)
+    b=$("$ATOLL" tokenizer encode --tokenizer "$TMP/${tok}_whole.json" --text "$TMP/$text" | cksum)
+    n=$("$ATOLL" tokenizer encode --tokenizer "$TMP/$tok.json" --text "$TMP/$text" | wc -w)
+    [ "$n" -gt 1000 ] && [ "$a" = "$b" ] && pass "$tok, $text: merged in parts = merged whole ($n ids)" ||
+      fail "$tok, $text: merged in parts differs from merged whole ($n ids)"
+  done
+done
+# sample puts the template's BOS before the prompt, as prepare before each passage:
+# Llama 2's TemplateProcessing, and Llama 3's inside a post_processor Sequence
+for tk in llama2 llama3; do
+  bos=$("$PYV" -c "import json,sys; j=json.load(open(sys.argv[1])); print([a['id'] for a in j['added_tokens'] if a['content'] in ('<s>', '<|begin_of_text|>')][0])" "$TMP/$tk.json")
+  "$ATOLL" prepare --text "$CORPUS/art" --tokenizer "$TMP/$tk.json" --out "$TMP/data_$tk" >/dev/null 2>&1 &&
+    "$ATOLL" train $TINY --data "$TMP/data_$tk" --steps 2 --out "$TMP/run_$tk" >/dev/null 2>&1 || fail "train on $tk.json data"
+  want=$(printf 'The cat' | "$ATOLL" tokenizer encode --tokenizer "$TMP/$tk.json")
+  got=$(ATOLL_TEST_PROMPT_IDS=1 "$ATOLL" sample --ckpt "$TMP/run_$tk" --prompt "The cat" --tokens 3 --seed 1 2>&1 >"$TMP/s2.out" |
+        sed -n 's/^prompt ids: //p')
+  case $want in "$bos "*) ;; *) fail "tokenizer encode of $tk.json gives no BOS $bos: $want";; esac
+  [ -n "$got" ] && [ "$got" = "$want" ] && grep -q "^The cat" "$TMP/s2.out" &&
+    pass "sample, $tk: prompt ids with BOS $bos as tokenizers' encode ($got)" || fail "sample $tk prompt ids '$got', want '$want'"
+done
 
 # --- pipelines refused with one line naming the component ---
 "$PYV" - "$TMP" <<'PYEOF'

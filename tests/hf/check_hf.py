@@ -15,6 +15,9 @@
                                            (JSON, a file) within 1e-4 relative
   check_hf.py same DIR_A DIR_B             tensor-by-tensor equal (as float32; either may be sharded), same
                                            config shape
+  check_hf.py exact DIR_A DIR_B            the same tensors in the same dtypes, bit for bit, and the same
+                                           weights' files (model.safetensors, or the index and its shards)
+                                           byte for byte
   check_hf.py edit SRC DST OP [ARG]        a copy of SRC changed for the refusal tests: drop NAME,
                                            extra NAME, tie (lm_head.weight = wte), untie, model_type T, bf16,
                                            set KEY=JSON... (config.json); for a sharded SRC: shard_drop NAME
@@ -251,6 +254,40 @@ def same(a, b):
     print(f"same: {len(ta)} tensors bit-identical, config.json the same model")
 
 
+def load_raw(d):
+    """every tensor of d as torch tensors in their own dtype"""
+    from safetensors.torch import load_file
+    files = ["model.safetensors"]
+    if os.path.exists(os.path.join(d, INDEX)):
+        files = sorted(set(json.load(open(os.path.join(d, INDEX)))["weight_map"].values()))
+    out = {}
+    for f in files:
+        out.update(load_file(os.path.join(d, f)))
+    return out
+
+
+def exact(a, b):
+    import torch
+    ta, tb = load_raw(a), load_raw(b)
+    assert sorted(ta) == sorted(tb), sorted(set(ta) ^ set(tb))
+    for k in ta:
+        assert ta[k].dtype == tb[k].dtype, (k, ta[k].dtype, tb[k].dtype)
+        assert ta[k].shape == tb[k].shape, (k, ta[k].shape, tb[k].shape)
+        bits = {2: torch.int16, 4: torch.int32}[ta[k].element_size()]
+        assert torch.equal(ta[k].view(bits), tb[k].view(bits)), k
+    sharded = [os.path.exists(os.path.join(d, INDEX)) for d in (a, b)]
+    assert sharded[0] == sharded[1], f"sharded: {sharded}"
+    files = sorted(set(json.load(open(os.path.join(a, INDEX)))["weight_map"].values())) + [INDEX] if sharded[0] \
+        else ["model.safetensors"]
+    assert sorted(f for f in os.listdir(b) if f.endswith(".safetensors") or f == INDEX) == sorted(files), \
+        (sorted(os.listdir(b)), files)
+    for f in files:
+        assert open(os.path.join(a, f), "rb").read() == open(os.path.join(b, f), "rb").read(), f"{f} differs"
+    dtypes = sorted({str(t.dtype).replace("torch.", "") for t in tb.values()})
+    print(f"exact: {len(ta)} tensors, {'/'.join(dtypes)}; the weights' files ({', '.join(files[:2])}"
+          f"{', ...' if len(files) > 2 else ''}: {len(files)}) byte for byte")
+
+
 def edit_shards(dst, op, arg):
     """the sharded checkpoint in dst (a copy) made wrong in one way"""
     from safetensors.torch import load_file, save_file
@@ -321,5 +358,5 @@ def same_bf16(a, b):
 
 
 if __name__ == "__main__":
-    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "loss": loss, "make_llama": make_llama, "make_qwen2": make_qwen2, "same": same, "edit": edit,
+    {"logits": logits, "tokenizer": tokenizer, "tokens": tokens, "make": make, "loss": loss, "make_llama": make_llama, "make_qwen2": make_qwen2, "same": same, "exact": exact, "edit": edit,
      "same_bf16": same_bf16}[sys.argv[1]](*sys.argv[2:])

@@ -17,6 +17,9 @@ options) is that of the public tokenizer.json files:
             TemplateProcessing <s>
   mistral   mistralai/Mistral-7B-v0.3 (LlamaConverter, legacy false): Metaspace
             (prepend_scheme first, split false) instead of the normalizers
+llama2 is trained on whole lines (its merges join other characters to ▁); llama2_sp
+(Llama 2's pipeline) and mistral are trained on words cut before each ▁, as
+SentencePiece trains, so that atoll merges a passage in parts (pipeline.h's space_cut).
 Each is trained on CORPUS_FILE, written to OUT_DIR/<family>.json, and checked on three
 texts (English prose, source code, mixed Unicode): atoll's ids (`atoll tokenizer
 encode`) must equal tokenizers' encode(text).ids, atoll's decode must equal tokenizers'
@@ -59,14 +62,14 @@ SP_DECODER = {"type": "Sequence", "decoders": [
     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
 
 
-def byte_level_family(lines, name, pat, bos, ignore_merges):
+def byte_level_family(lines, name, pat, bos, ignore_merges, vocab=1500):
     tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pat), behavior="isolated"),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     if name == "qwen2":
         tok.normalizer = normalizers.NFC()
-    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=1500, show_progress=False,
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab, show_progress=False,
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok.add_special_tokens([AddedToken(bos, special=True, normalized=False),
                             AddedToken("<|end_of_text|>", special=True, normalized=False)])
@@ -87,21 +90,25 @@ def byte_level_family(lines, name, pat, bos, ignore_merges):
     return j
 
 
-def sp_family(lines, name):
+def sp_family(lines, name, vocab=1500, sp_like=False):
+    """sp_like: trained on words cut before each ▁ (as SentencePiece trains, so no token
+    holds ▁ after another character: atoll's space_cut), else on whole lines"""
     specials = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-    if name == "llama2":
+    if sp_like:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="first", split=True)
+    elif name == "llama2":
         tok.normalizer = normalizers.Sequence([normalizers.Prepend(SP), normalizers.Replace(" ", SP)])
     else:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="first", split=False)
-    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=1500, show_progress=False, special_tokens=specials,
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab, show_progress=False, special_tokens=specials,
                                                        limit_alphabet=200))
     j = json.loads(tok.to_str())
     # the <0xNN> tokens are vocabulary entries, not added tokens, in the public files
     j["added_tokens"] = [a for a in j["added_tokens"] if a["content"] in ("<unk>", "<s>", "</s>")]
     for a in j["added_tokens"]:
         a["normalized"] = False
-    if name == "llama2":
+    if name.startswith("llama2"):
         j["normalizer"] = {"type": "Sequence", "normalizers": [
             {"type": "Prepend", "prepend": SP}, {"type": "Replace", "pattern": {"String": " "}, "content": SP}]}
         j["pre_tokenizer"] = None
@@ -112,6 +119,15 @@ def sp_family(lines, name):
     j["decoder"] = SP_DECODER
     j["model"].update({"unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True, "ignore_merges": False})
     return j
+
+
+def family(lines, name, vocab=1500, sp_like=None):
+    """the tokenizer.json (as a dict) of family `name`, trained on lines; llama2_sp is
+    llama2 with a SentencePiece-like vocabulary (as mistral's here)"""
+    if name in ("llama3", "qwen2"):
+        return byte_level_family(lines, name, LLAMA3_PAT if name == "llama3" else QWEN2_PAT,
+                                 "<|begin_of_text|>" if name == "llama3" else "<|endoftext|>", name == "llama3", vocab)
+    return sp_family(lines, name, vocab, name != "llama2" if sp_like is None else sp_like)
 
 
 def run(args, data=None):
@@ -135,12 +151,8 @@ def main():
     texts = {"prose": prose, "code": code, "unicode": unicode_text}
     lines = raw.splitlines(keepends=True) + code.splitlines(keepends=True) + unicode_text.splitlines(keepends=True)[:4]
     bad = 0
-    for name in ("llama3", "qwen2", "llama2", "mistral"):
-        if name in ("llama3", "qwen2"):
-            j = byte_level_family(lines, name, LLAMA3_PAT if name == "llama3" else QWEN2_PAT,
-                                  "<|begin_of_text|>" if name == "llama3" else "<|endoftext|>", name == "llama3")
-        else:
-            j = sp_family(lines, name)
+    for name in ("llama3", "qwen2", "llama2", "llama2_sp", "mistral"):
+        j = family(lines, name)
         path = f"{out}/{name}.json"
         with open(path, "w", encoding="utf-8") as f:
             json.dump(j, f, ensure_ascii=False)

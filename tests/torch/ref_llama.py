@@ -8,7 +8,11 @@ embeddings in Hugging Face's half-split form (q cos + rotate_half(q) sin, rotate
 ([x1, x2]) = [-x2, x1], frequencies theta^(-2i/hs)); grouped-query attention (query head h
 reads key/value head h // (heads / kv_heads)); SwiGLU down(silu(gate(x)) * up(x)); no
 biases but, with qkv_bias (Qwen2), those of the q, k and v products before the rotary
-embedding; an untied lm_head. The comparisons and tolerances are ref_gpt.py's.
+embedding; an untied lm_head, or with tie the embedding as the head; with rope_factor,
+Llama 3.1's scaling of the frequencies, as transformers' "llama3" rope type defines it
+(wavelength 2 pi / w above original / low_freq: w / factor; below original / high_freq:
+w; between: (1 - s) w / factor + s w, s = (original / wavelength - low) / (high - low)).
+The comparisons and tolerances are ref_gpt.py's.
 """
 import math
 import os
@@ -30,6 +34,17 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def llama3_scaling(w, cfg):
+    f, lo, hi, orig = cfg["rope_factor"], cfg["rope_low_freq"], cfg["rope_high_freq"], cfg["rope_orig_context"]
+    wavelen = 2 * math.pi / w
+    s = (orig / wavelen - lo) / (hi - lo)
+    blended = (1 - s) * w / f + s * w
+    out = torch.where(wavelen > orig / lo, w / f, w)
+    medium = (wavelen >= orig / hi) & (wavelen <= orig / lo)
+    assert medium.any() and (wavelen > orig / lo).any() and (wavelen < orig / hi).any(), "not every regime is used"
+    return torch.where(medium, blended, out)
+
+
 class Llama(ref_gpt.GPT):
     def forward(self, idx):
         cfg = self.cfg
@@ -37,6 +52,8 @@ class Llama(ref_gpt.GPT):
         C, NH, KV, eps = cfg["dim"], cfg["heads"], cfg["kv_heads"], cfg["norm_eps"]
         hs = C // NH
         inv_freq = cfg["rope_theta"] ** (-torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+        if "rope_factor" in cfg:
+            inv_freq = llama3_scaling(inv_freq, cfg)
         ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
         ang = torch.cat((ang, ang), dim=-1)  # [T, hs]
         cos, sin = ang.cos(), ang.sin()
@@ -61,7 +78,7 @@ class Llama(ref_gpt.GPT):
             a = F.silu(F.linear(a, h("mlp.gate.weight"))) * F.linear(a, h("mlp.up.weight"))
             x = x + F.linear(a, h("mlp.down.weight"))
         x = rms_norm(x, self.w("norm.weight"), eps)
-        return F.linear(x, self.w("lm_head.weight"))
+        return F.linear(x, self.w("wte.weight" if cfg.get("tie") else "lm_head.weight"))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
  *   logits.bin           float32 [B, T, V] of the first batch at the initial weights
  *   grads.bin            float32 flat gradient (layout order) of the first batch's loss
  *   losses.bin           float32 [STEPS]: the loss before each of STEPS AdamW steps
- * usage: torch_dump DIR [llama|qwen2]   (llama: the Llama block, checked by ref_llama.py;
- * qwen2: the same with q/k/v biases, --qkv-bias 1, set away from zero) */
+ * usage: torch_dump DIR [llama|qwen2|llama3]   (llama: the Llama block, checked by ref_llama.py;
+ * qwen2: the same with q/k/v biases, --qkv-bias 1, set away from zero; llama3: Llama 3.1's
+ * rope scaling and a tied head) */
 #include "atoll/atoll.h"
 #include "ckpt/safetensors.h"
 #include "core/rng.h"
@@ -33,8 +34,9 @@ static int write_raw(const char *dir, const char *name, const void *p, size_t by
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 && !(argc == 3 && (strcmp(argv[2], "llama") == 0 || strcmp(argv[2], "qwen2") == 0))) {
-    fprintf(stderr, "usage: torch_dump DIR [llama|qwen2]\n");
+  if (argc != 2 && !(argc == 3 && (strcmp(argv[2], "llama") == 0 || strcmp(argv[2], "qwen2") == 0 ||
+                                    strcmp(argv[2], "llama3") == 0))) {
+    fprintf(stderr, "usage: torch_dump DIR [llama|qwen2|llama3]\n");
     return 2;
   }
   const char *dir = argv[1];
@@ -47,6 +49,14 @@ int main(int argc, char **argv) {
     s = (atoll_shape){.layers = 2, .heads = 4, .dim = 64, .context = 160, .vocab = 256, .arch = "llama",
                       .kv_heads = 2, .multiple_of = 64, .tie = 0, .norm_eps = 1e-6f, .rope_theta = 5000.0f,
                       .qkv_bias = argc == 3 && strcmp(argv[2], "qwen2") == 0};
+  /* llama3: the head tied to wte, and Llama 3.1's rope scaling over an original context of
+   * 32: with theta 5000 and 16 dims a head, pair 0 (wavelength 6.3 < 32 / 4) keeps its
+   * frequency, pair 1 (18.3) is blended, pairs 2-7 (> 32 / 1) are divided by 4 */
+  if (llama && strcmp(argv[2], "llama3") == 0) {
+    s.tie = 1;
+    strcpy(s.rope_scaling, "llama3");
+    s.rope_factor = 4.0f, s.rope_low_freq = 1.0f, s.rope_high_freq = 4.0f, s.rope_orig_context = 32;
+  }
   int B = 2, T = 150;
   atoll_adamw_config opt = {.lr = 3e-3f, .min_lr_ratio = 0.1f, .warmup = 3, .total_steps = STEPS,
                             .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
@@ -116,6 +126,13 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(c, "norm_eps", s.norm_eps);
     cJSON_AddNumberToObject(c, "rope_theta", s.rope_theta);
     cJSON_AddNumberToObject(c, "qkv_bias", s.qkv_bias);
+    cJSON_AddNumberToObject(c, "tie", s.tie);
+    if (atoll_shape_rope_llama3(&s)) {
+      cJSON_AddNumberToObject(c, "rope_factor", s.rope_factor);
+      cJSON_AddNumberToObject(c, "rope_low_freq", s.rope_low_freq);
+      cJSON_AddNumberToObject(c, "rope_high_freq", s.rope_high_freq);
+      cJSON_AddNumberToObject(c, "rope_orig_context", s.rope_orig_context);
+    }
   }
   cJSON_AddNumberToObject(c, "batch", B);
   cJSON_AddNumberToObject(c, "seq", T);
