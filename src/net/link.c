@@ -117,6 +117,9 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_link *l = calloc(1, sizeof *l);
   if (!l) return atoll_fail(err, "out of memory");
   l->cfg = *cfg;
+  l->stop = cfg->stop;
+  l->revision = cfg->revision;
+  atomic_store(&l->hb_revision, cfg->revision);
   snprintf(l->join, sizeof l->join, "%s", cfg->join);
   l->rbuf = malloc(ATOLL_WIRE_MAX_DATA + 1);
   if (!l->rbuf) goto oom;
@@ -144,6 +147,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_sender_init(&l->coord_tx);
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = cfg->island;
+  m.u.hello.revision = cfg->revision; /* a resumed island's: the coordinator sees at once whether it is behind */
   m.u.hello.rank = cfg->rank, m.u.hello.ranks = cfg->ranks, m.u.hello.layout = cfg->layout;
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
   if (atoll_link_greet(l, &m, err)) goto fail;

@@ -35,6 +35,10 @@ typedef struct {
   uint32_t islands;            /* the run's island slots (--islands; 0: not known) */
   uint32_t rank, ranks;        /* this rank of the island's job, and its ranks (1: one process) */
   uint64_t layout;             /* fingerprint of this rank's inner layout (slices must line up) */
+  uint64_t revision;           /* the revision of the island's global weights (its checkpoint's; 0: fresh):
+                                * HELLO and the heartbeats report it */
+  const volatile sig_atomic_t *stop; /* NULL, or a stop flag (SIGINT/SIGTERM/SIGHUP) that ends a wait
+                                      * for the coordinator, the first one (HELLO) included */
   int streams;
   double timeout;              /* bound of every wait, seconds */
   double wait_timeout;         /* bound of a wait for a quorum below --min-islands */

@@ -299,7 +299,7 @@ static int holds_run(const atoll_config *c, atoll_comm *world, const char *resum
 }
 
 static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
-                     const char *resume_dir, int *start, atoll_err *err) {
+                     const char *resume_dir, const volatile sig_atomic_t *stop, int *start, atoll_err *err) {
   memset(l, 0, sizeof *l);
   l->out.lock_fd = -1; /* not held until atoll_run_out_open */
   atoll_run *r = &l->run;
@@ -317,6 +317,14 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   if (rc) return rc;
   rc = start_state(l, resume_dir, start, err);
   if (rc == 0 && !resume_dir) rc = atoll_run_check_start(c, c->init.from, *start, err); /* --init-step 1 */
+  /* islands as separate jobs: the island registers only with a checkpoint read and
+   * found good (a bad one held a slot at the coordinator until --island-timeout), and
+   * says its revision in its HELLO; a stop signal ends the wait for the coordinator */
+  if (r->net) {
+    rc = atoll_train_agree(world, rc, err);
+    if (rc) return rc;
+    rc = atoll_islands_net_connect(r->net, stop, err);
+  }
   if (rc == 0) {
     state_to_device(l);
     atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */
@@ -493,7 +501,7 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
                            const char *resume_dir, const volatile sig_atomic_t *stop, atoll_err *err) {
   loop *l = calloc(1, sizeof *l);
   int start = 0, stopped = 0;
-  int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, &start, err)
+  int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, stop, &start, err)
              : atoll_train_agree(world, atoll_fail(err, "out of memory"), err);
   if (rc) goto done;
   /* islands as separate jobs: a signal also ends a wait for more islands (up to
