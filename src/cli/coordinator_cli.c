@@ -43,7 +43,7 @@ int atoll_coordinator_main(int argc, char **argv) {
              "  --run FILE: a JSON object of atoll train settings every island takes (model, steps, islands, sync-every...);\n"
              "  an island started without --islands asks for them and for its slot (its key's place in allowed/, by name)\n"
              "  --quorum-grace S: once --min-islands islands are ready for an exchange, wait at most S seconds for the\n"
-             "  others; the late ones join at the next commit (0, the default: wait for every live island)\n");
+             "  others; the late ones join at the first commit after they ask (0, the default: wait for every live island)\n");
       return 0;
     }
     if (i + 1 >= argc) {

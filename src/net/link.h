@@ -65,6 +65,12 @@ typedef struct {
 
 typedef struct atoll_link atoll_link;
 
+/* What atoll_link_mean returns when no exchange can come and the island ends here with
+ * a checkpoint (its x untouched, err says why): the run ended (an island finished and
+ * none holding the state is left), no island holding the state is registered (they
+ * stopped or left), or a stop signal ended the wait. */
+enum { ATOLL_LINK_RUN_ENDED = 4, ATOLL_LINK_NO_DONOR = 5, ATOLL_LINK_SIGNALLED = 6 };
+
 int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err);
 void atoll_link_close(atoll_link *l);
 /* The island's outer state (global weights, outer momentum, n floats each): what it

@@ -12,6 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+int atoll_diloco_ended(const atoll_diloco *d, const char **why) {
+  if (why) *why = d->end_err.msg;
+  return d->ended;
+}
+
 int atoll_diloco_take_jump(atoll_diloco *d) {
   int j = d->jump_to;
   d->jump_to = 0;
@@ -240,8 +245,13 @@ static void adopt_joined(atoll_diloco *d) {
 /* In the training thread, after the exchange of step `step` (fragments frags[0, n))
  * returned rc: a join is adopted; else the steps are counted as contributed and,
  * without overlap, the new global fragments become the weights at once. */
-static int exchange_done(atoll_diloco *d, int step, const int *frags, int n, int rc) {
+static int exchange_done(atoll_diloco *d, int step, const int *frags, int n, int rc, const atoll_err *err) {
   if (rc < 0) return -1;
+  if (rc >= ATOLL_OUTER_RUN_ENDED) { /* no exchange comes: the weights go on as they are, the loop stops */
+    d->ended = rc;
+    d->end_err = *err;
+    return 0;
+  }
   if (rc == 2) {
     adopt_joined(d);
     return 0;
@@ -266,7 +276,7 @@ static int settle(atoll_diloco *d, atoll_err *err) {
   int rc = atoll_diloco_job_join(d, err);
   d->stats.exchange_wait_seconds += atoll_seconds() - t0;
   link_busy(d, 0);
-  return exchange_done(d, d->job.step, d->job.frags, d->job.nfrags, rc);
+  return exchange_done(d, d->job.step, d->job.frags, d->job.nfrags, rc, err);
 }
 
 
@@ -318,7 +328,7 @@ static int sync_now(const atoll_diloco *d, int f, int step, int last) {
  * else here. The run's last step syncs and merges everything here. */
 static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   if (settle(d, err)) return -1;
-  if (d->jump_to) return 0; /* joined: the loop continues from the joined step */
+  if (d->jump_to || d->ended) return 0; /* joined: the loop continues from the joined step; or it stops */
   int frags = d->cfg.fragments, n = 0, *due = d->job.frags;
   for (int f = 0; f < frags; f++)
     if (merge_now(d, f, step, last)) merge_fragment(d, f, step);
@@ -339,8 +349,8 @@ static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   double t0 = atoll_seconds();
   int rc = atoll_diloco_exchange(d, &d->own, step, due, n, &d->stats, err);
   d->stats.exchange_wait_seconds += atoll_seconds() - t0;
-  if (exchange_done(d, step, due, n, rc)) return -1;
-  if (rc == 2) return 0;
+  if (exchange_done(d, step, due, n, rc, err)) return -1;
+  if (rc == 2 || d->ended) return 0;
   for (int i = 0; i < n; i++) /* the last step, with overlap: merged at once */
     if (d->merge_due[due[i]]) merge_fragment(d, due[i], step);
   return 0;

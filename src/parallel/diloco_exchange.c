@@ -179,6 +179,7 @@ static int link_mean(atoll_diloco *d, const diloco_comms *k, float *delta, size_
     if (!any) break;
     if (rc == 2 && link->unjoin) link->unjoin(link->ctx);
   }
+  if (rc >= ATOLL_OUTER_RUN_ENDED) return rc; /* no exchange: a kept contribution stays kept */
   if (rc == 2) { /* joined instead: this contribution is kept for the next exchange */
     uint64_t rev1 = link->revision ? link->revision(link->ctx) : rev0;
     late_keep(d, delta, b, e - b, f, tokens, rev1 > rev0 ? rev1 - rev0 : 1);
@@ -242,7 +243,7 @@ int atoll_diloco_exchange(atoll_diloco *d, const diloco_comms *k, int step, cons
                           atoll_diloco_stats *st, atoll_err *err) {
   for (int i = 0; i < nfrags; i++) {
     int rc = exchange_fragment(d, k, frags[i], step, st, err);
-    if (rc) return rc; /* -1, or 2: joined (the other fragments' syncs are moot) */
+    if (rc) return rc; /* -1, 2: joined (the other fragments' syncs are moot), or an ATOLL_OUTER_* end */
   }
   if (check_sync(d, k, step, err)) return -1;
   return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;

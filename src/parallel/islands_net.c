@@ -21,6 +21,9 @@ struct atoll_islands_net {
   size_t state_n;
 };
 
+_Static_assert((int)ATOLL_LINK_RUN_ENDED == (int)ATOLL_OUTER_RUN_ENDED && (int)ATOLL_LINK_NO_DONOR == (int)ATOLL_OUTER_NO_DONOR &&
+                   (int)ATOLL_LINK_SIGNALLED == (int)ATOLL_OUTER_SIGNALLED, "the link's ends are DiLoCo's");
+
 static atoll_link *link_of(void *ctx) { return ((atoll_islands_net *)ctx)->link; }
 
 static int net_mean(void *ctx, atoll_qtype dtype, float *x, size_t n, uint64_t tokens, int step, int fragment, size_t *bad,

@@ -8,7 +8,13 @@
 # mismatch. Then island 2 late once (one stalled step): its outer gradient of that
 # phase is kept and merged, staleness-weighted, into its next exchange, and all three
 # end bit-identical. Last, the slow island without a grace window: every exchange waits
-# for island 2. The fast islands' longest gaps between steps and compute utilisation (summary.json)
+# for island 2. Then island 2 late for the last commit (stalled before it): the others
+# finish, and it ends at once with status 0, a checkpoint and a line saying its last
+# contribution was not merged; late while the others stop (--stop-after 12), it is told
+# that no commit is coming once they left (--island-timeout 3) and ends with a
+# checkpoint and status 1; sent SIGTERM while it waits so, it ends with a checkpoint
+# and status 130 (it waited 10 x --net-timeout, and a signal left no checkpoint).
+# The fast islands' longest gaps between steps and compute utilisation (summary.json)
 # are printed, not judged.
 #   usage: test_islands_grace.sh ATOLL SRC
 ATOLL=$1; SRC=$2
@@ -24,14 +30,15 @@ run() {
   net_keys "$D" 3 || { fail "$1: keys"; return 1; }
   slow2=${3:-250} pstep=${4:-0} pms=${5:-0}
   set -- "$2" $(free_ports 4)
-  start_coordinator "$D" $2 2 --island-timeout 20 --quorum-grace $1
+  start_coordinator "$D" $2 2 --island-timeout ${ITO:-20} --quorum-grace $1
   for i in 0 1 2; do
     slow=50; ps=0; [ $i = 2 ] && slow=$slow2 && ps=$pstep
     ATOLL_TEST_STEP_MS=$slow ATOLL_TEST_PAUSE_STEP=$ps ATOLL_TEST_PAUSE_MS=$pms \
-      timeout -k 5 120 $ATOLL train $M $(island_flags "$D" $2 $i $(eval echo \${$((i + 3))})) \
+      timeout -k 5 120 $ATOLL train $M ${XF:-} $(island_flags "$D" $2 $i $(eval echo \${$((i + 3))})) \
       --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
     eval "P$i=\$!"
   done
+  [ -n "${ON_WAIT:-}" ] && $ON_WAIT
   wait $P0; R0=$?; wait $P1; R1=$?; wait $P2; R2=$?
   kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
 }
@@ -44,6 +51,8 @@ else fail "grace: island 0 status $R0, island 1 status $R1"; tail -n 3 "$D"/net0
 late=$(grep -c "island 2 is late (--quorum-grace 0.3 s ended)" "$D/coord.log")
 [ "$late" -ge 1 ] && pass "grace: $late exchange(s) opened without island 2: $(grep -m1 'island 2 is late' "$D/coord.log" | cut -c14-)" \
   || { fail "grace: no exchange opened without island 2"; tail -n 20 "$D/coord.log"; }
+grep -q "island 2 is late .*it joins at the first commit after it asks" "$D/coord.log" && pass "grace: the late line says when island 2 joins" \
+  || fail "grace: the late line says it joins at the next commit (it joins once it asks): $(grep -m1 'island 2 is late' "$D/coord.log")"
 grep -q "island 2 joins at step" "$D/coord.log" && pass "grace: island 2 joined with the committed state: $(grep -m1 'island 2 joins at step' "$D/coord.log" | cut -c14-)" \
   || fail "grace: island 2 never joined"
 grep -q "hash mismatch" "$D/coord.log" && fail "grace: hash mismatch" || pass "grace: no hash mismatch at any commit"
@@ -71,4 +80,36 @@ run nograce 0
 [ $R0 -eq 0 ] && [ $R1 -eq 0 ] && [ $R2 -eq 0 ] && pass "no grace: all three islands finished" || fail "no grace: statuses $R0 $R1 $R2"
 grep -q "is late" "$D/coord.log" && fail "no grace: an exchange opened without an island" || pass "no grace: every exchange waited for island 2"
 echo "no grace: island 0: $(gap "$D/net0"); island 1: $(gap "$D/net1")"
+
+# ended NAME STATUS STEP LINE: island 2 ended within 15 s of the others, with STATUS,
+# a checkpoint of STEP and LINE
+ended() {
+  [ $R0 -eq 0 ] && [ $R1 -eq 0 ] || fail "$1: islands 0 and 1: statuses $R0 $R1"
+  [ $R2 -eq $2 ] && pass "$1: island 2 ended with status $2" || { fail "$1: island 2: status $R2, not $2"; tail -n 3 "$D/net2.err"; }
+  [ $((T2 - T01)) -le 15 ] && pass "$1: island 2 ended $((T2 - T01)) s after the others" || fail "$1: island 2 ended $((T2 - T01)) s after the others"
+  [ -f "$D/net2/checkpoints/step_000000$3/state.json" ] && pass "$1: island 2 saved its checkpoint of step $3" \
+    || fail "$1: no checkpoint of step $3: $(ls "$D/net2/checkpoints" 2>&1)"
+  [ "$(grep -c -- "$4" "$D/net2.err")" -eq 1 ] && pass "$1: $(grep -o -- "$4.*" "$D/net2.err" | cut -c1-150)" \
+    || fail "$1: no line '$4': $(tail -n 2 "$D/net2.err")"
+}
+# times: when islands 0 and 1 ended, and island 2
+watch_ends() {
+  while kill -0 $P0 2>/dev/null || kill -0 $P1 2>/dev/null; do sleep 0.1; done; T01=$(date +%s)
+  while kill -0 $P2 2>/dev/null; do sleep 0.1; done; T2=$(date +%s)
+}
+# island 2 stalls 4 s before the last step: the last exchange opens without it, and
+# the others finish
+ON_WAIT=watch_ends run lastlate 0.3 50 17 4000
+ended lastlate 0 18 "the run ended while this island waited for its exchange after step 18: its last contribution was not merged"
+# the others stop at step 12 (--stop-after) while island 2 stalls before it
+ITO=3 XF="--stop-after 12" ON_WAIT=watch_ends run paused 0.3 50 11 4000
+ended paused 1 12 "stopped at step 12, checkpoint saved: no commit is coming"
+# the same, island 2 sent SIGTERM while it waits to join
+sigwait() {
+  i=0; while ! grep -q "behind the run" "$D/net2.err" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -TERM $(pgrep -P $P2) 2>/dev/null
+  watch_ends
+}
+XF="--stop-after 12" ON_WAIT=sigwait run sigwait 0.3 50 11 4000
+ended sigwait 130 12 "stopped by a signal while waiting for its exchange after step 12; checkpoint saved"
 finish
