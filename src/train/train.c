@@ -483,8 +483,16 @@ static int island_end_line(loop *l, int ended, int step) {
   atoll_run *r = &l->run;
   const char *why = "";
   atoll_diloco_ended(r->diloco, &why);
-  if (r->rank != 0) return ended == ATOLL_OUTER_RUN_ENDED ? 2 : ended == ATOLL_OUTER_SIGNALLED ? 1 : 3;
+  /* the run ended: an island that had done all its steps lost only its last
+   * contribution (status 0); one that had not, its remaining steps too (status 1) */
+  int done = step >= r->cfg->run.steps;
+  if (r->rank != 0) return ended == ATOLL_OUTER_RUN_ENDED && done ? 2 : ended == ATOLL_OUTER_SIGNALLED ? 1 : 3;
   int id = r->cfg->islands.id;
+  if (ended == ATOLL_OUTER_RUN_ENDED && !done) {
+    fprintf(stderr, "island %d: the run ended before this island's steps did: stopped at step %d of %d, checkpoint saved (%s)\n", id,
+            step, r->cfg->run.steps, why);
+    return 3;
+  }
   if (ended == ATOLL_OUTER_RUN_ENDED) {
     fprintf(stderr, "island %d: the run ended while this island waited for its exchange after step %d: its last contribution was not merged (nothing else is lost); checkpoint saved (%s)\n",
             id, step, why);
