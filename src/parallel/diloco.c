@@ -17,6 +17,18 @@ int atoll_diloco_ended(const atoll_diloco *d, const char **why) {
   return d->ended;
 }
 
+double atoll_diloco_late_tokens(const atoll_diloco *d, int f) { return d->late ? d->late_tokens[f] : 0; }
+void atoll_diloco_set_late_tokens(atoll_diloco *d, int f, double tokens) {
+  if (d->late) d->late_tokens[f] = tokens;
+}
+int atoll_diloco_fragments(const atoll_diloco *d) { return d->cfg.fragments; }
+
+static int any_late(const atoll_diloco *d) {
+  for (int f = 0; d->late && f < d->cfg.fragments; f++)
+    if (d->late_tokens[f] > 0) return 1;
+  return 0;
+}
+
 int atoll_diloco_take_jump(atoll_diloco *d) {
   int j = d->jump_to;
   d->jump_to = 0;
@@ -424,18 +436,22 @@ static int diloco_swap_eval_weights(atoll_strategy *s) {
   return 1;
 }
 
-/* The global weights are the checkpoint's model; the outer momentum has its own file. */
+/* The global weights are the checkpoint's model; the outer momentum has its own file,
+ * and a kept late contribution's outer gradient too (late.safetensors; its weights in
+ * tokens are in state.json, atoll_diloco_late_tokens): a stop and resume keeps it. */
 static void diloco_save(atoll_strategy *s, const atoll_ckpt_io *io) {
   atoll_diloco *d = (atoll_diloco *)s;
   settle_late(d); /* (the loop settled already: see diloco_settle) */
   io->put(io->ctx, NULL, NULL, 0, d->global, d->slice_begin);
   io->put(io->ctx, "outer.safetensors", "outer_momentum.", 0, d->momentum, d->slice_begin);
+  if (any_late(d)) io->put(io->ctx, "late.safetensors", "late_gradient.", 0, d->late, d->slice_begin);
 }
 
 static int diloco_load(atoll_strategy *s, const atoll_ckpt_io *io, int step, atoll_err *err) {
   atoll_diloco *d = (atoll_diloco *)s;
   if (io->get(io->ctx, "outer.safetensors", "outer_momentum.", d->momentum, d->slice_begin, d->slice_end, err) ||
-      io->get(io->ctx, NULL, NULL, d->global, d->slice_begin, d->slice_end, err))
+      io->get(io->ctx, NULL, NULL, d->global, d->slice_begin, d->slice_end, err) ||
+      (any_late(d) && io->get(io->ctx, "late.safetensors", "late_gradient.", d->late, d->slice_begin, d->slice_end, err)))
     return -1;
   atoll_diloco_resume_at(d, step);
   return 0;

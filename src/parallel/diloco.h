@@ -170,6 +170,12 @@ int atoll_diloco_take_jump(atoll_diloco *d);
 /* With an outer link: no exchange comes (ATOLL_OUTER_*): the kind,
  * and *why the reason; 0 while the run goes on. The loop saves and stops. */
 int atoll_diloco_ended(const atoll_diloco *d, const char **why);
+/* With an outer link: fragment f's kept late contribution's weight in tokens (0: none;
+ * docs/islands.md, "Late contributions"), for checkpoints (state.json); set on resume
+ * before the strategies load, which then read its outer gradient (late.safetensors). */
+double atoll_diloco_late_tokens(const atoll_diloco *d, int f);
+void atoll_diloco_set_late_tokens(atoll_diloco *d, int f, double tokens);
+int atoll_diloco_fragments(const atoll_diloco *d);
 
 /* This rank's slice and its global weights and outer momentum (for checkpoints). */
 void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end);

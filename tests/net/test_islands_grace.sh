@@ -32,7 +32,7 @@ run() {
   set -- "$2" $(free_ports 4)
   start_coordinator "$D" $2 2 --island-timeout ${ITO:-20} --quorum-grace $1
   for i in 0 1 2; do
-    slow=50; ps=0; [ $i = 2 ] && slow=$slow2 && ps=$pstep
+    slow=${FAST:-50}; ps=0; [ $i = 2 ] && slow=$slow2 && ps=$pstep
     ATOLL_TEST_STEP_MS=$slow ATOLL_TEST_PAUSE_STEP=$ps ATOLL_TEST_PAUSE_MS=$pms \
       timeout -k 5 120 $ATOLL train $M ${XF:-} $(island_flags "$D" $2 $i $(eval echo \${$((i + 3))})) \
       --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
@@ -75,6 +75,57 @@ grep -q "3 islands in the exchange (were 2)" "$D/coord.log" && pass "late: islan
 for i in 1 2; do
   out=$($PY "$SRC/tests/net/same_weights.py" "$D/net0" "$D/net$i") && pass "late: islands 0 and $i end with the same global weights: $out" || fail "late: island $i: $out"
 done
+
+# a kept late contribution survives a stop and resume: every island stopped between
+# island 2's join and its next exchange (--stop-after J + 1: island 2, late for step 3,
+# joined at the commit of step J, as in the uninterrupted run, and keeps its late
+# contribution for the exchange of step J + 3) and started again with its own command
+# ends bit-identical to the uninterrupted run: the kept contribution is in island 2's
+# checkpoint (late.safetensors, island_late_tokens; before, a resume lost it). Every
+# step takes 300 ms and island 2 stalls 2.4 s before step 3, so that it asks between
+# two commits, far from either; grace 1 s; the resumed islands meet a coordinator
+# restarted from its state file without a grace window (they start at different
+# moments). Which commit a late island joins at still depends on timing: a try whose
+# island 2 joined at another commit than the uninterrupted run's is run again (3 tries).
+FAST=300 run latekeep 1 300 2 2400
+LATE="$D"
+J=$(sed -n 's/.*island 2 joins at step \([0-9]*\):.*/\1/p' "$LATE/coord.log" | head -n 1)
+# lateresume TRY: 0 when island 2 joined at step J and the islands were resumed
+lateresume() {
+  D="$TMP/lateresume$1"; mkdir -p "$D"
+  net_keys "$D" 3 || fail "lateresume: keys"
+  set -- $(free_ports 4)
+  start_coordinator "$D" $1 2 --island-timeout 20 --quorum-grace 1
+  for stop in "--stop-after $((J + 1))" ""; do
+    for i in 0 1 2; do
+      ps=0; [ $i = 2 ] && ps=2
+      ATOLL_TEST_STEP_MS=300 ATOLL_TEST_PAUSE_STEP=$ps ATOLL_TEST_PAUSE_MS=2400 \
+        timeout -k 5 120 $ATOLL train $M $stop $(island_flags "$D" $1 $i $(eval echo \${$((i + 2))})) \
+        --out "$D/net$i" >/dev/null 2>>"$D/net$i.err" &
+      eval "P$i=\$!"
+    done
+    wait $P0; R0=$?; wait $P1; R1=$?; wait $P2; R2=$?
+    kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+    grep -q "island 2 joins at step $J:" "$D/coord.log" || return 1
+    start_coordinator "$D" $1 2 --island-timeout 20
+  done
+  kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+  grep -q "resuming from" "$D/net2.err"
+}
+try=1
+while [ -n "$J" ] && ! lateresume $try && [ $try -lt 3 ]; do try=$((try + 1)); done
+if [ -z "$J" ] || ! grep -q "island 2 joins at step $J:" "$D/coord.log"; then
+  fail "lateresume: island 2 did not join at the same commit in $try tries (uninterrupted: step ${J:-none})"
+else
+  [ $R0 -eq 0 ] && [ $R1 -eq 0 ] && [ $R2 -eq 0 ] || fail "lateresume: statuses $R0 $R1 $R2: $(tail -n 2 "$D/net2.err")"
+  ck="$D/net2/checkpoints/step_$(printf %08d $((J + 1)))"
+  grep -q "island_late_tokens" "$ck/state.json" && [ -f "$ck/late.safetensors" ] \
+    && pass "lateresume: island 2's checkpoint of step $((J + 1)) keeps its late contribution (try $try)" || fail "lateresume: no late contribution in $ck"
+  for i in 0 2; do
+    out=$($PY "$SRC/tests/net/same_weights.py" "$LATE/net$i" "$D/net$i") && pass "lateresume: island $i ends as in the uninterrupted run: $out" \
+      || fail "lateresume: island $i differs from the uninterrupted run: $out"
+  done
+fi
 
 run nograce 0
 [ $R0 -eq 0 ] && [ $R1 -eq 0 ] && [ $R2 -eq 0 ] && pass "no grace: all three islands finished" || fail "no grace: statuses $R0 $R1 $R2"
