@@ -148,6 +148,7 @@ static uint64_t phase_tokens(const atoll_diloco *d, int f, int step) {
 static void late_fold(atoll_diloco *d, float *delta, size_t b, size_t n, int f, uint64_t *tokens) {
   double w = d->late_tokens[f];
   if (w <= 0) return;
+  if (d->cfg.hooks && d->cfg.hooks->late_weight_pct) w = w * d->cfg.hooks->late_weight_pct / 100.0; /* test hook */
   const float *g = d->late + (b - d->slice_begin);
   double t = (double)*tokens, a = t / (t + w), c = w / (t + w);
   for (size_t i = 0; i < n; i++) delta[i] = (float)(a * delta[i] + c * g[i]);

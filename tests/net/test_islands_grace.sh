@@ -33,7 +33,7 @@ run() {
   start_coordinator "$D" $2 2 --island-timeout ${ITO:-20} --quorum-grace $1
   for i in 0 1 2; do
     slow=${FAST:-50}; ps=0; [ $i = 2 ] && slow=$slow2 && ps=$pstep
-    ATOLL_TEST_STEP_MS=$slow ATOLL_TEST_PAUSE_STEP=$ps ATOLL_TEST_PAUSE_MS=$pms \
+    ATOLL_TEST_STEP_MS=$slow ATOLL_TEST_PAUSE_STEP=$ps ATOLL_TEST_PAUSE_MS=$pms ATOLL_FAULT_LATE_WEIGHT=${LATE_PCT:-0} \
       timeout -k 5 120 $ATOLL train $M ${XF:-} $(island_flags "$D" $2 $i $(eval echo \${$((i + 3))})) \
       --out "$D/net$i" >/dev/null 2>"$D/net$i.err" &
     eval "P$i=\$!"
@@ -126,6 +126,25 @@ else
       || fail "lateresume: island $i differs from the uninterrupted run: $out"
   done
 fi
+
+# the fold's arithmetic end to end (tests/net/late_fold.py): outer SGD at learning rate
+# 1 without momentum, --overlap 1 and --merge-alpha 1 (each island keeps its own
+# weights) and a checkpoint every step, so that the global weights after island 2's
+# folding exchange are a formula of what the checkpoints hold (the global weights
+# before, the islands' own weights, island 2's kept outer gradient and its weight);
+# then the same with the fold's weight doubled (test hook ATOLL_FAULT_LATE_WEIGHT=200):
+# the check must fail
+FOLD="--save-every 1 --keep 40 --outer-optimizer sgd --outer-lr 1 --outer-momentum 0 --overlap 1 --merge-alpha 1"
+for pct in 0 200; do
+  LATE_PCT=$pct FAST=300 XF="$FOLD" run fold$pct 1 300 2 2400
+  J=$(sed -n 's/.*island 2 joins at step \([0-9]*\):.*/\1/p' "$D/coord.log" | head -n 1)
+  if [ $R0 -ne 0 ] || [ $R1 -ne 0 ] || [ $R2 -ne 0 ] || [ -z "$J" ] || [ $((J + 3)) -gt 18 ]; then
+    fail "fold$pct: statuses $R0 $R1 $R2, island 2 joined at step ${J:-none}: $(tail -n 2 "$D/net2.err")"; continue
+  fi
+  out=$($PY "$SRC/tests/net/late_fold.py" "$D/net0" "$D/net1" "$D/net2" $((J + 3)) 192); rc=$?
+  if [ $pct = 0 ]; then [ $rc -eq 0 ] && pass "fold: the global weights after step $((J + 3)) are the fold's formula: $out" || fail "fold: $out"
+  else [ $rc -ne 0 ] && pass "fold with the weight doubled: the check fails: $out" || fail "fold with the weight doubled: the check passed: $out"; fi
+done
 
 run nograce 0
 [ $R0 -eq 0 ] && [ $R1 -eq 0 ] && [ $R2 -eq 0 ] && pass "no grace: all three islands finished" || fail "no grace: statuses $R0 $R1 $R2"
