@@ -85,7 +85,7 @@ done
 # step takes 300 ms and island 2 stalls 2.4 s before step 3, so that it asks between
 # two commits, far from either; grace 1 s; the resumed islands meet a coordinator
 # restarted from its state file without a grace window (they start at different
-# moments). Which commit a late island joins at still depends on timing: a try whose
+# moments); their HELLOs carry their checkpoints' revision. Which commit a late island joins at still depends on timing: a try whose
 # island 2 joined at another commit than the uninterrupted run's is run again (3 tries).
 FAST=300 run latekeep 1 300 2 2400
 LATE="$D"
@@ -121,6 +121,10 @@ else
   ck="$D/net2/checkpoints/step_$(printf %08d $((J + 1)))"
   grep -q "island_late_tokens" "$ck/state.json" && [ -f "$ck/late.safetensors" ] \
     && pass "lateresume: island 2's checkpoint of step $((J + 1)) keeps its late contribution (try $try)" || fail "lateresume: no late contribution in $ck"
+  # (their HELLO says the checkpoint's revision: it said 0, and the coordinator took
+  # each resumed island for one far behind until its first heartbeat)
+  grep -q "holds revision 0, the run is at" "$D/coord.log" && fail "lateresume: a resumed island's HELLO said revision 0: $(grep -m1 'holds revision 0' "$D/coord.log")" \
+    || pass "lateresume: the resumed islands' HELLOs said their checkpoints' revision"
   for i in 0 2; do
     out=$($PY "$SRC/tests/net/same_weights.py" "$LATE/net$i" "$D/net$i") && pass "lateresume: island $i ends as in the uninterrupted run: $out" \
       || fail "lateresume: island $i differs from the uninterrupted run: $out"
