@@ -14,6 +14,9 @@
 # that no commit is coming once they left (--island-timeout 3) and ends with a
 # checkpoint and status 1; sent SIGTERM while it waits so, it ends with a checkpoint
 # and status 130 (it waited 10 x --net-timeout, and a signal left no checkpoint).
+# A kept late contribution survives a stop and resume (case lateresume: bit-identical to
+# the uninterrupted run), and the fold's arithmetic is checked end to end from the
+# checkpoints (case fold; it must fail with the fold's weight doubled by a test hook).
 # The fast islands' longest gaps between steps and compute utilisation (summary.json)
 # are printed, not judged.
 #   usage: test_islands_grace.sh ATOLL SRC
