@@ -247,7 +247,7 @@ int atoll_ckpt_prune(const char *root, int keep, atoll_err *err) {
 /* A file name a checkpoint directory holds (checkpoint.c, train_ckpt.c, diloco.c) */
 static int checkpoint_file(const char *name) {
   static const char *const ours[] = {"model.safetensors", "optimizer.safetensors", "tokenizer.json",
-                                     "outer.safetensors"};
+                                     "outer.safetensors", "late.safetensors"};
   for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
     if (!strcmp(name, ours[i])) return 1;
   int k, end = 0; /* island_K.safetensors */

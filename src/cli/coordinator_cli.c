@@ -34,7 +34,7 @@ int atoll_coordinator_main(int argc, char **argv) {
              "  --run FILE: a JSON object of atoll train settings every island takes (model, steps, islands, sync-every...);\n"
              "  an island started without --islands asks for them and for its slot (its key's place in allowed/, by name)\n"
              "  --quorum-grace S: once --min-islands islands are ready for an exchange, wait at most S seconds for the\n"
-             "  others; the late ones join at the next commit (0, the default: wait for every live island)\n"
+             "  others; the late ones join at the first commit after they ask (0, the default: wait for every live island)\n"
              "  --status-listen HOST:PORT (or PORT: 127.0.0.1): a read-only status page there: / (HTML), /status.json,\n"
              "  /metrics (Prometheus); --status-linger S keeps it up S seconds after the run ended (default 0)\n");
       return 0;

@@ -57,12 +57,35 @@ static int nothing_to_join(const coord *c) {
   return 1;
 }
 
+/* No island holding the committed state is registered, and none finished: the others
+ * stopped (--stop-after, a signal) or left silent. After a restart's grace (the members
+ * re-register by heartbeat meanwhile) a joiner is told so: no commit comes until they
+ * are back (it waited out 10 x --net-timeout, and a stop signal left no checkpoint). */
+static int no_donor(const coord *c) {
+  if (c->n_finished || atoll_net_now() - c->started < c->cfg->island_timeout) return 0;
+  for (int i = 0; i < MAX_MEMBERS; i++)
+    if (c->m[i].used && !c->m[i].joining) return 0;
+  return 1;
+}
+
+static void tell_no_donor(coord *c, member *m, const route *from) {
+  char text[300];
+  snprintf(text, sizeof text,
+           ATOLL_WIRE_NO_DONOR "no island holding the run's state (revision %llu, step %u) is registered: they stopped or left; "
+           "start island %u again once they are back",
+           (unsigned long long)c->revision, c->last_step, m->island);
+  if (atoll_coord_say(&c->unreg, m->keyz)) /* (once per 10 s: it asks every second) */
+    fprintf(stderr, "coordinator: island %u asks to join, but no island holding the run's state is registered: told that no commit is coming\n",
+            m->island);
+  atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
+}
+
 /* A joining island meets a finished run: told so in one line (else it would wait for
  * a commit that never comes), and it leaves. */
 static void refuse_join_after_end(coord *c, member *m, const route *from) {
   char text[300];
   snprintf(text, sizeof text,
-           "the run ended at step %u (revision %llu) while island %u was away: the islands that finished hold its final weights; "
+           ATOLL_WIRE_RUN_ENDED "%u (revision %llu) while island %u was away: the islands that finished hold its final weights; "
            "nothing is left to join",
            c->last_step, (unsigned long long)c->revision, m->island);
   fprintf(stderr, "coordinator: island %u asks to join, but the run ended at step %u and no island holding its state is left: told so\n",
@@ -109,6 +132,10 @@ static void on_ready(coord *c, member *m, const atoll_wire_sync *s, const route 
     if (m->joining != 2 || atoll_net_now() - m->state_sent > 2.0) m->joining = 1;
     if (m->joining == 1 && nothing_to_join(c)) {
       refuse_join_after_end(c, m, from);
+      return;
+    }
+    if (m->joining != 2 && no_donor(c)) {
+      tell_no_donor(c, m, from);
       return;
     }
   } else {

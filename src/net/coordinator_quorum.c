@@ -160,7 +160,8 @@ static void open_exchange(coord *c, int n, uint32_t step, uint32_t frag, int onl
 }
 
 /* The grace window ended (merge_policy.h): the exchange of (step, frag) opens with the
- * islands ready for it; every rank of the others is late and joins at the next commit. */
+ * islands ready for it; every rank of the others is late: it is still computing, and
+ * joins at the first commit after its next READY (the commits between go on without it). */
 static void open_without_late(coord *c, uint32_t step, uint32_t frag) {
   int n = 0;
   for (int i = 0; i < MAX_MEMBERS; i++) {
@@ -170,7 +171,7 @@ static void open_without_late(coord *c, uint32_t step, uint32_t frag) {
       n++;
       continue;
     }
-    fprintf(stderr, "coordinator: step %u: island %u is late (--quorum-grace %g s ended): the exchange opens without it; it joins at the next commit\n",
+    fprintf(stderr, "coordinator: step %u: island %u is late (--quorum-grace %g s ended): the exchange opens without it; it joins at the first commit after it asks (its next READY)\n",
             step, m->island, c->cfg->quorum_grace);
     for (int o = 0; o < MAX_MEMBERS; o++) /* all its ranks */
       if (c->m[o].used && c->m[o].island == m->island && !c->m[o].joining) {

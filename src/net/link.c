@@ -129,6 +129,9 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   if (!l) return atoll_fail(err, "out of memory");
   l->cfg = *cfg;
   atomic_store(&l->hb_loss, 0x7fc00000u); /* NaN: no loss yet */
+  l->stop = cfg->stop;
+  l->revision = cfg->revision;
+  atomic_store(&l->hb_revision, cfg->revision);
   snprintf(l->join, sizeof l->join, "%s", cfg->join);
   l->rbuf = malloc(ATOLL_WIRE_MAX_DATA + 1);
   if (!l->rbuf) goto oom;
@@ -156,6 +159,7 @@ int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *e
   atoll_sender_init(&l->coord_tx);
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = cfg->island;
+  m.u.hello.revision = cfg->revision; /* a resumed island's: the coordinator sees at once whether it is behind */
   m.u.hello.rank = cfg->rank, m.u.hello.ranks = cfg->ranks, m.u.hello.layout = cfg->layout;
   snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", l->listen);
   m.u.hello.loss = NAN;
@@ -256,10 +260,17 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
     }
     /* a first stop signal lets the island finish its sync and leave (train.c); it ends
      * only a wait for more islands, which may be long */
-    if (l->stop && (*l->stop >= 2 || (*l->stop && l->waited_told)))
+    int quorum = a == ATOLL_WIRE_QUORUM; /* (while asking for one, x is untouched: the island may end here) */
+    if (l->stop && (*l->stop >= 2 || (*l->stop && l->waited_told))) {
+      if (quorum) l->ended = ATOLL_LINK_SIGNALLED;
       return atoll_fail(err, "%s: stopped by a signal while waiting for the coordinator", what);
+    }
     if (!atoll_link_coord_poll(l, m, 100)) continue;
-    if (m->type == ATOLL_WIRE_ERROR) return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
+    if (m->type == ATOLL_WIRE_ERROR) {
+      if (quorum && strncmp(m->u.text, ATOLL_WIRE_RUN_ENDED, strlen(ATOLL_WIRE_RUN_ENDED)) == 0) l->ended = ATOLL_LINK_RUN_ENDED;
+      if (quorum && strncmp(m->u.text, ATOLL_WIRE_NO_DONOR, strlen(ATOLL_WIRE_NO_DONOR)) == 0) l->ended = ATOLL_LINK_NO_DONOR;
+      return atoll_fail(err, "%s: the coordinator says: %s", what, m->u.text);
+    }
     if (m->type == ATOLL_WIRE_WAIT) {
       int have, need;
       if (l->cfg.islands && sscanf(m->u.text, ATOLL_WIRE_WAIT_ISLANDS, &have, &need) == 2 && need > (int)l->cfg.islands)
@@ -376,8 +387,8 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint64_t t
   for (int tries = 0;; tries++) {
     atoll_wire_msg req = {.type = ATOLL_WIRE_READY}, m;
     req.u.sync = (atoll_wire_sync){step, frag, l->revision, {0}, l->cfg.rank};
-    l->waited_told = 0;
-    if (coord_ask(l, &req, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, l->cfg.timeout, what, err)) return -1;
+    l->waited_told = l->ended = 0;
+    if (coord_ask(l, &req, &m, ATOLL_WIRE_QUORUM, ATOLL_WIRE_QUORUM, l->cfg.timeout, what, err)) return l->ended ? l->ended : -1;
     if (m.type == ATOLL_WIRE_STATE_FROM) {
       if (!l->global) return atoll_fail(err, "%s: this island is behind, and has no state to adopt", what);
       int rc = atoll_link_fetch_state(l, &m, err);

@@ -35,6 +35,10 @@ typedef struct {
   uint32_t islands;            /* the run's island slots (--islands; 0: not known) */
   uint32_t rank, ranks;        /* this rank of the island's job, and its ranks (1: one process) */
   uint64_t layout;             /* fingerprint of this rank's inner layout (slices must line up) */
+  uint64_t revision;           /* the revision of the island's global weights (its checkpoint's; 0: fresh):
+                                * HELLO and the heartbeats report it */
+  const volatile sig_atomic_t *stop; /* NULL, or a stop flag (SIGINT/SIGTERM/SIGHUP) that ends a wait
+                                      * for the coordinator, the first one (HELLO) included */
   int streams;
   double timeout;              /* bound of every wait, seconds */
   double wait_timeout;         /* bound of a wait for a quorum below --min-islands */
@@ -60,6 +64,12 @@ typedef struct {
 } atoll_link_stats;
 
 typedef struct atoll_link atoll_link;
+
+/* What atoll_link_mean returns when no exchange can come and the island ends here with
+ * a checkpoint (its x untouched, err says why): the run ended (an island finished and
+ * none holding the state is left), no island holding the state is registered (they
+ * stopped or left), or a stop signal ended the wait. */
+enum { ATOLL_LINK_RUN_ENDED = 4, ATOLL_LINK_NO_DONOR = 5, ATOLL_LINK_SIGNALLED = 6 };
 
 int atoll_link_open(atoll_link **out, const atoll_link_config *cfg, atoll_err *err);
 void atoll_link_close(atoll_link *l);

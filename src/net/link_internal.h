@@ -59,6 +59,7 @@ struct atoll_link {
   uint64_t transfer_b; /* and the bytes it sent to its peers meanwhile */
   float *sum, *decoded;
   int waited_told;
+  int ended;          /* why a wait for a quorum ended without one (ATOLL_LINK_RUN_ENDED...), else 0 */
   const volatile sig_atomic_t *stop; /* NULL, or the run's stop flag */
   float *global, *momentum; /* the island's outer state (atoll_link_bind) */
   size_t state_n;

@@ -3,7 +3,7 @@
  * and no clock of its own (the caller passes the time), so that a simulator can drive
  * the same rule. Today: wait for every live island, or, with a grace window, open with
  * the ready ones once at least min_islands are ready and the first of them has waited
- * `grace` seconds; the late ones join at the next commit. */
+ * `grace` seconds; the late ones join at the first commit after they ask. */
 #ifndef ATOLL_NET_MERGE_POLICY_H
 #define ATOLL_NET_MERGE_POLICY_H
 

@@ -34,6 +34,11 @@
  * written by the coordinator, read back by an island that has fewer slots (--islands)
  * than the coordinator needs, which then stops at once with one line. */
 #define ATOLL_WIRE_WAIT_ISLANDS "waiting for islands: %d present, at least %d needed (--min-islands)"
+/* The starts of the ERRORs that tell a joining island no commit will come: the run
+ * ended (an island finished, none holding the state is left), or every island holding
+ * the state stopped or left (the run is paused). The island ends with a checkpoint. */
+#define ATOLL_WIRE_RUN_ENDED "the run ended at step "
+#define ATOLL_WIRE_NO_DONOR "no commit is coming: "
 
 typedef enum {
   ATOLL_WIRE_HELLO = 1,     /* island -> coordinator: who I am, where I listen, what I hold */

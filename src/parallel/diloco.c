@@ -12,6 +12,23 @@
 #include <string.h>
 #include <time.h>
 
+int atoll_diloco_ended(const atoll_diloco *d, const char **why) {
+  if (why) *why = d->end_err.msg;
+  return d->ended;
+}
+
+double atoll_diloco_late_tokens(const atoll_diloco *d, int f) { return d->late ? d->late_tokens[f] : 0; }
+void atoll_diloco_set_late_tokens(atoll_diloco *d, int f, double tokens) {
+  if (d->late) d->late_tokens[f] = tokens;
+}
+int atoll_diloco_fragments(const atoll_diloco *d) { return d->cfg.fragments; }
+
+static int any_late(const atoll_diloco *d) {
+  for (int f = 0; d->late && f < d->cfg.fragments; f++)
+    if (d->late_tokens[f] > 0) return 1;
+  return 0;
+}
+
 int atoll_diloco_take_jump(atoll_diloco *d) {
   int j = d->jump_to;
   d->jump_to = 0;
@@ -240,8 +257,13 @@ static void adopt_joined(atoll_diloco *d) {
 /* In the training thread, after the exchange of step `step` (fragments frags[0, n))
  * returned rc: a join is adopted; else the steps are counted as contributed and,
  * without overlap, the new global fragments become the weights at once. */
-static int exchange_done(atoll_diloco *d, int step, const int *frags, int n, int rc) {
+static int exchange_done(atoll_diloco *d, int step, const int *frags, int n, int rc, const atoll_err *err) {
   if (rc < 0) return -1;
+  if (rc >= ATOLL_OUTER_RUN_ENDED) { /* no exchange comes: the weights go on as they are, the loop stops */
+    d->ended = rc;
+    d->end_err = *err;
+    return 0;
+  }
   if (rc == 2) {
     adopt_joined(d);
     return 0;
@@ -266,7 +288,7 @@ static int settle(atoll_diloco *d, atoll_err *err) {
   int rc = atoll_diloco_job_join(d, err);
   d->stats.exchange_wait_seconds += atoll_seconds() - t0;
   link_busy(d, 0);
-  return exchange_done(d, d->job.step, d->job.frags, d->job.nfrags, rc);
+  return exchange_done(d, d->job.step, d->job.frags, d->job.nfrags, rc, err);
 }
 
 
@@ -318,7 +340,7 @@ static int sync_now(const atoll_diloco *d, int f, int step, int last) {
  * else here. The run's last step syncs and merges everything here. */
 static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   if (settle(d, err)) return -1;
-  if (d->jump_to) return 0; /* joined: the loop continues from the joined step */
+  if (d->jump_to || d->ended) return 0; /* joined: the loop continues from the joined step; or it stops */
   int frags = d->cfg.fragments, n = 0, *due = d->job.frags;
   for (int f = 0; f < frags; f++)
     if (merge_now(d, f, step, last)) merge_fragment(d, f, step);
@@ -339,8 +361,8 @@ static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   double t0 = atoll_seconds();
   int rc = atoll_diloco_exchange(d, &d->own, step, due, n, &d->stats, err);
   d->stats.exchange_wait_seconds += atoll_seconds() - t0;
-  if (exchange_done(d, step, due, n, rc)) return -1;
-  if (rc == 2) return 0;
+  if (exchange_done(d, step, due, n, rc, err)) return -1;
+  if (rc == 2 || d->ended) return 0;
   for (int i = 0; i < n; i++) /* the last step, with overlap: merged at once */
     if (d->merge_due[due[i]]) merge_fragment(d, due[i], step);
   return 0;
@@ -414,18 +436,22 @@ static int diloco_swap_eval_weights(atoll_strategy *s) {
   return 1;
 }
 
-/* The global weights are the checkpoint's model; the outer momentum has its own file. */
+/* The global weights are the checkpoint's model; the outer momentum has its own file,
+ * and a kept late contribution's outer gradient too (late.safetensors; its weights in
+ * tokens are in state.json, atoll_diloco_late_tokens): a stop and resume keeps it. */
 static void diloco_save(atoll_strategy *s, const atoll_ckpt_io *io) {
   atoll_diloco *d = (atoll_diloco *)s;
   settle_late(d); /* (the loop settled already: see diloco_settle) */
   io->put(io->ctx, NULL, NULL, 0, d->global, d->slice_begin);
   io->put(io->ctx, "outer.safetensors", "outer_momentum.", 0, d->momentum, d->slice_begin);
+  if (any_late(d)) io->put(io->ctx, "late.safetensors", "late_gradient.", 0, d->late, d->slice_begin);
 }
 
 static int diloco_load(atoll_strategy *s, const atoll_ckpt_io *io, int step, atoll_err *err) {
   atoll_diloco *d = (atoll_diloco *)s;
   if (io->get(io->ctx, "outer.safetensors", "outer_momentum.", d->momentum, d->slice_begin, d->slice_end, err) ||
-      io->get(io->ctx, NULL, NULL, d->global, d->slice_begin, d->slice_end, err))
+      io->get(io->ctx, NULL, NULL, d->global, d->slice_begin, d->slice_end, err) ||
+      (any_late(d) && io->get(io->ctx, "late.safetensors", "late_gradient.", d->late, d->slice_begin, d->slice_end, err)))
     return -1;
   atoll_diloco_resume_at(d, step);
   return 0;

@@ -43,6 +43,11 @@
 /* The outer exchange between islands that are separate jobs (islands_net.c): when a
  * DiLoCo object has one, its mean over islands and its agreement check go over it
  * instead of the mesh's cross-island communicator. */
+/* No exchange comes, and the island ends here with a checkpoint (net/link.h's
+ * ATOLL_LINK_*, same values): the run ended, no island holding the state is left, or a
+ * stop signal ended the wait for the quorum. */
+enum { ATOLL_OUTER_RUN_ENDED = 4, ATOLL_OUTER_NO_DONOR = 5, ATOLL_OUTER_SIGNALLED = 6 };
+
 typedef struct {
   void *ctx;
   /* mean over the islands of exchange (step, fragment) of x[0, n), in place, encoded as
@@ -50,6 +55,7 @@ typedef struct {
    * mean"); *bad: index of the first NaN or Inf of this island's x, or SIZE_MAX */
   int (*mean)(void *ctx, atoll_qtype dtype, float *x, size_t n, uint64_t tokens, int step, int fragment, size_t *bad,
               atoll_err *err);
+  /* (mean returns 0, -1, 2 or 3 as atoll_link_mean, or an ATOLL_OUTER_* end below) */
   /* after the step's syncs: the islands agree on the global weights (this rank's
    * slice of them) */
   int (*commit)(void *ctx, int step, const float *global, size_t n, atoll_err *err);
@@ -161,6 +167,15 @@ int atoll_diloco_settle(atoll_diloco *d, atoll_err *err);
 /* With an outer link: the step the island jumped to by joining after the last
  * after_step (the loop continues from there), or 0; reading it clears it. */
 int atoll_diloco_take_jump(atoll_diloco *d);
+/* With an outer link: no exchange comes (ATOLL_OUTER_*): the kind,
+ * and *why the reason; 0 while the run goes on. The loop saves and stops. */
+int atoll_diloco_ended(const atoll_diloco *d, const char **why);
+/* With an outer link: fragment f's kept late contribution's weight in tokens (0: none;
+ * docs/islands.md, "Late contributions"), for checkpoints (state.json); set on resume
+ * before the strategies load, which then read its outer gradient (late.safetensors). */
+double atoll_diloco_late_tokens(const atoll_diloco *d, int f);
+void atoll_diloco_set_late_tokens(atoll_diloco *d, int f, double tokens);
+int atoll_diloco_fragments(const atoll_diloco *d);
 
 /* This rank's slice and its global weights and outer momentum (for checkpoints). */
 void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end);

@@ -148,6 +148,7 @@ static uint64_t phase_tokens(const atoll_diloco *d, int f, int step) {
 static void late_fold(atoll_diloco *d, float *delta, size_t b, size_t n, int f, uint64_t *tokens) {
   double w = d->late_tokens[f];
   if (w <= 0) return;
+  if (d->cfg.hooks && d->cfg.hooks->late_weight_pct) w = w * d->cfg.hooks->late_weight_pct / 100.0; /* test hook */
   const float *g = d->late + (b - d->slice_begin);
   double t = (double)*tokens, a = t / (t + w), c = w / (t + w);
   for (size_t i = 0; i < n; i++) delta[i] = (float)(a * delta[i] + c * g[i]);
@@ -179,6 +180,7 @@ static int link_mean(atoll_diloco *d, const diloco_comms *k, float *delta, size_
     if (!any) break;
     if (rc == 2 && link->unjoin) link->unjoin(link->ctx);
   }
+  if (rc >= ATOLL_OUTER_RUN_ENDED) return rc; /* no exchange: a kept contribution stays kept */
   if (rc == 2) { /* joined instead: this contribution is kept for the next exchange */
     uint64_t rev1 = link->revision ? link->revision(link->ctx) : rev0;
     late_keep(d, delta, b, e - b, f, tokens, rev1 > rev0 ? rev1 - rev0 : 1);
@@ -242,7 +244,7 @@ int atoll_diloco_exchange(atoll_diloco *d, const diloco_comms *k, int step, cons
                           atoll_diloco_stats *st, atoll_err *err) {
   for (int i = 0; i < nfrags; i++) {
     int rc = exchange_fragment(d, k, frags[i], step, st, err);
-    if (rc) return rc; /* -1, or 2: joined (the other fragments' syncs are moot) */
+    if (rc) return rc; /* -1, 2: joined (the other fragments' syncs are moot), or an ATOLL_OUTER_* end */
   }
   if (check_sync(d, k, step, err)) return -1;
   return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;

@@ -54,6 +54,8 @@ struct atoll_diloco {
   diloco_job job;
   atomic_int steps_done;                     /* test hook overlap_proof: the training thread's step */
   int failed;                                /* a join outside after_step failed: err_late holds why */
+  int ended;                                 /* an ATOLL_OUTER_* end: no exchange comes (end_err says why) */
+  atoll_err end_err;
   atoll_err err_late;
   /* scratch */
   float *delta, *sum, *decoded;

@@ -14,7 +14,15 @@ struct atoll_islands_net {
    * sockets alone and reports the stats taken before */
   int busy;
   atoll_link_stats before;
+  /* until atoll_islands_net_connect: the link's settings and what it will be given */
+  atoll_link_config cfg;
+  char join[1100], listen[300], advertise[300], key[1100], coordinator_key[1100];
+  float *global, *momentum;
+  size_t state_n;
 };
+
+_Static_assert((int)ATOLL_LINK_RUN_ENDED == (int)ATOLL_OUTER_RUN_ENDED && (int)ATOLL_LINK_NO_DONOR == (int)ATOLL_OUTER_NO_DONOR &&
+                   (int)ATOLL_LINK_SIGNALLED == (int)ATOLL_OUTER_SIGNALLED, "the link's ends are DiLoCo's");
 
 static atoll_link *link_of(void *ctx) { return ((atoll_islands_net *)ctx)->link; }
 
@@ -33,7 +41,11 @@ static int net_commit(void *ctx, int step, const float *global, size_t n, atoll_
 
 static uint64_t net_revision(void *ctx) { return atoll_link_revision(link_of(ctx)); }
 static uint64_t net_bytes(void *ctx) { return atoll_link_get_stats(link_of(ctx)).wire_bytes; }
-static void net_bind(void *ctx, float *global, float *momentum, size_t n) { atoll_link_bind(link_of(ctx), global, momentum, n); }
+static void net_bind(void *ctx, float *global, float *momentum, size_t n) {
+  atoll_islands_net *in = ctx;
+  in->global = global, in->momentum = momentum, in->state_n = n;
+  if (in->link) atoll_link_bind(in->link, global, momentum, n);
+}
 static int net_joined_step(void *ctx) { return (int)atoll_link_joined_step(link_of(ctx)); }
 static void net_unjoin(void *ctx) { atoll_link_unjoin(link_of(ctx)); }
 static void net_busy(void *ctx, int on) {
@@ -51,7 +63,7 @@ static int net_after_step(atoll_strategy *s, int step, int last, double compute_
 
 static void net_destroy(atoll_strategy *s) {
   atoll_islands_net *n = (atoll_islands_net *)s;
-  atoll_link_close(n->link);
+  if (n->link) atoll_link_close(n->link);
   free(n);
 }
 
@@ -62,26 +74,49 @@ int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *c
   if (sodium_init() < 0) return atoll_fail(err, "libsodium cannot start");
   atoll_islands_net *n = calloc(1, sizeof *n);
   if (!n) return atoll_fail(err, "out of memory");
-  if (atoll_link_open(&n->link, cfg, err)) {
-    free(n);
-    return -1;
-  }
+  n->cfg = *cfg;
+  /* (the caller's strings may not outlive this call) */
+  snprintf(n->join, sizeof n->join, "%s", cfg->join ? cfg->join : "");
+  snprintf(n->listen, sizeof n->listen, "%s", cfg->listen ? cfg->listen : "");
+  snprintf(n->advertise, sizeof n->advertise, "%s", cfg->advertise ? cfg->advertise : "");
+  snprintf(n->key, sizeof n->key, "%s", cfg->key_file ? cfg->key_file : "");
+  snprintf(n->coordinator_key, sizeof n->coordinator_key, "%s", cfg->coordinator_key ? cfg->coordinator_key : "");
+  n->cfg.join = n->join, n->cfg.listen = n->listen, n->cfg.advertise = n->advertise;
+  n->cfg.key_file = n->key, n->cfg.coordinator_key = n->coordinator_key;
   n->base.ops = &NET_OPS;
   n->outer = (atoll_outer_link){n, net_mean, net_commit, net_bytes, net_bind, net_joined_step, net_unjoin, net_busy, net_revision};
   *out = n;
   return 0;
 }
 
+int atoll_islands_net_connect(atoll_islands_net *n, const volatile sig_atomic_t *stop, atoll_err *err) {
+  n->cfg.stop = stop;
+  if (atoll_link_open(&n->link, &n->cfg, err)) return -1;
+  if (n->global) atoll_link_bind(n->link, n->global, n->momentum, n->state_n);
+  return 0;
+}
+
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n) { return &n->outer; }
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n) { return n ? &n->base : NULL; }
-uint64_t atoll_islands_net_revision(const atoll_islands_net *n) { return atoll_link_revision(n->link); }
-void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision) { atoll_link_set_revision(n->link, revision); }
-void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop) { atoll_link_set_stop(n->link, stop); }
-void atoll_islands_net_finish(atoll_islands_net *n) { atoll_link_goodbye(n->link); }
+uint64_t atoll_islands_net_revision(const atoll_islands_net *n) {
+  return n->link ? atoll_link_revision(n->link) : n->cfg.revision;
+}
+void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision) {
+  n->cfg.revision = revision;
+  if (n->link) atoll_link_set_revision(n->link, revision);
+}
+void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop) {
+  n->cfg.stop = stop;
+  if (n->link) atoll_link_set_stop(n->link, stop);
+}
+void atoll_islands_net_finish(atoll_islands_net *n) {
+  if (n->link) atoll_link_goodbye(n->link);
+}
 void atoll_islands_net_report(atoll_islands_net *n, uint64_t tokens_per_step, float loss) {
-  atoll_link_report(n->link, tokens_per_step, loss, atoll_islands_net_stats(n).wire_bytes);
+  if (n->link) atoll_link_report(n->link, tokens_per_step, loss, atoll_islands_net_stats(n).wire_bytes);
 }
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n) {
+  if (!n->link) return (atoll_link_stats){0};
   return n->busy ? n->before : atoll_link_get_stats(n->link);
 }
 

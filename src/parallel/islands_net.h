@@ -12,7 +12,11 @@
 
 typedef struct atoll_islands_net atoll_islands_net;
 
+/* Takes the link's settings (copied, strings too); registers nothing yet: the island
+ * reads its checkpoint first (a bad one never reaches the coordinator), then connects. */
 int atoll_islands_net_create(atoll_islands_net **out, const atoll_link_config *cfg, atoll_err *err);
+/* Opens the link: HELLO with the checkpoint's revision, ended early by *stop. */
+int atoll_islands_net_connect(atoll_islands_net *n, const volatile sig_atomic_t *stop, atoll_err *err);
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n);
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n);
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n);

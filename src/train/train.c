@@ -299,7 +299,7 @@ static int holds_run(const atoll_config *c, atoll_comm *world, const char *resum
 }
 
 static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hooks, atoll_comm *world,
-                     const char *resume_dir, int *start, atoll_err *err) {
+                     const char *resume_dir, const volatile sig_atomic_t *stop, int *start, atoll_err *err) {
   memset(l, 0, sizeof *l);
   l->out.lock_fd = -1; /* not held until atoll_run_out_open */
   atoll_run *r = &l->run;
@@ -317,6 +317,14 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
   if (rc) return rc;
   rc = start_state(l, resume_dir, start, err);
   if (rc == 0 && !resume_dir) rc = atoll_run_check_start(c, c->init.from, *start, err); /* --init-step 1 */
+  /* islands as separate jobs: the island registers only with a checkpoint read and
+   * found good (a bad one held a slot at the coordinator until --island-timeout), and
+   * says its revision in its HELLO; a stop signal ends the wait for the coordinator */
+  if (r->net) {
+    rc = atoll_train_agree(world, rc, err);
+    if (rc) return rc;
+    rc = atoll_islands_net_connect(r->net, stop, err);
+  }
   if (rc == 0) {
     state_to_device(l);
     atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */
@@ -457,15 +465,59 @@ static int island_leaves_later(loop *l, int step, const volatile sig_atomic_t *s
   return step < l->leave_at;
 }
 
-/* Saves when due; returns 1 (stopped by a signal or --stop-after), 0, or -1. */
+/* An island (--join) whose wait for a quorum ended without one (diloco.h,
+ * ATOLL_OUTER_*): the kind, agreed over the island's ranks (each is told alike). */
+static int island_ended(loop *l) {
+  atoll_run *r = &l->run;
+  int ended = r->net && r->diloco ? atoll_diloco_ended(r->diloco, NULL) : 0;
+  if (r->net && r->world_size > 1) {
+    double any = atoll_allreduce_sum_double(r->world, ended > 0);
+    if (any > 0 && !ended) ended = ATOLL_OUTER_NO_DONOR;
+  }
+  return ended;
+}
+
+/* The line of an island that ends without its exchange (checkpoint saved at step):
+ * returns what save_or_stop does: 2 (status 0), 3 (status 1) or 1 (signal, 130). */
+static int island_end_line(loop *l, int ended, int step) {
+  atoll_run *r = &l->run;
+  const char *why = "";
+  atoll_diloco_ended(r->diloco, &why);
+  /* the run ended: an island that had done all its steps lost only its last
+   * contribution (status 0); one that had not, its remaining steps too (status 1) */
+  int done = step >= r->cfg->run.steps;
+  if (r->rank != 0) return ended == ATOLL_OUTER_RUN_ENDED && done ? 2 : ended == ATOLL_OUTER_SIGNALLED ? 1 : 3;
+  int id = r->cfg->islands.id;
+  if (ended == ATOLL_OUTER_RUN_ENDED && !done) {
+    fprintf(stderr, "island %d: the run ended before this island's steps did: stopped at step %d of %d, checkpoint saved (%s)\n", id,
+            step, r->cfg->run.steps, why);
+    return 3;
+  }
+  if (ended == ATOLL_OUTER_RUN_ENDED) {
+    fprintf(stderr, "island %d: the run ended while this island waited for its exchange after step %d: its last contribution was not merged (nothing else is lost); checkpoint saved (%s)\n",
+            id, step, why);
+    return 2;
+  }
+  if (ended == ATOLL_OUTER_SIGNALLED) {
+    fprintf(stderr, "island %d: stopped by a signal while waiting for its exchange after step %d; checkpoint saved; continue with: atoll train --resume %s\n",
+            id, step, r->cfg->run.out);
+    return 1;
+  }
+  fprintf(stderr, "island %d: stopped at step %d, checkpoint saved: no commit is coming (%s)\n", id, step, why);
+  return 3;
+}
+
+/* Saves when due; returns 1 (stopped by a signal or --stop-after), 0, -1, or for an
+ * island that ends without its exchange island_end_line's 1, 2 or 3. */
 static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, atoll_err *err) {
   atoll_run *r = &l->run;
   const atoll_config *c = r->cfg;
   /* a signal may reach the ranks at different steps: they agree to stop together */
   int signalled = stop && *stop;
   if (r->world_size > 1) signalled = atoll_allreduce_sum_double(r->world, signalled) > 0;
-  if (signalled && r->net && island_leaves_later(l, step, stop)) signalled = 0;
-  int stopping = signalled || (c->run.stop_after > 0 && step >= c->run.stop_after && step < c->run.steps);
+  int ended = island_ended(l);
+  if (signalled && r->net && !ended && island_leaves_later(l, step, stop)) signalled = 0;
+  int stopping = signalled || ended || (c->run.stop_after > 0 && step >= c->run.stop_after && step < c->run.steps);
   if ((c->run.save_every > 0 && step % c->run.save_every == 0) || step == c->run.steps || stopping) {
     if (atoll_strategies_settle(&r->strategies, err)) return -1; /* an outer exchange in flight */
     state_to_host(l);
@@ -473,6 +525,7 @@ static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, at
     atoll_report_rss_reset(&l->report);
   }
   if (!stopping) return 0;
+  if (ended) return island_end_line(l, ended, step);
   if (r->rank == 0)
     fprintf(stderr, "stopped at step %d; checkpoint saved; continue with: atoll train --resume %s\n", step, c->run.out);
   return signalled ? 1 : 2;
@@ -493,7 +546,7 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
                            const char *resume_dir, const volatile sig_atomic_t *stop, atoll_err *err) {
   loop *l = calloc(1, sizeof *l);
   int start = 0, stopped = 0;
-  int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, &start, err)
+  int rc = l ? loop_init(l, cfg, hooks, world, resume_dir, stop, &start, err)
              : atoll_train_agree(world, atoll_fail(err, "out of memory"), err);
   if (rc) goto done;
   /* islands as separate jobs: a signal also ends a wait for more islands (up to
@@ -523,7 +576,7 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
       goto done;
     }
   }
-  rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : 0;
+  rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : stopped == 3 ? ATOLL_TRAIN_QUIET : 0;
   /* islands as separate jobs: a finished island leaves the coordinator at once */
   /* (one that left gracefully too: its last contribution is in, and a restart joins anew) */
   if (l->run.net && ((rc == 0 && !stopped) || (rc == 1 && l->leave_at > 0 && step >= l->leave_at)))

@@ -277,6 +277,33 @@ static int add_item(cJSON *o, const char *key, cJSON *item) {
 
 /* state.json's content, or NULL when out of memory (never a partial state: it would
  * not resume). */
+static int add_late_tokens(cJSON *state, const atoll_diloco *d) {
+  int n = atoll_diloco_fragments(d), any = 0;
+  for (int f = 0; f < n; f++) any |= atoll_diloco_late_tokens(d, f) > 0;
+  if (!any) return 1;
+  cJSON *a = cJSON_AddArrayToObject(state, "island_late_tokens");
+  for (int f = 0; a && f < n; f++)
+    if (!cJSON_AddItemToArray(a, cJSON_CreateNumber(atoll_diloco_late_tokens(d, f)))) return 0;
+  return a != NULL;
+}
+
+/* state.json's island_late_tokens (absent: none kept): one weight per fragment,
+ * each 0 or positive and at most 2^53, handed to DiLoCo before it loads the gradient. */
+static int read_late_tokens(atoll_run *r, const cJSON *state, const char *dir, atoll_err *err) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(state, "island_late_tokens");
+  if (!a || !r->net || !r->diloco) return 0;
+  int n = atoll_diloco_fragments(r->diloco);
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+    return atoll_fail(err, "%s/state.json: island_late_tokens must be an array of %d number(s), one per fragment", dir, n);
+  for (int f = 0; f < n; f++) {
+    const cJSON *t = cJSON_GetArrayItem(a, f);
+    if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0) || t->valuedouble > 9007199254740992.0)
+      return atoll_fail(err, "%s/state.json: island_late_tokens[%d] is not a number between 0 and 2^53", dir, f);
+    atoll_diloco_set_late_tokens(r->diloco, f, t->valuedouble);
+  }
+  return 0;
+}
+
 static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int step, uint64_t hash) {
   cJSON *state = cJSON_CreateObject();
   int ok = state && cJSON_AddNumberToObject(state, "step", step) &&
@@ -300,6 +327,9 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
   /* an island of a networked run: the revision its global weights are (a resume at the
    * run's revision exchanges at once; behind it, it joins) */
   if (ok && r->net) ok = cJSON_AddNumberToObject(state, "island_revision", (double)atoll_islands_net_revision(r->net)) != NULL;
+  /* and the weights of its kept late contributions, per fragment (their outer gradient
+   * is late.safetensors); absent when it keeps none */
+  if (ok && r->net && r->diloco) ok = add_late_tokens(state, r->diloco);
   if (!ok) {
     cJSON_Delete(state);
     return NULL;
@@ -515,6 +545,7 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
     return atoll_fail(err, "%s/state.json: island_revision is not a whole number between 0 and 9e15", dir);
   /* (absent: an older checkpoint, or not an island of a networked run; a joining resume) */
   if (rev && r->net) atoll_islands_net_resume_revision(r->net, (uint64_t)rev->valuedouble);
+  if (read_late_tokens(r, state, dir, err)) return -1;
   if (check_tokenizer(r, state, dir, err)) return -1;
   *step = saved_step->valueint;
   /* absent in older checkpoints: their moments started at step 0 */

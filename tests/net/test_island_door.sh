@@ -12,6 +12,11 @@
 # with one line naming its sender, and the island stays up. Before the fix the phase-3
 # frame was taken without a line, its flag set past the end of the exchange's table (a
 # heap-buffer-overflow under ASan), and counted as received.
+# Before the door: an island waiting for its coordinator's WELCOME (nothing listens
+# there) stops at a SIGTERM within seconds with status 130 and one line (it waited out
+# 10 x --net-timeout); an island resumed from a checkpoint it cannot use stops with one
+# line and a non-zero status before it registers: the coordinator never logs it (it
+# registered first and held its slot until --island-timeout).
 #   usage: test_island_door.sh ATOLL NET_PEER SRC
 ATOLL=$1; PEER=$2; SRC=$3
 . "$SRC/tests/cli/common.sh"
@@ -19,7 +24,7 @@ ATOLL=$1; PEER=$2; SRC=$3
 small_data
 D="$TMP/door"; mkdir -p "$D"
 net_keys "$D" 2 || { fail keys; finish; }
-set -- $(free_ports 3); CPORT=$1; PORT=$2; PPORT=$3
+set -- $(free_ports 4); CPORT=$1; PORT=$2; PPORT=$3; DEAD=$4
 M="--layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 0 --save-every 0 --steps 4 --sync-every 2 --islands 2 --net-timeout 5"
 J="--join tcp://127.0.0.1:$CPORT --coordinator-key $D/coord/key.pub --island-id 0 --island-key $D/i0/key.secret"
 
@@ -34,7 +39,31 @@ timeout 3 $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --min-
 grep -q "listening on tcp://127.0.0.1:[1-9][0-9]* " "$D/c0.log" && pass "--listen port 0: logs the bound port: $(grep -o 'listening on [^ ]*' "$D/c0.log")" \
   || fail "--listen port 0: $(head -2 "$D/c0.log")"
 
+# a stop signal while the island waits to register: nothing listens at port DEAD
+timeout 60 $ATOLL train $M --join tcp://127.0.0.1:$DEAD --coordinator-key $D/coord/key.pub --island-id 0 \
+  --island-key $D/i0/key.secret --island-listen tcp://127.0.0.1:$PORT --net-timeout 30 --out "$D/sig" >/dev/null 2>"$D/sig.err" &
+SIG=$!
+sleep 2; kill -TERM $SIG
+i=0; while kill -0 $SIG 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+if kill -0 $SIG 2>/dev/null; then fail "SIGTERM while waiting to register: still waiting 10 s later"; kill -9 $SIG; wait $SIG
+else
+  wait $SIG; rc=$?
+  [ $rc -eq 130 ] && [ "$(grep -c 'stopped by a signal while waiting for the coordinator' "$D/sig.err")" -eq 1 ] \
+    && pass "SIGTERM while waiting to register: status 130, $(grep -o 'stopped by a signal.*' "$D/sig.err")" \
+    || fail "SIGTERM while waiting to register: status $rc: $(tail -2 "$D/sig.err")"
+fi
+
 start_coordinator "$D" $CPORT 2 --island-timeout 5 --state "$D/state.json"
+# a checkpoint the island cannot use (a run of one process, no island_1.safetensors):
+# refused before it registers
+timeout 60 $ATOLL train --layers 2 --heads 2 --dim 32 --context 32 --batch 2 --threads 1 --data $TMP/data --eval-every 0 \
+  --save-every 0 --steps 2 --out "$D/solo" >/dev/null 2>"$D/solo.err" || fail "a run for a checkpoint: $(tail -1 "$D/solo.err")"
+expect_error "--resume a checkpoint the island cannot use" "was written by island 0" \
+  timeout 30 $ATOLL train $M --join tcp://127.0.0.1:$CPORT --coordinator-key $D/coord/key.pub --island-id 1 \
+  --island-key $D/i1/key.secret --island-listen tcp://127.0.0.1:$PPORT --resume "$D/solo"
+sleep 1
+grep -q "island 1" "$D/coord.log" && fail "the coordinator saw the island with a bad checkpoint: $(grep -m2 'island 1' "$D/coord.log")" \
+  || pass "the island with a bad checkpoint never reached the coordinator"
 # island 0 binds every interface on a free port and announces 127.0.0.1 with that port
 timeout 90 $ATOLL train $M $J --island-listen 'tcp://*:0' --island-advertise tcp://127.0.0.1:0 --out "$D/run" >/dev/null 2>"$D/island.err" &
 ISL=$!
