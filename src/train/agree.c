@@ -1,13 +1,17 @@
 /* Ranks agree before they act: after any phase that can fail on some ranks only, and
  * on the settings themselves, before the first collective that depends on them. A
  * rank that left on its own would leave the others waiting in a collective forever
- * (or worse, matching its next collective against theirs). */
+ * (or worse, matching its next collective against theirs). Last, every copy of a
+ * tensor agrees (atoll_run_check_weights, run.h). */
 #include "train/agree.h"
+#include "train/run.h"
 
 #include "core/fatal.h"
 #include "core/fs.h"
 #include "core/rng.h"
+#include "model/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,4 +139,62 @@ int atoll_train_check_same(atoll_comm *world, const atoll_config *cfg, const cha
   int count, first = atoll_train_first_failure(world, rc, &count);
   if (first < 0) return 0;
   return rank == first ? ATOLL_TRAIN_ERROR : ATOLL_TRAIN_QUIET;
+}
+
+/* 1 and the index of a rank whose hash differs from rank 0's in comm, else 0. */
+static int hashes_differ(atoll_comm *c, uint64_t mine, int *which, uint64_t *theirs, uint64_t *first) {
+  int n = atoll_comm_size(c);
+  uint64_t *all = malloc(sizeof(uint64_t) * (size_t)n);
+  if (!all) atoll_fatal("out of memory comparing %d ranks' weight hashes", n);
+  atoll_allgather_bytes(c, &mine, all, sizeof mine);
+  int bad = -1;
+  for (int r = 0; r < n; r++)
+    if (all[r] != all[0]) bad = r;
+  if (bad >= 0) *which = bad, *theirs = all[bad], *first = all[0];
+  free(all);
+  return bad >= 0;
+}
+
+/* Every copy of a tensor must agree: the data-parallel replicas of a part, the
+ * tensor-parallel ranks' replicated tensors, the two ends' tied wte (islands
+ * legitimately differ between outer syncs). Every rank takes part in every check and
+ * all learn the outcome, the first failing rank's message included. */
+int atoll_run_check_weights(atoll_run *r, uint64_t *hash, atoll_err *err) {
+  char why[400] = "";
+  const float *p = atoll_run_params(r);
+  uint64_t mine = atoll_hash_floats(p, r->lay->nparams), other, first;
+  int who;
+  *hash = mine;
+  if (hashes_differ(r->mesh.dp_comm, mine, &who, &other, &first))
+    snprintf(why, sizeof why, "weights differ across data-parallel replicas: replica %d holds hash %016llx, replica 0 %016llx",
+             who, (unsigned long long)other, (unsigned long long)first);
+  if (r->mesh.tp > 1) {
+    uint64_t rep = 0;
+    for (int i = 0; i < r->lay->ntensors; i++) {
+      const atoll_tensor *ten = &r->lay->tensors[i];
+      if (ten->split == ATOLL_SPLIT_NONE) rep = atoll_hash64(rep, atoll_hash_floats(p + ten->offset, ten->numel), 0, 0);
+    }
+    if (hashes_differ(r->mesh.tp_comm, rep, &who, &other, &first) && !why[0])
+      snprintf(why, sizeof why, "replicated tensors (LayerNorms, biases, wpe) differ across tensor-parallel ranks: rank %d vs rank 0",
+               who);
+  }
+  if (r->mesh.tie_comm) {
+    const atoll_tensor *w = &r->lay->tensors[r->lay->t_wte];
+    if (hashes_differ(r->mesh.tie_comm, atoll_hash_floats(p + w->offset, w->numel), &who, &other, &first) && !why[0])
+      snprintf(why, sizeof why, "the tied wte differs between the first and the last pp_stage");
+  }
+  if (r->mesh.tp * r->mesh.pp > 1) {
+    /* the run's hash: of every part's hash, in island-rank order */
+    int m = r->mesh.island_size;
+    uint64_t *parts = malloc(sizeof(uint64_t) * (size_t)m);
+    if (!parts) atoll_fatal("out of memory hashing %d parts", m);
+    atoll_allgather_bytes(r->mesh.island_comm, &mine, parts, sizeof mine);
+    *hash = atoll_hash_floats((const float *)parts, (size_t)m * 2);
+    free(parts);
+  }
+  if (r->world_size == 1) return why[0] ? atoll_fail(err, "%s", why) : 0;
+  int count, bad = atoll_train_first_failure(r->world, why[0] != 0, &count);
+  if (bad < 0) return 0;
+  atoll_broadcast(r->world, why, sizeof why, bad);
+  return atoll_fail(err, "rank %d: %s", bad, why);
 }
