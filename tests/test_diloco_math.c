@@ -1,5 +1,7 @@
 /* DiLoCo's outer step computed by hand (sign of the outer gradient, Nesterov and
- * plain SGD momentum), and the outer-gradient codecs' sizes and error bounds. */
+ * plain SGD momentum), the outer-gradient codecs' sizes and error bounds, and a stop
+ * signal between the fragments of one step's exchange leaving the outer state as it
+ * was before the step. */
 #include "check.h"
 #include "core/rng.h"
 #include "model/layout.h"
@@ -84,6 +86,57 @@ static void codecs(void) {
   free(buf);
 }
 
+/* A link whose mean for fragment 0 is the island's own outer gradient and whose wait
+ * for fragment 1 ends with a stop signal (as atoll_link_mean does on SIGTERM). */
+static int fake_mean(void *ctx, atoll_qtype dtype, float *x, size_t n, uint64_t tokens, int step, int fragment,
+                     size_t *bad, atoll_err *err) {
+  (void)ctx, (void)dtype, (void)x, (void)n, (void)tokens, (void)step, (void)err;
+  *bad = SIZE_MAX;
+  return fragment == 0 ? 0 : ATOLL_OUTER_SIGNALLED;
+}
+static int fake_commit(void *ctx, int step, const float *global, size_t n, atoll_err *err) {
+  (void)ctx, (void)step, (void)global, (void)n, (void)err;
+  return 0;
+}
+static uint64_t fake_bytes(void *ctx) { (void)ctx; return 0; }
+
+/* The last step syncs both fragments; fragment 0's outer step is applied when its mean
+ * comes, then the wait for fragment 1 ends with a stop signal before the commit: the
+ * global weights and momentum must be as before the step (the checkpoint saved then
+ * names the old revision), not hold fragment 0's uncommitted step. */
+static void signal_between_fragments(atoll_comm *world) {
+  atoll_err err;
+  atoll_mesh mesh;
+  CHECK_OK(atoll_mesh_create(&mesh, world, 1, 1, 1, &err), &err);
+  atoll_layout lay;
+  atoll_shape s = {.layers = 2, .heads = 1, .dim = 4, .context = 4, .vocab = 8};
+  CHECK_OK(atoll_layout_init(&lay, &s, &err), &err);
+  size_t P = lay.nparams;
+  float *w = calloc(P, sizeof(float)), *before = calloc(P, sizeof(float));
+  for (size_t i = 0; i < P; i++) w[i] = 0.01f * (float)(i % 13);
+  atoll_outer_link link = {.mean = fake_mean, .commit = fake_commit, .bytes_sent = fake_bytes};
+  atoll_diloco_config cfg = {.sync_every = 4, .outer_lr = 0.7f, .outer_momentum = 0.9f, .nesterov = 1,
+                             .fragments = 2, .dtype = ATOLL_Q_FP32, .link = &link, .tokens_per_step = 8};
+  atoll_diloco *d;
+  CHECK_OK(atoll_diloco_create(&d, &cfg, &mesh, &lay, w, &err), &err);
+  atoll_diloco_reset_global(d);
+  size_t b, e;
+  atoll_diloco_slice(d, &b, &e);
+  memcpy(before, atoll_diloco_global(d), sizeof(float) * (e - b));
+  for (size_t i = 0; i < P; i++) w[i] -= 0.1f; /* the island moved */
+  CHECK_OK(atoll_diloco_after_step(d, 1, 1, &err), &err); /* the last step: every fragment syncs */
+  const char *why = NULL;
+  CHECK(atoll_diloco_ended(d, &why) == ATOLL_OUTER_SIGNALLED);
+  CHECK(memcmp(before, atoll_diloco_global(d), sizeof(float) * (e - b)) == 0);
+  int moved = 0;
+  for (size_t i = 0; i < e - b; i++) moved |= atoll_diloco_momentum(d)[i] != 0;
+  CHECK(!moved);
+  atoll_diloco_destroy(d);
+  atoll_layout_free(&lay);
+  atoll_mesh_free(&mesh);
+  free(w), free(before);
+}
+
 int main(int argc, char **argv) {
   atoll_err err;
   atoll_comm *world;
@@ -94,6 +147,7 @@ int main(int argc, char **argv) {
   outer_steps(world, 1);
   outer_steps(world, 0);
   codecs();
+  signal_between_fragments(world);
   atoll_comm_free(world);
   CHECK_DONE();
 }

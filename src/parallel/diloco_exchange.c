@@ -8,6 +8,7 @@
 #include "parallel/dp.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -240,12 +241,51 @@ static int exchange_fragment(atoll_diloco *d, const diloco_comms *k, int f, int 
   return 0;
 }
 
+/* A step that syncs several fragments over a link (the run's last step) applies each
+ * one's outer step as its mean comes in, but commits them together: when the exchange
+ * ends before the commit (ATOLL_OUTER_*: a stop signal, the run ended, no donor), the
+ * outer state as it was before the step is put back, so that the checkpoint saved then
+ * holds the revision it names (and its kept late contributions). */
+typedef struct {
+  float *state;  /* global weights, then outer momentum: this rank's slice */
+  double *late_tokens;
+} undo;
+
+static int undo_save(atoll_diloco *d, undo *u, atoll_err *err) {
+  size_t n = d->slice_end - d->slice_begin, F = (size_t)d->cfg.fragments;
+  u->state = malloc(sizeof(float) * 2 * (n ? n : 1));
+  u->late_tokens = malloc(sizeof(double) * F);
+  if (!u->state || !u->late_tokens) return atoll_fail(err, "out of memory keeping the outer state of a %zu-float slice", n);
+  memcpy(u->state, d->global, sizeof(float) * n);
+  memcpy(u->state + n, d->momentum, sizeof(float) * n);
+  memcpy(u->late_tokens, d->late_tokens, sizeof(double) * F);
+  return 0;
+}
+
+static void undo_apply(atoll_diloco *d, const undo *u) {
+  size_t n = d->slice_end - d->slice_begin;
+  memcpy(d->global, u->state, sizeof(float) * n);
+  memcpy(d->momentum, u->state + n, sizeof(float) * n);
+  memcpy(d->late_tokens, u->late_tokens, sizeof(double) * (size_t)d->cfg.fragments);
+}
+
 int atoll_diloco_exchange(atoll_diloco *d, const diloco_comms *k, int step, const int *frags, int nfrags,
                           atoll_diloco_stats *st, atoll_err *err) {
+  undo u = {0};
+  int keep = d->cfg.link && nfrags > 1;
+  if (keep && undo_save(d, &u, err)) {
+    free(u.state), free(u.late_tokens);
+    return -1;
+  }
   for (int i = 0; i < nfrags; i++) {
     int rc = exchange_fragment(d, k, frags[i], step, st, err);
-    if (rc) return rc; /* -1, 2: joined (the other fragments' syncs are moot), or an ATOLL_OUTER_* end */
+    if (rc >= ATOLL_OUTER_RUN_ENDED && keep && i > 0) undo_apply(d, &u);
+    if (rc) { /* -1, 2: joined (the other fragments' syncs are moot), or an ATOLL_OUTER_* end */
+      free(u.state), free(u.late_tokens);
+      return rc;
+    }
   }
+  free(u.state), free(u.late_tokens);
   if (check_sync(d, k, step, err)) return -1;
   return d->cfg.link ? d->cfg.link->commit(d->cfg.link->ctx, step, d->global, d->slice_end - d->slice_begin, err) : 0;
 }
