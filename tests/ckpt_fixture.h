@@ -87,9 +87,14 @@ static inline void fill_random(float *v, size_t n) {
   for (size_t i = 0; i < n; i++) v[i] = rnd() * 1e3f;
 }
 
+/* A file the test wrote, whole; one that cannot be read ends the test (status 1)
+ * rather than hand its callers a NULL to parse. */
 static inline uint8_t *read_all(const char *path, size_t *size) {
   char *buf = NULL;
-  if (atoll_read_file(path, (size_t)1 << 30, &buf, size, NULL) != 0) return NULL;
+  if (atoll_read_file(path, (size_t)1 << 30, &buf, size, NULL) != 0) {
+    fprintf(stderr, "%s: cannot read the file the test wrote\n", path);
+    exit(1);
+  }
   return (uint8_t *)buf;
 }
 

@@ -402,8 +402,10 @@ static int cmd_train_ranks(int argc, char **argv, atoll_comm *world, const atoll
   if (atoll_stop_signals_install(&stop_flag, &err)) return die(&err);
 
   rc = atoll_train_run_hooked(&cfg, hooks, world, resume ? ckpt_dir : NULL, &stop_flag, &err);
-  /* a wait a stop signal ended (e.g. an island's for its coordinator) is a signal stop */
-  if (rc < 0 && stop_flag) return rc == ATOLL_TRAIN_QUIET ? 130 : (die(&err), 130);
+  /* a wait a stop signal ended (e.g. an island's for its coordinator) is a signal stop;
+   * another error after the signal (a checkpoint that could not be written) is not */
+  if (rc == ATOLL_TRAIN_QUIET && stop_flag) return 130;
+  if (rc < 0 && stop_flag && strstr(err.msg, "stopped by a signal")) return die(&err), 130;
   if (rc == ATOLL_TRAIN_QUIET) return 1;
   if (rc < 0) return die(&err);
   if (rc == 1) return 130;
