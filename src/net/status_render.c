@@ -57,11 +57,19 @@ static double speed(const atoll_status_island *i) {
   return dt > 0 && i->step >= i->first_step ? (double)(i->step - i->first_step) / dt : 0;
 }
 
-static uint64_t tokens_of(const atoll_status_island *i) { return (uint64_t)i->step * i->tokens_per_step; }
+/* Both factors come from islands' heartbeats: a product or sum past 2^64 - 1 stays
+ * there (saturates) rather than wrapping to a small number. */
+static uint64_t tokens_of(const atoll_status_island *i) {
+  uint64_t step = i->step, per = i->tokens_per_step;
+  return per && step > UINT64_MAX / per ? UINT64_MAX : step * per;
+}
 
 static uint64_t tokens_all(const atoll_status_snapshot *s) {
   uint64_t t = 0;
-  for (int k = 0; k < s->n_islands; k++) t += tokens_of(&s->islands[k]);
+  for (int k = 0; k < s->n_islands; k++) {
+    uint64_t x = tokens_of(&s->islands[k]);
+    t = x > UINT64_MAX - t ? UINT64_MAX : t + x;
+  }
   return t;
 }
 
