@@ -36,6 +36,7 @@
 #include "train/report.h"
 #include "train/run.h"
 #include "train/init_from.h"
+#include "train/island_end.h"
 #include "train/train_out.h"
 
 #include <math.h>
@@ -448,75 +449,16 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   return atoll_report_step(&l->report, r, &s, err);
 }
 
-/* An island (--join) told to stop leaves gracefully: it trains on to its next outer
- * sync (or stops now if step was one), contributes there, and leaves (a checkpoint,
- * then goodbye); a second signal stops it at once. Returns 1 while it trains on. */
-static int island_leaves_later(loop *l, int step, const volatile sig_atomic_t *stop) {
-  atoll_run *r = &l->run;
-  int again = *stop >= 2;
-  if (r->world_size > 1) again = atoll_allreduce_sum_double(r->world, again) > 0;
-  if (again) return 0;
-  if (l->leave_at == 0) {
-    l->leave_at = atoll_diloco_next_sync(r->diloco, step, r->cfg->run.steps);
-    if (r->rank == 0 && l->leave_at > step)
-      fprintf(stderr, "island %d: stop signal: training on to its outer sync after step %d, then it contributes and leaves (signal again to stop at once)\n",
-              r->cfg->islands.id, l->leave_at);
-  }
-  return step < l->leave_at;
-}
-
-/* An island (--join) whose wait for a quorum ended without one (diloco.h,
- * ATOLL_OUTER_*): the kind, agreed over the island's ranks (each is told alike). */
-static int island_ended(loop *l) {
-  atoll_run *r = &l->run;
-  int ended = r->net && r->diloco ? atoll_diloco_ended(r->diloco, NULL) : 0;
-  if (r->net && r->world_size > 1) {
-    double any = atoll_allreduce_sum_double(r->world, ended > 0);
-    if (any > 0 && !ended) ended = ATOLL_OUTER_NO_DONOR;
-  }
-  return ended;
-}
-
-/* The line of an island that ends without its exchange (checkpoint saved at step):
- * returns what save_or_stop does: 2 (status 0), 3 (status 1) or 1 (signal, 130). */
-static int island_end_line(loop *l, int ended, int step) {
-  atoll_run *r = &l->run;
-  const char *why = "";
-  atoll_diloco_ended(r->diloco, &why);
-  /* the run ended: an island that had done all its steps lost only its last
-   * contribution (status 0); one that had not, its remaining steps too (status 1) */
-  int done = step >= r->cfg->run.steps;
-  if (r->rank != 0) return ended == ATOLL_OUTER_RUN_ENDED && done ? 2 : ended == ATOLL_OUTER_SIGNALLED ? 1 : 3;
-  int id = r->cfg->islands.id;
-  if (ended == ATOLL_OUTER_RUN_ENDED && !done) {
-    fprintf(stderr, "island %d: the run ended before this island's steps did: stopped at step %d of %d, checkpoint saved (%s)\n", id,
-            step, r->cfg->run.steps, why);
-    return 3;
-  }
-  if (ended == ATOLL_OUTER_RUN_ENDED) {
-    fprintf(stderr, "island %d: the run ended while this island waited for its exchange after step %d: its last contribution was not merged (nothing else is lost); checkpoint saved (%s)\n",
-            id, step, why);
-    return 2;
-  }
-  if (ended == ATOLL_OUTER_SIGNALLED) {
-    fprintf(stderr, "island %d: stopped by a signal while waiting for its exchange after step %d; checkpoint saved; continue with: atoll train --resume %s\n",
-            id, step, r->cfg->run.out);
-    return 1;
-  }
-  fprintf(stderr, "island %d: stopped at step %d, checkpoint saved: no commit is coming (%s)\n", id, step, why);
-  return 3;
-}
-
 /* Saves when due; returns 1 (stopped by a signal or --stop-after), 0, -1, or for an
- * island that ends without its exchange island_end_line's 1, 2 or 3. */
+ * island that ends without its exchange atoll_island_end_line's 1, 2 or 3. */
 static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, atoll_err *err) {
   atoll_run *r = &l->run;
   const atoll_config *c = r->cfg;
   /* a signal may reach the ranks at different steps: they agree to stop together */
   int signalled = stop && *stop;
   if (r->world_size > 1) signalled = atoll_allreduce_sum_double(r->world, signalled) > 0;
-  int ended = island_ended(l);
-  if (signalled && r->net && !ended && island_leaves_later(l, step, stop)) signalled = 0;
+  int ended = atoll_island_ended(r);
+  if (signalled && r->net && !ended && atoll_island_leaves_later(r, &l->leave_at, step, stop)) signalled = 0;
   int stopping = signalled || ended || (c->run.stop_after > 0 && step >= c->run.stop_after && step < c->run.steps);
   if ((c->run.save_every > 0 && step % c->run.save_every == 0) || step == c->run.steps || stopping) {
     if (atoll_strategies_settle(&r->strategies, err)) return -1; /* an outer exchange in flight */
@@ -525,7 +467,7 @@ static int save_or_stop(loop *l, int step, const volatile sig_atomic_t *stop, at
     atoll_report_rss_reset(&l->report);
   }
   if (!stopping) return 0;
-  if (ended) return island_end_line(l, ended, step);
+  if (ended) return atoll_island_end_line(r, ended, step);
   if (r->rank == 0)
     fprintf(stderr, "stopped at step %d; checkpoint saved; continue with: atoll train --resume %s\n", step, c->run.out);
   return signalled ? 1 : 2;
