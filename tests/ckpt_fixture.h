@@ -1,4 +1,4 @@
-/* What the checkpoint tests share (tests/test_ckpt.c, tests/test_run_dir.c): a
+/* What the checkpoint tests share (tests/test_ckpt.c, test_safetensors.c, test_run_dir.c): a
  * scratch directory, hand-built layouts, random buffers, states, file helpers. Each
  * test defines g_tmp's contents (mkdtemp) before using path_in. */
 #ifndef ATOLL_CKPT_FIXTURE_H
@@ -96,6 +96,17 @@ static inline uint8_t *read_all(const char *path, size_t *size) {
     exit(1);
   }
   return (uint8_t *)buf;
+}
+
+/* [u64 N][header][data] with the header given as text (N = strlen, no padding). */
+static inline uint8_t *make_st(const char *header, const void *data, size_t dsize, size_t *size) {
+  size_t n = strlen(header);
+  *size = 8 + n + dsize;
+  uint8_t *buf = malloc(*size);
+  for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
+  memcpy(buf + 8, header, n);
+  if (dsize) memcpy(buf + 8 + n, data, dsize);
+  return buf;
 }
 
 static inline void write_bytes(const char *path, const void *buf, size_t n) {
