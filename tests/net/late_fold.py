@@ -11,22 +11,10 @@ weighing T + round(w), the others D_k = g_old - l_k weighing T, and the exchange
 g_new = g_old - sum_k T_k D_k / sum_k T_k (model.safetensors of step S). Exit 0 when g_new
 is that to float rounding and clearly not what another fold weight gives (w dropped,
 w not discounted for staleness: w (1 + s), or twice w)."""
-import glob, json, struct, sys
+import glob, json, sys
 
 import numpy as np
-
-
-def tensors(path, prefix=""):
-    blob = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    head = json.loads(blob[8:8 + n])
-    head.pop("__metadata__", None)
-    out = {}
-    for k, v in head.items():
-        if k.startswith(prefix):
-            a, b = v["data_offsets"]
-            out[k[len(prefix):]] = np.frombuffer(blob[8 + n + a:8 + n + b], dtype=np.float32).astype(np.float64)
-    return out
+from st_tensors import tensors
 
 
 def ck(run, step):

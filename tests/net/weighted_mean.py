@@ -4,22 +4,10 @@
 weights l_k (island_K.safetensors) and the last outer step makes the global weights
 g = (T_0 l_0 + T_1 l_1) / (T_0 + T_1), whatever g was before. Exit 0 when g is that
 mean to float rounding and clearly not the plain mean (l_0 + l_1) / 2."""
-import glob, json, struct, sys
+import glob, sys
 
 import numpy as np
-
-
-def tensors(path, prefix=""):
-    blob = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    head = json.loads(blob[8:8 + n])
-    head.pop("__metadata__", None)
-    out = {}
-    for k, v in head.items():
-        if k.startswith(prefix):
-            a, b = v["data_offsets"]
-            out[k[len(prefix):]] = np.frombuffer(blob[8 + n + a:8 + n + b], dtype=np.float32).astype(np.float64)
-    return out
+from st_tensors import tensors
 
 
 def last(run):
