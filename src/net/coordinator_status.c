@@ -105,9 +105,11 @@ void atoll_coord_status_bye(coord *c, const member *m, uint32_t step) {
   if (!c->view) return;
   atoll_status_island *i = record(&c->view->snap, m->island, atoll_net_now());
   if (!i) return;
-  i->state = ATOLL_ISLAND_FINISHED;
   if (m->rank == 0) i->step = step, i->loss = m->loss, i->tokens_per_step = m->tokens_per_step;
   i->last_heard = atoll_net_now();
+  for (int k = 0; k < MAX_MEMBERS; k++) /* another rank of the island still runs */
+    if (c->m[k].used && &c->m[k] != m && c->m[k].island == m->island && strcmp(c->m[k].keyz, m->keyz) == 0) return;
+  i->state = ATOLL_ISLAND_FINISHED;
 }
 
 /* Revision c->revision was committed by group g: its islands' contributions, and a
