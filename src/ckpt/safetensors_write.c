@@ -8,6 +8,7 @@
 #endif
 
 #include "ckpt/safetensors_internal.h"
+#include "core/quant.h"
 #include "model/layout.h"
 
 #include <errno.h>
@@ -169,23 +170,15 @@ static int check_finite_out(const char *path, const atoll_layout *lay, const ato
 
 static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
 
-/* fp32 -> bf16 bits, rounded to nearest even (the values are finite: checked before) */
-static uint16_t bf16_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* n floats as little-endian bf16, a block at a time */
+/* n floats as bf16 (src/core/quant.c's codec: rounded to nearest even; little-endian, as
+ * every host atoll runs on), a block at a time: 0, or -1 when the file takes no more */
 static int write_bf16(FILE *f, const float *x, size_t n) {
   uint8_t block[8192];
   for (size_t i = 0; i < n;) {
-    size_t k = 0;
-    for (; k < sizeof block / 2 && i < n; k++, i++) {
-      uint16_t h = bf16_bits(x[i]);
-      block[2 * k] = (uint8_t)h, block[2 * k + 1] = (uint8_t)(h >> 8);
-    }
+    size_t k = n - i < sizeof block / 2 ? n - i : sizeof block / 2;
+    atoll_q_encode(ATOLL_Q_BF16, x + i, k, block);
     if (write_all(f, block, 2 * k)) return -1;
+    i += k;
   }
   return 0;
 }
@@ -212,12 +205,17 @@ static int write_file(const char *path, const strbuf *hdr, const atoll_layout *l
 
 /* A finite value that bf16 cannot hold (|x| rounds past its largest) would be written as Inf. */
 static int check_bf16_range(const char *path, const atoll_layout *lay, const float *data, atoll_err *err) {
+  uint16_t h[1024];
   for (int i = 0; i < lay->ntensors; i++) {
     const atoll_tensor *t = &lay->tensors[i];
-    for (size_t k = 0; k < t->numel; k++)
-      if ((bf16_bits(data[t->offset + k]) & 0x7fffu) == 0x7f80u)
-        return atoll_fail(err, "%s: refusing to write tensor %s as bf16: element %zu (%g) is beyond bf16's range",
-                          path, t->name, k, (double)data[t->offset + k]);
+    for (size_t at = 0; at < t->numel; at += 1024) {
+      size_t k = t->numel - at < 1024 ? t->numel - at : 1024;
+      atoll_q_encode(ATOLL_Q_BF16, data + t->offset + at, k, (uint8_t *)h);
+      for (size_t j = 0; j < k; j++)
+        if ((h[j] & 0x7fffu) == 0x7f80u)
+          return atoll_fail(err, "%s: refusing to write tensor %s as bf16: element %zu (%g) is beyond bf16's range",
+                            path, t->name, at + j, (double)data[t->offset + at + j]);
+    }
   }
   return 0;
 }

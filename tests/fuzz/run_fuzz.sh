@@ -358,7 +358,7 @@ EOF
 # --- targets ------------------------------------------------------------------------
 # name | -D flag for the generator | sources besides the target | libraries
 targets=(
-  "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/ckpt/hf_index.c src/core/json_text.c src/core/fs.c src/core/err.c|-lcjson -lm"
+  "safetensors|GEN_ST|src/ckpt/safetensors_read.c src/ckpt/safetensors_write.c src/ckpt/hf_index.c src/core/quant.c src/core/json_text.c src/core/fs.c src/core/err.c|-lcjson -lm"
   "config|GEN_CONFIG|src/train/config.c src/train/eval_sets.c src/parallel/outer_lr.c src/model/layout.c src/model/rope.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "token_file|GEN_TOKEN_FILE|src/data/token_file.c src/core/fs.c src/core/err.c|"
   "jsonl|GEN_JSONL|src/text/jsonl.c src/core/err.c|"
