@@ -148,6 +148,11 @@ typedef struct {
   int id;                    /* --island-id: this island's slot of count (its data and its place in the sum) */
   int net_streams;           /* parallel streams (TCP connections) per peer */
   float net_timeout;         /* seconds any network wait may take before the exchange fails */
+  /* with join: the island's inner phase ends before its --sync-every steps once it
+   * trained phase_tokens tokens, or phase_seconds seconds of inner steps (0: off; the
+   * rest of the phase's steps are skipped; docs/islands.md, "Phases in tokens or seconds") */
+  uint64_t phase_tokens;
+  float phase_seconds;
 } atoll_islands_config;
 
 /* device: where the model lives and how its products are computed */

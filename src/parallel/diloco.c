@@ -23,6 +23,10 @@ void atoll_diloco_set_late_tokens(atoll_diloco *d, int f, double tokens) {
 }
 int atoll_diloco_fragments(const atoll_diloco *d) { return d->cfg.fragments; }
 
+void atoll_diloco_skipped(atoll_diloco *d) { d->phase_skipped++; }
+int atoll_diloco_phase_skipped(const atoll_diloco *d) { return d->phase_skipped; }
+void atoll_diloco_set_phase_skipped(atoll_diloco *d, int steps) { d->phase_skipped = steps; }
+
 static int any_late(const atoll_diloco *d) {
   for (int f = 0; d->late && f < d->cfg.fragments; f++)
     if (d->late_tokens[f] > 0) return 1;
@@ -248,6 +252,7 @@ static void outer_delta(atoll_diloco *d, int f) {
  * momentum instead: they become its weights, and the loop continues from their step. */
 static void adopt_joined(atoll_diloco *d) {
   int at = d->cfg.link->joined_step(d->cfg.link->ctx);
+  d->phase_skipped = 0; /* a new phase begins at the joined step */
   memcpy(d->params + d->slice_begin, d->global, sizeof(float) * (d->slice_end - d->slice_begin));
   island_gather(d, 0, d->lay->nparams);
   atoll_diloco_resume_at(d, at);
@@ -268,7 +273,8 @@ static int exchange_done(atoll_diloco *d, int step, const int *frags, int n, int
     adopt_joined(d);
     return 0;
   }
-  d->stats.contributed_steps += (uint64_t)(step - d->contributed_to);
+  int took = step - d->contributed_to - d->sync_skipped;
+  d->stats.contributed_steps += (uint64_t)(took > 0 ? took : 0);
   d->contributed_to = step;
   if (d->cfg.overlap > 0) return 0;
   for (int i = 0; i < n; i++) {
@@ -347,6 +353,8 @@ static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   for (int f = 0; f < frags; f++)
     if (sync_now(d, f, step, last)) due[n++] = f;
   if (n == 0) return 0;
+  d->sync_skipped = d->phase_skipped; /* (the exchange's: the next phase counts anew) */
+  d->phase_skipped = 0;
   for (int i = 0; i < n; i++) {
     outer_delta(d, due[i]);
     d->pending_clock[due[i]] = d->compute_clock;

@@ -176,6 +176,13 @@ int atoll_diloco_ended(const atoll_diloco *d, const char **why);
 double atoll_diloco_late_tokens(const atoll_diloco *d, int f);
 void atoll_diloco_set_late_tokens(atoll_diloco *d, int f, double tokens);
 int atoll_diloco_fragments(const atoll_diloco *d);
+/* An island's phase in tokens or seconds (train/phase.h): the loop skipped the step
+ * just counted (no compute; after_step still runs). The next sync's outer gradient
+ * leaves the skipped steps out of its tokens. The count since the last sync, for
+ * checkpoints, and set back on resume. (Phases need one fragment.) */
+void atoll_diloco_skipped(atoll_diloco *d);
+int atoll_diloco_phase_skipped(const atoll_diloco *d);
+void atoll_diloco_set_phase_skipped(atoll_diloco *d, int steps);
 
 /* This rank's slice and its global weights and outer momentum (for checkpoints). */
 void atoll_diloco_slice(const atoll_diloco *d, size_t *begin, size_t *end);

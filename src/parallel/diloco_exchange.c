@@ -130,11 +130,13 @@ static void keep_tie_equal(atoll_diloco *d, const diloco_comms *k, int f) {
 
 /* The tokens fragment f's outer gradient of step `step` was trained on: the island's
  * tokens per step times the steps since the fragment's previous sync by the schedule
- * (or since step 0). Islands with other batches weigh in by their tokens. */
+ * (or since step 0), less those its phase skipped (train/phase.h). Islands with other
+ * batches or phases weigh in by their tokens. */
 static uint64_t phase_tokens(const atoll_diloco *d, int f, int step) {
   int H = d->cfg.sync_every, since = (step - atoll_diloco_fragment_offset(d, f)) % H;
   if (since <= 0) since += H;
   if (since > step) since = step;
+  since -= d->sync_skipped;
   return d->cfg.tokens_per_step * (uint64_t)(since > 0 ? since : 0);
 }
 

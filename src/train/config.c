@@ -127,6 +127,8 @@ static const key_spec KEYS[] = {
     {"island-id", K_INT, F(islands.id), 0, MAX_RANKS - 1, "with --join: this island's slot in [0, --islands): its data and its place in the sum"},
     {"net-streams", K_INT, F(islands.net_streams), 1, 64, "with --join: parallel streams (TCP connections) per peer"},
     {"net-timeout", K_FLOAT, F(islands.net_timeout), 0.1, 1e7, "with --join: seconds any network wait may take"},
+    {"phase-tokens", K_U64, F(islands.phase_tokens), 0, 0, "with --join: the island's inner phase ends once it trained this many tokens (at least one step, at most --sync-every); it skips the phase's other steps and contributes what it trained, weighted by its tokens (0: off)"},
+    {"phase-seconds", K_FLOAT, F(islands.phase_seconds), 0, 1e7, "with --join: the island's inner phase ends before a step that would take it past this many seconds of inner steps (at least one step, at most --sync-every): a slow island skips the rest and syncs with the others, weighted by its tokens (0: off)"},
 };
 #undef F
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])

@@ -22,6 +22,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/strategy.h"
 #include "train/config.h"
+#include "train/phase.h"
 
 #include <stdio.h>
 
@@ -69,6 +70,10 @@ typedef struct {
                         step 0 (--init-optim 1: the source checkpoint's), so bias correction goes on
                         from there; less the start step with --init-step 1 (negative for fresh moments) */
   int first_step;    /* the step the run began at: 0, or the source's with --init-step 1 (state.json) */
+  /* an island's phase in tokens or seconds (phase.h): the current phase so far, and the
+   * steps its phases skipped in the whole run (state.json island_phase) */
+  atoll_phase phase;
+  uint64_t steps_skipped;
 } atoll_train_state;
 
 /* train_setup.c */

@@ -62,6 +62,7 @@ typedef struct {
   double *eval_mine, *eval_all; /* evaluation losses: this rank's, every rank's */
   int eval_per_rank;
   double compute_end;       /* when the last inner step's compute ended (0: none yet) */
+  atoll_phase_rule phase;   /* --phase-tokens, --phase-seconds (phase.h; its state is in state.phase) */
   int leave_at;             /* an island (--join) told to stop: the step it leaves after (0: none) */
 } loop;
 
@@ -331,6 +332,8 @@ static int loop_init(loop *l, const atoll_config *c, const atoll_test_hooks *hoo
     atoll_dp_release_weights(r->dp); /* ZeRO-3 keeps its shard only */
     l->opt = c->optim.adamw;
     l->opt.total_steps = c->run.steps;
+    l->phase = (atoll_phase_rule){c->islands.phase_tokens, c->islands.phase_seconds,
+                                  (uint64_t)(atoll_run_global_batch(r) * r->seq)};
     if (r->rank == 0) rc = atoll_mkdir_p(c->run.out, err);
     /* a new run keeps no lines of an earlier metrics.jsonl in OUT, whatever its start */
     if (rc == 0) rc = atoll_report_open(&l->report, r, resume_dir ? *start : 0, err);
@@ -404,11 +407,38 @@ static int check_finite(loop *l, int step, float loss, double norm, atoll_err *e
                     latest);
 }
 
+static int step_done(loop *l, atoll_step_report *s, atoll_err *err);
+
+/* Whether the island's phase takes the next step (phase.h): the rule on rank 0's clock,
+ * which the island's ranks share (they take a step together or not at all). */
+static int phase_takes(loop *l) {
+  const atoll_run *r = &l->run;
+  if (!atoll_phase_on(&l->phase)) return 1;
+  int take = atoll_phase_takes(&l->phase, &l->state.phase);
+  if (r->world_size > 1 && l->phase.seconds > 0)
+    take = atoll_allreduce_sum_double(r->world, r->rank == 0 ? take : 0) > 0;
+  return take;
+}
+
+/* A step the island's phase skips: nothing is computed (no batch, no optimizer step)
+ * and the schedule goes on; DiLoCo leaves it out of the outer gradient's tokens and
+ * AdamW out of its count of updates. */
+static void skip_step(loop *l) {
+  atoll_diloco_skipped(l->run.diloco);
+  l->state.adam_step0--;
+  l->state.steps_skipped++;
+}
+
 /* Steps `step` (0-based) and what follows it: outer syncs, evaluation, report.
  * Returns 0, or an agreed ATOLL_TRAIN_ERROR / ATOLL_TRAIN_QUIET. */
 static int one_step(loop *l, int step, int start, double run_start, atoll_err *err) {
   atoll_run *r = &l->run;
-  const atoll_config *c = r->cfg;
+  if (!phase_takes(l)) {
+    skip_step(l);
+    atoll_step_report s = {.step = step + 1, .start = start, .run_start = run_start, .skipped = 1,
+                           .compute_end_wall = atoll_wall_seconds()};
+    return step_done(l, &s, err);
+  }
   if (step + 1 == 2 && r->rank == r->hooks->stall_rank)
     for (;;) pause(); /* test hook, a stalled peer: the others' watchdog must end the job */
   double t0 = atoll_seconds(), norm;
@@ -435,11 +465,26 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   /* the time between two inner steps: outer syncs, evaluation, checkpoints, reports */
   s.gap = l->compute_end > 0 ? t0 - l->compute_end : 0;
   l->compute_end = t0 + s.compute;
+  atoll_phase_took(&l->state.phase, s.compute);
+  l->state.last_loss = loss;
+  return step_done(l, &s, err);
+}
+
+/* What follows a step, taken or skipped: the outer syncs due, evaluation, the report. */
+static int step_done(loop *l, atoll_step_report *sp, atoll_err *err) {
+  atoll_run *r = &l->run;
+  const atoll_config *c = r->cfg;
+  atoll_step_report s = *sp;
+  s.steps_skipped = l->state.steps_skipped;
+  double t0 = atoll_seconds() - s.compute;
+  int step = s.step - 1;
   /* DiLoCo agrees on its verdicts over the world itself */
   if (atoll_strategies_after_step(&r->strategies, step + 1, step + 1 == c->run.steps, s.compute, err))
     return failed_alike(l);
+  /* a phase begins after each sync (phase.h) */
+  if (atoll_phase_on(&l->phase) && atoll_diloco_next_sync(r->diloco, step + 1, c->run.steps) == step + 1)
+    atoll_phase_begin(&l->state.phase);
   s.seconds = atoll_seconds() - t0;
-  l->state.last_loss = loss;
   s.lr = atoll_lr_at(&l->opt, step);
   s.evaluated = (c->run.eval_every > 0 && s.step % c->run.eval_every == 0) || s.step == c->run.steps;
   /* evaluation sees the global weights: an outer exchange in flight finishes first */
@@ -505,6 +550,7 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
     /* islands as separate jobs: an island that was behind joined the run at a later step */
     int joined = l->run.diloco ? atoll_diloco_take_jump(l->run.diloco) : 0;
     if (joined > step) step = joined;
+    if (joined > 0) atoll_phase_begin(&l->state.phase); /* (at the joined step's sync) */
     /* (a join up to --overlap steps back is the exchange in flight's; further back, the
      * island's checkpoint is ahead of the run's committed state) */
     if (joined > 0 && step - joined > cfg->islands.overlap) {

@@ -272,6 +272,9 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
   /* and the weights of its kept late contributions, per fragment (their outer gradient
    * is late.safetensors); absent when it keeps none */
   if (ok && r->net && r->diloco) ok = add_late_tokens(state, r->diloco);
+  /* and its phase in tokens or seconds so far (phase.h): a resume mid-phase goes on with it */
+  if (ok && r->net && r->diloco && (r->cfg->islands.phase_tokens > 0 || r->cfg->islands.phase_seconds > 0))
+    ok = atoll_phase_to_json(state, &st->phase, atoll_diloco_phase_skipped(r->diloco), st->steps_skipped);
   if (!ok) {
     cJSON_Delete(state);
     return NULL;
@@ -488,6 +491,12 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
   /* (absent: an older checkpoint, or not an island of a networked run; a joining resume) */
   if (rev && r->net) atoll_islands_net_resume_revision(r->net, (uint64_t)rev->valuedouble);
   if (read_late_tokens(r, state, dir, err)) return -1;
+  int phase_skipped = 0;
+  if (r->net && r->diloco) {
+    if (atoll_phase_from_json(state, dir, saved_step->valueint, &st->phase, &phase_skipped, &st->steps_skipped, err))
+      return -1;
+    atoll_diloco_set_phase_skipped(r->diloco, phase_skipped);
+  }
   if (check_tokenizer(r, state, dir, err)) return -1;
   *step = saved_step->valueint;
   /* absent in older checkpoints: their moments started at step 0 */

@@ -156,10 +156,14 @@ static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_rep
   step_record l = {.f = rep->metrics, .ok = 1};
   errno = 0;
   l.ok = fprintf(l.f, "{\"step\": %d", s->step) >= 0;
-  put(&l, "loss", "%.6f", s->loss);
+  if (s->skipped) { /* (no loss, norm or speed: nothing was computed) */
+    l.ok = fprintf(l.f, ", \"skipped\": 1") >= 0 && l.ok;
+  } else {
+    put(&l, "loss", "%.6f", s->loss);
+  }
   put(&l, "lr", "%.6g", s->lr);
-  put(&l, "grad_norm", "%.6f", s->norm);
-  put(&l, "tokens_per_s", "%.1f", tokens_per_step(r) / s->seconds);
+  if (!s->skipped) put(&l, "grad_norm", "%.6f", s->norm);
+  if (!s->skipped) put(&l, "tokens_per_s", "%.1f", tokens_per_step(r) / s->seconds);
   /* time: the wall clock when the step's compute ended, to line up several islands' runs
    * (in the event file, the Event's wall_time) */
   l.ok = fprintf(l.f, ", \"time\": %.3f", s->compute_end_wall) >= 0 && l.ok;
@@ -205,6 +209,10 @@ static void progress(const atoll_report *rep, const atoll_run *r, const atoll_st
   const atoll_config *c = r->cfg;
   int tty = isatty(STDERR_FILENO);
   if (!(tty || s->step % c->run.log_every == 0 || s->step == c->run.steps || s->evaluated)) return;
+  if (s->skipped) { /* the island's phase (phase.h): nothing computed; an evaluation is still shown */
+    if (s->evaluated) fprintf(stderr, "%sstep %d/%d | skipped (phase) | val_loss %.4f\n", tty ? "\r\033[K" : "", s->step, c->run.steps, s->val);
+    return;
+  }
   double tps = tokens_per_step(r) / s->seconds;
   double eta = (atoll_seconds() - s->run_start) / (s->step - s->start) * (c->run.steps - s->step);
   char etabuf[32];
@@ -224,7 +232,8 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   rep->compute_seconds += s->compute;
   rep->loop_seconds = atoll_seconds() - s->run_start;
   if (s->gap > rep->longest_gap) rep->longest_gap = s->gap, rep->longest_gap_step = s->step;
-  if (rep->nsteps_timed < r->cfg->run.steps) rep->step_seconds[rep->nsteps_timed++] = s->seconds;
+  if (!s->skipped && rep->nsteps_timed < r->cfg->run.steps) rep->step_seconds[rep->nsteps_timed++] = s->seconds;
+  rep->steps_skipped = s->steps_skipped;
   if (s->evaluated) {
     rep->last_val = s->val;
     rep->have_val = 1;
@@ -232,7 +241,13 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   }
   size_t hwm = rss_hwm();
   if (hwm > rep->train_peak_rss) rep->train_peak_rss = hwm;
-  if (r->net) atoll_islands_net_report(r->net, (uint64_t)tokens_per_step(r), (float)s->loss); /* (the status page) */
+  /* (the status page: its tokens are step x tokens per step, so a phase that skips steps
+   * reports the tokens per step it trained on the run's steps so far) */
+  if (r->net && !s->skipped) {
+    double taken = (double)s->step - (double)s->steps_skipped;
+    double per_step = tokens_per_step(r) * (taken > 0 && s->step > 0 ? taken / s->step : 1);
+    atoll_islands_net_report(r->net, (uint64_t)(per_step + 0.5), (float)s->loss);
+  }
   log_step(rep, r, s);
   progress(rep, r, s);
   /* only rank 0 writes: the others learn whether it could */
@@ -415,6 +430,11 @@ static void summary_timeline(cJSON *s, const atoll_report *rep, const atoll_run 
   double island_tokens = tokens_per_step(r) / (r->net ? 1 : r->mesh.islands);
   cJSON_AddNumberToObject(s, "tokens_contributed_per_island", island_tokens * (double)d->contributed_steps);
   cJSON_AddNumberToObject(s, "merges", (double)d->merges);
+  /* an island's phase in tokens or seconds (phase.h): the steps it took and skipped */
+  if (r->net) {
+    cJSON_AddNumberToObject(s, "inner_steps_taken", (double)rep->steps_done - (double)rep->steps_skipped); /* of `steps` */
+    cJSON_AddNumberToObject(s, "steps_skipped", (double)rep->steps_skipped);
+  }
   cJSON_AddNumberToObject(s, "staleness_steps_max", d->staleness_max);
   cJSON_AddNumberToObject(s, "staleness_steps_mean", d->merges ? (double)d->staleness_sum / (double)d->merges : 0);
   if (r->net) { /* contributions too late for their exchange, kept and merged into a later one */
@@ -494,6 +514,7 @@ static int write_files(atoll_report *rep, const cJSON *s, const atoll_run *r, at
 int atoll_report_summary(atoll_report *rep, const atoll_run *r, int steps_done, float last_loss, uint64_t weights_hash,
                          atoll_err *err) {
   cJSON *s = cJSON_CreateObject();
+  rep->steps_done = steps_done;
   summary_run(s, rep, r, steps_done, last_loss, weights_hash);
   double total = summary_comm(s, rep, r);
   if (r->mesh.pp > 1) summary_pipeline(s, rep, r);

@@ -23,6 +23,23 @@
 
 double atoll_run_global_batch(const atoll_run *r) { return (double)r->cfg->data.batch * r->micro_batches * r->replicas; }
 
+/* An island's phase in tokens or seconds (phase.h): one island of a networked run,
+ * whose phases span the steps between two syncs of the whole model. */
+static int check_phase(const atoll_config *c, atoll_err *err) {
+  const atoll_islands_config *i = &c->islands;
+  const char *flag = i->phase_tokens > 0 ? "--phase-tokens" : "--phase-seconds";
+  if (i->phase_tokens == 0 && i->phase_seconds == 0) return 0;
+  if (i->phase_tokens > 0 && i->phase_seconds > 0)
+    return atoll_fail(err, "--phase-tokens and --phase-seconds: give one of them (a phase ends by tokens or by time)");
+  if (!i->join[0])
+    return atoll_fail(err, "%s: a phase of its own is for an island that is a separate job (--join); the islands of one job step together",
+                      flag);
+  if (i->fragments > 1)
+    return atoll_fail(err, "%s: needs --fragments 1 (a phase is the steps between two syncs of the whole model), not %d", flag,
+                      i->fragments);
+  return 0;
+}
+
 int atoll_run_check_layout(const atoll_config *c, int world_size, atoll_err *err) {
   if (c->islands.count > 1 && world_size == 1 && !c->islands.join[0]) /* --join: this job is one island */
     return atoll_fail(err, "--islands %d: islands need several ranks; launch with mpirun -np N (or srun)", c->islands.count);
@@ -31,7 +48,7 @@ int atoll_run_check_layout(const atoll_config *c, int world_size, atoll_err *err
                       c->parallel.tp, c->parallel.pp);
   atoll_diloco_config dc = {.sync_every = c->islands.sync_every, .fragments = c->islands.fragments, .overlap = c->islands.overlap};
   if (c->islands.count > 1 && atoll_diloco_check(&dc, c->model.layers, err)) return -1;
-  return 0;
+  return check_phase(c, err);
 }
 
 /* The mesh, and the micro-batches per replica per step. */
