@@ -80,7 +80,9 @@ def main():
         colour = f"C{i % 10}"
         name = names[i]
         xs = x_values(run, rows, a.x)
-        ax.plot(xs, [r["loss"] for r in rows], color=colour, linewidth=1.2, label=f"{name} loss")
+        # (a step an island's phase skipped has no loss)
+        trained = [(x, r["loss"]) for x, r in zip(xs, rows) if "loss" in r]
+        ax.plot([p[0] for p in trained], [p[1] for p in trained], color=colour, linewidth=1.2, label=f"{name} loss")
         keys = sorted({k for r in rows for k in r if k == "val_loss" or k.startswith("val_loss_")})
         for k in keys:
             pts = [(x, r[k]) for x, r in zip(xs, rows) if k in r]

@@ -138,6 +138,8 @@ typedef struct {
   int sync_every, fragments, overlap, throttle;
   float outer_lr, outer_momentum, merge_alpha, wan_gbps, wan_latency_ms;
   char outer_optimizer[16];  /* "nesterov" or "sgd" */
+  char outer_mode[8];        /* "sync": an outer step merges T = overlap steps after its sync;
+                              * "async": at the first step from then on at which its exchange is done */
   char outer_dtype[8];       /* "fp32", "bf16", "int8", "fp4" */
   char data[8];              /* --island-data: "iid", "files" or "blocks" (src/train/island_data.c) */
   char join[256];            /* the coordinator's endpoint; "": islands inside this job */

@@ -38,6 +38,7 @@ static const struct {
     INT_HOOK("ATOLL_FAULT_COMMIT_SIGSTOP", 0, 1L << 30, commit_sigstop),
     INT_HOOK("ATOLL_FAULT_BYE_SIGSTOP", 0, 1, bye_sigstop),
     INT_HOOK("ATOLL_TEST_OVERLAP_PROOF", 0, 1, overlap_proof),
+    INT_HOOK("ATOLL_TEST_EXCHANGE_DELAY_MS", 0, 600000, exchange_delay_ms),
     INT_HOOK("ATOLL_FAULT_LATE_WEIGHT", 0, 100000, late_weight_pct),
     INT_HOOK("ATOLL_TEST_STEP_MS", 0, 600000, step_ms),
     INT_HOOK("ATOLL_TEST_PAUSE_STEP", 0, 1L << 30, pause_step),

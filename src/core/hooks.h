@@ -31,6 +31,8 @@ typedef struct atoll_test_hooks {
   int pause_step, pause_ms; /* ATOLL_TEST_PAUSE_STEP=S, ATOLL_TEST_PAUSE_MS=M: step S takes M ms longer (0: none) */
   int late_weight_pct;      /* ATOLL_FAULT_LATE_WEIGHT=P: with --join, a kept late contribution is folded with P% of
                              * its weight (0: as it should; test_islands_grace's check of the fold must then fail) */
+  int exchange_delay_ms;    /* ATOLL_TEST_EXCHANGE_DELAY_MS=N: with --overlap, each exchange on its thread begins N ms
+                             * late (a slow link; 0: none) */
   int overlap_proof;        /* ATOLL_TEST_OVERLAP_PROOF=1: with --overlap T, an exchange begins only once the training
                              * thread has taken the T steps after its sync or waits for it (evaluation, checkpoints);
                              * an exchange not in the background fails after 60 s */

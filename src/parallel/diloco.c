@@ -105,6 +105,8 @@ int atoll_diloco_check(const atoll_diloco_config *cfg, int layers, atoll_err *er
   if (cfg->overlap < 0 || cfg->overlap * cfg->fragments >= cfg->sync_every)
     return atoll_fail(err, "--overlap %d: must be >= 0 and below sync-every / fragments (%d / %d)",
                       cfg->overlap, cfg->sync_every, cfg->fragments);
+  if (cfg->async && cfg->overlap < 1)
+    return atoll_fail(err, "--outer-mode async: needs --overlap T >= 1 (the exchange runs beside the inner steps and merges once it is done, T steps after its sync at the earliest)");
   return 0;
 }
 
@@ -323,12 +325,21 @@ static void push(atoll_diloco *d) {
   if (d->device_params) d->cfg.ops->to_device(d->device_params, d->params, sizeof(float) * d->lay->nparams);
 }
 
+/* --outer-mode async: the merges a settle made due (the exchange was done after their
+ * step), at once, so that a checkpoint holds them as atoll_diloco_resume_at expects. */
+static void merge_overdue(atoll_diloco *d) {
+  int step = atomic_load(&d->steps_done);
+  for (int f = 0; d->cfg.async && !d->jump_to && !d->ended && f < d->cfg.fragments; f++)
+    if (d->merge_due[f] && d->merge_due[f] <= step) merge_fragment(d, f, step);
+}
+
 /* A settle outside after_step (evaluation, a checkpoint): a failure is kept for the
  * next after_step or settle to report. */
 static void settle_late(atoll_diloco *d) {
   if (!d->job.running) return;
   pull(d);
   if (settle(d, &d->err_late)) d->failed = 1;
+  else merge_overdue(d);
   push(d);
 }
 
@@ -389,13 +400,22 @@ static int work_due(const atoll_diloco *d, int step, int last) {
   return 0;
 }
 
+/* --outer-mode async: the exchange in flight is not waited for while nothing needs it
+ * (no sync due, not the last step): its merge comes at the first step it is done. */
+static int carries_on(const atoll_diloco *d, int step, int last) {
+  if (!d->cfg.async || !d->job.running || last || atomic_load(&d->job.done)) return 0;
+  for (int f = 0; f < d->cfg.fragments; f++)
+    if (sync_now(d, f, step, 0)) return 0;
+  return 1;
+}
+
 int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {
   atomic_store(&d->steps_done, step);
   if (d->failed) {
     *err = d->err_late;
     return -1;
   }
-  if (!work_due(d, step, last)) return 0;
+  if (!work_due(d, step, last) || carries_on(d, step, last)) return 0;
   pull(d);
   /* test hook: a NaN in island outer_nan_island's weights reaches its first outer gradient */
   if (d->cfg.hooks && step == d->cfg.sync_every && d->mesh->island == d->cfg.hooks->outer_nan_island &&
@@ -474,6 +494,7 @@ int atoll_diloco_settle(atoll_diloco *d, atoll_err *err) {
   if (!d->job.running) return 0;
   pull(d);
   int rc = settle(d, err);
+  if (rc == 0) merge_overdue(d);
   push(d);
   return rc;
 }

@@ -83,6 +83,8 @@ typedef struct {
   int fragments;        /* F in the formulas above */
   int overlap;          /* T, 0 <= T < H / F */
   float merge_alpha;    /* weight of the island's own weights when merging (T > 0) */
+  int async;            /* with T > 0: merge at the first step from T on at which the exchange is done
+                           (--outer-mode async), not at T, waiting for it */
   atoll_qtype dtype;
   double wan_gbps, wan_latency_ms; /* link model for inter-island traffic */
   int throttle;         /* hold inter-island exchanges to the modelled time */

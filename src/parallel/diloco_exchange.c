@@ -323,13 +323,17 @@ static void *job_main(void *arg) {
   diloco_job *j = &d->job;
   memset(&j->counted, 0, sizeof j->counted);
   j->rc = d->cfg.hooks && d->cfg.hooks->overlap_proof ? await_overlap(d, &j->err) : 0;
+  int delay = d->cfg.hooks ? d->cfg.hooks->exchange_delay_ms : 0; /* test hook: a slow link */
+  if (j->rc == 0 && delay > 0) nanosleep(&(struct timespec){delay / 1000, (long)(delay % 1000) * 1000000L}, NULL);
   if (j->rc == 0) j->rc = atoll_diloco_exchange(d, &j->comms, j->step, j->frags, j->nfrags, &j->counted, &j->err);
+  atomic_store(&j->done, 1);
   return NULL;
 }
 
 void atoll_diloco_job_start(atoll_diloco *d) {
   diloco_job *j = &d->job;
   j->running = 1;
+  atomic_store(&j->done, 0);
   j->threaded = 1; /* (before the thread starts: it reads it) */
   if (pthread_create(&j->thread, NULL, job_main, d) != 0) {
     j->threaded = 0;

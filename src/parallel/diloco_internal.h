@@ -26,6 +26,7 @@ typedef struct {
   int running;         /* started and not yet joined */
   int threaded;        /* on a thread (else it ran in place: pthread_create failed) */
   atomic_int joining;  /* the training thread waits for it (test hook overlap_proof) */
+  atomic_int done;     /* the exchange has returned (--outer-mode async merges then) */
   int step;            /* the sync's step */
   int *frags, nfrags;  /* the fragments it syncs */
   int rc;              /* 0, -1 (err), 2 (the island joined instead) */

@@ -102,6 +102,7 @@ static const key_spec KEYS[] = {
     {"outer-lr", K_FLOAT, F(islands.outer_lr), 0, 100, "DiLoCo outer learning rate (not given: by --sync-every, 0.7 below H = 50 and 1.0 from 50, measured in bench/diloco; the run records the number)"},
     {"outer-momentum", K_FLOAT, F(islands.outer_momentum), 0, 0.999999, "DiLoCo outer momentum"},
     {"outer-optimizer", STR(islands.outer_optimizer), "DiLoCo outer optimizer: nesterov or sgd"},
+    {"outer-mode", STR(islands.outer_mode), "DiLoCo: sync (an outer step merges --overlap steps after its sync, waiting for its exchange there) or async (with --overlap T >= 1: it merges at the first step from then on at which its exchange is done; the island waits only at its next sync if the exchange still runs)"},
     {"fragments", K_INT, F(islands.fragments), 1, MAX_LAYERS, "streaming DiLoCo: fragments synced on staggered schedules"},
     {"overlap", K_INT, F(islands.overlap), 0, INT_MAX, "streaming DiLoCo: inner steps run while a fragment's sync is in flight"},
     {"merge-alpha", K_FLOAT, F(islands.merge_alpha), 0, 1, "streaming DiLoCo: weight of the island's own fragment when merging after an overlap"},
@@ -173,6 +174,7 @@ void atoll_config_defaults(atoll_config *c) {
   c->islands.outer_lr = -1.0f;
   c->islands.outer_momentum = 0.9f;
   snprintf(c->islands.outer_optimizer, sizeof c->islands.outer_optimizer, "nesterov");
+  snprintf(c->islands.outer_mode, sizeof c->islands.outer_mode, "sync");
   c->islands.fragments = 1;
   c->islands.overlap = 0;
   c->islands.merge_alpha = 0.5f;
@@ -346,6 +348,8 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
     return atoll_fail(err, "--optimizer: unknown optimizer '%s' (known: adamw, sgd)", c->optim.name);
   if (strcmp(c->islands.outer_optimizer, "nesterov") != 0 && strcmp(c->islands.outer_optimizer, "sgd") != 0)
     return atoll_fail(err, "--outer-optimizer: unknown '%s' (known: nesterov, sgd)", c->islands.outer_optimizer);
+  if (strcmp(c->islands.outer_mode, "sync") != 0 && strcmp(c->islands.outer_mode, "async") != 0)
+    return atoll_fail(err, "--outer-mode: unknown '%s' (known: sync, async)", c->islands.outer_mode);
   if (strcmp(c->islands.outer_dtype, "fp32") && strcmp(c->islands.outer_dtype, "bf16") && strcmp(c->islands.outer_dtype, "int8") &&
       strcmp(c->islands.outer_dtype, "fp4"))
     return atoll_fail(err, "--outer-dtype: unknown '%s' (known: fp32, bf16, int8, fp4)", c->islands.outer_dtype);

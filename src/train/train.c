@@ -387,10 +387,10 @@ static void print_banner(const atoll_run *r) {
   if (mh->tp > 1) fprintf(stderr, ", tensor parallel %d", mh->tp);
   if (mh->pp > 1) fprintf(stderr, ", pipeline of %d pp_stages (%s%s)", mh->pp, r->chunks > 1 ? "interleaved " : "", c->parallel.schedule);
   if (c->islands.count > 1)
-    fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d, %s)",
+    fprintf(stderr, ", DiLoCo: %d islands of %d, sync every %d (%s, outer lr %g, momentum %g, %d fragment%s, overlap %d%s, %s)",
             c->islands.count, mh->island_size, c->islands.sync_every, c->islands.outer_optimizer, c->islands.outer_lr,
             c->islands.outer_momentum, c->islands.fragments, c->islands.fragments > 1 ? "s" : "", c->islands.overlap,
-            c->islands.outer_dtype);
+            strcmp(c->islands.outer_mode, "async") == 0 ? ", async" : "", c->islands.outer_dtype);
   fputc('\n', stderr);
   print_engine_line(r);
 }
@@ -553,7 +553,9 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
     if (joined > 0) atoll_phase_begin(&l->state.phase); /* (at the joined step's sync) */
     /* (a join up to --overlap steps back is the exchange in flight's; further back, the
      * island's checkpoint is ahead of the run's committed state) */
-    if (joined > 0 && step - joined > cfg->islands.overlap) {
+    /* (--outer-mode async: the exchange may end up to a phase after its sync) */
+    int behind = strcmp(cfg->islands.outer_mode, "async") == 0 ? 2 * cfg->islands.sync_every : cfg->islands.overlap;
+    if (joined > 0 && step - joined > behind) {
       rc = atoll_fail(err, "joined the run's committed state of step %d, but this island is at step %d: its checkpoint is ahead of the run (a coordinator restarted from an older state file?); stopping",
                       joined, step);
       goto done;

@@ -46,7 +46,8 @@ int atoll_run_check_layout(const atoll_config *c, int world_size, atoll_err *err
   if ((c->parallel.tp > 1 || c->parallel.pp > 1) && world_size == 1)
     return atoll_fail(err, "--tp %d --pp %d: model parallelism needs several ranks; launch with mpirun -np N (or srun)",
                       c->parallel.tp, c->parallel.pp);
-  atoll_diloco_config dc = {.sync_every = c->islands.sync_every, .fragments = c->islands.fragments, .overlap = c->islands.overlap};
+  atoll_diloco_config dc = {.sync_every = c->islands.sync_every, .fragments = c->islands.fragments, .overlap = c->islands.overlap,
+                            .async = strcmp(c->islands.outer_mode, "async") == 0};
   if (c->islands.count > 1 && atoll_diloco_check(&dc, c->model.layers, err)) return -1;
   return check_phase(c, err);
 }
@@ -86,6 +87,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
       .sync_every = c->islands.sync_every, .outer_lr = c->islands.outer_lr, .outer_momentum = c->islands.outer_momentum,
       .nesterov = strcmp(c->islands.outer_optimizer, "nesterov") == 0, .fragments = c->islands.fragments,
       .overlap = c->islands.overlap, .merge_alpha = c->islands.overlap > 0 ? c->islands.merge_alpha : 0.0f,
+      .async = strcmp(c->islands.outer_mode, "async") == 0,
       .dtype = (atoll_qtype)atoll_qtype_parse(c->islands.outer_dtype), .wan_gbps = c->islands.wan_gbps,
       .wan_latency_ms = c->islands.wan_latency_ms, .throttle = c->islands.throttle,
       .stage3 = r->mesh.dp > 1 && c->parallel.zero_stage == 3, .whole = &r->whole, .hooks = r->hooks,
