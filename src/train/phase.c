@@ -23,12 +23,12 @@ void atoll_phase_begin(atoll_phase *p) {
   p->seconds = 0;
 }
 
-int atoll_phase_to_json(cJSON *state, const atoll_phase *p, int skipped_since_sync, uint64_t skipped) {
+int atoll_phase_to_json(cJSON *state, const atoll_phase *p, int skipped_since_sync, uint64_t taken, uint64_t skipped) {
   cJSON *o = cJSON_AddObjectToObject(state, "island_phase");
   return o && cJSON_AddNumberToObject(o, "taken", p->taken) && cJSON_AddNumberToObject(o, "seconds", p->seconds) &&
          cJSON_AddNumberToObject(o, "last_seconds", p->last) &&
          cJSON_AddNumberToObject(o, "skipped_since_sync", skipped_since_sync) &&
-         cJSON_AddNumberToObject(o, "skipped", (double)skipped);
+         cJSON_AddNumberToObject(o, "steps_taken", (double)taken) && cJSON_AddNumberToObject(o, "skipped", (double)skipped);
 }
 
 /* A whole number in [0, max], or -1. */
@@ -47,17 +47,20 @@ static double seconds(const cJSON *o, const char *key) {
 }
 
 int atoll_phase_from_json(const cJSON *state, const char *dir, int step, atoll_phase *p, int *skipped_since_sync,
-                          uint64_t *skipped, atoll_err *err) {
+                          uint64_t *taken_all, uint64_t *skipped, atoll_err *err) {
   const cJSON *o = cJSON_GetObjectItemCaseSensitive(state, "island_phase");
   if (!o) return 0; /* (a checkpoint of a run without a phase: one begins here) */
   double taken = whole(o, "taken", step), since = whole(o, "skipped_since_sync", step), all = whole(o, "skipped", step);
+  double took = whole(o, "steps_taken", step);
   double s = seconds(o, "seconds"), last = seconds(o, "last_seconds");
-  if (!cJSON_IsObject(o) || taken < 0 || since < 0 || all < 0 || s < 0 || last < 0 || since > all || taken + since > step)
-    return atoll_fail(err, "%s/state.json: island_phase must hold whole numbers taken, skipped_since_sync <= skipped "
-                      "(taken + skipped_since_sync at most the step %d) and seconds, last_seconds in [0, 1e9]",
-                      dir, step);
+  if (!cJSON_IsObject(o) || taken < 0 || since < 0 || all < 0 || took < 0 || s < 0 || last < 0 || since > all ||
+      taken + since > step || took + all > step)
+    return atoll_fail(err, "%s/state.json: island_phase must hold whole numbers taken, skipped_since_sync <= skipped, "
+                      "steps_taken (taken + skipped_since_sync and steps_taken + skipped at most the step %d) and seconds, "
+                      "last_seconds in [0, 1e9]", dir, step);
   *p = (atoll_phase){(int)taken, s, last};
   *skipped_since_sync = (int)since;
   *skipped = (uint64_t)all;
+  *taken_all = (uint64_t)took;
   return 0;
 }

@@ -45,10 +45,11 @@ void atoll_phase_took(atoll_phase *p, double seconds);
 void atoll_phase_begin(atoll_phase *p);
 
 /* state.json's "island_phase" (docs/formats.md): the phase so far, the steps skipped
- * since the last sync and in the whole run. Written into `state` (0: out of memory);
- * read back with every field checked (one line naming dir's state.json). */
-int atoll_phase_to_json(cJSON *state, const atoll_phase *p, int skipped_since_sync, uint64_t skipped);
+ * since the last sync, and the steps taken and skipped in the whole run. Written into
+ * `state` (0: out of memory); read back with every field checked (one line naming
+ * dir's state.json). */
+int atoll_phase_to_json(cJSON *state, const atoll_phase *p, int skipped_since_sync, uint64_t taken, uint64_t skipped);
 int atoll_phase_from_json(const cJSON *state, const char *dir, int step, atoll_phase *p, int *skipped_since_sync,
-                          uint64_t *skipped, atoll_err *err);
+                          uint64_t *taken, uint64_t *skipped, atoll_err *err);
 
 #endif

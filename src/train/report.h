@@ -33,6 +33,7 @@ typedef struct {
   double longest_gap;     /* the longest step gap, and the step it came before */
   int longest_gap_step;
   uint64_t steps_skipped; /* the run's steps skipped by the island's phase (phase.h), so far */
+  uint64_t steps_taken;   /* and taken (with a phase) */
   int steps_done;         /* the summary's steps */
   size_t train_peak_rss;  /* resident peak over training steps and evaluation */
   size_t process_peak_rss; /* resident peak of the whole process, carried across resets */
@@ -68,6 +69,7 @@ typedef struct {
   int evaluated;
   int skipped;               /* the island's phase skipped it (phase.h): no loss, no compute */
   uint64_t steps_skipped;    /* the run's skipped steps so far, this one included */
+  uint64_t steps_taken;      /* and the steps it took (0 for a run without a phase) */
 } atoll_step_report;
 int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_report *s, atoll_err *err);
 /* Collective: every rank contributes its numbers; rank 0 makes metrics.jsonl durable

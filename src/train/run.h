@@ -71,9 +71,9 @@ typedef struct {
                         from there; less the start step with --init-step 1 (negative for fresh moments) */
   int first_step;    /* the step the run began at: 0, or the source's with --init-step 1 (state.json) */
   /* an island's phase in tokens or seconds (phase.h): the current phase so far, and the
-   * steps its phases skipped in the whole run (state.json island_phase) */
+   * steps it took and its phases skipped in the whole run (state.json island_phase) */
   atoll_phase phase;
-  uint64_t steps_skipped;
+  uint64_t steps_taken, steps_skipped;
 } atoll_train_state;
 
 /* train_setup.c */

@@ -466,6 +466,7 @@ static int one_step(loop *l, int step, int start, double run_start, atoll_err *e
   s.gap = l->compute_end > 0 ? t0 - l->compute_end : 0;
   l->compute_end = t0 + s.compute;
   atoll_phase_took(&l->state.phase, s.compute);
+  l->state.steps_taken++;
   l->state.last_loss = loss;
   return step_done(l, &s, err);
 }
@@ -476,6 +477,7 @@ static int step_done(loop *l, atoll_step_report *sp, atoll_err *err) {
   const atoll_config *c = r->cfg;
   atoll_step_report s = *sp;
   s.steps_skipped = l->state.steps_skipped;
+  s.steps_taken = l->state.steps_taken;
   double t0 = atoll_seconds() - s.compute;
   int step = s.step - 1;
   /* DiLoCo agrees on its verdicts over the world itself */

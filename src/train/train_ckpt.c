@@ -274,7 +274,7 @@ static cJSON *state_json(const atoll_run *r, const atoll_train_state *st, int st
   if (ok && r->net && r->diloco) ok = add_late_tokens(state, r->diloco);
   /* and its phase in tokens or seconds so far (phase.h): a resume mid-phase goes on with it */
   if (ok && r->net && r->diloco && (r->cfg->islands.phase_tokens > 0 || r->cfg->islands.phase_seconds > 0))
-    ok = atoll_phase_to_json(state, &st->phase, atoll_diloco_phase_skipped(r->diloco), st->steps_skipped);
+    ok = atoll_phase_to_json(state, &st->phase, atoll_diloco_phase_skipped(r->diloco), st->steps_taken, st->steps_skipped);
   if (!ok) {
     cJSON_Delete(state);
     return NULL;
@@ -493,7 +493,8 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
   if (read_late_tokens(r, state, dir, err)) return -1;
   int phase_skipped = 0;
   if (r->net && r->diloco) {
-    if (atoll_phase_from_json(state, dir, saved_step->valueint, &st->phase, &phase_skipped, &st->steps_skipped, err))
+    if (atoll_phase_from_json(state, dir, saved_step->valueint, &st->phase, &phase_skipped, &st->steps_taken,
+                              &st->steps_skipped, err))
       return -1;
     atoll_diloco_set_phase_skipped(r->diloco, phase_skipped);
   }

@@ -234,6 +234,7 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   if (s->gap > rep->longest_gap) rep->longest_gap = s->gap, rep->longest_gap_step = s->step;
   if (!s->skipped && rep->nsteps_timed < r->cfg->run.steps) rep->step_seconds[rep->nsteps_timed++] = s->seconds;
   rep->steps_skipped = s->steps_skipped;
+  rep->steps_taken = s->steps_taken;
   if (s->evaluated) {
     rep->last_val = s->val;
     rep->have_val = 1;
@@ -244,8 +245,8 @@ int atoll_report_step(atoll_report *rep, const atoll_run *r, const atoll_step_re
   /* (the status page: its tokens are step x tokens per step, so a phase that skips steps
    * reports the tokens per step it trained on the run's steps so far) */
   if (r->net && !s->skipped) {
-    double taken = (double)s->step - (double)s->steps_skipped;
-    double per_step = tokens_per_step(r) * (taken > 0 && s->step > 0 ? taken / s->step : 1);
+    double taken = (double)s->steps_taken, phased = r->cfg->islands.phase_tokens > 0 || r->cfg->islands.phase_seconds > 0;
+    double per_step = tokens_per_step(r) * (phased && s->step > 0 ? taken / s->step : 1);
     atoll_islands_net_report(r->net, (uint64_t)(per_step + 0.5), (float)s->loss);
   }
   log_step(rep, r, s);
@@ -431,8 +432,8 @@ static void summary_timeline(cJSON *s, const atoll_report *rep, const atoll_run 
   cJSON_AddNumberToObject(s, "tokens_contributed_per_island", island_tokens * (double)d->contributed_steps);
   cJSON_AddNumberToObject(s, "merges", (double)d->merges);
   /* an island's phase in tokens or seconds (phase.h): the steps it took and skipped */
-  if (r->net) {
-    cJSON_AddNumberToObject(s, "inner_steps_taken", (double)rep->steps_done - (double)rep->steps_skipped); /* of `steps` */
+  if (r->net && (r->cfg->islands.phase_tokens > 0 || r->cfg->islands.phase_seconds > 0)) {
+    cJSON_AddNumberToObject(s, "inner_steps_taken", (double)rep->steps_taken);
     cJSON_AddNumberToObject(s, "steps_skipped", (double)rep->steps_skipped);
   }
   cJSON_AddNumberToObject(s, "staleness_steps_max", d->staleness_max);

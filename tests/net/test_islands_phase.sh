@@ -55,10 +55,10 @@ two_islands() {
 
 if two_islands tokens; then
   D="$TMP/tokens"
-  t0=$(summary "$D/net0" inner_steps_taken); s0=$(summary "$D/net0" steps_skipped)
   t1=$(summary "$D/net1" inner_steps_taken); s1=$(summary "$D/net1" steps_skipped)
-  [ "$t0 $s0 $t1 $s1" = "12 0 6 6" ] && pass "tokens: island 0 took 12 of 12 steps, island 1 (--phase-tokens 128) 6 and skipped 6" \
-    || fail "tokens: steps taken/skipped $t0/$s0 and $t1/$s1, expected 12/0 and 6/6"
+  t0=$(summary "$D/net0" inner_steps_taken 2>/dev/null || echo none)
+  [ "$t0 $t1 $s1" = "none 6 6" ] && pass "tokens: island 1 (--phase-tokens 128) took 6 of 12 steps and skipped 6 (island 0, without a phase, reports none)" \
+    || fail "tokens: island 1 took/skipped $t1/$s1, expected 6/6; island 0's inner_steps_taken '$t0', expected none"
   sk=$($PY -c 'import json, sys; print(",".join(str(l["step"]) for l in map(json.loads, open(sys.argv[1])) if l.get("skipped") and "loss" not in l))' "$D/net1/metrics.jsonl")
   [ "$sk" = "3,4,7,8,11,12" ] && pass "tokens: island 1's metrics.jsonl marks steps $sk skipped (no loss)" \
     || fail "tokens: skipped steps in metrics.jsonl: '$sk', expected 3,4,7,8,11,12"
