@@ -51,7 +51,7 @@ export WAN_DELAYER="$ROOT/build/tests/delayer"
 K=4 H=20
 MERGES=$([ $QUICK = 1 ] && echo 4 || echo 20)
 SLOW_MS=(200 200 100 50)  # speeds 1:1:2:4
-COMMON="--layers 2 --heads 4 --dim 256 --context 32 --batch 4 --lr 5e-4 --threads 1 --seed 1337 --data $WORK/data --eval-every 0 --eval-batches 8 --save-every 0 --steps $((H * MERGES)) --sync-every $H --islands $K --outer-dtype int8 --net-timeout 60"
+COMMON="--layers 2 --heads 4 --dim 128 --context 32 --batch 4 --lr 5e-4 --threads 1 --seed 1337 --data $WORK/data --eval-every 100 --eval-batches 8 --save-every 0 --steps $((H * MERGES)) --sync-every $H --islands $K --outer-dtype int8 --net-timeout 60"
 echo "$COMMON" >"$WORK/common_flags"
 
 . "$ROOT/tests/net/netns_lib.sh"

@@ -25,7 +25,19 @@ for name in ["sync", "grace", "phase", "phase_async", "phase_async_fast"]:
                         "steps_taken": s.get("inner_steps_taken", s["steps"]), "steps": s["steps"],
                         "merges": s["merges"], "staleness_max": s["staleness_steps_max"],
                         "longest_gap_seconds": s["longest_step_gap_seconds"], "final_val_loss": s["final_val_loss"]})
-    rows.append({"row": name, "wall_seconds": wall, "islands": islands,
+    # the global model's validation loss over the row (every island evaluates it; the
+    # last island's record): seconds since the row's first step, the tokens every island
+    # had trained by then (each island's tokens per step x its steps taken so far)
+    curve = []
+    for i in range(K):
+        p = os.path.join(d, f"n{i}", "metrics.jsonl")
+        if os.path.exists(p):
+            lines = [json.loads(l) for l in open(p)]
+    t0 = lines[0]["time"]
+    for l in lines:
+        if "val_loss" in l:
+            curve.append({"seconds": l["time"] - t0, "step": l["step"], "val_loss": l["val_loss"]})
+    rows.append({"row": name, "wall_seconds": wall, "islands": islands, "val_curve": curve,
                  "final_val_loss": islands[0]["final_val_loss"], "tokens": sum(x["tokens"] for x in islands)})
 machine = open(os.path.join(work, "machine")).read().split("\n")
 json.dump({"machine": machine, "rows": rows}, open(os.path.join(work, "hetero.json"), "w"), indent=1)
@@ -36,6 +48,9 @@ for r in rows:
     cells = "; ".join(f"{x['island']}: {x['compute_utilisation']:.3f} / {x['tokens_per_second']:.0f} / {x['steps_taken']} / "
                       f"{x['merges']} / {x['staleness_max']} / {x['longest_gap_seconds']:.2f}" for x in r["islands"])
     out.append(f"| {r['row']} | {r['wall_seconds']:.1f} | {r['final_val_loss']:.4f} | {r['tokens']:.0f} | {cells} |")
+out += ["", "Validation loss of the global model over each row (seconds since its first step: loss):", ""]
+for r in rows:
+    out.append(f"- {r['row']}: " + ", ".join(f"{c['seconds']:.0f} s (step {c['step']}): {c['val_loss']:.3f}" for c in r["val_curve"]))
 by = {r["row"]: r for r in rows}
 if "phase_async" in by and "phase_async_fast" in by:
     fast = [2, 3]

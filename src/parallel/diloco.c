@@ -401,12 +401,16 @@ static int work_due(const atoll_diloco *d, int step, int last) {
 }
 
 /* --outer-mode async: the exchange in flight is not waited for while nothing needs it
- * (no sync due, not the last step): its merge comes at the first step it is done. */
+ * (no sync due, not the last step): its merge comes at the first step at which it is
+ * done on every rank (the ranks merge together: the merge's gathers are collective, and
+ * an island's parts stay of one age). */
 static int carries_on(const atoll_diloco *d, int step, int last) {
-  if (!d->cfg.async || !d->job.running || last || atomic_load(&d->job.done)) return 0;
+  if (!d->cfg.async || !d->job.running || last) return 0;
   for (int f = 0; f < d->cfg.fragments; f++)
     if (sync_now(d, f, step, 0)) return 0;
-  return 1;
+  int waiting = !atomic_load(&d->job.done);
+  if (atoll_comm_size(d->own.world) > 1) waiting = atoll_allreduce_sum_double(d->own.world, waiting) > 0;
+  return waiting;
 }
 
 int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err) {

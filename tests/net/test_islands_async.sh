@@ -10,6 +10,9 @@
 #    inner steps is the wait (at least 0.2 s) and async's under half of it (in one job
 #    printed only); the networked islands end with the same global weights, bit for bit;
 #    compute utilisation printed (not judged);
+#  - islands of 2 ranks (ZeRO-1) in one job, evaluated and checkpointed mid-run, stopped
+#    and resumed: the run ends (its ranks merge together), merging later than T (2 steps
+#    or more; 4 ranks share the 2 cores here, so fewer steps fit in the exchange);
 #  - refusals: async without --overlap, an unknown mode; each one line.
 #   usage: test_islands_async.sh ATOLL SRC
 ATOLL=$1; SRC=$2
@@ -44,6 +47,16 @@ for mode in sync async; do
     || fail "in one job, $mode: $(tail -n 1 "$TMP/injob_$mode.err")"
 done
 [ -f "$TMP/injob_sync/summary.json" ] && [ -f "$TMP/injob_async/summary.json" ] && judge "in one job" "$TMP/injob_sync" "$TMP/injob_async"
+
+# islands of 2 ranks (ZeRO-1): the ranks of an island merge at the same step (the
+# merge's gathers are collective); evaluation and a checkpoint mid-run settle and merge
+# what is due; stopped after step 40 and resumed, the run ends
+R="$TMP/injob_dp2"
+$MPIRUN -np 4 $ATOLL train $M --zero 1 --outer-mode async --eval-every 40 --save-every 20 --stop-after 40 --out "$R" >/dev/null 2>"$R.err"
+$MPIRUN -np 4 $ATOLL train $M --zero 1 --outer-mode async --eval-every 40 --save-every 20 --resume "$R" >/dev/null 2>>"$R.err" \
+  && [ "$(summary "$R" steps)" -eq 96 ] && [ "$(summary "$R" staleness_steps_max)" -ge 2 ] \
+  && pass "in one job, islands of 2 ranks: stopped after step 40, resumed, ended at step 96 with staleness $(summary "$R" staleness_steps_max)" \
+  || fail "in one job, islands of 2 ranks: $(tail -n 1 "$R.err")"
 
 # networked: 2 islands and a coordinator over loopback
 net_run() {
