@@ -38,7 +38,7 @@ for name in ["sync", "grace", "phase", "phase_async", "phase_async_fast"]:
         if "val_loss" in l:
             curve.append({"seconds": l["time"] - t0, "step": l["step"], "val_loss": l["val_loss"]})
     rows.append({"row": name, "wall_seconds": wall, "islands": islands, "val_curve": curve,
-                 "final_val_loss": islands[0]["final_val_loss"], "tokens": sum(x["tokens"] for x in islands)})
+                 "final_val_loss": islands[-1]["final_val_loss"], "tokens": sum(x["tokens"] for x in islands)})
 machine = open(os.path.join(work, "machine")).read().split("\n")
 json.dump({"machine": machine, "rows": rows}, open(os.path.join(work, "hetero.json"), "w"), indent=1)
 out = [f"CPU: {machine[0]}; load at start: {machine[1].strip()}; commit {machine[2]}", "",
