@@ -313,6 +313,7 @@ static void merge_fragment(atoll_diloco *d, int f, int step) {
   int stale = step - (d->merge_due[f] - d->cfg.overlap);
   d->stats.merges++;
   d->stats.staleness_sum += (uint64_t)stale;
+  d->stats.staleness_last = stale;
   if (stale > d->stats.staleness_max) d->stats.staleness_max = stale;
   d->merge_due[f] = 0;
 }

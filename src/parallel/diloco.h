@@ -116,6 +116,7 @@ typedef struct {
   uint64_t merges;             /* outer steps applied to the weights (fragments counted) */
   uint64_t staleness_sum;      /* over those: steps between the sync and the merge */
   int staleness_max;           /* (0 without --overlap: applied at once) */
+  int staleness_last;          /* the last merge's */
   uint64_t late_kept;          /* islands as separate jobs: contributions that came too late for
                                 * their exchange (the island joined instead) and were kept */
   uint64_t late_merged;        /* and merged into a later exchange, staleness-weighted */

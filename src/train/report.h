@@ -35,6 +35,7 @@ typedef struct {
   uint64_t steps_skipped; /* the run's steps skipped by the island's phase (phase.h), so far */
   uint64_t steps_taken;   /* and taken (with a phase) */
   int steps_done;         /* the summary's steps */
+  uint64_t merges_logged; /* DiLoCo's merges by the last metrics.jsonl line */
   size_t train_peak_rss;  /* resident peak over training steps and evaluation */
   size_t process_peak_rss; /* resident peak of the whole process, carried across resets */
 } atoll_report;

@@ -178,6 +178,9 @@ static void log_step(atoll_report *rep, const atoll_run *r, const atoll_step_rep
     double intra = 0;
     for (int op = 0; op < ATOLL_OP_COUNT; op++) intra += (double)rep->step_comm.bytes_sent[op];
     put(&l, "outer_syncs", "%.0f", (double)d.outer_syncs);
+    /* the staleness of each outer step merged since the last line (one a line: the last's) */
+    if (d.merges > rep->merges_logged) put(&l, "merge_staleness", "%.0f", (double)d.staleness_last);
+    rep->merges_logged = d.merges;
     put(&l, "inter_island_bytes", "%.0f", (double)d.inter_island_bytes);
     put(&l, "intra_island_bytes", "%.0f", intra);
     /* rank 0's lane of a timeline: its inner step, and the time before it */

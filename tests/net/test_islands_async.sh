@@ -32,6 +32,10 @@ judge() {
   sg=$(summary "$2" longest_step_gap_seconds); ag=$(summary "$3" longest_step_gap_seconds)
   [ "$ss" -eq 1 ] && [ "$as" -ge 4 ] && pass "$1: staleness sync $ss step, async $as steps (merged when the exchange was done)" \
     || fail "$1: staleness sync $ss (expected 1), async $as (expected at least 4)"
+  # metrics.jsonl: each merge's staleness on the line of its step, the largest the summary's
+  ml=$($PY -c 'import json, sys; print(",".join(str(int(l["merge_staleness"])) for l in map(json.loads, open(sys.argv[1])) if "merge_staleness" in l))' "$3/metrics.jsonl")
+  [ "$(echo "$ml" | tr , '\n' | sort -n | tail -1)" = "$as" ] && [ "$(echo "$ml" | tr , '\n' | wc -l)" -eq 3 ] \
+    && pass "$1: async metrics.jsonl's merge_staleness per merge: $ml" || fail "$1: async merge_staleness lines '$ml', expected 3 with largest $as"
   if [ -z "${4:-}" ]; then
     echo "$1: longest gap between inner steps sync $sg s, async $ag s (printed, not judged: in one job the exchange thread's MPI calls share the ranks' cores and MPI with the training thread, and its gaps measured 0.01-0.17 s on a loaded 2-core machine)"
   else $PY -c 'import sys; s, a = map(float, sys.argv[1:]); sys.exit(0 if s >= 0.2 and a < s / 2 else 1)' "$sg" "$ag" \
