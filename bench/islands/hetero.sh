@@ -19,7 +19,9 @@
 # Per island: compute utilisation, tokens trained per second of the run, steps taken,
 # merges, staleness, the longest gap between inner steps; per row the final validation
 # loss of the global model and the tokens all islands trained. hetero_report.py writes
-# WORK/hetero.json and hetero.md. Needs root, tc, ip (scripts/setup.sh).
+# WORK/hetero.json and hetero.md, timeline.py WORK/hetero.png (sync and phase_async as
+# lanes); a full run copies them beside this script. Needs root, tc, ip (scripts/setup.sh)
+# and python3-matplotlib for the plot.
 #
 # usage: bench/islands/hetero.sh [--quick] [--work DIR] [--rows "sync phase ..."]
 #   --quick  4 merges per row (smoke)
@@ -115,3 +117,12 @@ for r in $ROWS; do
 done
 wan_down
 $PY "$HERE/hetero_report.py" "$WORK" $K
+# the islands as lanes over time (timeline.py): sync against phase + async
+lanes=""
+for r in sync phase_async; do [ -d "$WORK/$r" ] && lanes="$lanes $r $WORK/$r"; done
+[ -n "$lanes" ] && $PY "$HERE/timeline.py" "$WORK/hetero.png" $lanes
+# a full run's results beside this script (a --quick one stays in WORK)
+if [ $QUICK = 0 ]; then
+  cp "$WORK/hetero.json" "$WORK/hetero.md" "$HERE/"
+  [ ! -f "$WORK/hetero.png" ] || cp "$WORK/hetero.png" "$HERE/"
+fi

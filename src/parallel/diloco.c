@@ -150,9 +150,11 @@ int atoll_diloco_create(atoll_diloco **out, const atoll_diloco_config *cfg, atol
   d->job.frags = calloc((size_t)cfg->fragments, sizeof(int));
   d->late = cfg->link ? malloc(sizeof(float) * (n + 1)) : NULL;
   d->late_tokens = calloc((size_t)cfg->fragments, sizeof(double));
+  d->snapshot = cfg->async ? malloc(sizeof(float) * (n + 1)) : NULL;
   if (!d->global || !d->momentum || !d->delta || !d->sum || !d->decoded || !d->send || !d->recv || !d->counts ||
       !d->frag_begin || !d->frag_end || !d->merge_due || !d->pending_wan || !d->pending_clock || !d->hashes ||
-      !d->verdicts || !d->tie_global || !d->tie_momentum || !d->job.frags || (cfg->link && !d->late) || !d->late_tokens) {
+      !d->verdicts || !d->tie_global || !d->tie_momentum || !d->job.frags || (cfg->link && !d->late) || !d->late_tokens ||
+      (cfg->async && !d->snapshot)) {
     atoll_diloco_destroy(d);
     return atoll_fail(err, "out of memory for the outer state");
   }
@@ -183,6 +185,7 @@ void atoll_diloco_destroy(atoll_diloco *d) {
   free(d->delta);
   free(d->late);
   free(d->late_tokens);
+  free(d->snapshot);
   free(d->sum);
   free(d->decoded);
   free(d->send);
@@ -374,6 +377,7 @@ static int run_due(atoll_diloco *d, int step, int last, atoll_err *err) {
   }
   if (d->cfg.overlap > 0 && !last) {
     d->job.step = step, d->job.nfrags = n;
+    if (d->snapshot) memcpy(d->snapshot, d->global, sizeof(float) * (d->slice_end - d->slice_begin));
     link_busy(d, 1);
     atoll_diloco_job_start(d);
     return 0;
@@ -431,15 +435,27 @@ int atoll_diloco_after_step(atoll_diloco *d, int step, int last, atoll_err *err)
   return rc;
 }
 
+/* With --outer-mode async an evaluation while an exchange is in flight does not wait
+ * for it: it sees the global weights the exchange started from (the snapshot taken at
+ * its sync), on every rank alike; the swap back uses the buffer the first swap took. */
 void atoll_diloco_swap_global(atoll_diloco *d) {
-  settle_late(d);
+  float *with = d->swapped;
+  if (!with) {
+    if (d->cfg.async && d->job.running) {
+      with = d->snapshot;
+    } else {
+      settle_late(d);
+      with = d->global;
+    }
+  }
+  d->swapped = d->swapped ? NULL : with;
   pull(d);
   size_t n = d->slice_end - d->slice_begin;
   float *w = d->params + d->slice_begin;
   for (size_t i = 0; i < n; i++) {
     float t = w[i];
-    w[i] = d->global[i];
-    d->global[i] = t;
+    w[i] = with[i];
+    with[i] = t;
   }
   island_gather(d, 0, d->lay->nparams);
   push(d);

@@ -75,6 +75,9 @@ struct atoll_diloco {
   /* an island's phase in tokens or seconds (train/phase.h): the steps it skipped since
    * its last sync, and at the sync in flight (its outer gradient's tokens leave them out) */
   int phase_skipped, sync_skipped;
+  /* --outer-mode async: the global weights at the sync of the exchange in flight (what an
+   * evaluation meanwhile sees), and the buffer an evaluation's swap took (NULL: none) */
+  float *snapshot, *swapped;
 };
 
 /* diloco_exchange.c. The syncs of step `step` for fragments frags[0, nfrags), whose

@@ -489,8 +489,10 @@ static int step_done(loop *l, atoll_step_report *sp, atoll_err *err) {
   s.seconds = atoll_seconds() - t0;
   s.lr = atoll_lr_at(&l->opt, step);
   s.evaluated = (c->run.eval_every > 0 && s.step % c->run.eval_every == 0) || s.step == c->run.steps;
-  /* evaluation sees the global weights: an outer exchange in flight finishes first */
-  if (s.evaluated && atoll_strategies_settle(&r->strategies, err)) return failed_alike(l);
+  /* evaluation sees the global weights: an outer exchange in flight finishes first
+   * (--outer-mode async: it sees those the exchange started from, without waiting) */
+  int async = strcmp(c->islands.outer_mode, "async") == 0;
+  if (s.evaluated && !async && atoll_strategies_settle(&r->strategies, err)) return failed_alike(l);
   if (s.evaluated) s.val = evaluate(l, &l->val);
   for (int i = 0; s.evaluated && i < l->n_evals; i++) s.eval[i] = evaluate(l, &l->evals[i]);
   return atoll_report_step(&l->report, r, &s, err);
