@@ -24,7 +24,12 @@
 # each refused in one line, as are export's bad --dtype and --max-shard-size. `atoll
 # eval --hf` on the bf16 shards, the llama3-scaled and the tied Llama gives
 # transformers' loss on the same windows (within 1e-4 relative), and `atoll eval --ckpt`
-# the run's own final validation loss exactly; eval's bad flags get one line.
+# the run's own final validation loss exactly; eval's bad flags get one line. A Llama
+# whose head_dim is not hidden_size / num_attention_heads (12 over 32 / 4) made by
+# transformers loads with no flag, gives transformers' logits and loss and exports back
+# byte for byte (config.json's head_dim 12), atoll's own --head-dim 12 export gives
+# transformers' logits, and a --head-dim that disagrees with config.json, a head_dim that
+# disagrees with the tensors and an odd one are refused in one line.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -117,7 +122,9 @@ $CHECK edit hfu old4 set 'rope_parameters=null' 'rope_theta=10000.0' 'rope_scali
   pass "transformers 4.x's config.json (top-level rope_theta, rope_scaling null) accepted" || fail "4.x config: $(cat "$TMP/err")"
 edit_refused "attention bias" "attention_bias is true; atoll's Llama has no biases" set 'attention_bias=true'
 edit_refused "activation" "hidden_act is gelu; atoll's SwiGLU uses silu" set 'hidden_act="gelu"'
-edit_refused "head_dim" "head_dim must be null or hidden_size / num_attention_heads = 8" set 'head_dim=16'
+edit_refused "head_dim beside its tensors" "tensor model.layers.0.self_attn.q_proj.weight has 2 dimensions .32, 32., expected .64, 32." \
+  set 'head_dim=16'
+edit_refused "odd head_dim" "head-dim: rotary embeddings need an even head size, got 7" set 'head_dim=7'
 edit_refused "missing q_proj" "1 tensor missing: model.layers.1.self_attn.q_proj.weight" drop model.layers.1.self_attn.q_proj.weight
 edit_refused "unknown model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama, qwen2)" model_type mistral
 i=$((i + 1))
@@ -216,4 +223,28 @@ expect_error "shard outside the directory" "weight_map's model.embed_tokens.weig
 qwen_refused "sliding window" "use_sliding_window is true; atoll's attention is over the whole context" q1 set 'use_sliding_window=true'
 expect_error "qkv-bias differs" "--qkv-bias 0: disagrees with q1/config.json's model_type qwen2" \
   "$ATOLL" train $NOSHAPE --out x60 --qkv-bias 0 --init-from-hf q1
+
+# 6. head_dim other than hidden_size / num_attention_heads (12, not 32 / 4 = 8: q_proj
+# [48, 32], k_proj and v_proj [24, 32], o_proj [32, 48]): made by transformers, loaded with
+# no flag, transformers' logits and loss, exported back byte for byte; atoll's own
+# --head-dim 12 exported, in transformers
+$CHECK make_llama hd 2 4 2 32 96 32 256 0 1e-5 10000 head_dim=12 >/dev/null 2>&1 || fail "make a head_dim 12 Llama with transformers"
+"$ATOLL" train $NOSHAPE --out r_hd --init-from-hf hd >/dev/null 2>"$TMP/err" || fail "--init-from-hf hd: $(cat "$TMP/err")"
+logits "transformers' head_dim 12 Llama in atoll, no shape flags" r_hd hd
+"$ATOLL" export --ckpt r_hd --to hf --out back_hd >/dev/null 2>&1 || fail "export r_hd"
+grep -q '"head_dim":[[:space:]]*12,' back_hd/config.json && pass "export: config.json's head_dim 12" || fail "head_dim in $(cat back_hd/config.json)"
+for c in same exact; do
+  if $CHECK $c hd back_hd >"$TMP/out" 2>&1; then pass "round trip hd: $(tail -1 "$TMP/out")"; else fail "round trip hd: $(tail -3 "$TMP/out")"; fi
+done
+"$ATOLL" eval --hf hd --data data --json --windows-out hd.win >hd.json 2>"$TMP/err" || fail "eval --hf hd: $(cat "$TMP/err")"
+if $CHECK loss hd hd.win hd.json >"$TMP/out" 2>&1; then pass "eval --hf hd: $(tail -1 "$TMP/out")"; else fail "eval --hf hd: $(tail -3 "$TMP/out")"; fi
+"$ATOLL" train $NOSHAPE --out r_hd2 --head-dim 12 --init-from-hf hd >/dev/null 2>"$TMP/err" &&
+  pass "--head-dim that agrees with config.json accepted" || fail "agreeing --head-dim: $(cat "$TMP/err")"
+expect_error "head-dim differs" "--head-dim 8: disagrees with hd/config.json's head_dim 12" \
+  "$ATOLL" train $NOSHAPE --out x80 --head-dim 8 --init-from-hf hd
+expect_error "head-dim left at dim / heads" "--head-dim 0: disagrees with hd/config.json's head_dim 12" \
+  "$ATOLL" train $NOSHAPE --out x81 --head-dim 0 --init-from-hf hd
+"$ATOLL" train $LL --head-dim 12 --data data --out uhd --steps 30 --lr 1e-2 --warmup 2 >/dev/null 2>&1 || fail "train --head-dim 12"
+"$ATOLL" export --ckpt uhd --to hf --out exp_uhd >/dev/null 2>&1 || fail "export uhd"
+logits "atoll's --head-dim 12 export" uhd exp_uhd
 finish
