@@ -141,7 +141,7 @@ int atoll_hf_shape(const char *dir, atoll_shape *s, atoll_err *err) {
                                              : llama_shape(cfg, strcmp(a->model_type, "qwen2") == 0, path, s, err);
   atoll_err why;
   if (rc == 0 && atoll_shape_check(s, &why)) rc = atoll_fail(err, "%s: %s", path, why.msg);
-  /* the keys that are not the shape (activation, biases, head_dim, ...) */
+  /* the keys that are not the shape (activation, biases, ...) */
   if (rc == 0) rc = a->config_check(cfg, s, path, err);
   cJSON_Delete(cfg);
   return rc;

@@ -29,7 +29,10 @@
 # transformers loads with no flag, gives transformers' logits and loss and exports back
 # byte for byte (config.json's head_dim 12), atoll's own --head-dim 12 export gives
 # transformers' logits, and a --head-dim that disagrees with config.json, a head_dim that
-# disagrees with the tensors and an odd one are refused in one line.
+# disagrees with the tensors and an odd one are refused in one line. A Llama (llama3 rope
+# scaling, untied) saved by transformers in bf16 shards of 20 KB loads with no shape flag,
+# gives transformers' logits and `eval --hf` loss, and `export --dtype bf16
+# --max-shard-size 20KB` gives its weights' files byte for byte.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -247,4 +250,20 @@ expect_error "head-dim left at dim / heads" "--head-dim 0: disagrees with hd/con
 "$ATOLL" train $LL --head-dim 12 --data data --out uhd --steps 30 --lr 1e-2 --warmup 2 >/dev/null 2>&1 || fail "train --head-dim 12"
 "$ATOLL" export --ckpt uhd --to hf --out exp_uhd >/dev/null 2>&1 || fail "export uhd"
 logits "atoll's --head-dim 12 export" uhd exp_uhd
+
+# 7. a Llama (llama3 rope scaling, untied) saved by transformers in bf16 shards of 20 KB:
+# no shape flag, transformers' logits and loss, exported back byte for byte
+$CHECK make_llama lb 2 4 2 32 96 64 256 0 1e-5 10000 4 1 4 16 save=bf16 >/dev/null 2>&1 || fail "make a bf16 sharded Llama with transformers"
+[ -f lb/model.safetensors.index.json ] && [ ! -f lb/model.safetensors ] && pass "lb is sharded: $(ls lb | grep -c 'of-.*safetensors') shards" ||
+  fail "lb is not sharded: $(ls lb)"
+"$ATOLL" train $NOSHAPE --out r_lb --init-from-hf lb >/dev/null 2>"$TMP/err" || fail "--init-from-hf lb: $(cat "$TMP/err")"
+logits "transformers' bf16-sharded llama3 Llama in atoll, no shape flags" r_lb lb
+"$ATOLL" eval --hf lb --data data --json --windows-out lb.win >lb.json 2>"$TMP/err" || fail "eval --hf lb: $(cat "$TMP/err")"
+if $CHECK loss lb lb.win lb.json >"$TMP/out" 2>&1; then pass "eval --hf lb: $(tail -1 "$TMP/out")"; else fail "eval --hf lb: $(tail -3 "$TMP/out")"; fi
+"$ATOLL" export --ckpt r_lb --to hf --out exp_lb --dtype bf16 --max-shard-size 20KB >/dev/null 2>"$TMP/err" ||
+  fail "export lb --dtype bf16: $(cat "$TMP/err")"
+for c in same exact; do
+  if $CHECK $c lb exp_lb >"$TMP/out" 2>&1; then pass "round trip lb as saved: $(tail -1 "$TMP/out")"; else fail "round trip lb: $(tail -3 "$TMP/out")"; fi
+done
+logits "atoll's llama3 Llama exported as bf16 shards, in transformers" r_lb exp_lb
 finish
