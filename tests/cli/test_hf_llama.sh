@@ -32,7 +32,10 @@
 # disagrees with the tensors and an odd one are refused in one line. A Llama (llama3 rope
 # scaling, untied) saved by transformers in bf16 shards of 20 KB loads with no shape flag,
 # gives transformers' logits and `eval --hf` loss, and `export --dtype bf16
-# --max-shard-size 20KB` gives its weights' files byte for byte.
+# --max-shard-size 20KB` gives its weights' files byte for byte. Three steps trained from
+# models saved by transformers (AdamW on its schedule, twice, one of them the head_dim
+# Llama; SGD) equal transformers' own steps in float64 on the same windows, redrawn in
+# Python (tests/hf/step_check.py), within 1e-5 norm-wise per tensor.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -266,4 +269,21 @@ for c in same exact; do
   if $CHECK $c lb exp_lb >"$TMP/out" 2>&1; then pass "round trip lb as saved: $(tail -1 "$TMP/out")"; else fail "round trip lb: $(tail -3 "$TMP/out")"; fi
 done
 logits "atoll's llama3 Llama exported as bf16 shards, in transformers" r_lb exp_lb
+
+# 8. training from a model saved by transformers: atoll's steps (--init-from-hf, AdamW on
+# the schedule and SGD) redone in PyTorch on the same windows (tests/hf/step_check.py)
+STEP="--data data --batch 4 --eval-every 0 --eval-batches 1 --threads 1 --steps 3"
+step_check() { # ID NAME HF_DIR FLAGS...
+  id=$1 name=$2 src=$3; shift 3
+  "$ATOLL" train $STEP --out st_$id --init-from-hf $src "$@" >/dev/null 2>"$TMP/err" || { fail "$name: train: $(cat "$TMP/err")"; return; }
+  "$ATOLL" export --ckpt st_$id --to hf --out st_exp_$id >/dev/null 2>&1 || { fail "$name: export"; return; }
+  if $HPY "$SRC/tests/hf/step_check.py" $src st_$id st_exp_$id >"$TMP/out" 2>&1; then pass "$name: $(tail -1 "$TMP/out")"
+  else fail "$name: $(tail -3 "$TMP/out")"; fi
+}
+# AdamW's first steps move each weight by about lr x g / (|g| + eps): a gradient element
+# near zero, where float32's rounding is a large part of it, would move its weight by lr x
+# that rounding / eps; --eps 1e-6 (not 1e-8) keeps this below the bound
+step_check adamw "AdamW from hfu" hfu --lr 1e-3 --warmup 1 --eps 1e-6
+step_check sgd "SGD from hfu" hfu --optimizer sgd --lr 0.5 --warmup 0 --min-lr-ratio 1
+step_check hd "AdamW from the head_dim 12 Llama" hd --lr 1e-3 --warmup 1 --eps 1e-6
 finish
