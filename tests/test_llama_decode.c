@@ -1,6 +1,6 @@
 /* Generation with the key/value cache (src/model/decode.c) equals the full forward pass
  * over the window (what atoll sample did without a cache), for both archs: at every
- * step (Llama also with Qwen2's q/k/v biases) of 40 tokens with a 16-token context (so the window slides and the cache is
+ * step (Llama also with Qwen2's q/k/v biases, and with heads wider than dim / heads) of 40 tokens with a 16-token context (so the window slides and the cache is
  * refilled, as src/infer/sample.c does), the last position's logits agree within 1e-4
  * of their largest magnitude, and the greedy (temperature 0) tokens are the same. The
  * weights are the initial ones scaled up 4x, so the logits are far from ties. */
@@ -57,7 +57,8 @@ static void check_arch(const atoll_shape *s) {
     same_tokens &= t == argmax(fast, V);
     seq[n++] = t;
   }
-  printf("%s%s: 40 tokens, worst logits error %.2g, greedy tokens %s\n", s->arch, s->qkv_bias ? " (qkv biases)" : "", worst, same_tokens ? "equal" : "DIFFER");
+  printf("%s%s%s: 40 tokens, worst logits error %.2g, greedy tokens %s\n", s->arch, s->qkv_bias ? " (qkv biases)" : "",
+         s->head_dim ? " (head-dim 12)" : "", worst, same_tokens ? "equal" : "DIFFER");
   CHECK(worst <= 1e-4);
   CHECK(same_tokens);
   /* a step past the context is refused, not written out of bounds */
@@ -80,5 +81,8 @@ int main(void) {
   atoll_shape qwen2 = llama; /* Qwen2's attention: q, k and v products with biases */
   qwen2.qkv_bias = 1;
   check_arch(&qwen2);
+  atoll_shape wide = llama; /* heads 12 wide, not dim / heads = 8: q and the attention output 48 wide */
+  wide.head_dim = 12;
+  check_arch(&wide);
   CHECK_DONE();
 }

@@ -38,7 +38,7 @@ int atoll_fail(atoll_err *err, const char *fmt, ...) __attribute__((format(print
 
 typedef struct {
   int layers;  /* transformer blocks */
-  int heads;   /* attention heads; must divide dim */
+  int heads;   /* attention heads; must divide dim (llama with head_dim: need not) */
   int dim;     /* model width C */
   int context; /* maximum sequence length (position embeddings) */
   int vocab;   /* vocabulary size (256 for the built-in byte tokenizer) */
@@ -56,6 +56,7 @@ typedef struct {
   char rope_scaling[8];
   float rope_factor, rope_low_freq, rope_high_freq;
   int rope_orig_context;
+  int head_dim; /* llama: the size of one attention head (0: dim / heads); q is [heads x head_dim, dim] */
 } atoll_shape;
 
 /* Checks that a shape is possible; the message names the offending key. */

@@ -198,7 +198,7 @@ static cJSON *llama_config_json(const atoll_shape *s) {
        cJSON_AddNumberToObject(o, "num_hidden_layers", s->layers) &&
        cJSON_AddNumberToObject(o, "num_attention_heads", s->heads) &&
        cJSON_AddNumberToObject(o, "num_key_value_heads", atoll_shape_kv_heads(s)) &&
-       cJSON_AddNumberToObject(o, "head_dim", s->dim / s->heads) && cJSON_AddStringToObject(o, "hidden_act", "silu") &&
+       cJSON_AddNumberToObject(o, "head_dim", atoll_shape_head_dim(s)) && cJSON_AddStringToObject(o, "hidden_act", "silu") &&
        cJSON_AddNumberToObject(o, "max_position_embeddings", s->context) &&
        cJSON_AddNumberToObject(o, "rms_norm_eps", eps) && cJSON_AddNumberToObject(o, "rope_theta", theta) &&
        cJSON_AddItemToObject(o, "rope_parameters", rope) && (rope = NULL, 1) &&
@@ -267,10 +267,10 @@ static int llama_common_check(const cJSON *cfg, const atoll_shape *s, const char
                       "%s: intermediate_size is %.0f; atoll's SwiGLU width is multiple-of x ceil(%d / multiple-of) "
                       "for --dim %d, at least %d",
                       path, I, least, s->dim, least);
-  const cJSON *hd = cJSON_GetObjectItemCaseSensitive(cfg, "head_dim");
-  if (hd && !cJSON_IsNull(hd) && !(cJSON_IsNumber(hd) && hd->valuedouble == s->dim / s->heads))
-    return atoll_fail(err, "%s: head_dim must be null or hidden_size / num_attention_heads = %d", path,
-                      s->dim / s->heads);
+  /* absent or null: hidden_size / num_attention_heads (LlamaConfig) */
+  const char *const hd_key[] = {"head_dim"}, *const hd_flag[] = {"head-dim"};
+  const int hd_want[] = {atoll_shape_head_dim(s)}, hd_dflt[] = {s->dim / s->heads};
+  if (check_ints(cfg, 1, hd_key, hd_flag, hd_want, hd_dflt, path, err)) return -1;
   const cJSON *tie = cJSON_GetObjectItemCaseSensitive(cfg, "tie_word_embeddings");
   int tied = atoll_shape_tied(s);
   if (tie && !cJSON_IsBool(tie)) return atoll_fail(err, "%s: tie_word_embeddings must be true or false", path);

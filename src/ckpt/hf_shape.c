@@ -100,6 +100,11 @@ static int llama_shape(const cJSON *cfg, int qkv, const char *path, atoll_shape 
   INT_KEY("max_position_embeddings", -1, "context", s->context);
   INT_KEY("vocab_size", -1, "vocab", s->vocab);
   INT_KEY("num_key_value_heads", s->heads, "kv-heads", s->kv_heads); /* absent: one per head */
+  /* absent or null: hidden_size / num_attention_heads, as LlamaConfig; atoll's head-dim
+   * stays 0 (the default) when it is that */
+  int hd;
+  INT_KEY("head_dim", s->dim / s->heads, "head-dim", hd);
+  s->head_dim = hd * s->heads == s->dim ? 0 : hd;
   /* atoll's SwiGLU width is multiple-of x ceil(floor(8 dim / 3) / multiple-of): multiple-of
    * I gives I for any I of at least floor(8 dim / 3) */
   int least = (int)(8L * s->dim / 3), inter;
@@ -136,7 +141,7 @@ int atoll_hf_shape(const char *dir, atoll_shape *s, atoll_err *err) {
                                              : llama_shape(cfg, strcmp(a->model_type, "qwen2") == 0, path, s, err);
   atoll_err why;
   if (rc == 0 && atoll_shape_check(s, &why)) rc = atoll_fail(err, "%s: %s", path, why.msg);
-  /* the keys that are not the shape (activation, biases, head_dim, ...) */
+  /* the keys that are not the shape (activation, biases, ...) */
   if (rc == 0) rc = a->config_check(cfg, s, path, err);
   cJSON_Delete(cfg);
   return rc;
@@ -148,7 +153,7 @@ void atoll_hf_shape_unset(atoll_shape *s) {
   memset(s->arch, 0, sizeof s->arch);
   memset(s->rope_scaling, 0, sizeof s->rope_scaling);
   s->layers = s->heads = s->dim = s->context = s->vocab = -1;
-  s->kv_heads = s->multiple_of = s->rope_orig_context = -1;
+  s->kv_heads = s->multiple_of = s->rope_orig_context = s->head_dim = -1;
   s->tie = -2; /* -1 is a value: the arch's default */
   s->qkv_bias = -1;
   s->norm_eps = s->rope_theta = s->rope_factor = s->rope_low_freq = s->rope_high_freq = -1.0f;
@@ -198,6 +203,10 @@ int atoll_hf_take_shape(const char *dir, atoll_shape *run, const atoll_shape *gi
   x.kv_heads = given->kv_heads;
   if (given->kv_heads >= 0 && atoll_shape_kv_heads(&x) != atoll_shape_kv_heads(&h))
     return check_int(dir, "kv-heads", given->kv_heads, -1, "num_key_value_heads", atoll_shape_kv_heads(&h), err);
+  x = h;
+  x.head_dim = given->head_dim;
+  if (given->head_dim >= 0 && atoll_shape_head_dim(&x) != atoll_shape_head_dim(&h))
+    return check_int(dir, "head-dim", given->head_dim, -1, "head_dim", atoll_shape_head_dim(&h), err);
   x = h;
   x.multiple_of = given->multiple_of;
   if (given->multiple_of >= 0 && atoll_shape_hidden(&x) != atoll_shape_hidden(&h))

@@ -77,10 +77,10 @@ static int check_resume_arch(const atoll_shape *c, const atoll_shape *k, const c
   if (!atoll_shape_llama(c)) return 0;
   if (atoll_shape_kv_heads(c) != atoll_shape_kv_heads(k) || atoll_shape_hidden(c) != atoll_shape_hidden(k) ||
       atoll_shape_tied(c) != atoll_shape_tied(k) || atoll_shape_norm_eps(c) != atoll_shape_norm_eps(k) ||
-      !atoll_shape_rope_same(c, k) || c->qkv_bias != k->qkv_bias)
-    return atoll_fail(err, "--kv-heads/--multiple-of/--tie/--norm-eps/--rope-theta/--rope-scaling/--qkv-bias: differ from the checkpoint %s's "
-                      "(kv-heads=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g, qkv-bias=%d); a resumed run keeps the model's shape",
-                      dir, k->kv_heads, k->multiple_of, k->tie, k->norm_eps, k->rope_theta, k->qkv_bias);
+      !atoll_shape_rope_same(c, k) || c->qkv_bias != k->qkv_bias || atoll_shape_head_dim(c) != atoll_shape_head_dim(k))
+    return atoll_fail(err, "--kv-heads/--head-dim/--multiple-of/--tie/--norm-eps/--rope-theta/--rope-scaling/--qkv-bias: differ from the checkpoint %s's "
+                      "(kv-heads=%d, head-dim=%d, multiple-of=%d, tie=%d, norm-eps=%g, rope-theta=%g, qkv-bias=%d); a resumed run keeps the model's shape",
+                      dir, k->kv_heads, k->head_dim, k->multiple_of, k->tie, k->norm_eps, k->rope_theta, k->qkv_bias);
   return 0;
 }
 

@@ -30,11 +30,12 @@ int atoll_decoder_create(atoll_decoder **out, atoll_model *m, atoll_err *err) {
   size_t C = m->s.dim, T = m->s.context, L = m->s.layers, H = atoll_shape_hidden(&m->s);
   d->m = m;
   d->cap = (int)T;
-  d->KW = atoll_shape_kv_heads(&m->s) * (m->s.dim / m->s.heads);
-  size_t kv = L * T * d->KW;
+  d->KW = atoll_shape_kv_heads(&m->s) * atoll_shape_head_dim(&m->s);
+  size_t kv = L * T * d->KW, QW = (size_t)m->s.heads * atoll_shape_head_dim(&m->s); /* llama's q width */
+  if (QW < C) QW = C;
   float **bufs[] = {&d->kc, &d->vc, &d->x,   &d->h, &d->mean, &d->rstd, &d->q, &d->qkv,
                     &d->att, &d->lse, &d->a, &d->b, &d->c,    &d->logits, (float **)&d->tok};
-  size_t sizes[] = {kv, kv, T * C, T * C, T, T, T * C, T * 3 * C, T * C, T * m->s.heads, T * H, T * H, T * H,
+  size_t sizes[] = {kv, kv, T * C, T * C, T, T, T * QW, T * 3 * C, T * QW, T * m->s.heads, T * H, T * H, T * H,
                     (size_t)m->s.vocab, T};
   d->host_logits = malloc(sizeof(float) * (size_t)m->s.vocab);
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
@@ -100,16 +101,17 @@ static void gpt2_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
 static void llama_block(atoll_decoder *d, int l, int n, float *kc, float *vc) {
   atoll_model *m = d->m;
   const atoll_ops *o = m->ops;
-  int C = m->s.dim, NH = m->s.heads, hs = C / NH, KV = d->KW / hs, H = atoll_shape_hidden(&m->s), pos = d->pos;
+  int C = m->s.dim, NH = m->s.heads, hs = m->hs, QW = NH * hs, KV = d->KW / hs, H = atoll_shape_hidden(&m->s);
+  int pos = d->pos;
   float *knew = kc + (size_t)pos * d->KW, *vnew = vc + (size_t)pos * d->KW;
   o->rmsnorm_forward(d->h, d->rstd, d->x, param(m, "attn_norm.weight", l), n, C, m->eps);
-  o->matmul_forward(d->q, d->h, param(m, "attn.q.weight", l), param_or_null(m, "attn.q.bias", l), n, C, C, 0);
+  o->matmul_forward(d->q, d->h, param(m, "attn.q.weight", l), param_or_null(m, "attn.q.bias", l), n, C, QW, 0);
   o->matmul_forward(knew, d->h, param(m, "attn.k.weight", l), param_or_null(m, "attn.k.bias", l), n, C, d->KW, 0);
   o->matmul_forward(vnew, d->h, param(m, "attn.v.weight", l), param_or_null(m, "attn.v.bias", l), n, C, d->KW, 0);
   o->rope(d->q, 1, n, NH, hs, m->rope_freq, pos, 0);
   o->rope(knew, 1, n, KV, hs, m->rope_freq, pos, 0);
   o->gqa_forward(d->att, d->lse, d->q, kc, vc, 1, n, pos + n, NH, KV, hs);
-  o->matmul_forward(d->x, d->att, param(m, "attn.o.weight", l), NULL, n, C, C, 1);
+  o->matmul_forward(d->x, d->att, param(m, "attn.o.weight", l), NULL, n, QW, C, 1);
   o->rmsnorm_forward(d->h, d->rstd, d->x, param(m, "mlp_norm.weight", l), n, C, m->eps);
   o->matmul_forward(d->a, d->h, param(m, "mlp.gate.weight", l), NULL, n, C, H, 0);
   o->matmul_forward(d->b, d->h, param(m, "mlp.up.weight", l), NULL, n, C, H, 0);

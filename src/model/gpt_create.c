@@ -83,10 +83,10 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
     block_acts *a = &sl->acts[i];
     a->res_in = a->res_in ? a->res_in : prev;
     if (m->llama) {
-      size_t KW = (size_t)m->KVl * m->hs, Hl = (size_t)m->Hl;
+      size_t KW = (size_t)m->KVl * m->hs, Hl = (size_t)m->Hl, QWl = (size_t)m->QWl;
       if (m->kept) { /* tp = 1 */
         a->ln1_bf16 = alloc_bf16(m, N * C);
-        a->atty_bf16 = alloc_bf16(m, N * Cl);
+        a->atty_bf16 = alloc_bf16(m, N * QWl);
         a->ln2_bf16 = alloc_bf16(m, N * C);
         a->fch_gelu_bf16 = alloc_bf16(m, N * Hl);
       } else {
@@ -95,10 +95,10 @@ static int alloc_slot(atoll_model *m, slot_acts *sl) {
         a->fch_gelu = alloc_f(m, N * Hl);
       }
       a->ln1_rstd = alloc_f(m, Nl);
-      a->q = alloc_f(m, N * Cl);
+      a->q = alloc_f(m, N * QWl);
       a->k = alloc_f(m, N * KW);
       a->v = alloc_f(m, N * KW);
-      a->atty = alloc_f(m, N * Cl);
+      a->atty = alloc_f(m, N * QWl);
       a->lse = alloc_f(m, (size_t)m->max_B * m->NHl * m->max_T);
       a->res_mid = alloc_f(m, Nl * C);
       a->ln2_rstd = alloc_f(m, Nl);
@@ -172,7 +172,8 @@ static int model_begin(atoll_model *m, const atoll_shape *s, const atoll_part *p
   m->Vl = s->vocab / m->tp;
   m->sp = m->tp > 1 && part->sequence_parallel;
   m->llama = atoll_shape_llama(s);
-  m->hs = s->dim / s->heads;
+  m->hs = atoll_shape_head_dim(s);
+  m->QWl = m->NHl * m->hs;
   m->KVl = atoll_shape_kv_heads(s) / m->tp;
   m->Hl = atoll_shape_hidden(s) / m->tp;
   m->eps = atoll_shape_norm_eps(s);
@@ -204,8 +205,10 @@ static int alloc_buffers(atoll_model *m) {
   for (int i = 0; i < m->nslots; i++)
     if (alloc_slot(m, &m->slots[i])) return -1;
   m->dres = alloc_f(m, N * C);
-  m->dC = alloc_f(m, N * C);
-  m->d3C = alloc_f(m, N * 3 * m->Cl);
+  /* llama: dC also holds the attention output's gradient [N, QWl]; d3C dq, dk and dv */
+  size_t qw = m->llama ? (size_t)m->QWl : 0, qkv = m->llama ? qw + 2 * (size_t)m->KVl * m->hs : 3 * (size_t)m->Cl;
+  m->dC = alloc_f(m, N * (qw > C ? qw : C));
+  m->d3C = alloc_f(m, N * qkv);
   m->d4C = alloc_f(m, m->llama ? N * 2 * m->Hl : N * 4 * m->Cl); /* llama: dgate, dup */
   if (m->sp) m->dfull = alloc_f(m, N * C);
   m->xent_mine = alloc_f(m, 2 * N);

@@ -39,20 +39,20 @@
  *     the rest              none   replicated (LayerNorms, wpe, projection biases)
  * Checkpoints always hold the whole model; atoll_layout_runs maps a part into it.
  *
- * --arch llama (hs = dim / heads, KV = kv_heads, H = the SwiGLU width, no biases but
- * those of q, k and v with --qkv-bias 1):
+ * --arch llama (hs = head_dim, dim / heads unless --head-dim, Q = heads hs, KV = kv_heads,
+ * H = the SwiGLU width, no biases but those of q, k and v with --qkv-bias 1):
  *   name                       shape        decay  tensor-parallel cut
  *   wte.weight                 [V, C]       yes    rows (vocabulary); first stage (and the
  *                                                  last when tied: --tie 1)
  *   for each block l:
  *   h.l.attn_norm.weight       [C]          no     replicated (RMSNorm gain)
- *   h.l.attn.q.weight          [C, C]       yes    rows: query heads [r heads/tp, ...)
+ *   h.l.attn.q.weight          [Q, C]       yes    rows: query heads [r heads/tp, ...)
  *   h.l.attn.k.weight          [KV hs, C]   yes    rows: key/value heads [r KV/tp, ...)
  *   h.l.attn.v.weight          [KV hs, C]   yes    rows: the same key/value heads
- *   h.l.attn.q.bias            [C]          no     rows, as q.weight; --qkv-bias 1 only (Qwen2)
+ *   h.l.attn.q.bias            [Q]          no     rows, as q.weight; --qkv-bias 1 only (Qwen2)
  *   h.l.attn.k.bias            [KV hs]      no     rows, as k.weight; --qkv-bias 1 only
  *   h.l.attn.v.bias            [KV hs]      no     rows, as v.weight; --qkv-bias 1 only
- *   h.l.attn.o.weight          [C, C]       yes    cols
+ *   h.l.attn.o.weight          [C, Q]       yes    cols
  *   h.l.mlp_norm.weight        [C]          no     replicated
  *   h.l.mlp.gate.weight        [H, C]       yes    rows
  *   h.l.mlp.up.weight          [H, C]       yes    rows
@@ -74,15 +74,21 @@ int atoll_shape_check(const atoll_shape *s, atoll_err *err) {
     return atoll_fail(err, "layers: must be in [1, 4096], got %d", s->layers);
   if (s->dim < 1 || s->dim > 65536) return atoll_fail(err, "dim: must be in [1, 65536], got %d", s->dim);
   if (s->heads < 1) return atoll_fail(err, "heads: must be at least 1, got %d", s->heads);
-  if (s->dim % s->heads != 0)
-    return atoll_fail(err, "heads: %d heads do not divide the width dim=%d", s->heads, s->dim);
+  int llama = atoll_shape_llama(s);
+  if (s->head_dim < 0 || s->head_dim > 1024)
+    return atoll_fail(err, "head-dim: must be in [0, 1024], got %d", s->head_dim);
+  if (s->head_dim && !llama && s->head_dim * s->heads != s->dim)
+    return atoll_fail(err, "head-dim: is a llama option (GPT-2's heads are dim / heads wide)");
+  if (s->dim % s->heads != 0 && !(llama && s->head_dim))
+    return atoll_fail(err, "heads: %d heads do not divide the width dim=%d (--arch llama: or set --head-dim)", s->heads,
+                      s->dim);
   if (s->context < 1 || s->context > 1 << 20)
     return atoll_fail(err, "context: must be in [1, 1048576], got %d", s->context);
   if (s->vocab < 2 || s->vocab > 1 << 24)
     return atoll_fail(err, "vocab: must be in [2, 16777216], got %d", s->vocab);
   if (s->arch[0] && strcmp(s->arch, "gpt2") != 0 && strcmp(s->arch, "llama") != 0)
     return atoll_fail(err, "arch: unknown block design '%.8s' (known: gpt2, llama)", s->arch);
-  if (!atoll_shape_llama(s)) {
+  if (!llama) {
     if (s->kv_heads != 0 && s->kv_heads != s->heads)
       return atoll_fail(err, "kv-heads: grouped-query attention needs --arch llama (GPT-2 has one key/value head per head)");
     if (s->qkv_bias)
@@ -92,8 +98,12 @@ int atoll_shape_check(const atoll_shape *s, atoll_err *err) {
   int kv = atoll_shape_kv_heads(s);
   if (kv < 1 || s->heads % kv)
     return atoll_fail(err, "kv-heads: %d key/value heads do not divide the %d attention heads", kv, s->heads);
-  if ((s->dim / s->heads) % 2)
-    return atoll_fail(err, "heads: rotary embeddings need an even head size, dim / heads = %d", s->dim / s->heads);
+  int hd = atoll_shape_head_dim(s);
+  if (hd % 2)
+    return atoll_fail(err, s->head_dim ? "head-dim: rotary embeddings need an even head size, got %d"
+                                       : "heads: rotary embeddings need an even head size, dim / heads = %d", hd);
+  if ((long)s->heads * hd > 65536)
+    return atoll_fail(err, "head-dim: heads x head-dim = %ld, more than 65536", (long)s->heads * hd);
   if (s->multiple_of < 0 || s->multiple_of > 65536)
     return atoll_fail(err, "multiple-of: must be in [1, 65536], got %d", s->multiple_of);
   if (!(s->norm_eps >= 0.0f && s->norm_eps <= 1.0f))
@@ -107,6 +117,9 @@ int atoll_shape_llama(const atoll_shape *s) { return strcmp(s->arch, "llama") ==
 int atoll_shape_tied(const atoll_shape *s) { return !atoll_shape_llama(s) || s->tie == 1; }
 int atoll_shape_kv_heads(const atoll_shape *s) {
   return atoll_shape_llama(s) && s->kv_heads > 0 ? s->kv_heads : s->heads;
+}
+int atoll_shape_head_dim(const atoll_shape *s) {
+  return atoll_shape_llama(s) && s->head_dim > 0 ? s->head_dim : s->dim / s->heads;
 }
 /* Llama's rule (Meta's reference code): floor(2/3 of 4 dim), rounded up to a multiple. */
 int atoll_shape_hidden(const atoll_shape *s) {
@@ -217,20 +230,20 @@ int atoll_layout_init_part(atoll_layout *lay, const atoll_shape *s, const atoll_
     add(lay, &off, -1, "wpe.weight", s->context, C, 1, N, 1);
   }
   lay->t_block0 = lay->ntensors;
-  int64_t KVW = (int64_t)kv * (C / s->heads), H = hidden;
+  int64_t HD = atoll_shape_head_dim(s), QW = s->heads * HD, KVW = kv * HD, H = hidden;
   for (int l = 0; l < s->layers; l++) {
     if (lay->block_of[l] < 0) continue;
     if (llama) {
       add(lay, &off, l, "attn_norm.weight", C, 0, 0, N, 1);
-      add(lay, &off, l, "attn.q.weight", C, C, 1, R, 1);
+      add(lay, &off, l, "attn.q.weight", QW, C, 1, R, 1);
       add(lay, &off, l, "attn.k.weight", KVW, C, 1, R, 1);
       add(lay, &off, l, "attn.v.weight", KVW, C, 1, R, 1);
       if (s->qkv_bias) {
-        add(lay, &off, l, "attn.q.bias", C, 0, 0, R, 1);
+        add(lay, &off, l, "attn.q.bias", QW, 0, 0, R, 1);
         add(lay, &off, l, "attn.k.bias", KVW, 0, 0, R, 1);
         add(lay, &off, l, "attn.v.bias", KVW, 0, 0, R, 1);
       }
-      add(lay, &off, l, "attn.o.weight", C, C, 1, K, 1);
+      add(lay, &off, l, "attn.o.weight", C, QW, 1, K, 1);
       add(lay, &off, l, "mlp_norm.weight", C, 0, 0, N, 1);
       add(lay, &off, l, "mlp.gate.weight", H, C, 1, R, 1);
       add(lay, &off, l, "mlp.up.weight", H, C, 1, R, 1);
@@ -349,8 +362,9 @@ double atoll_flops_per_token(const atoll_shape *s, int T) {
   double C = s->dim, L = s->layers;
   double matmul_params = L * 12.0 * C * C + (double)s->vocab * C;
   if (atoll_shape_llama(s)) {
-    double kvw = (double)atoll_shape_kv_heads(s) * (C / s->heads);
-    matmul_params = L * (2.0 * C * C + 2.0 * kvw * C + 3.0 * C * atoll_shape_hidden(s)) + (double)s->vocab * C;
+    double hd = atoll_shape_head_dim(s), qw = s->heads * hd, kvw = atoll_shape_kv_heads(s) * hd;
+    matmul_params = L * (2.0 * qw * C + 2.0 * kvw * C + 3.0 * C * atoll_shape_hidden(s)) + (double)s->vocab * C;
+    return 6.0 * matmul_params + 6.0 * L * qw * T; /* attention's products are heads x head_dim wide */
   }
   return 6.0 * matmul_params + 6.0 * L * C * T;
 }

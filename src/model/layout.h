@@ -63,6 +63,8 @@ typedef struct {
 int atoll_shape_llama(const atoll_shape *s);   /* 1 for arch "llama" */
 int atoll_shape_tied(const atoll_shape *s);    /* 1 if the LM head is wte */
 int atoll_shape_kv_heads(const atoll_shape *s);
+/* The size of one attention head: llama's head_dim when set, else dim / heads. */
+int atoll_shape_head_dim(const atoll_shape *s);
 int atoll_shape_hidden(const atoll_shape *s);  /* MLP width: 4 dim (gpt2) or the SwiGLU rule */
 float atoll_shape_norm_eps(const atoll_shape *s);
 float atoll_shape_rope_theta(const atoll_shape *s);

@@ -5,7 +5,9 @@
  *   x2 = x1 + down(silu(gate(n2)) * up(n2)),              n2 = rmsnorm_2(x1)
  *
  * without biases (but q, k and v's with --qkv-bias 1, Qwen2's attention: added to the
- * products before the rotary embedding); attention groups the query heads over kv_heads key/value heads. Under
+ * products before the rotary embedding); attention groups the query heads over kv_heads key/value heads, each
+ * head hs = head_dim wide (dim / heads unless --head-dim; q and the attention output are
+ * heads x hs wide, o maps them back to dim). Under
  * tensor parallelism q, k, v, gate and up are column-parallel (a rank holds heads/tp
  * query heads and the kv_heads/tp key/value heads they read, hidden/tp of the SwiGLU
  * width), o and down row-parallel, exactly like qkv/fc and the projections of GPT-2.
@@ -32,18 +34,18 @@ static llama_params view(atoll_model *m, float *base, int l) {
 
 void atoll_llama_block_forward(atoll_model *m, block_acts *a, int l, int B, int T) {
   const atoll_ops *o = m->ops;
-  int C = m->s.dim, Cl = m->Cl, KW = m->KVl * m->hs, Hl = m->Hl;
+  int C = m->s.dim, QW = m->QWl, KW = m->KVl * m->hs, Hl = m->Hl;
   int N = B * T;
   llama_params p = view(m, m->params, l);
   atoll_model_norm_forward(m, a->ln1, a->ln1_bf16, NULL, a->ln1_rstd, a->res_in, p.n1, NULL, N);
-  atoll_model_product_forward(m, a->q, a->ln1, a->ln1_bf16, p.wq, p.bq, N, C, Cl, 0);
+  atoll_model_product_forward(m, a->q, a->ln1, a->ln1_bf16, p.wq, p.bq, N, C, QW, 0);
   atoll_model_product_forward(m, a->k, a->ln1, a->ln1_bf16, p.wk, p.bk, N, C, KW, 0);
   atoll_model_product_forward(m, a->v, a->ln1, a->ln1_bf16, p.wv, p.bv, N, C, KW, 0);
   o->rope(a->q, B, T, m->NHl, m->hs, m->rope_freq, 0, 0);
   o->rope(a->k, B, T, m->KVl, m->hs, m->rope_freq, 0, 0);
   o->gqa_forward(a->atty, a->lse, a->q, a->k, a->v, B, T, T, m->NHl, m->KVl, m->hs);
-  if (m->kept) o->round_bf16(a->atty_bf16, a->atty, (size_t)N * Cl);
-  atoll_model_block_out(m, a->res_mid, a->res_in, a->atty, a->atty_bf16, p.wo, NULL, N, Cl);
+  if (m->kept) o->round_bf16(a->atty_bf16, a->atty, (size_t)N * QW);
+  atoll_model_block_out(m, a->res_mid, a->res_in, a->atty, a->atty_bf16, p.wo, NULL, N, QW);
   atoll_model_norm_forward(m, a->ln2, a->ln2_bf16, NULL, a->ln2_rstd, a->res_mid, p.n2, NULL, N);
   atoll_model_product_forward(m, a->fch, a->ln2, a->ln2_bf16, p.wg, NULL, N, C, Hl, 0);
   atoll_model_product_forward(m, a->up, a->ln2, a->ln2_bf16, p.wu, NULL, N, C, Hl, 0);
@@ -58,7 +60,7 @@ void atoll_llama_block_forward(atoll_model *m, block_acts *a, int l, int B, int 
  * on return (the residual passes it through; the norms' backward adds their part). */
 void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int T) {
   const atoll_ops *o = m->ops;
-  int C = m->s.dim, Cl = m->Cl, KW = m->KVl * m->hs, Hl = m->Hl;
+  int C = m->s.dim, QW = m->QWl, KW = m->KVl * m->hs, Hl = m->Hl;
   int N = B * T, Nl = atoll_model_local_rows(m, N);
   llama_params p = view(m, m->params, l), g = view(m, m->grads, l);
   size_t NH = (size_t)N * Hl;
@@ -82,14 +84,14 @@ void atoll_llama_block_backward(atoll_model *m, block_acts *a, int l, int B, int
   o->rmsnorm_backward(m->dres, g.n2, dn2, a->res_mid, p.n2, a->ln2_rstd, Nl, C);
   /* attention half: dC = gradient of the attention output */
   atoll_model_product_backward(m, m->dC, g.wo, NULL, atoll_model_full_dout(m, m->dres, N), a->atty, a->atty_bf16,
-                               p.wo, N, Cl, C, 0);
+                               p.wo, N, QW, C, 0);
   atoll_model_poll(m);
-  float *dq = m->d3C, *dk = dq + (size_t)N * Cl, *dv = dk + (size_t)N * KW;
+  float *dq = m->d3C, *dk = dq + (size_t)N * QW, *dv = dk + (size_t)N * KW;
   o->gqa_backward(dq, dk, dv, m->dC, a->q, a->k, a->v, a->atty, a->lse, B, T, m->NHl, m->KVl, m->hs);
   atoll_model_poll(m);
   o->rope(dq, B, T, m->NHl, m->hs, m->rope_freq, 0, 1);
   o->rope(dk, B, T, m->KVl, m->hs, m->rope_freq, 0, 1);
-  atoll_model_product_backward(m, m->dC, g.wq, g.bq, dq, a->ln1, a->ln1_bf16, p.wq, N, C, Cl, 0);
+  atoll_model_product_backward(m, m->dC, g.wq, g.bq, dq, a->ln1, a->ln1_bf16, p.wq, N, C, QW, 0);
   atoll_model_product_backward(m, m->dC, g.wk, g.bk, dk, a->ln1, a->ln1_bf16, p.wk, N, C, KW, 1);
   atoll_model_product_backward(m, m->dC, g.wv, g.bv, dv, a->ln1, a->ln1_bf16, p.wv, N, C, KW, 1);
   const float *dn1 = atoll_model_sum_input_grad(m, N);

@@ -28,7 +28,8 @@ typedef struct {
   float *ln2, *ln2_mean, *ln2_rstd;
   float *fch, *fch_gelu; /* [N,4C/tp] */
   float *res_out;        /* [N,C] block output */
-  /* llama: q, k, v after the rotary embedding [N, heads/tp hs], [N, kv_heads/tp hs] x 2;
+  /* llama: q, k, v after the rotary embedding [N, heads/tp hs], [N, kv_heads/tp hs] x 2
+   * (atty [N, heads/tp hs]);
    * the gate uses fch, up its own buffer, silu(gate) up fch_gelu [N, hidden/tp];
    * the norms keep only rstd (ln1_rstd, ln2_rstd) */
   float *q, *k, *v, *up;
@@ -58,6 +59,7 @@ struct atoll_model {
   int sp;          /* sequence parallel */
   int llama;       /* arch llama: the passes of src/model/llama.c */
   int KVl, hs, Hl; /* llama: local key/value heads, head size, local SwiGLU width */
+  int QWl;         /* llama: local query (and attention output) width, heads/tp x hs */
   float eps;        /* llama: RMSNorm epsilon */
   double *rope_freq; /* llama: the rotary frequencies, hs/2 (atoll_shape_rope_freqs) */
   float *params, *grads;

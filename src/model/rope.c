@@ -37,7 +37,7 @@ int atoll_shape_rope_same(const atoll_shape *a, const atoll_shape *b) {
 }
 
 void atoll_shape_rope_freqs(const atoll_shape *s, double *freq) {
-  int hs = s->dim / s->heads, half = hs / 2;
+  int hs = atoll_shape_head_dim(s), half = hs / 2;
   double theta = atoll_shape_rope_theta(s);
   double L = s->rope_orig_context, lo = s->rope_low_freq, hi = s->rope_high_freq, f = s->rope_factor;
   for (int i = 0; i < half; i++) {

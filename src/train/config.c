@@ -43,12 +43,13 @@ typedef struct {
 #define STR(field) K_STR, F(field), 0, sizeof(((atoll_config *)0)->field)
 static const key_spec KEYS[] = {
     {"layers", K_INT, F(model.layers), 1, MAX_LAYERS, "transformer blocks"},
-    {"heads", K_INT, F(model.heads), 1, MAX_LAYERS, "attention heads (must divide dim)"},
+    {"heads", K_INT, F(model.heads), 1, MAX_LAYERS, "attention heads (must divide dim, but for llama with --head-dim)"},
     {"dim", K_INT, F(model.dim), 1, 65536, "model width"},
     {"context", K_INT, F(model.context), 1, MAX_SEQ, "maximum sequence length of the model"},
     {"vocab", K_INT, F(model.vocab), 2, MAX_VOCAB, "vocabulary size (256: byte tokenizer)"},
     {"arch", STR(model.arch), "block design: gpt2 (LayerNorm, learned positions, GELU, tied head) or llama (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases)"},
     {"kv-heads", K_INT, F(model.kv_heads), 0, MAX_LAYERS, "llama: key/value heads, dividing --heads (0: --heads, plain multi-head attention)"},
+    {"head-dim", K_INT, F(model.head_dim), 0, 1024, "llama: the width of one attention head (0: dim / heads); q is [heads x head-dim, dim], k and v [kv-heads x head-dim, dim], o [dim, heads x head-dim]"},
     {"multiple-of", K_INT, F(model.multiple_of), 1, 65536, "llama: SwiGLU width = multiple-of x ceil(floor(8 dim / 3) / multiple-of)"},
     {"norm-eps", K_FLOAT, F(model.norm_eps), 1e-12, 1, "llama: RMSNorm epsilon"},
     {"rope-theta", K_FLOAT, F(model.rope_theta), 1, 1e9, "llama: rotary embedding base"},

@@ -39,11 +39,13 @@ static int check_shape(const atoll_run *r, const char *dir, const cJSON *state, 
   if (strcmp(aa, ba) != 0)
     return atoll_fail(err, "--init-from %s: the checkpoint's model has arch=%s, this run --arch %s (pass --arch %s)", dir,
                       aa, ba, aa);
-  const char *dnames[] = {"kv-heads", "multiple-of", "tie", "qkv-bias"};
-  const int dhave[] = {atoll_shape_kv_heads(a), atoll_shape_hidden(a), atoll_shape_tied(a), a->qkv_bias};
-  const int dwant[] = {atoll_shape_kv_heads(b), atoll_shape_hidden(b), atoll_shape_tied(b), b->qkv_bias};
-  const int dflag[] = {dhave[0], a->multiple_of ? a->multiple_of : 256, dhave[2], dhave[3]};
-  for (int i = 0; i < 4; i++)
+  const char *dnames[] = {"kv-heads", "multiple-of", "tie", "qkv-bias", "head-dim"};
+  const int dhave[] = {atoll_shape_kv_heads(a), atoll_shape_hidden(a), atoll_shape_tied(a), a->qkv_bias,
+                       atoll_shape_head_dim(a)};
+  const int dwant[] = {atoll_shape_kv_heads(b), atoll_shape_hidden(b), atoll_shape_tied(b), b->qkv_bias,
+                       atoll_shape_head_dim(b)};
+  const int dflag[] = {dhave[0], a->multiple_of ? a->multiple_of : 256, dhave[2], dhave[3], dhave[4]};
+  for (int i = 0; i < 5; i++)
     if (dhave[i] != dwant[i])
       return atoll_fail(err, "--init-from %s: the checkpoint's model has another %s (%s %d; this run %d); pass --%s %d",
                         dir, dnames[i], i == 1 ? "SwiGLU width" : dnames[i], dhave[i], dwant[i], dnames[i], dflag[i]);

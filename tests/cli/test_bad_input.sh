@@ -12,6 +12,8 @@ expect_error "unknown flag" "--bogus" $ATOLL train --bogus 1
 expect_error "flag without value" "--steps" $ATOLL train --steps
 expect_error "non-numeric value" "--lr" $ATOLL train --lr fast
 expect_error "heads do not divide width" "heads" $ATOLL train $D --heads 5 --dim 64
+expect_error "head-dim on gpt2" "head-dim: is a llama option" $ATOLL train $D --head-dim 12 --heads 4 --dim 64
+expect_error "head-dim out of range" "--head-dim" $ATOLL train $D --arch llama --head-dim 2000
 expect_error "seq longer than context" "seq" $ATOLL train $D --context 16 --seq 32
 expect_error "negative steps" "steps" $ATOLL train $D --steps -3
 expect_error "unknown command" "frobnicate" $ATOLL frobnicate

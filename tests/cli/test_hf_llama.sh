@@ -24,7 +24,18 @@
 # each refused in one line, as are export's bad --dtype and --max-shard-size. `atoll
 # eval --hf` on the bf16 shards, the llama3-scaled and the tied Llama gives
 # transformers' loss on the same windows (within 1e-4 relative), and `atoll eval --ckpt`
-# the run's own final validation loss exactly; eval's bad flags get one line.
+# the run's own final validation loss exactly; eval's bad flags get one line. A Llama
+# whose head_dim is not hidden_size / num_attention_heads (12 over 32 / 4) made by
+# transformers loads with no flag, gives transformers' logits and loss and exports back
+# byte for byte (config.json's head_dim 12), atoll's own --head-dim 12 export gives
+# transformers' logits, and a --head-dim that disagrees with config.json, a head_dim that
+# disagrees with the tensors and an odd one are refused in one line. A Llama (llama3 rope
+# scaling, untied) saved by transformers in bf16 shards of 20 KB loads with no shape flag,
+# gives transformers' logits and `eval --hf` loss, and `export --dtype bf16
+# --max-shard-size 20KB` gives its weights' files byte for byte. Three steps trained from
+# models saved by transformers (AdamW on its schedule, twice, one of them the head_dim
+# Llama; SGD) equal transformers' own steps in float64 on the same windows, redrawn in
+# Python (tests/hf/step_check.py), within 1e-5 norm-wise per tensor.
 # usage: test_hf_llama.sh ATOLL SOURCE_DIR HF_LOGITS
 ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
@@ -117,7 +128,9 @@ $CHECK edit hfu old4 set 'rope_parameters=null' 'rope_theta=10000.0' 'rope_scali
   pass "transformers 4.x's config.json (top-level rope_theta, rope_scaling null) accepted" || fail "4.x config: $(cat "$TMP/err")"
 edit_refused "attention bias" "attention_bias is true; atoll's Llama has no biases" set 'attention_bias=true'
 edit_refused "activation" "hidden_act is gelu; atoll's SwiGLU uses silu" set 'hidden_act="gelu"'
-edit_refused "head_dim" "head_dim must be null or hidden_size / num_attention_heads = 8" set 'head_dim=16'
+edit_refused "head_dim beside its tensors" "tensor model.layers.0.self_attn.q_proj.weight has 2 dimensions .32, 32., expected .64, 32." \
+  set 'head_dim=16'
+edit_refused "odd head_dim" "head-dim: rotary embeddings need an even head size, got 7" set 'head_dim=7'
 edit_refused "missing q_proj" "1 tensor missing: model.layers.1.self_attn.q_proj.weight" drop model.layers.1.self_attn.q_proj.weight
 edit_refused "unknown model_type" "model_type 'mistral' is not one atoll reads (known: gpt2, llama, qwen2)" model_type mistral
 i=$((i + 1))
@@ -216,4 +229,61 @@ expect_error "shard outside the directory" "weight_map's model.embed_tokens.weig
 qwen_refused "sliding window" "use_sliding_window is true; atoll's attention is over the whole context" q1 set 'use_sliding_window=true'
 expect_error "qkv-bias differs" "--qkv-bias 0: disagrees with q1/config.json's model_type qwen2" \
   "$ATOLL" train $NOSHAPE --out x60 --qkv-bias 0 --init-from-hf q1
+
+# 6. head_dim other than hidden_size / num_attention_heads (12, not 32 / 4 = 8: q_proj
+# [48, 32], k_proj and v_proj [24, 32], o_proj [32, 48]): made by transformers, loaded with
+# no flag, transformers' logits and loss, exported back byte for byte; atoll's own
+# --head-dim 12 exported, in transformers
+$CHECK make_llama hd 2 4 2 32 96 32 256 0 1e-5 10000 head_dim=12 >/dev/null 2>&1 || fail "make a head_dim 12 Llama with transformers"
+"$ATOLL" train $NOSHAPE --out r_hd --init-from-hf hd >/dev/null 2>"$TMP/err" || fail "--init-from-hf hd: $(cat "$TMP/err")"
+logits "transformers' head_dim 12 Llama in atoll, no shape flags" r_hd hd
+"$ATOLL" export --ckpt r_hd --to hf --out back_hd >/dev/null 2>&1 || fail "export r_hd"
+grep -q '"head_dim":[[:space:]]*12,' back_hd/config.json && pass "export: config.json's head_dim 12" || fail "head_dim in $(cat back_hd/config.json)"
+for c in same exact; do
+  if $CHECK $c hd back_hd >"$TMP/out" 2>&1; then pass "round trip hd: $(tail -1 "$TMP/out")"; else fail "round trip hd: $(tail -3 "$TMP/out")"; fi
+done
+"$ATOLL" eval --hf hd --data data --json --windows-out hd.win >hd.json 2>"$TMP/err" || fail "eval --hf hd: $(cat "$TMP/err")"
+if $CHECK loss hd hd.win hd.json >"$TMP/out" 2>&1; then pass "eval --hf hd: $(tail -1 "$TMP/out")"; else fail "eval --hf hd: $(tail -3 "$TMP/out")"; fi
+"$ATOLL" train $NOSHAPE --out r_hd2 --head-dim 12 --init-from-hf hd >/dev/null 2>"$TMP/err" &&
+  pass "--head-dim that agrees with config.json accepted" || fail "agreeing --head-dim: $(cat "$TMP/err")"
+expect_error "head-dim differs" "--head-dim 8: disagrees with hd/config.json's head_dim 12" \
+  "$ATOLL" train $NOSHAPE --out x80 --head-dim 8 --init-from-hf hd
+expect_error "head-dim left at dim / heads" "--head-dim 0: disagrees with hd/config.json's head_dim 12" \
+  "$ATOLL" train $NOSHAPE --out x81 --head-dim 0 --init-from-hf hd
+"$ATOLL" train $LL --head-dim 12 --data data --out uhd --steps 30 --lr 1e-2 --warmup 2 >/dev/null 2>&1 || fail "train --head-dim 12"
+"$ATOLL" export --ckpt uhd --to hf --out exp_uhd >/dev/null 2>&1 || fail "export uhd"
+logits "atoll's --head-dim 12 export" uhd exp_uhd
+
+# 7. a Llama (llama3 rope scaling, untied) saved by transformers in bf16 shards of 20 KB:
+# no shape flag, transformers' logits and loss, exported back byte for byte
+$CHECK make_llama lb 2 4 2 32 96 64 256 0 1e-5 10000 4 1 4 16 save=bf16 >/dev/null 2>&1 || fail "make a bf16 sharded Llama with transformers"
+[ -f lb/model.safetensors.index.json ] && [ ! -f lb/model.safetensors ] && pass "lb is sharded: $(ls lb | grep -c 'of-.*safetensors') shards" ||
+  fail "lb is not sharded: $(ls lb)"
+"$ATOLL" train $NOSHAPE --out r_lb --init-from-hf lb >/dev/null 2>"$TMP/err" || fail "--init-from-hf lb: $(cat "$TMP/err")"
+logits "transformers' bf16-sharded llama3 Llama in atoll, no shape flags" r_lb lb
+"$ATOLL" eval --hf lb --data data --json --windows-out lb.win >lb.json 2>"$TMP/err" || fail "eval --hf lb: $(cat "$TMP/err")"
+if $CHECK loss lb lb.win lb.json >"$TMP/out" 2>&1; then pass "eval --hf lb: $(tail -1 "$TMP/out")"; else fail "eval --hf lb: $(tail -3 "$TMP/out")"; fi
+"$ATOLL" export --ckpt r_lb --to hf --out exp_lb --dtype bf16 --max-shard-size 20KB >/dev/null 2>"$TMP/err" ||
+  fail "export lb --dtype bf16: $(cat "$TMP/err")"
+for c in same exact; do
+  if $CHECK $c lb exp_lb >"$TMP/out" 2>&1; then pass "round trip lb as saved: $(tail -1 "$TMP/out")"; else fail "round trip lb: $(tail -3 "$TMP/out")"; fi
+done
+logits "atoll's llama3 Llama exported as bf16 shards, in transformers" r_lb exp_lb
+
+# 8. training from a model saved by transformers: atoll's steps (--init-from-hf, AdamW on
+# the schedule and SGD) redone in PyTorch on the same windows (tests/hf/step_check.py)
+STEP="--data data --batch 4 --eval-every 0 --eval-batches 1 --threads 1 --steps 3"
+step_check() { # ID NAME HF_DIR FLAGS...
+  id=$1 name=$2 src=$3; shift 3
+  "$ATOLL" train $STEP --out st_$id --init-from-hf $src "$@" >/dev/null 2>"$TMP/err" || { fail "$name: train: $(cat "$TMP/err")"; return; }
+  "$ATOLL" export --ckpt st_$id --to hf --out st_exp_$id >/dev/null 2>&1 || { fail "$name: export"; return; }
+  if $HPY "$SRC/tests/hf/step_check.py" $src st_$id st_exp_$id >"$TMP/out" 2>&1; then pass "$name: $(tail -1 "$TMP/out")"
+  else fail "$name: $(tail -3 "$TMP/out")"; fi
+}
+# AdamW's first steps move each weight by about lr x g / (|g| + eps): a gradient element
+# near zero, where float32's rounding is a large part of it, would move its weight by lr x
+# that rounding / eps; --eps 1e-6 (not 1e-8) keeps this below the bound
+step_check adamw "AdamW from hfu" hfu --lr 1e-3 --warmup 1 --eps 1e-6
+step_check sgd "SGD from hfu" hfu --optimizer sgd --lr 0.5 --warmup 0 --min-lr-ratio 1
+step_check hd "AdamW from the head_dim 12 Llama" hd --lr 1e-3 --warmup 1 --eps 1e-6
 finish

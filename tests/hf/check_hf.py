@@ -6,8 +6,9 @@
   check_hf.py tokenizer EXPORT_DIR         tokenizer.json loads; encode(x) == x's bytes, decode inverts
   check_hf.py tokens EXPORT_DIR TEXT IDS   a BPE tokenizer.json gives atoll's ids (IDS) for TEXT
   check_hf.py make OUT_DIR L H C CTX V     a tiny GPT-2 made by transformers, save_pretrained
-  check_hf.py make_llama OUT L H KV C I CTX V TIE EPS THETA [FACTOR LOW HIGH ORIG]   the same for a tiny
-                                           Llama (with the four: rope scaling llama3)
+  check_hf.py make_llama OUT L H KV C I CTX V TIE EPS THETA [FACTOR LOW HIGH ORIG] [head_dim=N] [save=S]
+                                           the same for a tiny Llama (with the four: rope scaling llama3;
+                                           head_dim: heads N wide, not C / H; save as make_qwen2's SAVE)
   check_hf.py make_qwen2 OUT L H KV C I CTX V TIE [SAVE]   a tiny Qwen2 (q/k/v biases); SAVE: fp32 (one
                                            file), shard (fp32, several shards and the index) or bf16 (sharded)
   check_hf.py loss HF_DIR WINDOWS JSON       transformers' mean loss over atoll eval's --windows-out windows
@@ -75,7 +76,10 @@ def logits(export_dir, dump_dir):
     diff = float(np.abs(out - ref).max())
     what = f"{kind}, {'tied' if cfg.get('tie_word_embeddings') else 'untied'}"
     if kind != "gpt2":
-        what += f", {cfg['num_attention_heads']} heads / {cfg['num_key_value_heads']} kv"
+        what += f", {cfg['num_attention_heads']} heads / {cfg['num_key_value_heads']} kv, head_dim {head_dim(cfg)}"
+        if head_dim(cfg) != cfg["hidden_size"] // cfg["num_attention_heads"]:
+            assert tuple(model.model.layers[0].self_attn.q_proj.weight.shape) == \
+                (cfg["num_attention_heads"] * head_dim(cfg), cfg["hidden_size"]), "transformers did not take head_dim"
     note = ""
     if kind != "gpt2":
         # the same weights with q/k rows in the interleaved order must give other logits,
@@ -170,13 +174,18 @@ def make(out, L, H, C, ctx, V):
     print(f"made {out}: {sorted(os.listdir(out))}")
 
 
-def make_llama(out, L, H, KV, C, inter, ctx, V, tie, eps, theta, *llama3):
-    """llama3: FACTOR LOW HIGH ORIGINAL_CONTEXT, Llama 3.1's rope scaling (its config.json's
+def make_llama(out, L, H, KV, C, inter, ctx, V, tie, eps, theta, *more):
+    """more: FACTOR LOW HIGH ORIGINAL_CONTEXT, Llama 3.1's rope scaling (its config.json's
     rope_scaling: {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"""
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}); head_dim=N (LlamaConfig's
+    head_dim: q_proj [H N, C], k_proj and v_proj [KV N, C], o_proj [C, H N]); save=fp32 (one
+    file), shard (fp32 shards of 20 KB and the index) or bf16 (bf16 shards of 20 KB)"""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(4)
+    opts = dict(m.split("=", 1) for m in more if "=" in m)
+    llama3 = [m for m in more if "=" not in m]
+    extra = {"head_dim": int(opts["head_dim"])} if "head_dim" in opts else {}
     rope = {"rope_type": "default", "rope_theta": float(theta)}
     if llama3:
         f, lo, hi, orig = llama3
@@ -185,16 +194,29 @@ def make_llama(out, L, H, KV, C, inter, ctx, V, tie, eps, theta, *llama3):
     cfg = LlamaConfig(num_hidden_layers=int(L), num_attention_heads=int(H), num_key_value_heads=int(KV),
                       hidden_size=int(C), intermediate_size=int(inter), max_position_embeddings=int(ctx),
                       vocab_size=int(V), tie_word_embeddings=tie == "1", rms_norm_eps=float(eps),
-                      rope_parameters=rope, bos_token_id=None, eos_token_id=None)
+                      rope_parameters=rope, bos_token_id=None, eos_token_id=None, **extra)
     model = LlamaForCausalLM(cfg)
     with torch.no_grad():  # not the default init: RMSNorm gains away from 1
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    model.save_pretrained(out)
+    save(model, out, opts.get("save", "fp32"))
     print(f"made {out}: {sorted(os.listdir(out))}")
 
 
-def make_qwen2(out, L, H, KV, C, inter, ctx, V, tie, save="fp32"):
+def save(model, out, how):
+    """save_pretrained as one fp32 file (fp32), fp32 shards (shard) or bf16 shards (bf16) of 20 KB"""
+    import torch
+    assert how in ("fp32", "shard", "bf16"), how
+    if how == "bf16":
+        model = model.to(torch.bfloat16)
+    if how == "fp32":
+        model.save_pretrained(out)
+    else:
+        model.save_pretrained(out, max_shard_size="20KB")
+    print(f"made {out}: {sorted(os.listdir(out))}")
+
+
+def make_qwen2(out, L, H, KV, C, inter, ctx, V, tie, save_as="fp32"):
     """A Qwen2 (Qwen2.5-0.5B's config.json: model_type qwen2, use_sliding_window false,
     rope_theta 1000000, rms_norm_eps 1e-06, tie_word_embeddings true) at a tiny size, its
     q/k/v biases and norm gains away from 0 and 1."""
@@ -210,13 +232,7 @@ def make_qwen2(out, L, H, KV, C, inter, ctx, V, tie, save="fp32"):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    if save == "bf16":
-        model = model.to(torch.bfloat16)
-    if save == "fp32":
-        model.save_pretrained(out)
-    else:
-        model.save_pretrained(out, max_shard_size="20KB")
-    print(f"made {out}: {sorted(os.listdir(out))}")
+    save(model, out, save_as)
 
 
 CONFIG_KEYS = {
@@ -225,6 +241,11 @@ CONFIG_KEYS = {
               "max_position_embeddings", "vocab_size", "rms_norm_eps", "tie_word_embeddings", "hidden_act"),
 }
 CONFIG_KEYS["qwen2"] = CONFIG_KEYS["llama"]
+
+
+def head_dim(cfg):
+    """absent or null: hidden_size / num_attention_heads, as LlamaConfig"""
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
 def theta(cfg):
@@ -249,6 +270,7 @@ def same(a, b):
     for k in CONFIG_KEYS[ca["model_type"]]:
         assert ca[k] == cb[k], (k, ca[k], cb[k])
     if ca["model_type"] != "gpt2":
+        assert head_dim(ca) == head_dim(cb), ("head_dim", head_dim(ca), head_dim(cb))
         assert theta(ca) == theta(cb), ("rope_theta", theta(ca), theta(cb))
         assert rope_scaling(ca) == rope_scaling(cb), ("rope scaling", rope_scaling(ca), rope_scaling(cb))
     print(f"same: {len(ta)} tensors bit-identical, config.json the same model")

@@ -1,10 +1,12 @@
 #!/bin/sh
 # --arch llama in every layout (the GPT-2 rows are test_dp.sh, test_mp.sh, test_diloco.sh):
 # DDP, ZeRO-1/2/3, TP (key/value heads cut with the query heads), TP with sequence
-# parallelism (also with q/k/v biases, --qkv-bias 1), PP (1F1B, interleaved, an untied and a tied head), TP x PP and DP x TP each
+# parallelism (also with q/k/v biases, --qkv-bias 1, and with heads wider than dim / heads,
+# --head-dim), PP (1F1B, interleaved, an untied and a tied head), TP x PP and DP x TP each
 # equal one process accumulating the same micro-batches; DiLoCo with H = 1 equals DDP; a
 # checkpoint stopped mid-run resumes bit-exactly and moves from TP x PP to one process;
-# --tp that does not divide --kv-heads is refused with one line.
+# --tp that does not divide --kv-heads, an odd --head-dim and a resume with another are
+# refused with one line.
 # usage: test_llama_layouts.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -38,6 +40,9 @@ same_as tied4 tied_pp2 2 --tie 1 --pp 2 --microbatches 4
 # Qwen2's q/k/v biases (--qkv-bias 1) cut with their rows under TP with sequence parallelism
 $ATOLL train $M --qkv-bias 1 --accum 4 --out "$TMP/qkv4" >/dev/null 2>"$TMP/err" || fail "qkv-bias single: $(tail -1 "$TMP/err")"
 same_as qkv4 qkv_tp2sp 2 --qkv-bias 1 --tp 2 --sequence-parallel 1 --microbatches 4
+# heads 12 wide, not dim / heads = 8 (--head-dim): q's rows and o's columns cut by heads
+$ATOLL train $M --head-dim 12 --accum 4 --out "$TMP/hd4" >/dev/null 2>"$TMP/err" || fail "head-dim single: $(tail -1 "$TMP/err")"
+same_as hd4 hd_tp2sp 2 --head-dim 12 --tp 2 --sequence-parallel 1 --microbatches 4
 
 # 2. DiLoCo: H = 1, outer SGD lr 1, momentum 0, inner SGD == DDP (1e-6 in test_diloco.sh; 1e-5 here)
 SGD="--optimizer sgd --lr 0.05 --warmup 0 --grad-clip 0 --weight-decay 0"
@@ -63,5 +68,7 @@ expect_error "kv-heads not dividing heads" "kv-heads" $ATOLL train $M --kv-heads
 expect_error "untied gpt2" "--tie 0" $ATOLL train --tie 0 --data "$TMP/data" --out "$TMP/x"
 expect_error "unknown arch" "arch" $ATOLL train --arch llama3 --data "$TMP/data" --out "$TMP/x"
 expect_error "resume with another rope-theta" "rope-theta" $ATOLL train --resume "$TMP/cut" --rope-theta 500 --steps 14
+expect_error "resume with another head-dim" "head-dim" $ATOLL train --resume "$TMP/cut" --head-dim 12 --steps 14
+expect_error "odd head-dim" "head-dim: rotary embeddings need an even head size, got 7" $ATOLL train $M --head-dim 7 --out "$TMP/x"
 expect_error "resume as gpt2" "arch" $ATOLL train --resume "$TMP/cut" --arch gpt2 --steps 14
 finish

@@ -8,7 +8,8 @@ embeddings in Hugging Face's half-split form (q cos + rotate_half(q) sin, rotate
 ([x1, x2]) = [-x2, x1], frequencies theta^(-2i/hs)); grouped-query attention (query head h
 reads key/value head h // (heads / kv_heads)); SwiGLU down(silu(gate(x)) * up(x)); no
 biases but, with qkv_bias (Qwen2), those of the q, k and v products before the rotary
-embedding; an untied lm_head, or with tie the embedding as the head; with rope_factor,
+embedding; heads head_dim wide (when it is not dim / heads, q and the attention output are
+heads x head_dim wide and o maps them back to dim); an untied lm_head, or with tie the embedding as the head; with rope_factor,
 Llama 3.1's scaling of the frequencies, as transformers' "llama3" rope type defines it
 (wavelength 2 pi / w above original / low_freq: w / factor; below original / high_freq:
 w; between: (1 - s) w / factor + s w, s = (original / wavelength - low) / (high - low)).
@@ -50,7 +51,7 @@ class Llama(ref_gpt.GPT):
         cfg = self.cfg
         B, T = idx.shape
         C, NH, KV, eps = cfg["dim"], cfg["heads"], cfg["kv_heads"], cfg["norm_eps"]
-        hs = C // NH
+        hs = cfg.get("head_dim", C // NH)  # may differ from C // NH: q is NH hs wide, o maps it to C
         inv_freq = cfg["rope_theta"] ** (-torch.arange(0, hs, 2, dtype=torch.float64) / hs)
         if "rope_factor" in cfg:
             inv_freq = llama3_scaling(inv_freq, cfg)
@@ -72,7 +73,7 @@ class Llama(ref_gpt.GPT):
             v = v.repeat_interleave(NH // KV, dim=1)
             att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
             att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, NH * hs)
             x = x + F.linear(y, h("attn.o.weight"))
             a = rms_norm(x, h("mlp_norm.weight"), eps)
             a = F.silu(F.linear(a, h("mlp.gate.weight"))) * F.linear(a, h("mlp.up.weight"))

@@ -5,9 +5,10 @@
  *   logits.bin           float32 [B, T, V] of the first batch at the initial weights
  *   grads.bin            float32 flat gradient (layout order) of the first batch's loss
  *   losses.bin           float32 [STEPS]: the loss before each of STEPS AdamW steps
- * usage: torch_dump DIR [llama|qwen2|llama3]   (llama: the Llama block, checked by ref_llama.py;
- * qwen2: the same with q/k/v biases, --qkv-bias 1, set away from zero; llama3: Llama 3.1's
- * rope scaling and a tied head) */
+ * usage: torch_dump DIR [llama|qwen2|llama3|headdim]   (llama: the Llama block, checked by
+ * ref_llama.py; qwen2: the same with q/k/v biases, --qkv-bias 1, set away from zero; llama3:
+ * Llama 3.1's rope scaling and a tied head; headdim: heads 24 wide, not dim / heads = 16, so
+ * that q and the attention output are 96 wide in a model 64 wide) */
 #include "atoll/atoll.h"
 #include "ckpt/safetensors.h"
 #include "core/rng.h"
@@ -35,8 +36,8 @@ static int write_raw(const char *dir, const char *name, const void *p, size_t by
 
 int main(int argc, char **argv) {
   if (argc != 2 && !(argc == 3 && (strcmp(argv[2], "llama") == 0 || strcmp(argv[2], "qwen2") == 0 ||
-                                    strcmp(argv[2], "llama3") == 0))) {
-    fprintf(stderr, "usage: torch_dump DIR [llama|qwen2|llama3]\n");
+                                    strcmp(argv[2], "llama3") == 0 || strcmp(argv[2], "headdim") == 0))) {
+    fprintf(stderr, "usage: torch_dump DIR [llama|qwen2|llama3|headdim]\n");
     return 2;
   }
   const char *dir = argv[1];
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
     strcpy(s.rope_scaling, "llama3");
     s.rope_factor = 4.0f, s.rope_low_freq = 1.0f, s.rope_high_freq = 4.0f, s.rope_orig_context = 32;
   }
+  if (llama && strcmp(argv[2], "headdim") == 0) s.head_dim = 24;
   int B = 2, T = 150;
   atoll_adamw_config opt = {.lr = 3e-3f, .min_lr_ratio = 0.1f, .warmup = 3, .total_steps = STEPS,
                             .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
@@ -127,6 +129,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(c, "rope_theta", s.rope_theta);
     cJSON_AddNumberToObject(c, "qkv_bias", s.qkv_bias);
     cJSON_AddNumberToObject(c, "tie", s.tie);
+    cJSON_AddNumberToObject(c, "head_dim", atoll_shape_head_dim(&s));
     if (atoll_shape_rope_llama3(&s)) {
       cJSON_AddNumberToObject(c, "rope_factor", s.rope_factor);
       cJSON_AddNumberToObject(c, "rope_low_freq", s.rope_low_freq);
