@@ -488,6 +488,7 @@ int atoll_link_settle(atoll_link *l, atoll_err *err) {
   if (!l->commit.pending) return 0;
   double t0 = atoll_net_now();
   atoll_wire_msg m;
+  l->waited_told = 0; /* (a WAIT told before the quorum: a first stop signal ends only such a wait) */
   if (coord_wait(l, &l->commit.req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, l->commit.what,
                  t0, l->commit.sent, err)) {
     l->commit.pending = 0, l->commit.failed = 1, l->commit.err = *err;
