@@ -488,13 +488,15 @@ int atoll_link_settle(atoll_link *l, atoll_err *err) {
   if (!l->commit.pending) return 0;
   double t0 = atoll_net_now();
   atoll_wire_msg m;
-  l->waited_told = 0; /* (a WAIT told before the quorum: a first stop signal ends only such a wait) */
-  if (coord_wait(l, &l->commit.req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, l->commit.what,
-                 t0, l->commit.sent, err)) {
-    l->commit.pending = 0, l->commit.failed = 1, l->commit.err = *err;
-    return -1;
+  int rc = atoll_link_check(l, err); /* an answer already here is taken, whatever the stop flag says */
+  if (rc == 0 && l->commit.pending) {
+    l->waited_told = 0; /* (a WAIT told before the quorum: a first stop signal ends only such a wait) */
+    rc = coord_wait(l, &l->commit.req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, l->commit.what, t0,
+                    l->commit.sent, err)
+             ? -1
+             : take_committed(l, &m, err);
   }
-  int rc = take_committed(l, &m, err);
+  if (rc && !l->commit.failed) l->commit.pending = 0, l->commit.failed = 1, l->commit.err = *err;
   l->stats.exchange_seconds += atoll_net_now() - t0;
   return rc;
 }

@@ -118,6 +118,9 @@ void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_
   n->cfg.stop = stop;
   if (n->link) atoll_link_set_stop(n->link, stop);
 }
+int atoll_islands_net_settle(atoll_islands_net *n, atoll_err *err) {
+  return n->link && !n->busy ? atoll_link_settle(n->link, err) : 0;
+}
 int atoll_islands_net_finish(atoll_islands_net *n, atoll_err *err) { return n->link ? atoll_link_goodbye(n->link, err) : 0; }
 void atoll_islands_net_report(atoll_islands_net *n, uint64_t tokens_per_step, float loss) {
   if (n->link) atoll_link_report(n->link, tokens_per_step, loss, atoll_islands_net_stats(n).wire_bytes);

@@ -29,6 +29,9 @@ void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_
 /* The revision of the island's global weights (a checkpoint records it), and a resumed
  * island's (atoll_link_set_revision). */
 uint64_t atoll_islands_net_revision(atoll_islands_net *n);
+/* Before a checkpoint: the last commit's answer (atoll_link_settle; 0 while an exchange
+ * holds the link); -1: that commit failed, and no checkpoint may name its weights. */
+int atoll_islands_net_settle(atoll_islands_net *n, atoll_err *err);
 void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision);
 
 /* An island of several ranks: rank r's data endpoint is --island-listen's with the
