@@ -5,7 +5,9 @@
  *   - one outer exchange: READY / QUORUM, an attempt's steps and its dialogue with the
  *     coordinator around the data (watch: ABORT, a newer QUORUM, READY again;
  *     finish_attempt: DONE, then GO or ABORT), retries with a new quorum (atoll_link_mean);
- *   - commits and joins: COMMIT / COMMITTED, FEED (feed_state), STATE_FROM, unjoin.
+ *   - commits and joins: COMMIT, its COMMITTED taken after the next inner steps
+ *     (atoll_link_check) or awaited (atoll_link_settle), FEED (feed_state), STATE_FROM,
+ *     unjoin.
  * Moving the bytes between islands (the peers' sockets, pieces in chunks over the
  * streams, the receipt and checks of every DATA frame, the state sent to and fetched by
  * a joining island) is link_data.c's; the two share link_internal.h. */
@@ -210,10 +212,23 @@ void atoll_link_report(atoll_link *l, uint64_t tokens_per_step, float loss, uint
   atomic_store(&l->hb_sent, sent_bytes);
 }
 
+static int take_committed(atoll_link *l, const atoll_wire_msg *m, atoll_err *err);
+
 int atoll_link_check(atoll_link *l, atoll_err *err) {
   atoll_wire_msg m;
-  while (atoll_link_coord_poll(l, &m, 0)) /* between exchanges nothing else is awaited: stale answers are dropped */
+  if (l->commit.failed) return *err = l->commit.err, -1;
+  /* between exchanges only the COMMITTED of a commit in flight is awaited: other
+   * answers are stale and dropped; an unanswered COMMIT is repeated every second */
+  while (atoll_link_coord_poll(l, &m, 0)) {
     if (m.type == ATOLL_WIRE_ERROR) return atoll_fail(err, "--join %s: the coordinator says: %s", l->join, m.u.text);
+    if (l->commit.pending && m.type == ATOLL_WIRE_COMMITTED && m.u.sync.step == l->commit.req.u.sync.step)
+      return take_committed(l, &m, err);
+  }
+  if (l->commit.pending && atoll_net_now() - l->commit.sent >= 1.0) {
+    atoll_wire_msg copy = l->commit.req;
+    atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0);
+    l->commit.sent = atoll_net_now();
+  }
   return 0;
 }
 
@@ -247,9 +262,8 @@ static uint32_t msg_frag(const atoll_wire_msg *m) {
 /* Sends `req` and waits for a reply of type a or b about (step, fragment), repeating
  * the request every second (a restarted coordinator never saw it), up to `limit` s
  * (WAIT extends it to wait_timeout). Returns 0, or -1 with err. */
-static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atoll_wire_type a, atoll_wire_type b,
-                     double limit, const char *what, atoll_err *err) {
-  double t0 = atoll_net_now(), sent = -1;
+static int coord_wait(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atoll_wire_type a, atoll_wire_type b,
+                      double limit, const char *what, double t0, double sent, atoll_err *err) {
   uint32_t step = req->u.sync.step, fragment = req->u.sync.fragment;
   while (atoll_net_now() - t0 < limit) {
     if (atoll_net_now() - sent >= 1.0) {
@@ -297,6 +311,12 @@ static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atol
     return atoll_fail(err, "%s: the coordinator %s said to wait for more islands, and they did not come within %g s", what,
                       l->join, limit);
   return atoll_fail(err, "%s: no answer from the coordinator %s within %g s", what, l->join, limit);
+}
+
+/* coord_wait from now, the request sent first. */
+static int coord_ask(atoll_link *l, atoll_wire_msg *req, atoll_wire_msg *m, atoll_wire_type a, atoll_wire_type b,
+                     double limit, const char *what, atoll_err *err) {
+  return coord_wait(l, req, m, a, b, limit, what, atoll_net_now(), -1, err);
 }
 
 void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop) { l->stop = stop; }
@@ -380,6 +400,7 @@ static int feed_state(atoll_link *l, int expect, atoll_err *err) {
 
 int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint64_t tokens, uint32_t step, uint32_t frag,
                     size_t *bad, atoll_err *err) {
+  if (atoll_link_settle(l, err)) return -1; /* READY carries the revision the last COMMITTED gave */
   double t0 = atoll_net_now();
   char what[96];
   snprintf(what, sizeof what, "outer exchange at step %u (fragment %u)", step, frag);
@@ -431,7 +452,8 @@ void atoll_link_unjoin(atoll_link *l) {
   if (l->join_t0 == 0) l->join_t0 = atoll_net_now();
 }
 
-void atoll_link_goodbye(atoll_link *l) {
+int atoll_link_goodbye(atoll_link *l, atoll_err *err) {
+  if (atoll_link_settle(l, err)) return -1; /* the last commit: as a failed one ended the run before, no BYE */
   if (l->cfg.bye_sigstop) raise(SIGSTOP); /* test hook: finished, not yet gone, until SIGCONT */
   stop_heartbeat(l);
   atoll_wire_msg m;
@@ -442,22 +464,55 @@ void atoll_link_goodbye(atoll_link *l) {
   atoll_sock_send_within(l->coord, &l->coord_tx, &m, NULL, 0, 1000);
   int linger = 1000; /* atoll_link_close waits this long for it to leave */
   zmq_setsockopt(l->coord, ZMQ_LINGER, &linger, sizeof linger);
+  return 0;
+}
+
+/* COMMITTED for the commit in flight: its hash must be this island's; it gives the
+ * revision, and a donor then feeds the joining islands. 0, or -1 (err, kept: every
+ * later call of the link fails with it). */
+static int take_committed(atoll_link *l, const atoll_wire_msg *m, atoll_err *err) {
+  l->commit.pending = 0;
+  if (memcmp(m->u.sync.hash, l->commit.req.u.sync.hash, ATOLL_WIRE_HASH) != 0)
+    atoll_fail(err, "%s: the coordinator committed another hash than this island's", l->commit.what);
+  else {
+    l->revision = m->u.sync.revision;
+    atomic_store(&l->hb_revision, l->revision);
+    if (!(m->u.sync.fragment > 0 && l->global && feed_state(l, (int)m->u.sync.fragment, err))) return 0;
+  }
+  l->commit.failed = 1, l->commit.err = *err;
+  return -1;
+}
+
+int atoll_link_settle(atoll_link *l, atoll_err *err) {
+  if (l->commit.failed) return *err = l->commit.err, -1;
+  if (!l->commit.pending) return 0;
+  double t0 = atoll_net_now();
+  atoll_wire_msg m;
+  int rc = atoll_link_check(l, err); /* an answer already here is taken, whatever the stop flag says */
+  if (rc == 0 && l->commit.pending) {
+    l->waited_told = 0; /* (a WAIT told before the quorum: a first stop signal ends only such a wait) */
+    rc = coord_wait(l, &l->commit.req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, l->commit.what, t0,
+                    l->commit.sent, err)
+             ? -1
+             : take_committed(l, &m, err);
+  }
+  if (rc && !l->commit.failed) l->commit.pending = 0, l->commit.failed = 1, l->commit.err = *err;
+  l->stats.exchange_seconds += atoll_net_now() - t0;
+  return rc;
 }
 
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err) {
+  if (atoll_link_settle(l, err)) return -1;
   double t0 = atoll_net_now();
-  char what[64];
-  snprintf(what, sizeof what, "commit of step %u", step);
-  atoll_wire_msg req = {.type = ATOLL_WIRE_COMMIT}, m;
-  req.u.sync = (atoll_wire_sync){step, 0, l->revision, {0}, l->cfg.rank};
+  atoll_wire_msg *req = &l->commit.req;
+  snprintf(l->commit.what, sizeof l->commit.what, "commit of step %u", step);
+  *req = (atoll_wire_msg){.type = ATOLL_WIRE_COMMIT};
+  req->u.sync = (atoll_wire_sync){step, 0, l->revision, {0}, l->cfg.rank};
   if (l->cfg.commit_sigstop == step) raise(SIGSTOP); /* test hook: silent (a cut link) until SIGCONT */
-  memcpy(req.u.sync.hash, hash, ATOLL_WIRE_HASH);
-  if (coord_ask(l, &req, &m, ATOLL_WIRE_COMMITTED, ATOLL_WIRE_COMMITTED, 2 * l->cfg.timeout, what, err)) return -1;
-  if (memcmp(m.u.sync.hash, hash, ATOLL_WIRE_HASH) != 0)
-    return atoll_fail(err, "%s: the coordinator committed another hash than this island's", what);
-  l->revision = m.u.sync.revision;
-  atomic_store(&l->hb_revision, l->revision);
-  if (m.u.sync.fragment > 0 && l->global && feed_state(l, (int)m.u.sync.fragment, err)) return -1;
+  memcpy(req->u.sync.hash, hash, ATOLL_WIRE_HASH);
+  atoll_wire_msg copy = *req;
+  atoll_sock_send(l->coord, &l->coord_tx, &copy, NULL, 0); /* (not sent: repeated a second later) */
+  l->commit.sent = atoll_net_now(), l->commit.pending = 1;
   l->stats.exchange_seconds += atoll_net_now() - t0;
   return 0;
 }

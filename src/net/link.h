@@ -91,7 +91,8 @@ void atoll_link_report(atoll_link *l, uint64_t tokens_per_step, float loss, uint
 /* A stop flag (SIGINT/SIGTERM/SIGHUP) that ends a wait for the coordinator early. */
 void atoll_link_set_stop(atoll_link *l, const volatile sig_atomic_t *stop);
 /* Between exchanges: reads what the coordinator sent meanwhile; an ERROR (e.g. this
- * island's ranks or layout do not match the run's) fails with its text. */
+ * island's ranks or layout do not match the run's) fails with its text; a commit in
+ * flight takes its COMMITTED (and fails as atoll_link_settle) or repeats its COMMIT. */
 int atoll_link_check(atoll_link *l, atoll_err *err);
 /* The mean over the quorum of x[0, n) (see above), in place, this island's x
  * weighing `tokens` (those its outer gradient was trained on). *bad: index of the
@@ -107,11 +108,19 @@ int atoll_link_mean(atoll_link *l, atoll_qtype q, float *x, size_t n, uint64_t t
  * link reports its previous revision again, so it is still behind and asks anew. */
 void atoll_link_unjoin(atoll_link *l);
 /* After the step's exchanges: every member's hash of its global weights must agree;
- * the coordinator commits the revision. */
+ * the coordinator commits the revision. Sends COMMIT and returns: its answer
+ * (COMMITTED: the revision; its hash must be this island's) is taken by
+ * atoll_link_check as it comes, and awaited by atoll_link_settle, which atoll_link_mean,
+ * the next commit and atoll_link_goodbye call first. A wrong or missing answer fails
+ * that call and every later one. */
 int atoll_link_commit(atoll_link *l, uint32_t step, const uint8_t hash[32], atoll_err *err);
-/* The island finished its run: tells the coordinator it leaves (BYE), so that it is
- * not taken for a dead one, and the coordinator ends once every island finished. */
-void atoll_link_goodbye(atoll_link *l);
+/* Waits for the COMMITTED of a commit in flight (up to 2 x --net-timeout), so that
+ * atoll_link_revision is the committed one. 0 (also with none in flight), or -1. */
+int atoll_link_settle(atoll_link *l, atoll_err *err);
+/* The island finished its run: settles its last commit, then tells the coordinator it
+ * leaves (BYE), so that it is not taken for a dead one, and the coordinator ends once
+ * every island finished. -1 (err, no BYE): the last commit failed. */
+int atoll_link_goodbye(atoll_link *l, atoll_err *err);
 atoll_link_stats atoll_link_get_stats(const atoll_link *l);
 /* The hash the islands commit and a joiner checks: BLAKE2b-256 of the global weights
  * (n floats) and then the bound outer momentum (the same n floats' worth). */

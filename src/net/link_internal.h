@@ -68,6 +68,13 @@ struct atoll_link {
   double join_t0;        /* when the failed fetches began (0: none pending) */
   int fetches;           /* fetches begun (the test hook fails the first) */
   uint64_t last_qid; /* this island's previous quorum */
+  struct { /* the commit in flight: COMMIT sent, its COMMITTED not read yet (link.c) */
+    int pending, failed; /* failed: its answer was wrong or did not come; err says why */
+    atoll_wire_msg req;
+    double sent;
+    char what[64];
+    atoll_err err;
+  } commit;
 };
 
 /* One attempt's state: the exchange of (step, frag) in quorum qid of K members, this

@@ -39,7 +39,13 @@ static int net_commit(void *ctx, int step, const float *global, size_t n, atoll_
   return atoll_link_commit(link_of(ctx), (uint32_t)step, hash, err);
 }
 
-static uint64_t net_revision(void *ctx) { return atoll_link_revision(link_of(ctx)); }
+/* (the revision after the last commit: its answer is awaited; a failure is the link's
+ * next call's) */
+static uint64_t net_revision(void *ctx) {
+  atoll_err ignored;
+  atoll_link_settle(link_of(ctx), &ignored);
+  return atoll_link_revision(link_of(ctx));
+}
 static uint64_t net_bytes(void *ctx) { return atoll_link_get_stats(link_of(ctx)).wire_bytes; }
 static void net_bind(void *ctx, float *global, float *momentum, size_t n) {
   atoll_islands_net *in = ctx;
@@ -98,8 +104,11 @@ int atoll_islands_net_connect(atoll_islands_net *n, const volatile sig_atomic_t 
 
 const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n) { return &n->outer; }
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n) { return n ? &n->base : NULL; }
-uint64_t atoll_islands_net_revision(const atoll_islands_net *n) {
-  return n->link ? atoll_link_revision(n->link) : n->cfg.revision;
+uint64_t atoll_islands_net_revision(atoll_islands_net *n) {
+  if (!n->link) return n->cfg.revision;
+  atoll_err ignored; /* (a failed commit fails the link's next call) */
+  if (!n->busy) atoll_link_settle(n->link, &ignored);
+  return atoll_link_revision(n->link);
 }
 void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision) {
   n->cfg.revision = revision;
@@ -109,9 +118,10 @@ void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_
   n->cfg.stop = stop;
   if (n->link) atoll_link_set_stop(n->link, stop);
 }
-void atoll_islands_net_finish(atoll_islands_net *n) {
-  if (n->link) atoll_link_goodbye(n->link);
+int atoll_islands_net_settle(atoll_islands_net *n, atoll_err *err) {
+  return n->link && !n->busy ? atoll_link_settle(n->link, err) : 0;
 }
+int atoll_islands_net_finish(atoll_islands_net *n, atoll_err *err) { return n->link ? atoll_link_goodbye(n->link, err) : 0; }
 void atoll_islands_net_report(atoll_islands_net *n, uint64_t tokens_per_step, float loss) {
   if (n->link) atoll_link_report(n->link, tokens_per_step, loss, atoll_islands_net_stats(n).wire_bytes);
 }

@@ -21,14 +21,17 @@ const atoll_outer_link *atoll_islands_net_link(atoll_islands_net *n);
 atoll_strategy *atoll_islands_net_strategy(atoll_islands_net *n);
 atoll_link_stats atoll_islands_net_stats(const atoll_islands_net *n);
 /* The run finished: the island tells the coordinator it leaves (atoll_link_goodbye). */
-void atoll_islands_net_finish(atoll_islands_net *n);
+int atoll_islands_net_finish(atoll_islands_net *n, atoll_err *err);
 /* What the heartbeats tell the coordinator's status page: tokens per step, the last loss
  * (and the bytes sent so far). */
 void atoll_islands_net_report(atoll_islands_net *n, uint64_t tokens_per_step, float loss);
 void atoll_islands_net_set_stop(atoll_islands_net *n, const volatile sig_atomic_t *stop);
 /* The revision of the island's global weights (a checkpoint records it), and a resumed
  * island's (atoll_link_set_revision). */
-uint64_t atoll_islands_net_revision(const atoll_islands_net *n);
+uint64_t atoll_islands_net_revision(atoll_islands_net *n);
+/* Before a checkpoint: the last commit's answer (atoll_link_settle; 0 while an exchange
+ * holds the link); -1: that commit failed, and no checkpoint may name its weights. */
+int atoll_islands_net_settle(atoll_islands_net *n, atoll_err *err);
 void atoll_islands_net_resume_revision(atoll_islands_net *n, uint64_t revision);
 
 /* An island of several ranks: rank r's data endpoint is --island-listen's with the

@@ -573,8 +573,9 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
   rc = finish_run(l, step, err) ? failed_alike(l) : stopped == 1 ? 1 : stopped == 3 ? ATOLL_TRAIN_QUIET : 0;
   /* islands as separate jobs: a finished island leaves the coordinator at once */
   /* (one that left gracefully too: its last contribution is in, and a restart joins anew) */
-  if (l->run.net && ((rc == 0 && !stopped) || (rc == 1 && l->leave_at > 0 && step >= l->leave_at)))
-    atoll_islands_net_finish(l->run.net);
+  if (l->run.net && ((rc == 0 && !stopped) || (rc == 1 && l->leave_at > 0 && step >= l->leave_at)) &&
+      atoll_islands_net_finish(l->run.net, err)) /* (its last commit failed) */
+    rc = failed_alike(l);
   /* a kill between the last step's save and its prune left a checkpoint more than
    * --keep; a resume at the last step saves nothing, so it prunes here, after the run
    * finished (a resume that fails on the way deletes nothing) */

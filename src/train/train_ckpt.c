@@ -344,6 +344,9 @@ static int writer_write(ckpt_writer *w, const atoll_train_state *st, int step, u
     extras[nextras++] = (atoll_ckpt_extra){"tokenizer.json", NULL, 0, r->tokenizer_json};
   char dir[1200];
   atoll_ckpt_dirname(r->ckpt_root, step, dir, sizeof dir);
+  /* an island's last commit answered, so that state.json names its revision (a failed
+   * one: no checkpoint of weights nobody committed) */
+  if (r->net && atoll_islands_net_settle(r->net, err)) return -1;
   cJSON *state = state_json(r, st, step, hash);
   if (!state) return atoll_fail(err, "out of memory building the checkpoint's state.json");
   int rc = atoll_ckpt_save_ex(dir, &r->whole, w->main[0], w->main[1], w->main[2], extras, nextras, state, err);

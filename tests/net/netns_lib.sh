@@ -68,13 +68,14 @@ wan_down() {
   WAN_NS=""
 }
 
-# wan_iperf A B SECONDS: iperf3's rate (bits/s, as the receiver counted it) from island
-# A to island B, one TCP stream
+# wan_iperf A B SECONDS [STREAMS]: iperf3's rate (bits/s, as the receiver counted it,
+# summed over the streams) from island A to island B, STREAMS TCP streams (iperf3 -P;
+# 1 unless given)
 wan_iperf() {
   timeout 30 ip netns exec "$WAN$2" iperf3 -s -1 -B "$(wan_ip $2)" >/dev/null 2>&1 &
   srv=$!
   sleep 0.5
-  timeout 30 ip netns exec "$WAN$1" iperf3 -c "$(wan_ip $2)" -t "$3" -J 2>/dev/null \
+  timeout 30 ip netns exec "$WAN$1" iperf3 -c "$(wan_ip $2)" -t "$3" -P "${4:-1}" -J 2>/dev/null \
     | $PY -c 'import json, sys; print(int(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]))'
   rc=$?
   wait $srv 2>/dev/null

@@ -24,6 +24,9 @@
 # says goodbye; started again with the very command that started it, it continues from
 # that checkpoint (as with --resume; it was refused, naming --resume), joins the run and
 # ends with the same global weights as the island that ran on.
+# Last, the islands' hashes differ at a commit (test hook ATOLL_FAULT_DESYNC_ISLAND):
+# though an island no longer waits for COMMITTED, both stop with the coordinator's line
+# after at most one more inner step.
 #   usage: test_islands_rejoin.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -196,4 +199,34 @@ kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
   && pass "island 1 started again with its first command: $(grep -o '^resuming from.*' "$D/n1r.err" | sed "s|$D/||")" \
   || fail "restart case: island 1 did not continue its run: $(grep -v '^step' "$D/n1r.err" | head -n 3)"
 out=$($PY "$SRC/tests/net/same_weights.py" "$D/n1" "$D/n0") && pass "restart case: island 1's global weights == island 0's ($out)" || fail "restart case: weights: $out"
+# --- the islands' hashes differ at a commit: both stop ---
+# An island sends COMMIT and trains on (docs/islands.md, "One outer sync", 4): a
+# mismatch still stops the run. Island 1's global weights drift before step 2 (test
+# hook ATOLL_FAULT_DESYNC_ISLAND=0: each island is island 0 of its own process): the
+# coordinator commits nothing, and both islands stop within seconds, with status 1 and
+# the coordinator's line, at the latest after the inner step that follows the commit
+# (step 3; their next sync would be after step 4); the checkpoint due at step 2 waits
+# for the commit's answer and is not written.
+D="$TMP/mismatch"; mkdir -p "$D"
+net_keys "$D" 2 || { fail keys; finish; }
+set -- $(free_ports 3); CPORT=$1; P0=$2; P1=$3
+start_coordinator "$D" $CPORT 2 --island-timeout 3
+M5=$(echo "$M" | sed 's/--steps 40/--steps 12/; s/--islands 3/--islands 2/; s/--save-every 0/--save-every 2/')
+t0=$(date +%s)
+timeout -k 5 60 $ATOLL train $M5 $(island_flags "$D" $CPORT 0 $P0) --out "$D/n0" >/dev/null 2>"$D/n0.err" &
+PID0=$!
+ATOLL_FAULT_DESYNC_ISLAND=0 timeout -k 5 60 $ATOLL train $M5 $(island_flags "$D" $CPORT 1 $P1) --out "$D/n1" >/dev/null 2>"$D/n1.err" &
+PID1=$!
+wait $PID0; rc0=$?
+wait $PID1; rc1=$?
+took=$(($(date +%s) - t0))
+kill $COORD_PID 2>/dev/null; wait $COORD_PID 2>/dev/null
+last0=$(tail -n 1 "$D/n0/metrics.jsonl" 2>/dev/null | grep -o '"step": [0-9]*' | grep -o '[0-9]*$')
+last1=$(tail -n 1 "$D/n1/metrics.jsonl" 2>/dev/null | grep -o '"step": [0-9]*' | grep -o '[0-9]*$')
+[ $rc0 -eq 1 ] && [ $rc1 -eq 1 ] && [ $took -le 30 ] && [ "${last0:-9}" -le 3 ] && [ "${last1:-9}" -le 3 ] \
+  && grep -q "the islands' global weights differ" "$D/n0.err" && grep -q "the islands' global weights differ" "$D/n1.err" \
+  && grep -q "step 2: hash mismatch between islands; nothing committed" "$D/coord.log" && ! grep -q "committed: revision" "$D/coord.log" \
+  && ! ls -d "$D"/n*/checkpoints/step_* >/dev/null 2>&1 \
+  && pass "a hash mismatch at the commit of step 2 stops both islands after step ${last0} and ${last1} ($took s), neither saving its checkpoint of step 2: $(grep -o 'error: .*' "$D/n0.err" | cut -c1-80)..." \
+  || fail "mismatch case: status $rc0 and $rc1, last steps ${last0:-none} and ${last1:-none}, $took s: $(grep -v '^step' "$D/n0.err" | tail -n 1); $(grep -v '^step' "$D/n1.err" | tail -n 1)"
 finish

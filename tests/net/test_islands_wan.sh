@@ -18,8 +18,9 @@
 # (a handshake race, docs/islands.md "WAN") says so and runs once more. Last, latency:
 # at 100 Mbit/s with 50 ms added each way (tests/net/delayer.c, netns_lib.sh's wan_delay;
 # this kernel has no netem) both islands finish every exchange with bit-identical global
-# weights; their rate there is printed, not judged (filling a 100 ms round trip is issue
-# 34's target, not met yet). Needs root (network namespaces), iperf3 and
+# weights, and each island's exchange rate (waits included) reaches 65% of iperf3 -P 4's
+# through the same delay (issue 34 asks 80%; docs/islands.md "WAN" says what it reaches
+# on this machine). Needs root (network namespaces), iperf3 and
 # tc: where network namespaces cannot be made (not root, no `ip`, no CAP_SYS_ADMIN) it
 # skips (77), saying why; without iperf3 or tc it fails, saying why.
 #   usage: test_islands_wan.sh ATOLL SRC DELAYER
@@ -47,6 +48,7 @@ command -v iperf3 >/dev/null || { echo "FAIL: iperf3 is not installed (scripts/s
 command -v tc >/dev/null || { echo "FAIL: tc is not installed (iproute2; scripts/setup.sh installs it)"; exit 1; }
 small_data
 K=2
+STREAMS=4 # --net-streams (the default); the delayed case's iperf3 uses as many
 wan_up $K || { echo "FAIL: cannot build the emulated network (above)"; exit 1; }
 pass "namespaces ${WAN}c, ${WAN}0, ${WAN}1 on bridge ${WAN}sw/br0"
 
@@ -63,7 +65,7 @@ run_islands() {
   # --seq 4: few tokens per step, so that the inner step (and its jitter between the
   # islands, which exchange_seconds counts as waiting) is small beside the exchange
   M="--layers 2 --heads 4 --dim $dim --context 16 --seq 4 --batch 1 --threads 1 --data $TMP/data --eval-every 0
-     --eval-batches 1 --save-every 0 --steps $steps --sync-every 1 --islands $K --net-timeout 30"
+     --eval-batches 1 --save-every 0 --steps $steps --sync-every 1 --islands $K --net-timeout 30 --net-streams $STREAMS"
   pids=""; i=0
   while [ $i -lt $K ]; do
     timeout -k 5 150 ip netns exec "$WAN$i" $ATOLL train $M --join tcp://10.231.0.254:$cport \
@@ -177,24 +179,42 @@ run_rate() {
 run_rate 100mbit 512 5
 run_rate 1gbit 768 8
 
-# latency: 100 Mbit/s, 50 ms each way (about 100 ms round trip)
-if wan_rate 100mbit && wan_delay 50; then
-  if run_case delay100ms 512 5; then
-    out=$($PY - "$RUN" $K <<'PYEOF'
+# latency: 100 Mbit/s, 50 ms each way (about 100 ms round trip). The reference is
+# iperf3 with as many TCP streams as the islands use (--net-streams 4: iperf3 -P 4, 5 s)
+# through the same delay; each island's exchange rate (wire_bytes x 8 / exchange_seconds:
+# every wait and round trip of the protocol included) must reach DELAY_PCT% of it, and
+# both islands end every exchange with bit-identical global weights. A miss is
+# measured once more and the second decides (the shared machine's load moves the
+# rate by several percent).
+DELAY_PCT=65
+delay_judge() {
+  $PY - "$RUN" $K "$dlink" $DELAY_PCT $STREAMS <<'PYEOF'
 import json, sys
 ns = [json.load(open(f"{sys.argv[1]}/n{i}/summary.json"))["net"] for i in range(int(sys.argv[2]))]
-print("%d and %d exchanges, %d retries; exchange rate with the waits %.1f Mbit/s, transfer rate %.1f Mbit/s (the slower island)" % (
-    ns[0]["exchanges"], ns[1]["exchanges"], sum(n["retries"] for n in ns),
-    min(n["wire_bytes"] * 8 / n["exchange_seconds"] for n in ns) / 1e6,
-    min(n["transfer_bytes"] * 8 / n["transfer_seconds"] for n in ns) / 1e6))
-sys.exit(0 if min(n["exchanges"] for n in ns) >= 5 else 1)
+link, pct, streams = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+ex = min(n["wire_bytes"] * 8 / n["exchange_seconds"] for n in ns)
+tr = min(n["transfer_bytes"] * 8 / n["transfer_seconds"] for n in ns)
+print("%s exchanges, %d retries; exchange rate with the waits %.1f Mbit/s = %.0f%% of iperf3 -P %d's %.1f Mbit/s (at least %d%%), transfer rate %.1f Mbit/s = %.0f%%; %.3f s per exchange (the slower island)" % (
+    " and ".join(str(n["exchanges"]) for n in ns), sum(n["retries"] for n in ns), ex / 1e6, 100 * ex / link, streams, link / 1e6,
+    pct, tr / 1e6, 100 * tr / link, max(n["exchange_seconds"] / n["exchanges"] for n in ns)))
+sys.exit(0 if min(n["exchanges"] for n in ns) >= 5 and ex >= pct / 100 * link else 1)
 PYEOF
-) && pass "100 Mbit/s, 50 ms each way: $out" || fail "100 Mbit/s, 50 ms each way: $out"
-    same=$($PY "$SRC/tests/net/same_weights.py" "$RUN/n0" "$RUN/n1" 2>&1) \
+}
+if wan_rate 100mbit && wan_delay 50; then
+  if dlink=$(wan_iperf 0 1 5 $STREAMS); then
+    n=1
+    while :; do
+      run_case delay100ms.$n 512 5 || { fail "100 Mbit/s, 50 ms each way: an island failed"; break; }
+      out=$(delay_judge) && { pass "100 Mbit/s, 50 ms each way: $out"; break; }
+      [ $n -ge 2 ] && { fail "100 Mbit/s, 50 ms each way: $out"; break; }
+      echo "note: 100 Mbit/s, 50 ms each way: a miss, measuring once more: $out"
+      n=$((n + 1))
+    done
+    [ -f "$RUN/n1/summary.json" ] && { same=$($PY "$SRC/tests/net/same_weights.py" "$RUN/n0" "$RUN/n1" 2>&1) \
       && pass "100 Mbit/s, 50 ms each way: both islands end with bit-identical global weights" \
-      || fail "100 Mbit/s, 50 ms each way: the islands' weights differ: $same"
+      || fail "100 Mbit/s, 50 ms each way: the islands' weights differ: $same"; }
   else
-    fail "100 Mbit/s, 50 ms each way: an island failed"
+    fail "100 Mbit/s, 50 ms each way: iperf3 -P $STREAMS from island 0 to island 1 failed"
   fi
 else
   fail "cannot add 50 ms of delay to the emulated network (above)"
