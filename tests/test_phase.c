@@ -51,7 +51,7 @@ static void test_rule(void) {
 static int read(const char *text, int step, atoll_phase *p, int *since, uint64_t *taken, uint64_t *skipped, atoll_err *err) {
   cJSON *state = cJSON_Parse(text);
   CHECK(state != NULL);
-  int rc = atoll_phase_from_json(state, "CK", step, p, since, taken, skipped, err);
+  int rc = atoll_phase_from_json(state, "CK", step, 4, p, since, taken, skipped, err); /* phases of 4 steps */
   cJSON_Delete(state);
   return rc;
 }
@@ -63,7 +63,7 @@ static void test_json(void) {
   int since = -1;
   uint64_t taken = 0, skipped = 0;
   atoll_err err = {0};
-  CHECK(atoll_phase_from_json(state, "CK", 8, &q, &since, &taken, &skipped, &err) == 0);
+  CHECK(atoll_phase_from_json(state, "CK", 8, 4, &q, &since, &taken, &skipped, &err) == 0);
   CHECK(q.taken == 2 && q.seconds == 0.75 && q.last == 0.25 && since == 1 && taken == 5 && skipped == 3);
   cJSON_Delete(state);
   /* absent: nothing read, nothing changed */
@@ -82,6 +82,8 @@ static void test_json(void) {
       "{\"island_phase\": {\"taken\": 5, \"seconds\": 0, \"last_seconds\": 0, \"skipped_since_sync\": 4, \"steps_taken\": 0, \"skipped\": 4}}",
       "{\"island_phase\": {\"taken\": 1, \"seconds\": 0, \"last_seconds\": 0, \"skipped_since_sync\": 0, \"steps_taken\": 6, \"skipped\": 3}}",
       "{\"island_phase\": {\"taken\": 1, \"seconds\": 0, \"last_seconds\": 0, \"skipped_since_sync\": 0, \"skipped\": 0}}",
+      /* more than a phase of 4 steps since the sync, though within the step */
+      "{\"island_phase\": {\"taken\": 0, \"seconds\": 0, \"last_seconds\": 0, \"skipped_since_sync\": 5, \"steps_taken\": 0, \"skipped\": 5}}",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err.msg[0] = 0;

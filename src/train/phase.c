@@ -46,18 +46,19 @@ static double seconds(const cJSON *o, const char *key) {
   return v->valuedouble;
 }
 
-int atoll_phase_from_json(const cJSON *state, const char *dir, int step, atoll_phase *p, int *skipped_since_sync,
-                          uint64_t *taken_all, uint64_t *skipped, atoll_err *err) {
+int atoll_phase_from_json(const cJSON *state, const char *dir, int step, int sync_every, atoll_phase *p,
+                          int *skipped_since_sync, uint64_t *taken_all, uint64_t *skipped, atoll_err *err) {
   const cJSON *o = cJSON_GetObjectItemCaseSensitive(state, "island_phase");
   if (!o) return 0; /* (a checkpoint of a run without a phase: one begins here) */
-  double taken = whole(o, "taken", step), since = whole(o, "skipped_since_sync", step), all = whole(o, "skipped", step);
+  int phase = step < sync_every ? step : sync_every;
+  double taken = whole(o, "taken", phase), since = whole(o, "skipped_since_sync", phase), all = whole(o, "skipped", step);
   double took = whole(o, "steps_taken", step);
   double s = seconds(o, "seconds"), last = seconds(o, "last_seconds");
   if (!cJSON_IsObject(o) || taken < 0 || since < 0 || all < 0 || took < 0 || s < 0 || last < 0 || since > all ||
-      taken + since > step || took + all > step)
-    return atoll_fail(err, "%s/state.json: island_phase must hold whole numbers taken, skipped_since_sync <= skipped, "
-                      "steps_taken (taken + skipped_since_sync and steps_taken + skipped at most the step %d) and seconds, "
-                      "last_seconds in [0, 1e9]", dir, step);
+      taken + since > phase || took + all > step)
+    return atoll_fail(err, "%s/state.json: island_phase must hold whole numbers taken, skipped_since_sync <= skipped "
+                      "(taken + skipped_since_sync at most %d, a phase), steps_taken (steps_taken + skipped at most the "
+                      "step %d) and seconds, last_seconds in [0, 1e9]", dir, phase, step);
   *p = (atoll_phase){(int)taken, s, last};
   *skipped_since_sync = (int)since;
   *skipped = (uint64_t)all;

@@ -49,7 +49,8 @@ void atoll_phase_begin(atoll_phase *p);
  * `state` (0: out of memory); read back with every field checked (one line naming
  * dir's state.json). */
 int atoll_phase_to_json(cJSON *state, const atoll_phase *p, int skipped_since_sync, uint64_t taken, uint64_t skipped);
-int atoll_phase_from_json(const cJSON *state, const char *dir, int step, atoll_phase *p, int *skipped_since_sync,
-                          uint64_t *taken, uint64_t *skipped, atoll_err *err);
+/* (`sync_every`: no phase or time since a sync spans more steps) */
+int atoll_phase_from_json(const cJSON *state, const char *dir, int step, int sync_every, atoll_phase *p,
+                          int *skipped_since_sync, uint64_t *taken, uint64_t *skipped, atoll_err *err);
 
 #endif

@@ -554,11 +554,16 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
     /* islands as separate jobs: an island that was behind joined the run at a later step */
     int joined = l->run.diloco ? atoll_diloco_take_jump(l->run.diloco) : 0;
     if (joined > step) step = joined;
-    if (joined > 0) atoll_phase_begin(&l->state.phase); /* (at the joined step's sync) */
+    /* a phase begins at the join; the steps taken since the joined step were discarded
+     * with the island's weights, so its next contribution leaves them out of its tokens */
+    if (joined > 0 && atoll_phase_on(&l->phase)) {
+      atoll_phase_begin(&l->state.phase);
+      atoll_diloco_set_phase_skipped(l->run.diloco, step - joined);
+    }
     /* (a join up to --overlap steps back is the exchange in flight's; further back, the
      * island's checkpoint is ahead of the run's committed state) */
-    /* (--outer-mode async: the exchange may end up to a phase after its sync) */
-    int behind = strcmp(cfg->islands.outer_mode, "async") == 0 ? 2 * cfg->islands.sync_every : cfg->islands.overlap;
+    /* (--outer-mode async: the exchange ends at the latest at the next sync) */
+    int behind = strcmp(cfg->islands.outer_mode, "async") == 0 ? cfg->islands.sync_every : cfg->islands.overlap;
     if (joined > 0 && step - joined > behind) {
       rc = atoll_fail(err, "joined the run's committed state of step %d, but this island is at step %d: its checkpoint is ahead of the run (a coordinator restarted from an older state file?); stopping",
                       joined, step);

@@ -496,8 +496,8 @@ static int check_state(atoll_run *r, atoll_train_state *st, const cJSON *state, 
   if (read_late_tokens(r, state, dir, err)) return -1;
   int phase_skipped = 0;
   if (r->net && r->diloco) {
-    if (atoll_phase_from_json(state, dir, saved_step->valueint, &st->phase, &phase_skipped, &st->steps_taken,
-                              &st->steps_skipped, err))
+    if (atoll_phase_from_json(state, dir, saved_step->valueint, r->cfg->islands.sync_every, &st->phase, &phase_skipped,
+                              &st->steps_taken, &st->steps_skipped, err))
       return -1;
     atoll_diloco_set_phase_skipped(r->diloco, phase_skipped);
   }
