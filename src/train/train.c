@@ -560,9 +560,8 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
       atoll_phase_begin(&l->state.phase);
       atoll_diloco_set_phase_skipped(l->run.diloco, step - joined);
     }
-    /* (a join up to --overlap steps back is the exchange in flight's; further back, the
-     * island's checkpoint is ahead of the run's committed state) */
-    /* (--outer-mode async: the exchange ends at the latest at the next sync) */
+    /* (a join up to --overlap steps back, --sync-every with --outer-mode async, is the
+     * exchange in flight's; further back, the island's checkpoint is ahead of the run) */
     int behind = strcmp(cfg->islands.outer_mode, "async") == 0 ? cfg->islands.sync_every : cfg->islands.overlap;
     if (joined > 0 && step - joined > behind) {
       rc = atoll_fail(err, "joined the run's committed state of step %d, but this island is at step %d: its checkpoint is ahead of the run (a coordinator restarted from an older state file?); stopping",
