@@ -18,9 +18,32 @@ use_venv() {
     echo "SKIP: scripts/venv.sh could not make the PyPI venv (its reason above); this test needs $*"
     exit 77
   }
+  # one interpreter for all (transformers alone takes seconds to import); by name on failure
+  "$VPY" -c "import $(echo "$@" | tr ' ' ',')" 2>/dev/null && return 0
   for m in "$@"; do
     "$VPY" -c "import $m" 2>/dev/null || { echo "FAIL: $VPY lacks the module $m"; exit 1; }
   done
+}
+
+# warm_python: starts the venv's python (VPY, from use_venv) as a worker that runs the
+# test's Python checks one after another (tests/hf/warm_python.py), so that torch and
+# transformers are imported once, not per check. Then `py_run SCRIPT ARGS...` acts as
+# `$VPY SCRIPT ARGS...` would, its stdout and stderr both on stdout. The worker ends with
+# the test.
+warm_python() {
+  mkfifo "$TMP/py.req" "$TMP/py.rep"
+  "$VPY" "$SRC/tests/hf/warm_python.py" "$TMP/py.req" "$TMP/py.rep" &
+  PY_WORKER=$!
+  trap 'exec 3>&- 4<&-; kill $PY_WORKER 2>/dev/null; wait $PY_WORKER 2>/dev/null; rm -rf "$TMP"' EXIT
+  exec 3>"$TMP/py.req" 4<"$TMP/py.rep"
+}
+py_run() {
+  if ! (trap '' PIPE; { echo $#; pwd; echo "$TMP/py.out"; for a in "$@"; do printf '%s\n' "$a"; done; } >&3) 2>/dev/null ||
+     ! read -r py_status <&4; then
+    echo "the warm python worker (tests/hf/warm_python.py) died"; return 99
+  fi
+  cat "$TMP/py.out"
+  return "$py_status"
 }
 
 # A tiny model and a small corpus, so each run takes about a second.

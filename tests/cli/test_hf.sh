@@ -10,7 +10,8 @@ ATOLL=$1 SRC=$2 HF_LOGITS=$3
 . "$SRC/tests/cli/common.sh"
 # the venv with transformers (scripts/venv.sh makes it from PyPI when missing)
 use_venv transformers tokenizers safetensors
-HPY=$VPY
+warm_python
+HPY=py_run
 CHECK="$HPY $SRC/tests/hf/check_hf.py"
 small_data
 cd "$TMP"
