@@ -16,9 +16,5 @@ cd build-asan
 # test_islands_wan is left out here: it asserts a transfer rate against iperf3's, and
 # ASan's slowdown of the exchange's CPU work is not the link's (it runs in the plain suite);
 # so is fuzz_readers, whose targets are built with clang's ASan and UBSan in either suite
-# (the plain suite runs it, 5 minutes: running it again here would repeat it); and so is
-# test_hf_llama, transformers' Llamas and Qwen2s against atoll's import and export (459 s
-# here, the suite's longest test, which kept CI past 30 minutes): the plain suite runs
-# it; under the sanitizers the same readers run in test_hf (GPT-2's import and export),
-# test_safetensors, test_ckpt and fuzz_safetensors, but not the sharded index reader
-ctest --output-on-failure -j2 -E '^(test_islands_wan|fuzz_readers|test_hf_llama)$' "$@"
+# (the plain suite runs it, 5 minutes: running it again here would repeat it)
+ctest --output-on-failure -j2 -E '^(test_islands_wan|fuzz_readers)$' "$@"
