@@ -85,8 +85,8 @@ int main(void) {
   CHECK(strcmp(atoll_wire_type_name(ATOLL_WIRE_BYE), "BYE") == 0);
   put32(n - 4, 4000);
   refused(n, "BYE: rank 4000 out of range");
-  round_trip(&s), buf[5] = 19;
-  refused(n, "unknown message type 19");
+  round_trip(&s), buf[5] = 21;
+  refused(n, "unknown message type 21");
   /* WELCOME (type 16, the answer to a HELLO): text */
   atoll_wire_msg wl = {.type = ATOLL_WIRE_WELCOME};
   snprintf(wl.u.text, sizeof wl.u.text, "registered as island 0 rank 0");
@@ -100,22 +100,42 @@ int main(void) {
   refused(n, "ASK: rank 5000 out of range");
   const char *run = "{\"islands\": 3,\n \"sync-every\": 6}";
   atoll_wire_msg st = {.type = ATOLL_WIRE_SETTINGS};
-  st.u.settings = (atoll_wire_settings){0, 2, (uint32_t)strlen(run), run};
+  st.u.settings = (atoll_wire_settings){0, 2, 1, (uint32_t)strlen(run), run};
   n = round_trip(&st);
   {
     atoll_wire_msg p;
     char why[200];
     CHECK(atoll_wire_parse(buf, n, &p, mem2, 4, why, sizeof why) == 0);
-    CHECK(p.u.settings.slot == 2 && p.u.settings.len == strlen(run) && memcmp(p.u.settings.json, run, strlen(run)) == 0);
+    CHECK(p.u.settings.slot == 2 && p.u.settings.open == 1 && p.u.settings.len == strlen(run) &&
+          memcmp(p.u.settings.json, run, strlen(run)) == 0);
   }
   buf[n - 3] = 0x01; /* a control character in the settings */
   refused(n, "SETTINGS: byte");
   round_trip(&st), put32(ATOLL_WIRE_HEADER, 4000);
   refused(n, "SETTINGS: slot 4000 out of range");
-  round_trip(&st), put32(ATOLL_WIRE_HEADER + 4, 5);
+  round_trip(&st), put32(ATOLL_WIRE_HEADER + 4, 2);
+  refused(n, "SETTINGS: open must be 0 or 1, not 2");
+  round_trip(&st), put32(ATOLL_WIRE_HEADER + 8, 5);
   refused(n, "SETTINGS: 5 bytes of settings announced");
-  st.u.settings = (atoll_wire_settings){0, ATOLL_WIRE_NO_SLOT, 0, NULL};
+  st.u.settings = (atoll_wire_settings){0, ATOLL_WIRE_NO_SLOT, 0, 0, NULL};
   round_trip(&st); /* no slot, no settings */
+
+  /* UNITS (19) and UNIT (20): an open run's data units */
+  atoll_wire_msg un = {.type = ATOLL_WIRE_UNITS};
+  un.u.units = (atoll_wire_units){1, 6, 9, 9, 12, 3, 0, 0};
+  n = round_trip(&un);
+  {
+    atoll_wire_msg p;
+    char why[200];
+    CHECK(atoll_wire_parse(buf, n, &p, mem2, 4, why, sizeof why) == 0);
+    CHECK(p.u.units.rank == 1 && p.u.units.start == 6 && p.u.units.end == 9 && p.u.units.next_start == 9 &&
+          p.u.units.next_end == 12 && p.u.units.lost_from == 3);
+  }
+  put32(ATOLL_WIRE_HEADER, 4000);
+  refused(n, "UNITS: rank 4000 out of range");
+  atoll_wire_msg ua = {.type = ATOLL_WIRE_UNIT};
+  ua.u.units = (atoll_wire_units){0, 6, 9, 9, 12, 6, 7, 1ull << 40};
+  n = round_trip(&ua);
 
   /* QUORUM: members in increasing island order, at most max_members */
   atoll_wire_msg q = {.type = ATOLL_WIRE_QUORUM};

@@ -156,6 +156,9 @@ typedef struct {
    * rest of the phase's steps are skipped; docs/islands.md, "Phases in tokens or seconds") */
   uint64_t phase_tokens;
   float phase_seconds;
+  int units;                 /* --data-units 1, with join: an open run's island; its data comes in units from
+                              * the coordinator, one per inner phase (set by the coordinator's answer;
+                              * docs/islands.md, "Open membership") */
 } atoll_islands_config;
 
 /* device: where the model lives and how its products are computed */

@@ -26,7 +26,7 @@ int atoll_coordinator_main(int argc, char **argv) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       printf("usage: atoll coordinator --listen tcp://ADDR:PORT --keys DIR [--min-islands M] [--island-timeout S] [--state FILE]\n"
-             "                         [--run FILE] [--quorum-grace S] [--status-listen HOST:PORT] [--status-linger S]\n"
+             "                         [--run FILE] [--quorum-grace S] [--open 1] [--status-listen HOST:PORT] [--status-linger S]\n"
              "  DIR holds the coordinator's key.secret (atoll keys --out DIR) and allowed/*.pub, the islands' public keys\n"
              "  --state FILE keeps the run's revision and members there (locked while in use; FILE.lock), so that a\n"
              "  restarted coordinator continues the run; one FILE per run. Without it nothing outlives the process.\n"
@@ -35,6 +35,9 @@ int atoll_coordinator_main(int argc, char **argv) {
              "  an island started without --islands asks for them and for its slot (its key's place in allowed/, by name)\n"
              "  --quorum-grace S: once --min-islands islands are ready for an exchange, wait at most S seconds for the\n"
              "  others; the late ones join at the first commit after they ask (0, the default: wait for every live island)\n"
+             "  --open 1: an open run: any key in allowed/ (read again every 2 s) gets an island slot at its first ASK,\n"
+             "  and the training data goes out in units, one per island phase (docs/islands.md, \"Open membership\");\n"
+             "  --run FILE then sets no \"islands\"\n"
              "  --status-listen HOST:PORT (or PORT: 127.0.0.1): a read-only status page there: / (HTML), /status.json,\n"
              "  /metrics (Prometheus); --status-linger S keeps it up S seconds after the run ended (default 0)\n");
       return 0;
@@ -69,6 +72,12 @@ int atoll_coordinator_main(int argc, char **argv) {
     } else if (strcmp(a, "--island-timeout") == 0) {
       if (atoll_cli_number(a, val, 0.1, 86400, &v)) return 2;
       c.island_timeout = v;
+    } else if (strcmp(a, "--open") == 0) {
+      if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0) {
+        fprintf(stderr, "atoll: error: --open %s: expected 0 or 1\n", val);
+        return 2;
+      }
+      c.open = val[0] == '1';
     } else if (strcmp(a, "--quorum-grace") == 0) {
       if (atoll_cli_number(a, val, 0, 86400, &v)) return 2;
       c.quorum_grace = v;
@@ -89,6 +98,12 @@ int atoll_coordinator_main(int argc, char **argv) {
   char *run = NULL;
   if (run_file && atoll_run_settings_read(run_file, &run, &err)) {
     fprintf(stderr, "atoll: error: %s\n", err.msg);
+    return 2;
+  }
+  if (c.open && (!run || atoll_run_settings_open(run_file, run, &err))) {
+    if (!run) fprintf(stderr, "atoll: error: --open 1: an open run needs --run FILE (the settings every island takes)\n");
+    else fprintf(stderr, "atoll: error: %s\n", err.msg);
+    free(run);
     return 2;
   }
   c.run_json = run;

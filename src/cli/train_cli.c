@@ -277,10 +277,22 @@ static int island_asks(int argc, char **argv, const char *config_file, int rank,
       !probe.islands.key[0] || !probe.islands.coordinator_key[0])
     return 0;
   uint32_t slot;
+  int open;
   const atoll_islands_config *pi = &probe.islands;
-  if (atoll_net_ask(pi->join, pi->key, pi->coordinator_key, (uint32_t)rank, pi->net_timeout, NULL, &slot, run, err))
+  if (atoll_net_ask(pi->join, pi->key, pi->coordinator_key, (uint32_t)rank, pi->net_timeout, NULL, &slot, &open, run, err))
     return -1;
   if (*run && atoll_run_settings_apply(cfg, *run, err)) return -1;
+  if (open) { /* an open run: its key's slot, no fixed number of islands, the data in units */
+    if (slot == ATOLL_WIRE_NO_SLOT)
+      return atoll_fail(err, "--join %s: the open run's coordinator has no island slot left for this island's key", probe.islands.join);
+    if (probe.islands.id >= 0 && probe.islands.id != (int)slot)
+      return atoll_fail(err, "--island-id %d: the open run's coordinator gave this island's key slot %u; leave the flag out",
+                        probe.islands.id, slot);
+    cfg->islands.id = (int)slot;
+    cfg->islands.count = 1;
+    cfg->islands.units = 1;
+    return 0;
+  }
   if (probe.islands.id < 0) {
     if (slot == ATOLL_WIRE_NO_SLOT)
       return atoll_fail(err, "--join %s: the coordinator has no island slot for this island's key (allowed after it started?); give --island-id",
@@ -331,7 +343,10 @@ static int read_train_settings(int argc, char **argv, int rank, atoll_config *cf
   atoll_config run_only = *cfg;
   int rc = apply_settings(argc, argv, config_file, *resume, cfg, ckpt_dir, ckpt_dir_size, data_from_ckpt, err);
   if (rc == 0 && run) rc = atoll_run_settings_agree(&run_only, cfg, run, err);
-  if (rc == 0 && run && rank == 0)
+  if (rc == 0 && run && rank == 0 && cfg->islands.units)
+    fprintf(stderr, "atoll train: the coordinator %s gave the run's settings (%zu bytes); this island is island slot %d of an open run (data in units)\n",
+            cfg->islands.join, strlen(run), cfg->islands.id);
+  else if (rc == 0 && run && rank == 0)
     fprintf(stderr, "atoll train: the coordinator %s gave the run's settings (%zu bytes); this island is island slot %d of %d\n",
             cfg->islands.join, strlen(run), cfg->islands.id, cfg->islands.count);
   free(run);

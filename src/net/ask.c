@@ -29,8 +29,9 @@ static int resolves(const char *join, atoll_err *err) {
 }
 
 int atoll_net_ask(const char *join, const char *key_file, const char *coordinator_key, uint32_t rank, double timeout,
-                  const volatile sig_atomic_t *stop, uint32_t *slot, char **json, atoll_err *err) {
+                  const volatile sig_atomic_t *stop, uint32_t *slot, int *open, char **json, atoll_err *err) {
   *json = NULL;
+  *open = 0;
   *slot = ATOLL_WIRE_NO_SLOT;
   if (sodium_init() < 0) return atoll_fail(err, "libsodium cannot start");
   uint8_t pub[ATOLL_KEY_BYTES], sec[ATOLL_KEY_BYTES], cpub[ATOLL_KEY_BYTES];
@@ -74,6 +75,7 @@ int atoll_net_ask(const char *join, const char *key_file, const char *coordinato
     }
     if (m.type != ATOLL_WIRE_SETTINGS) continue;
     *slot = m.u.settings.slot;
+    *open = (int)m.u.settings.open;
     if (m.u.settings.len > 0) {
       if (!(*json = malloc(m.u.settings.len + 1))) {
         atoll_fail(err, "out of memory");

@@ -10,10 +10,10 @@
 #include <stdint.h>
 
 /* Asks every second until SETTINGS comes, up to timeout seconds (or *stop, if stop is
- * not NULL). *slot: ATOLL_WIRE_NO_SLOT or the slot; *json: the run's settings as a
+ * not NULL). *slot: ATOLL_WIRE_NO_SLOT or the slot; *open: 1 in an open run; *json: the run's settings as a
  * NUL-terminated string (free it), or NULL when the coordinator has none. 0, or -1 with
  * one line naming --join. */
 int atoll_net_ask(const char *join, const char *key_file, const char *coordinator_key, uint32_t rank, double timeout,
-                  const volatile sig_atomic_t *stop, uint32_t *slot, char **json, atoll_err *err);
+                  const volatile sig_atomic_t *stop, uint32_t *slot, int *open, char **json, atoll_err *err);
 
 #endif

@@ -314,6 +314,7 @@ static void on_bye(coord *c, member *m, uint32_t step) {
   for (int i = 0; i < SESSIONS; i++)
     if (m->sessions[i]) c->bye_sessions[c->next_bye++ % RETIRED] = m->sessions[i];
   m->used = 0;
+  atoll_coord_units_left(c, m->island); /* (an open run: the unit it asked ahead goes back) */
   c->n_finished++;
   c->finished_here++;
   if (m->ranks > 1)
@@ -334,6 +335,10 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   if (parse(c, n, who, &msg)) return;
   if (msg.type == ATOLL_WIRE_ASK) { /* before any HELLO: answered, no member made */
     atoll_coord_on_ask(c, from, keyz, who, msg.u.settings.rank);
+    return;
+  }
+  if (msg.type == ATOLL_WIRE_UNITS) { /* on a socket of its own, by slot: answered, no member made */
+    atoll_coord_on_units(c, from, keyz, who, &msg.u.units);
     return;
   }
   member *m = sender(c, &msg, from, keyz, addr, who);
@@ -385,6 +390,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   c->ctx = zmq_ctx_new();
   if (atoll_zap_start(&c->zap, c->ctx, "coordinator", 0, err)) goto done;
   atoll_key_path(path, sizeof path, cfg->keys, "allowed", err); /* (shorter than key.secret's, checked above) */
+  snprintf(c->allowed, sizeof c->allowed, "%s", path);
   if (atoll_keys_private_dir(cfg->keys, err) || atoll_keys_private_dir(path, err)) goto done;
   int allowed = atoll_zap_allow_dir(c->zap, path, err);
   if (allowed < 0 || atoll_coord_load_slots(c, path, err)) goto done;
@@ -416,6 +422,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
     long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     atoll_coord_expire(c);
+    atoll_coord_reread_allowed(c);
     if (cfg->quorum_grace > 0) atoll_coord_try_quorum(c); /* a grace window may have ended */
     atoll_coord_status_publish(c);
     /* the run is over once every member left and the last ones said they finished */

@@ -27,6 +27,9 @@ typedef struct {
                              (merge_policy.h); 0: wait for every live island */
   const char *status_listen; /* HOST:PORT of the read-only status page (status_http.h); NULL: none */
   double status_linger;      /* seconds the page stays up after the run ended */
+  int open;                  /* 1: an open run (docs/islands.md, "Open membership"): any allowed key gets a
+                                slot at its first ASK (allowed/ read again every 2 s), and the data goes
+                                out in units (units.h) */
 } atoll_coordinator_config;
 
 /* Runs until *stop is set (or run_seconds pass). Returns 0, or -1 with err. */

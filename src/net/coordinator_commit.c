@@ -134,6 +134,10 @@ void atoll_coord_try_commit(coord *c) {
     c->last_step = g->step;
     memcpy(c->hash, whole, ATOLL_WIRE_HASH);
     for (uint32_t r = 0; r < (c->ranks ? c->ranks : 1); r++) memcpy(c->rank_hash[r], first[r]->commit_hash, ATOLL_WIRE_HASH);
+    for (int j = 0; j < g->n; j++) { /* (an open run: the units of the phases this commit took in are done) */
+      member *m = atoll_coord_group_member(c, g, j);
+      if (m && !m->joining && m->rank == 0) atoll_coord_units_committed(c, m->island, g->step);
+    }
     atoll_coord_save_state(c);
     atoll_coord_status_commit(c, g);
   }

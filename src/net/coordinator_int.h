@@ -8,6 +8,7 @@
 #include "net/coordinator.h"
 #include "net/keys.h"
 #include "net/sock.h"
+#include "net/units.h"
 #include "net/wire.h"
 #include "net/zap.h"
 
@@ -111,8 +112,12 @@ typedef struct {
   int lock_fd;      /* the state file's lock (-1: none) */
   said_lately refused; /* a refused layout */
   said_lately unreg;   /* messages from an allowed key that is not a member */
-  char slots[MAX_MEMBERS][ATOLL_KEY_Z85 + 1]; /* the allow-list's keys, by file name: slot i (ASK) */
+  char slots[MAX_MEMBERS][ATOLL_KEY_Z85 + 1]; /* the allow-list's keys, by file name: slot i (ASK); in an
+                                                 open run, the keys in the order of their first ASK */
   int nslots;
+  atoll_units units;     /* an open run's data units (units.h) */
+  char allowed[4200];    /* the allow-list directory (an open run reads it again for new keys) */
+  double allowed_read;   /* when it was last read */
   struct coord_view *view; /* the status page (coordinator_status.c; NULL: none) */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;
@@ -121,6 +126,14 @@ typedef struct {
  * answer to an ASK */
 int atoll_coord_load_slots(coord *c, const char *allowed, atoll_err *err);
 void atoll_coord_on_ask(coord *c, const route *from, const char *keyz, const char *who, uint32_t rank);
+
+/* coordinator_open.c: an open run (--open 1; docs/islands.md, "Open membership"): slots
+ * given to keys at their first ASK, the data units, and the allow-list read again */
+int atoll_coord_open_slot(coord *c, const char *keyz); /* the key's slot (a new one at its first ASK); -1: none left */
+void atoll_coord_on_units(coord *c, const route *from, const char *keyz, const char *who, const atoll_wire_units *u);
+void atoll_coord_units_committed(coord *c, uint32_t island, uint32_t step);
+void atoll_coord_units_left(coord *c, uint32_t island); /* after a member of it left: its units go back when none is left */
+void atoll_coord_reread_allowed(coord *c);          /* every 2 s: keys added to allowed/ meanwhile are allowed */
 
 /* coordinator_members.c */
 void atoll_coord_hex(const uint8_t *h, char out[17]); /* the first 8 bytes of a hash, in hex */
@@ -172,6 +185,10 @@ typedef struct {
   uint8_t rank_hash[MAX_MEMBERS][ATOLL_WIRE_HASH];
   uint64_t counts[COORD_COUNTS];
   int members;
+  char slots[MAX_MEMBERS][ATOLL_KEY_Z85 + 1]; /* an open run's (absent: none) */
+  int nslots;
+  int has_units;
+  atoll_units units;
 } coord_saved;
 /* Parses a state file's text (path names it in errors): 0, or -1 with one line. */
 int atoll_coord_state_parse(const char *text, size_t len, const char *path, coord_saved *out, atoll_err *err);

@@ -221,6 +221,7 @@ void atoll_coord_expire(coord *c) {
     m->used = 0;
     changed = 1;
     c->n_left++;
+    atoll_coord_units_left(c, m->island);
     if (m->ranks > 1)
       fprintf(stderr, "coordinator: island %u rank %u left (silent for %.1f s, key %.8s...); %d members\n", m->island, m->rank,
               now - m->last_heard, m->keyz, atoll_coord_live(c));

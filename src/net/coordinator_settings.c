@@ -16,6 +16,7 @@ static int is_pub(const struct dirent *e) {
 }
 
 int atoll_coord_load_slots(coord *c, const char *allowed, atoll_err *err) {
+  if (c->cfg->open) return 0; /* an open run's slots are its keys' in the order they asked (the state file's) */
   struct dirent **names = NULL;
   int n = scandir(allowed, &names, is_pub, by_name);
   if (n < 0) return atoll_fail(err, "%s: cannot open the allow-list directory", allowed);
@@ -37,6 +38,11 @@ int atoll_coord_load_slots(coord *c, const char *allowed, atoll_err *err) {
 void atoll_coord_on_ask(coord *c, const route *from, const char *keyz, const char *who, uint32_t rank) {
   atoll_wire_msg msg = {.type = ATOLL_WIRE_SETTINGS};
   msg.u.settings.slot = ATOLL_WIRE_NO_SLOT;
+  msg.u.settings.open = c->cfg->open != 0;
+  if (c->cfg->open) {
+    int slot = atoll_coord_open_slot(c, keyz);
+    if (slot >= 0) msg.u.settings.slot = (uint32_t)slot;
+  }
   for (int i = 0; i < c->nslots; i++)
     if (strcmp(c->slots[i], keyz) == 0) msg.u.settings.slot = (uint32_t)i;
   const char *run = c->cfg->run_json;
@@ -44,7 +50,8 @@ void atoll_coord_on_ask(coord *c, const route *from, const char *keyz, const cha
   msg.u.settings.len = run ? (uint32_t)strlen(run) : 0;
   if (rank == 0) { /* (each rank of an island asks; one line per island) */
     if (msg.u.settings.slot == ATOLL_WIRE_NO_SLOT)
-      fprintf(stderr, "coordinator: %s asks for the run's settings: no island slot (its key was allowed after the start)\n", who);
+      fprintf(stderr, "coordinator: %s asks for the run's settings: no island slot (%s)\n", who,
+              c->cfg->open ? "every one is taken" : "its key was allowed after the start");
     else
       fprintf(stderr, "coordinator: %s asks for the run's settings: island slot %u%s\n", who, msg.u.settings.slot,
               run ? "" : " (no --run: it has its own)");

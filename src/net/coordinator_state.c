@@ -56,6 +56,11 @@ void atoll_coord_save_state(coord *c) {
     cJSON_AddStringToObject(o, "endpoint", c->m[i].endpoint);
     cJSON_AddItemToArray(mem, o);
   }
+  if (c->cfg->open) { /* an open run: its keys' slots and its data units */
+    cJSON *sl = cJSON_AddArrayToObject(s, "slots");
+    for (int i = 0; i < c->nslots; i++) cJSON_AddItemToArray(sl, cJSON_CreateString(c->slots[i]));
+    cJSON_AddItemToObject(s, "units", atoll_units_to_json(&c->units));
+  }
   char *text = cJSON_Print(s);
   atoll_err err;
   if (!text || atoll_write_file_atomic(c->state_path, text, strlen(text), &err))
@@ -161,6 +166,25 @@ static int parse_tree(const cJSON *s, const char *path, coord_saved *out, atoll_
   for (int i = 0; i < cJSON_GetArraySize(mem); i++)
     if (check_member(cJSON_GetArrayItem(mem, i), i, path, err)) return -1;
   out->members = cJSON_GetArraySize(mem);
+  const cJSON *sl = cJSON_GetObjectItemCaseSensitive(s, "slots"), *un = cJSON_GetObjectItemCaseSensitive(s, "units");
+  if (sl && (!cJSON_IsArray(sl) || cJSON_GetArraySize(sl) > MAX_MEMBERS))
+    return atoll_fail(err, "%s: slots must be an array of at most %d keys", path, MAX_MEMBERS);
+  for (int i = 0; sl && i < cJSON_GetArraySize(sl); i++) {
+    const cJSON *k = cJSON_GetArrayItem(sl, i);
+    if (!good_text(k, ATOLL_KEY_Z85, ATOLL_KEY_Z85, Z85))
+      return atoll_fail(err, "%s: slots[%d] must be a public key (%d Z85 characters)", path, i, ATOLL_KEY_Z85);
+    for (int j = 0; j < i; j++)
+      if (strcmp(out->slots[j], k->valuestring) == 0) return atoll_fail(err, "%s: slots[%d] repeats slots[%d]", path, i, j);
+    snprintf(out->slots[out->nslots++], sizeof out->slots[0], "%s", k->valuestring);
+  }
+  char why[300];
+  if (un && atoll_units_parse(un, path, &out->units, why, sizeof why)) return atoll_fail(err, "%s", why);
+  out->has_units = un != NULL;
+  for (int i = 0; i < MAX_MEMBERS; i++) /* a unit held by an island with no slot is nobody's */
+    if (out->units.nheld[i] && i >= out->nslots)
+      return atoll_fail(err, "%s: units.held: island %d holds units but has no slot (slots has %d)", path, i, out->nslots);
+  for (int i = MAX_MEMBERS; i < ATOLL_UNITS_ISLANDS; i++)
+    if (out->units.nheld[i]) return atoll_fail(err, "%s: units.held: island %d is beyond the %d slots", path, i, MAX_MEMBERS);
   return 0;
 }
 
@@ -192,6 +216,13 @@ int atoll_coord_load_state(coord *c, atoll_err *err) {
   c->n_registered = s.counts[0], c->n_left = s.counts[1], c->n_restarted = s.counts[2];
   c->n_state_joins = s.counts[3], c->n_finished = s.counts[4];
   c->restored_members = s.members;
+  if (c->cfg->open) {
+    memcpy(c->slots, s.slots, sizeof c->slots);
+    c->nslots = s.nslots;
+    c->units = s.units;
+  } else if (s.nslots || s.has_units) {
+    return atoll_fail(err, "%s: the state of an open run (slots, units): start the coordinator with --open 1", c->state_path);
+  }
   c->unconfirmed = c->revision > 0; /* until an island of that run shows up (coordinator.c) */
   char hh[2 * ATOLL_WIRE_HASH + 1];
   to_hex(c->hash, hh);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *NAMES[] = {"?", "HELLO", "HEARTBEAT", "READY", "QUORUM", "WAIT", "COMMIT",
-                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM", "BYE", "WELCOME", "ASK", "SETTINGS"};
+                              "COMMITTED", "ERROR", "DATA", "DONE", "GO", "ABORT", "FEED", "STATE_FROM", "BYE", "WELCOME", "ASK", "SETTINGS", "UNITS", "UNIT"};
 
 const char *atoll_wire_type_name(int type) {
   return type >= 1 && type <= ATOLL_WIRE_TYPE_MAX ? NAMES[type] : "unknown";
@@ -170,9 +170,11 @@ static int parse_data(rd *r, atoll_wire_data *d, const char *name, char *why, si
 /* SETTINGS: the text stays in the frame (json points there). */
 static int parse_settings(rd *r, atoll_wire_settings *s, const char *name, char *why, size_t whysz) {
   s->slot = (uint32_t)get_le(r, 4);
+  s->open = (uint32_t)get_le(r, 4);
   s->len = (uint32_t)get_le(r, 4);
   if (r->bad) return 0; /* (reported as truncated) */
   if (s->slot >= ATOLL_WIRE_MAX_MEMBERS && s->slot != ATOLL_WIRE_NO_SLOT) return fail(why, whysz, "%s: slot %u out of range", name, s->slot);
+  if (s->open > 1) return fail(why, whysz, "%s: open must be 0 or 1, not %u", name, s->open);
   if (s->len > ATOLL_WIRE_MAX_SETTINGS || s->len != r->left)
     return fail(why, whysz, "%s: %u bytes of settings announced, %zu present (at most %u)", name, s->len, r->left,
                 ATOLL_WIRE_MAX_SETTINGS);
@@ -214,6 +216,15 @@ static int parse_payload(rd *r, atoll_wire_msg *m, atoll_wire_member *members, u
     if (!r->bad && m->u.settings.rank >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: rank %u out of range", name, m->u.settings.rank);
     return 0;
   case ATOLL_WIRE_SETTINGS: return parse_settings(r, &m->u.settings, name, why, whysz);
+  case ATOLL_WIRE_UNITS:
+  case ATOLL_WIRE_UNIT: {
+    atoll_wire_units *u = &m->u.units;
+    u->rank = (uint32_t)get_le(r, 4), u->start = (uint32_t)get_le(r, 4), u->end = (uint32_t)get_le(r, 4);
+    u->next_start = (uint32_t)get_le(r, 4), u->next_end = (uint32_t)get_le(r, 4), u->lost_from = (uint32_t)get_le(r, 4);
+    u->unit = get_le(r, 8), u->next_unit = get_le(r, 8);
+    if (!r->bad && u->rank >= ATOLL_WIRE_MAX_MEMBERS) return fail(why, whysz, "%s: rank %u out of range", name, u->rank);
+    return 0;
+  }
   }
   return 0;
 }
@@ -275,7 +286,7 @@ static void put_sync(wr *w, const atoll_wire_sync *s) {
 size_t atoll_wire_size(const atoll_wire_msg *m) {
   switch (m->type) {
   case ATOLL_WIRE_DATA: return ATOLL_WIRE_HEADER + 53 + m->u.data.len;
-  case ATOLL_WIRE_SETTINGS: return ATOLL_WIRE_HEADER + 8 + m->u.settings.len;
+  case ATOLL_WIRE_SETTINGS: return ATOLL_WIRE_HEADER + 12 + m->u.settings.len;
   case ATOLL_WIRE_QUORUM:
   case ATOLL_WIRE_FEED:
   case ATOLL_WIRE_STATE_FROM: return ATOLL_WIRE_HEADER + 28 + ATOLL_WIRE_HASH + (size_t)m->u.quorum.n * (4 + ATOLL_WIRE_KEY + 2 + ATOLL_WIRE_MAX_ENDPOINT);
@@ -350,9 +361,18 @@ size_t atoll_wire_encode(const atoll_wire_msg *m, uint8_t *out, size_t cap) {
   case ATOLL_WIRE_SETTINGS:
     if (m->u.settings.len > ATOLL_WIRE_MAX_SETTINGS) return 0;
     put_le(&w, m->u.settings.slot, 4);
+    put_le(&w, m->u.settings.open, 4);
     put_le(&w, m->u.settings.len, 4);
     put(&w, m->u.settings.json, m->u.settings.len);
     break;
+  case ATOLL_WIRE_UNITS:
+  case ATOLL_WIRE_UNIT: {
+    const atoll_wire_units *u = &m->u.units;
+    put_le(&w, u->rank, 4), put_le(&w, u->start, 4), put_le(&w, u->end, 4);
+    put_le(&w, u->next_start, 4), put_le(&w, u->next_end, 4), put_le(&w, u->lost_from, 4);
+    put_le(&w, u->unit, 8), put_le(&w, u->next_unit, 8);
+    break;
+  }
   default: return 0;
   }
   if (w.bad) return 0;

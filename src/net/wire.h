@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ATOLL_WIRE_VERSION 5
+#define ATOLL_WIRE_VERSION 6
 #define ATOLL_WIRE_HEADER 24
 #define ATOLL_WIRE_MAX_CONTROL (64u << 10)
 #define ATOLL_WIRE_MAX_DATA (16u << 20)
@@ -59,7 +59,9 @@ typedef enum {
   ATOLL_WIRE_WELCOME = 16,  /* coordinator -> island: its HELLO was taken (text: the run's state) */
   ATOLL_WIRE_ASK = 17,      /* island -> coordinator, before its HELLO: the run's settings and its slot? */
   ATOLL_WIRE_SETTINGS = 18, /* coordinator -> island: the answer */
-  ATOLL_WIRE_TYPE_MAX = 18
+  ATOLL_WIRE_UNITS = 19,    /* island -> coordinator (open runs): the data units of this phase and the next? */
+  ATOLL_WIRE_UNIT = 20,     /* coordinator -> island: the answer */
+  ATOLL_WIRE_TYPE_MAX = 20
 } atoll_wire_type;
 
 /* HELLO and HEARTBEAT */
@@ -125,15 +127,25 @@ typedef struct {
 } atoll_wire_data;
 
 /* ASK: rank (of the asking island's job). SETTINGS: slot, the island slot of the
- * asker's key (its place in the coordinator's allow-list, sorted by file name), or
- * ATOLL_WIRE_NO_SLOT; json: the run's settings (--run FILE), len bytes of printable
- * ASCII, tab, CR or LF, pointing into the frame (not NUL-terminated); len 0: none. */
+ * asker's key (its place in the coordinator's allow-list, sorted by file name; in an
+ * open run the slot the coordinator gave that key), or ATOLL_WIRE_NO_SLOT; open: 1 in
+ * an open run (coordinator --open: slots by key, data in units), else 0; json: the
+ * run's settings (--run FILE), len bytes of printable ASCII, tab, CR or LF, pointing
+ * into the frame (not NUL-terminated); len 0: none. */
 #define ATOLL_WIRE_NO_SLOT 0xffffffffu
 typedef struct {
-  uint32_t rank, slot;
+  uint32_t rank, slot, open;
   uint32_t len;
   const char *json;
 } atoll_wire_settings;
+
+/* UNITS: island rank `rank` begins phase (start, end] and asks ahead for (next_start,
+ * next_end]; lost_from: the phases it began from this step on lost their work (a join;
+ * none: start). UNIT: their data units (unit, next_unit), the rest repeated (src/net/units.h) */
+typedef struct {
+  uint32_t rank, start, end, next_start, next_end, lost_from;
+  uint64_t unit, next_unit;
+} atoll_wire_units;
 
 typedef struct {
   atoll_wire_type type;
@@ -145,6 +157,7 @@ typedef struct {
     atoll_wire_quorum quorum;
     atoll_wire_data data;
     atoll_wire_settings settings;
+    atoll_wire_units units;
     char text[ATOLL_WIRE_MAX_TEXT + 1];
   } u;
 } atoll_wire_msg;

@@ -33,6 +33,11 @@ static int any_late(const atoll_diloco *d) {
   return 0;
 }
 
+int atoll_diloco_joins(const atoll_diloco *d, int *exchange_step) {
+  *exchange_step = d->join_exchange;
+  return d->joins;
+}
+
 int atoll_diloco_take_jump(atoll_diloco *d) {
   int j = d->jump_to;
   d->jump_to = 0;
@@ -276,6 +281,7 @@ static int exchange_done(atoll_diloco *d, int step, const int *frags, int n, int
   }
   if (rc == 2) {
     adopt_joined(d);
+    d->joins++, d->join_exchange = step; /* (an open run's data units: island_units.c) */
     return 0;
   }
   int took = step - d->contributed_to - d->sync_skipped;

@@ -170,6 +170,10 @@ int atoll_diloco_settle(atoll_diloco *d, atoll_err *err);
 /* With an outer link: the step the island jumped to by joining after the last
  * after_step (the loop continues from there), or 0; reading it clears it. */
 int atoll_diloco_take_jump(atoll_diloco *d);
+/* With a link: the joins so far (an exchange that ended in the committed state instead),
+ * and *exchange_step, the step of the last such exchange: the island's work since then
+ * was discarded with its weights (an open run gives those phases' data units back). */
+int atoll_diloco_joins(const atoll_diloco *d, int *exchange_step);
 /* With an outer link: no exchange comes (ATOLL_OUTER_*): the kind,
  * and *why the reason; 0 while the run goes on. The loop saves and stops. */
 int atoll_diloco_ended(const atoll_diloco *d, const char **why);

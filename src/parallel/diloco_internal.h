@@ -72,6 +72,7 @@ struct atoll_diloco {
   int64_t *verdicts;         /* [world size][3]: every rank's view of the sync */
   float *tie_global, *tie_momentum; /* [wte] with an embedding tie */
   int jump_to;               /* with a link: the step this island joined at, for the loop */
+  int joins, join_exchange;  /* joins so far, and the step of the exchange that ended in the last one */
   /* an island's phase in tokens or seconds (train/phase.h): the steps it skipped since
    * its last sync, and at the sync in flight (its outer gradient's tokens leave them out) */
   int phase_skipped, sync_skipped;

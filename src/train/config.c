@@ -129,6 +129,7 @@ static const key_spec KEYS[] = {
     {"island-id", K_INT, F(islands.id), 0, MAX_RANKS - 1, "with --join: this island's slot in [0, --islands): its data and its place in the sum"},
     {"net-streams", K_INT, F(islands.net_streams), 1, 64, "with --join: parallel streams (TCP connections) per peer"},
     {"net-timeout", K_FLOAT, F(islands.net_timeout), 0.1, 1e7, "with --join: seconds any network wait may take"},
+    {"data-units", K_INT, F(islands.units), 0, 1, "with --join: 1 in an open run (coordinator --open 1; set from the coordinator's answer): the island trains each inner phase on a data unit the coordinator hands out, and its slot is its key's, not a place in --islands"},
     {"phase-tokens", K_U64, F(islands.phase_tokens), 0, 0, "with --join: the island's inner phase ends once it trained this many tokens (at least one step, at most --sync-every); it skips the phase's other steps and contributes what it trained, weighted by its tokens (0: off)"},
     {"phase-seconds", K_FLOAT, F(islands.phase_seconds), 0, 1e7, "with --join: the island's inner phase ends before a step that would take it past this many seconds of inner steps (at least one step, at most --sync-every): a slow island skips the rest and syncs with the others, weighted by its tokens (0: off)"},
 };
@@ -398,8 +399,13 @@ int atoll_config_check(const atoll_config *c, atoll_err *err) {
       return atoll_fail(err, "--join %s: needs --%s", c->islands.join, !c->islands.key[0] ? "island-key FILE" : "coordinator-key FILE");
     if (!c->islands.listen[0] && c->islands.advertise[0])
       return atoll_fail(err, "--island-advertise %s: needs --island-listen (the endpoint it stands for)", c->islands.advertise);
-    if (c->islands.id >= c->islands.count)
+    if (c->islands.id >= c->islands.count && !c->islands.units)
       return atoll_fail(err, "--island-id %d: must be below --islands %d (the island slots)", c->islands.id, c->islands.count);
+    if (c->islands.units && (c->islands.fragments != 1 || strcmp(c->islands.data, "iid") != 0 || c->islands.count != 1))
+      return atoll_fail(err, "--data-units 1: an open run's island takes --fragments 1, --island-data iid and no --islands (it has %d, %s, %d)",
+                        c->islands.fragments, c->islands.data, c->islands.count);
+  } else if (c->islands.units) {
+    return atoll_fail(err, "--data-units 1: needs --join (an open run's island)");
   }
   return 0;
 }

@@ -37,6 +37,7 @@ typedef struct {
   int data_replicas, data_replica; /* the training windows' split: as replicas, replica; with --join
                                       over the island slots of --islands (docs/islands.md) */
   struct atoll_islands_net *net; /* with --join (owned by the strategy list) */
+  struct atoll_island_units *units; /* an open run's island (--data-units 1): its data units; else NULL */
   int seq, micro_batches;  /* micro_batches: per replica per step */
   int chunks;              /* --virtual-stages */
   atoll_model *model;

@@ -79,3 +79,25 @@ int atoll_run_settings_agree(const atoll_config *run, const atoll_config *mine, 
   cJSON_Delete(given);
   return rc;
 }
+
+int atoll_run_settings_open(const char *file, const char *json, atoll_err *err) {
+  cJSON *given = atoll_json_parse_whole(json, strlen(json), "the run's settings", err);
+  if (!given) return -1;
+  atoll_config c;
+  atoll_config_defaults(&c);
+  int rc = atoll_run_settings_apply(&c, json, err);
+  for (const cJSON *it = given->child; rc == 0 && it; it = it->next) {
+    char k[64];
+    dashed(it->string, k, sizeof k);
+    if (strcmp(k, "islands") == 0)
+      rc = atoll_fail(err, "--run %s: sets islands; an open run (--open 1) has no fixed number of islands: leave it out", file);
+  }
+  if (rc == 0 && c.islands.fragments != 1)
+    rc = atoll_fail(err, "--run %s: fragments %d; an open run hands out its data one unit per inner phase: fragments 1", file,
+                    c.islands.fragments);
+  if (rc == 0 && strcmp(c.islands.data, "iid") != 0)
+    rc = atoll_fail(err, "--run %s: island-data %s; an open run hands out its data in units: island-data iid", file,
+                    c.islands.data);
+  cJSON_Delete(given);
+  return rc;
+}

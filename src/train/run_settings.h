@@ -19,4 +19,9 @@ int atoll_run_settings_read(const char *file, char **json, atoll_err *err);
 int atoll_run_settings_apply(atoll_config *c, const char *json, atoll_err *err);
 int atoll_run_settings_agree(const atoll_config *run, const atoll_config *mine, const char *json, atoll_err *err);
 
+/* The settings of an open run (coordinator --open 1, FILE named in errors): no
+ * "islands" (no fixed number), fragments 1 and island-data iid (the data goes out in
+ * units, one per inner phase). 0, or -1 with one line. */
+int atoll_run_settings_open(const char *file, const char *json, atoll_err *err);
+
 #endif

@@ -14,7 +14,8 @@
  * Global batch. A step consumes batch x micro_batches x replicas sequences.
  * Micro-batch i of replica q is global micro-batch i replicas + q, and its row b is
  * window (seed, step, that index x batch + b): the same windows as one process with
- * micro_batches x replicas micro-batches, split disjointly over the replicas.
+ * micro_batches x replicas micro-batches, split disjointly over the replicas. (An open
+ * run's island draws each phase from its data unit's stream: island_units.h.)
  *
  * Exact resume: everything a step depends on is either in the checkpoint (weights,
  * AdamW moments, step, RNG state, config) or a pure function of it (the batch of step
@@ -30,6 +31,7 @@
 #include "ops/cpu_features.h"
 #include "ops/gemm_cpu.h"
 #include "optim/optim.h"
+#include "parallel/island_units.h"
 #include "parallel/islands_net.h"
 #include "train/agree.h"
 #include "train/eval_sets.h"
@@ -85,7 +87,8 @@ static void load_micro(void *ctx, int micro, int32_t *inputs, int32_t *targets) 
     if (src->eval_count)
       atoll_dataset_eval_window(src->ds, index, (uint64_t)src->eval_count, seq, w);
     else
-      atoll_dataset_window(src->ds, r->cfg->run.seed, (uint64_t)src->step, index, seq, w);
+      atoll_dataset_window(src->ds, r->cfg->run.seed, /* (an open run: the step's unit's stream) */
+                           r->units ? atoll_island_units_window(r->units, src->step) : (uint64_t)src->step, index, seq, w);
     memcpy(inputs + (size_t)b * seq, w, sizeof(int32_t) * seq);
     memcpy(targets + (size_t)b * seq, w + 1, sizeof(int32_t) * seq);
   }
@@ -195,14 +198,10 @@ static void loop_free(loop *l) {
   atoll_report_close(&l->report);
   atoll_run_out_close(&l->out);
   atoll_run_free(&l->run);
-  free(l->state.m);
-  free(l->state.v);
-  atoll_dataset_close(&l->train);
-  atoll_dataset_close(&l->val);
+  free(l->state.m), free(l->state.v);
+  atoll_dataset_close(&l->train), atoll_dataset_close(&l->val);
   for (int i = 0; i < l->n_evals; i++) atoll_dataset_close(&l->evals[i]);
-  free(l->tokens);
-  free(l->eval_mine);
-  free(l->eval_all);
+  free(l->tokens), free(l->eval_mine), free(l->eval_all);
 }
 
 /* The loop's buffers: optimizer moments of this rank's shard, window scratch,
@@ -549,6 +548,7 @@ int atoll_train_run_hooked(const atoll_config *cfg, const atoll_test_hooks *hook
   double run_start = atoll_seconds();
   atoll_report_rss_reset(&l->report); /* loading and setup are not the steps' memory */
   while (step < cfg->run.steps && !stopped) {
+    if (l->run.units && (rc = atoll_island_units_before(l->run.units, step, stop, err))) goto done;
     if ((rc = one_step(l, step, start, run_start, err))) goto done;
     step++;
     /* islands as separate jobs: an island that was behind joined the run at a later step */

@@ -13,6 +13,7 @@
 #include "ops/gemm_cpu.h"
 #include "ops/ops.h"
 #include "net/sock.h"
+#include "parallel/island_units.h"
 #include "parallel/islands_net.h"
 #include "parallel/tp.h"
 #include "train/config.h"
@@ -67,8 +68,10 @@ static int setup_mesh(atoll_run *r, atoll_err *err) {
                       c->parallel.zero_stage);
   r->replicas = r->mesh.islands * r->mesh.dp;
   r->replica = r->mesh.island * r->mesh.dp + r->mesh.dp_rank;
-  r->data_replicas = joined ? c->islands.count * r->mesh.dp : r->replicas;
-  r->data_replica = joined ? c->islands.id * r->mesh.dp + r->mesh.dp_rank : r->replica;
+  /* (an open run's island draws each phase from its data unit's stream: island_units.c) */
+  int units = joined && c->islands.units;
+  r->data_replicas = units ? r->mesh.dp : joined ? c->islands.count * r->mesh.dp : r->replicas;
+  r->data_replica = units ? r->mesh.dp_rank : joined ? c->islands.id * r->mesh.dp + r->mesh.dp_rank : r->replica;
   r->micro_batches = c->parallel.microbatches > 0 ? c->parallel.microbatches : c->data.accum;
   if (c->data.global_batch > 0) {
     long per_step = (long)c->data.batch * r->replicas;
@@ -118,7 +121,7 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
                    c->islands.sync_every, c->islands.fragments, atoll_qtype_parse(c->islands.outer_dtype)};
     atoll_link_config lc = {.join = c->islands.join, .listen = listen, .advertise = advertise, .key_file = c->islands.key,
                             .coordinator_key = c->islands.coordinator_key, .island = (uint32_t)c->islands.id,
-                            .islands = (uint32_t)c->islands.count,
+                            .islands = c->islands.units ? 0 : (uint32_t)c->islands.count, /* (open: no fixed number) */
                             .rank = (uint32_t)r->rank, .ranks = (uint32_t)r->world_size,
                             .layout = atoll_islands_net_layout(shape, (int)(sizeof shape / sizeof shape[0])),
                             .streams = c->islands.net_streams, .timeout = c->islands.net_timeout,
@@ -132,6 +135,10 @@ static int setup_diloco(atoll_run *r, atoll_err *err) {
   }
   if (atoll_diloco_create(&r->diloco, &dc, &r->mesh, r->lay, atoll_model_params(r->model), err)) return -1;
   atoll_strategies_add(&r->strategies, atoll_diloco_strategy(r->diloco));
+  if (c->islands.join[0] && c->islands.units && /* an open run: the data in units (island_units.h) */
+      atoll_island_units_create(&r->units, c->islands.join, c->islands.key, c->islands.coordinator_key, (uint32_t)r->rank,
+                                c->islands.sync_every, c->run.steps, c->islands.net_timeout, r->diloco, err))
+    return -1;
   return 0;
 }
 
@@ -203,6 +210,7 @@ int atoll_run_setup(atoll_run *r, const atoll_config *c, const atoll_test_hooks 
 }
 
 void atoll_run_free(atoll_run *r) {
+  atoll_island_units_free(r->units);
   atoll_strategies_destroy(&r->strategies);
   if (r->dcoll) r->dcoll->destroy(r->dcoll); /* after data parallel, which used it */
   r->dcoll = NULL;

@@ -365,7 +365,7 @@ targets=(
   "tokenizer|GEN_TOKENIZER|src/tokenizer/tokenizer.c src/tokenizer/tokenizer_json.c src/tokenizer/added_tokens.c src/tokenizer/bpe_encode.c src/tokenizer/bpe_train.c src/tokenizer/pretokenize.c src/tokenizer/unicode_table.c src/tokenizer/bytemap.c src/tokenizer/text_pieces.c src/tokenizer/pipeline.c src/tokenizer/pipe_encode.c src/tokenizer/pipe_vocab.c src/tokenizer/nfc.c src/text/text_input.c src/text/jsonl.c src/data/token_file.c src/core/json_text.c src/core/fs.c src/core/clock.c src/core/err.c|-lcjson -lz -lm -lpcre2-8 -licuuc"
   "plan_config|GEN_PLAN_CONFIG|src/plan/options.c src/plan/setup.c src/plan/catalog.c src/plan/assume.c src/plan/evaluate.c src/plan/flops.c src/plan/gemm.c src/plan/comm.c src/plan/time.c src/plan/memory.c src/plan/search.c src/plan/failure.c src/plan/report.c src/core/err.c src/core/json_text.c src/core/fs.c|-lcjson -lm"
   "wire|GEN_WIRE|src/net/wire.c|"
-  "coord_state|GEN_JSONL|src/net/coordinator_state.c src/core/json_text.c src/core/fs.c src/core/err.c src/text/jsonl.c|-lcjson -lm"
+  "coord_state|GEN_JSONL|src/net/coordinator_state.c src/net/units.c src/core/json_text.c src/core/fs.c src/core/err.c src/text/jsonl.c|-lcjson -lm"
 )
 
 build_target() { # name gendef sources libs

@@ -1,0 +1,124 @@
+#!/bin/sh
+# An open run (docs/islands.md, "Open membership"): a coordinator with --open 1 and a
+# --run file without "islands"; islands started with only the coordinator's address,
+# its key, their own key, --data and --out (no --islands, no --island-id). Asserted:
+# - the second island's key is copied into allowed/ after the coordinator started and
+#   still joins (allowed/ is read again), each key gets its own slot (0, 1);
+# - the data goes out in units: the fresh units handed out are 0, 1, 2, ... each once;
+# - island 1 is SIGKILLed mid-run: once it is gone its uncommitted phases' units go out
+#   again, to island 0, before any fresh unit;
+# - island 1 restarted with the same command continues its run from its checkpoint,
+#   with the same slot;
+# - the coordinator is SIGKILLed and restarted with its --state: slots and units carry
+#   on (no fresh unit is handed out twice across both coordinator processes);
+# - both islands end with status 0 and the same global weights; the coordinator ends
+#   with "every island finished"; its state file accounts for every unit (done +
+#   returned + held = handed out) and counts the units handed out again;
+# - refusals in one line: --open 1 without --run, a --run with islands or fragments 2,
+#   --data-units 1 without --join, an open run's state file without --open 1.
+#   usage: test_islands_open.sh ATOLL SRC
+ATOLL=$1; SRC=$2
+. "$SRC/tests/cli/common.sh"
+. "$SRC/tests/mpi/mpi_common.sh"
+. "$SRC/tests/net/islands_lib.sh"
+small_data
+D=$TMP/open
+mkdir -p "$D"
+net_keys "$D" 2 || { echo "FAIL: keys"; exit 1; }
+rm "$D/coord/allowed/i1.pub" # island 1's key is allowed later
+cat >"$D/run.json" <<'EOF'
+{"layers": 2, "heads": 2, "dim": 32, "context": 32, "batch": 2, "threads": 1, "steps": 45, "sync-every": 3,
+ "eval-every": 0, "eval-batches": 1, "save-every": 3}
+EOF
+PORT=$(free_ports 1)
+coord() { start_coordinator "$D" $PORT 1 --open 1 --run "$D/run.json" --island-timeout 2; }
+island() { # K: island K with only its coordinator, keys, data and out; 150 ms per step
+  ATOLL_TEST_STEP_MS=150 timeout -k 5 120 $ATOLL train --join tcp://127.0.0.1:$PORT --coordinator-key "$D/coord/key.pub" \
+    --island-key "$D/i$1/key.secret" --data "$TMP/data" --out "$D/net$1" >>"$D/net$1.err" 2>&1
+}
+wait_for() { # FILE PATTERN SECONDS
+  i=0; while ! grep -q -- "$2" "$1" 2>/dev/null && [ $i -lt $(($3 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+  grep -q -- "$2" "$1"
+}
+coord
+C1=$COORD_PID
+island 0 & P0=$!
+sleep 1
+cp "$D/i1/key.pub" "$D/coord/allowed/i1.pub"
+wait_for "$D/coord.log" "new island key" 10 || fail "the coordinator did not read allowed/ again"
+island 1 & P1=$!
+wait_for "$D/coord.log" "island 1 takes unit [0-9]* for steps (3, 6]" 20 && sleep 1 || fail "island 1 took no units"
+pkill -9 -f -- "$D/i1/key.secret" # (the atoll process itself: P1 is the shell function's)
+wait $P1 2>/dev/null
+wait_for "$D/coord.log" "island 1 left: the units of its" 10 && pass "killed island 1: $(grep -o 'island 1 left: the units.*' "$D/coord.log")" \
+  || fail "killed island 1: its units did not go back: $(tail -n 3 "$D/coord.log")"
+island 1 & P1=$!
+wait_for "$D/net1.err" "continues from its latest checkpoint" 10 && pass "island 1 restarted with the same command continues its run" \
+  || fail "island 1 restarted: $(head -n 3 "$D/net1.err")"
+sleep 2
+kill9 $C1
+mv "$D/coord.log" "$D/coord1.log"
+coord
+wait $P0; R0=$?
+wait $P1; R1=$?
+wait $COORD_PID; RC=$?
+cat "$D/coord1.log" "$D/coord.log" >"$D/coords.log"
+[ $R0 -eq 0 ] && [ $R1 -eq 0 ] && pass "both islands finished" || fail "statuses $R0 $R1: $(tail -n 2 "$D/net0.err") / $(tail -n 2 "$D/net1.err")"
+[ $RC -eq 0 ] && grep -q "every island finished" "$D/coord.log" && pass "the coordinator ended: $(grep -o 'every island finished.*' "$D/coord.log" | cut -c1-120)" \
+  || fail "coordinator: status $RC: $(tail -n 2 "$D/coord.log")"
+grep -q "1 island keys allowed" "$D/coord1.log" && grep -q "takes island slot 0" "$D/coord1.log" && grep -q "takes island slot 1" "$D/coord1.log" \
+  && pass "slots by key: 0 and 1, the second key allowed after the start" || fail "slots: $(grep slot "$D/coord1.log")"
+grep -q "island slot 1" "$D/net1.err" && ! grep "takes island slot" "$D/coord.log" >/dev/null \
+  && pass "the restarted coordinator knew both keys' slots" || fail "slots after the restart: $(grep slot "$D/coord.log")"
+out=$($PY - "$D/coords.log" "$D/coord/coordinator.json" <<'EOF'
+import json, re, sys
+fresh, again, seen, back = [], [], set(), 0
+for line in open(sys.argv[1]):
+    m = re.search(r"island (\d+) takes unit (\d+) for steps \((\d+), (\d+)\]( \(again)?", line)
+    if m:
+        u = int(m.group(2))
+        if m.group(5):
+            if u not in seen: sys.exit(f"unit {u} handed out again before it was ever handed out")
+            again.append(u)
+        else:
+            if u in seen: sys.exit(f"fresh unit {u} handed out twice")
+            fresh.append(u)
+        seen.add(u)
+    m = re.search(r"left: the units of its (\d+)", line)
+    if m: back += int(m.group(1))
+if fresh != list(range(len(fresh))): sys.exit(f"fresh units not 0, 1, 2, ...: {fresh}")
+s = json.load(open(sys.argv[2]))["units"]
+held = len(s["held"])
+if s["next"] != len(fresh): sys.exit(f"state next {s['next']}, {len(fresh)} fresh units logged")
+if s["done"] + len(s["returned"]) + held != s["next"]: sys.exit(f"units lost from the books: {s}")
+if s["again"] != len(again): sys.exit(f"state again {s['again']}, {len(again)} logged")
+if not again: sys.exit("no unit went out again after the kill")
+print(f"{len(fresh)} fresh units 0..{len(fresh) - 1} each once, {len(again)} handed out again ({again}), "
+      f"{back} given back by leaving islands; done {s['done']}, returned {len(s['returned'])}, held {held}")
+EOF
+) && pass "units: $out" || fail "units: $out"
+# the units given back at the kill went out again before any fresh unit
+out=$($PY - "$D/coord1.log" <<'EOF'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+k = next(i for i, l in enumerate(lines) if "island 1 left: the units" in l)
+n = int(re.search(r"its (\d+) uncommitted", lines[k]).group(1))
+after = [l for l in lines[k + 1:] if "takes unit" in l][:n]
+if len(after) < n or not all("(again" in l for l in after): sys.exit("after the kill: " + " | ".join(after))
+print(f"the {n} unit(s) given back went out next: " + "; ".join(re.search(r"takes unit \d+", l).group(0) for l in after))
+EOF
+) && pass "$out" || fail "units after the kill: $out"
+out=$($PY "$SRC/tests/net/same_weights.py" "$D/net0" "$D/net1") && pass "both islands end with the same global weights: $out" \
+  || fail "the islands' global weights differ: $out"
+
+# refusals
+printf '{"islands": 2, "sync-every": 3}' >"$TMP/k.json"
+printf '{"sync-every": 3, "fragments": 3, "layers": 3}' >"$TMP/f.json"
+expect_error "--open without --run" "needs --run FILE" $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --open 1
+expect_error "--open with islands" "no fixed number of islands" $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --open 1 --run "$TMP/k.json"
+expect_error "--open with fragments 3" "fragments 1" $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --open 1 --run "$TMP/f.json"
+expect_error "--open 2" "expected 0 or 1" $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --open 2 --run "$D/run.json"
+expect_error "--data-units without --join" "needs --join" $ATOLL train $TINY --data "$TMP/data" --out "$TMP/x" --data-units 1
+expect_error "an open run's state without --open" "start the coordinator with --open 1" \
+  $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --state "$D/coord/coordinator.json" --run-seconds 1
+finish
