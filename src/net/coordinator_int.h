@@ -116,6 +116,7 @@ typedef struct {
                                                  open run, the keys in the order of their first ASK */
   int nslots;
   atoll_units units;     /* an open run's data units (units.h) */
+  double slot_heard[MAX_MEMBERS]; /* when an island of that slot was last a member or asked (0: not since the start) */
   char allowed[4200];    /* the allow-list directory (an open run reads it again for new keys) */
   double allowed_read;   /* when it was last read */
   struct coord_view *view; /* the status page (coordinator_status.c; NULL: none) */
@@ -130,10 +131,12 @@ void atoll_coord_on_ask(coord *c, const route *from, const char *keyz, const cha
 /* coordinator_open.c: an open run (--open 1; docs/islands.md, "Open membership"): slots
  * given to keys at their first ASK, the data units, and the allow-list read again */
 int atoll_coord_open_slot(coord *c, const char *keyz); /* the key's slot (a new one at its first ASK); -1: none left */
+int atoll_coord_slot_of(const coord *c, const char *keyz); /* the key's slot, or -1 */
 void atoll_coord_on_units(coord *c, const route *from, const char *keyz, const char *who, const atoll_wire_units *u);
 void atoll_coord_units_committed(coord *c, uint32_t island, uint32_t step);
 void atoll_coord_units_left(coord *c, uint32_t island); /* after a member of it left: its units go back when none is left */
-void atoll_coord_reread_allowed(coord *c);          /* every 2 s: keys added to allowed/ meanwhile are allowed */
+void atoll_coord_reread_allowed(coord *c);          /* every 2 s: keys added to allowed/ meanwhile are allowed,
+                                                       and the units of islands gone for --island-timeout go back */
 
 /* coordinator_members.c */
 void atoll_coord_hex(const uint8_t *h, char out[17]); /* the first 8 bytes of a hash, in hex */

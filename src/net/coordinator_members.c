@@ -179,6 +179,14 @@ void atoll_coord_forget_reshaped(coord *c, const char *keyz, const atoll_wire_he
 }
 
 member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire_hello *h, const route *from, const char *addr) {
+  if (c->cfg->open && atoll_coord_slot_of(c, keyz) != (int)h->island) {
+    char text[300];
+    snprintf(text, sizeof text, "island %u: this is an open run (coordinator --open 1), where an island's slot is its key's (%d: none yet); start it without --islands and --island-id; refused",
+             h->island, atoll_coord_slot_of(c, keyz));
+    if (atoll_coord_say(&c->refused, keyz)) fprintf(stderr, "coordinator: %s (key %.8s..., %s)\n", text, keyz, addr);
+    atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
+    return NULL;
+  }
   for (int i = 0; i < MAX_MEMBERS; i++)
     if (c->m[i].used && c->m[i].island == h->island && strcmp(c->m[i].keyz, keyz) != 0) {
       fprintf(stderr, "coordinator: dropped HELLO from key %.8s... at %s: island %u is held by key %.8s...\n", keyz, addr,

@@ -9,9 +9,15 @@
 #include <stdio.h>
 #include <string.h>
 
-int atoll_coord_open_slot(coord *c, const char *keyz) {
+int atoll_coord_slot_of(const coord *c, const char *keyz) {
   for (int i = 0; i < c->nslots; i++)
     if (strcmp(c->slots[i], keyz) == 0) return i;
+  return -1;
+}
+
+int atoll_coord_open_slot(coord *c, const char *keyz) {
+  int slot = atoll_coord_slot_of(c, keyz);
+  if (slot >= 0) return slot;
   if (c->nslots >= MAX_MEMBERS) return -1;
   snprintf(c->slots[c->nslots], sizeof c->slots[0], "%s", keyz);
   fprintf(stderr, "coordinator: key %.8s... takes island slot %d (open run)\n", keyz, c->nslots);
@@ -22,9 +28,7 @@ int atoll_coord_open_slot(coord *c, const char *keyz) {
 
 void atoll_coord_on_units(coord *c, const route *from, const char *keyz, const char *who, const atoll_wire_units *q) {
   char why[200];
-  int slot = -1;
-  for (int i = 0; i < c->nslots; i++)
-    if (strcmp(c->slots[i], keyz) == 0) slot = i;
+  int slot = atoll_coord_slot_of(c, keyz);
   if (!c->cfg->open || slot < 0) {
     snprintf(why, sizeof why, "UNITS from %s: %s", who,
              c->cfg->open ? "this key has no island slot (it never asked: ASK first)" : "this coordinator's run is not open (--open 1)");
@@ -57,6 +61,7 @@ void atoll_coord_on_units(coord *c, const route *from, const char *keyz, const c
             k ? q->next_end : q->end, was_returned ? " (again: its island left, or jumped past it, before a commit)" : "");
   }
   if (!had[0] || (!had[1] && q->next_end) || u->nheld[slot] != held || u->nreturned != returned) atoll_coord_save_state(c);
+  c->slot_heard[slot] = atoll_net_now();
   atoll_coord_send_to(c, from, &a);
 }
 
@@ -72,10 +77,29 @@ void atoll_coord_units_left(coord *c, uint32_t island) {
   if (n) fprintf(stderr, "coordinator: island %u left: the units of its %d uncommitted phase(s) go out again first\n", island, n);
 }
 
+/* An island that holds units and has not been heard for --island-timeout is gone, though
+ * it never left as a member: it died while this coordinator was down (a restarted one
+ * knows it only by the state file), or after a stalled exchange dropped it. */
+static void expire_holders(coord *c, double now) {
+  for (int k = 0; k < c->nslots; k++) {
+    if (!c->units.nheld[k]) continue;
+    int member = 0;
+    for (int i = 0; i < MAX_MEMBERS && !member; i++) member = c->m[i].used && c->m[i].island == (uint32_t)k;
+    if (member) c->slot_heard[k] = now;
+    else if (now - (c->slot_heard[k] > c->started ? c->slot_heard[k] : c->started) > c->cfg->island_timeout) {
+      int n = atoll_units_release(&c->units, (uint32_t)k);
+      fprintf(stderr, "coordinator: island %d is not here (silent for %g s): the units of its %d uncommitted phase(s) go out again first\n",
+              k, c->cfg->island_timeout, n);
+      atoll_coord_save_state(c);
+    }
+  }
+}
+
 void atoll_coord_reread_allowed(coord *c) {
   double now = atoll_net_now();
   if (!c->cfg->open || now - c->allowed_read < 2.0) return;
   c->allowed_read = now;
+  expire_holders(c, now);
   int before = atoll_zap_count(c->zap);
   atoll_err err;
   if (atoll_zap_allow_dir(c->zap, c->allowed, &err) < 0) {

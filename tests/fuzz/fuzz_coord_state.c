@@ -29,6 +29,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                          "\"revision\":30,\"hash\":\"" H64 "\",\"step\":60,\"ranks\":2,"
                          "\"counts\":{\"registered\":7,\"left\":1,\"restarted\":1,\"state_joins\":1,\"finished\":2},"
                          "\"rank_hashes\":[\"" H64 "\",\"" H64 "\"]}");
+  seed("state_open.json", "{\"members\":[],\"revision\":3,\"hash\":\"" H64 "\",\"step\":9,\"ranks\":1,"
+                          "\"slots\":[\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\",\"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"],"
+                          "\"units\":{\"next\":5,\"done\":2,\"again\":1,\"returned\":[3],"
+                          "\"held\":[{\"island\":1,\"start\":9,\"end\":12,\"unit\":4,\"started\":true}]}}");
   return 0;
 }
 
@@ -40,5 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   if (s.revision > (1ull << 53) || s.ranks > MAX_MEMBERS || s.members < 0 || s.members > MAX_MEMBERS) abort();
+  if (s.nslots < 0 || s.nslots > MAX_MEMBERS || s.units.nreturned < 0 || s.units.nreturned > ATOLL_UNITS_RETURNED) abort();
+  for (int i = 0; i < ATOLL_UNITS_ISLANDS; i++) /* what it accepts is in range: a held unit is one handed out */
+    for (int j = 0; j < s.units.nheld[i]; j++)
+      if (i >= s.nslots || s.units.held[i][j].unit >= s.units.next || s.units.held[i][j].start >= s.units.held[i][j].end) abort();
   return 0;
 }

@@ -339,12 +339,18 @@ static void gen(void) {
   m.u.sync = (atoll_wire_sync){100, 1, 4, {0}};
   put("abort.bin", &m);
   m.type = ATOLL_WIRE_ASK;
-  m.u.settings = (atoll_wire_settings){1, 0, 0, NULL};
+  m.u.settings = (atoll_wire_settings){1, 0, 0, 0, NULL};
   put("ask.bin", &m);
   const char *run = "{\"islands\": 3, \"sync-every\": 6}";
   m.type = ATOLL_WIRE_SETTINGS;
-  m.u.settings = (atoll_wire_settings){0, 2, (uint32_t)strlen(run), run};
+  m.u.settings = (atoll_wire_settings){0, 2, 1, (uint32_t)strlen(run), run};
   put("settings.bin", &m);
+  m.type = ATOLL_WIRE_UNITS;
+  m.u.units = (atoll_wire_units){1, 6, 9, 9, 12, 3, 0, 0};
+  put("units.bin", &m);
+  m.type = ATOLL_WIRE_UNIT;
+  m.u.units = (atoll_wire_units){0, 6, 9, 9, 12, 6, 7, 8};
+  put("unit.bin", &m);
 }
 #endif
 int main(int argc, char **argv) {

@@ -14,8 +14,10 @@
 # - both islands end with status 0 and the same global weights; the coordinator ends
 #   with "every island finished"; its state file accounts for every unit (done +
 #   returned + held = handed out) and counts the units handed out again;
+# - a restarted coordinator gives back the units of an island that never came back;
 # - refusals in one line: --open 1 without --run, a --run with islands or fragments 2,
-#   --data-units 1 without --join, an open run's state file without --open 1.
+#   --data-units 1 without --join, an open run's state file without --open 1; an
+#   island started with its own --islands and --island-id.
 #   usage: test_islands_open.sh ATOLL SRC
 ATOLL=$1; SRC=$2
 . "$SRC/tests/cli/common.sh"
@@ -24,7 +26,7 @@ ATOLL=$1; SRC=$2
 small_data
 D=$TMP/open
 mkdir -p "$D"
-net_keys "$D" 2 || { echo "FAIL: keys"; exit 1; }
+net_keys "$D" 3 || { echo "FAIL: keys"; exit 1; }
 rm "$D/coord/allowed/i1.pub" # island 1's key is allowed later
 cat >"$D/run.json" <<'EOF'
 {"layers": 2, "heads": 2, "dim": 32, "context": 32, "batch": 2, "threads": 1, "steps": 45, "sync-every": 3,
@@ -46,6 +48,12 @@ island 0 & P0=$!
 sleep 1
 cp "$D/i1/key.pub" "$D/coord/allowed/i1.pub"
 wait_for "$D/coord.log" "new island key" 10 || fail "the coordinator did not read allowed/ again"
+# an island given a slot of its own (--islands, --island-id) is refused by an open run
+timeout -k 5 60 $ATOLL train $TINY --data "$TMP/data" --out "$D/fixed" --islands 2 --island-id 0 --join tcp://127.0.0.1:$PORT \
+  --coordinator-key "$D/coord/key.pub" --island-key "$D/i2/key.secret" --sync-every 3 >"$D/fixed.out" 2>"$D/fixed.err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "this is an open run" "$D/fixed.err" && pass "an island with its own --islands/--island-id refused: $(grep -o 'this is an open run.*' "$D/fixed.err" | cut -c1-100)" \
+  || fail "an island with its own slot: status $rc: $(tail -n 2 "$D/fixed.err")"
 island 1 & P1=$!
 wait_for "$D/coord.log" "island 1 takes unit [0-9]* for steps (3, 6]" 20 && sleep 1 || fail "island 1 took no units"
 pkill -9 -f -- "$D/i1/key.secret" # (the atoll process itself: P1 is the shell function's)
@@ -66,7 +74,7 @@ cat "$D/coord1.log" "$D/coord.log" >"$D/coords.log"
 [ $R0 -eq 0 ] && [ $R1 -eq 0 ] && pass "both islands finished" || fail "statuses $R0 $R1: $(tail -n 2 "$D/net0.err") / $(tail -n 2 "$D/net1.err")"
 [ $RC -eq 0 ] && grep -q "every island finished" "$D/coord.log" && pass "the coordinator ended: $(grep -o 'every island finished.*' "$D/coord.log" | cut -c1-120)" \
   || fail "coordinator: status $RC: $(tail -n 2 "$D/coord.log")"
-grep -q "1 island keys allowed" "$D/coord1.log" && grep -q "takes island slot 0" "$D/coord1.log" && grep -q "takes island slot 1" "$D/coord1.log" \
+grep -q "2 island keys allowed" "$D/coord1.log" && grep -q "takes island slot 0" "$D/coord1.log" && grep -q "takes island slot 1" "$D/coord1.log" \
   && pass "slots by key: 0 and 1, the second key allowed after the start" || fail "slots: $(grep slot "$D/coord1.log")"
 grep -q "island slot 1" "$D/net1.err" && ! grep "takes island slot" "$D/coord.log" >/dev/null \
   && pass "the restarted coordinator knew both keys' slots" || fail "slots after the restart: $(grep slot "$D/coord.log")"
@@ -110,6 +118,19 @@ EOF
 ) && pass "$out" || fail "units after the kill: $out"
 out=$($PY "$SRC/tests/net/same_weights.py" "$D/net0" "$D/net1") && pass "both islands end with the same global weights: $out" \
   || fail "the islands' global weights differ: $out"
+
+# an island that holds units and never comes back to a restarted coordinator (it died
+# while the coordinator was down): after --island-timeout its units go out again
+cp "$D/coord/coordinator.json" "$D/held.json"
+$PY -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+s["units"]["held"] = [{"island": 1, "start": 45, "end": 48, "unit": 0, "started": True}]
+json.dump(s, open(sys.argv[1], "w"))' "$D/held.json"
+timeout -k 5 30 $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --open 1 --run "$D/run.json" --state "$D/held.json" \
+  --island-timeout 1 --run-seconds 4 >"$D/held.log" 2>&1
+out=$($PY -c 'import json, sys; u = json.load(open(sys.argv[1]))["units"]; print(u["held"], u["returned"])' "$D/held.json")
+grep -q "island 1 is not here" "$D/held.log" && [ "$out" = "[] [0]" ] && pass "units of an island gone while the coordinator was down go back: $(grep -o 'island 1 is not here.*' "$D/held.log")" \
+  || fail "units of a gone island: held, returned $out: $(tail -n 2 "$D/held.log")"
 
 # refusals
 printf '{"islands": 2, "sync-every": 3}' >"$TMP/k.json"
