@@ -14,12 +14,12 @@
 #include <zmq.h>
 
 static void on_hello(coord *c, member *m, const atoll_wire_msg *msg, const route *from) {
+  char text[200] = "";
   if (msg->type == ATOLL_WIRE_HELLO) {
-    /* the island waits for this before any compute: its key and layout were taken */
-    char text[200];
+    /* the island waits for this before any compute: its key and layout were taken (and
+     * its data endpoint probed: the WELCOME goes after, atoll_coord_probe_start) */
     snprintf(text, sizeof text, "registered as island %u rank %u; the run is at step %u (revision %llu); members now %d, islands needed %d",
              m->island, m->rank, c->last_step, (unsigned long long)c->revision, atoll_coord_live(c), c->cfg->min_islands);
-    atoll_coord_send_text(c, from, ATOLL_WIRE_WELCOME, text);
     if (m->hello_session && m->hello_session != msg->session) { /* the island's process was restarted */
       fprintf(stderr, "coordinator: island %u restarted (a new process with the same key); it joins anew\n", m->island);
       c->n_restarted++;
@@ -46,6 +46,7 @@ static void on_hello(coord *c, member *m, const atoll_wire_msg *msg, const route
   snprintf(m->endpoint, sizeof m->endpoint, "%s", msg->u.hello.endpoint);
   m->held = msg->u.hello.revision; /* (the status page's) */
   m->tokens_per_step = msg->u.hello.tokens_per_step, m->loss = msg->u.hello.loss, m->sent_bytes = msg->u.hello.sent_bytes;
+  if (text[0]) atoll_coord_probe_start(c, m, from, text);
 }
 
 /* Whether a joining island can never get the committed state: an island finished the
@@ -422,6 +423,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
     long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     atoll_coord_expire(c);
+    atoll_coord_probe_poll(c);
     atoll_coord_reread_allowed(c);
     if (cfg->quorum_grace > 0) atoll_coord_try_quorum(c); /* a grace window may have ended */
     atoll_coord_status_publish(c);

@@ -54,6 +54,13 @@ typedef struct {
   uint64_t held;          /* the status page's (coordinator_status.c), from its heartbeats: */
   uint64_t tokens_per_step, sent_bytes; /* the revision it holds, its progress and loss */
   float loss;
+  int probing, probe_fd;  /* its data endpoint's probe (coordinator_probe.c; 1 connecting, 2 reading the
+                             greeting): the WELCOME waits for it */
+  uint8_t probe_buf[10];
+  int probe_got;
+  double probe_t0;
+  char welcome[200];
+  route welcome_to;
 } member;
 
 /* A set of members (slot and registration), in island order. */
@@ -137,6 +144,11 @@ void atoll_coord_units_committed(coord *c, uint32_t island, uint32_t step);
 void atoll_coord_units_left(coord *c, uint32_t island); /* after a member of it left: its units go back when none is left */
 void atoll_coord_reread_allowed(coord *c);          /* every 2 s: keys added to allowed/ meanwhile are allowed,
                                                        and the units of islands gone for --island-timeout go back */
+
+/* coordinator_probe.c: the WELCOME to a HELLO (text) goes once the island's data
+ * endpoint answered a TCP connect, or did not within 2 s, and says which */
+void atoll_coord_probe_start(coord *c, member *m, const route *from, const char *text);
+void atoll_coord_probe_poll(coord *c); /* each turn of the loop */
 
 /* coordinator_members.c */
 void atoll_coord_hex(const uint8_t *h, char out[17]); /* the first 8 bytes of a hash, in hex */

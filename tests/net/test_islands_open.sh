@@ -14,6 +14,8 @@
 # - both islands end with status 0 and the same global weights; the coordinator ends
 #   with "every island finished"; its state file accounts for every unit (done +
 #   returned + held = handed out) and counts the units handed out again;
+# - the WELCOME says whether the coordinator reached the island's data endpoint (a
+#   ZeroMQ greeting there; a WARNING line for a port nothing listens at);
 # - a restarted coordinator gives back the units of an island that never came back;
 # - refusals in one line: --open 1 without --run, a --run with islands or fragments 2,
 #   --data-units 1 without --join, an open run's state file without --open 1; an
@@ -131,6 +133,21 @@ timeout -k 5 30 $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" 
 out=$($PY -c 'import json, sys; u = json.load(open(sys.argv[1]))["units"]; print(u["held"], u["returned"])' "$D/held.json")
 grep -q "island 1 is not here" "$D/held.log" && [ "$out" = "[] [0]" ] && pass "units of an island gone while the coordinator was down go back: $(grep -o 'island 1 is not here.*' "$D/held.log")" \
   || fail "units of a gone island: held, returned $out: $(tail -n 2 "$D/held.log")"
+
+# reachability: the WELCOME says whether the coordinator reached each island's data
+# endpoint (a ZeroMQ greeting there), before any compute
+grep -q "its data endpoint tcp://127.0.0.1:[0-9]* answered the coordinator" "$D/net0.err" \
+  && pass "island 0's data endpoint answered the coordinator's probe" || fail "no probe line: $(grep 'took this' "$D/net0.err")"
+P2=$(free_ports 1)
+timeout -k 5 30 $ATOLL coordinator --listen tcp://127.0.0.1:$P2 --keys "$D/coord" --min-islands 1 --island-timeout 4 >"$D/probe.log" 2>&1 &
+PC=$!
+timeout -k 5 60 $ATOLL train $TINY --data "$TMP/data" --out "$D/probe" --islands 1 --island-id 0 --join tcp://127.0.0.1:$P2 \
+  --coordinator-key "$D/coord/key.pub" --island-key "$D/i2/key.secret" --sync-every 3 --steps 3 --save-every 0 \
+  --island-listen 'tcp://*:0' --island-advertise tcp://127.0.0.1:1 >"$D/probe.out" 2>"$D/probe.err"
+rc=$?
+wait $PC
+[ $rc -eq 0 ] && grep -q "WARNING: its data endpoint tcp://127.0.0.1:1 did not answer the coordinator" "$D/probe.err" \
+  && pass "an endpoint nothing listens at: $(grep -o 'WARNING.*' "$D/probe.err" | cut -c1-110)" || fail "probe of a closed port: status $rc: $(grep -i 'took\|error' "$D/probe.err")"
 
 # refusals
 printf '{"islands": 2, "sync-every": 3}' >"$TMP/k.json"
