@@ -183,9 +183,7 @@ fail:
 void atoll_link_close(atoll_link *l) {
   if (!l) return;
   stop_heartbeat(l);
-  for (int i = 0; i < MAX_PEERS; i++)
-    for (int s = 0; s < MAX_STREAMS; s++)
-      if (l->peers[i].push[s]) zmq_close(l->peers[i].push[s]);
+  for (int i = 0; i < MAX_PEERS; i++) atoll_link_streams_close(&l->peers[i]);
   if (l->pull) zmq_close(l->pull);
   if (l->coord_mon) zmq_socket_monitor(l->coord, NULL, 0), zmq_close(l->coord_mon);
   if (l->coord) zmq_close(l->coord);

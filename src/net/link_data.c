@@ -1,7 +1,8 @@
 /* An island's data plane (link.h): moving an exchange's bytes between islands, apart
  * from the control logic with the coordinator (link.c, which calls in here through
  * link_internal.h):
- *   - peers: `streams` CURVE PUSH sockets each, made anew when broken (peer_for, remake);
+ *   - peers: `streams` CURVE PUSH sockets each (link_streams.c), made anew when broken
+ *     (peer_for);
  *   - sending: a piece cut into chunks (chunk_of) spread over the streams, sent again
  *     once on fresh sockets when a send fails (send_chunks, send_piece);
  *   - an attempt's two phases: its set-up and scratch (atoll_link_attempt_setup, grow),
@@ -31,26 +32,13 @@ static size_t chunk_of(size_t qb) {
 
 /* ---------------------------------------------------------------- exchange --- */
 
-/* A data socket to a peer. ZMQ_IMMEDIATE: messages queue only on a connection whose
- * handshake is done; otherwise they queue on the pending one and are lost, silently,
- * when the peer refuses the handshake (its QUORUM, which allows this island's key,
- * came a moment after this island's): the send must fail instead, so that the piece is
- * sent again on fresh sockets (send_piece). */
-static void *data_socket(atoll_link *l, const peer *p, atoll_err *err) {
-  void *s = atoll_sock_client(l->ctx, ZMQ_PUSH, l->pub, l->sec, p->key, err);
-  int one = 1;
-  if (s) zmq_setsockopt(s, ZMQ_IMMEDIATE, &one, sizeof one);
-  return s;
-}
-
 static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err) {
   peer *free_slot = NULL;
   for (int i = 0; i < MAX_PEERS; i++) {
     peer *p = &l->peers[i];
     if (p->used && p->island == mb->island) {
       if (!p->broken && memcmp(p->key, mb->key, ATOLL_KEY_BYTES) == 0 && strcmp(p->endpoint, mb->endpoint) == 0) return p;
-      for (int s = 0; s < MAX_STREAMS; s++)
-        if (p->push[s]) zmq_close(p->push[s]), p->push[s] = NULL;
+      atoll_link_streams_close(p);
       p->used = 0;
     }
     if (!p->used && !free_slot) free_slot = p;
@@ -67,12 +55,10 @@ static peer *peer_for(atoll_link *l, const atoll_wire_member *mb, atoll_err *err
   snprintf(p->endpoint, sizeof p->endpoint, "%s", mb->endpoint);
   atoll_sender_init(&p->tx);
   p->tx.bytes = bytes;
-  for (int s = 0; s < l->cfg.streams; s++) {
-    p->push[s] = data_socket(l, p, err);
-    if (!p->push[s] || zmq_connect(p->push[s], p->endpoint)) {
-      atoll_fail(err, "island %u: cannot connect to %s: %s", p->island, p->endpoint, zmq_strerror(zmq_errno()));
-      return NULL;
-    }
+  if (atoll_link_streams_open(l, p)) {
+    atoll_fail(err, "island %u: cannot connect to %s: %s", p->island, p->endpoint, zmq_strerror(zmq_errno()));
+    atoll_link_streams_close(p);
+    return NULL;
   }
   p->used = 1;
   return p;
@@ -94,20 +80,8 @@ static int grow(atoll_link *l, size_t qb, int members, size_t piece, size_t nch)
   return 0;
 }
 
-/* The peer's sockets made anew (same key and endpoint). */
-static int remake(atoll_link *l, peer *p) {
-  atoll_err err;
-  for (int s = 0; s < MAX_STREAMS; s++)
-    if (p->push[s]) zmq_close(p->push[s]), p->push[s] = NULL;
-  for (int s = 0; s < l->cfg.streams; s++) {
-    p->push[s] = data_socket(l, p, &err);
-    if (!p->push[s] || zmq_connect(p->push[s], p->endpoint)) return -1;
-  }
-  return 0;
-}
-
-/* Sends chunks [c0, c1) of a piece of qb bytes (chunk_of(qb) each), chunk c on stream
- * c % streams. */
+/* Sends chunks [c0, c1) of a piece of qb bytes (chunk_of(qb) each), each on the first
+ * stream with room (link_streams.c). */
 static void send_chunks(atoll_link *l, peer *p, uint32_t step, uint32_t frag, uint64_t qid, uint8_t phase, uint32_t piece,
                         const uint8_t *bytes, size_t qb, size_t c0, size_t c1, uint64_t tokens) {
   size_t CHUNK = chunk_of(qb);
@@ -117,17 +91,16 @@ static void send_chunks(atoll_link *l, peer *p, uint32_t step, uint32_t frag, ui
     atoll_wire_msg m = {.type = ATOLL_WIRE_DATA};
     size_t len = qb - off < CHUNK ? qb - off : CHUNK;
     m.u.data = (atoll_wire_data){step, frag, qid, l->cfg.island, phase, piece, off, qb, tokens, (uint32_t)len, bytes + off};
-    /* A socket that cannot take data within 2 s has no connection and will not get
-     * one: its peer died, or refused the handshake (ZeroMQ does not reconnect after a
-     * refused handshake). The data is lost (the coordinator aborts the attempt), and
-     * the peer's sockets are made anew for the next attempt. */
-    if (atoll_sock_send_within(p->push[c % (size_t)l->cfg.streams], &p->tx, &m, NULL, 0,
-                               l->cfg.timeout < 2 ? (int)(1000 * l->cfg.timeout) : 2000)) {
+    /* A peer that cannot take data has no connection and will not get one: its peer
+     * died, or refused the handshake (link_streams.c). The data is lost (the
+     * coordinator aborts the attempt), and the peer's sockets are made anew for the
+     * next attempt. */
+    if (atoll_link_stream_send(l, p, &m)) {
       /* Once per phase of an attempt, fresh sockets and the piece again, from its first
        * chunk: the usual cause is a handshake the peer refused because its QUORUM,
        * which allows this island's key, came a moment after this island's (chunks that
        * did get through arrive twice, and the receiver skips identical copies). */
-      if (!p->again[phase]++ && remake(l, p) == 0) {
+      if (!p->again[phase]++ && atoll_link_streams_open(l, p) == 0) {
         c = (size_t)0 - 1; /* the loop's increment brings it to 0 */
         continue;
       }
@@ -437,8 +410,7 @@ int atoll_link_send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *
   for (uint32_t i = 0; i < m->u.quorum.n; i++) {
     for (int j = 0; j < MAX_PEERS; j++) /* a joining island is a new process: no stale connection */
       if (l->peers[j].used && l->peers[j].island == m->u.quorum.members[i].island) {
-        for (int st = 0; st < MAX_STREAMS; st++)
-          if (l->peers[j].push[st]) zmq_close(l->peers[j].push[st]), l->peers[j].push[st] = NULL;
+        atoll_link_streams_close(&l->peers[j]);
         l->peers[j].used = 0;
       }
     peer *p = peer_for(l, &m->u.quorum.members[i], err);

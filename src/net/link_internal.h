@@ -25,7 +25,10 @@ typedef struct {
   uint8_t key[ATOLL_KEY_BYTES];
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
   void *push[MAX_STREAMS];
+  void *mon[MAX_STREAMS]; /* each stream's socket monitor (link_streams.c) */
+  uint8_t up[MAX_STREAMS]; /* its handshake done, not lost since */
   atoll_sender tx;
+  int next; /* the stream to try first for its next chunk */
   int broken; /* a send failed: its sockets are made anew before the next use */
   uint64_t qid; /* the last quorum this peer was used in */
   uint8_t again[5]; /* per phase: its sockets were made anew once in this attempt */
@@ -115,6 +118,13 @@ void atoll_link_receive(atoll_link *l, xchg *e);
 int atoll_link_fetch_state(atoll_link *l, const atoll_wire_msg *sf, atoll_err *err);
 /* A donor sends its global weights and outer momentum to the joining islands of a FEED. */
 int atoll_link_send_state_to(atoll_link *l, const atoll_wire_msg *m, atoll_err *err);
+
+/* link_streams.c: a peer's data streams. Opened (any open ones closed first; 0, or -1),
+ * closed, and one message sent on the first stream with room (0, or -1: no connection
+ * within 2 s, or no room within 2 x --net-timeout). */
+int atoll_link_streams_open(atoll_link *l, peer *p);
+void atoll_link_streams_close(peer *p);
+int atoll_link_stream_send(atoll_link *l, peer *p, atoll_wire_msg *m);
 
 /* One message from the coordinator, if one arrives within timeout_ms: 1, else 0 (a
  * malformed one is dropped with a line). */

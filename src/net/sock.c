@@ -145,36 +145,55 @@ int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *
 }
 
 int atoll_sock_send_within(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len, int timeout_ms) {
+  zmq_msg_t msg;
+  if (atoll_sock_encode(s, m, &msg)) return -1;
+  int rc = atoll_sock_put(&sock, 1, NULL, s, &msg, rid, rid_len, timeout_ms) < 0 ? -1 : 0;
+  zmq_msg_close(&msg); /* after a send, an empty message: no-op */
+  return rc;
+}
+
+int atoll_sock_encode(atoll_sender *s, atoll_wire_msg *m, zmq_msg_t *msg) {
   m->session = s->session;
   m->seq = ++s->seq;
   /* encoded straight into the message ZeroMQ sends (no buffer of our own to copy
    * from, and no allocation the size of a chunk per send beyond the message itself) */
   size_t cap = atoll_wire_size(m);
-  zmq_msg_t msg;
-  if (zmq_msg_init_size(&msg, cap)) return -1;
-  size_t n = atoll_wire_encode(m, zmq_msg_data(&msg), cap);
+  if (zmq_msg_init_size(msg, cap)) return -1;
+  size_t n = atoll_wire_encode(m, zmq_msg_data(msg), cap);
   if (n > 0 && n < cap) { /* a control message's size is an upper bound: trimmed (small) */
     zmq_msg_t exact;
-    if (zmq_msg_init_size(&exact, n) == 0) memcpy(zmq_msg_data(&exact), zmq_msg_data(&msg), n);
+    if (zmq_msg_init_size(&exact, n) == 0) memcpy(zmq_msg_data(&exact), zmq_msg_data(msg), n);
     else n = 0;
-    zmq_msg_close(&msg);
-    msg = exact;
-    if (n == 0) return -1;
+    zmq_msg_close(msg);
+    *msg = exact;
   }
-  int rc = -1;
+  if (n == 0) zmq_msg_close(msg);
+  return n == 0 ? -1 : 0;
+}
+
+int atoll_sock_put(void **socks, int n, int *next, atoll_sender *s, zmq_msg_t *msg, const void *rid, size_t rid_len,
+                   int timeout_ms) {
   /* Never block for ever: a PUSH or DEALER socket whose only peer died (or refused the
    * handshake, and is being reconnected) has no pipe to queue on, and a blocking send
    * would wait until one comes back: for a dead peer, for ever, and the island falls
-   * silent in the middle of an exchange. Wait at most timeout_ms for a pipe, then give
-   * up: the message is lost, as it would be on the way to a dead peer. */
-  zmq_pollitem_t it = {sock, 0, ZMQ_POLLOUT, 0};
-  if (n > 0 && zmq_poll(&it, 1, timeout_ms) == 1 && (it.revents & ZMQ_POLLOUT) &&
-      (!rid || zmq_send(sock, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) && zmq_msg_send(&msg, sock, ZMQ_DONTWAIT) >= 0) {
-    s->bytes += n + WIRE_OVERHEAD;
-    rc = 0;
+   * silent in the middle of an exchange. Wait at most timeout_ms for a pipe (or, under a
+   * high-water mark, for room), then give up. */
+  zmq_pollitem_t it[64];
+  size_t len = zmq_msg_size(msg);
+  if (n > 64) n = 64;
+  for (int i = 0; i < n; i++) it[i] = (zmq_pollitem_t){socks[i], 0, ZMQ_POLLOUT, 0};
+  if (zmq_poll(it, n, timeout_ms) <= 0) return -1;
+  int first = next ? *next % n : 0;
+  for (int j = 0; j < n; j++) {
+    int i = (first + j) % n;
+    if ((it[i].revents & ZMQ_POLLOUT) && (!rid || zmq_send(socks[i], rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) &&
+        zmq_msg_send(msg, socks[i], ZMQ_DONTWAIT) >= 0) {
+      s->bytes += len + WIRE_OVERHEAD;
+      if (next) *next = i + 1;
+      return i;
+    }
   }
-  zmq_msg_close(&msg); /* after a send, an empty message: no-op */
-  return rc;
+  return -1;
 }
 
 /* The peer's identity of a received frame. */

@@ -45,6 +45,14 @@ int atoll_sock_send(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *
 /* As atoll_sock_send, waiting at most timeout_ms for the socket to take the message
  * (atoll_sock_send waits 1 s): -1 when it cannot, e.g. its only peer is dead. */
 int atoll_sock_send_within(void *sock, atoll_sender *s, atoll_wire_msg *m, const void *rid, size_t rid_len, int timeout_ms);
+/* m encoded into msg (a new message, the sender's session and next sequence): 0, or -1
+ * (msg then holds nothing to close). */
+int atoll_sock_encode(atoll_sender *s, atoll_wire_msg *m, zmq_msg_t *msg);
+/* Sends msg on whichever of n sockets (at most 64) can take it first, waiting at most
+ * timeout_ms; of several, the first from *next (NULL: from the first), and *next
+ * becomes the one after it. The socket's index (msg is then empty), or -1 (msg kept). */
+int atoll_sock_put(void **socks, int n, int *next, atoll_sender *s, zmq_msg_t *msg, const void *rid, size_t rid_len,
+                   int timeout_ms);
 
 /* One received frame (after a ROUTER's routing id, when rid is not NULL) into buf;
  * user: the peer's key as Z85 (ZAP User-Id), addr: its address. Returns the frame's

@@ -18,9 +18,9 @@
 # (a handshake race, docs/islands.md "WAN") says so and runs once more. Last, latency:
 # at 100 Mbit/s with 50 ms added each way (tests/net/delayer.c, netns_lib.sh's wan_delay;
 # this kernel has no netem) both islands finish every exchange with bit-identical global
-# weights, and each island's exchange rate (waits included) reaches 65% of iperf3 -P 4's
-# through the same delay (issue 34 asks 80%; docs/islands.md "WAN" says what it reaches
-# on this machine). Needs root (network namespaces), iperf3 and
+# weights, and each island's exchange rate (waits included) reaches 70% of iperf3's with
+# as many streams (-P 1 and -P 4) through the same delay (issue 34 asks 80%; this machine
+# reaches 84-89%, docs/islands.md "WAN": the bound leaves a margin for a loaded one). Needs root (network namespaces), iperf3 and
 # tc: where network namespaces cannot be made (not root, no `ip`, no CAP_SYS_ADMIN) it
 # skips (77), saying why; without iperf3 or tc it fails, saying why.
 #   usage: test_islands_wan.sh ATOLL SRC DELAYER
@@ -179,14 +179,14 @@ run_rate() {
 run_rate 100mbit 512 5
 run_rate 1gbit 768 8
 
-# latency: 100 Mbit/s, 50 ms each way (about 100 ms round trip). The reference is
-# iperf3 with as many TCP streams as the islands use (--net-streams 4: iperf3 -P 4, 5 s)
+# latency: 100 Mbit/s, 50 ms each way (about 100 ms round trip), with --net-streams 1
+# and 4. The reference is iperf3 with as many TCP streams (iperf3 -P 1 and -P 4, 5 s)
 # through the same delay; each island's exchange rate (wire_bytes x 8 / exchange_seconds:
 # every wait and round trip of the protocol included) must reach DELAY_PCT% of it, and
 # both islands end every exchange with bit-identical global weights. A miss is
 # measured once more and the second decides (the shared machine's load moves the
 # rate by several percent).
-DELAY_PCT=65
+DELAY_PCT=70
 delay_judge() {
   $PY - "$RUN" $K "$dlink" $DELAY_PCT $STREAMS <<'PYEOF'
 import json, sys
@@ -201,21 +201,23 @@ sys.exit(0 if min(n["exchanges"] for n in ns) >= 5 and ex >= pct / 100 * link el
 PYEOF
 }
 if wan_rate 100mbit && wan_delay 50; then
+  for STREAMS in 1 4; do
   if dlink=$(wan_iperf 0 1 5 $STREAMS); then
     n=1
     while :; do
-      run_case delay100ms.$n 512 5 || { fail "100 Mbit/s, 50 ms each way: an island failed"; break; }
-      out=$(delay_judge) && { pass "100 Mbit/s, 50 ms each way: $out"; break; }
-      [ $n -ge 2 ] && { fail "100 Mbit/s, 50 ms each way: $out"; break; }
-      echo "note: 100 Mbit/s, 50 ms each way: a miss, measuring once more: $out"
+      run_case delay100ms.s$STREAMS.$n 512 5 || { fail "100 Mbit/s, 50 ms each way, $STREAMS stream(s): an island failed"; break; }
+      out=$(delay_judge) && { pass "100 Mbit/s, 50 ms each way, --net-streams $STREAMS: $out"; break; }
+      [ $n -ge 2 ] && { fail "100 Mbit/s, 50 ms each way, --net-streams $STREAMS: $out"; break; }
+      echo "note: 100 Mbit/s, 50 ms each way, --net-streams $STREAMS: a miss, measuring once more: $out"
       n=$((n + 1))
     done
     [ -f "$RUN/n1/summary.json" ] && { same=$($PY "$SRC/tests/net/same_weights.py" "$RUN/n0" "$RUN/n1" 2>&1) \
-      && pass "100 Mbit/s, 50 ms each way: both islands end with bit-identical global weights" \
-      || fail "100 Mbit/s, 50 ms each way: the islands' weights differ: $same"; }
+      && pass "100 Mbit/s, 50 ms each way, --net-streams $STREAMS: both islands end with bit-identical global weights" \
+      || fail "100 Mbit/s, 50 ms each way, --net-streams $STREAMS: the islands' weights differ: $same"; }
   else
     fail "100 Mbit/s, 50 ms each way: iperf3 -P $STREAMS from island 0 to island 1 failed"
   fi
+  done
 else
   fail "cannot add 50 ms of delay to the emulated network (above)"
 fi
