@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 void atoll_coord_hex(const uint8_t *h, char out[17]) {
@@ -197,6 +198,7 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
   for (int i = 0; i < MAX_MEMBERS; i++) {
     if (c->m[i].used) continue;
     member *m = &c->m[i];
+    if (m->probing) close(m->probe_fd); /* (a rank dropped in this same turn, forget_reshaped) */
     memset(m, 0, sizeof *m);
     m->used = 1;
     m->gen = ++c->gens;

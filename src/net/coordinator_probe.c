@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #define PROBE_SECONDS 2.0
+#define HINT "the other islands will likely not reach it either (--island-listen, --island-advertise, a firewall?)"
 
 static void welcome(coord *c, member *m, const char *said) {
   char text[ATOLL_WIRE_MAX_TEXT + 1];
@@ -42,10 +43,9 @@ static int split(const char *ep, char *host, size_t hn, char *port, size_t pn) {
 }
 
 void atoll_coord_probe_start(coord *c, member *m, const route *from, const char *text) {
-  if (m->probing) close(m->probe_fd);
-  m->probing = 0;
   snprintf(m->welcome, sizeof m->welcome, "%s", text);
   m->welcome_to = *from;
+  if (m->probing) return; /* the island repeats its HELLO every second: the probe in flight answers it */
   char host[256], port[16], said[600];
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV}, *ai = NULL;
   if (split(m->endpoint, host, sizeof host, port, sizeof port) || getaddrinfo(host, port, &hints, &ai) != 0) {
@@ -64,8 +64,7 @@ void atoll_coord_probe_start(coord *c, member *m, const route *from, const char 
     return;
   }
   if (fd >= 0) close(fd);
-  snprintf(said, sizeof said, "WARNING: its data endpoint %s did not answer the coordinator (%s): the other islands will likely not reach it either (--island-listen, --island-advertise, a firewall?)",
-           m->endpoint, strerror(e));
+  snprintf(said, sizeof said, "WARNING: its data endpoint %s did not answer the coordinator (%s): " HINT, m->endpoint, strerror(e));
   welcome(c, m, said);
 }
 
@@ -88,7 +87,7 @@ void atoll_coord_probe_poll(coord *c) {
     }
     struct pollfd p = {.fd = m->probe_fd, .events = m->probing == 1 ? POLLOUT : POLLIN};
     char said[600] = "";
-    const char *hint = "the other islands will likely not reach it either (--island-listen, --island-advertise, a firewall?)";
+    const char *hint = HINT;
     if (poll(&p, 1, 0) > 0 && m->probing == 1) { /* connected, or refused */
       int e = 0;
       socklen_t n = sizeof e;

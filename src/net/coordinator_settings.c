@@ -37,14 +37,10 @@ int atoll_coord_load_slots(coord *c, const char *allowed, atoll_err *err) {
 
 void atoll_coord_on_ask(coord *c, const route *from, const char *keyz, const char *who, uint32_t rank) {
   atoll_wire_msg msg = {.type = ATOLL_WIRE_SETTINGS};
-  msg.u.settings.slot = ATOLL_WIRE_NO_SLOT;
   msg.u.settings.open = c->cfg->open != 0;
-  if (c->cfg->open) {
-    int slot = atoll_coord_open_slot(c, keyz);
-    if (slot >= 0) msg.u.settings.slot = (uint32_t)slot;
-  }
-  for (int i = 0; i < c->nslots; i++)
-    if (strcmp(c->slots[i], keyz) == 0) msg.u.settings.slot = (uint32_t)i;
+  /* (an open run gives a new key the next free slot) */
+  int slot = c->cfg->open ? atoll_coord_open_slot(c, keyz) : atoll_coord_slot_of(c, keyz);
+  msg.u.settings.slot = slot >= 0 ? (uint32_t)slot : ATOLL_WIRE_NO_SLOT;
   const char *run = c->cfg->run_json;
   msg.u.settings.json = run;
   msg.u.settings.len = run ? (uint32_t)strlen(run) : 0;
