@@ -105,7 +105,7 @@ int main(void) {
   void *ctx = zmq_ctx_new();
   atoll_zap *z;
   CHECK_OK(atoll_zap_start(&z, ctx, "test", 0, &err), &err);
-  CHECK(atoll_zap_allow_dir(z, allowed, &err) == KEYS);
+  CHECK(atoll_zap_allow_dir(z, allowed, NULL, &err) == KEYS);
   CHECK(atoll_zap_count(z) == KEYS);
   CHECK(atoll_zap_allow(z, pub) == 0 && atoll_zap_count(z) == KEYS + 1);
   CHECK(atoll_zap_allow(z, pub) == 0 && atoll_zap_count(z) == KEYS + 1); /* not twice */

@@ -100,7 +100,7 @@ int atoll_coordinator_main(int argc, char **argv) {
     fprintf(stderr, "atoll: error: %s\n", err.msg);
     return 2;
   }
-  if (c.open && (!run || atoll_run_settings_open(run_file, run, &err))) {
+  if (c.open && (!run || atoll_run_settings_open(run_file, run, &c.phase, &c.steps, &err))) {
     if (!run) fprintf(stderr, "atoll: error: --open 1: an open run needs --run FILE (the settings every island takes)\n");
     else fprintf(stderr, "atoll: error: %s\n", err.msg);
     free(run);

@@ -192,13 +192,13 @@ static void on_commit(coord *c, member *m, const atoll_wire_sync *s, const route
     for (int i = 0; i < MAX_MEMBERS; i++) {
       member *o = &c->m[i];
       if (o->used && !o->joining && o != m && o->ready && o->ready_step <= s->step) atoll_coord_mark_behind(c, o, s->step);
-      if (o->used && !o->joining) g->slot[g->n] = i, g->gen[g->n++] = o->gen;
+      if (o->used && !o->joining) g->slot[g->n] = i, g->island[g->n] = o->island, g->gen[g->n++] = o->gen;
     }
   } else if (g->rebuilt && !m->joining && atoll_coord_in_group(c, g, m) < 0 && g->n < MAX_MEMBERS) {
     /* a rebuilt commit group is only those registered when the first COMMIT came; a
      * member that re-registered since (its heartbeat came later) and commits the same
      * step applied it too: without it, a rank of the run could have no hash at all */
-    g->slot[g->n] = (int)(m - c->m), g->gen[g->n++] = m->gen;
+    g->slot[g->n] = (int)(m - c->m), g->island[g->n] = m->island, g->gen[g->n++] = m->gen;
   }
   atoll_coord_try_commit(c);
 }
@@ -393,7 +393,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   atoll_key_path(path, sizeof path, cfg->keys, "allowed", err); /* (shorter than key.secret's, checked above) */
   snprintf(c->allowed, sizeof c->allowed, "%s", path);
   if (atoll_keys_private_dir(cfg->keys, err) || atoll_keys_private_dir(path, err)) goto done;
-  int allowed = atoll_zap_allow_dir(c->zap, path, err);
+  int allowed = atoll_zap_allow_dir(c->zap, path, NULL, err);
   if (allowed < 0 || atoll_coord_load_slots(c, path, err)) goto done;
   if (allowed == 0) {
     atoll_fail(err, "--keys %s: no island keys in %s/ (copy each island's key.pub there, as NAME.pub)", cfg->keys, path);

@@ -30,6 +30,8 @@ typedef struct {
   int open;                  /* 1: an open run (docs/islands.md, "Open membership"): any allowed key gets a
                                 slot at its first ASK (allowed/ read again every 2 s), and the data goes
                                 out in units (units.h) */
+  int phase, steps;          /* an open run's inner phase (sync-every) and --steps: its UNITS are checked
+                                against them */
 } atoll_coordinator_config;
 
 /* Runs until *stop is set (or run_seconds pass). Returns 0, or -1 with err. */

@@ -134,9 +134,10 @@ void atoll_coord_try_commit(coord *c) {
     c->last_step = g->step;
     memcpy(c->hash, whole, ATOLL_WIRE_HASH);
     for (uint32_t r = 0; r < (c->ranks ? c->ranks : 1); r++) memcpy(c->rank_hash[r], first[r]->commit_hash, ATOLL_WIRE_HASH);
-    for (int j = 0; j < g->n; j++) { /* (an open run: the units of the phases this commit took in are done) */
+    for (int j = 0; j < g->n; j++) { /* (an open run: the units of the phases this commit took in are done,
+                                          those of a member that left after applying it too) */
       member *m = atoll_coord_group_member(c, g, j);
-      if (m && !m->joining && m->rank == 0) atoll_coord_units_committed(c, m->island, g->step);
+      if (!m || !m->joining) atoll_coord_units_committed(c, g->island[j], g->step);
     }
     atoll_coord_save_state(c);
     atoll_coord_status_commit(c, g);
@@ -164,7 +165,13 @@ void atoll_coord_try_commit(coord *c) {
             (unsigned long long)c->revision, n, h);
   else
     fprintf(stderr, "coordinator: step %u: hash mismatch between islands; nothing committed\n", g->step);
+  uint32_t gone[MAX_MEMBERS];
+  int ngone = 0;
+  for (int j = 0; j < g->n; j++)
+    if (!atoll_coord_group_member(c, g, j)) gone[ngone++] = g->island[j];
   g->n = 0;
+  for (int j = 0; j < ngone; j++) atoll_coord_units_left(c, gone[j]); /* (what this commit did not take in goes back) */
+  if (ngone && c->cfg->open) atoll_coord_save_state(c);
 }
 
 /* Too few islands for the next exchange while whole islands wait to join at the next

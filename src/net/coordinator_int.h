@@ -67,6 +67,7 @@ typedef struct {
 typedef struct {
   int slot[MAX_MEMBERS];
   uint64_t gen[MAX_MEMBERS];
+  uint32_t island[MAX_MEMBERS]; /* (kept after a member left: an open run's commit marks its units done) */
   int done[MAX_MEMBERS];
   int n;
   uint32_t step, frag;
@@ -119,6 +120,7 @@ typedef struct {
   int lock_fd;      /* the state file's lock (-1: none) */
   said_lately refused; /* a refused layout */
   said_lately unreg;   /* messages from an allowed key that is not a member */
+  said_lately refused_units; /* refused UNITS (an island asks again every second) */
   char slots[MAX_MEMBERS][ATOLL_KEY_Z85 + 1]; /* the allow-list's keys, by file name: slot i (ASK); in an
                                                  open run, the keys in the order of their first ASK */
   int nslots;
@@ -126,6 +128,7 @@ typedef struct {
   double slot_heard[MAX_MEMBERS]; /* when an island of that slot was last a member or asked (0: not since the start) */
   char allowed[4200];    /* the allow-list directory (an open run reads it again for new keys) */
   double allowed_read;   /* when it was last read */
+  char allowed_said[512]; /* the trouble last said reading it again ("": none) */
   struct coord_view *view; /* the status page (coordinator_status.c; NULL: none) */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;

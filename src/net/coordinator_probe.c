@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,15 +43,34 @@ static int split(const char *ep, char *host, size_t hn, char *port, size_t pn) {
   return 0;
 }
 
+static int unspecified(const struct sockaddr *a) {
+  if (a->sa_family == AF_INET) return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (a->sa_family == AF_INET6) return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+  return 0;
+}
+
 void atoll_coord_probe_start(coord *c, member *m, const route *from, const char *text) {
   snprintf(m->welcome, sizeof m->welcome, "%s", text);
   m->welcome_to = *from;
   if (m->probing) return; /* the island repeats its HELLO every second: the probe in flight answers it */
   char host[256], port[16], said[600];
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV}, *ai = NULL;
+  if (strncmp(m->endpoint, "tcp://", 6) != 0) {
+    snprintf(said, sizeof said, "WARNING: its data endpoint %.200s is not a tcp:// address: not probed; islands on other machines cannot connect to it",
+             m->endpoint);
+    welcome(c, m, said);
+    return;
+  }
   if (split(m->endpoint, host, sizeof host, port, sizeof port) || getaddrinfo(host, port, &hints, &ai) != 0) {
     if (ai) freeaddrinfo(ai);
     welcome(c, m, "its data endpoint names a host, not an address: not probed");
+    return;
+  }
+  if (unspecified(ai->ai_addr)) { /* (a connect there reaches this machine, not the island's) */
+    freeaddrinfo(ai);
+    snprintf(said, sizeof said, "WARNING: its data endpoint %.200s is a wildcard address, which no other island can connect to: "
+             "give --island-advertise tcp://ADDRESS:PORT", m->endpoint);
+    welcome(c, m, said);
     return;
   }
   int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

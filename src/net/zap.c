@@ -90,10 +90,12 @@ int atoll_zap_count(atoll_zap *z) {
 
 int atoll_zap_refused(atoll_zap *z) { return atomic_load(&z->refused); }
 
-int atoll_zap_allow_dir(atoll_zap *z, const char *dir, atoll_err *err) {
+int atoll_zap_allow_dir(atoll_zap *z, const char *dir, int *bad, atoll_err *err) {
   DIR *d = opendir(dir);
   if (!d) return atoll_fail(err, "%s: cannot open the allow-list directory", dir);
   int count = 0, rc = 0;
+  atoll_err first;
+  if (bad) *bad = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
     size_t n = strlen(e->d_name);
@@ -101,6 +103,10 @@ int atoll_zap_allow_dir(atoll_zap *z, const char *dir, atoll_err *err) {
     char path[4400];
     uint8_t key[ATOLL_KEY_BYTES];
     if (atoll_key_path(path, sizeof path, dir, e->d_name, err) || atoll_key_read_public(path, key, err)) {
+      if (bad) { /* skipped (a key being copied in, a stray file): the others still count */
+        if (!(*bad)++) first = *err;
+        continue;
+      }
       rc = -1;
       break;
     }
@@ -111,6 +117,7 @@ int atoll_zap_allow_dir(atoll_zap *z, const char *dir, atoll_err *err) {
     count++;
   }
   closedir(d);
+  if (bad && *bad) *err = first;
   return rc ? -1 : count;
 }
 

@@ -20,8 +20,10 @@ void atoll_zap_stop(atoll_zap *z);
 /* Adds a key (thread-safe); a key already there is not added twice. The list grows
  * as needed: -1 only when memory runs out (the key is not added), else 0. */
 int atoll_zap_allow(atoll_zap *z, const uint8_t key[ATOLL_KEY_BYTES]);
-/* Adds every DIR/\*.pub; returns how many keys, or -1 (err) for an unreadable file. */
-int atoll_zap_allow_dir(atoll_zap *z, const char *dir, atoll_err *err);
+/* Adds every DIR/\*.pub; returns how many keys, or -1 (err) for an unreadable file.
+ * With *bad given, an unreadable file is skipped instead: *bad counts them, and err
+ * holds the first one's reason. */
+int atoll_zap_allow_dir(atoll_zap *z, const char *dir, int *bad, atoll_err *err);
 int atoll_zap_count(atoll_zap *z);
 /* Refusals so far (for tests and logs). */
 int atoll_zap_refused(atoll_zap *z);

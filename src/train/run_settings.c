@@ -80,7 +80,7 @@ int atoll_run_settings_agree(const atoll_config *run, const atoll_config *mine, 
   return rc;
 }
 
-int atoll_run_settings_open(const char *file, const char *json, atoll_err *err) {
+int atoll_run_settings_open(const char *file, const char *json, int *phase, int *steps, atoll_err *err) {
   cJSON *given = atoll_json_parse_whole(json, strlen(json), "the run's settings", err);
   if (!given) return -1;
   atoll_config c;
@@ -98,6 +98,7 @@ int atoll_run_settings_open(const char *file, const char *json, atoll_err *err) 
   if (rc == 0 && strcmp(c.islands.data, "iid") != 0)
     rc = atoll_fail(err, "--run %s: island-data %s; an open run hands out its data in units: island-data iid", file,
                     c.islands.data);
+  *phase = c.islands.sync_every, *steps = c.run.steps;
   cJSON_Delete(given);
   return rc;
 }

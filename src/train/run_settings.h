@@ -21,7 +21,9 @@ int atoll_run_settings_agree(const atoll_config *run, const atoll_config *mine, 
 
 /* The settings of an open run (coordinator --open 1, FILE named in errors): no
  * "islands" (no fixed number), fragments 1 and island-data iid (the data goes out in
- * units, one per inner phase). 0, or -1 with one line. */
-int atoll_run_settings_open(const char *file, const char *json, atoll_err *err);
+ * units, one per inner phase). *phase and *steps: the run's inner phase (sync-every) and
+ * --steps, its value or the default (every island's: a unit is one phase of windows).
+ * 0, or -1 with one line. */
+int atoll_run_settings_open(const char *file, const char *json, int *phase, int *steps, atoll_err *err);
 
 #endif

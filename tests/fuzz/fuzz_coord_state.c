@@ -31,8 +31,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                          "\"rank_hashes\":[\"" H64 "\",\"" H64 "\"]}");
   seed("state_open.json", "{\"members\":[],\"revision\":3,\"hash\":\"" H64 "\",\"step\":9,\"ranks\":1,"
                           "\"slots\":[\"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\",\"Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID\"],"
-                          "\"units\":{\"next\":5,\"done\":2,\"again\":1,\"returned\":[3],"
-                          "\"held\":[{\"island\":1,\"start\":9,\"end\":12,\"unit\":4,\"started\":true}]}}");
+                          "\"units\":{\"next\":5,\"done\":3,\"again\":1,\"returned\":[3],"
+                          "\"held\":[{\"island\":1,\"start\":9,\"end\":12,\"unit\":4,\"started\":true}],"
+                          "\"past\":[{\"island\":0,\"start\":6,\"end\":9,\"unit\":2,\"started\":true}],"
+                          "\"committed\":[{\"island\":0,\"step\":9}]}}");
   return 0;
 }
 
@@ -48,5 +50,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < ATOLL_UNITS_ISLANDS; i++) /* what it accepts is in range: a held unit is one handed out */
     for (int j = 0; j < s.units.nheld[i]; j++)
       if (i >= s.nslots || s.units.held[i][j].unit >= s.units.next || s.units.held[i][j].start >= s.units.held[i][j].end) abort();
+  uint64_t held = 0; /* and its books balance: every unit handed out is done, returned or held */
+  for (int i = 0; i < ATOLL_UNITS_ISLANDS; i++) {
+    held += (uint64_t)s.units.nheld[i];
+    if (s.units.npast[i] < 0 || s.units.npast[i] > ATOLL_UNITS_PAST) abort();
+    for (int j = 0; j < s.units.npast[i]; j++)
+      if (s.units.past[i][j].end > s.units.committed_to[i] || s.units.past[i][j].unit >= s.units.next) abort();
+  }
+  if (s.units.done + (uint64_t)s.units.nreturned + held != s.units.next) abort();
   return 0;
 }

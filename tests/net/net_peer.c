@@ -9,7 +9,8 @@
  * badtype, badversion, trailing, replay (one HELLO sent twice, same session and seq),
  * multipart, evict (a HELLO; then a HEARTBEAT from each of 8 new sessions, more than
  * the coordinator once remembered; then the first HELLO again, the same bytes), data.
- * Prints each reply as "reply TYPE ..." on stdout.
+ * Prints each reply as "reply TYPE ..." on stdout (WAIT, ERROR and WELCOME with their
+ * text). The HELLO's data endpoint is $NET_PEER_ENDPOINT (default tcp://127.0.0.1:1).
  *
  * data: a member that plays foul in the exchange (the island's data door, link_data.c).
  * It registers with its data socket at $NET_PEER_LISTEN, sends READY for step
@@ -17,7 +18,14 @@
  * first phase-1 frame (which gives the piece's size and means its key is allowed),
  * then sends that member DATA frames no receiver may take, one each: phase 3 (a
  * joining island's state) at chunk 1, an empty range at offset == total, an offset
- * inside a chunk, another total. Prints "sent N hostile frames". */
+ * inside a chunk, another total. Prints "sent N hostile frames".
+ *
+ * applied: an island of an open run (coordinator --open 1) that applies one exchange.
+ * It asks for its slot (ASK), for the units of phases (0, H] and (H, 2H] (UNITS,
+ * H = $NET_PEER_STEP), registers, sends READY for step H until the QUORUM comes, DONE,
+ * and waits for the GO (the exchange applied). With $NET_PEER_COMMIT set it then
+ * commits step H (hash 0x11...) and heartbeats until COMMITTED ("committed"); without,
+ * it exits at once ("applied": a member that dies between applying and committing). */
 #include "net/keys.h"
 #include "net/sock.h"
 #include "net/wire.h"
@@ -115,6 +123,64 @@ static int play_data(void *ctx, void *s, atoll_sender *tx, atoll_wire_msg *hello
   return sent == 4 ? 0 : 1;
 }
 
+/* Waits up to secs for a message of `type` (heartbeats every 0.5 s when hb is given). */
+static int await(void *s, atoll_sender *tx, atoll_wire_type type, atoll_wire_msg *out, double secs, atoll_wire_msg *hb) {
+  static uint8_t buf[ATOLL_WIRE_MAX_CONTROL + 1];
+  static atoll_wire_member mem[64];
+  char why[200];
+  double t0 = atoll_net_now(), beat = t0;
+  while (atoll_net_now() - t0 < secs) {
+    if (hb && atoll_net_now() - beat > 0.5) atoll_sock_send(s, tx, hb, NULL, 0), beat = atoll_net_now();
+    long k = atoll_sock_recv(s, buf, ATOLL_WIRE_MAX_CONTROL, NULL, NULL, NULL, NULL, 100);
+    if (k > 0 && atoll_wire_parse(buf, (size_t)k, out, mem, 64, why, sizeof why) == 0) {
+      if (out->type == type) return 0;
+      if (out->type == ATOLL_WIRE_ERROR) return fprintf(stderr, "net_peer: ERROR: %s\n", out->u.text), -1;
+    }
+  }
+  return fprintf(stderr, "net_peer: no %s within %g s\n", atoll_wire_type_name(type), secs), -1;
+}
+
+/* The `applied` kind (above): 0 when it got the GO (and, committing, the COMMITTED). */
+static int play_applied(void *s, atoll_sender *tx, atoll_wire_msg *hello, double secs) {
+  const char *step_env = getenv("NET_PEER_STEP");
+  if (!step_env) return fprintf(stderr, "net_peer: applied needs NET_PEER_STEP\n"), 1;
+  uint32_t H = (uint32_t)atoi(step_env);
+  atoll_wire_msg ask = {.type = ATOLL_WIRE_ASK}, r;
+  atoll_sock_send(s, tx, &ask, NULL, 0);
+  if (await(s, tx, ATOLL_WIRE_SETTINGS, &r, secs, NULL)) return 1;
+  hello->u.hello.island = r.u.settings.slot;
+  atoll_wire_msg units = {.type = ATOLL_WIRE_UNITS};
+  units.u.units = (atoll_wire_units){0, 0, H, H, 2 * H, 0, 0, 0};
+  atoll_sock_send(s, tx, &units, NULL, 0);
+  if (await(s, tx, ATOLL_WIRE_UNIT, &r, secs, NULL)) return 1;
+  printf("slot %u units %llu %llu\n", hello->u.hello.island, (unsigned long long)r.u.units.unit,
+         (unsigned long long)r.u.units.next_unit);
+  fflush(stdout);
+  hello->u.hello.step = H;
+  atoll_sock_send(s, tx, hello, NULL, 0);
+  atoll_wire_msg hb = *hello, ready = {.type = ATOLL_WIRE_READY};
+  hb.type = ATOLL_WIRE_HEARTBEAT;
+  ready.u.sync.step = H;
+  double t0 = atoll_net_now();
+  for (;;) { /* READY every second until the QUORUM */
+    atoll_sock_send(s, tx, &ready, NULL, 0);
+    if (await(s, tx, ATOLL_WIRE_QUORUM, &r, 1.0, &hb) == 0) break;
+    if (atoll_net_now() - t0 > secs) return 1;
+  }
+  atoll_wire_msg done = {.type = ATOLL_WIRE_DONE};
+  done.u.sync = (atoll_wire_sync){H, 0, r.u.quorum.id, {0}, 0};
+  atoll_sock_send(s, tx, &done, NULL, 0);
+  if (await(s, tx, ATOLL_WIRE_GO, &r, secs, &hb)) return 1;
+  if (!getenv("NET_PEER_COMMIT")) return printf("applied\n"), 0; /* (dies before its COMMIT) */
+  atoll_wire_msg commit = {.type = ATOLL_WIRE_COMMIT};
+  commit.u.sync = (atoll_wire_sync){H, 0, 0, {0}, 0};
+  memset(commit.u.sync.hash, 0x11, ATOLL_WIRE_HASH);
+  atoll_sock_send(s, tx, &commit, NULL, 0);
+  if (await(s, tx, ATOLL_WIRE_COMMITTED, &r, secs, &hb)) return 1;
+  printf("committed\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 6) {
     fprintf(stderr, "usage: net_peer ENDPOINT COORDINATOR_PUB SECRET_FILE ISLAND KIND [SECONDS]\n");
@@ -136,14 +202,14 @@ int main(int argc, char **argv) {
   atoll_wire_msg m = {.type = ATOLL_WIRE_HELLO};
   m.u.hello.island = (uint32_t)atoi(argv[4]);
   m.u.hello.ranks = getenv("NET_PEER_RANKS") ? (uint32_t)atoi(getenv("NET_PEER_RANKS")) : 1; /* an island of several ranks (its rank 0) */
-  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "tcp://127.0.0.1:1");
+  snprintf(m.u.hello.endpoint, sizeof m.u.hello.endpoint, "%s", getenv("NET_PEER_ENDPOINT") ? getenv("NET_PEER_ENDPOINT") : "tcp://127.0.0.1:1");
   m.session = 77;
   m.seq = 1;
   static uint8_t buf[200000];
   size_t n = atoll_wire_encode(&m, buf, sizeof buf);
   int loop_ready = strcmp(kind, "readyloop") == 0 || strcmp(kind, "readyonly") == 0;
-  if (strcmp(kind, "data") == 0) {
-    int rc = play_data(ctx, s, &tx, &m, pub, sec, secs);
+  if (strcmp(kind, "data") == 0 || strcmp(kind, "applied") == 0) {
+    int rc = kind[0] == 'd' ? play_data(ctx, s, &tx, &m, pub, sec, secs) : play_applied(s, &tx, &m, secs);
     zmq_close(s);
     zmq_ctx_term(ctx);
     return rc;
@@ -211,7 +277,7 @@ int main(int argc, char **argv) {
     atoll_wire_member mem[64];
     char why[200];
     if (atoll_wire_parse(buf, (size_t)k, &r, mem, 64, why, sizeof why)) printf("reply unreadable: %s\n", why);
-    else if (r.type == ATOLL_WIRE_WAIT || r.type == ATOLL_WIRE_ERROR)
+    else if (r.type == ATOLL_WIRE_WAIT || r.type == ATOLL_WIRE_ERROR || r.type == ATOLL_WIRE_WELCOME)
       printf("reply %s: %s\n", atoll_wire_type_name(r.type), r.u.text); /* the reason, for the tests */
     else printf("reply %s\n", atoll_wire_type_name(r.type));
     fflush(stdout);

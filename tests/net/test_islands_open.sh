@@ -3,7 +3,8 @@
 # --run file without "islands"; islands started with only the coordinator's address,
 # its key, their own key, --data and --out (no --islands, no --island-id). Asserted:
 # - the second island's key is copied into allowed/ after the coordinator started and
-#   still joins (allowed/ is read again), each key gets its own slot (0, 1);
+#   still joins (allowed/ is read again; a bad file there is skipped, said once), each
+#   key gets its own slot (0, 1);
 # - the data goes out in units: the fresh units handed out are 0, 1, 2, ... each once;
 # - island 1 is SIGKILLed mid-run: once it is gone its uncommitted phases' units go out
 #   again, to island 0, before any fresh unit;
@@ -15,13 +16,17 @@
 #   with "every island finished"; its state file accounts for every unit (done +
 #   returned + held = handed out) and counts the units handed out again;
 # - the WELCOME says whether the coordinator reached the island's data endpoint (a
-#   ZeroMQ greeting there; a WARNING line for a port nothing listens at);
+#   ZeroMQ greeting there; a WARNING line for a port nothing listens at, for a wildcard
+#   address and for an ipc:// path);
 # - a restarted coordinator gives back the units of an island that never came back;
+# - a member that applied an exchange and died before its COMMIT: its phase's unit is
+#   done at the commit made without it, only the unit it asked ahead goes out again;
+#   UNITS for phases that are not the run's are refused in one line;
 # - refusals in one line: --open 1 without --run, a --run with islands or fragments 2,
 #   --data-units 1 without --join, an open run's state file without --open 1; an
 #   island started with its own --islands and --island-id.
-#   usage: test_islands_open.sh ATOLL SRC
-ATOLL=$1; SRC=$2
+#   usage: test_islands_open.sh ATOLL SRC NET_PEER
+ATOLL=$1; SRC=$2; NET_PEER=$3
 . "$SRC/tests/cli/common.sh"
 . "$SRC/tests/mpi/mpi_common.sh"
 . "$SRC/tests/net/islands_lib.sh"
@@ -48,6 +53,7 @@ coord
 C1=$COORD_PID
 island 0 & P0=$!
 sleep 1
+echo "not a key" >"$D/coord/allowed/junk.pub" # (skipped when read again, said once)
 cp "$D/i1/key.pub" "$D/coord/allowed/i1.pub"
 wait_for "$D/coord.log" "new island key" 10 || fail "the coordinator did not read allowed/ again"
 # an island given a slot of its own (--islands, --island-id) is refused by an open run
@@ -66,6 +72,7 @@ island 1 & P1=$!
 wait_for "$D/net1.err" "continues from its latest checkpoint" 10 && pass "island 1 restarted with the same command continues its run" \
   || fail "island 1 restarted: $(head -n 3 "$D/net1.err")"
 sleep 2
+rm "$D/coord/allowed/junk.pub"
 kill9 $C1
 mv "$D/coord.log" "$D/coord1.log"
 coord
@@ -78,6 +85,9 @@ cat "$D/coord1.log" "$D/coord.log" >"$D/coords.log"
   || fail "coordinator: status $RC: $(tail -n 2 "$D/coord.log")"
 grep -q "2 island keys allowed" "$D/coord1.log" && grep -q "takes island slot 0" "$D/coord1.log" && grep -q "takes island slot 1" "$D/coord1.log" \
   && pass "slots by key: 0 and 1, the second key allowed after the start" || fail "slots: $(grep slot "$D/coord1.log")"
+n=$(grep -c "junk.pub.*(the file is skipped)" "$D/coord1.log")
+[ "$n" -eq 1 ] && pass "a bad file in allowed/ is skipped when read again, said once: $(grep -o 'reading the allow-list again.*' "$D/coord1.log" | cut -c1-100)" \
+  || fail "a bad file in allowed/: said $n times: $(grep 'allow-list' "$D/coord1.log" | head -n 2)"
 grep -q "island slot 1" "$D/net1.err" && ! grep "takes island slot" "$D/coord.log" >/dev/null \
   && pass "the restarted coordinator knew both keys' slots" || fail "slots after the restart: $(grep slot "$D/coord.log")"
 out=$($PY - "$D/coords.log" "$D/coord/coordinator.json" <<'EOF'
@@ -124,14 +134,17 @@ out=$($PY "$SRC/tests/net/same_weights.py" "$D/net0" "$D/net1") && pass "both is
 # an island that holds units and never comes back to a restarted coordinator (it died
 # while the coordinator was down): after --island-timeout its units go out again
 cp "$D/coord/coordinator.json" "$D/held.json"
-$PY -c 'import json, sys
+want=$($PY -c 'import json, sys
 s = json.load(open(sys.argv[1]))
-s["units"]["held"] = [{"island": 1, "start": 45, "end": 48, "unit": 0, "started": True}]
-json.dump(s, open(sys.argv[1], "w"))' "$D/held.json"
+u = s["units"]
+u["held"] = [{"island": 1, "start": 45, "end": 48, "unit": u["next"], "started": True}]
+u["next"] += 1 # (the books balance: a unit handed out is done, returned or held)
+json.dump(s, open(sys.argv[1], "w"))
+print([], [u["next"] - 1])' "$D/held.json")
 timeout -k 5 30 $ATOLL coordinator --listen tcp://127.0.0.1:0 --keys "$D/coord" --open 1 --run "$D/run.json" --state "$D/held.json" \
   --island-timeout 1 --run-seconds 4 >"$D/held.log" 2>&1
 out=$($PY -c 'import json, sys; u = json.load(open(sys.argv[1]))["units"]; print(u["held"], u["returned"][-1:])' "$D/held.json")
-grep -q "island 1 is not here" "$D/held.log" && [ "$out" = "[] [0]" ] && pass "units of an island gone while the coordinator was down go back: $(grep -o 'island 1 is not here.*' "$D/held.log")" \
+grep -q "island 1 is not here" "$D/held.log" && [ "$out" = "$want" ] && pass "units of an island gone while the coordinator was down go back: $(grep -o 'island 1 is not here.*' "$D/held.log")" \
   || fail "units of a gone island: held, last returned $out: $(tail -n 2 "$D/held.log")"
 
 # reachability: the WELCOME says whether the coordinator reached each island's data
@@ -148,6 +161,55 @@ rc=$?
 wait $PC
 [ $rc -eq 0 ] && grep -q "WARNING: its data endpoint tcp://127.0.0.1:1 did not answer the coordinator" "$D/probe.err" \
   && pass "an endpoint nothing listens at: $(grep -o 'WARNING.*' "$D/probe.err" | cut -c1-110)" || fail "probe of a closed port: status $rc: $(grep -i 'took\|error' "$D/probe.err")"
+
+# a member that applied an exchange and died before its COMMIT (net_peer applied): the
+# commit, made without it once it is gone, took its phase in; that unit is done, and
+# only the unit it asked ahead goes out again (it went back before the commit marked it
+# done, and was trained twice)
+printf '{"sync-every": 3, "steps": 9, "layers": 2, "heads": 2, "dim": 32, "context": 32}' >"$D/applied_run.json"
+P3=$(free_ports 1)
+timeout -k 5 30 $ATOLL coordinator --listen tcp://127.0.0.1:$P3 --keys "$D/coord" --open 1 --run "$D/applied_run.json" \
+  --state "$D/applied.json" --min-islands 2 --island-timeout 2 --run-seconds 12 >"$D/applied.log" 2>&1 &
+PC=$!
+# (an island with an inner phase of its own, 4 steps: its UNITS are refused in one line)
+NET_PEER_STEP=4 timeout -k 5 20 "$NET_PEER" tcp://127.0.0.1:$P3 "$D/coord/key.pub" "$D/i1/key.secret" 0 applied 5 >"$D/peer_c.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "ERROR: UNITS: phases (0, 4\] and (4, 8\] are not this run's (an inner phase of 3 steps, --steps 9)" "$D/peer_c.out" \
+  && pass "UNITS of phases not the run's refused: $(grep -o 'ERROR.*' "$D/peer_c.out" | cut -c1-110)" || fail "UNITS of another phase: status $rc: $(cat "$D/peer_c.out")"
+NET_PEER_STEP=3 timeout -k 5 20 "$NET_PEER" tcp://127.0.0.1:$P3 "$D/coord/key.pub" "$D/i0/key.secret" 0 applied 10 >"$D/peer_a.out" 2>&1 &
+PA=$!
+NET_PEER_STEP=3 NET_PEER_COMMIT=1 timeout -k 5 20 "$NET_PEER" tcp://127.0.0.1:$P3 "$D/coord/key.pub" "$D/i2/key.secret" 0 applied 10 >"$D/peer_b.out" 2>&1
+RB=$?
+wait $PA; RA=$?
+kill $PC 2>/dev/null; wait $PC
+out=$($PY - "$D/applied.json" "$D/peer_a.out" 2>&1 <<'EOF'
+import json, re, sys
+u = json.load(open(sys.argv[1]))["units"]
+m = re.search(r"slot (\d+) units (\d+) (\d+)", open(sys.argv[2]).read())
+if not m: sys.exit("peer a: no units")
+slot, mine, ahead = (int(g) for g in m.groups())
+past = [h["unit"] for h in u["past"] if h["island"] == slot]
+if u["done"] != 2 or past != [mine] or u["returned"] != [ahead] or any(h["island"] == slot for h in u["held"]):
+    sys.exit(f"peer a's units {mine} (trained, applied) and {ahead} (ahead): done {u['done']}, its past {past}, returned {u['returned']}")
+print(f"its unit {mine} done, only the unit asked ahead ({ahead}) returned")
+EOF
+)
+[ $RA -eq 0 ] && [ $RB -eq 0 ] && grep -q "^applied" "$D/peer_a.out" && grep -q "^committed" "$D/peer_b.out" \
+  && grep -q "its 1 uncommitted phase" "$D/applied.log" && echo "$out" | grep -q "^its unit" && pass "a member gone between applying and committing: $out" \
+  || fail "a member gone between applying and committing: $RA $RB $out: $(tail -n 3 "$D/applied.log") / $(tail -n 1 "$D/peer_a.out") / $(tail -n 1 "$D/peer_b.out")"
+
+# endpoints the probe cannot reach rightly: a wildcard address (a connect there reaches
+# the coordinator's own machine) and a path (ipc://) are said as such, not "answered"
+P4=$(free_ports 1)
+timeout -k 5 20 $ATOLL coordinator --listen tcp://127.0.0.1:$P4 --keys "$D/coord" --min-islands 1 --island-timeout 4 --run-seconds 3 >"$D/wild.log" 2>&1 &
+PC=$!
+for ep in tcp://0.0.0.0:1 'tcp://[::]:1' ipc:///tmp/atoll-none; do
+  NET_PEER_ENDPOINT=$ep timeout -k 5 10 "$NET_PEER" tcp://127.0.0.1:$P4 "$D/coord/key.pub" "$D/i0/key.secret" 0 hello 0.7 >>"$D/wild.out" 2>&1
+done
+wait $PC
+n=$(grep -c "WARNING: its data endpoint .* is a wildcard address\|WARNING: its data endpoint ipc:///tmp/atoll-none is not a tcp:// address" "$D/wild.out")
+[ "$n" -eq 3 ] && ! grep -q answered "$D/wild.out" && pass "wildcard and ipc:// endpoints are warned about, not probed: $(grep -o 'WARNING.*' "$D/wild.out" | head -n 1 | cut -c1-90)" \
+  || fail "wildcard and ipc:// endpoints: $n warnings: $(cat "$D/wild.out")"
 
 # refusals
 printf '{"islands": 2, "sync-every": 3}' >"$TMP/k.json"
