@@ -16,6 +16,8 @@
 #                 phase's steps and merges when done
 #   phase_async_fast  the same with the two fast islands alone (2 and 3; the slow
 #                 islands 0 and 1 absent): the fast islands' tokens/s with and without them
+#   phase_async_kill  phase_async with island 1 SIGKILLed 12 s in (for good): the
+#                 survivors' longest gap between inner steps against their normal step
 # Per island: compute utilisation, tokens trained per second of the run, steps taken,
 # merges, staleness, the longest gap between inner steps; per row the final validation
 # loss of the global model and the tokens all islands trained. hetero_report.py writes
@@ -24,11 +26,12 @@
 # and python3-matplotlib for the plot.
 #
 # usage: bench/islands/hetero.sh [--quick] [--work DIR] [--rows "sync phase ..."]
-#   --quick  4 merges per row (smoke)
+#   --quick  4 merges per row (smoke); with it, or with --rows, the results stay in WORK
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-QUICK=0 WORK=/tmp/atoll-hetero ROWS="sync grace phase phase_async phase_async_fast"
+ALL_ROWS="sync grace phase phase_async phase_async_fast phase_async_kill"
+QUICK=0 WORK=/tmp/atoll-hetero ROWS=$ALL_ROWS
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -90,8 +93,14 @@ row() {
     pids="$pids $!"
   done
   PIDS="$PIDS $pids"
-  local ok=1
-  for p in $pids; do wait $p || ok=0; done
+  local ok=1 killed=""
+  if [ -n "${KILL:-}" ]; then # ISLAND:SECONDS: that island's atoll process SIGKILLed then
+    sleep "${KILL#*:}"
+    pkill -9 -f -- "$D/k${KILL%:*}/key.secret" || true
+    date +%s.%N >"$D/killed_at"; echo "${KILL%:*}" >"$D/killed"
+    killed=$(echo $pids | cut -d' ' -f$((${KILL%:*} - first + 1)))
+  fi
+  for p in $pids; do wait $p || [ "$p" = "$killed" ] || ok=0; done
   # (with a grace window a straggler late for the run's last commit stops with status 1:
   # "the run ended before this island's steps did"; the row stands without its end)
   [ $ok = 1 ] || ! grep -q "the run ended before this island's steps did" "$D"/n*.err \
@@ -112,6 +121,7 @@ for r in $ROWS; do
     phase) row phase "" "$PHASE" 0 ;;
     phase_async) row phase_async "" "$ASYNC" 0 ;;
     phase_async_fast) row phase_async_fast "" "$ASYNC" 2 ;;
+    phase_async_kill) KILL=1:12 row phase_async_kill "" "$ASYNC" 0 3 ;;
     *) echo "hetero.sh: unknown row '$r'"; exit 2 ;;
   esac
 done
@@ -121,8 +131,8 @@ $PY "$HERE/hetero_report.py" "$WORK" $K
 lanes=""
 for r in sync phase_async; do [ -d "$WORK/$r" ] && lanes="$lanes $r $WORK/$r"; done
 [ -n "$lanes" ] && $PY "$HERE/timeline.py" "$WORK/hetero.png" $lanes
-# a full run's results beside this script (a --quick one stays in WORK)
-if [ $QUICK = 0 ]; then
+# a full run's results beside this script (a --quick one, or one of chosen --rows, stays in WORK)
+if [ $QUICK = 0 ] && [ "$ROWS" = "$ALL_ROWS" ]; then
   cp "$WORK/hetero.json" "$WORK/hetero.md" "$HERE/"
   [ ! -f "$WORK/hetero.png" ] || cp "$WORK/hetero.png" "$HERE/"
 fi

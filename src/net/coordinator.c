@@ -345,6 +345,7 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   member *m = sender(c, &msg, from, keyz, addr, who);
   if (!m) return;
   m->last_heard = atoll_net_now();
+  atoll_coord_heard_on(m, from->fd);
   if (other_run(c, m, &msg, from)) return;
   switch (msg.type) {
   case ATOLL_WIRE_HELLO:
@@ -355,6 +356,15 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
   case ATOLL_WIRE_BYE: atoll_coord_status_bye(c, m, msg.u.sync.step), on_bye(c, m, msg.u.sync.step); break;
   default: break;
   }
+}
+
+/* Connections that closed (a killed island's: the kernel closes them at once) mark
+ * the members last heard on them. */
+static void closed_connections(coord *c, atoll_monitor *mon) {
+  static int fds[ATOLL_MONITOR_CLOSED];
+  int lost = 0, n = atoll_monitor_closed(mon, fds, ATOLL_MONITOR_CLOSED, &lost);
+  for (int i = 0; i < n; i++) atoll_coord_connection_closed(c, fds[i]);
+  /* (lost: more closed at once than kept; those members leave after --island-timeout) */
 }
 
 /* Quorum ids increase across restarts: islands match DONE, GO and ABORT by id and take
@@ -420,8 +430,9 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
   while (!(stop && *stop) && !(cfg->run_seconds > 0 && atoll_net_now() - start > cfg->run_seconds)) {
     route from;
     char keyz[64], addr[64];
-    long n = atoll_sock_recv(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, 100);
+    long n = atoll_sock_recv_fd(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, &from.fd, 100);
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
+    closed_connections(c, mon);
     atoll_coord_expire(c);
     atoll_coord_probe_poll(c);
     atoll_coord_reread_allowed(c);

@@ -22,6 +22,7 @@
 typedef struct {
   uint8_t rid[256];
   size_t rid_len;
+  int fd; /* the connection it came on (-1: unknown): see member.closed_at */
 } route;
 
 typedef struct {
@@ -33,6 +34,9 @@ typedef struct {
   uint64_t layout;
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
   double last_heard;
+  int fds[2];             /* the connections its last messages came on (its heartbeat's, its control's) */
+  double closed_at;       /* when one of them closed with nothing heard since (0: not): a killed island
+                             leaves CLOSED_GRACE later, not after --island-timeout */
   uint64_t sessions[SESSIONS]; /* its senders' sessions, last seq and when heard (0: free) */
   uint32_t seqs[SESSIONS];
   double heard[SESSIONS];
@@ -144,7 +148,11 @@ int atoll_coord_open_slot(coord *c, const char *keyz); /* the key's slot (a new 
 int atoll_coord_slot_of(const coord *c, const char *keyz); /* the key's slot, or -1 */
 void atoll_coord_on_units(coord *c, const route *from, const char *keyz, const char *who, const atoll_wire_units *u);
 void atoll_coord_units_committed(coord *c, uint32_t island, uint32_t step);
-void atoll_coord_units_left(coord *c, uint32_t island); /* after a member of it left: its units go back when none is left */
+void atoll_coord_units_left(coord *c, uint32_t island);
+/* coordinator_members.c: a connection closed (monitor.h): the members last heard on it
+ * leave CLOSED_GRACE later unless heard again */
+void atoll_coord_connection_closed(coord *c, int fd);
+void atoll_coord_heard_on(member *m, int fd); /* after a member of it left: its units go back when none is left */
 void atoll_coord_reread_allowed(coord *c);          /* every 2 s: keys added to allowed/ meanwhile are allowed,
                                                        and the units of islands gone for --island-timeout go back */
 

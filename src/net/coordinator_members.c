@@ -200,6 +200,7 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
     member *m = &c->m[i];
     if (m->probing) close(m->probe_fd); /* (a rank dropped in this same turn, forget_reshaped) */
     memset(m, 0, sizeof *m);
+    m->fds[0] = m->fds[1] = -1;
     m->used = 1;
     m->gen = ++c->gens;
     snprintf(m->keyz, sizeof m->keyz, "%.40s", keyz);
@@ -221,23 +222,49 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
   return NULL;
 }
 
-/* Islands silent for --island-timeout leave. */
+void atoll_coord_heard_on(member *m, int fd) {
+  m->closed_at = 0;
+  if (fd < 0 || fd == m->fds[0] || fd == m->fds[1]) return;
+  m->fds[1] = m->fds[0], m->fds[0] = fd;
+}
+
+void atoll_coord_connection_closed(coord *c, int fd) {
+  double now = atoll_net_now();
+  for (int i = 0; i < MAX_MEMBERS; i++) {
+    member *m = &c->m[i];
+    if (m->used && (m->fds[0] == fd || m->fds[1] == fd) && m->closed_at == 0) m->closed_at = now;
+  }
+}
+
+/* A member whose connection closed and that was not heard since for CLOSED_GRACE (or
+ * --island-timeout, if shorter) is gone: a killed process's connections close at once,
+ * while a live island that lost a connection reconnects and sends its next heartbeat
+ * within a second (a descriptor reused by another island's new connection may mark a
+ * live member too: its heartbeats, every 0.5 s, clear the mark). */
+#define CLOSED_GRACE 1.5
+static int closed_and_silent(const coord *c, const member *m, double now) {
+  double grace = CLOSED_GRACE < c->cfg->island_timeout ? CLOSED_GRACE : c->cfg->island_timeout;
+  return m->closed_at > 0 && m->last_heard <= m->closed_at && now - m->closed_at > grace;
+}
+
+/* Islands silent for --island-timeout leave, and those whose connection closed. */
 void atoll_coord_expire(coord *c) {
   double now = atoll_net_now();
   int changed = 0;
   for (int i = 0; i < MAX_MEMBERS; i++) {
     member *m = &c->m[i];
-    if (!m->used || now - m->last_heard <= c->cfg->island_timeout) continue;
+    int closed = m->used && closed_and_silent(c, m, now);
+    if (!m->used || (now - m->last_heard <= c->cfg->island_timeout && !closed)) continue;
     m->used = 0;
     changed = 1;
     c->n_left++;
     atoll_coord_units_left(c, m->island);
-    if (m->ranks > 1)
-      fprintf(stderr, "coordinator: island %u rank %u left (silent for %.1f s, key %.8s...); %d members\n", m->island, m->rank,
-              now - m->last_heard, m->keyz, atoll_coord_live(c));
-    else
-      fprintf(stderr, "coordinator: island %u left (silent for %.1f s, key %.8s...); %d members\n", m->island,
-              now - m->last_heard, m->keyz, atoll_coord_live(c));
+    char rank[32] = "", cause[96];
+    if (m->ranks > 1) snprintf(rank, sizeof rank, " rank %u", m->rank);
+    if (closed) snprintf(cause, sizeof cause, "its connection closed %.1f s ago, not heard since", now - m->closed_at);
+    else snprintf(cause, sizeof cause, "silent for %.1f s", now - m->last_heard);
+    fprintf(stderr, "coordinator: island %u%s left (%s, key %.8s...); %d members\n", m->island, rank, cause, m->keyz,
+            atoll_coord_live(c));
     if (c->xq.open && atoll_coord_in_group(c, &c->xq, m) < 0) continue;
     char why[96];
     snprintf(why, sizeof why, "island %u left", m->island);

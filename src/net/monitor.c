@@ -44,6 +44,8 @@ struct atoll_monitor {
   uint16_t failed_event; /* the last HANDSHAKE_FAILED_* not yet matched to a connection */
   uint32_t failed_value;
   uint64_t succeeded; /* HANDSHAKE_SUCCEEDED events so far */
+  pthread_mutex_t lock; /* closed[]: descriptors of closed connections, not yet taken */
+  int closed[ATOLL_MONITOR_CLOSED], nclosed, closed_lost;
   char recent[RECENT][64];
   double recent_at[RECENT];
   int recent_quiet[RECENT]; /* failures not written since that line */
@@ -139,6 +141,10 @@ static void on_event(atoll_monitor *m, uint16_t event, uint32_t value) {
     if (m->failed_event || (c && c->addr[0] && c->succeeded_before == m->succeeded)) report(m, c);
     if (c) c->addr[0] = 0;
     m->failed_event = 0;
+    pthread_mutex_lock(&m->lock);
+    if (m->nclosed < ATOLL_MONITOR_CLOSED) m->closed[m->nclosed++] = (int)value;
+    else m->closed_lost = 1;
+    pthread_mutex_unlock(&m->lock);
     break;
   default: break;
   }
@@ -170,6 +176,7 @@ int atoll_monitor_start(atoll_monitor **out, void *ctx, void *sock, const char *
   atoll_monitor *m = calloc(1, sizeof *m);
   if (!m) return atoll_fail(err, "out of memory");
   snprintf(m->label, sizeof m->label, "%s", label);
+  pthread_mutex_init(&m->lock, NULL);
   char ep[64];
   snprintf(ep, sizeof ep, "inproc://atoll.monitor.%p", sock);
   int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
@@ -200,8 +207,21 @@ void atoll_monitor_stop(atoll_monitor *m) {
   pthread_join(m->thread, NULL);
   zmq_socket_monitor(m->sock, NULL, 0);
   zmq_close(m->pair);
+  pthread_mutex_destroy(&m->lock);
   free(m->conns);
   free(m);
 }
 
 int atoll_monitor_logged(atoll_monitor *m) { return atomic_load(&m->logged); }
+
+int atoll_monitor_closed(atoll_monitor *m, int *fds, int max, int *lost) {
+  pthread_mutex_lock(&m->lock);
+  int n = m->nclosed < max ? m->nclosed : max;
+  memcpy(fds, m->closed, (size_t)n * sizeof *fds);
+  memmove(m->closed, m->closed + n, (size_t)(m->nclosed - n) * sizeof *fds);
+  m->nclosed -= n;
+  *lost = m->closed_lost;
+  m->closed_lost = 0;
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}

@@ -2,7 +2,9 @@
  * logged"): a thread reads ZeroMQ's socket monitor and writes one line for each
  * connection that closed before its handshake was done, naming the peer's address and
  * the reason, at most once per address per 10 s. Refusals by the allow-list are left
- * to the ZAP handler's own line (zap.h), which names the key. */
+ * to the ZAP handler's own line (zap.h), which names the key. It also keeps the
+ * descriptors of closed connections for the socket's owner (a coordinator notices a
+ * killed island by its closed connections: atoll_monitor_closed). */
 #ifndef ATOLL_NET_MONITOR_H
 #define ATOLL_NET_MONITOR_H
 
@@ -15,5 +17,10 @@ int atoll_monitor_start(atoll_monitor **out, void *ctx, void *sock, const char *
 void atoll_monitor_stop(atoll_monitor *m);
 /* Lines written so far. */
 int atoll_monitor_logged(atoll_monitor *m);
+/* The descriptors of connections that closed since the last call (DISCONNECTED events;
+ * a descriptor may be reused by a later connection): up to max into fds; how many.
+ * *lost: 1 when more closed than were kept (ATOLL_MONITOR_CLOSED). */
+#define ATOLL_MONITOR_CLOSED 4096
+int atoll_monitor_closed(atoll_monitor *m, int *fds, int max, int *lost);
 
 #endif

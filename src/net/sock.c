@@ -221,6 +221,12 @@ static long drop_more(void *sock, long n) {
 
 long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
                      char addr[64], int timeout_ms) {
+  return atoll_sock_recv_fd(sock, buf, cap, rid, rid_len, user, addr, NULL, timeout_ms);
+}
+
+long atoll_sock_recv_fd(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
+                        char addr[64], int *fd, int timeout_ms) {
+  if (fd) *fd = -1;
   zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
   if (zmq_poll(&it, 1, timeout_ms) <= 0) return -1;
   zmq_msg_t msg;
@@ -243,6 +249,7 @@ long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t 
   memcpy(buf, zmq_msg_data(&msg), (size_t)n < cap ? (size_t)n : cap);
   if ((size_t)n > cap) n = (long)cap + 1;
   who(&msg, user, addr);
+  if (fd) *fd = zmq_msg_get(&msg, ZMQ_SRCFD); /* (deprecated in ZeroMQ, not removed: the only way to the descriptor) */
   zmq_msg_close(&msg);
   return drop_more(sock, n);
 }

@@ -60,6 +60,10 @@ int atoll_sock_put(void **socks, int n, int *next, atoll_sender *s, zmq_msg_t *m
  * (dropped), or -1 on timeout (timeout_ms) / error. */
 long atoll_sock_recv(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
                      char addr[64], int timeout_ms);
+/* The same, and *fd: the descriptor of the connection the frame came on (-1: unknown),
+ * as the socket monitor's ACCEPTED and DISCONNECTED events name it (monitor.h). */
+long atoll_sock_recv_fd(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size_t *rid_len, char user[64],
+                        char addr[64], int *fd, int timeout_ms);
 
 /* As atoll_sock_recv, but the frame stays in ZeroMQ's message (no copy): returns its
  * length with *msg holding it (the caller closes it), or -1 / -2 with nothing held. */

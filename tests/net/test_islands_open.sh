@@ -6,8 +6,9 @@
 #   still joins (allowed/ is read again; a bad file there is skipped, said once), each
 #   key gets its own slot (0, 1);
 # - the data goes out in units: the fresh units handed out are 0, 1, 2, ... each once;
-# - island 1 is SIGKILLed mid-run: once it is gone its uncommitted phases' units go out
-#   again, to island 0, before any fresh unit;
+# - island 1 is SIGKILLed mid-run: it leaves when its connection closes (1.5 s later,
+#   not after --island-timeout); its uncommitted phases' units go out again, to island 0,
+#   before any fresh unit;
 # - island 1 restarted with the same command continues its run from its checkpoint,
 #   with the same slot;
 # - the coordinator is SIGKILLed and restarted with its --state: slots and units carry
@@ -68,6 +69,10 @@ pkill -9 -f -- "$D/i1/key.secret" # (the atoll process itself: P1 is the shell f
 wait $P1 2>/dev/null
 wait_for "$D/coord.log" "island 1 left: the units of its" 10 && pass "killed island 1: $(grep -o 'island 1 left: the units.*' "$D/coord.log")" \
   || fail "killed island 1: its units did not go back: $(tail -n 3 "$D/coord.log")"
+# (its connections closed with it: it left then, not after --island-timeout of silence)
+grep -q "island 1 left (its connection closed 1.[5-9] s ago, not heard since" "$D/coord.log" \
+  && pass "killed island 1 left when its connection closed: $(grep -o 'island 1 left (its connection.*' "$D/coord.log" | cut -c1-80)" \
+  || fail "killed island 1: $(grep 'island 1 left' "$D/coord.log")"
 island 1 & P1=$!
 wait_for "$D/net1.err" "continues from its latest checkpoint" 10 && pass "island 1 restarted with the same command continues its run" \
   || fail "island 1 restarted: $(head -n 3 "$D/net1.err")"
