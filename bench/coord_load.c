@@ -30,7 +30,7 @@
  * With --coordinator-pid, the coordinator's CPU time per phase (/proc/PID/stat) and its
  * peak and current resident memory (VmHWM, VmRSS of /proc/PID/status) are read too.
  * Output: one JSON line on stdout (times in ms; "steady_cpu_pct": coordinator CPU as a
- * share of one core over phase b). Status 0 when it ran (whatever the counts), 1 on a
+ * share of one core over phase b; "self_cpu_s": this process's own). Status 0 when it ran (whatever the counts), 1 on a
  * failure to run, 2 on a bad flag. At most 1024 clients: a HELLO's island id is below
  * ATOLL_WIRE_MAX_MEMBERS (1024; island i is client i). Used by bench/coord_load.sh and
  * tests/net/test_coord_load.sh. */
@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <zmq.h>
 
@@ -134,6 +135,9 @@ static void report(cl_run *r) {
   num(f, "steady_cpu_s", pid ? r->cpu_steady : NAN, 1);
   num(f, "steady_cpu_pct", pid && r->t_steady > 0 ? 100 * r->cpu_steady / r->t_steady : NAN, 1);
   num(f, "exchange_cpu_s", pid && cfg->exchange ? r->cpu_exchange : NAN, 1);
+  struct rusage ru; /* (this process's own CPU: its clients' CURVE work shares the cores with the coordinator) */
+  getrusage(RUSAGE_SELF, &ru);
+  num(f, "self_cpu_s", (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6, 1);
   fprintf(f, "\"vmhwm_kb\":%ld,\"vmrss_kb\":%ld}\n", pid ? cl_proc_kb(pid, "VmHWM") : -1, pid ? cl_proc_kb(pid, "VmRSS") : -1);
   fflush(f);
 }
@@ -158,7 +162,12 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--endpoint") == 0) cfg.endpoint = val;
     else if (strcmp(a, "--keys") == 0) cfg.keys = val;
     else if (strcmp(a, "--clients") == 0) {
-      if (!(rc = number(a, val, 1, ATOLL_WIRE_MAX_MEMBERS, 1, &v))) cfg.clients = (int)v;
+      if (!(rc = number(a, val, 1, 1e9, 1, &v)) && v > ATOLL_WIRE_MAX_MEMBERS) {
+        fprintf(stderr, "coord_load: error: --clients %s: at most %d (client i is island i, and a HELLO's island id is below ATOLL_WIRE_MAX_MEMBERS)\n",
+                val, ATOLL_WIRE_MAX_MEMBERS);
+        rc = 2;
+      }
+      if (!rc) cfg.clients = (int)v;
     } else if (strcmp(a, "--seconds") == 0) {
       if (!(rc = number(a, val, 0, 86400, 0, &v))) cfg.seconds = v;
     } else if (strcmp(a, "--admit-timeout") == 0) {
