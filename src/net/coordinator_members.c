@@ -217,7 +217,7 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
     atoll_coord_save_state(c);
     return m;
   }
-  /* full: told so in one line (unanswered, it would wait for a WELCOME for ever); the
+  /* full: told so in one line (unanswered, it would wait out its limit for a WELCOME); the
    * log says it once per 10 s, whichever island (a crowd past the maximum repeats it) */
   char text[300];
   snprintf(text, sizeof text, "the coordinator holds its most members (%d): island %u is refused; no slot frees until a member leaves",

@@ -2,7 +2,7 @@
 # The real coordinator under 300 light clients (bench/coord_load.c), more than the 256
 # members it holds (MAX_MEMBERS, src/net/coordinator_int.h). Proves:
 # 1. 256 are admitted and each of the other 44 gets one ERROR that names the maximum
-#    (it was once dropped unanswered, and the island waited for ever), while the
+#    (it was once dropped unanswered: the island waited out its limit), while the
 #    coordinator's log says the refusal at most a few times (once per 10 s);
 # 2. every admitted client's READY is answered (WAIT, the coordinator's --min-islands
 #    above the members), round after round, heartbeats meanwhile;
