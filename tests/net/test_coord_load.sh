@@ -9,7 +9,7 @@
 # 3. with --min-islands 256 (a second coordinator), one full exchange of the 256
 #    (READY, QUORUM, DONE, GO, COMMIT, COMMITTED) commits, and the 44 are refused again.
 # Asserts on behaviour, never on timings. Loopback only; every process runs under
-# timeout. About 15 s.
+# timeout. About 6-15 s.
 #   usage: test_coord_load.sh ATOLL COORD_LOAD SRC
 ATOLL=$1; LOAD=$2; SRC=$3
 . "$SRC/tests/cli/common.sh"
