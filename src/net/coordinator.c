@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -378,8 +379,26 @@ static uint64_t first_quorum_id(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* Each member holds up to three connections to the coordinator (its link, its
+ * heartbeats, an open run's UNITS) and each HELLO opens a probe (coordinator_probe.c):
+ * MAX_MEMBERS of them need more descriptors than the usual soft limit of 1024. The soft
+ * limit is raised to the hard one when lower than that; still lower, it says so once. */
+static void raise_open_files(void) {
+  const rlim_t need = 4 * MAX_MEMBERS + 64;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= need) return;
+  rlim_t was = rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl)) getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < need)
+    fprintf(stderr, "coordinator: WARNING: at most %llu open files (ulimit -n, hard limit %llu; was %llu): %d members need about %llu; members past that may be cut off\n",
+            (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)was, MAX_MEMBERS,
+            (unsigned long long)need);
+}
+
 int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile sig_atomic_t *stop, atoll_err *err) {
   if (sodium_init() < 0) return atoll_fail(err, "libsodium cannot start");
+  raise_open_files();
   coord *c = calloc(1, sizeof *c);
   if (!c) return atoll_fail(err, "out of memory");
   c->cfg = cfg;

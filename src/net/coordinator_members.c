@@ -218,7 +218,16 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
     atoll_coord_save_state(c);
     return m;
   }
-  fprintf(stderr, "coordinator: dropped HELLO from island %u: %d members already\n", h->island, MAX_MEMBERS);
+  /* full: told so in one line (unanswered, it would wait out its limit for a WELCOME); the
+   * log says it once per 10 s, whichever island (a crowd past the maximum repeats it) */
+  char text[300];
+  snprintf(text, sizeof text, "the coordinator holds its most members (%d): island %u is refused; no slot frees until a member leaves",
+           MAX_MEMBERS, h->island);
+  c->n_full++;
+  if (atoll_coord_say(&c->full, "full"))
+    fprintf(stderr, "coordinator: refused HELLO from island %u (key %.8s..., %s): %d members already, the most it holds (%llu refused so far; said at most once per 10 s)\n",
+            h->island, keyz, addr, MAX_MEMBERS, (unsigned long long)c->n_full);
+  atoll_coord_send_text(c, from, ATOLL_WIRE_ERROR, text);
   return NULL;
 }
 
