@@ -125,6 +125,7 @@ typedef struct {
   said_lately refused; /* a refused layout */
   said_lately unreg;   /* messages from an allowed key that is not a member */
   said_lately refused_units; /* refused UNITS (an island asks again every second) */
+  said_lately held_by;       /* HELLOs for an island that another key holds */
   said_lately full;    /* HELLOs refused with MAX_MEMBERS members (any island: one key, "full") */
   uint64_t n_full;     /* and how many */
   char slots[MAX_MEMBERS][ATOLL_KEY_Z85 + 1]; /* the allow-list's keys, by file name: slot i (ASK); in an

@@ -190,12 +190,18 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
   }
   for (int i = 0; i < MAX_MEMBERS; i++)
     if (c->m[i].used && c->m[i].island == h->island && strcmp(c->m[i].keyz, keyz) != 0) {
-      fprintf(stderr, "coordinator: dropped HELLO from key %.8s... at %s: island %u is held by key %.8s...\n", keyz, addr,
-              h->island, c->m[i].keyz);
+      /* (not refused: the same island restarted with a new key registers once the old
+       * member leaves; its HELLO every second is logged once per 10 s) */
+      if (atoll_coord_say(&c->held_by, keyz))
+        fprintf(stderr, "coordinator: dropped HELLO from key %.8s... at %s: island %u is held by key %.8s... (it registers once that one leaves)\n",
+                keyz, addr, h->island, c->m[i].keyz);
       return NULL;
     }
-  if (layout_refused(c, keyz, h, from, addr)) return NULL;
-  for (int i = 0; i < MAX_MEMBERS; i++) {
+  int free_slot = -1; /* (found before the layout is taken: a refused HELLO sets nothing) */
+  for (int i = 0; i < MAX_MEMBERS && free_slot < 0; i++)
+    if (!c->m[i].used) free_slot = i;
+  if (free_slot >= 0 && layout_refused(c, keyz, h, from, addr)) return NULL;
+  for (int i = free_slot; i >= 0 && i < MAX_MEMBERS; i++) {
     if (c->m[i].used) continue;
     member *m = &c->m[i];
     if (m->probing) close(m->probe_fd); /* (a rank dropped in this same turn, forget_reshaped) */
