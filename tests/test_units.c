@@ -161,5 +161,12 @@ int main(void) {
                "listed twice");
   refused_json("{\"next\": 1, \"done\": 1, \"again\": 0, \"returned\": [], \"held\": [], \"committed\": [4]}",
                "committed[0]. must be an object");
+  refused_json("{\"next\": 1, \"done\": 1, \"again\": 0, \"returned\": [], \"held\": [], "
+               "\"committed\": [{\"island\": 0, \"step\": 0}, {\"island\": 0, \"step\": 0}]}",
+               "step must be a commit's step");
+  /* a begun phase held past the island's last commit: that commit would have done it */
+  refused_json("{\"next\": 2, \"done\": 1, \"again\": 0, \"returned\": [], \"held\": [{\"island\": 0, \"start\": 0, "
+               "\"end\": 3, \"unit\": 1, \"started\": true}], \"committed\": [{\"island\": 0, \"step\": 3}]}",
+               "it would be done");
   return check_failures ? 1 : 0;
 }

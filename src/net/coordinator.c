@@ -193,13 +193,23 @@ static void on_commit(coord *c, member *m, const atoll_wire_sync *s, const route
     for (int i = 0; i < MAX_MEMBERS; i++) {
       member *o = &c->m[i];
       if (o->used && !o->joining && o != m && o->ready && o->ready_step <= s->step) atoll_coord_mark_behind(c, o, s->step);
-      if (o->used && !o->joining) g->slot[g->n] = i, g->island[g->n] = o->island, g->gen[g->n++] = o->gen;
+      if (o->used && !o->joining) g->slot[g->n] = i, g->island[g->n] = o->island, g->rank[g->n] = o->rank, g->gen[g->n++] = o->gen;
     }
   } else if (g->rebuilt && !m->joining && atoll_coord_in_group(c, g, m) < 0 && g->n < MAX_MEMBERS) {
     /* a rebuilt commit group is only those registered when the first COMMIT came; a
      * member that re-registered since (its heartbeat came later) and commits the same
      * step applied it too: without it, a rank of the run could have no hash at all */
-    g->slot[g->n] = (int)(m - c->m), g->island[g->n] = m->island, g->gen[g->n++] = m->gen;
+    g->slot[g->n] = (int)(m - c->m), g->island[g->n] = m->island, g->rank[g->n] = m->rank, g->gen[g->n++] = m->gen;
+  } else if (!m->joining && atoll_coord_in_group(c, g, m) < 0) {
+    /* a member of the group that left after its GO (silent, or its connection closed)
+     * and registered again (a new generation) applied the exchange too: it takes its old
+     * entry back, or no member of its rank would be left to commit and the step would
+     * wait for ever (its hash is still compared with the others') */
+    for (int j = 0; j < g->n; j++)
+      if (g->island[j] == m->island && g->rank[j] == m->rank && !atoll_coord_group_member(c, g, j)) {
+        g->slot[j] = (int)(m - c->m), g->gen[j] = m->gen;
+        break;
+      }
   }
   atoll_coord_try_commit(c);
 }
@@ -362,9 +372,9 @@ static void handle(coord *c, long n, const route *from, const char *keyz, const 
 /* Connections that closed (a killed island's: the kernel closes them at once) mark
  * the members last heard on them. */
 static void closed_connections(coord *c, atoll_monitor *mon) {
-  static int fds[ATOLL_MONITOR_CLOSED];
-  int lost = 0, n = atoll_monitor_closed(mon, fds, ATOLL_MONITOR_CLOSED, &lost);
-  for (int i = 0; i < n; i++) atoll_coord_connection_closed(c, fds[i]);
+  static atoll_monitor_conn closed[ATOLL_MONITOR_CLOSED];
+  int lost = 0, n = atoll_monitor_closed(mon, closed, ATOLL_MONITOR_CLOSED, &lost);
+  for (int i = 0; i < n; i++) atoll_coord_connection_closed(c, closed[i].fd, closed[i].peer);
   /* (lost: more closed at once than kept; those members leave after --island-timeout) */
 }
 

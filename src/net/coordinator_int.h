@@ -34,7 +34,9 @@ typedef struct {
   uint64_t layout;
   char endpoint[ATOLL_WIRE_MAX_ENDPOINT + 1];
   double last_heard;
-  int fds[2];             /* the connections its last messages came on (its heartbeat's, its control's) */
+  int fds[2];             /* the connections its last messages came on (its heartbeat's, its control's): */
+  char peers[2][64];      /* descriptor and peer (atoll_sock_peer), which a later connection given the
+                             same descriptor does not share */
   double closed_at;       /* when one of them closed with nothing heard since (0: not): a killed island
                              leaves CLOSED_GRACE later, not after --island-timeout */
   uint64_t sessions[SESSIONS]; /* its senders' sessions, last seq and when heard (0: free) */
@@ -71,7 +73,8 @@ typedef struct {
 typedef struct {
   int slot[MAX_MEMBERS];
   uint64_t gen[MAX_MEMBERS];
-  uint32_t island[MAX_MEMBERS]; /* (kept after a member left: an open run's commit marks its units done) */
+  uint32_t island[MAX_MEMBERS]; /* and rank: kept after a member left (an open run's commit marks its units */
+  uint32_t rank[MAX_MEMBERS];   /* done; a member that registers again takes its entry back) */
   int done[MAX_MEMBERS];
   int n;
   uint32_t step, frag;
@@ -82,10 +85,11 @@ typedef struct {
 } group;
 
 /* A line repeated for the same key is said once per 10 s (retrying peers and
- * heartbeats repeat their cause): the last key said, and when. */
+ * heartbeats repeat their cause): the last keys said, and when. */
+#define SAID_KEYS 16
 typedef struct {
-  char key[ATOLL_KEY_Z85 + 1];
-  double at;
+  char key[SAID_KEYS][ATOLL_KEY_Z85 + 1];
+  double at[SAID_KEYS];
 } said_lately;
 
 typedef struct {
@@ -135,7 +139,7 @@ typedef struct {
   double slot_heard[MAX_MEMBERS]; /* when an island of that slot was last a member or asked (0: not since the start) */
   char allowed[4200];    /* the allow-list directory (an open run reads it again for new keys) */
   double allowed_read;   /* when it was last read */
-  char allowed_said[512]; /* the trouble last said reading it again ("": none) */
+  char allowed_said[600]; /* the trouble last said reading it again ("": none) */
   struct coord_view *view; /* the status page (coordinator_status.c; NULL: none) */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
 } coord;
@@ -154,7 +158,7 @@ void atoll_coord_units_committed(coord *c, uint32_t island, uint32_t step);
 void atoll_coord_units_left(coord *c, uint32_t island);
 /* coordinator_members.c: a connection closed (monitor.h): the members last heard on it
  * leave CLOSED_GRACE later unless heard again */
-void atoll_coord_connection_closed(coord *c, int fd);
+void atoll_coord_connection_closed(coord *c, int fd, const char *peer);
 void atoll_coord_heard_on(member *m, int fd); /* after a member of it left: its units go back when none is left */
 void atoll_coord_reread_allowed(coord *c);          /* every 2 s: keys added to allowed/ meanwhile are allowed,
                                                        and the units of islands gone for --island-timeout go back */

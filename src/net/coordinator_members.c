@@ -13,9 +13,17 @@ void atoll_coord_hex(const uint8_t *h, char out[17]) {
 
 int atoll_coord_say(said_lately *s, const char *keyz) {
   double now = atoll_net_now();
-  if (strcmp(s->key, keyz) == 0 && now - s->at < 10) return 0;
-  snprintf(s->key, sizeof s->key, "%.40s", keyz);
-  s->at = now;
+  int oldest = 0;
+  for (int i = 0; i < SAID_KEYS; i++) {
+    if (strncmp(s->key[i], keyz, ATOLL_KEY_Z85) == 0) {
+      if (now - s->at[i] < 10) return 0;
+      oldest = i;
+      break;
+    }
+    if (s->at[i] < s->at[oldest]) oldest = i;
+  }
+  snprintf(s->key[oldest], sizeof s->key[oldest], "%.40s", keyz);
+  s->at[oldest] = now;
   return 1;
 }
 
@@ -238,24 +246,39 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
 }
 
 void atoll_coord_heard_on(member *m, int fd) {
+  char peer[64];
+  atoll_sock_peer(fd, peer);
+  if (!peer[0]) return; /* its connection closed already: a message it sent before (the mark stays) */
   m->closed_at = 0;
-  if (fd < 0 || fd == m->fds[0] || fd == m->fds[1]) return;
-  m->fds[1] = m->fds[0], m->fds[0] = fd;
+  int k = m->fds[0] == fd ? 0 : m->fds[1] == fd ? 1 : -1;
+  if (k < 0) { /* a connection not seen before: it takes the older entry's place */
+    m->fds[1] = m->fds[0];
+    memcpy(m->peers[1], m->peers[0], sizeof m->peers[0]);
+    k = 0;
+  }
+  m->fds[k] = fd;
+  snprintf(m->peers[k], sizeof m->peers[k], "%s", peer);
 }
 
-void atoll_coord_connection_closed(coord *c, int fd) {
+void atoll_coord_connection_closed(coord *c, int fd, const char *peer) {
+  if (!peer[0]) return; /* closed before its peer was known: it carried no member's messages */
   double now = atoll_net_now();
   for (int i = 0; i < MAX_MEMBERS; i++) {
     member *m = &c->m[i];
-    if (m->used && (m->fds[0] == fd || m->fds[1] == fd) && m->closed_at == 0) m->closed_at = now;
+    for (int k = 0; m->used && k < 2; k++)
+      if (m->fds[k] == fd && strcmp(m->peers[k], peer) == 0) {
+        if (m->closed_at == 0) m->closed_at = now;
+        m->fds[k] = -1, m->peers[k][0] = 0; /* (applied: a later close of that number is another's) */
+      }
   }
 }
 
 /* A member whose connection closed and that was not heard since for CLOSED_GRACE (or
  * --island-timeout, if shorter) is gone: a killed process's connections close at once,
  * while a live island that lost a connection reconnects and sends its next heartbeat
- * within a second (a descriptor reused by another island's new connection may mark a
- * live member too: its heartbeats, every 0.5 s, clear the mark). */
+ * (every 0.5 s) within about a second on a fast link. A connection is its descriptor and
+ * its peer's address and port: a later connection given the same descriptor number (a
+ * port scanner's, another island's) is another one. */
 #define CLOSED_GRACE 1.5
 static int closed_and_silent(const coord *c, const member *m, double now) {
   double grace = CLOSED_GRACE < c->cfg->island_timeout ? CLOSED_GRACE : c->cfg->island_timeout;

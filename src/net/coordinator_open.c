@@ -130,10 +130,11 @@ void atoll_coord_reread_allowed(coord *c) {
   int before = atoll_zap_count(c->zap), bad = 0;
   atoll_err err = {{0}};
   int rc = atoll_zap_allow_dir(c->zap, c->allowed, &bad, &err);
-  const char *said = rc < 0 || bad ? err.msg : ""; /* (the same trouble is said once, not every 2 s) */
+  char said[sizeof c->allowed_said] = ""; /* (the same trouble is said once, not every 2 s) */
+  if (rc < 0 || bad) snprintf(said, sizeof said, "%d %s", bad, err.msg); /* (another bad file: said again) */
   if (strcmp(said, c->allowed_said) != 0 && said[0])
-    fprintf(stderr, "coordinator: reading the allow-list again: %s%s\n", said,
-            bad > 1 ? " (and more files; each such file is skipped)" : bad ? " (the file is skipped)" : "");
+    fprintf(stderr, "coordinator: reading the allow-list again: %s%s\n", err.msg,
+            bad > 1 ? " (and more files: each such file is skipped)" : bad ? " (the file is skipped)" : "");
   snprintf(c->allowed_said, sizeof c->allowed_said, "%s", said);
   if (rc < 0) return;
   int after = atoll_zap_count(c->zap);

@@ -45,7 +45,11 @@ static int split(const char *ep, char *host, size_t hn, char *port, size_t pn) {
 
 static int unspecified(const struct sockaddr *a) {
   if (a->sa_family == AF_INET) return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
-  if (a->sa_family == AF_INET6) return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+  if (a->sa_family != AF_INET6) return 0;
+  const struct in6_addr *v6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+  if (IN6_IS_ADDR_UNSPECIFIED(v6)) return 1;
+  static const uint8_t zero4[4] = {0}; /* ::ffff:0.0.0.0, the IPv4 wildcard written as IPv6 */
+  return IN6_IS_ADDR_V4MAPPED(v6) && memcmp(v6->s6_addr + 12, zero4, 4) == 0;
   return 0;
 }
 
@@ -61,16 +65,18 @@ void atoll_coord_probe_start(coord *c, member *m, const route *from, const char 
     welcome(c, m, said);
     return;
   }
-  if (split(m->endpoint, host, sizeof host, port, sizeof port) || getaddrinfo(host, port, &hints, &ai) != 0) {
+  int parsed = split(m->endpoint, host, sizeof host, port, sizeof port) == 0;
+  int resolved = parsed && strcmp(host, "*") != 0 && getaddrinfo(host, port, &hints, &ai) == 0;
+  if (parsed && (!strcmp(host, "*") || (resolved && unspecified(ai->ai_addr)))) { /* (a connect there reaches this machine) */
     if (ai) freeaddrinfo(ai);
-    welcome(c, m, "its data endpoint names a host, not an address: not probed");
-    return;
-  }
-  if (unspecified(ai->ai_addr)) { /* (a connect there reaches this machine, not the island's) */
-    freeaddrinfo(ai);
     snprintf(said, sizeof said, "WARNING: its data endpoint %.200s is a wildcard address, which no other island can connect to: "
              "give --island-advertise tcp://ADDRESS:PORT", m->endpoint);
     welcome(c, m, said);
+    return;
+  }
+  if (!resolved) {
+    if (ai) freeaddrinfo(ai);
+    welcome(c, m, "its data endpoint names a host, not an address: not probed");
     return;
   }
   int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

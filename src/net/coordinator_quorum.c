@@ -144,7 +144,7 @@ static void open_exchange(coord *c, int n, uint32_t step, uint32_t frag, int onl
         memcpy(c->qmem[k].key, c->m[i].key, ATOLL_KEY_BYTES);
         snprintf(c->qmem[k].endpoint, sizeof c->qmem[k].endpoint, "%s", c->m[i].endpoint);
         g->slot[k] = i;
-        g->island[k] = id;
+        g->island[k] = id, g->rank[k] = c->m[i].rank;
         g->gen[k++] = c->m[i].gen;
       }
   g->n = k;

@@ -13,6 +13,7 @@
  * another connection's successful handshake is not logged (a guess would blame a
  * good island when it leaves). */
 #include "net/monitor.h"
+#include "net/sock.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -31,6 +32,7 @@
 typedef struct {
   char addr[64]; /* "" until ACCEPTED (or when getpeername came too late) */
   int port;
+  char peer[64]; /* atoll_sock_peer's "ADDRESS:PORT" (the same then) */
   uint64_t succeeded_before; /* handshakes that succeeded before its ACCEPTED */
 } conn;
 
@@ -45,7 +47,8 @@ struct atoll_monitor {
   uint32_t failed_value;
   uint64_t succeeded; /* HANDSHAKE_SUCCEEDED events so far */
   pthread_mutex_t lock; /* closed[]: descriptors of closed connections, not yet taken */
-  int closed[ATOLL_MONITOR_CLOSED], nclosed, closed_lost;
+  atoll_monitor_conn closed[ATOLL_MONITOR_CLOSED];
+  int nclosed, closed_lost;
   char recent[RECENT][64];
   double recent_at[RECENT];
   int recent_quiet[RECENT]; /* failures not written since that line */
@@ -130,7 +133,7 @@ static void on_event(atoll_monitor *m, uint16_t event, uint32_t value) {
   conn *c;
   switch (event) {
   case ZMQ_EVENT_ACCEPTED:
-    if ((c = conn_of(m, (int)value))) peer_of((int)value, c), c->succeeded_before = m->succeeded;
+    if ((c = conn_of(m, (int)value))) peer_of((int)value, c), atoll_sock_peer((int)value, c->peer), c->succeeded_before = m->succeeded;
     break;
   case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: m->succeeded++; break;
   case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
@@ -139,12 +142,17 @@ static void on_event(atoll_monitor *m, uint16_t event, uint32_t value) {
   case ZMQ_EVENT_DISCONNECTED:
     c = conn_of(m, (int)value);
     if (m->failed_event || (c && c->addr[0] && c->succeeded_before == m->succeeded)) report(m, c);
-    if (c) c->addr[0] = 0;
     m->failed_event = 0;
     pthread_mutex_lock(&m->lock);
-    if (m->nclosed < ATOLL_MONITOR_CLOSED) m->closed[m->nclosed++] = (int)value;
-    else m->closed_lost = 1;
+    if (m->nclosed < ATOLL_MONITOR_CLOSED) {
+      atoll_monitor_conn *k = &m->closed[m->nclosed++];
+      k->fd = (int)value;
+      snprintf(k->peer, sizeof k->peer, "%s", c ? c->peer : "");
+    } else {
+      m->closed_lost = 1;
+    }
     pthread_mutex_unlock(&m->lock);
+    if (c) c->addr[0] = 0, c->peer[0] = 0;
     break;
   default: break;
   }
@@ -214,11 +222,11 @@ void atoll_monitor_stop(atoll_monitor *m) {
 
 int atoll_monitor_logged(atoll_monitor *m) { return atomic_load(&m->logged); }
 
-int atoll_monitor_closed(atoll_monitor *m, int *fds, int max, int *lost) {
+int atoll_monitor_closed(atoll_monitor *m, atoll_monitor_conn *out, int max, int *lost) {
   pthread_mutex_lock(&m->lock);
   int n = m->nclosed < max ? m->nclosed : max;
-  memcpy(fds, m->closed, (size_t)n * sizeof *fds);
-  memmove(m->closed, m->closed + n, (size_t)(m->nclosed - n) * sizeof *fds);
+  memcpy(out, m->closed, (size_t)n * sizeof *out);
+  memmove(m->closed, m->closed + n, (size_t)(m->nclosed - n) * sizeof *out);
   m->nclosed -= n;
   *lost = m->closed_lost;
   m->closed_lost = 0;

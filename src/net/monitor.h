@@ -17,10 +17,16 @@ int atoll_monitor_start(atoll_monitor **out, void *ctx, void *sock, const char *
 void atoll_monitor_stop(atoll_monitor *m);
 /* Lines written so far. */
 int atoll_monitor_logged(atoll_monitor *m);
-/* The descriptors of connections that closed since the last call (DISCONNECTED events;
- * a descriptor may be reused by a later connection): up to max into fds; how many.
- * *lost: 1 when more closed than were kept (ATOLL_MONITOR_CLOSED). */
+/* A connection that closed: its descriptor, and its peer as atoll_sock_peer gave it when
+ * it was accepted ("" when it closed before that could be read). The descriptor number
+ * is reused by later connections; the two together name this one. */
+typedef struct {
+  int fd;
+  char peer[64];
+} atoll_monitor_conn;
+/* The connections that closed since the last call (DISCONNECTED events): up to max into
+ * out; how many. *lost: 1 when more closed than were kept (ATOLL_MONITOR_CLOSED). */
 #define ATOLL_MONITOR_CLOSED 4096
-int atoll_monitor_closed(atoll_monitor *m, int *fds, int max, int *lost);
+int atoll_monitor_closed(atoll_monitor *m, atoll_monitor_conn *out, int max, int *lost);
 
 #endif

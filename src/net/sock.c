@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +199,18 @@ int atoll_sock_put(void **socks, int n, int *next, atoll_sender *s, zmq_msg_t *m
 }
 
 /* The peer's identity of a received frame. */
+void atoll_sock_peer(int fd, char out[64]) {
+  struct sockaddr_storage sa;
+  socklen_t len = sizeof sa;
+  char a[INET6_ADDRSTRLEN] = "";
+  out[0] = 0;
+  if (fd < 0 || getpeername(fd, (struct sockaddr *)&sa, &len)) return;
+  if (sa.ss_family == AF_INET && inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, a, sizeof a))
+    snprintf(out, 64, "%s:%d", a, ntohs(((struct sockaddr_in *)&sa)->sin_port));
+  else if (sa.ss_family == AF_INET6 && inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, a, sizeof a))
+    snprintf(out, 64, "[%s]:%d", a, ntohs(((struct sockaddr_in6 *)&sa)->sin6_port));
+}
+
 static void who(zmq_msg_t *msg, char user[64], char addr[64]) {
   const char *u = zmq_msg_gets(msg, "User-Id"), *a = zmq_msg_gets(msg, "Peer-Address");
   if (user) snprintf(user, 64, "%s", u ? u : "?");

@@ -69,6 +69,11 @@ long atoll_sock_recv_fd(void *sock, uint8_t *buf, size_t cap, uint8_t *rid, size
  * length with *msg holding it (the caller closes it), or -1 / -2 with nothing held. */
 long atoll_sock_recv_msg(void *sock, zmq_msg_t *msg, char user[64], char addr[64], int timeout_ms);
 
+/* The peer of connected socket fd as "ADDRESS:PORT" ("" when it is not connected: closed,
+ * or reused by nothing): with the descriptor, what tells one connection from a later one
+ * given the same descriptor number. */
+void atoll_sock_peer(int fd, char out[64]);
+
 double atoll_net_now(void);
 
 #endif

@@ -288,9 +288,10 @@ int atoll_units_parse(const cJSON *o, const char *path, atoll_units *u, char *wh
   cJSON_ArrayForEach(e, committed) {
     char where[40];
     snprintf(where, sizeof where, "committed[%d].", k++);
-    uint64_t island, step;
+    uint64_t island, step = 1; /* (1: not read; number() writes it only when valid) */
     if (!cJSON_IsObject(e) || number(e, "island", ATOLL_UNITS_ISLANDS - 1, &island, path, where, why, whysz) ||
-        number(e, "step", UINT32_MAX, &step, path, where, why, whysz)) {
+        number(e, "step", UINT32_MAX, &step, path, where, why, whysz) || step == 0) {
+      if (cJSON_IsObject(e) && step == 0) snprintf(why, whysz, "%s: units.%sstep must be a commit's step (at least 1)", path, where);
       if (!cJSON_IsObject(e)) snprintf(why, whysz, "%s: units.%s must be an object of island and step", path, where);
       return -1;
     }
@@ -300,6 +301,13 @@ int atoll_units_parse(const cJSON *o, const char *path, atoll_units *u, char *wh
     }
     u->committed_to[island] = (uint32_t)step;
   }
+  for (int i = 0; i < ATOLL_UNITS_ISLANDS; i++)
+    for (int j = 0; j < u->nheld[i]; j++) /* (a commit with the island marks its begun phases done) */
+      if (u->held[i][j].started && u->held[i][j].end <= u->committed_to[i]) {
+        snprintf(why, whysz, "%s: units.held: island %d's begun phase (%u, %u] ends at or before its last commit (step %u): it would be done",
+                 path, i, u->held[i][j].start, u->held[i][j].end, u->committed_to[i]);
+        return -1;
+      }
   for (int i = 0; i < ATOLL_UNITS_ISLANDS; i++)
     for (int j = 0; j < u->npast[i]; j++)
       if (u->past[i][j].end > u->committed_to[i]) {

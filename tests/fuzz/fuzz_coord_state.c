@@ -53,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t held = 0; /* and its books balance: every unit handed out is done, returned or held */
   for (int i = 0; i < ATOLL_UNITS_ISLANDS; i++) {
     held += (uint64_t)s.units.nheld[i];
+    for (int j = 0; j < s.units.nheld[i]; j++) /* (a begun phase a commit took in is done, not held) */
+      if (s.units.held[i][j].started && s.units.held[i][j].end <= s.units.committed_to[i]) abort();
     if (s.units.npast[i] < 0 || s.units.npast[i] > ATOLL_UNITS_PAST) abort();
     for (int j = 0; j < s.units.npast[i]; j++)
       if (s.units.past[i][j].end > s.units.committed_to[i] || s.units.past[i][j].unit >= s.units.next) abort();

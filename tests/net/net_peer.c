@@ -24,8 +24,10 @@
  * It asks for its slot (ASK), for the units of phases (0, H] and (H, 2H] (UNITS,
  * H = $NET_PEER_STEP), registers, sends READY for step H until the QUORUM comes, DONE,
  * and waits for the GO (the exchange applied). With $NET_PEER_COMMIT set it then
- * commits step H (hash 0x11...) and heartbeats until COMMITTED ("committed"); without,
- * it exits at once ("applied": a member that dies between applying and committing). */
+ * commits step H (hash 0x11...), again every 0.5 s with a heartbeat, until COMMITTED
+ * ("committed"); without, it exits at once ("applied": a member that dies between
+ * applying and committing). $NET_PEER_SILENT=S: silent for S seconds after the GO first
+ * (long enough, the coordinator drops it; its heartbeat registers it again). */
 #include "net/keys.h"
 #include "net/sock.h"
 #include "net/wire.h"
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 static int send_raw(void *s, const uint8_t *b, size_t n) { return zmq_send(s, b, n, 0) < 0 ? -1 : 0; }
@@ -172,13 +175,16 @@ static int play_applied(void *s, atoll_sender *tx, atoll_wire_msg *hello, double
   atoll_sock_send(s, tx, &done, NULL, 0);
   if (await(s, tx, ATOLL_WIRE_GO, &r, secs, &hb)) return 1;
   if (!getenv("NET_PEER_COMMIT")) return printf("applied\n"), 0; /* (dies before its COMMIT) */
+  if (getenv("NET_PEER_SILENT")) usleep((useconds_t)(atof(getenv("NET_PEER_SILENT")) * 1e6));
   atoll_wire_msg commit = {.type = ATOLL_WIRE_COMMIT};
   commit.u.sync = (atoll_wire_sync){H, 0, 0, {0}, 0};
   memset(commit.u.sync.hash, 0x11, ATOLL_WIRE_HASH);
-  atoll_sock_send(s, tx, &commit, NULL, 0);
-  if (await(s, tx, ATOLL_WIRE_COMMITTED, &r, secs, &hb)) return 1;
-  printf("committed\n");
-  return 0;
+  for (double t1 = atoll_net_now(); atoll_net_now() - t1 < secs;) { /* as an island: COMMIT until answered */
+    atoll_sock_send(s, tx, &hb, NULL, 0);
+    atoll_sock_send(s, tx, &commit, NULL, 0);
+    if (await(s, tx, ATOLL_WIRE_COMMITTED, &r, 0.5, &hb) == 0) return printf("committed\n"), 0;
+  }
+  return 1;
 }
 
 int main(int argc, char **argv) {

@@ -203,6 +203,42 @@ EOF
   && grep -q "its 1 uncommitted phase" "$D/applied.log" && echo "$out" | grep -q "^its unit" && pass "a member gone between applying and committing: $out" \
   || fail "a member gone between applying and committing: $RA $RB $out: $(tail -n 3 "$D/applied.log") / $(tail -n 1 "$D/peer_a.out") / $(tail -n 1 "$D/peer_b.out")"
 
+# a member dropped between its GO and its COMMIT (silent past --island-timeout) that
+# registers again by its heartbeat still commits the step (its entry in the commit group
+# is taken back; the step waited for ever)
+P5=$(free_ports 1)
+timeout -k 5 30 $ATOLL coordinator --listen tcp://127.0.0.1:$P5 --keys "$D/coord" --open 1 --run "$D/applied_run.json" \
+  --min-islands 1 --island-timeout 1 --run-seconds 12 >"$D/again.log" 2>&1 &
+PC=$!
+NET_PEER_STEP=3 NET_PEER_COMMIT=1 NET_PEER_SILENT=1.8 timeout -k 5 20 "$NET_PEER" tcp://127.0.0.1:$P5 "$D/coord/key.pub" "$D/i0/key.secret" 0 applied 8 >"$D/peer_d.out" 2>&1
+rc=$?
+kill $PC 2>/dev/null; wait $PC
+[ $rc -eq 0 ] && grep -q "^committed" "$D/peer_d.out" && grep -q "left (silent" "$D/again.log" && grep -q "step 3 committed" "$D/again.log" \
+  && pass "a member dropped between GO and COMMIT registers again and commits: $(grep -o 'step 3 committed.*' "$D/again.log" | cut -c1-60)" \
+  || fail "a member dropped between GO and COMMIT: status $rc: $(tail -n 2 "$D/again.log") / $(tail -n 1 "$D/peer_d.out")"
+
+# a connection that closes just before an island connects (a port scan, a health check)
+# often hands its descriptor number to the island's: its close must not mark the island,
+# which would leave 1.5 s later though alive (each trial: a raw TCP connect and close,
+# then an island silent for 2.5 s after its HELLO, under --island-timeout 10)
+P6=$(free_ports 1)
+timeout -k 5 30 $ATOLL coordinator --listen tcp://127.0.0.1:$P6 --keys "$D/coord" --min-islands 1 --island-timeout 10 --run-seconds 12 >"$D/reuse.log" 2>&1 &
+PC=$!
+sleep 0.3
+for t in 1 2 3; do
+  $PY -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()' $P6
+  timeout -k 5 10 "$NET_PEER" tcp://127.0.0.1:$P6 "$D/coord/key.pub" "$D/i0/key.secret" 0 hello 2.5 >>"$D/reuse.out" 2>&1
+  sleep 0.2
+done
+kill $PC 2>/dev/null; wait $PC
+n=$(grep -c "island 0 left (its connection closed" "$D/reuse.log")
+# (each trial's peer closes at its end: a "left" may follow the last one, 1.5 s later,
+# never one during a trial: the next trial's HELLO comes first)
+out=$(awk '/island 0 joined|restarted/ { t++ } /island 0 left \(its connection/ { print "left after trial " t }' "$D/reuse.log")
+[ "$n" -eq 0 ] || [ "$out" = "left after trial 3" ] \
+  && pass "a reused descriptor's old close does not mark a live island (3 trials; left lines: $n)" \
+  || fail "a live island left for another connection's close: $(grep 'island 0' "$D/reuse.log" | tail -n 4)"
+
 # endpoints the probe cannot reach rightly: a wildcard address (a connect there reaches
 # the coordinator's own machine) and a path (ipc://) are said as such, not "answered"
 P4=$(free_ports 1)
