@@ -462,6 +462,7 @@ int atoll_coordinator_run(const atoll_coordinator_config *cfg, const volatile si
     long n = atoll_sock_recv_fd(c->sock, c->buf, sizeof c->buf, from.rid, &from.rid_len, keyz, addr, &from.fd, 100);
     if (n >= 0 || n == -2) handle(c, n, &from, keyz, addr);
     closed_connections(c, mon);
+    atoll_coord_save_state_due(c);
     atoll_coord_expire(c);
     atoll_coord_probe_poll(c);
     atoll_coord_reread_allowed(c);

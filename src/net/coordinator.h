@@ -5,7 +5,8 @@
  * ready ones once the grace ends, merge_policy.h), collects the members'
  * hashes of the global weights after it and commits a revision when they all agree.
  * Its state (revision, hash, last step, members) is written atomically to a state
- * file after each commit and membership change, and read back at start, so that a
+ * file after each commit and membership change (a registration within a second), and
+ * read back at start, so that a
  * restarted coordinator continues the revision count; islands re-register by their
  * heartbeats. */
 #ifndef ATOLL_NET_COORDINATOR_H

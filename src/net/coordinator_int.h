@@ -139,6 +139,8 @@ typedef struct {
   double slot_heard[MAX_MEMBERS]; /* when an island of that slot was last a member or asked (0: not since the start) */
   char allowed[4200];    /* the allow-list directory (an open run reads it again for new keys) */
   double allowed_read;   /* when it was last read */
+  int state_dirty;       /* a change to write within a second (atoll_coord_save_state_soon) */
+  double state_saved;    /* when the state file was last written */
   char allowed_said[600]; /* the trouble last said reading it again ("": none) */
   struct coord_view *view; /* the status page (coordinator_status.c; NULL: none) */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
@@ -226,6 +228,11 @@ typedef struct {
 /* Parses a state file's text (path names it in errors): 0, or -1 with one line. */
 int atoll_coord_state_parse(const char *text, size_t len, const char *path, coord_saved *out, atoll_err *err);
 void atoll_coord_save_state(coord *c);
+/* A registration's change: written within a second (atoll_coord_save_state_due, from the
+ * loop), not at once: a crowd of islands joining writes the file once a second, not once
+ * each (a member missing from it after a crash registers again by its heartbeat). */
+void atoll_coord_save_state_soon(coord *c);
+void atoll_coord_save_state_due(coord *c);
 int atoll_coord_load_state(coord *c, atoll_err *err);
 int atoll_coord_lock_state(coord *c, atoll_err *err);
 

@@ -229,7 +229,7 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
     else
       fprintf(stderr, "coordinator: island %u rank %u of %u joined (key %.8s..., %s, data at %s, step %u); %d members\n",
               h->island, h->rank, h->ranks, keyz, addr, h->endpoint, h->step, atoll_coord_live(c));
-    atoll_coord_save_state(c);
+    atoll_coord_save_state_soon(c);
     return m;
   }
   /* full: told so in one line (unanswered, it would wait out its limit for a WELCOME); the
