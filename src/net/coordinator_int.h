@@ -140,7 +140,7 @@ typedef struct {
   char allowed[4200];    /* the allow-list directory (an open run reads it again for new keys) */
   double allowed_read;   /* when it was last read */
   int state_dirty;       /* a change to write within a second (atoll_coord_save_state_soon) */
-  double state_saved;    /* when the state file was last written */
+  double state_saved;    /* when atoll_coord_save_state_due last wrote it */
   char allowed_said[600]; /* the trouble last said reading it again ("": none) */
   struct coord_view *view; /* the status page (coordinator_status.c; NULL: none) */
   uint8_t buf[ATOLL_WIRE_MAX_DATA + 1];
@@ -231,7 +231,7 @@ void atoll_coord_save_state(coord *c);
 /* A registration's change: written within a second (atoll_coord_save_state_due, from the
  * loop), not at once: a crowd of islands joining writes the file once a second, not once
  * each (a member missing from it after a crash registers again by its heartbeat). */
-void atoll_coord_save_state_soon(coord *c);
+void atoll_coord_save_state_soon(coord *c); /* (coordinator_members.c) */
 void atoll_coord_save_state_due(coord *c);
 int atoll_coord_load_state(coord *c, atoll_err *err);
 int atoll_coord_lock_state(coord *c, atoll_err *err);

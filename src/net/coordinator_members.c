@@ -245,6 +245,15 @@ member *atoll_coord_register_island(coord *c, const char *keyz, const atoll_wire
   return NULL;
 }
 
+void atoll_coord_save_state_soon(coord *c) { c->state_dirty = 1; }
+
+void atoll_coord_save_state_due(coord *c) {
+  double now = atoll_net_now();
+  if (!c->state_dirty || now - c->state_saved < 1.0) return;
+  atoll_coord_save_state(c);
+  c->state_saved = now;
+}
+
 void atoll_coord_heard_on(member *m, int fd) {
   char peer[64];
   atoll_sock_peer(fd, peer);

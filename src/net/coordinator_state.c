@@ -26,15 +26,8 @@ static void to_hex(const uint8_t *h, char out[2 * ATOLL_WIRE_HASH + 1]) {
   for (int i = 0; i < ATOLL_WIRE_HASH; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
-void atoll_coord_save_state_soon(coord *c) { c->state_dirty = 1; }
-
-void atoll_coord_save_state_due(coord *c) {
-  if (c->state_dirty && atoll_net_now() - c->state_saved >= 1.0) atoll_coord_save_state(c);
-}
-
 void atoll_coord_save_state(coord *c) {
-  c->state_dirty = 0;
-  c->state_saved = atoll_net_now();
+  c->state_dirty = 0; /* (written now: nothing left for atoll_coord_save_state_due) */
   if (!c->state_path[0]) return; /* no --state: nothing outlives this process */
   cJSON *s = cJSON_CreateObject(), *mem = cJSON_AddArrayToObject(s, "members");
   char h[2 * ATOLL_WIRE_HASH + 1];
