@@ -16,6 +16,8 @@
 #                 phase's steps and merges when done
 #   phase_async_fast  the same with the two fast islands alone (2 and 3; the slow
 #                 islands 0 and 1 absent): the fast islands' tokens/s with and without them
+#   phase_async_a25  phase_async with --merge-alpha 0.25 (the island keeps a quarter of
+#                 its own weights at a merge, not half)
 #   phase_async_kill  phase_async with island 1 SIGKILLed 12 s in (for good): the
 #                 survivors' longest gap between inner steps against their normal step
 # Per island: compute utilisation, tokens trained per second of the run, steps taken,
@@ -30,7 +32,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-ALL_ROWS="sync grace phase phase_async phase_async_fast phase_async_kill"
+ALL_ROWS="sync grace phase phase_async phase_async_a25 phase_async_fast phase_async_kill"
 QUICK=0 WORK=/tmp/atoll-hetero ROWS=$ALL_ROWS
 while [ $# -gt 0 ]; do
   case $1 in
@@ -122,6 +124,7 @@ for r in $ROWS; do
     phase_async) row phase_async "" "$ASYNC" 0 ;;
     phase_async_fast) row phase_async_fast "" "$ASYNC" 2 ;;
     phase_async_kill) KILL=1:12 row phase_async_kill "" "$ASYNC" 0 3 ;;
+    phase_async_a25) row phase_async_a25 "" "$ASYNC --merge-alpha 0.25" 0 ;;
     *) echo "hetero.sh: unknown row '$r'"; exit 2 ;;
   esac
 done

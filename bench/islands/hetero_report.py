@@ -8,7 +8,7 @@ import json, os, sys
 
 work, K = sys.argv[1], int(sys.argv[2])
 rows = []
-for name in ["sync", "grace", "phase", "phase_async", "phase_async_fast", "phase_async_kill"]:
+for name in ["sync", "grace", "phase", "phase_async", "phase_async_a25", "phase_async_fast", "phase_async_kill"]:
     d = os.path.join(work, name)
     if not os.path.isdir(d):
         continue
